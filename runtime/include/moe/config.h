@@ -1,0 +1,122 @@
+/* moed configuration: the struct every rank fills from the same YAML bytes.
+ *
+ * Every key is declared once in the table in config.c (YAML path, type, default, bounds,
+ * unit, doc, offset into moe_config_t); the loader, the validator and `moed --help-config`
+ * all come from that table. Only rank 0 reads the file; the text is broadcast and every
+ * rank calls moe_cfg_parse() on the same bytes, so all ranks agree or all fail. */
+#ifndef MOE_CONFIG_H
+#define MOE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "moe/status.h"
+
+#define MOE_MAX_EXPERTS 1024
+#define MOE_MAX_RANKS 4096
+#define MOE_PATH_MAX 1024
+
+typedef enum { MOE_ACT_SWIGLU = 0, MOE_ACT_GELU = 1 } moe_activation_t;
+typedef enum { MOE_ROUTING_MASTER = 0, MOE_ROUTING_SYMMETRIC = 1 } moe_routing_t;
+typedef enum { MOE_TRANSPORT_MPI = 0, MOE_TRANSPORT_UCX = 1, MOE_TRANSPORT_NCCL = 2 } moe_transport_kind_t;
+typedef enum { MOE_DEVICE_CPU = 0, MOE_DEVICE_CUDA = 1 } moe_device_kind_t;
+typedef enum { MOE_DTYPE_F32 = 0, MOE_DTYPE_BF16 = 1, MOE_DTYPE_F16 = 2 } moe_dtype_t;
+
+/* Where a value came from in the YAML text (1-based, as editors count). line 0: not set
+ * in the file (a default). */
+typedef struct moe_cfg_mark {
+    int line;
+    int col;
+} moe_cfg_mark_t;
+
+typedef struct moe_config {
+    /* model */
+    int64_t hidden_dim;
+    int64_t ffn_dim;
+    int64_t num_experts;
+    int64_t top_k;
+    int64_t num_layers;
+    moe_activation_t activation;
+    bool normalize_topk;
+    double capacity_factor;         /* 0 = no limit */
+    char weights[MOE_PATH_MAX];     /* "random" or a .safetensors path */
+    int64_t first_layer;            /* model.first_layer: index of moed's layer 0 in the file */
+    moe_dtype_t dtype;              /* model.dtype: storage type of expert weights (cuda) */
+    uint64_t seed;
+
+    /* placement */
+    int64_t master_rank;
+    bool placement_auto;
+    /* Resolved for the world size given to moe_cfg_parse(): owner rank of each expert. */
+    int32_t expert_owner[MOE_MAX_EXPERTS];
+
+    /* runtime */
+    moe_routing_t routing;
+    moe_transport_kind_t transport;
+    moe_device_kind_t device;
+    int64_t threads;                /* BLAS threads per rank */
+    int64_t chunks;                 /* tokens of a step split for overlap */
+    double step_timeout_s;          /* watchdog; 0 = off */
+
+    /* workload */
+    int64_t tokens_per_step;
+    int64_t steps;
+    char input[MOE_PATH_MAX];       /* "random" or a .safetensors path holding "input" */
+    double routing_skew;
+
+    /* profiler */
+    bool prof_enabled;
+    int64_t prof_warmup_steps;
+    int64_t prof_wait_steps;
+    int64_t prof_measurement_steps;
+    int64_t prof_repeat;            /* 0 = until the run ends */
+    int64_t prof_sampling_rate;
+    bool prof_all_ranks;            /* profiled_ranks: all */
+    int32_t prof_num_ranks;         /* else a list of this many */
+    int32_t prof_ranks[MOE_MAX_RANKS];
+    int64_t prof_memory_sample_ms;
+    bool prof_trace;
+    int64_t prof_trace_max_events;
+    char prof_output_dir[MOE_PATH_MAX];
+
+    /* Provenance, filled by moe_cfg_parse(). */
+    char source_name[MOE_PATH_MAX]; /* file name used in messages */
+    uint64_t text_hash;             /* FNV-1a 64 of the exact text parsed */
+    int world_size;                 /* the world the placement was resolved for */
+} moe_config_t;
+
+/* Fill cfg with every default from the table (placement unresolved). */
+void moe_cfg_defaults(moe_config_t *cfg);
+
+/* Parse and validate YAML text (not NUL-terminated necessarily) named `source_name` in
+ * messages, and resolve the placement for `world_size` ranks. On error returns a negative
+ * status, leaves *cfg unspecified, and fills err with one message that starts with
+ * "source_name:line:col: " where the YAML has a position, says the value found, what was
+ * expected, and (for unknown keys) "did you mean ...?".
+ *
+ * With world_size == 1 an explicit placement is not applied: the single rank hosts every
+ * expert (moed started without mpirun). */
+moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name,
+                           int world_size, moe_config_t *cfg, moe_error_t *err);
+
+/* Read a whole file into a malloc'd NUL-terminated buffer (caller frees). */
+moe_status_t moe_cfg_read_file(const char *path, char **text, size_t *len, moe_error_t *err);
+
+/* Print the key table (path, type, default, bounds, unit, doc) for --help-config. */
+void moe_cfg_print_reference(FILE *out);
+
+/* Print the resolved placement, one line per rank: "rank 1: experts 0 1 2 3". */
+void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out);
+
+/* Number of experts owned by `rank` and, if ids != NULL, their ids ascending. */
+int moe_cfg_experts_of_rank(const moe_config_t *cfg, int rank, int32_t *ids);
+
+/* True when rank r is profiled (profiled_ranks: all, or r is in the list). */
+bool moe_cfg_rank_profiled(const moe_config_t *cfg, int rank);
+
+/* FNV-1a 64 over bytes. */
+uint64_t moe_hash64(const void *data, size_t len);
+
+#endif /* MOE_CONFIG_H */

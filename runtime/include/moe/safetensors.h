@@ -1,0 +1,83 @@
+/* safetensors reader and writer.
+ *
+ * Format: 8 bytes little-endian u64 N, then N bytes of UTF-8 JSON header
+ *   {"name": {"dtype": "F32", "shape": [d0, d1], "data_offsets": [begin, end]}, ...,
+ *    "__metadata__": {"k": "v"}}
+ * then the data; offsets are relative to the byte after the header. moed reads F32, BF16
+ * and F16 tensors into F32. Opening reads only the header; each tensor is read with pread
+ * on demand, so a rank reads only the tensors it needs.
+ *
+ * The reader trusts nothing: header size against the file size, every offset and shape
+ * product against the data size and against each other, dtype names, JSON syntax. A file
+ * that lies about its sizes is rejected with a message, never read out of bounds. */
+#ifndef MOE_SAFETENSORS_H
+#define MOE_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moe/status.h"
+
+#define MOE_ST_MAX_DIMS 8
+
+typedef enum {
+    MOE_ST_F32 = 0,
+    MOE_ST_BF16 = 1,
+    MOE_ST_F16 = 2,
+    MOE_ST_OTHER = 3, /* listed (so the file opens) but not readable as float */
+} moe_st_dtype_t;
+
+typedef struct moe_st_tensor_info {
+    const char *name;          /* owned by the file handle */
+    moe_st_dtype_t dtype;
+    const char *dtype_name;    /* as written in the file, e.g. "BF16", "I64" */
+    int ndim;
+    int64_t shape[MOE_ST_MAX_DIMS];
+    uint64_t data_begin;       /* relative to the data section */
+    uint64_t data_end;
+} moe_st_tensor_info_t;
+
+typedef struct moe_st_file moe_st_file_t;
+
+/* Open and validate the header. err says the path and the exact problem. */
+moe_status_t moe_st_open(const char *path, moe_st_file_t **out, moe_error_t *err);
+/* Open from memory (no copy: buf must outlive the handle). For tests and fuzzing. */
+moe_status_t moe_st_open_memory(const void *buf, size_t len, const char *name,
+                                moe_st_file_t **out, moe_error_t *err);
+void moe_st_close(moe_st_file_t *f); /* accepts NULL */
+
+int moe_st_count(const moe_st_file_t *f);
+const moe_st_tensor_info_t *moe_st_at(const moe_st_file_t *f, int i);
+/* NULL when absent. */
+const moe_st_tensor_info_t *moe_st_find(const moe_st_file_t *f, const char *name);
+
+/* Read tensor `name` converted to F32 into dst, which holds `count` floats. Fails with a
+ * message naming the file and tensor when the tensor is missing (MOE_ERR_WEIGHTS), its
+ * element count differs from `count` (MOE_ERR_WEIGHTS), its dtype is not F32/BF16/F16
+ * (MOE_ERR_UNSUPPORTED), or the data cannot be read (MOE_ERR_IO / MOE_ERR_TRUNCATED). */
+moe_status_t moe_st_read_f32(moe_st_file_t *f, const char *name, float *dst, size_t count,
+                             moe_error_t *err);
+/* Same, but also checks the exact shape (ndim dims). */
+moe_status_t moe_st_read_f32_shaped(moe_st_file_t *f, const char *name, int ndim,
+                                    const int64_t *shape, float *dst, moe_error_t *err);
+
+/* Writer: a file of F32 / BF16 / F16 tensors. Tensors are given as F32 and stored in
+ * `dtype` (round to nearest even). Written to path atomically (tmp + rename). */
+typedef struct moe_st_out_tensor {
+    const char *name;
+    moe_st_dtype_t dtype;
+    int ndim;
+    int64_t shape[MOE_ST_MAX_DIMS];
+    const float *data;
+} moe_st_out_tensor_t;
+
+moe_status_t moe_st_write(const char *path, const moe_st_out_tensor_t *tensors, int count,
+                          moe_error_t *err);
+
+/* Conversions (exposed for tests and the CUDA path). */
+float moe_bf16_to_f32(uint16_t h);
+uint16_t moe_f32_to_bf16(float f);
+float moe_f16_to_f32(uint16_t h);
+uint16_t moe_f32_to_f16(float f);
+
+#endif /* MOE_SAFETENSORS_H */

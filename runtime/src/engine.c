@@ -1,0 +1,266 @@
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "expert.h"
+#include "gemm.h"
+#include "log.h"
+
+moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
+{
+    int rank, world;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &world);
+    int mine = st == MOE_OK ? world : rank, first = world;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (first == world) {
+        return MOE_OK;
+    }
+    moe_error_t shared;
+    if (rank == first) {
+        shared.code = st;
+        snprintf(shared.msg, sizeof(shared.msg), "%s", err != NULL ? err->msg : "");
+        if (shared.msg[0] == '\0') {
+            snprintf(shared.msg, sizeof(shared.msg), "%s", moe_status_string(st));
+        }
+    }
+    MPI_Bcast(&shared, (int)sizeof(shared), MPI_BYTE, first, comm);
+    if (err != NULL) {
+        *err = shared;
+    }
+    return shared.code;
+}
+
+void moe_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
+                        int64_t *count)
+{
+    int64_t T = cfg->tokens_per_step;
+    if (cfg->routing == MOE_ROUTING_MASTER || world_size == 1) {
+        int master = world_size == 1 ? 0 : (int)cfg->master_rank;
+        *first = 0;
+        *count = rank == master ? T : 0;
+        return;
+    }
+    int64_t base = T / world_size, rem = T % world_size;
+    *first = rank * base + (rank < rem ? rank : rem);
+    *count = base + (rank < rem ? 1 : 0);
+}
+
+static moe_status_t engine_load_inputs(moe_engine_t *eng, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    int64_t H = cfg->hidden_dim, n = eng->token_count;
+    bool random = strcmp(cfg->input, "random") == 0;
+    /* A few distinct random batches, so routing varies from step to step, generated once:
+     * the timed loop only copies. A file input is one batch. */
+    eng->num_batches = random ? (int)(cfg->steps < 4 ? cfg->steps : 4) : 1;
+    size_t floats = (size_t)(n * H);
+    eng->x = calloc(floats > 0 ? floats : 1, sizeof(float));
+    eng->batches = calloc(floats > 0 ? floats * (size_t)eng->num_batches : 1, sizeof(float));
+    if (eng->x == NULL || eng->batches == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %lld input tokens",
+                             (long long)n);
+    }
+    for (int b = 0; b < eng->num_batches && n > 0; b++) {
+        moe_status_t st =
+            moe_input_load(cfg, b, eng->token_first, n, eng->batches + (size_t)b * floats, err);
+        if (st != MOE_OK) {
+            return st;
+        }
+    }
+    return MOE_OK;
+}
+
+moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
+                               moe_error_t *err)
+{
+    moe_engine_t *eng = calloc(1, sizeof(*eng));
+    moe_status_t st = MOE_OK;
+    if (eng == NULL) {
+        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the engine");
+    } else {
+        eng->cfg = cfg;
+        eng->comm = comm;
+        MPI_Comm_rank(comm, &eng->rank);
+        MPI_Comm_size(comm, &eng->world_size);
+        moe_tokens_of_rank(cfg, eng->world_size, eng->rank, &eng->token_first,
+                           &eng->token_count);
+        eng->routes = eng->token_count > 0;
+        moe_gemm_set_threads((int)cfg->threads);
+        st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, &eng->transport, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_weights_load(cfg, eng->rank, eng->routes, &eng->weights, err);
+    }
+    if (st == MOE_OK) {
+        st = engine_load_inputs(eng, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_layer_ctx_init(&eng->layer, cfg, comm, eng->transport, eng->token_count, err);
+    }
+    st = moe_agree(comm, st, err);
+    if (st != MOE_OK) {
+        moe_engine_destroy(eng);
+        return st;
+    }
+    *out = eng;
+    return MOE_OK;
+}
+
+void moe_engine_destroy(moe_engine_t *eng)
+{
+    if (eng == NULL) {
+        return;
+    }
+    moe_layer_ctx_destroy(&eng->layer);
+    moe_weights_destroy(&eng->weights);
+    moe_transport_destroy(eng->transport);
+    free(eng->x);
+    free(eng->batches);
+    free(eng);
+}
+
+static void engine_account_layer(moe_engine_t *eng)
+{
+    const moe_layer_ctx_t *ctx = &eng->layer;
+    const moe_config_t *cfg = eng->cfg;
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) {
+        eng->phase_ns[p] += ctx->rec.phase_end_ns[p] - ctx->rec.phase_begin_ns[p];
+    }
+    for (int le = 0; le < ctx->num_local; le++) {
+        int64_t rows = ctx->rec.expert_rows[le];
+        if (rows == 0) {
+            continue;
+        }
+        eng->expert_ns += ctx->rec.expert_end_ns[le] - ctx->rec.expert_begin_ns[le];
+        eng->expert_flops += moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, rows);
+        eng->expert_calls++;
+        eng->expert_rows += rows;
+    }
+    eng->rows_sent += ctx->plan.num_send;
+    eng->dropped += ctx->plan.num_dropped;
+}
+
+static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    size_t floats = (size_t)(eng->token_count * cfg->hidden_dim);
+    memcpy(eng->x, eng->batches + (size_t)(step % eng->num_batches) * floats,
+           floats * sizeof(float));
+    for (int l = 0; l < (int)cfg->num_layers; l++) {
+        moe_status_t st = moe_layer_forward(&eng->layer, &eng->weights.layers[l],
+                                            eng->weights.gate_bias, eng->x, eng->token_count, err);
+        if (st != MOE_OK) {
+            return st;
+        }
+        engine_account_layer(eng);
+        if (eng->layer_hook != NULL) {
+            eng->layer_hook(eng->hook_user, step, l, &eng->layer);
+        }
+    }
+    return MOE_OK;
+}
+
+static void engine_progress(const moe_engine_t *eng, int64_t step, int64_t steps,
+                            int64_t t0, int64_t *last_print, bool final)
+{
+    int64_t now = moe_now_ns();
+    if (!final && now - *last_print < 500000000LL) {
+        return;
+    }
+    *last_print = now;
+    double secs = (double)(now - t0) * 1e-9;
+    double tps = secs > 0 ? (double)(step + 1) * (double)eng->cfg->tokens_per_step / secs : 0;
+    printf("\rstep %lld/%lld  %.0f tokens/s   %s", (long long)(step + 1), (long long)steps, tps,
+           final ? "\n" : "");
+    fflush(stdout);
+}
+
+moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop_flag,
+                            bool progress, moe_error_t *err)
+{
+    bool show = progress && eng->rank == 0;
+    moe_mpi_barrier_quiet(eng->comm);
+    int64_t t0 = moe_now_ns(), last_print = t0;
+    moe_status_t st = MOE_OK;
+    for (int64_t s = 0; s < steps; s++) {
+        int64_t b = moe_now_ns();
+        st = engine_step(eng, s, err);
+        int64_t e = moe_now_ns();
+        if (st != MOE_OK) {
+            break;
+        }
+        eng->steps_done = s + 1;
+        if (eng->step_hook != NULL) {
+            eng->step_hook(eng->hook_user, s, b, e);
+        }
+        if (show) {
+            engine_progress(eng, s, steps, t0, &last_print, false);
+        }
+        if (stop_flag != NULL) {
+            /* Stop together: one flag set anywhere ends the run after this step. */
+            int mine = *stop_flag != 0, any = 0;
+            MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_LOR, eng->comm);
+            if (any) {
+                st = moe_error_set(err, MOE_ERR_INTERRUPTED,
+                                   "interrupted: stopped after step %lld of %lld",
+                                   (long long)(s + 1), (long long)steps);
+                break;
+            }
+        }
+    }
+    if (st == MOE_OK || st == MOE_ERR_INTERRUPTED) {
+        moe_mpi_barrier_quiet(eng->comm);
+    }
+    eng->run_ns = moe_now_ns() - t0;
+    if (show && eng->steps_done > 0) {
+        engine_progress(eng, eng->steps_done - 1, steps, t0, &last_print, true);
+    }
+    return st;
+}
+
+moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_t *err)
+{
+    int W = eng->world_size;
+    int64_t H = eng->cfg->hidden_dim, T = eng->cfg->tokens_per_step;
+    int *counts = NULL, *displs = NULL;
+    float *all = NULL;
+    moe_status_t st = MOE_OK;
+    *out = NULL;
+    if (eng->rank == 0) {
+        counts = calloc((size_t)W, sizeof(int));
+        displs = calloc((size_t)W, sizeof(int));
+        all = malloc((size_t)(T * H) * sizeof(float));
+        if (counts == NULL || displs == NULL || all == NULL) {
+            st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the output");
+        }
+        for (int r = 0; r < W && st == MOE_OK; r++) {
+            int64_t first, count;
+            moe_tokens_of_rank(eng->cfg, W, r, &first, &count);
+            counts[r] = (int)count; /* in rows of H floats */
+            displs[r] = (int)first;
+        }
+    }
+    st = moe_agree(eng->comm, st, err);
+    if (st == MOE_OK) {
+        MPI_Datatype row;
+        MPI_Type_contiguous((int)H, MPI_FLOAT, &row);
+        MPI_Type_commit(&row);
+        st = moe_mpi_check(MPI_Gatherv(eng->x, (int)eng->token_count, row, all, counts, displs,
+                                       row, 0, eng->comm),
+                           "MPI_Gatherv (output)", err);
+        MPI_Type_free(&row);
+    }
+    free(counts);
+    free(displs);
+    if (st != MOE_OK) {
+        free(all);
+        return st;
+    }
+    *out = all;
+    return MOE_OK;
+}

@@ -1,0 +1,75 @@
+/* The engine: everything one rank needs to run the configured steps. Creating it is
+ * collective over the communicator and either succeeds on every rank or fails on every
+ * rank with the same error (moe_agree). */
+#ifndef MOE_ENGINE_H
+#define MOE_ENGINE_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moe/config.h"
+#include "moe/status.h"
+#include "moe_layer.h"
+#include "transport.h"
+#include "weights.h"
+
+typedef struct moe_engine moe_engine_t;
+
+/* Called after every layer of every step with the layer's record, for the profiler. */
+typedef void (*moe_layer_hook_t)(void *user, int64_t step, int layer, const moe_layer_ctx_t *ctx);
+/* Called after every step with its wall time. */
+typedef void (*moe_step_hook_t)(void *user, int64_t step, int64_t begin_ns, int64_t end_ns);
+
+struct moe_engine {
+    const moe_config_t *cfg;
+    MPI_Comm comm;
+    int rank, world_size;
+    bool routes;           /* runs the gate for some tokens */
+    int64_t token_first;   /* global index of this rank's first token */
+    int64_t token_count;   /* tokens this rank routes per step */
+    moe_weights_t weights;
+    moe_transport_t *transport;
+    moe_layer_ctx_t layer;
+    float *x;              /* [token_count, H] hidden state of the current step */
+    float *batches;        /* [num_batches, token_count, H] inputs, cycled over steps */
+    int num_batches;
+    int64_t steps_done;
+    /* Totals over the run (every step), for the end summary. */
+    int64_t phase_ns[MOE_PHASE_COUNT];
+    int64_t expert_ns;
+    double expert_flops;
+    int64_t expert_calls;
+    int64_t expert_rows;
+    int64_t rows_sent;     /* dispatch rows, all layers and steps */
+    int64_t dropped;
+    int64_t run_ns;        /* first step begin to last step end (between barriers) */
+    moe_layer_hook_t layer_hook;
+    moe_step_hook_t step_hook;
+    void *hook_user;
+};
+
+/* Agree on a status across comm: if any rank failed, every rank returns the error of the
+ * lowest failing rank, with its message copied into err on every rank. Collective. */
+moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err);
+
+/* Tokens routed by `rank`: all on the master in master routing, an even split (lower
+ * ranks take the remainder) in symmetric routing. */
+void moe_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
+                        int64_t *count);
+
+moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
+                               moe_error_t *err);
+void moe_engine_destroy(moe_engine_t *eng); /* accepts NULL */
+
+/* Run `steps` steps. stop_flag (may be NULL) is polled at step boundaries: when any rank
+ * sees it set, all ranks stop after the same step. progress: rank 0 prints step and
+ * tokens/s on one refreshed line. Collective. */
+moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop_flag,
+                            bool progress, moe_error_t *err);
+
+/* Gather the hidden state of the last step to rank 0 in global token order: on rank 0
+ * *out receives a malloc'd [T, H] array (caller frees); NULL elsewhere. Collective. */
+moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_t *err);
+
+#endif /* MOE_ENGINE_H */

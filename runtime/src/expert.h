@@ -1,0 +1,31 @@
+/* One expert's FFN on the CPU, as GEMMs through the build's BLAS.
+ *   swiglu: out = W2 (silu(W1 x) * W3 x)   W1 and W3 stored stacked as W13 [2F, H]
+ *   gelu:   out = W2 gelu(W1 x)            W13 holds W1 only [F, H]
+ * Rows are processed in tiles of at most `tile_rows` so the hidden scratch stays bounded
+ * for any batch. */
+#ifndef MOE_EXPERT_H
+#define MOE_EXPERT_H
+
+#include <stdint.h>
+
+#include "moe/config.h"
+#include "moe/status.h"
+
+typedef struct moe_expert_weights {
+    int32_t id;
+    float *w13; /* [2F, H] swiglu, [F, H] gelu */
+    float *w2;  /* [H, F] */
+} moe_expert_weights_t;
+
+/* Scratch floats the FFN needs for tile_rows rows. */
+int64_t moe_expert_scratch_floats(moe_activation_t act, int64_t ffn, int64_t tile_rows);
+
+/* out[n, H] = FFN(in[n, H]). scratch holds moe_expert_scratch_floats() floats. */
+moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t act,
+                                int64_t hidden, int64_t ffn, int64_t rows, const float *in,
+                                float *out, float *scratch, int64_t tile_rows);
+
+/* FLOPs of the FFN over `rows` rows (GEMMs only: 2*M*N*K each). */
+double moe_expert_flops(moe_activation_t act, int64_t hidden, int64_t ffn, int64_t rows);
+
+#endif /* MOE_EXPERT_H */

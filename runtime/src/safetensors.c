@@ -1,0 +1,1745 @@
+/* safetensors reader and writer.
+ *
+ * The header is parsed by a small strict JSON parser of our own: a weights file comes from
+ * outside, so every byte of it is checked before it is used, and every rejection says which
+ * file, which tensor and what is wrong. Tensor data is read on demand with pread (or memcpy
+ * for an in-memory file) straight into the caller's buffer and converted there, in place,
+ * so no tensor is ever held twice. All multi-byte values are decoded byte by byte as little
+ * endian, whatever the host order. */
+#include "moe/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Same order of magnitude as the reference implementation's 100 MB; a larger header is
+ * almost certainly not a safetensors file and would cost that much memory to parse. */
+#define ST_MAX_HEADER ((uint64_t)100 * 1024 * 1024)
+/* __metadata__ values may nest; bound the recursion so a hostile header cannot blow the
+ * stack. */
+#define ST_MAX_DEPTH 32
+/* The writer converts through a bounce buffer of this size. */
+#define ST_CHUNK_BYTES 65536
+/* pread/write sizes per call: Linux transfers at most ~2 GiB per call anyway. */
+#define ST_IO_MAX ((size_t)1 << 30)
+
+/* ------------------------------------------------------------------------------------ */
+/* Conversions                                                                           */
+
+static uint32_t st_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+static float st_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+float moe_bf16_to_f32(uint16_t h)
+{
+    return st_bits_f32((uint32_t)h << 16);
+}
+
+uint16_t moe_f32_to_bf16(float f)
+{
+    uint32_t u = st_f32_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) {
+        /* Truncating could clear every mantissa bit and turn NaN into inf: force quiet. */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    }
+    /* Round to nearest even; a carry into the exponent is the correct rounding, up to inf. */
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float moe_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+
+    if (exp == 0x1F) {
+        return st_bits_f32(sign | 0x7F800000u | (mant << 13));
+    }
+    if (exp == 0) {
+        if (mant == 0) {
+            return st_bits_f32(sign);
+        }
+        /* Subnormal: normalise so the leading 1 becomes the implicit bit. */
+        exp = 113;
+        while ((mant & 0x400u) == 0) {
+            mant <<= 1;
+            exp--;
+        }
+        return st_bits_f32(sign | (exp << 23) | ((mant & 0x3FFu) << 13));
+    }
+    return st_bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+/* Keeps the top bits of mant above `shift`, rounding the rest to nearest even. */
+static uint32_t st_round_shift(uint32_t mant, unsigned shift)
+{
+    uint32_t q = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) {
+        q++;
+    }
+    return q;
+}
+
+uint16_t moe_f32_to_f16(float f)
+{
+    uint32_t u = st_f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7FFFFFFFu;
+
+    if (a > 0x7F800000u) {
+        return (uint16_t)(sign | 0x7E00u | ((a >> 13) & 0x3FFu));
+    }
+    if (a >= 0x477FF000u) {
+        /* 65520 and above: halfway past 65504 rounds (to even) up to inf. */
+        return (uint16_t)(sign | 0x7C00u);
+    }
+    if (a < 0x38800000u) {
+        /* Below 2^-14: an f16 subnormal, in units of 2^-24. */
+        unsigned shift = 126u - (a >> 23);
+        if (shift > 24) {
+            return sign;
+        }
+        return (uint16_t)(sign | st_round_shift((a & 0x7FFFFFu) | 0x800000u, shift));
+    }
+    /* Normal; a mantissa carry moves into the exponent, which is the right result. */
+    return (uint16_t)(sign | st_round_shift(a - 0x38000000u, 13));
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Little-endian helpers                                                                  */
+
+static uint64_t st_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+static void st_put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        p[i] = (unsigned char)(v >> (8 * i));
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Dtypes                                                                                 */
+
+typedef struct st_dtype_desc {
+    const char *name;
+    moe_st_dtype_t dtype;
+    unsigned bits; /* per element; the sub-byte float formats pack */
+} st_dtype_desc_t;
+
+static const st_dtype_desc_t st_dtypes[] = {
+    {"F32", MOE_ST_F32, 32},          {"BF16", MOE_ST_BF16, 16},
+    {"F16", MOE_ST_F16, 16},          {"F64", MOE_ST_OTHER, 64},
+    {"I64", MOE_ST_OTHER, 64},        {"U64", MOE_ST_OTHER, 64},
+    {"I32", MOE_ST_OTHER, 32},        {"U32", MOE_ST_OTHER, 32},
+    {"I16", MOE_ST_OTHER, 16},        {"U16", MOE_ST_OTHER, 16},
+    {"I8", MOE_ST_OTHER, 8},          {"U8", MOE_ST_OTHER, 8},
+    {"BOOL", MOE_ST_OTHER, 8},        {"F8_E4M3", MOE_ST_OTHER, 8},
+    {"F8_E5M2", MOE_ST_OTHER, 8},     {"F8_E8M0", MOE_ST_OTHER, 8},
+    {"F6_E2M3", MOE_ST_OTHER, 6},     {"F6_E3M2", MOE_ST_OTHER, 6},
+    {"F4", MOE_ST_OTHER, 4},          {"C64", MOE_ST_OTHER, 64},
+};
+#define ST_NDTYPES ((int)(sizeof(st_dtypes) / sizeof(st_dtypes[0])))
+
+static const st_dtype_desc_t *st_dtype_lookup(const char *s, size_t len)
+{
+    for (int i = 0; i < ST_NDTYPES; i++) {
+        if (strlen(st_dtypes[i].name) == len && memcmp(st_dtypes[i].name, s, len) == 0) {
+            return &st_dtypes[i];
+        }
+    }
+    return NULL;
+}
+
+static const st_dtype_desc_t *st_dtype_of(const moe_st_tensor_info_t *t)
+{
+    return st_dtype_lookup(t->dtype_name, strlen(t->dtype_name));
+}
+
+/* Product of the dims; false when a dim is negative or the product overflows 64 bits. */
+static bool st_shape_elems(int ndim, const int64_t *shape, uint64_t *out)
+{
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            return false;
+        }
+        if (shape[i] != 0 && n > UINT64_MAX / (uint64_t)shape[i]) {
+            return false;
+        }
+        n *= (uint64_t)shape[i];
+    }
+    *out = n;
+    return true;
+}
+
+/* printf into buf at *len, never past cap; a truncated result stays NUL-terminated. */
+static void st_appendf(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void st_appendf(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len + 1 >= cap) {
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (r > 0) {
+        *len = (size_t)r < cap - *len ? *len + (size_t)r : cap - 1;
+    }
+}
+
+/* "[8, 1024]"; always NUL-terminated. */
+static void st_format_shape(char *buf, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    st_appendf(buf, cap, &len, "[");
+    for (int i = 0; i < ndim; i++) {
+        st_appendf(buf, cap, &len, "%s%" PRId64, i ? ", " : "", shape[i]);
+    }
+    st_appendf(buf, cap, &len, "]");
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The file handle                                                                        */
+
+struct moe_st_file {
+    char *name;                /* path or memory name, for messages */
+    int fd;                    /* -1 for an in-memory file */
+    const unsigned char *mem;  /* the whole in-memory file, or NULL */
+    uint64_t file_size;
+    uint64_t data_start;       /* 8 + header length */
+    uint64_t data_size;
+    moe_st_tensor_info_t *tensors; /* in header order */
+    int count;
+    int cap;
+    const moe_st_tensor_info_t **by_name; /* sorted, for find */
+};
+
+static moe_status_t st_file_new(const char *name, moe_st_file_t **out, moe_error_t *err)
+{
+    moe_st_file_t *f = calloc(1, sizeof(*f));
+    if (f == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", name);
+    }
+    f->fd = -1;
+    f->name = malloc(strlen(name) + 1);
+    if (f->name == NULL) {
+        free(f);
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", name);
+    }
+    strcpy(f->name, name);
+    *out = f;
+    return MOE_OK;
+}
+
+void moe_st_close(moe_st_file_t *f)
+{
+    if (f == NULL) {
+        return;
+    }
+    if (f->fd >= 0) {
+        close(f->fd); /* read-only: nothing to lose on a failed close */
+    }
+    for (int i = 0; i < f->count; i++) {
+        free((char *)f->tensors[i].name);
+    }
+    free(f->tensors);
+    free(f->by_name);
+    free(f->name);
+    free(f);
+}
+
+int moe_st_count(const moe_st_file_t *f)
+{
+    return f == NULL ? 0 : f->count;
+}
+
+const moe_st_tensor_info_t *moe_st_at(const moe_st_file_t *f, int i)
+{
+    if (f == NULL || i < 0 || i >= f->count) {
+        return NULL;
+    }
+    return &f->tensors[i];
+}
+
+static int st_cmp_name_key(const void *key, const void *elem)
+{
+    const moe_st_tensor_info_t *t = *(const moe_st_tensor_info_t *const *)elem;
+    return strcmp((const char *)key, t->name);
+}
+
+const moe_st_tensor_info_t *moe_st_find(const moe_st_file_t *f, const char *name)
+{
+    if (f == NULL || name == NULL || f->count == 0) {
+        return NULL;
+    }
+    const moe_st_tensor_info_t *const *hit =
+        bsearch(name, f->by_name, (size_t)f->count, sizeof(*f->by_name), st_cmp_name_key);
+    return hit == NULL ? NULL : *hit;
+}
+
+/* Reads len bytes at absolute offset off. A short file here means it changed after it was
+ * validated (or the validation is wrong): report, never read past the end. */
+static moe_status_t st_src_read(const moe_st_file_t *f, uint64_t off, void *dst, size_t len,
+                                moe_error_t *err)
+{
+    if (off > f->file_size || len > f->file_size - off) {
+        return moe_error_set(err, MOE_ERR_TRUNCATED,
+                             "%s: %zu bytes at offset %" PRIu64 " lie past the end (%" PRIu64
+                             " bytes)", f->name, len, off, f->file_size);
+    }
+    if (f->fd < 0) {
+        memcpy(dst, f->mem + off, len);
+        return MOE_OK;
+    }
+    unsigned char *p = dst;
+    while (len > 0) {
+        ssize_t r = pread(f->fd, p, len < ST_IO_MAX ? len : ST_IO_MAX, (off_t)off);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r < 0) {
+            return moe_error_set(err, MOE_ERR_IO, "%s: read at offset %" PRIu64 " failed: %s",
+                                 f->name, off, strerror(errno));
+        }
+        if (r == 0) {
+            return moe_error_set(err, MOE_ERR_TRUNCATED,
+                                 "%s: file ends at offset %" PRIu64 " while %zu more bytes "
+                                 "were expected (was it truncated after opening?)",
+                                 f->name, off, len);
+        }
+        p += r;
+        off += (uint64_t)r;
+        len -= (size_t)r;
+    }
+    return MOE_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* JSON: lexical level                                                                    */
+
+typedef struct st_parser {
+    const char *name;          /* file name for messages */
+    const unsigned char *begin;
+    const unsigned char *p;
+    const unsigned char *end;
+    moe_error_t *err;
+} st_parser_t;
+
+/* Messages give the file offset (the header starts at byte 8) so `xxd -s` finds it. */
+static size_t st_offset(const st_parser_t *ps)
+{
+    return 8 + (size_t)(ps->p - ps->begin);
+}
+
+static void st_describe_here(const st_parser_t *ps, char *buf, size_t cap)
+{
+    if (ps->p >= ps->end) {
+        snprintf(buf, cap, "the end of the header");
+    } else if (*ps->p >= 0x20 && *ps->p < 0x7F) {
+        snprintf(buf, cap, "'%c'", *ps->p);
+    } else {
+        snprintf(buf, cap, "byte 0x%02x", *ps->p);
+    }
+}
+
+static moe_status_t st_syntax(const st_parser_t *ps, const char *problem)
+{
+    char here[32];
+    st_describe_here(ps, here, sizeof(here));
+    return moe_error_set(ps->err, MOE_ERR_FORMAT,
+                         "%s: bad header JSON at file offset %zu: %s (found %s)", ps->name,
+                         st_offset(ps), problem, here);
+}
+
+static moe_status_t st_field_error(const st_parser_t *ps, const char *tensor, const char *fmt,
+                                   ...) __attribute__((format(printf, 3, 4)));
+
+static moe_status_t st_field_error(const st_parser_t *ps, const char *tensor, const char *fmt,
+                                   ...)
+{
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return moe_error_set(ps->err, MOE_ERR_FORMAT, "%s: tensor '%.200s': %s (file offset %zu)",
+                         ps->name, tensor, what, st_offset(ps));
+}
+
+static void st_skip_ws(st_parser_t *ps)
+{
+    while (ps->p < ps->end &&
+           (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) {
+        ps->p++;
+    }
+}
+
+static bool st_at(st_parser_t *ps, char c)
+{
+    st_skip_ws(ps);
+    return ps->p < ps->end && *ps->p == (unsigned char)c;
+}
+
+static bool st_eat(st_parser_t *ps, char c)
+{
+    if (!st_at(ps, c)) {
+        return false;
+    }
+    ps->p++;
+    return true;
+}
+
+static bool st_is_digit(const st_parser_t *ps)
+{
+    return ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9';
+}
+
+/* Length of the valid UTF-8 sequence at p (2-4 bytes), or 0: no overlongs, no surrogates,
+ * nothing past U+10FFFF. */
+static size_t st_utf8_seq(const unsigned char *p, const unsigned char *end)
+{
+    size_t len;
+    uint32_t cp, min;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+        len = 2, cp = p[0] & 0x1Fu, min = 0x80;
+    } else if ((p[0] & 0xF0) == 0xE0) {
+        len = 3, cp = p[0] & 0x0Fu, min = 0x800;
+    } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+        len = 4, cp = p[0] & 0x07u, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if ((size_t)(end - p) < len) {
+        return 0;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80) {
+            return 0;
+        }
+        cp = (cp << 6) | (p[i] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        return 0;
+    }
+    return len;
+}
+
+static size_t st_utf8_put(char *buf, uint32_t cp)
+{
+    if (cp < 0x80) {
+        buf[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        buf[0] = (char)(0xC0 | (cp >> 6));
+        buf[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        buf[0] = (char)(0xE0 | (cp >> 12));
+        buf[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        buf[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    buf[0] = (char)(0xF0 | (cp >> 18));
+    buf[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    buf[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    buf[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+static bool st_hex4(const unsigned char *p, const unsigned char *end, uint32_t *out)
+{
+    uint32_t v = 0;
+    if (end - p < 4) {
+        return false;
+    }
+    for (int i = 0; i < 4; i++) {
+        unsigned c = p[i];
+        unsigned d;
+        if (c >= '0' && c <= '9') {
+            d = c - '0';
+        } else if (c >= 'a' && c <= 'f') {
+            d = c - 'a' + 10;
+        } else if (c >= 'A' && c <= 'F') {
+            d = c - 'A' + 10;
+        } else {
+            return false;
+        }
+        v = (v << 4) | d;
+    }
+    *out = v;
+    return true;
+}
+
+/* \uXXXX at ps->p (pointing at the 'u'), with a surrogate pair joined into one code point;
+ * a lone surrogate cannot be written as UTF-8, so it is rejected. */
+static moe_status_t st_parse_u_escape(st_parser_t *ps, uint32_t *out)
+{
+    uint32_t hi, lo;
+    if (!st_hex4(ps->p + 1, ps->end, &hi)) {
+        return st_syntax(ps, "\\u must be followed by 4 hex digits");
+    }
+    if (hi >= 0xDC00 && hi <= 0xDFFF) {
+        return st_syntax(ps, "\\u escape is a lone low surrogate");
+    }
+    if (hi < 0xD800 || hi > 0xDBFF) {
+        ps->p += 5;
+        *out = hi;
+        return MOE_OK;
+    }
+    const unsigned char *q = ps->p + 5;
+    if (ps->end - q < 6 || q[0] != '\\' || q[1] != 'u' || !st_hex4(q + 2, ps->end, &lo) ||
+        lo < 0xDC00 || lo > 0xDFFF) {
+        return st_syntax(ps, "\\u high surrogate is not followed by a \\u low surrogate");
+    }
+    ps->p = q + 6;
+    *out = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+    return MOE_OK;
+}
+
+/* One escape sequence at ps->p (the backslash); its UTF-8 goes to buf+*n when buf is set. */
+static moe_status_t st_parse_escape(st_parser_t *ps, char *buf, size_t *n)
+{
+    static const char from[] = "\"\\/bfnrt";
+    static const char to[] = "\"\\/\b\f\n\r\t";
+    ps->p++;
+    if (ps->p >= ps->end) {
+        return st_syntax(ps, "unterminated escape in string");
+    }
+    const char *hit = *ps->p != 0 ? strchr(from, *ps->p) : NULL;
+    if (hit != NULL) {
+        if (buf != NULL) {
+            buf[(*n)++] = to[hit - from];
+        }
+        ps->p++;
+        return MOE_OK;
+    }
+    if (*ps->p != 'u') {
+        return st_syntax(ps, "unknown escape in string");
+    }
+    uint32_t cp = 0;
+    moe_status_t rc = st_parse_u_escape(ps, &cp);
+    if (rc == MOE_OK && buf != NULL) {
+        *n += st_utf8_put(buf + *n, cp);
+    }
+    return rc;
+}
+
+/* One character (plain byte, escape or UTF-8 sequence) of a string body. */
+static moe_status_t st_string_char(st_parser_t *ps, char *buf, size_t *n)
+{
+    unsigned char c = *ps->p;
+    size_t len = 1;
+    if (c == '\\') {
+        return st_parse_escape(ps, buf, n);
+    }
+    if (c < 0x20) {
+        return st_syntax(ps, "control character in string (must be escaped)");
+    }
+    if (c >= 0x80) {
+        len = st_utf8_seq(ps->p, ps->end);
+        if (len == 0) {
+            return st_syntax(ps, "invalid UTF-8 in string");
+        }
+    }
+    if (buf != NULL) {
+        memcpy(buf + *n, ps->p, len);
+        *n += len;
+    }
+    ps->p += len;
+    return MOE_OK;
+}
+
+/* Raw length up to the closing quote: an upper bound for the decoded length, since every
+ * escape is at least as long as the UTF-8 it stands for. */
+static size_t st_raw_string_len(const st_parser_t *ps)
+{
+    const unsigned char *q = ps->p;
+    while (q < ps->end && *q != '"') {
+        q += (*q == '\\' && ps->end - q > 1) ? 2 : 1;
+    }
+    return (size_t)(q - ps->p);
+}
+
+/* A string at ps->p (the opening quote, after whitespace). With out set, the decoded
+ * UTF-8 comes back NUL-terminated in a malloc'd buffer; *out_len counts any embedded NUL
+ * from \u0000, which callers that need a C string must reject. */
+static moe_status_t st_parse_string(st_parser_t *ps, char **out, size_t *out_len)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    moe_status_t rc;
+
+    if (!st_eat(ps, '"')) {
+        return st_syntax(ps, "expected a string");
+    }
+    if (out != NULL) {
+        buf = malloc(st_raw_string_len(ps) + 1);
+        if (buf == NULL) {
+            return moe_error_set(ps->err, MOE_ERR_NO_MEMORY, "%s: out of memory", ps->name);
+        }
+    }
+    while (ps->p < ps->end && *ps->p != '"') {
+        rc = st_string_char(ps, buf, &n);
+        if (rc != MOE_OK) {
+            goto free_buf;
+        }
+    }
+    if (ps->p >= ps->end) {
+        rc = st_syntax(ps, "unterminated string");
+        goto free_buf;
+    }
+    ps->p++;
+    if (out != NULL) {
+        buf[n] = '\0';
+        *out = buf;
+        *out_len = n;
+    }
+    return MOE_OK;
+
+free_buf:
+    free(buf);
+    return rc;
+}
+
+static bool st_key_is(const char *key, size_t len, const char *want)
+{
+    return len == strlen(want) && memcmp(key, want, len) == 0;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* JSON: containers and skipping                                                          */
+
+/* Steps through an object whose '{' was consumed: either sets *done at the closing '}', or
+ * returns the next key (malloc'd when key is non-NULL) with the ':' consumed. */
+static moe_status_t st_next_member(st_parser_t *ps, bool *first, bool *done, char **key,
+                                   size_t *klen)
+{
+    *done = false;
+    if (st_eat(ps, '}')) {
+        *done = true;
+        return MOE_OK;
+    }
+    if (!*first && !st_eat(ps, ',')) {
+        return st_syntax(ps, "expected ',' or '}' in object");
+    }
+    *first = false;
+    if (!st_at(ps, '"')) {
+        return st_syntax(ps, "expected a string key");
+    }
+    char *k = NULL;
+    size_t len = 0;
+    moe_status_t rc = st_parse_string(ps, key != NULL ? &k : NULL, &len);
+    if (rc != MOE_OK) {
+        return rc;
+    }
+    if (!st_eat(ps, ':')) {
+        free(k);
+        return st_syntax(ps, "expected ':' after object key");
+    }
+    if (key != NULL) {
+        *key = k;
+        *klen = len;
+    }
+    return MOE_OK;
+}
+
+/* Steps through an array whose '[' was consumed: sets *done at ']', else leaves ps->p at
+ * the next value. */
+static moe_status_t st_next_element(st_parser_t *ps, bool *first, bool *done)
+{
+    *done = false;
+    if (st_eat(ps, ']')) {
+        *done = true;
+        return MOE_OK;
+    }
+    if (!*first && !st_eat(ps, ',')) {
+        return st_syntax(ps, "expected ',' or ']' in array");
+    }
+    *first = false;
+    st_skip_ws(ps);
+    return MOE_OK;
+}
+
+static moe_status_t st_skip_digits(st_parser_t *ps)
+{
+    if (!st_is_digit(ps)) {
+        return st_syntax(ps, "expected a digit in number");
+    }
+    while (st_is_digit(ps)) {
+        ps->p++;
+    }
+    return MOE_OK;
+}
+
+/* Any JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+static moe_status_t st_skip_number(st_parser_t *ps)
+{
+    moe_status_t rc;
+    if (ps->p < ps->end && *ps->p == '-') {
+        ps->p++;
+    }
+    if (!st_is_digit(ps)) {
+        return st_syntax(ps, "expected a value");
+    }
+    if (*ps->p == '0') {
+        ps->p++;
+    } else if ((rc = st_skip_digits(ps)) != MOE_OK) {
+        return rc;
+    }
+    if (ps->p < ps->end && *ps->p == '.') {
+        ps->p++;
+        if ((rc = st_skip_digits(ps)) != MOE_OK) {
+            return rc;
+        }
+    }
+    if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
+        ps->p++;
+        if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-')) {
+            ps->p++;
+        }
+        return st_skip_digits(ps);
+    }
+    return MOE_OK;
+}
+
+static moe_status_t st_skip_literal(st_parser_t *ps, const char *word)
+{
+    size_t len = strlen(word);
+    if ((size_t)(ps->end - ps->p) < len || memcmp(ps->p, word, len) != 0) {
+        return st_syntax(ps, "expected a value");
+    }
+    ps->p += len;
+    return MOE_OK;
+}
+
+static moe_status_t st_skip_value(st_parser_t *ps, int depth);
+
+/* Skips the object or array at ps->p; depth counts the container being entered. */
+static moe_status_t st_skip_container(st_parser_t *ps, int depth)
+{
+    bool is_object = *ps->p == '{';
+    bool first = true, done = false;
+    moe_status_t rc;
+
+    if (depth > ST_MAX_DEPTH) {
+        return st_syntax(ps, "JSON nested more than 32 levels deep");
+    }
+    ps->p++;
+    for (;;) {
+        rc = is_object ? st_next_member(ps, &first, &done, NULL, NULL)
+                       : st_next_element(ps, &first, &done);
+        if (rc != MOE_OK || done) {
+            return rc;
+        }
+        if ((rc = st_skip_value(ps, depth)) != MOE_OK) {
+            return rc;
+        }
+    }
+}
+
+/* Validates and skips any JSON value; depth is that of the enclosing container. */
+static moe_status_t st_skip_value(st_parser_t *ps, int depth)
+{
+    st_skip_ws(ps);
+    if (ps->p >= ps->end) {
+        return st_syntax(ps, "expected a value");
+    }
+    switch (*ps->p) {
+    case '{':
+    case '[':
+        return st_skip_container(ps, depth + 1);
+    case '"':
+        return st_parse_string(ps, NULL, NULL);
+    case 't':
+        return st_skip_literal(ps, "true");
+    case 'f':
+        return st_skip_literal(ps, "false");
+    case 'n':
+        return st_skip_literal(ps, "null");
+    default:
+        return st_skip_number(ps);
+    }
+}
+
+/* A non-negative JSON integer that fits 64 bits: no sign, fraction, exponent or leading
+ * zero. `field` names it in messages. */
+static moe_status_t st_parse_uint(st_parser_t *ps, const char *tensor, const char *field,
+                                  uint64_t *out)
+{
+    uint64_t v = 0;
+    st_skip_ws(ps);
+    if (!st_is_digit(ps)) {
+        char here[32];
+        st_describe_here(ps, here, sizeof(here));
+        return st_field_error(ps, tensor, "%s: expected a non-negative integer, found %s",
+                              field, here);
+    }
+    if (*ps->p == '0') {
+        ps->p++;
+        if (st_is_digit(ps)) {
+            return st_field_error(ps, tensor, "%s: integer with a leading zero", field);
+        }
+    }
+    while (st_is_digit(ps)) {
+        unsigned d = (unsigned)(*ps->p - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return st_field_error(ps, tensor, "%s: integer does not fit in 64 bits", field);
+        }
+        v = v * 10 + d;
+        ps->p++;
+    }
+    if (ps->p < ps->end && (*ps->p == '.' || *ps->p == 'e' || *ps->p == 'E')) {
+        return st_field_error(ps, tensor, "%s: expected an integer, found a fraction or "
+                              "exponent", field);
+    }
+    *out = v;
+    return MOE_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Header semantics                                                                       */
+
+static moe_status_t st_parse_dtype(st_parser_t *ps, moe_st_tensor_info_t *t)
+{
+    char *s = NULL;
+    size_t len = 0;
+    if (!st_at(ps, '"')) {
+        return st_field_error(ps, t->name, "dtype must be a string");
+    }
+    moe_status_t rc = st_parse_string(ps, &s, &len);
+    if (rc != MOE_OK) {
+        return rc;
+    }
+    const st_dtype_desc_t *d = st_dtype_lookup(s, len);
+    if (d == NULL) {
+        char known[256] = "";
+        for (int i = 0; i < ST_NDTYPES; i++) {
+            strcat(known, i ? ", " : "");
+            strcat(known, st_dtypes[i].name);
+        }
+        rc = st_field_error(ps, t->name, "unknown dtype '%.32s' (known: %s)", s, known);
+    } else {
+        t->dtype = d->dtype;
+        t->dtype_name = d->name;
+    }
+    free(s);
+    return rc;
+}
+
+static moe_status_t st_parse_shape(st_parser_t *ps, moe_st_tensor_info_t *t)
+{
+    bool first = true, done = false;
+    int ndim = 0;
+    int64_t dims[MOE_ST_MAX_DIMS];
+    moe_status_t rc;
+
+    if (!st_eat(ps, '[')) {
+        return st_field_error(ps, t->name, "shape must be an array of integers");
+    }
+    for (;;) {
+        if ((rc = st_next_element(ps, &first, &done)) != MOE_OK) {
+            return rc;
+        }
+        if (done) {
+            break;
+        }
+        if (ndim == MOE_ST_MAX_DIMS) {
+            return st_field_error(ps, t->name, "shape has more than %d dimensions",
+                                  MOE_ST_MAX_DIMS);
+        }
+        uint64_t v;
+        if ((rc = st_parse_uint(ps, t->name, "shape", &v)) != MOE_OK) {
+            return rc;
+        }
+        if (v > (uint64_t)INT64_MAX) {
+            return st_field_error(ps, t->name, "shape dimension %" PRIu64 " is too large", v);
+        }
+        dims[ndim++] = (int64_t)v;
+    }
+    t->ndim = ndim;
+    memcpy(t->shape, dims, sizeof(dims[0]) * (size_t)ndim);
+    return MOE_OK;
+}
+
+static moe_status_t st_parse_offsets(st_parser_t *ps, moe_st_tensor_info_t *t)
+{
+    uint64_t v[2];
+    moe_status_t rc;
+    if (!st_eat(ps, '[')) {
+        return st_field_error(ps, t->name, "data_offsets must be an array [begin, end]");
+    }
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && !st_eat(ps, ',')) {
+            return st_field_error(ps, t->name, "data_offsets must have exactly 2 integers");
+        }
+        if ((rc = st_parse_uint(ps, t->name, "data_offsets", &v[i])) != MOE_OK) {
+            return rc;
+        }
+    }
+    if (!st_eat(ps, ']')) {
+        return st_field_error(ps, t->name, "data_offsets must have exactly 2 integers");
+    }
+    t->data_begin = v[0];
+    t->data_end = v[1];
+    return MOE_OK;
+}
+
+/* One field of a tensor entry; `seen` has a bit per known field to catch repeats. */
+static moe_status_t st_parse_tensor_field(st_parser_t *ps, moe_st_tensor_info_t *t,
+                                          const char *key, size_t klen, unsigned *seen)
+{
+    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+    for (unsigned i = 0; i < 3; i++) {
+        if (!st_key_is(key, klen, fields[i])) {
+            continue;
+        }
+        if (*seen & (1u << i)) {
+            return st_field_error(ps, t->name, "'%s' appears twice", fields[i]);
+        }
+        *seen |= 1u << i;
+        return i == 0 ? st_parse_dtype(ps, t)
+             : i == 1 ? st_parse_shape(ps, t)
+                      : st_parse_offsets(ps, t);
+    }
+    /* Unknown fields are ignored, as the reference reader does. */
+    return st_skip_value(ps, 2);
+}
+
+static moe_status_t st_parse_tensor(st_parser_t *ps, moe_st_tensor_info_t *t)
+{
+    bool first = true, done = false;
+    unsigned seen = 0;
+    moe_status_t rc;
+
+    if (!st_eat(ps, '{')) {
+        return st_field_error(ps, t->name, "entry must be an object with dtype, shape and "
+                              "data_offsets");
+    }
+    for (;;) {
+        char *key = NULL;
+        size_t klen = 0;
+        if ((rc = st_next_member(ps, &first, &done, &key, &klen)) != MOE_OK) {
+            return rc;
+        }
+        if (done) {
+            break;
+        }
+        rc = st_parse_tensor_field(ps, t, key, klen, &seen);
+        free(key);
+        if (rc != MOE_OK) {
+            return rc;
+        }
+    }
+    if (seen != 7) {
+        return st_field_error(ps, t->name, "entry lacks '%s'",
+                              !(seen & 1) ? "dtype" : !(seen & 2) ? "shape" : "data_offsets");
+    }
+    return MOE_OK;
+}
+
+/* Shape, dtype and offsets must agree with each other and with the data section. */
+static moe_status_t st_check_tensor(const moe_st_file_t *f, const moe_st_tensor_info_t *t,
+                                    moe_error_t *err)
+{
+    const st_dtype_desc_t *d = st_dtype_of(t);
+    char shape[256];
+    uint64_t nelem;
+    st_format_shape(shape, sizeof(shape), t->ndim, t->shape);
+    if (!st_shape_elems(t->ndim, t->shape, &nelem) || nelem > UINT64_MAX / d->bits) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%.200s': shape %s overflows "
+                             "64 bits", f->name, t->name, shape);
+    }
+    if (nelem * d->bits % 8 != 0) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%.200s': shape %s of %s is "
+                             "not a whole number of bytes", f->name, t->name, shape, d->name);
+    }
+    uint64_t need = nelem * d->bits / 8;
+    uint64_t b = t->data_begin, e = t->data_end;
+    if (e < b) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%.200s': data_offsets [%" PRIu64
+                             ", %" PRIu64 "]: end is before begin", f->name, t->name, b, e);
+    }
+    if (e - b != need) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%.200s': data_offsets [%" PRIu64
+                             ", %" PRIu64 "] hold %" PRIu64 " bytes but shape %s of %s needs %"
+                             PRIu64, f->name, t->name, b, e, e - b, shape, d->name, need);
+    }
+    if (e > f->data_size) {
+        return moe_error_set(err, MOE_ERR_TRUNCATED, "%s: tensor '%.200s': data_offsets [%"
+                             PRIu64 ", %" PRIu64 "] need %" PRIu64 " bytes but the file has %"
+                             PRIu64 " bytes of data (truncated?)", f->name, t->name, b, e, e,
+                             f->data_size);
+    }
+    return MOE_OK;
+}
+
+/* Appends a zeroed slot that owns `name` (freed here if the table cannot grow). */
+static moe_status_t st_table_push(moe_st_file_t *f, char *name, moe_st_tensor_info_t **out,
+                                  moe_error_t *err)
+{
+    if (f->count == f->cap) {
+        int cap = f->cap ? f->cap * 2 : 16;
+        moe_st_tensor_info_t *grown = NULL;
+        if (f->cap < INT_MAX / 4) {
+            grown = realloc(f->tensors, sizeof(*grown) * (size_t)cap);
+        }
+        if (grown == NULL) {
+            free(name);
+            return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory for %d tensors",
+                                 f->name, f->count);
+        }
+        f->tensors = grown;
+        f->cap = cap;
+    }
+    moe_st_tensor_info_t *t = &f->tensors[f->count++];
+    memset(t, 0, sizeof(*t));
+    t->name = name;
+    *out = t;
+    return MOE_OK;
+}
+
+static moe_status_t st_add_tensor(moe_st_file_t *f, st_parser_t *ps, char *name, size_t len)
+{
+    moe_st_tensor_info_t *t = NULL;
+    if (strlen(name) != len) {
+        moe_status_t rc = st_syntax(ps, "tensor name contains a NUL character (\\u0000)");
+        free(name);
+        return rc;
+    }
+    moe_status_t rc = st_table_push(f, name, &t, ps->err);
+    if (rc != MOE_OK) {
+        return rc;
+    }
+    if ((rc = st_parse_tensor(ps, t)) != MOE_OK) {
+        return rc;
+    }
+    return st_check_tensor(f, t, ps->err);
+}
+
+/* __metadata__ must be an object; its values are not used, so any JSON is accepted. */
+static moe_status_t st_parse_metadata(st_parser_t *ps, bool *seen)
+{
+    if (*seen) {
+        return st_syntax(ps, "'__metadata__' appears twice");
+    }
+    *seen = true;
+    if (!st_at(ps, '{')) {
+        return st_syntax(ps, "'__metadata__' must be an object");
+    }
+    return st_skip_value(ps, 1);
+}
+
+static moe_status_t st_parse_header(moe_st_file_t *f, const unsigned char *hdr, size_t n,
+                                    moe_error_t *err)
+{
+    st_parser_t ps = {f->name, hdr, hdr, hdr + n, err};
+    bool first = true, done = false, seen_meta = false;
+    moe_status_t rc;
+
+    if (!st_eat(&ps, '{')) {
+        return st_syntax(&ps, "the header must be a JSON object");
+    }
+    for (;;) {
+        char *key = NULL;
+        size_t klen = 0;
+        if ((rc = st_next_member(&ps, &first, &done, &key, &klen)) != MOE_OK) {
+            return rc;
+        }
+        if (done) {
+            break;
+        }
+        if (st_key_is(key, klen, "__metadata__")) {
+            free(key);
+            rc = st_parse_metadata(&ps, &seen_meta);
+        } else {
+            rc = st_add_tensor(f, &ps, key, klen);
+        }
+        if (rc != MOE_OK) {
+            return rc;
+        }
+    }
+    st_skip_ws(&ps);
+    if (ps.p != ps.end) {
+        return st_syntax(&ps, "trailing characters after the header object");
+    }
+    return MOE_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Whole-table checks                                                                     */
+
+static int st_cmp_name(const void *a, const void *b)
+{
+    const moe_st_tensor_info_t *x = *(const moe_st_tensor_info_t *const *)a;
+    const moe_st_tensor_info_t *y = *(const moe_st_tensor_info_t *const *)b;
+    return strcmp(x->name, y->name);
+}
+
+static int st_cmp_offsets(const void *a, const void *b)
+{
+    const moe_st_tensor_info_t *x = *(const moe_st_tensor_info_t *const *)a;
+    const moe_st_tensor_info_t *y = *(const moe_st_tensor_info_t *const *)b;
+    if (x->data_begin != y->data_begin) {
+        return x->data_begin < y->data_begin ? -1 : 1;
+    }
+    return x->data_end < y->data_end ? -1 : x->data_end > y->data_end;
+}
+
+/* Empty tensors occupy no bytes, so they may share an offset with anything. */
+static moe_status_t st_check_overlaps(const moe_st_file_t *f,
+                                      const moe_st_tensor_info_t **by_off, moe_error_t *err)
+{
+    const moe_st_tensor_info_t *reach = NULL; /* the tensor that ends furthest so far */
+    qsort(by_off, (size_t)f->count, sizeof(*by_off), st_cmp_offsets);
+    for (int i = 0; i < f->count; i++) {
+        const moe_st_tensor_info_t *t = by_off[i];
+        if (t->data_begin == t->data_end) {
+            continue;
+        }
+        if (reach != NULL && t->data_begin < reach->data_end) {
+            return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensors '%.200s' [%" PRIu64 ", %"
+                                 PRIu64 "] and '%.200s' [%" PRIu64 ", %" PRIu64 "] overlap",
+                                 f->name, reach->name, reach->data_begin, reach->data_end,
+                                 t->name, t->data_begin, t->data_end);
+        }
+        if (reach == NULL || t->data_end > reach->data_end) {
+            reach = t;
+        }
+    }
+    return MOE_OK;
+}
+
+/* Builds the sorted name index, rejecting duplicate names and overlapping data. */
+static moe_status_t st_build_index(moe_st_file_t *f, moe_error_t *err)
+{
+    size_t n = (size_t)f->count;
+    moe_status_t rc = MOE_OK;
+    const moe_st_tensor_info_t **by_name = malloc(sizeof(*by_name) * (n ? n : 1));
+    const moe_st_tensor_info_t **by_off = malloc(sizeof(*by_off) * (n ? n : 1));
+    if (by_name == NULL || by_off == NULL) {
+        rc = moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", f->name);
+        goto free_arrays;
+    }
+    for (size_t i = 0; i < n; i++) {
+        by_name[i] = by_off[i] = &f->tensors[i];
+    }
+    qsort(by_name, n, sizeof(*by_name), st_cmp_name);
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(by_name[i - 1]->name, by_name[i]->name) == 0) {
+            rc = moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%.200s' appears twice in the "
+                               "header", f->name, by_name[i]->name);
+            goto free_arrays;
+        }
+    }
+    if ((rc = st_check_overlaps(f, by_off, err)) != MOE_OK) {
+        goto free_arrays;
+    }
+    f->by_name = by_name;
+    by_name = NULL;
+
+free_arrays:
+    free(by_off);
+    free(by_name);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Opening                                                                                */
+
+static moe_status_t st_read_header_len(moe_st_file_t *f, uint64_t *out_len, moe_error_t *err)
+{
+    unsigned char len8[8];
+    if (f->file_size < 8) {
+        return moe_error_set(err, MOE_ERR_TRUNCATED, "%s: file is %" PRIu64 " bytes, shorter "
+                             "than the 8-byte header length (not a safetensors file?)",
+                             f->name, f->file_size);
+    }
+    moe_status_t rc = st_src_read(f, 0, len8, sizeof(len8), err);
+    if (rc != MOE_OK) {
+        return rc;
+    }
+    uint64_t n = st_le64(len8);
+    if (n > ST_MAX_HEADER) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: header length %" PRIu64 " is over the "
+                             "100 MiB limit (not a safetensors file?)", f->name, n);
+    }
+    if (n > f->file_size - 8) {
+        return moe_error_set(err, MOE_ERR_TRUNCATED, "%s: header length %" PRIu64 " but only %"
+                             PRIu64 " bytes follow it (truncated?)", f->name, n,
+                             f->file_size - 8);
+    }
+    *out_len = n;
+    return MOE_OK;
+}
+
+/* Reads, parses and validates the header of f (file_size already set). */
+static moe_status_t st_load(moe_st_file_t *f, moe_error_t *err)
+{
+    uint64_t n = 0;
+    moe_status_t rc = st_read_header_len(f, &n, err);
+    if (rc != MOE_OK) {
+        return rc;
+    }
+    /* A private, exact-size copy: the parser then cannot run past it unnoticed (and the
+     * file path needs a buffer anyway). */
+    unsigned char *hdr = malloc(n ? (size_t)n : 1);
+    if (hdr == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory for a %" PRIu64
+                             "-byte header", f->name, n);
+    }
+    f->data_start = 8 + n;
+    f->data_size = f->file_size - 8 - n;
+    rc = st_src_read(f, 8, hdr, (size_t)n, err);
+    if (rc == MOE_OK) {
+        rc = st_parse_header(f, hdr, (size_t)n, err);
+    }
+    free(hdr);
+    if (rc == MOE_OK) {
+        rc = st_build_index(f, err);
+    }
+    return rc;
+}
+
+moe_status_t moe_st_open(const char *path, moe_st_file_t **out, moe_error_t *err)
+{
+    moe_st_file_t *f = NULL;
+    struct stat st;
+    moe_status_t rc;
+
+    if (path == NULL || out == NULL) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_open: NULL path or out");
+    }
+    if ((rc = st_file_new(path, &f, err)) != MOE_OK) {
+        return rc;
+    }
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0) {
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto close_file;
+    }
+    if (fstat(f->fd, &st) != 0) {
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+        goto close_file;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: not a regular file", path);
+        goto close_file;
+    }
+    f->file_size = (uint64_t)st.st_size;
+    if ((rc = st_load(f, err)) != MOE_OK) {
+        goto close_file;
+    }
+    *out = f;
+    return MOE_OK;
+
+close_file:
+    moe_st_close(f);
+    return rc;
+}
+
+moe_status_t moe_st_open_memory(const void *buf, size_t len, const char *name,
+                                moe_st_file_t **out, moe_error_t *err)
+{
+    moe_st_file_t *f = NULL;
+    moe_status_t rc;
+
+    if (name == NULL) {
+        name = "<memory>";
+    }
+    if ((buf == NULL && len > 0) || out == NULL) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: NULL buffer or out", name);
+    }
+    if ((rc = st_file_new(name, &f, err)) != MOE_OK) {
+        return rc;
+    }
+    f->mem = buf;
+    f->file_size = len;
+    if ((rc = st_load(f, err)) != MOE_OK) {
+        moe_st_close(f);
+        return rc;
+    }
+    *out = f;
+    return MOE_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Reading                                                                                */
+
+static size_t st_common_prefix(const char *a, const char *b)
+{
+    size_t n = 0;
+    while (a[n] != '\0' && a[n] == b[n]) {
+        n++;
+    }
+    return n;
+}
+
+/* "not found", with up to 3 names that share at least half of the wanted name's prefix:
+ * usually a layer index or a projection name that differs. */
+static moe_status_t st_not_found(const moe_st_file_t *f, const char *name, moe_error_t *err)
+{
+    const char *best[3] = {NULL, NULL, NULL};
+    size_t best_len[3] = {0, 0, 0};
+    size_t min_len = strlen(name) / 2 > 3 ? strlen(name) / 2 : 3;
+    for (int i = 0; i < f->count; i++) {
+        size_t p = st_common_prefix(name, f->tensors[i].name);
+        for (int k = 0; k < 3 && p >= min_len; k++) {
+            if (best[k] == NULL || p > best_len[k]) {
+                memmove(&best[k + 1], &best[k], sizeof(best[0]) * (size_t)(2 - k));
+                memmove(&best_len[k + 1], &best_len[k], sizeof(best_len[0]) * (size_t)(2 - k));
+                best[k] = f->tensors[i].name;
+                best_len[k] = p;
+                break;
+            }
+        }
+    }
+    char similar[640] = "";
+    size_t len = 0;
+    for (int k = 0; k < 3 && best[k] != NULL; k++) {
+        st_appendf(similar, sizeof(similar), &len, "%s'%.200s'", k ? ", " : "; similar: ",
+                   best[k]);
+    }
+    return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' not found%s (the file has %d "
+                         "tensors)", f->name, name, similar, f->count);
+}
+
+/* Decodes n little-endian elements from raw, which lies at the tail of dst's bytes, into
+ * dst. Front to back is safe: element i is written to bytes [4i, 4i+4), which end at or
+ * before where raw element i+1 starts (raw is 4n - n*esize bytes in, esize <= 4). */
+static void st_decode_in_place(moe_st_dtype_t dtype, float *dst, const unsigned char *raw,
+                               size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v;
+        if (dtype == MOE_ST_F32) {
+            const unsigned char *b = raw + 4 * i;
+            v = st_bits_f32((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                            (uint32_t)b[3] << 24);
+        } else {
+            uint16_t h = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+            v = dtype == MOE_ST_BF16 ? moe_bf16_to_f32(h) : moe_f16_to_f32(h);
+        }
+        memcpy(&dst[i], &v, sizeof(v));
+    }
+}
+
+/* Reads t (already matched against what the caller expects) into dst as F32. On failure
+ * dst holds unspecified bytes. Threads may read one handle at once: pread keeps no file
+ * position and nothing here writes to the handle. */
+static moe_status_t st_read_tensor(moe_st_file_t *f, const moe_st_tensor_info_t *t,
+                                   float *dst, moe_error_t *err)
+{
+    if (t->dtype == MOE_ST_OTHER) {
+        return moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: tensor '%.200s' has dtype %s; "
+                             "only F32, BF16 and F16 can be read as float", f->name, t->name,
+                             t->dtype_name);
+    }
+    uint64_t raw = t->data_end - t->data_begin;
+    size_t esize = t->dtype == MOE_ST_F32 ? 4 : 2;
+    size_t n = (size_t)(raw / esize);
+    if (n == 0) {
+        return MOE_OK;
+    }
+    /* Read into the tail of dst, then widen in place: one syscall, no second buffer. */
+    unsigned char *tail = (unsigned char *)dst + n * (sizeof(float) - esize);
+    moe_status_t rc = st_src_read(f, f->data_start + t->data_begin, tail, (size_t)raw, err);
+    if (rc != MOE_OK) {
+        return rc;
+    }
+    st_decode_in_place(t->dtype, dst, tail, n);
+    return MOE_OK;
+}
+
+moe_status_t moe_st_read_f32(moe_st_file_t *f, const char *name, float *dst, size_t count,
+                             moe_error_t *err)
+{
+    if (f == NULL || name == NULL || (dst == NULL && count > 0)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_read_f32: NULL argument");
+    }
+    const moe_st_tensor_info_t *t = moe_st_find(f, name);
+    if (t == NULL) {
+        return st_not_found(f, name, err);
+    }
+    uint64_t nelem = 0;
+    st_shape_elems(t->ndim, t->shape, &nelem); /* validated at open */
+    if (nelem != count) {
+        char shape[256];
+        st_format_shape(shape, sizeof(shape), t->ndim, t->shape);
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' has %" PRIu64
+                             " elements (shape %s) but %zu were expected", f->name, name,
+                             nelem, shape, count);
+    }
+    return st_read_tensor(f, t, dst, err);
+}
+
+moe_status_t moe_st_read_f32_shaped(moe_st_file_t *f, const char *name, int ndim,
+                                    const int64_t *shape, float *dst, moe_error_t *err)
+{
+    if (f == NULL || name == NULL || ndim < 0 || ndim > MOE_ST_MAX_DIMS ||
+        (shape == NULL && ndim > 0)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_read_f32_shaped: bad argument");
+    }
+    const moe_st_tensor_info_t *t = moe_st_find(f, name);
+    if (t == NULL) {
+        return st_not_found(f, name, err);
+    }
+    if (t->ndim != ndim ||
+        (ndim > 0 && memcmp(t->shape, shape, sizeof(shape[0]) * (size_t)ndim) != 0)) {
+        char have[256], want[256];
+        st_format_shape(have, sizeof(have), t->ndim, t->shape);
+        st_format_shape(want, sizeof(want), ndim, shape);
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' has shape %s but %s "
+                             "was expected", f->name, name, have, want);
+    }
+    if (dst == NULL && t->data_end > t->data_begin) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_read_f32_shaped: NULL dst");
+    }
+    return st_read_tensor(f, t, dst, err);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Writing                                                                                */
+
+/* A growing byte buffer whose appends only record failure, checked once at the end. */
+typedef struct st_buf {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool failed;
+} st_buf_t;
+
+static void st_buf_put(st_buf_t *b, const char *s, size_t len)
+{
+    if (b->failed) {
+        return;
+    }
+    if (len > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap - b->len < len && cap < SIZE_MAX / 2) {
+            cap *= 2;
+        }
+        char *grown = cap - b->len >= len ? realloc(b->data, cap) : NULL;
+        if (grown == NULL) {
+            b->failed = true;
+            return;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, len);
+    b->len += len;
+}
+
+static void st_buf_str(st_buf_t *b, const char *s)
+{
+    st_buf_put(b, s, strlen(s));
+}
+
+static void st_buf_u64(st_buf_t *b, uint64_t v)
+{
+    char num[24];
+    snprintf(num, sizeof(num), "%" PRIu64, v);
+    st_buf_str(b, num);
+}
+
+/* A JSON string; names were checked to be valid UTF-8, which passes through. */
+static void st_buf_json_string(st_buf_t *b, const char *s)
+{
+    st_buf_str(b, "\"");
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\', esc[1] = (char)c;
+            st_buf_put(b, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof(esc), "\\u%04x", c);
+            st_buf_put(b, esc, 6);
+        } else {
+            st_buf_put(b, s, 1);
+        }
+    }
+    st_buf_str(b, "\"");
+}
+
+static bool st_valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *end = p + strlen(s);
+    while (p < end) {
+        size_t len = *p < 0x80 ? 1 : st_utf8_seq(p, end);
+        if (len == 0) {
+            return false;
+        }
+        p += len;
+    }
+    return true;
+}
+
+static const char *st_dtype_name(moe_st_dtype_t dtype)
+{
+    return dtype == MOE_ST_F32 ? "F32" : dtype == MOE_ST_BF16 ? "BF16" : "F16";
+}
+
+static size_t st_elem_size(moe_st_dtype_t dtype)
+{
+    return dtype == MOE_ST_F32 ? 4 : 2;
+}
+
+/* One output tensor is writable: a name, a float dtype, a sane shape, data if non-empty. */
+static moe_status_t st_check_out_tensor(const char *path, const moe_st_out_tensor_t *t, int i,
+                                        moe_error_t *err)
+{
+    uint64_t nelem;
+    if (t->name == NULL || !st_valid_utf8(t->name) || strcmp(t->name, "__metadata__") == 0) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: tensor #%d: name is NULL, not "
+                             "UTF-8 or the reserved '__metadata__'", path, i);
+    }
+    if (t->dtype != MOE_ST_F32 && t->dtype != MOE_ST_BF16 && t->dtype != MOE_ST_F16) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: tensor '%.200s': dtype %d cannot "
+                             "be written (only F32, BF16, F16)", path, t->name, (int)t->dtype);
+    }
+    if (t->ndim < 0 || t->ndim > MOE_ST_MAX_DIMS ||
+        !st_shape_elems(t->ndim, t->shape, &nelem) || nelem > SIZE_MAX / sizeof(float)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: tensor '%.200s': bad shape (ndim "
+                             "%d, negative dim or too many elements)", path, t->name, t->ndim);
+    }
+    if (t->data == NULL && nelem > 0) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: tensor '%.200s': NULL data",
+                             path, t->name);
+    }
+    return MOE_OK;
+}
+
+static int st_cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static moe_status_t st_check_out(const char *path, const moe_st_out_tensor_t *ts, int count,
+                                 moe_error_t *err)
+{
+    moe_status_t rc;
+    for (int i = 0; i < count; i++) {
+        if ((rc = st_check_out_tensor(path, &ts[i], i, err)) != MOE_OK) {
+            return rc;
+        }
+    }
+    const char **names = malloc(sizeof(*names) * (count ? (size_t)count : 1));
+    if (names == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", path);
+    }
+    for (int i = 0; i < count; i++) {
+        names[i] = ts[i].name;
+    }
+    qsort(names, (size_t)count, sizeof(*names), st_cmp_str);
+    rc = MOE_OK;
+    for (int i = 1; i < count && rc == MOE_OK; i++) {
+        if (strcmp(names[i - 1], names[i]) == 0) {
+            rc = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: tensor name '%.200s' given twice",
+                               path, names[i]);
+        }
+    }
+    free(names);
+    return rc;
+}
+
+/* The JSON header, tensors in the given order with contiguous offsets, padded with spaces
+ * so the data starts 8-byte aligned. */
+static moe_status_t st_build_header(const char *path, const moe_st_out_tensor_t *ts, int count,
+                                    st_buf_t *b, moe_error_t *err)
+{
+    uint64_t offset = 0;
+    st_buf_str(b, "{");
+    for (int i = 0; i < count; i++) {
+        const moe_st_out_tensor_t *t = &ts[i];
+        uint64_t nelem = 0;
+        st_shape_elems(t->ndim, t->shape, &nelem);
+        uint64_t bytes = nelem * st_elem_size(t->dtype);
+        st_buf_str(b, i ? "," : "");
+        st_buf_json_string(b, t->name);
+        st_buf_str(b, ":{\"dtype\":\"");
+        st_buf_str(b, st_dtype_name(t->dtype));
+        st_buf_str(b, "\",\"shape\":[");
+        for (int d = 0; d < t->ndim; d++) {
+            st_buf_str(b, d ? "," : "");
+            st_buf_u64(b, (uint64_t)t->shape[d]);
+        }
+        st_buf_str(b, "],\"data_offsets\":[");
+        st_buf_u64(b, offset);
+        st_buf_str(b, ",");
+        st_buf_u64(b, offset + bytes);
+        st_buf_str(b, "]}");
+        offset += bytes;
+    }
+    st_buf_str(b, "}");
+    while (!b->failed && b->len % 8 != 0) {
+        st_buf_str(b, " ");
+    }
+    if (b->failed) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory for the header", path);
+    }
+    return MOE_OK;
+}
+
+static moe_status_t st_write_all(int fd, const char *tmp, const void *data, size_t len,
+                                 moe_error_t *err)
+{
+    const unsigned char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len < ST_IO_MAX ? len : ST_IO_MAX);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return moe_error_set(err, MOE_ERR_IO, "%s: write failed: %s", tmp,
+                                 w < 0 ? strerror(errno) : "no progress");
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return MOE_OK;
+}
+
+static void st_encode(moe_st_dtype_t dtype, const float *src, size_t n, unsigned char *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (dtype == MOE_ST_F32) {
+            uint32_t u = st_f32_bits(src[i]);
+            for (int k = 0; k < 4; k++) {
+                out[4 * i + (size_t)k] = (unsigned char)(u >> (8 * k));
+            }
+        } else {
+            uint16_t h = dtype == MOE_ST_BF16 ? moe_f32_to_bf16(src[i]) : moe_f32_to_f16(src[i]);
+            out[2 * i] = (unsigned char)h;
+            out[2 * i + 1] = (unsigned char)(h >> 8);
+        }
+    }
+}
+
+static moe_status_t st_write_tensor(int fd, const char *tmp, const moe_st_out_tensor_t *t,
+                                    unsigned char *chunk, moe_error_t *err)
+{
+    uint64_t nelem = 0;
+    st_shape_elems(t->ndim, t->shape, &nelem);
+    size_t esize = st_elem_size(t->dtype);
+    size_t per_chunk = ST_CHUNK_BYTES / sizeof(float);
+    for (size_t i = 0; i < (size_t)nelem; i += per_chunk) {
+        size_t m = (size_t)nelem - i < per_chunk ? (size_t)nelem - i : per_chunk;
+        st_encode(t->dtype, t->data + i, m, chunk);
+        moe_status_t rc = st_write_all(fd, tmp, chunk, m * esize, err);
+        if (rc != MOE_OK) {
+            return rc;
+        }
+    }
+    return MOE_OK;
+}
+
+static moe_status_t st_write_body(int fd, const char *tmp, const st_buf_t *hdr,
+                                  const moe_st_out_tensor_t *ts, int count, moe_error_t *err)
+{
+    unsigned char len8[8];
+    unsigned char *chunk = malloc(ST_CHUNK_BYTES);
+    moe_status_t rc;
+    if (chunk == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", tmp);
+    }
+    st_put_le64(len8, hdr->len);
+    rc = st_write_all(fd, tmp, len8, sizeof(len8), err);
+    if (rc == MOE_OK) {
+        rc = st_write_all(fd, tmp, hdr->data, hdr->len, err);
+    }
+    for (int i = 0; i < count && rc == MOE_OK; i++) {
+        rc = st_write_tensor(fd, tmp, &ts[i], chunk, err);
+    }
+    /* The rename below must not publish a file whose data is still only in the cache. */
+    if (rc == MOE_OK && fsync(fd) != 0) {
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    }
+    free(chunk);
+    return rc;
+}
+
+moe_status_t moe_st_write(const char *path, const moe_st_out_tensor_t *tensors, int count,
+                          moe_error_t *err)
+{
+    st_buf_t hdr = {NULL, 0, 0, false};
+    char *tmp = NULL;
+    size_t tmp_cap;
+    int fd;
+    moe_status_t rc;
+
+    if (path == NULL || count < 0 || (tensors == NULL && count > 0)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_write: bad argument");
+    }
+    if ((rc = st_check_out(path, tensors, count, err)) != MOE_OK ||
+        (rc = st_build_header(path, tensors, count, &hdr, err)) != MOE_OK) {
+        goto free_header;
+    }
+    tmp_cap = strlen(path) + 32;
+    if ((tmp = malloc(tmp_cap)) == NULL) {
+        rc = moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", path);
+        goto free_header;
+    }
+    snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        goto free_header;
+    }
+    if ((rc = st_write_body(fd, tmp, &hdr, tensors, count, err)) != MOE_OK) {
+        close(fd);
+        goto unlink_tmp;
+    }
+    if (close(fd) != 0) {
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+        goto unlink_tmp;
+    }
+    if (rename(tmp, path) != 0) {
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: cannot rename to %s: %s", tmp, path,
+                           strerror(errno));
+        goto unlink_tmp;
+    }
+    goto free_header;
+
+unlink_tmp:
+    unlink(tmp);
+free_header:
+    free(tmp);
+    free(hdr.data);
+    return rc;
+}

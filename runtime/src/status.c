@@ -1,0 +1,55 @@
+#include "moe/status.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *moe_status_string(moe_status_t status)
+{
+    switch (status) {
+#define MOE_STATUS_TEXT_(name, value, text) \
+    case name:                              \
+        return text;
+        MOE_STATUS_MAP(MOE_STATUS_TEXT_)
+#undef MOE_STATUS_TEXT_
+    }
+    return "unknown status";
+}
+
+const char *moe_status_name(moe_status_t status)
+{
+    switch (status) {
+#define MOE_STATUS_NAME_(name, value, text) \
+    case name:                              \
+        return #name;
+        MOE_STATUS_MAP(MOE_STATUS_NAME_)
+#undef MOE_STATUS_NAME_
+    }
+    return "MOE_ERR_UNKNOWN";
+}
+
+moe_status_t moe_error_setv(moe_error_t *err, moe_status_t code, const char *fmt, va_list ap)
+{
+    if (err == NULL) {
+        return code;
+    }
+    err->code = code;
+    vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    return code;
+}
+
+moe_status_t moe_error_set(moe_error_t *err, moe_status_t code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    moe_error_setv(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void moe_error_clear(moe_error_t *err)
+{
+    if (err != NULL) {
+        err->code = MOE_OK;
+        err->msg[0] = '\0';
+    }
+}

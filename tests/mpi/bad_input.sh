@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bad_input.sh CASE: on 3 ranks, a bad input is reported exactly once, by rank 0, with the
+# expected text and exit code, and every rank exits promptly (the timeout catches a hang).
+source "$(dirname "$0")/common.sh"
+args=(--config c.yaml --no-progress)
+CK_H=64 CK_F=96 CK_E=4  # the checkpoint cases' model
+ckpt() { "$MAKE_CKPT" ckpt.safetensors mixtral f32 $CK_H $CK_F $CK_E 2 0 || fail "make_checkpoint"; }
+case "$1" in
+  unknown_key)
+    small_model | sed 's/  hidden_dim:/  hiden_dim:/' > c.yaml
+    want_code=3 want="did you mean 'model.hidden_dim'" ;;
+  rank_beyond)
+    PLACEMENT='{1: [0, 1, 2, 3], 5: [4, 5, 6, 7]}' small_model > c.yaml
+    want_code=3 want="rank 5" ;;
+  expert_twice)
+    PLACEMENT='{1: [0, 1, 2, 3], 2: [3, 4, 5, 6, 7]}' small_model > c.yaml
+    want_code=3 want="c.yaml:15:" ;;
+  topk)
+    K=9 small_model > c.yaml
+    want_code=3 want="model.top_k" ;;
+  yaml_syntax)
+    { small_model; echo "  bad: [1, 2"; } > c.yaml
+    want_code=3 want="c.yaml:" ;;
+  missing_config)
+    args=(--config /nonexistent/moed.yaml)
+    want_code=3 want="/nonexistent/moed.yaml" ;;
+  bad_flag)
+    small_model > c.yaml; args=(--config c.yaml --steps many)
+    want_code=2 want="--steps needs a positive integer" ;;
+  missing_weights)
+    WEIGHTS=/nonexistent/w.safetensors small_model > c.yaml
+    want_code=4 want="/nonexistent/w.safetensors" ;;
+  truncated_weights)
+    ckpt; truncate -s 20000 ckpt.safetensors
+    H=$CK_H F=$CK_F E=$CK_E WEIGHTS=ckpt.safetensors small_model > c.yaml
+    want_code=4 want="ckpt.safetensors" ;;
+  dims_mismatch)
+    ckpt; H=128 F=$CK_F E=$CK_E WEIGHTS=ckpt.safetensors small_model > c.yaml
+    want_code=4 want="[4, 64]" ;;
+  missing_tensor)
+    ckpt; H=$CK_H F=$CK_F E=$CK_E LAYERS=3 WEIGHTS=ckpt.safetensors small_model > c.yaml
+    want_code=4 want="model.layers.2." ;;
+  *) fail "unknown case $1" ;;
+esac
+set +e
+start=$SECONDS
+mpirun_moed 3 "${args[@]}" > out.log 2> err.log
+code=$?
+set -e
+elapsed=$((SECONDS - start))
+cat err.log
+[[ $code -ne 124 && $code -ne 137 ]] || fail "moed hung (killed by timeout)"
+[[ $code -eq $want_code ]] || fail "exit code $code, want $want_code"
+n=$(grep -c 'moed: error' err.log || true)
+[[ $n -eq 1 ]] || fail "error printed $n times, want exactly once"
+grep -qF -- "$want" err.log || fail "message lacks '$want'"
+grep -q 'moed: error:' err.log || fail "the error was not printed by rank 0 (no plain 'moed: error:' line)"
+echo "PASS $1: exit $code in ${elapsed}s"

@@ -1,0 +1,60 @@
+# Shared helpers for moed's multi-rank tests. Sourced; expects MOED, ST_DIFF and MAKE_CKPT
+# in the environment (ctest sets them) and works in a fresh temporary directory.
+set -euo pipefail
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# 3 ranks on a 2-core machine need --oversubscribe; shared memory + self only, so no
+# test ever touches a network interface.
+MPIRUN_FLAGS=${MOED_MPIRUN_FLAGS:---oversubscribe --mca btl self,vader --mca pml ob1}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/moed-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# mpirun_moed NP ARGS...: run moed on NP ranks, bounded in time so nothing hangs a test.
+mpirun_moed() {
+  local np=$1; shift
+  # shellcheck disable=SC2086
+  timeout -k 5 120 mpirun $MPIRUN_FLAGS -np "$np" "$MOED" "$@"
+}
+
+# write_config FILE ROUTING PLACEMENT [extra "section.key: value" lines appended raw]
+small_model() {
+  cat <<EOC
+model:
+  hidden_dim: ${H:-128}
+  ffn_dim: ${F:-256}
+  num_experts: ${E:-8}
+  top_k: ${K:-2}
+  num_layers: ${LAYERS:-2}
+  activation: ${ACT:-swiglu}
+  normalize_topk: ${NORM:-true}
+  capacity_factor: ${CF:-0}
+  weights: ${WEIGHTS:-random}
+  first_layer: ${FIRST:-0}
+  seed: 7
+placement:
+  master_rank: ${MASTER:-0}
+  experts: ${PLACEMENT:-auto}
+runtime:
+  routing: ${ROUTING:-master}
+workload:
+  tokens_per_step: ${TOKENS:-96}
+  steps: ${STEPS:-3}
+  input: ${INPUT:-random}
+  routing_skew: ${SKEW:-0.0}
+profiler:
+  enabled: ${PROF:-false}
+  output_dir: $WORK/experiments
+EOC
+}
+
+# same_as_one_rank NP: run the config c.yaml on 1 rank and on NP ranks, compare outputs.
+same_as_one_rank() {
+  local np=$1
+  "$MOED" --config c.yaml --dump-output one.safetensors --no-progress > one.log 2>&1 \
+    || { cat one.log; fail "single-rank run failed"; }
+  mpirun_moed "$np" --config c.yaml --dump-output many.safetensors --no-progress > many.log 2>&1 \
+    || { cat many.log; fail "$np-rank run failed"; }
+  "$ST_DIFF" one.safetensors many.safetensors --tol 1e-4 || fail "outputs differ"
+}

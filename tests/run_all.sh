@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this and nothing else):
+#   1. install what is missing (Debian packages, deploy/install-deps.sh --test)
+#   2. build and run every ctest test in build/ (RelWithDebInfo, -Werror)
+#   3. build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and run
+#      the same tests there
+# Prints one closing line with the totals of both runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+jobs=$(nproc 2>/dev/null || echo 2)
+
+./deploy/install-deps.sh --test || { echo "install failed"; exit 1; }
+
+passed=0 failed=0 skipped=0 rc=0
+run_suite() { # run_suite BUILD_DIR CMAKE_ARGS...
+  local dir=$1; shift
+  echo "== $dir: configure and build"
+  cmake -S . -B "$dir" "$@" > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j "$jobs" || return 1
+  echo "== $dir: ctest"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 | tee "$dir.ctest.log"
+  local status=${PIPESTATUS[0]}
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$dir.ctest.log" | tail -1)
+  local total fail skip
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<< "$line")
+  fail=$(sed -E 's/.*, ([0-9]+) tests failed.*/\1/' <<< "$line")
+  skip=$(grep -c 'Not Run\|\*\*\*Skipped' "$dir.ctest.log" || true)
+  passed=$((passed + ${total:-0} - ${fail:-0} - skip))
+  failed=$((failed + ${fail:-0}))
+  skipped=$((skipped + skip))
+  return "$status"
+}
+
+mkdir -p build build-asan
+run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo || rc=1
+# ASan + UBSan over the same tests. Open MPI's own start-up allocations are not ours:
+# leak checking covers the unit tests (no MPI_Init), not the mpirun tests.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+run_suite build-asan -DCMAKE_BUILD_TYPE=Debug -DMOED_SANITIZE=ON || rc=1
+
+echo "moed test suite (build + build-asan): $passed passed, $failed failed, $skipped skipped"
+exit $rc

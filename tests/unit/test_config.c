@@ -1,0 +1,676 @@
+/* Unit tests for the config loader: the example config, defaults, every error message
+ * (code, line:col, key path), the placement for several world sizes, the queries, and a
+ * small built-in mutation run so malformed input is exercised on every build. */
+#include "moe/config.h"
+
+#include "config_int.h"
+#include "test_util.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char example_yaml[] =
+    "model:\n"
+    "  hidden_dim: 1024\n"
+    "  ffn_dim: 3584\n"
+    "  num_experts: 8\n"
+    "  top_k: 2\n"
+    "  num_layers: 2\n"
+    "  activation: swiglu        # swiglu | gelu\n"
+    "  normalize_topk: true\n"
+    "  capacity_factor: 0\n"
+    "  weights: random\n"
+    "  seed: 42\n"
+    "placement:\n"
+    "  master_rank: 0\n"
+    "  experts: {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}\n"
+    "runtime:\n"
+    "  routing: master\n"
+    "  transport: mpi\n"
+    "  device: cpu\n"
+    "  threads: 1\n"
+    "workload:\n"
+    "  tokens_per_step: 2048\n"
+    "  steps: 20\n"
+    "  input: random\n"
+    "  routing_skew: 0.0\n"
+    "profiler:\n"
+    "  enabled: true\n"
+    "  warmup_steps: 5\n"
+    "  wait_steps: 0\n"
+    "  measurement_steps: 10\n"
+    "  repeat: 1\n"
+    "  sampling_rate: 1\n"
+    "  profiled_ranks: all\n"
+    "  memory_sample_ms: 10\n"
+    "  trace: true\n"
+    "  output_dir: experiments\n";
+
+/* The struct is ~30 KiB: keep it off the stack. */
+static moe_config_t cfg;
+static moe_error_t err;
+
+static moe_status_t parse(const char *yaml, int world)
+{
+    moe_error_clear(&err);
+    return moe_cfg_parse(yaml, strlen(yaml), "cfg.yaml", world, &cfg, &err);
+}
+
+/* A config error: the code, the position prefix, the key path / text, and one line. */
+#define CHECK_CFG_ERROR(yaml, world, where, text)                     \
+    do {                                                              \
+        CHECK_INT_EQ(parse((yaml), (world)), MOE_ERR_CONFIG);         \
+        CHECK_INT_EQ(err.code, MOE_ERR_CONFIG);                       \
+        CHECK_STR_CONTAINS(err.msg, (where));                         \
+        CHECK_STR_CONTAINS(err.msg, (text));                          \
+        CHECK(strncmp(err.msg, "cfg.yaml", 8) == 0);                  \
+        CHECK(strchr(err.msg, '\n') == NULL);                         \
+    } while (0)
+
+static void test_table(void)
+{
+    moe_error_t e;
+    moe_error_clear(&e);
+    CHECK_INT_EQ(moe_cfg_table_check(&e), MOE_OK);
+    CHECK_STR_CONTAINS(e.msg, "");
+    if (e.msg[0] != '\0') {
+        fprintf(stderr, "table check: %s\n", e.msg);
+    }
+    CHECK(moe_cfg_table_size() >= 35);
+}
+
+static void check_example_values(const moe_config_t *c)
+{
+    CHECK_INT_EQ(c->hidden_dim, 1024);
+    CHECK_INT_EQ(c->ffn_dim, 3584);
+    CHECK_INT_EQ(c->num_experts, 8);
+    CHECK_INT_EQ(c->top_k, 2);
+    CHECK_INT_EQ(c->num_layers, 2);
+    CHECK_INT_EQ(c->activation, MOE_ACT_SWIGLU);
+    CHECK(c->normalize_topk);
+    CHECK_NEAR(c->capacity_factor, 0.0, 0);
+    CHECK(strcmp(c->weights, "random") == 0);
+    CHECK_INT_EQ(c->first_layer, 0);
+    CHECK_INT_EQ(c->dtype, MOE_DTYPE_F32);
+    CHECK(c->seed == 42);
+    CHECK_INT_EQ(c->master_rank, 0);
+    CHECK_INT_EQ(c->routing, MOE_ROUTING_MASTER);
+    CHECK_INT_EQ(c->transport, MOE_TRANSPORT_MPI);
+    CHECK_INT_EQ(c->device, MOE_DEVICE_CPU);
+    CHECK_INT_EQ(c->threads, 1);
+    CHECK_INT_EQ(c->chunks, 1);
+    CHECK_NEAR(c->step_timeout_s, 60.0, 0);
+    CHECK_INT_EQ(c->tokens_per_step, 2048);
+    CHECK_INT_EQ(c->steps, 20);
+    CHECK(strcmp(c->input, "random") == 0);
+    CHECK_NEAR(c->routing_skew, 0.0, 0);
+    CHECK(c->prof_enabled);
+    CHECK_INT_EQ(c->prof_warmup_steps, 5);
+    CHECK_INT_EQ(c->prof_wait_steps, 0);
+    CHECK_INT_EQ(c->prof_measurement_steps, 10);
+    CHECK_INT_EQ(c->prof_repeat, 1);
+    CHECK_INT_EQ(c->prof_sampling_rate, 1);
+    CHECK(c->prof_all_ranks);
+    CHECK_INT_EQ(c->prof_memory_sample_ms, 10);
+    CHECK(c->prof_trace);
+    CHECK_INT_EQ(c->prof_trace_max_events, 1000000);
+    CHECK(strcmp(c->prof_output_dir, "experiments") == 0);
+}
+
+static void test_example(void)
+{
+    CHECK_INT_EQ(parse(example_yaml, 3), MOE_OK);
+    check_example_values(&cfg);
+    CHECK(!cfg.placement_auto);
+    CHECK(strcmp(cfg.source_name, "cfg.yaml") == 0);
+    CHECK_INT_EQ(cfg.world_size, 3);
+    CHECK(cfg.text_hash == moe_hash64(example_yaml, strlen(example_yaml)));
+    for (int e = 0; e < 8; e++) {
+        CHECK_INT_EQ(cfg.expert_owner[e], e < 4 ? 1 : 2);
+    }
+    CHECK_INT_EQ(cfg.expert_owner[8], -1);
+
+    /* Block style placement gives the same owners. */
+    CHECK_INT_EQ(parse("placement:\n"
+                       "  experts:\n"
+                       "    1:\n"
+                       "      - 0\n"
+                       "      - 1\n"
+                       "      - 2\n"
+                       "      - 3\n"
+                       "    2: [4, 5, 6, 7]\n",
+                       3),
+                 MOE_OK);
+    for (int e = 0; e < 8; e++) {
+        CHECK_INT_EQ(cfg.expert_owner[e], e < 4 ? 1 : 2);
+    }
+}
+
+static void test_other_values(void)
+{
+    CHECK_INT_EQ(parse("model:\n"
+                       "  activation: gelu\n"
+                       "  normalize_topk: False\n"
+                       "  capacity_factor: 1.25\n"
+                       "  weights: \"/data/mixtral layer.safetensors\"\n"
+                       "  first_layer: 3\n"
+                       "  dtype: bf16\n"
+                       "  seed: 9223372036854775807\n"
+                       "runtime:\n"
+                       "  routing: symmetric\n"
+                       "  transport: nccl\n"
+                       "  device: cuda\n"
+                       "  chunks: 4\n"
+                       "  step_timeout_s: 1e3\n"
+                       "workload:\n"
+                       "  routing_skew: 1.1\n"
+                       "profiler:\n"
+                       "  enabled: FALSE\n"
+                       "  trace_max_events: 5000\n"
+                       "  output_dir: out/run1\n",
+                       2),
+                 MOE_OK);
+    CHECK_INT_EQ(cfg.activation, MOE_ACT_GELU);
+    CHECK(!cfg.normalize_topk);
+    CHECK_NEAR(cfg.capacity_factor, 1.25, 0);
+    CHECK(strcmp(cfg.weights, "/data/mixtral layer.safetensors") == 0);
+    CHECK_INT_EQ(cfg.first_layer, 3);
+    CHECK_INT_EQ(cfg.dtype, MOE_DTYPE_BF16);
+    CHECK(cfg.seed == (uint64_t)INT64_MAX);
+    CHECK_INT_EQ(cfg.routing, MOE_ROUTING_SYMMETRIC);
+    CHECK_INT_EQ(cfg.transport, MOE_TRANSPORT_NCCL);
+    CHECK_INT_EQ(cfg.device, MOE_DEVICE_CUDA);
+    CHECK_INT_EQ(cfg.chunks, 4);
+    CHECK_NEAR(cfg.step_timeout_s, 1000.0, 0);
+    CHECK_NEAR(cfg.routing_skew, 1.1, 1e-12);
+    CHECK(!cfg.prof_enabled);
+    CHECK_INT_EQ(cfg.prof_trace_max_events, 5000);
+    CHECK(strcmp(cfg.prof_output_dir, "out/run1") == 0);
+}
+
+static void test_defaults(void)
+{
+    static moe_config_t d;
+    moe_cfg_defaults(&d);
+    CHECK_INT_EQ(d.hidden_dim, 1024);
+    CHECK(d.placement_auto);
+    CHECK(d.prof_all_ranks);
+    CHECK_INT_EQ(d.expert_owner[0], -1);
+    CHECK_INT_EQ(d.world_size, 0);
+
+    const char *empties[] = {"", "# only a comment\n", "~\n", "---\n", "model:\n", "{}\n"};
+    for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
+        CHECK_INT_EQ(parse(empties[i], 1), MOE_OK);
+        check_example_values(&cfg);
+        CHECK(cfg.placement_auto);
+        CHECK_INT_EQ(cfg.expert_owner[7], 0);
+    }
+    /* NULL text with length 0 is an empty document. */
+    CHECK_INT_EQ(moe_cfg_parse(NULL, 0, "cfg.yaml", 1, &cfg, &err), MOE_OK);
+    CHECK_INT_EQ(cfg.hidden_dim, 1024);
+    CHECK_INT_EQ(moe_cfg_parse("", 0, "cfg.yaml", 0, &cfg, &err), MOE_ERR_INVALID_ARG);
+    CHECK_INT_EQ(moe_cfg_parse("", 0, "cfg.yaml", 1, NULL, &err), MOE_ERR_INVALID_ARG);
+    /* Text is taken by length, not up to a NUL: only "model:\n  top_k: 3" is read. */
+    const char *longer = "model:\n  top_k: 3\n  junk junk";
+    CHECK_INT_EQ(moe_cfg_parse(longer, 17, "cfg.yaml", 1, &cfg, &err), MOE_OK);
+    CHECK_INT_EQ(cfg.top_k, 3);
+}
+
+static void test_unknown_names(void)
+{
+    CHECK_CFG_ERROR("model:\n  hiden_dim: 5\n", 1, "cfg.yaml:2:3: ",
+                    "unknown key 'model.hiden_dim' (did you mean 'model.hidden_dim'?)");
+    CHECK_CFG_ERROR("runtime:\n  top_k: 2\n", 1, "cfg.yaml:2:3: ",
+                    "unknown key 'runtime.top_k' (did you mean 'model.top_k'?)");
+    CHECK_CFG_ERROR("model:\n  zzzzzzzz: 1\n", 1, "cfg.yaml:2:3: ",
+                    "unknown key 'model.zzzzzzzz'; the keys of section 'model' are hidden_dim, "
+                    "ffn_dim");
+    CHECK_CFG_ERROR("modle:\n  top_k: 2\n", 1, "cfg.yaml:1:1: ",
+                    "unknown section 'modle' (did you mean 'model'?)");
+    CHECK_CFG_ERROR("model: {}\nprofile:\n  trace: true\n", 1, "cfg.yaml:2:1: ",
+                    "unknown section 'profile' (did you mean 'profiler'?)");
+    CHECK_CFG_ERROR("hidden_dim: 512\n", 1, "cfg.yaml:1:1: ",
+                    "(did you mean 'model.hidden_dim'?)");
+    CHECK_CFG_ERROR("foo:\n  x: 1\n", 1, "cfg.yaml:1:1: ",
+                    "unknown section 'foo'; the sections are model, placement, runtime, "
+                    "workload, profiler");
+    /* Control bytes in a name are escaped so the message stays one line. */
+    CHECK_CFG_ERROR("\"a\\nb\": 1\n", 1, "cfg.yaml:1:1: ", "unknown section 'a\\x0ab'");
+}
+
+static void test_wrong_types(void)
+{
+    CHECK_CFG_ERROR("model:\n  top_k: two\n", 1, "cfg.yaml:2:10: ",
+                    "model.top_k: expected an integer, found 'two'");
+    CHECK_CFG_ERROR("model:\n  top_k: 2.0\n", 1, "cfg.yaml:2:10: ",
+                    "model.top_k: expected an integer, found '2.0'");
+    CHECK_CFG_ERROR("model:\n  top_k: 2x\n", 1, "cfg.yaml:2:10: ",
+                    "model.top_k: expected an integer, found '2x'");
+    CHECK_CFG_ERROR("model:\n  top_k: 0x2\n", 1, "cfg.yaml:2:10: ", "found '0x2'");
+    CHECK_CFG_ERROR("model:\n  top_k: [1]\n", 1, "cfg.yaml:2:10: ",
+                    "model.top_k: expected an integer, found a sequence");
+    CHECK_CFG_ERROR("model:\n  top_k:\n", 1, "cfg.yaml:", "model.top_k: expected an integer, found nothing");
+    CHECK_CFG_ERROR("profiler:\n  enabled: yes\n", 1, "cfg.yaml:2:12: ",
+                    "profiler.enabled: expected true or false, found 'yes'");
+    CHECK_CFG_ERROR("runtime:\n  step_timeout_s: abc\n", 1, "cfg.yaml:2:19: ",
+                    "runtime.step_timeout_s: expected a number, found 'abc'");
+    CHECK_CFG_ERROR("runtime:\n  step_timeout_s: nan\n", 1, "cfg.yaml:2:19: ",
+                    "expected a number, found 'nan'");
+    CHECK_CFG_ERROR("runtime:\n  step_timeout_s: .inf\n", 1, "cfg.yaml:2:19: ",
+                    "expected a number, found '.inf'");
+    CHECK_CFG_ERROR("runtime:\n  step_timeout_s: 1.5s\n", 1, "cfg.yaml:2:19: ",
+                    "expected a number, found '1.5s'");
+    CHECK_CFG_ERROR("model:\n  activation: relu\n", 1, "cfg.yaml:2:15: ",
+                    "model.activation: expected swiglu or gelu, found 'relu'");
+    CHECK_CFG_ERROR("model:\n  dtype: fp8\n", 1, "cfg.yaml:2:10: ",
+                    "model.dtype: expected f32, bf16 or f16, found 'fp8'");
+    CHECK_CFG_ERROR("model:\n  weights: {a: 1}\n", 1, "cfg.yaml:2:12: ",
+                    "model.weights: expected a non-empty string, found a mapping");
+    CHECK_CFG_ERROR("model:\n  weights: \"\"\n", 1, "cfg.yaml:2:12: ",
+                    "model.weights: expected a non-empty string, found nothing");
+    CHECK_CFG_ERROR("model: 5\n", 1, "cfg.yaml:1:8: ",
+                    "section 'model' must be a mapping of keys (like key: value), found '5'");
+    CHECK_CFG_ERROR("placement:\n  experts: manual\n", 3, "cfg.yaml:2:12: ",
+                    "placement.experts: expected 'auto' or a mapping rank -> [expert ids]");
+    CHECK_CFG_ERROR("profiler:\n  profiled_ranks: some\n", 3, "cfg.yaml:2:19: ",
+                    "profiler.profiled_ranks: expected 'all' or a sequence of ranks like [0, 2], "
+                    "found 'some'");
+
+    /* A string as long as MOE_PATH_MAX does not fit its buffer. */
+    char *long_yaml = malloc(MOE_PATH_MAX + 64);
+    CHECK(long_yaml != NULL);
+    if (long_yaml != NULL) {
+        int n = snprintf(long_yaml, 64, "model:\n  weights: ");
+        memset(long_yaml + n, 'w', MOE_PATH_MAX);
+        strcpy(long_yaml + n + MOE_PATH_MAX, "\n");
+        CHECK_CFG_ERROR(long_yaml, 1, "cfg.yaml:2:12: ",
+                        "model.weights: the value is 1024 bytes long; the limit is 1023");
+        long_yaml[n + MOE_PATH_MAX - 1] = '\n';
+        long_yaml[n + MOE_PATH_MAX] = '\0';
+        CHECK_INT_EQ(parse(long_yaml, 1), MOE_OK);
+        CHECK_INT_EQ(strlen(cfg.weights), MOE_PATH_MAX - 1);
+        free(long_yaml);
+    }
+}
+
+static void test_out_of_range(void)
+{
+    CHECK_CFG_ERROR("model:\n  hidden_dim: 0\n", 1, "cfg.yaml:2:15: ",
+                    "model.hidden_dim: 0 is out of range [1, 65536]");
+    CHECK_CFG_ERROR("model:\n  hidden_dim: 99999999999999999999\n", 1, "cfg.yaml:2:15: ",
+                    "model.hidden_dim: 99999999999999999999 is out of range [1, 65536]");
+    CHECK_CFG_ERROR("model:\n  seed: -1\n", 1, "cfg.yaml:2:9: ",
+                    "model.seed: -1 is out of range [0, 9223372036854775807]");
+    CHECK_CFG_ERROR("model:\n  capacity_factor: -0.5\n", 1, "cfg.yaml:2:20: ",
+                    "model.capacity_factor: -0.5 is out of range [0, 1024]");
+    CHECK_CFG_ERROR("profiler:\n  trace_max_events: 10\n", 1, "cfg.yaml:2:21: ",
+                    "profiler.trace_max_events: 10 is out of range [1000, 100000000]");
+    CHECK_CFG_ERROR("model:\n  num_experts: 4\n  top_k: 6\n", 1, "cfg.yaml:3:10: ",
+                    "model.top_k: 6 is more than model.num_experts (4); set top_k to at most 4");
+    /* top_k left at its default (2): the message cites num_experts instead. */
+    CHECK_CFG_ERROR("model:\n  num_experts: 1\n", 1, "cfg.yaml:2:16: ",
+                    "model.top_k: 2 is more than model.num_experts (1)");
+}
+
+static const char *const placement_head = "placement:\n  experts: ";
+
+/* "placement:\n  experts: <flow>\n" */
+static moe_status_t parse_placement(const char *flow, int world)
+{
+    static char buf[512];
+    snprintf(buf, sizeof(buf), "%s%s\n", placement_head, flow);
+    return parse(buf, world);
+}
+
+#define CHECK_PLACEMENT_ERROR(flow, world, where, text)                  \
+    do {                                                                 \
+        CHECK_INT_EQ(parse_placement((flow), (world)), MOE_ERR_CONFIG);  \
+        CHECK_STR_CONTAINS(err.msg, (where));                            \
+        CHECK_STR_CONTAINS(err.msg, (text));                             \
+        CHECK(strchr(err.msg, '\n') == NULL);                            \
+    } while (0)
+
+static void test_placement_errors(void)
+{
+    /* Columns: "  experts: " is 11 wide, so the flow mapping starts at column 12. */
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [3, 4, 5, 6, 7]}", 3, "cfg.yaml:2:34: ",
+                          "placement.experts: expert 3 is assigned twice: to rank 1 (line 2) and "
+                          "again here to rank 2");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [4, 5]}", 3, "cfg.yaml:2:12: ",
+                          "placement.experts: experts 6 7 are assigned to no rank");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [4, 5, 6]}", 3, "cfg.yaml:2:12: ",
+                          "placement.experts: expert 7 is assigned to no rank");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [4, 5, 6, 7, 8]}", 3, "cfg.yaml:2:46: ",
+                          "placement.experts: expert 8 does not exist: model.num_experts is 8 "
+                          "(ids 0..7)");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 3: [4, 5, 6, 7]}", 3, "cfg.yaml:2:30: ",
+                          "placement.experts: rank 3 does not exist: the job has 3 ranks (0..2)");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], a: [4, 5, 6, 7]}", 3, "cfg.yaml:2:30: ",
+                          "placement.experts: expected a rank (an integer >= 0), found 'a'");
+    CHECK_PLACEMENT_ERROR("{-1: [0, 1, 2, 3, 4, 5, 6, 7]}", 3, "cfg.yaml:2:13: ",
+                          "placement.experts: expected a rank (an integer >= 0), found '-1'");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 1: [4, 5, 6, 7]}", 3, "cfg.yaml:2:30: ",
+                          "placement.experts: rank 1 is listed twice (first at line 2)");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, x]}", 3, "cfg.yaml:2:23: ",
+                          "placement.experts: expected an expert id (an integer >= 0), found 'x'");
+    CHECK_PLACEMENT_ERROR("{1: 0}", 3, "cfg.yaml:2:16: ",
+                          "placement.experts: rank 1: expected a sequence of expert ids like "
+                          "[0, 1], found '0'");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 5000]}", 3, "cfg.yaml:2:23: ",
+                          "placement.experts: 5000 is beyond moed's limit of 1024 experts");
+    CHECK_PLACEMENT_ERROR("{9999: [0]}", 3, "cfg.yaml:2:13: ",
+                          "placement.experts: 9999 is beyond moed's limit of 4096 ranks");
+    /* An alias repeats the same experts under a second rank. */
+    CHECK_PLACEMENT_ERROR("{1: &a [0, 1, 2, 3], 2: *a}", 3, "cfg.yaml:2:20: ",
+                          "expert 0 is assigned twice");
+    /* Duplicates are found even with one rank (the placement is still checked). */
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [3, 4, 5, 6, 7]}", 1, "cfg.yaml:2:34: ",
+                          "expert 3 is assigned twice");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [4, 5, 6, 7, 8]}", 1, "cfg.yaml:2:46: ",
+                          "expert 8 does not exist");
+}
+
+static void test_rank_errors(void)
+{
+    CHECK_CFG_ERROR("placement:\n  master_rank: 5\n", 4, "cfg.yaml:2:16: ",
+                    "placement.master_rank: rank 5 does not exist: the job has 4 ranks (0..3)");
+    CHECK_CFG_ERROR("profiler:\n  profiled_ranks: [0, 7]\n", 4, "cfg.yaml:2:23: ",
+                    "profiler.profiled_ranks: rank 7 does not exist: the job has 4 ranks (0..3)");
+    CHECK_CFG_ERROR("profiler:\n  profiled_ranks: [1, 2, 1]\n", 4, "cfg.yaml:2:26: ",
+                    "profiler.profiled_ranks: rank 1 is listed twice (first at line 2)");
+    CHECK_CFG_ERROR("profiler:\n  profiled_ranks: [0, -2]\n", 4, "cfg.yaml:2:23: ",
+                    "profiler.profiled_ranks: expected a rank (an integer >= 0), found '-2'");
+    CHECK_CFG_ERROR("profiler:\n  profiled_ranks: {0: 1}\n", 4, "cfg.yaml:2:19: ",
+                    "profiler.profiled_ranks: expected 'all' or a sequence of ranks");
+}
+
+static void test_yaml_errors(void)
+{
+    CHECK_CFG_ERROR("model:\n  hidden_dim: 1024\n  top_k: 2: 3\n", 1, "cfg.yaml:3:11: ",
+                    "YAML syntax error: mapping values are not allowed in this context");
+    CHECK_CFG_ERROR("model:\n  top_k: [1, 2\n", 1, "cfg.yaml:", "YAML syntax error: ");
+    CHECK_CFG_ERROR("model:\n  top_k: *nothing\n", 1, "cfg.yaml:2:10: ",
+                    "YAML syntax error: found undefined alias");
+    CHECK_CFG_ERROR("model:\n  top_k: 2\n  top_k: 3\n", 1, "cfg.yaml:3:3: ",
+                    "model.top_k: duplicate key (first set at line 2)");
+    CHECK_CFG_ERROR("model:\n  top_k: 2\nmodel:\n  top_k: 3\n", 1, "cfg.yaml:3:1: ",
+                    "duplicate section 'model' (first at line 1)");
+    CHECK_CFG_ERROR("- model\n- runtime\n", 1, "cfg.yaml:1:1: ",
+                    "the top level must be a mapping of sections (model, placement, runtime, "
+                    "workload, profiler), found a sequence");
+    CHECK_CFG_ERROR("hello\n", 1, "cfg.yaml:1:1: ",
+                    "the top level must be a mapping of sections");
+    CHECK_CFG_ERROR("model:\n  top_k: 2\n---\nmodel:\n  top_k: 3\n", 1, "cfg.yaml:3:1: ",
+                    "a second YAML document");
+    CHECK_CFG_ERROR("[1]: 2\n", 1, "cfg.yaml:1:1: ", "expected a section name, found a sequence");
+    /* Invalid UTF-8 is a reader error: the position comes from the byte offset. */
+    CHECK_CFG_ERROR("model:\n  weights: \xff\xfe\n", 1, "cfg.yaml:2:12: ", "YAML syntax error: ");
+
+    /* A failed parse leaves the caller's struct as it was. */
+    cfg.hidden_dim = 777;
+    CHECK_INT_EQ(parse("model:\n  hidden_dim: 0\n", 1), MOE_ERR_CONFIG);
+    CHECK_INT_EQ(cfg.hidden_dim, 777);
+
+    /* No source name: messages still have a prefix. */
+    CHECK_INT_EQ(moe_cfg_parse("x: 1\n", 5, NULL, 1, &cfg, &err), MOE_ERR_CONFIG);
+    CHECK_STR_CONTAINS(err.msg, "<config>:1:1: unknown section 'x'");
+}
+
+/* Check the experts of `rank` are exactly [first, first + count). */
+static void check_block(int rank, int first, int count)
+{
+    int32_t ids[MOE_MAX_EXPERTS];
+    CHECK_INT_EQ(moe_cfg_experts_of_rank(&cfg, rank, ids), count);
+    CHECK_INT_EQ(moe_cfg_experts_of_rank(&cfg, rank, NULL), count);
+    for (int i = 0; i < count; i++) {
+        CHECK_INT_EQ(ids[i], first + i);
+    }
+}
+
+static void test_world_one(void)
+{
+    CHECK_INT_EQ(parse(example_yaml, 1), MOE_OK);
+    check_block(0, 0, 8);
+    check_block(1, 0, 0);
+    /* Ranks that do not exist and a master beyond the world are ignored with one rank. */
+    CHECK_INT_EQ(parse("placement:\n  master_rank: 3\n  experts: {5: [0, 1, 2, 3], 7: [4, 5, 6, 7]}\n"
+                       "profiler:\n  profiled_ranks: [2]\n",
+                       1),
+                 MOE_OK);
+    CHECK_INT_EQ(cfg.master_rank, 0);
+    check_block(0, 0, 8);
+}
+
+static void test_auto_placement(void)
+{
+    /* master routing, world 3: master 0 routes, ranks 1 and 2 share 8 experts. */
+    CHECK_INT_EQ(parse("", 3), MOE_OK);
+    check_block(0, 0, 0);
+    check_block(1, 0, 4);
+    check_block(2, 4, 4);
+    /* master routing, world 4: 8 over 3 hosts = 3, 3, 2. */
+    CHECK_INT_EQ(parse("", 4), MOE_OK);
+    check_block(0, 0, 0);
+    check_block(1, 0, 3);
+    check_block(2, 3, 3);
+    check_block(3, 6, 2);
+    /* master is rank 2: hosts are 0, 1, 3. */
+    CHECK_INT_EQ(parse("placement:\n  master_rank: 2\n", 4), MOE_OK);
+    check_block(0, 0, 3);
+    check_block(1, 3, 3);
+    check_block(2, 0, 0);
+    check_block(3, 6, 2);
+    /* symmetric, world 3: every rank hosts: 3, 3, 2. */
+    CHECK_INT_EQ(parse("runtime:\n  routing: symmetric\n", 3), MOE_OK);
+    check_block(0, 0, 3);
+    check_block(1, 3, 3);
+    check_block(2, 6, 2);
+    /* symmetric, world 4: 2 each. */
+    CHECK_INT_EQ(parse("runtime:\n  routing: symmetric\n", 4), MOE_OK);
+    for (int r = 0; r < 4; r++) {
+        check_block(r, 2 * r, 2);
+    }
+    /* More hosts than experts: the last hosts own none. */
+    CHECK_INT_EQ(parse("model:\n  num_experts: 2\n  top_k: 1\n", 4), MOE_OK);
+    check_block(1, 0, 1);
+    check_block(2, 1, 1);
+    check_block(3, 0, 0);
+    CHECK_INT_EQ(cfg.expert_owner[2], -1);
+}
+
+static void test_profiled_ranks(void)
+{
+    CHECK_INT_EQ(parse("profiler:\n  profiled_ranks: [0, 2]\n", 4), MOE_OK);
+    CHECK(!cfg.prof_all_ranks);
+    CHECK_INT_EQ(cfg.prof_num_ranks, 2);
+    CHECK_INT_EQ(cfg.prof_ranks[0], 0);
+    CHECK_INT_EQ(cfg.prof_ranks[1], 2);
+    CHECK(moe_cfg_rank_profiled(&cfg, 0));
+    CHECK(!moe_cfg_rank_profiled(&cfg, 1));
+    CHECK(moe_cfg_rank_profiled(&cfg, 2));
+    CHECK(!moe_cfg_rank_profiled(&cfg, 3));
+    CHECK(!moe_cfg_rank_profiled(&cfg, -1));
+    CHECK(!moe_cfg_rank_profiled(NULL, 0));
+
+    CHECK_INT_EQ(parse("profiler:\n  profiled_ranks:\n    - 3\n", 4), MOE_OK);
+    CHECK(moe_cfg_rank_profiled(&cfg, 3));
+    CHECK(!moe_cfg_rank_profiled(&cfg, 0));
+
+    CHECK_INT_EQ(parse("", 4), MOE_OK);
+    for (int r = 0; r < 4; r++) {
+        CHECK(moe_cfg_rank_profiled(&cfg, r));
+    }
+    CHECK(!moe_cfg_rank_profiled(&cfg, 4));
+}
+
+static void test_read_file(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    moe_error_t e;
+    moe_error_clear(&e);
+    CHECK_INT_EQ(moe_cfg_read_file("/nonexistent/moed.yaml", &text, &len, &e), MOE_ERR_IO);
+    CHECK_INT_EQ(e.code, MOE_ERR_IO);
+    CHECK_STR_CONTAINS(e.msg, "cannot read config '/nonexistent/moed.yaml': No such file or directory");
+    CHECK(text == NULL);
+    CHECK_INT_EQ(moe_cfg_read_file("/", &text, &len, &e), MOE_ERR_IO);
+    CHECK_STR_CONTAINS(e.msg, "cannot read config '/'");
+    CHECK_INT_EQ(moe_cfg_read_file(NULL, &text, &len, &e), MOE_ERR_INVALID_ARG);
+
+    char path[] = "/tmp/moed_test_config_XXXXXX";
+    FILE *f = NULL;
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        f = fdopen(fd, "w");
+    }
+    CHECK(f != NULL);
+    if (f == NULL) {
+        return;
+    }
+    fputs(example_yaml, f);
+    fclose(f);
+    CHECK_INT_EQ(moe_cfg_read_file(path, &text, &len, &e), MOE_OK);
+    CHECK_INT_EQ(len, strlen(example_yaml));
+    CHECK(text != NULL && memcmp(text, example_yaml, len) == 0 && text[len] == '\0');
+    CHECK_INT_EQ(moe_cfg_parse(text, len, path, 3, &cfg, &err), MOE_OK);
+    CHECK(strcmp(cfg.source_name, path) == 0);
+    free(text);
+    remove(path);
+}
+
+static void test_hash(void)
+{
+    CHECK(moe_hash64("", 0) == 0xcbf29ce484222325ULL);
+    CHECK(moe_hash64("a", 1) == 0xaf63dc4c8601ec8cULL);
+    CHECK_INT_EQ(parse("model:\n  top_k: 2\n", 1), MOE_OK);
+    uint64_t h1 = cfg.text_hash;
+    CHECK_INT_EQ(parse("model:\n  top_k:  2\n", 1), MOE_OK);
+    CHECK(cfg.text_hash != h1);
+    CHECK_INT_EQ(parse("model:\n  top_k: 2\n", 1), MOE_OK);
+    CHECK(cfg.text_hash == h1);
+}
+
+/* Print through a memory stream and return the text (caller frees). */
+static char *print_to_string(void (*print)(const moe_config_t *, FILE *), const moe_config_t *c)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    if (f == NULL) {
+        return NULL;
+    }
+    print(c, f);
+    fclose(f);
+    return buf;
+}
+
+static void print_reference_adapter(const moe_config_t *c, FILE *out)
+{
+    (void)c;
+    moe_cfg_print_reference(out);
+}
+
+static void test_print(void)
+{
+    CHECK_INT_EQ(parse(example_yaml, 3), MOE_OK);
+    char *text = print_to_string(moe_cfg_print_placement, &cfg);
+    CHECK(text != NULL);
+    CHECK(text != NULL && strcmp(text, "rank 0: master (routes tokens), experts -\n"
+                                       "rank 1: experts 0 1 2 3\n"
+                                       "rank 2: experts 4 5 6 7\n") == 0);
+    free(text);
+
+    CHECK_INT_EQ(parse("runtime:\n  routing: symmetric\n", 2), MOE_OK);
+    text = print_to_string(moe_cfg_print_placement, &cfg);
+    CHECK_STR_CONTAINS(text, "rank 0: routes its tokens, experts 0 1 2 3\n");
+    CHECK_STR_CONTAINS(text, "rank 1: routes its tokens, experts 4 5 6 7\n");
+    free(text);
+
+    text = print_to_string(print_reference_adapter, NULL);
+    CHECK_STR_CONTAINS(text, "KEY");
+    CHECK_STR_CONTAINS(text, "model.hidden_dim");
+    CHECK_STR_CONTAINS(text, "[1, 65536]");
+    CHECK_STR_CONTAINS(text, "swiglu | gelu");
+    CHECK_STR_CONTAINS(text, "auto | {rank: [ids]}");
+    CHECK_STR_CONTAINS(text, "all | [rank, ...]");
+    CHECK_STR_CONTAINS(text, "profiler.output_dir");
+    /* One header line plus one line per key. */
+    int lines = 0;
+    for (const char *s = text; s != NULL && *s != '\0'; s++) {
+        lines += *s == '\n';
+    }
+    CHECK_INT_EQ(lines, (int)moe_cfg_table_size() + 1);
+    free(text);
+}
+
+/* Malformed input must give OK or one clean error line, never a crash: every prefix of
+ * the example, byte mutations of it (a fixed LCG, so failures reproduce), and deep nests. */
+static void test_malformed(void)
+{
+    size_t n = strlen(example_yaml);
+    char *buf = malloc(n + 1);
+    int bad = 0;
+    CHECK(buf != NULL);
+    if (buf == NULL) {
+        return;
+    }
+    for (size_t len = 0; len <= n; len++) {
+        moe_status_t st = moe_cfg_parse(example_yaml, len, "cfg.yaml", 3, &cfg, &err);
+        bad += st != MOE_OK && (strncmp(err.msg, "cfg.yaml", 8) != 0 || strchr(err.msg, '\n'));
+    }
+    uint32_t seed = 12345;
+    const char alphabet[] = "{}[]:,-#&*!|>'\"\n \t0123456789abcxyz\\%@`?\x01\xc3\xa9\xff";
+    for (int iter = 0; iter < 3000; iter++) {
+        memcpy(buf, example_yaml, n + 1);
+        for (int m = 0; m < 1 + iter % 4; m++) {
+            seed = seed * 1664525u + 1013904223u;
+            size_t at = (seed >> 8) % n;
+            seed = seed * 1664525u + 1013904223u;
+            buf[at] = alphabet[(seed >> 8) % (sizeof(alphabet) - 1)];
+        }
+        moe_status_t st = moe_cfg_parse(buf, n, "cfg.yaml", 1 + iter % 4, &cfg, &err);
+        bad += st != MOE_OK && (strncmp(err.msg, "cfg.yaml", 8) != 0 || strchr(err.msg, '\n'));
+    }
+    free(buf);
+    CHECK_INT_EQ(bad, 0);
+
+    size_t depth = 100000;
+    char *deep = malloc(2 * depth + 16);
+    CHECK(deep != NULL);
+    if (deep != NULL) {
+        memcpy(deep, "model: ", 7);
+        memset(deep + 7, '[', depth);
+        memset(deep + 7 + depth, ']', depth);
+        CHECK_INT_EQ(moe_cfg_parse(deep, 7 + 2 * depth, "cfg.yaml", 1, &cfg, &err),
+                     MOE_ERR_CONFIG);
+        CHECK_STR_CONTAINS(err.msg, "cfg.yaml:1:8: section 'model' must be a mapping");
+        free(deep);
+    }
+    /* An anchor inside itself is a cycle in the node graph; the walk has fixed depth. */
+    CHECK_INT_EQ(parse("placement:\n  experts: &a {1: *a}\n", 3), MOE_ERR_CONFIG);
+}
+
+int main(void)
+{
+    test_table();
+    test_example();
+    test_other_values();
+    test_defaults();
+    test_unknown_names();
+    test_wrong_types();
+    test_out_of_range();
+    test_placement_errors();
+    test_rank_errors();
+    test_yaml_errors();
+    test_world_one();
+    test_auto_placement();
+    test_profiled_ranks();
+    test_read_file();
+    test_hash();
+    test_print();
+    test_malformed();
+    return moe_test_finish("test_config");
+}
