@@ -8,7 +8,9 @@
  * The loader uses libyaml's document API: the whole (small) file becomes a node graph
  * whose nodes carry their line and column, and the walk over it has a fixed depth
  * (sections -> keys -> placement ranks -> expert ids), so no input can make it recurse.
- * Aliases only point at existing nodes, so they cannot blow the walk up either.
+ * Aliases only point at existing nodes, so they cannot blow the walk up either. libyaml
+ * itself is superlinear in nesting depth and anchor count, so an event pass bounds both
+ * before the load (yaml_precheck).
  *
  * Where a value was written is kept in a private parse state (cfg_parse_t), not in the
  * public struct: the cross checks that run after every key is known (top_k against
@@ -152,6 +154,9 @@ static const cfg_key_t cfg_keys[] = {
 #define CFG_QUOTE_MAX 48
 /* Names longer than this are never close to a key: no suggestion, bounded work. */
 #define CFG_NAME_MAX 64
+/* Bounds on what libyaml is given to load (see yaml_precheck); a config needs depth 4. */
+#define CFG_YAML_DEPTH_MAX 32
+#define CFG_YAML_ANCHORS_MAX 256
 
 static size_t key_section_len(const cfg_key_t *k)
 {
@@ -413,7 +418,8 @@ static void key_expected(char *buf, size_t n, const cfg_key_t *k)
     case CFG_BOOL: buf_add(buf, n, &pos, "true or false"); break;
     case CFG_STRING: buf_add(buf, n, &pos, "a non-empty string"); break;
     case CFG_PLACEMENT:
-        buf_add(buf, n, &pos, "'auto' or a mapping rank -> [expert ids] like {1: [0, 1], 2: [2, 3]}");
+        buf_add(buf, n, &pos,
+                "'auto' or a mapping rank -> [expert ids] like {1: [0, 1], 2: [2, 3]}");
         break;
     case CFG_RANKS: buf_add(buf, n, &pos, "'all' or a sequence of ranks like [0, 2]"); break;
     case CFG_ENUM:
@@ -677,7 +683,8 @@ moe_status_t moe_cfg_table_check(moe_error_t *err)
     for (size_t i = 0; i < CFG_NKEYS && st == MOE_OK; i++) {
         const char *bad = key_check(i, scratch, why, sizeof(why));
         if (bad != NULL) {
-            st = moe_error_set(err, MOE_ERR_INTERNAL, "config table: %s: %s", cfg_keys[i].path, bad);
+            st = moe_error_set(err, MOE_ERR_INTERNAL, "config table: %s: %s", cfg_keys[i].path,
+                               bad);
         }
     }
     free(scratch);
@@ -734,6 +741,14 @@ static yaml_node_t *doc_node(cfg_parse_t *p, int index)
     return yaml_document_get_node(p->doc, index);
 }
 
+/* A pair or item index libyaml did not resolve: cannot happen with a loaded document, but
+ * the walk checks every index instead of trusting it. */
+static moe_status_t node_missing(cfg_parse_t *p)
+{
+    return moe_error_set(p->err, MOE_ERR_INTERNAL, "%s: libyaml returned a dangling node",
+                         p->src);
+}
+
 static int key_index(const cfg_key_t *k)
 {
     return (int)(k - cfg_keys);
@@ -758,7 +773,9 @@ static moe_status_t yaml_fail(cfg_parse_t *p, const yaml_parser_t *ys)
     if (ys->error == YAML_READER_ERROR) {
         moe_cfg_mark_t m = {1, 1};
         for (size_t i = 0; i < ys->problem_offset && i < p->len; i++) {
-            m = p->text[i] == '\n' ? (moe_cfg_mark_t){m.line + 1, 1} : (moe_cfg_mark_t){m.line, m.col + 1};
+            bool nl = p->text[i] == '\n';
+            m.line += nl ? 1 : 0;
+            m.col = nl ? 1 : m.col + 1;
         }
         return cfg_fail(p, m, "YAML syntax error: %s (byte 0x%02x at offset %zu)", problem,
                         (unsigned)(ys->problem_value & 0xff), ys->problem_offset);
@@ -777,14 +794,18 @@ static moe_status_t node_index(cfg_parse_t *p, const cfg_key_t *k, const yaml_no
                                const char *what, int64_t limit, const char *units, int32_t *out)
 {
     char found[4 * CFG_QUOTE_MAX + 16];
-    int64_t v = -1;
+    int64_t v = 0;
+    int rc = -1;
     moe_cfg_mark_t m = node_mark(node);
-    if (node->type != YAML_SCALAR_NODE || strlen(node_text(node)) != node->data.scalar.length ||
-        parse_int64(node_text(node), &v) < 0 || v < 0) {
+    if (node->type == YAML_SCALAR_NODE && strlen(node_text(node)) == node->data.scalar.length &&
+        node_text(node)[0] != '-') {
+        rc = parse_int64(node_text(node), &v); /* 1: too large for 64 bits */
+    }
+    if (rc < 0) {
         node_describe(found, sizeof(found), node);
         return cfg_fail(p, m, "%s: expected %s (an integer >= 0), found %s", k->path, what, found);
     }
-    if (v >= limit || v > INT32_MAX) {
+    if (rc > 0 || v >= limit) {
         text_clean(found, sizeof(found), node_text(node), node->data.scalar.length);
         return cfg_fail(p, m, "%s: %s is beyond moed's limit of %lld %s", k->path, found,
                         (long long)limit, units);
@@ -838,7 +859,7 @@ static moe_status_t placement_rank(cfg_parse_t *p, const cfg_key_t *k, const yam
     for (yaml_node_item_t *it = val->data.sequence.items.start;
          it < val->data.sequence.items.top && st == MOE_OK; it++) {
         const yaml_node_t *item = doc_node(p, *it);
-        st = item != NULL ? placement_assign(p, k, rank, item) : MOE_ERR_INTERNAL;
+        st = item != NULL ? placement_assign(p, k, rank, item) : node_missing(p);
     }
     return st;
 }
@@ -850,7 +871,7 @@ static moe_status_t placement_load(cfg_parse_t *p, const cfg_key_t *k, const yam
     for (yaml_node_pair_t *pair = map->data.mapping.pairs.start;
          pair < map->data.mapping.pairs.top && st == MOE_OK; pair++) {
         const yaml_node_t *key = doc_node(p, pair->key), *val = doc_node(p, pair->value);
-        st = key != NULL && val != NULL ? placement_rank(p, k, key, val) : MOE_ERR_INTERNAL;
+        st = key != NULL && val != NULL ? placement_rank(p, k, key, val) : node_missing(p);
     }
     return st;
 }
@@ -865,8 +886,10 @@ static moe_status_t ranks_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_no
          it++) {
         const yaml_node_t *item = doc_node(p, *it);
         int32_t r = -1;
-        moe_status_t st = item != NULL ? node_index(p, k, item, "a rank", MOE_MAX_RANKS, "ranks", &r)
-                                       : MOE_ERR_INTERNAL;
+        if (item == NULL) {
+            return node_missing(p);
+        }
+        moe_status_t st = node_index(p, k, item, "a rank", MOE_MAX_RANKS, "ranks", &r);
         if (st != MOE_OK) {
             return st;
         }
@@ -980,8 +1003,9 @@ static moe_status_t section_load(cfg_parse_t *p, const yaml_node_t *key, const y
     }
     int section_len = (int)key_section_len(&cfg_keys[sec]);
     if (p->section_mark[sec].line > 0) {
-        return cfg_fail(p, node_mark(key), "duplicate section '%.*s' (first at line %d); merge them",
-                        section_len, cfg_keys[sec].path, p->section_mark[sec].line);
+        return cfg_fail(p, node_mark(key),
+                        "duplicate section '%.*s' (first at line %d); merge them", section_len,
+                        cfg_keys[sec].path, p->section_mark[sec].line);
     }
     p->section_mark[sec] = node_mark(key);
     if (node_is_null(val)) {
@@ -996,7 +1020,7 @@ static moe_status_t section_load(cfg_parse_t *p, const yaml_node_t *key, const y
     for (yaml_node_pair_t *pair = val->data.mapping.pairs.start;
          pair < val->data.mapping.pairs.top && st == MOE_OK; pair++) {
         const yaml_node_t *k = doc_node(p, pair->key), *v = doc_node(p, pair->value);
-        st = k != NULL && v != NULL ? key_pair_load(p, sec, k, v) : MOE_ERR_INTERNAL;
+        st = k != NULL && v != NULL ? key_pair_load(p, sec, k, v) : node_missing(p);
     }
     return st;
 }
@@ -1019,35 +1043,93 @@ static moe_status_t document_load(cfg_parse_t *p)
     for (yaml_node_pair_t *pair = root->data.mapping.pairs.start;
          pair < root->data.mapping.pairs.top && st == MOE_OK; pair++) {
         const yaml_node_t *k = doc_node(p, pair->key), *v = doc_node(p, pair->value);
-        st = k != NULL && v != NULL ? section_load(p, k, v) : MOE_ERR_INTERNAL;
+        st = k != NULL && v != NULL ? section_load(p, k, v) : node_missing(p);
     }
     return st;
 }
 
-/* Load the first document and refuse a second: two documents are one config too many,
- * and silently ignoring the rest of a file hides edits. */
-static moe_status_t yaml_load(cfg_parse_t *p, yaml_parser_t *ys)
+/* libyaml's scanner spends O(flow depth) per token and its loader O(anchors) per anchor
+ * and alias, so 100 000 '[' take seconds and a fuzzer's input can take hours. This event
+ * pass bounds both and stops at the first excess, so the load after it is linear. It also
+ * refuses a second document: ignoring the rest of a file would hide edits. */
+static moe_status_t yaml_event_check(cfg_parse_t *p, const yaml_event_t *ev, int *depth,
+                                     int *anchors, int *docs)
 {
+    const yaml_char_t *anchor = NULL;
+    moe_cfg_mark_t m = mark_of_yaml(ev->start_mark);
+    switch (ev->type) {
+    case YAML_DOCUMENT_START_EVENT:
+        if (++*docs > 1) {
+            return cfg_fail(p, m, "a second YAML document ('---'); a config file holds one");
+        }
+        break;
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+        anchor = ev->type == YAML_SEQUENCE_START_EVENT ? ev->data.sequence_start.anchor
+                                                       : ev->data.mapping_start.anchor;
+        if (++*depth > CFG_YAML_DEPTH_MAX) {
+            return cfg_fail(p, m, "YAML nesting is deeper than %d levels; a moed config needs 4",
+                            CFG_YAML_DEPTH_MAX);
+        }
+        break;
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT: --*depth; break;
+    case YAML_SCALAR_EVENT: anchor = ev->data.scalar.anchor; break;
+    default: break;
+    }
+    if (anchor != NULL && ++*anchors > CFG_YAML_ANCHORS_MAX) {
+        return cfg_fail(p, m, "more than %d YAML anchors (&name); a moed config needs a few",
+                        CFG_YAML_ANCHORS_MAX);
+    }
+    return MOE_OK;
+}
+
+static moe_status_t yaml_precheck(cfg_parse_t *p, const unsigned char *text, size_t len)
+{
+    yaml_parser_t ys;
+    yaml_event_t ev;
+    int depth = 0, anchors = 0, docs = 0;
+    bool done = false;
+    moe_status_t st = MOE_OK;
+    if (!yaml_parser_initialize(&ys)) {
+        return moe_error_set(p->err, MOE_ERR_NO_MEMORY, "%s: out of memory starting libyaml",
+                             p->src);
+    }
+    yaml_parser_set_input_string(&ys, text, len);
+    while (st == MOE_OK && !done) {
+        if (!yaml_parser_parse(&ys, &ev)) {
+            st = yaml_fail(p, &ys);
+            break;
+        }
+        st = yaml_event_check(p, &ev, &depth, &anchors, &docs);
+        done = ev.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&ys);
+    return st;
+}
+
+/* Load the (single, bounded: see yaml_precheck) document and walk it. */
+static moe_status_t yaml_load(cfg_parse_t *p, const unsigned char *text, size_t len)
+{
+    yaml_parser_t ys;
     yaml_document_t doc;
     moe_status_t st;
-    if (!yaml_parser_load(ys, &doc)) {
-        return yaml_fail(p, ys); /* libyaml has already freed doc */
+    if (!yaml_parser_initialize(&ys)) {
+        return moe_error_set(p->err, MOE_ERR_NO_MEMORY, "%s: out of memory starting libyaml",
+                             p->src);
+    }
+    yaml_parser_set_input_string(&ys, text, len);
+    if (!yaml_parser_load(&ys, &doc)) {
+        st = yaml_fail(p, &ys); /* libyaml has already freed doc */
+        goto out_parser;
     }
     p->doc = &doc;
     st = document_load(p);
     p->doc = NULL;
     yaml_document_delete(&doc);
-    if (st != MOE_OK) {
-        return st;
-    }
-    if (!yaml_parser_load(ys, &doc)) {
-        return yaml_fail(p, ys);
-    }
-    if (yaml_document_get_root_node(&doc) != NULL) {
-        st = cfg_fail(p, mark_of_yaml(doc.start_mark),
-                      "a second YAML document ('---'); a config file holds one");
-    }
-    yaml_document_delete(&doc);
+out_parser:
+    yaml_parser_delete(&ys);
     return st;
 }
 
@@ -1083,7 +1165,8 @@ static moe_status_t check_expert_ids(cfg_parse_t *p)
     int64_t ne = p->cfg.num_experts;
     int bad = -1;
     for (int64_t e = ne; e < MOE_MAX_EXPERTS; e++) {
-        if (p->expert_rank[e] >= 0 && (bad < 0 || mark_before(p->expert_mark[e], p->expert_mark[bad]))) {
+        bool listed = p->expert_rank[e] >= 0;
+        if (listed && (bad < 0 || mark_before(p->expert_mark[e], p->expert_mark[bad]))) {
             bad = (int)e;
         }
     }
@@ -1102,7 +1185,8 @@ static moe_status_t check_placement_ranks(cfg_parse_t *p, int world)
     char wt[64];
     int bad = -1;
     for (int r = world; r < MOE_MAX_RANKS; r++) {
-        if (p->rank_mark[r].line > 0 && (bad < 0 || mark_before(p->rank_mark[r], p->rank_mark[bad]))) {
+        bool listed = p->rank_mark[r].line > 0;
+        if (listed && (bad < 0 || mark_before(p->rank_mark[r], p->rank_mark[bad]))) {
             bad = r;
         }
     }
@@ -1246,7 +1330,7 @@ moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name
                            int world_size, moe_config_t *cfg, moe_error_t *err)
 {
     const char *src = source_name != NULL ? source_name : "<config>";
-    yaml_parser_t ys;
+    const unsigned char *bytes = (const unsigned char *)(text != NULL ? text : "");
     moe_status_t st;
     if (cfg == NULL || (text == NULL && len > 0)) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: moe_cfg_parse: no text or no config",
@@ -1263,28 +1347,24 @@ moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name
     }
     p->src = src;
     p->err = err;
-    p->text = text;
+    p->text = (const char *)bytes;
     p->len = len;
     moe_cfg_defaults(&p->cfg);
     memset(p->expert_rank, 0xff, sizeof(p->expert_rank)); /* -1: not listed */
-    if (!yaml_parser_initialize(&ys)) {
-        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory starting libyaml", src);
-        goto out_free;
+    st = yaml_precheck(p, bytes, len);
+    if (st == MOE_OK) {
+        st = yaml_load(p, bytes, len);
     }
-    yaml_parser_set_input_string(&ys, (const unsigned char *)(text != NULL ? text : ""), len);
-    st = yaml_load(p, &ys);
     if (st == MOE_OK) {
         st = parse_checks(p, world_size);
     }
     if (st == MOE_OK) {
         placement_resolve(p, world_size);
         snprintf(p->cfg.source_name, sizeof(p->cfg.source_name), "%s", src);
-        p->cfg.text_hash = moe_hash64(text, len);
+        p->cfg.text_hash = moe_hash64(bytes, len);
         p->cfg.world_size = world_size;
-        memcpy(cfg, &p->cfg, sizeof(*cfg));
+        memcpy(cfg, &p->cfg, sizeof(*cfg)); /* the caller's struct changes only on success */
     }
-    yaml_parser_delete(&ys);
-out_free:
     free(p);
     return st;
 }

@@ -74,7 +74,7 @@ static void test_table(void)
     moe_error_t e;
     moe_error_clear(&e);
     CHECK_INT_EQ(moe_cfg_table_check(&e), MOE_OK);
-    CHECK_STR_CONTAINS(e.msg, "");
+    CHECK(e.msg[0] == '\0');
     if (e.msg[0] != '\0') {
         fprintf(stderr, "table check: %s\n", e.msg);
     }
@@ -251,7 +251,8 @@ static void test_wrong_types(void)
     CHECK_CFG_ERROR("model:\n  top_k: 0x2\n", 1, "cfg.yaml:2:10: ", "found '0x2'");
     CHECK_CFG_ERROR("model:\n  top_k: [1]\n", 1, "cfg.yaml:2:10: ",
                     "model.top_k: expected an integer, found a sequence");
-    CHECK_CFG_ERROR("model:\n  top_k:\n", 1, "cfg.yaml:", "model.top_k: expected an integer, found nothing");
+    CHECK_CFG_ERROR("model:\n  top_k:\n", 1, "cfg.yaml:",
+                    "model.top_k: expected an integer, found nothing");
     CHECK_CFG_ERROR("profiler:\n  enabled: yes\n", 1, "cfg.yaml:2:12: ",
                     "profiler.enabled: expected true or false, found 'yes'");
     CHECK_CFG_ERROR("runtime:\n  step_timeout_s: abc\n", 1, "cfg.yaml:2:19: ",
@@ -362,6 +363,9 @@ static void test_placement_errors(void)
                           "placement.experts: 5000 is beyond moed's limit of 1024 experts");
     CHECK_PLACEMENT_ERROR("{9999: [0]}", 3, "cfg.yaml:2:13: ",
                           "placement.experts: 9999 is beyond moed's limit of 4096 ranks");
+    CHECK_PLACEMENT_ERROR("{99999999999999999999: [0]}", 3, "cfg.yaml:2:13: ",
+                          "placement.experts: 99999999999999999999 is beyond moed's limit of "
+                          "4096 ranks");
     /* An alias repeats the same experts under a second rank. */
     CHECK_PLACEMENT_ERROR("{1: &a [0, 1, 2, 3], 2: *a}", 3, "cfg.yaml:2:20: ",
                           "expert 0 is assigned twice");
@@ -435,8 +439,11 @@ static void test_world_one(void)
     check_block(0, 0, 8);
     check_block(1, 0, 0);
     /* Ranks that do not exist and a master beyond the world are ignored with one rank. */
-    CHECK_INT_EQ(parse("placement:\n  master_rank: 3\n  experts: {5: [0, 1, 2, 3], 7: [4, 5, 6, 7]}\n"
-                       "profiler:\n  profiled_ranks: [2]\n",
+    CHECK_INT_EQ(parse("placement:\n"
+                       "  master_rank: 3\n"
+                       "  experts: {5: [0, 1, 2, 3], 7: [4, 5, 6, 7]}\n"
+                       "profiler:\n"
+                       "  profiled_ranks: [2]\n",
                        1),
                  MOE_OK);
     CHECK_INT_EQ(cfg.master_rank, 0);
@@ -513,7 +520,8 @@ static void test_read_file(void)
     moe_error_clear(&e);
     CHECK_INT_EQ(moe_cfg_read_file("/nonexistent/moed.yaml", &text, &len, &e), MOE_ERR_IO);
     CHECK_INT_EQ(e.code, MOE_ERR_IO);
-    CHECK_STR_CONTAINS(e.msg, "cannot read config '/nonexistent/moed.yaml': No such file or directory");
+    CHECK_STR_CONTAINS(e.msg,
+                       "cannot read config '/nonexistent/moed.yaml': No such file or directory");
     CHECK(text == NULL);
     CHECK_INT_EQ(moe_cfg_read_file("/", &text, &len, &e), MOE_ERR_IO);
     CHECK_STR_CONTAINS(e.msg, "cannot read config '/'");
@@ -642,12 +650,25 @@ static void test_malformed(void)
     CHECK(deep != NULL);
     if (deep != NULL) {
         memcpy(deep, "model: ", 7);
-        memset(deep + 7, '[', depth);
+        memset(deep + 7, '[', depth);  /* the top mapping is level 1 */
         memset(deep + 7 + depth, ']', depth);
         CHECK_INT_EQ(moe_cfg_parse(deep, 7 + 2 * depth, "cfg.yaml", 1, &cfg, &err),
                      MOE_ERR_CONFIG);
-        CHECK_STR_CONTAINS(err.msg, "cfg.yaml:1:8: section 'model' must be a mapping");
+        CHECK_STR_CONTAINS(err.msg, "cfg.yaml:1:39: YAML nesting is deeper than 32 levels");
         free(deep);
+    }
+    /* Anchors are bounded too (libyaml looks each one up linearly). */
+    char *anchors = malloc(16 * 300 + 16);
+    CHECK(anchors != NULL);
+    if (anchors != NULL) {
+        size_t pos = (size_t)sprintf(anchors, "x: [");
+        for (int i = 0; i < 300; i++) {
+            pos += (size_t)sprintf(anchors + pos, "&a%d 0, ", i);
+        }
+        strcpy(anchors + pos, "1]\n");
+        CHECK_INT_EQ(parse(anchors, 1), MOE_ERR_CONFIG);
+        CHECK_STR_CONTAINS(err.msg, "more than 256 YAML anchors");
+        free(anchors);
     }
     /* An anchor inside itself is a cycle in the node graph; the walk has fixed depth. */
     CHECK_INT_EQ(parse("placement:\n  experts: &a {1: *a}\n", 3), MOE_ERR_CONFIG);
