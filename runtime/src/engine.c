@@ -75,11 +75,49 @@ static moe_status_t engine_load_inputs(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
+static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    int32_t ids[MOE_MAX_EXPERTS];
+    int n = moe_cfg_experts_of_rank(cfg, eng->rank, ids);
+    moe_prof_static_t info = {
+        .num_local = n,
+        .local_ids = ids,
+        .expert_weight_bytes = eng->weights.expert_bytes,
+        .exchange_buffer_bytes = moe_layer_ctx_buffer_bytes(&eng->layer),
+        .total_steps = cfg->steps,
+        .row_bytes = cfg->hidden_dim * (int64_t)sizeof(float),
+        .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
+        .transport = eng->transport->ops->name,
+        .blas = moe_gemm_backend_name(),
+    };
+    return moe_prof_create(cfg, eng->comm, &info, &eng->prof, err);
+}
+
+/* Options the config accepts but this build cannot do: say so instead of ignoring them. */
+static moe_status_t engine_check_supported(const moe_config_t *cfg, moe_error_t *err)
+{
+    if (cfg->device != MOE_DEVICE_CPU) {
+        return moe_error_set(err, MOE_ERR_UNSUPPORTED,
+                             "runtime.device: cuda is not available in this build; use cpu");
+    }
+    if (cfg->chunks != 1) {
+        return moe_error_set(err, MOE_ERR_UNSUPPORTED,
+                             "runtime.chunks: %lld is not supported by this build (no "
+                             "compute/exchange overlap yet); use 1",
+                             (long long)cfg->chunks);
+    }
+    return MOE_OK;
+}
+
 moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
                                moe_error_t *err)
 {
+    moe_status_t st = engine_check_supported(cfg, err);
+    if (st != MOE_OK) {
+        return st; /* every rank reaches the same verdict from the same config */
+    }
     moe_engine_t *eng = calloc(1, sizeof(*eng));
-    moe_status_t st = MOE_OK;
     if (eng == NULL) {
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the engine");
     } else {
@@ -103,6 +141,9 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = moe_layer_ctx_init(&eng->layer, cfg, comm, eng->transport, eng->token_count, err);
     }
     st = moe_agree(comm, st, err);
+    if (st == MOE_OK && cfg->prof_enabled) {
+        st = moe_agree(comm, engine_create_profiler(eng, err), err);
+    }
     if (st != MOE_OK) {
         moe_engine_destroy(eng);
         return st;
@@ -116,6 +157,7 @@ void moe_engine_destroy(moe_engine_t *eng)
     if (eng == NULL) {
         return;
     }
+    moe_prof_destroy(eng->prof);
     moe_layer_ctx_destroy(&eng->layer);
     moe_weights_destroy(&eng->weights);
     moe_transport_destroy(eng->transport);
@@ -145,6 +187,30 @@ static void engine_account_layer(moe_engine_t *eng)
     eng->dropped += ctx->plan.num_dropped;
 }
 
+static void engine_profile_layer(moe_engine_t *eng, int layer)
+{
+    const moe_layer_ctx_t *ctx = &eng->layer;
+    const moe_layer_record_t *rec = &ctx->rec;
+    moe_prof_layer_sample_t s = {
+        .layer = layer,
+        .phase_begin_ns = rec->phase_begin_ns,
+        .phase_end_ns = rec->phase_end_ns,
+        .expert_rows = rec->expert_rows,
+        .expert_begin_ns = rec->expert_begin_ns,
+        .expert_end_ns = rec->expert_end_ns,
+        .demand = ctx->plan.expert_demand,
+        .kept = ctx->plan.expert_kept,
+        .dropped = ctx->plan.expert_dropped,
+        .send_rows = ctx->plan.send_rows,
+        .recv_rows = ctx->recv_rows,
+        .dispatch_begin_ns = rec->dispatch_begin_ns,
+        .dispatch_peer_done_ns = rec->dispatch_done_ns,
+        .combine_begin_ns = rec->combine_begin_ns,
+        .combine_peer_done_ns = rec->combine_done_ns,
+    };
+    moe_prof_layer(eng->prof, &s);
+}
+
 static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -158,8 +224,8 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
             return st;
         }
         engine_account_layer(eng);
-        if (eng->layer_hook != NULL) {
-            eng->layer_hook(eng->hook_user, step, l, &eng->layer);
+        if (eng->prof != NULL) {
+            engine_profile_layer(eng, l);
         }
     }
     return MOE_OK;
@@ -188,6 +254,9 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop
     int64_t t0 = moe_now_ns(), last_print = t0;
     moe_status_t st = MOE_OK;
     for (int64_t s = 0; s < steps; s++) {
+        if (eng->prof != NULL) {
+            moe_prof_step_begin(eng->prof, s);
+        }
         int64_t b = moe_now_ns();
         st = engine_step(eng, s, err);
         int64_t e = moe_now_ns();
@@ -195,8 +264,11 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop
             break;
         }
         eng->steps_done = s + 1;
-        if (eng->step_hook != NULL) {
-            eng->step_hook(eng->hook_user, s, b, e);
+        if (eng->prof != NULL) {
+            st = moe_prof_step_end(eng->prof, s, b, e, err);
+            if (st != MOE_OK) {
+                break;
+            }
         }
         if (show) {
             engine_progress(eng, s, steps, t0, &last_print, false);
@@ -221,6 +293,23 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop
         engine_progress(eng, eng->steps_done - 1, steps, t0, &last_print, true);
     }
     return st;
+}
+
+moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_text,
+                                       size_t config_len, char *run_dir, size_t run_dir_len,
+                                       moe_error_t *err)
+{
+    if (eng->prof == NULL) {
+        return MOE_OK;
+    }
+    moe_prof_run_t run = {
+        .steps_run = eng->steps_done,
+        .run_s = (double)eng->run_ns * 1e-9,
+        .config_text = config_text,
+        .config_len = config_len,
+    };
+    moe_status_t st = moe_prof_finish(eng->prof, &run, run_dir, run_dir_len, err);
+    return moe_agree(eng->comm, st, err);
 }
 
 moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_t *err)

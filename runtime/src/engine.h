@@ -9,17 +9,13 @@
 #include <stdint.h>
 
 #include "moe/config.h"
+#include "moe/prof.h"
 #include "moe/status.h"
 #include "moe_layer.h"
 #include "transport.h"
 #include "weights.h"
 
 typedef struct moe_engine moe_engine_t;
-
-/* Called after every layer of every step with the layer's record, for the profiler. */
-typedef void (*moe_layer_hook_t)(void *user, int64_t step, int layer, const moe_layer_ctx_t *ctx);
-/* Called after every step with its wall time. */
-typedef void (*moe_step_hook_t)(void *user, int64_t step, int64_t begin_ns, int64_t end_ns);
 
 struct moe_engine {
     const moe_config_t *cfg;
@@ -44,9 +40,7 @@ struct moe_engine {
     int64_t rows_sent;     /* dispatch rows, all layers and steps */
     int64_t dropped;
     int64_t run_ns;        /* first step begin to last step end (between barriers) */
-    moe_layer_hook_t layer_hook;
-    moe_step_hook_t step_hook;
-    void *hook_user;
+    moe_prof_t *prof;      /* NULL when profiler.enabled is false */
 };
 
 /* Agree on a status across comm: if any rank failed, every rank returns the error of the
@@ -67,6 +61,12 @@ void moe_engine_destroy(moe_engine_t *eng); /* accepts NULL */
  * tokens/s on one refreshed line. Collective. */
 moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop_flag,
                             bool progress, moe_error_t *err);
+
+/* End the profile: last gather and, on rank 0, the report folder (path into run_dir).
+ * A no-op returning MOE_OK when profiling is off. Collective. */
+moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_text,
+                                       size_t config_len, char *run_dir, size_t run_dir_len,
+                                       moe_error_t *err);
 
 /* Gather the hidden state of the last step to rank 0 in global token order: on rank 0
  * *out receives a malloc'd [T, H] array (caller frees); NULL elsewhere. Collective. */

@@ -12,6 +12,7 @@
 #include "gemm.h"
 #include "log.h"
 #include "moe/config.h"
+#include "moe/prof.h"
 #include "moe/safetensors.h"
 #include "selfbench.h"
 
@@ -52,6 +53,7 @@ static void print_usage(FILE *out)
     fprintf(out,
             "usage: mpirun -np N moed --config FILE [options]\n"
             "       moed --config FILE [options]          (one rank hosting every expert)\n"
+            "       moed compare RUN_DIR_A RUN_DIR_B       (two profiler reports side by side)\n"
             "\n"
             "Runs Mixture-of-Experts layers across MPI ranks as the YAML config says.\n"
             "\n"
@@ -266,7 +268,8 @@ static bool stdout_is_terminal(void)
     return strncmp(target, "/dev/pts/", 9) == 0 || strncmp(target, "/dev/tty", 8) == 0;
 }
 
-static int run_job(const options_t *opt, const moe_config_t *cfg, int rank)
+static int run_job(const options_t *opt, const moe_config_t *cfg, const char *text, size_t len,
+                   int rank)
 {
     moe_error_t err;
     moe_error_clear(&err);
@@ -286,6 +289,15 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, int rank)
         print_summary(eng);
         if (st == MOE_ERR_INTERRUPTED && rank == 0) {
             MOE_ERROR("%s", err.msg);
+        }
+        moe_error_t perr;
+        moe_error_clear(&perr);
+        char run_dir[MOE_PATH_MAX] = "";
+        if (moe_engine_finish_profile(eng, text, len, run_dir, sizeof(run_dir), &perr) != MOE_OK) {
+            if (rank == 0) {
+                MOE_ERROR("profile report: %s", perr.msg);
+            }
+            code = code == EXIT_OK ? EXIT_OUTPUT : code;
         }
     } else {
         MOE_ERROR("%s", err.msg); /* a runtime failure: printed where it was detected */
@@ -342,7 +354,6 @@ static int run_main(int argc, char **argv, int rank, int world)
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
     }
-    free(text);
     int code = EXIT_OK;
     if (st != MOE_OK) {
         if (rank == 0) {
@@ -355,14 +366,23 @@ static int run_main(int argc, char **argv, int rank, int world)
             moe_cfg_print_placement(cfg, stdout);
         }
     } else {
-        code = run_job(&opt, cfg, rank);
+        code = run_job(&opt, cfg, text, len, rank);
     }
+    free(text);
     free(cfg);
     return code;
 }
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "compare") == 0) {
+        /* Reads two report folders; needs no MPI. */
+        if (argc != 4) {
+            fprintf(stderr, "moed: error: usage: moed compare RUN_DIR_A RUN_DIR_B\n");
+            return EXIT_USAGE;
+        }
+        return moe_prof_compare(argv[2], argv[3], stdout);
+    }
     int provided = 0, rank = 0, world = 1;
     if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         fprintf(stderr, "moed: error: MPI_Init failed\n");

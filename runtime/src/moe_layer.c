@@ -71,6 +71,8 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->rec.expert_begin_ns = alloc_n((size_t)ctx->num_local, sizeof(int64_t), &failed);
     ctx->rec.expert_end_ns = alloc_n((size_t)ctx->num_local, sizeof(int64_t), &failed);
     ctx->rec.expert_rows = alloc_n((size_t)ctx->num_local, sizeof(int64_t), &failed);
+    ctx->rec.dispatch_done_ns = alloc_n((size_t)W, sizeof(int64_t), &failed);
+    ctx->rec.combine_done_ns = alloc_n((size_t)W, sizeof(int64_t), &failed);
     if (failed) {
         moe_layer_ctx_destroy(ctx);
         return moe_error_set(err, MOE_ERR_NO_MEMORY,
@@ -96,7 +98,7 @@ void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx)
                     ctx->recv_counts, ctx->recv_rows,   ctx->recv_displs, ctx->n_local_of,
                     ctx->n_local_displs, ctx->recv_count_len, ctx->expert_in, ctx->expert_out, ctx->scratch,
                     ctx->acc_row,   ctx->rec.expert_begin_ns, ctx->rec.expert_end_ns,
-                    ctx->rec.expert_rows};
+                    ctx->rec.expert_rows, ctx->rec.dispatch_done_ns, ctx->rec.combine_done_ns};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
         free(bufs[i]);
     }
@@ -181,6 +183,8 @@ static moe_status_t layer_dispatch(moe_layer_ctx_t *ctx, const float *x, moe_err
     if (st != MOE_OK) {
         return moe_error_set(err, st, "dispatch over %s failed", ctx->transport->ops->name);
     }
+    ctx->rec.dispatch_begin_ns = ctx->transport->begin_ns;
+    memcpy(ctx->rec.dispatch_done_ns, ctx->transport->peer_done_ns, sizeof(int64_t) * (size_t)W);
     return MOE_OK;
 }
 
@@ -286,6 +290,9 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, const moe_layer_weights_t *
         if (st != MOE_OK) {
             moe_error_set(err, st, "combine over %s failed", ctx->transport->ops->name);
         }
+        ctx->rec.combine_begin_ns = ctx->transport->begin_ns;
+        memcpy(ctx->rec.combine_done_ns, ctx->transport->peer_done_ns,
+               sizeof(int64_t) * (size_t)ctx->world_size);
     }
     rec->phase_end_ns[MOE_PHASE_COMBINE] = rec->phase_begin_ns[MOE_PHASE_MERGE] = moe_now_ns();
     if (st == MOE_OK) {

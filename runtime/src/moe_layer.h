@@ -34,6 +34,11 @@ typedef struct moe_layer_record {
     int64_t *expert_begin_ns; /* [num_local] */
     int64_t *expert_end_ns;   /* [num_local] */
     int64_t *expert_rows;     /* [num_local] rows computed */
+    /* the row exchanges: start and when each peer's rows had arrived */
+    int64_t dispatch_begin_ns;
+    int64_t *dispatch_done_ns; /* [world] */
+    int64_t combine_begin_ns;
+    int64_t *combine_done_ns;  /* [world] */
 } moe_layer_record_t;
 
 typedef struct moe_layer_ctx {

@@ -1,0 +1,101 @@
+/* The profiler embedded in every rank.
+ *
+ * Lifecycle (all collective over the job's communicator unless noted):
+ *   moe_prof_create   estimate clock offsets to rank 0, start the memory sampler thread
+ *   per step:         moe_prof_step_begin (local) -> moe_prof_layer per layer (local,
+ *                     hot path) -> moe_prof_step_end (collective at the end of a window:
+ *                     the profiled ranks' records are gathered to rank 0 and merged)
+ *   moe_prof_finish   last gather, clock offsets again, rank 0 writes the report folder
+ *   moe_prof_destroy  local
+ *
+ * Hot path (moe_prof_layer, moe_prof_step_end outside a window end): reads clocks already
+ * taken by the runtime and writes into storage allocated at create; no lock, no
+ * allocation, no system call. With profiler.enabled false the runtime never calls it. */
+#ifndef MOE_PROF_H
+#define MOE_PROF_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "moe/config.h"
+#include "moe/status.h"
+
+typedef struct moe_prof moe_prof_t;
+
+/* What the runtime tells the profiler once, at create. */
+typedef struct moe_prof_static {
+    int num_local;                  /* experts this rank hosts */
+    const int32_t *local_ids;       /* [num_local] ascending */
+    uint64_t expert_weight_bytes;
+    uint64_t exchange_buffer_bytes;
+    int64_t total_steps;            /* steps the run will take (bounds storage) */
+    int64_t row_bytes;              /* bytes of one token row on the wire */
+    double flops_per_row;           /* expert FFN FLOPs per token row */
+    const char *transport;          /* "mpi" */
+    const char *blas;
+} moe_prof_static_t;
+
+/* One layer of one step as the runtime saw it; every time is the runtime's own monotonic
+ * ns. Pointers are valid only during the call. */
+typedef struct moe_prof_layer_sample {
+    int layer;
+    const int64_t *phase_begin_ns;  /* [5]: gate dispatch expert combine merge */
+    const int64_t *phase_end_ns;    /* [5] */
+    const int64_t *expert_rows;     /* [num_local] */
+    const int64_t *expert_begin_ns; /* [num_local] */
+    const int64_t *expert_end_ns;   /* [num_local] */
+    const int32_t *demand;          /* [E] this rank's choices per expert, before capacity */
+    const int32_t *kept;            /* [E] */
+    const int32_t *dropped;         /* [E] */
+    const int *send_rows;           /* [world] dispatch rows to each rank (combine: back) */
+    const int *recv_rows;           /* [world] dispatch rows from each rank */
+    int64_t dispatch_begin_ns;      /* the row exchange itself, inside the dispatch phase */
+    const int64_t *dispatch_peer_done_ns; /* [world] */
+    int64_t combine_begin_ns;
+    const int64_t *combine_peer_done_ns;  /* [world] */
+} moe_prof_layer_sample_t;
+
+/* Run facts rank 0 puts in the report at finish. */
+typedef struct moe_prof_run {
+    int64_t steps_run;
+    double run_s;                   /* wall time of all steps */
+    const char *config_text;
+    size_t config_len;
+    bool interrupted;
+} moe_prof_run_t;
+
+moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
+                             const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err);
+void moe_prof_destroy(moe_prof_t *p); /* accepts NULL; stops the sampler */
+
+/* True when `step` is inside a measurement window and sampled (local, pure). */
+bool moe_prof_step_recorded(const moe_prof_t *p, int64_t step);
+void moe_prof_step_begin(moe_prof_t *p, int64_t step);
+void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s);
+/* Collective on every rank at every step: cheap unless the step closes a window. */
+moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
+                               moe_error_t *err);
+/* Collective. On rank 0 writes the report; run_dir receives its path (may be NULL). */
+moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
+                             size_t run_dir_len, moe_error_t *err);
+
+/* The measurement schedule as a pure function (unit-tested): warmup_steps, then windows of
+ * measurement_steps separated by wait_steps, `repeat` windows (0: no end). Returns the
+ * window index of `step`, or -1 when it lies in the warm-up, a wait or past the last
+ * window. *recorded: inside a window and on the sampling grid (every sampling_rate-th step
+ * of the window, starting with its first). *closes: the last step of its window. */
+int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded, bool *closes);
+
+/* Clock offset estimation: one ping-pong series between rank 0 and every other rank;
+ * offset[r] = clock_r - clock_0, uncertainty[r] = half the smallest round trip. Arrays of
+ * world size, filled on rank 0 (others get their own entry). Collective. */
+moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double *offset_ns,
+                                 double *uncertainty_ns);
+
+/* `moed compare DIR_A DIR_B`: two report folders side by side. Returns the process exit
+ * code: 0, or 2 when a folder or its summary.json cannot be read. */
+int moe_prof_compare(const char *dir_a, const char *dir_b, FILE *out);
+
+#endif /* MOE_PROF_H */

@@ -1,0 +1,399 @@
+/* Rank 0: merge the windows' records of every profiled rank into one report. Lists grow
+ * geometrically here (rank 0, window ends only), bounded by the config. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "balance.h"
+#include "prof_int.h"
+
+#define METRICS_BOUND (4 << 20)
+#define STEPS_BOUND (1 << 20)
+
+struct moe_merge {
+    moe_report_t rep;
+    const moe_config_t *cfg;
+    int W, L, E;
+    double flops_per_row;
+    int64_t cap_metrics, cap_steps, cap_events;
+};
+
+/* Grow *arr (of `size`-byte items) to hold n + 1, up to `limit`; false when full or OOM. */
+static bool grow(void **arr, int64_t *cap, int64_t n, int64_t limit, size_t size)
+{
+    if (n < *cap) {
+        return true;
+    }
+    if (n >= limit) {
+        return false;
+    }
+    int64_t c = *cap ? *cap * 2 : 1024;
+    c = c > limit ? limit : c;
+    void *p = realloc(*arr, (size_t)c * size);
+    if (p == NULL) {
+        return false;
+    }
+    *arr = p;
+    *cap = c;
+    return true;
+}
+
+/* The same split as the runtime's (engine.c moe_tokens_of_rank): the master routes all
+ * tokens in master routing; in symmetric routing every rank with a share does. */
+static bool rank_routes(const moe_config_t *cfg, int world, int rank)
+{
+    if (cfg->routing == MOE_ROUTING_MASTER || world == 1) {
+        return rank == (world == 1 ? 0 : (int)cfg->master_rank);
+    }
+    return cfg->tokens_per_step / world + (rank < cfg->tokens_per_step % world ? 1 : 0) > 0;
+}
+
+moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, char (*hosts)[64])
+{
+    moe_merge_t *m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        return NULL;
+    }
+    int W = world_size, L = (int)cfg->num_layers, E = (int)cfg->num_experts;
+    m->cfg = cfg;
+    m->W = W;
+    m->L = L;
+    m->E = E;
+    m->flops_per_row = 2.0 * (double)cfg->hidden_dim * (double)cfg->ffn_dim *
+                       (cfg->activation == MOE_ACT_SWIGLU ? 3.0 : 2.0);
+    moe_report_t *r = &m->rep;
+    r->cfg = cfg;
+    r->world_size = W;
+    r->num_layers = L;
+    r->num_experts = E;
+    r->ranks = calloc((size_t)W, sizeof(*r->ranks));
+    r->experts = calloc((size_t)L * (size_t)E, sizeof(*r->experts));
+    r->layers = calloc((size_t)L, sizeof(*r->layers));
+    r->bytes = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
+    r->msgs = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
+    r->wait_ns = calloc((size_t)W * (size_t)W, sizeof(double));
+    bool ok = r->ranks && r->experts && r->layers && r->bytes && r->msgs && r->wait_ns;
+    for (int l = 0; ok && l < L; l++) {
+        r->layers[l].demand = calloc((size_t)E, sizeof(uint64_t));
+        r->layers[l].kept = calloc((size_t)E, sizeof(uint64_t));
+        r->layers[l].dropped = calloc((size_t)E, sizeof(uint64_t));
+        ok = r->layers[l].demand && r->layers[l].kept && r->layers[l].dropped;
+        for (int e = 0; e < E; e++) {
+            moe_rep_expert_t *x = &r->experts[l * E + e];
+            x->layer = l;
+            x->expert = e;
+            x->rank = cfg->expert_owner[e];
+        }
+    }
+    for (int i = 0; ok && i < W; i++) {
+        r->ranks[i].bytes_sent = calloc((size_t)W, sizeof(uint64_t));
+        r->ranks[i].bytes_recv = calloc((size_t)W, sizeof(uint64_t));
+        ok = r->ranks[i].bytes_sent != NULL && r->ranks[i].bytes_recv != NULL;
+        r->ranks[i].routes = rank_routes(cfg, W, i);
+        r->ranks[i].rank = i;
+        r->ranks[i].profiled = moe_cfg_rank_profiled(cfg, i);
+        r->ranks[i].num_local = moe_cfg_experts_of_rank(cfg, i, NULL);
+        memcpy(r->ranks[i].host, hosts[i], sizeof(r->ranks[i].host));
+        r->ranks[i].host[sizeof(r->ranks[i].host) - 1] = '\0';
+    }
+    m->cap_events = 0;
+    if (!ok) {
+        moe_merge_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
+void moe_merge_destroy(moe_merge_t *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    moe_report_free(&m->rep);
+    free(m);
+}
+
+static void merge_stat(moe_rep_stat_t *s, double sum, double mn, double mx, int64_t n)
+{
+    if (n <= 0) {
+        return;
+    }
+    s->min = s->n == 0 || mn < s->min ? mn : s->min;
+    s->max = s->n == 0 || mx > s->max ? mx : s->max;
+    s->sum += sum;
+    s->n += (uint64_t)n;
+}
+
+static void merge_rank(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0)
+{
+    moe_rep_rank_t *rk = &m->rep.ranks[rec->rank];
+    rk->present = true;
+    rk->steps += rec->steps_recorded;
+    for (int p = 0; p < MOE_RP_COUNT; p++) {
+        merge_stat(&rk->phase[p], rec->phase_sum[p], rec->phase_min[p], rec->phase_max[p],
+                   rec->steps_recorded);
+    }
+    rk->compute_ns += rec->phase_sum[MOE_RP_GATE] + rec->phase_sum[MOE_RP_EXPERT] +
+                      rec->phase_sum[MOE_RP_MERGE];
+    rk->exchange_ns += rec->phase_sum[MOE_RP_DISPATCH] + rec->phase_sum[MOE_RP_COMBINE];
+    rk->expert_weight_bytes = rec->expert_weight_bytes;
+    rk->exchange_buffer_bytes = rec->exchange_buffer_bytes;
+    rk->clock_offset_ns = rec->clock_offset_ns;
+    rk->clock_uncertainty_ns = rec->clock_uncertainty_ns;
+    if (rec->flags & MOE_PROF_FLAG_FINAL) {
+        rk->clock_offset_end_ns = rec->clock_offset_end_ns;
+        rk->rss_peak = rec->rss_peak;
+        rk->dev_peak = rec->dev_peak;
+        free(rk->mem);
+        rk->mem = calloc((size_t)(rec->num_mem > 0 ? rec->num_mem : 1), sizeof(*rk->mem));
+        rk->num_mem = 0;
+        for (int64_t i = 0; rk->mem != NULL && i < rec->num_mem; i++) {
+            rk->mem[i].t_ns = rec->mem[i].t_ns - (int64_t)rec->clock_offset_ns - t0;
+            rk->mem[i].rss_bytes = rec->mem[i].rss_bytes;
+            rk->mem[i].dev_bytes = rec->mem[i].dev_bytes;
+            rk->num_mem++;
+        }
+    }
+}
+
+static void merge_experts_routing(moe_merge_t *m, const moe_prof_record_t *rec)
+{
+    int E = m->E;
+    for (int l = 0; l < m->L && l < rec->num_layers; l++) {
+        for (int le = 0; le < rec->num_local; le++) {
+            const moe_rec_expert_t *src = &rec->experts[l * rec->num_local + le];
+            moe_rep_expert_t *x = &m->rep.experts[l * E + rec->local_ids[le]];
+            x->tokens += src->tokens;
+            x->calls += src->calls;
+            x->flops += src->flops;
+            moe_hist_merge(&x->hist, &src->hist);
+        }
+        for (int e = 0; e < E && e < rec->num_experts; e++) {
+            m->rep.layers[l].demand[e] += rec->demand[l * rec->num_experts + e];
+            m->rep.layers[l].kept[e] += rec->kept[l * rec->num_experts + e];
+            m->rep.layers[l].dropped[e] += rec->dropped[l * rec->num_experts + e];
+        }
+    }
+}
+
+static void merge_comm(moe_merge_t *m, const moe_prof_record_t *rec, const bool *have)
+{
+    int W = m->W, i = rec->rank;
+    for (int j = 0; j < W && j < rec->world_size; j++) {
+        m->rep.bytes[i * W + j] += rec->bytes_sent[j];
+        m->rep.ranks[i].bytes_sent[j] += rec->bytes_sent[j];
+        m->rep.ranks[i].bytes_recv[j] += rec->bytes_recv[j];
+        m->rep.msgs[i * W + j] += rec->msgs_sent[j];
+        m->rep.wait_ns[i * W + j] += rec->wait_ns[j];
+        if (!have[j]) { /* j sent no record: what i received from it stands for it */
+            m->rep.bytes[j * W + i] += rec->bytes_recv[j];
+            m->rep.msgs[j * W + i] += rec->msgs_recv[j];
+        }
+    }
+}
+
+static void merge_lists(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0)
+{
+    moe_report_t *r = &m->rep;
+    int64_t off = (int64_t)rec->clock_offset_ns;
+    for (int64_t i = 0; i < rec->num_metrics; i++) {
+        const moe_rec_metric_t *s = &rec->metrics[i];
+        if (!grow((void **)&r->metrics, &m->cap_metrics, r->num_metrics, METRICS_BOUND,
+                  sizeof(*r->metrics))) {
+            r->metrics_dropped += rec->num_metrics - i;
+            break;
+        }
+        r->metrics[r->num_metrics++] = (moe_rep_metric_t){
+            .step = s->step, .layer = s->layer, .expert = rec->local_ids[s->local],
+            .rank = rec->rank, .tokens = s->tokens, .ns = s->ns,
+            .flops = (double)s->tokens * m->flops_per_row};
+    }
+    r->metrics_dropped += rec->metrics_dropped;
+    for (int64_t i = 0; i < rec->num_steps; i++) {
+        if (!grow((void **)&r->steps, &m->cap_steps, r->num_steps, STEPS_BOUND, sizeof(*r->steps))) {
+            break;
+        }
+        moe_rep_step_t *d = &r->steps[r->num_steps++];
+        d->step = rec->steps[i].step;
+        d->rank = rec->rank;
+        d->begin_ns = rec->steps[i].begin_ns - off - t0;
+        memcpy(d->phase_ns, rec->steps[i].phase_ns, sizeof(d->phase_ns));
+    }
+    /* Spans take at most 4/5 of the bound: the writer needs the rest for the memory and
+     * token counter tracks, which would otherwise be dropped on every long run. */
+    int64_t limit = m->cfg->prof_trace_max_events / 5 * 4;
+    for (int64_t i = 0; i < rec->num_events; i++) {
+        const moe_rec_event_t *e = &rec->events[i];
+        if (!grow((void **)&r->events, &m->cap_events, r->num_events, limit, sizeof(*r->events))) {
+            r->events_dropped += rec->num_events - i;
+            break;
+        }
+        r->events[r->num_events++] = (moe_rep_event_t){
+            .ts_ns = e->ts_ns - off - t0, .dur_ns = e->dur_ns, .rank = rec->rank,
+            .kind = (int16_t)e->kind, .layer = (int16_t)e->layer, .id = e->id, .lane = e->lane,
+            .step = e->step, .arg = e->arg};
+    }
+    r->events_dropped += rec->events_dropped;
+}
+
+/* Idle: the part of each exchange a rank spent before the last (profiled) rank had arrived
+ * at it, on rank 0's clock; capped by the exchange's own length. */
+static void merge_idle(moe_merge_t *m, const moe_prof_record_t *recs, const bool *have)
+{
+    int64_t n = INT64_MAX;
+    for (int r = 0; r < m->W; r++) {
+        if (have[r]) {
+            n = recs[r].num_exchanges < n ? recs[r].num_exchanges : n;
+        }
+    }
+    for (int64_t i = 0; n != INT64_MAX && i < n; i++) {
+        double last_d = -INFINITY, last_c = -INFINITY;
+        for (int r = 0; r < m->W; r++) {
+            if (have[r]) {
+                const moe_rec_exchange_t *x = &recs[r].exchanges[i];
+                double off = recs[r].clock_offset_ns;
+                last_d = fmax(last_d, (double)x->dispatch_begin_ns - off);
+                last_c = fmax(last_c, (double)x->combine_begin_ns - off);
+            }
+        }
+        for (int r = 0; r < m->W; r++) {
+            if (!have[r]) {
+                continue;
+            }
+            const moe_rec_exchange_t *x = &recs[r].exchanges[i];
+            double off = recs[r].clock_offset_ns;
+            double d_len = (double)(x->dispatch_end_ns - x->dispatch_begin_ns);
+            double c_len = (double)(x->combine_end_ns - x->combine_begin_ns);
+            double idle = fmin(fmax(last_d - ((double)x->dispatch_begin_ns - off), 0.0), d_len) +
+                          fmin(fmax(last_c - ((double)x->combine_begin_ns - off), 0.0), c_len);
+            m->rep.ranks[r].idle_ns += idle;
+            m->rep.ranks[r].exchange_ns -= idle;
+        }
+    }
+}
+
+moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const bool *have,
+                              int64_t t0_ns, moe_error_t *err)
+{
+    for (int r = 0; r < m->W; r++) {
+        if (!have[r]) {
+            continue;
+        }
+        if (recs[r].num_layers != m->L || recs[r].num_experts != m->E ||
+            recs[r].world_size != m->W || recs[r].rank != r) {
+            return moe_error_set(err, MOE_ERR_FORMAT,
+                                 "profile record of rank %d does not match the job's shape", r);
+        }
+        merge_rank(m, &recs[r], t0_ns);
+        merge_experts_routing(m, &recs[r]);
+        merge_comm(m, &recs[r], have);
+        merge_lists(m, &recs[r], t0_ns);
+    }
+    merge_idle(m, recs, have);
+    m->rep.windows++;
+    return MOE_OK;
+}
+
+static int mkdir_p(const char *path)
+{
+    char tmp[MOE_PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+                return -1;
+            }
+            *p = '/';
+        }
+    }
+    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* <output_dir>/<YYYY-MM-DD__HH-MM-SS>_<hash>, with -2, -3... if two runs share a second. */
+static void make_run_dir(moe_report_t *r)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof(stamp), "%Y-%m-%d__%H-%M-%S", &tm);
+    strftime(r->started_at, sizeof(r->started_at), "%Y-%m-%dT%H:%M:%S", &tm);
+    mkdir_p(r->cfg->prof_output_dir);
+    for (int k = 1; k < 100; k++) {
+        char suffix[8] = "";
+        if (k > 1) {
+            snprintf(suffix, sizeof(suffix), "-%d", k);
+        }
+        int n = snprintf(r->run_dir, sizeof(r->run_dir), "%s/%s_%08llx%s",
+                         r->cfg->prof_output_dir, stamp,
+                         (unsigned long long)(r->cfg->text_hash & 0xffffffffULL), suffix);
+        if (n < 0 || (size_t)n >= sizeof(r->run_dir)) {
+            return; /* too long a path: the writers report it */
+        }
+        if (mkdir(r->run_dir, 0755) == 0) {
+            return;
+        }
+        if (errno != EEXIST) {
+            return; /* the writers report the failure with the path */
+        }
+    }
+}
+
+static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_prof_static_t *info)
+{
+    moe_report_t *r = &m->rep;
+    r->config_text = run->config_text;
+    r->config_len = run->config_len;
+    snprintf(r->version, sizeof(r->version), "%s", MOED_VERSION);
+    snprintf(r->build_id, sizeof(r->build_id), "%s", MOED_BUILD_ID);
+    snprintf(r->blas, sizeof(r->blas), "%s", info->blas ? info->blas : "");
+    snprintf(r->transport, sizeof(r->transport), "%s", info->transport ? info->transport : "");
+    r->steps_run = run->steps_run;
+    r->tokens_per_step = m->cfg->tokens_per_step;
+    r->run_s = run->run_s;
+    r->tokens_per_s = run->run_s > 0 ? (double)run->steps_run * (double)r->tokens_per_step / run->run_s : 0;
+    size_t used = 0;
+    for (int i = 0; i < m->W; i++) {
+        moe_rep_rank_t *rk = &r->ranks[i];
+        bool new_host = true;
+        for (int j = 0; j < i; j++) {
+            new_host = new_host && strcmp(r->ranks[j].host, rk->host) != 0;
+        }
+        r->num_hosts += new_host;
+        r->recorded_steps = rk->steps > r->recorded_steps ? rk->steps : r->recorded_steps;
+        if (rk->profiled && !rk->present) {
+            r->partial = true;
+            used += (size_t)snprintf(r->missing + used, used < sizeof(r->missing) ? sizeof(r->missing) - used : 0,
+                                     "%srank %d (%s)", used ? ", " : "", i, rk->host);
+            used = used < sizeof(r->missing) ? used : sizeof(r->missing);
+        }
+        if (rk->present) {
+            r->clock_skew_max_ns = fmax(r->clock_skew_max_ns, fabs(rk->clock_offset_ns));
+            r->clock_uncertainty_max_ns = fmax(r->clock_uncertainty_max_ns, rk->clock_uncertainty_ns);
+            r->clock_drift_max_ns = fmax(r->clock_drift_max_ns,
+                                         fabs(rk->clock_offset_end_ns - rk->clock_offset_ns));
+        }
+    }
+}
+
+moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
+                               const moe_prof_static_t *info)
+{
+    moe_report_t *r = &m->rep;
+    finish_facts(m, run, info);
+    for (int l = 0; l < m->L; l++) {
+        moe_balance_t b;
+        moe_balance_compute(r->layers[l].kept, m->E, &b);
+        r->layers[l].gini = b.gini;
+        r->layers[l].cv = b.cv;
+        r->layers[l].entropy_norm = b.entropy_norm;
+        r->layers[l].max_mean = b.max_mean;
+    }
+    make_run_dir(r);
+    return r;
+}

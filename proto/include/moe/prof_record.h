@@ -1,0 +1,119 @@
+/* The profile record: what one profiled rank sends rank 0 at the end of each measurement
+ * window (and a final one at the end of the run).
+ *
+ * Layout (little-endian):
+ *   header, 32 bytes: magic "MOEP" | u16 version | u16 min_version (oldest reader that can
+ *   read it) | u32 header_size | u32 flags (bit 0: final record) | u64 payload_len |
+ *   u64 FNV-1a-64 of the payload
+ *   payload: sections, each u16 tag | u16 reserved | u64 length | body. IDENT comes first;
+ *   unknown tags are skipped (a newer writer may add sections), known ones are parsed
+ *   with every count checked against the bytes that remain before anything is allocated.
+ *
+ * The recorder keeps its live data in this same struct (recorder.c), so encoding is a
+ * walk over it and decoding rebuilds it on rank 0. */
+#ifndef MOE_PROF_RECORD_H
+#define MOE_PROF_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moe/hist.h"
+#include "moe/status.h"
+#include "moe/wire.h"
+
+#define MOE_PROF_MAGIC "MOEP"
+#define MOE_PROF_VERSION 1
+#define MOE_PROF_MIN_VERSION 1
+#define MOE_PROF_HEADER_SIZE 32
+#define MOE_PROF_PHASES 6 /* gate dispatch expert combine merge step */
+#define MOE_PROF_FLAG_FINAL 1u
+
+typedef struct moe_rec_step {
+    int64_t step;
+    int64_t begin_ns;                   /* local monotonic clock */
+    int64_t phase_ns[MOE_PROF_PHASES];  /* summed over layers; [5] the whole step */
+} moe_rec_step_t;
+
+typedef struct moe_rec_exchange {
+    int64_t step;
+    int32_t layer;
+    int32_t pad_;
+    int64_t dispatch_begin_ns, dispatch_end_ns, combine_begin_ns, combine_end_ns;
+} moe_rec_exchange_t;
+
+typedef struct moe_rec_metric {
+    int64_t step;
+    int32_t layer;
+    int32_t local;                      /* index into local_ids */
+    int64_t tokens;
+    int64_t ns;
+} moe_rec_metric_t;
+
+typedef struct moe_rec_event {
+    int64_t ts_ns;                      /* local clock */
+    int64_t dur_ns;
+    int32_t kind, layer, id, lane;
+    int64_t step;
+    int64_t arg;
+} moe_rec_event_t;
+
+typedef struct moe_rec_mem {
+    int64_t t_ns;                       /* local clock */
+    uint64_t rss_bytes;
+    uint64_t dev_bytes;
+} moe_rec_mem_t;
+
+typedef struct moe_rec_expert {
+    uint64_t tokens;
+    uint64_t calls;
+    double flops;
+    moe_hist_t hist;                    /* ns per call */
+} moe_rec_expert_t;
+
+typedef struct moe_prof_record {
+    uint32_t version;
+    uint32_t flags;
+    int32_t rank, world_size, window;
+    char host[64];
+    int32_t num_layers, num_experts, num_local;
+    int32_t *local_ids;                 /* [num_local] */
+    uint64_t expert_weight_bytes, exchange_buffer_bytes;
+    double clock_offset_ns, clock_uncertainty_ns, clock_offset_end_ns;
+    uint64_t rss_peak, dev_peak;
+    int64_t steps_recorded;
+    double phase_sum[MOE_PROF_PHASES], phase_min[MOE_PROF_PHASES], phase_max[MOE_PROF_PHASES];
+    moe_rec_expert_t *experts;          /* [num_layers * num_local] */
+    uint64_t *demand, *kept, *dropped;  /* [num_layers * num_experts], this rank's routing */
+    uint64_t *bytes_sent, *bytes_recv, *msgs_sent, *msgs_recv; /* [world_size] */
+    double *wait_ns;                    /* [world_size] */
+    int64_t num_steps;
+    moe_rec_step_t *steps;
+    int64_t num_exchanges;
+    moe_rec_exchange_t *exchanges;
+    int64_t num_metrics;
+    moe_rec_metric_t *metrics;
+    int64_t metrics_dropped;
+    int64_t num_events;
+    moe_rec_event_t *events;
+    int64_t events_dropped;
+    int64_t num_mem;
+    moe_rec_mem_t *mem;
+} moe_prof_record_t;
+
+/* Allocate the fixed-size arrays of a record for these dims (variable-length lists are
+ * left NULL with count 0). Returns MOE_ERR_NO_MEMORY on failure (record then freed). */
+moe_status_t moe_prof_record_alloc(moe_prof_record_t *rec, int world_size, int num_layers,
+                                   int num_experts, int num_local);
+void moe_prof_record_free(moe_prof_record_t *rec); /* accepts a zeroed record */
+
+/* Append the encoded record to w. */
+void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w);
+
+/* Decode `len` bytes into *rec (allocating its arrays). On failure *rec is left empty and
+ * err says what was wrong and at which byte (MOE_ERR_FORMAT, MOE_ERR_TRUNCATED,
+ * MOE_ERR_UNSUPPORTED for a version this build cannot read). */
+moe_status_t moe_prof_record_decode(const void *data, size_t len, moe_prof_record_t *rec,
+                                    moe_error_t *err);
+
+#endif /* MOE_PROF_RECORD_H */

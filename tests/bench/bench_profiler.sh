@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# bench_profiler.sh [MOED] [CONFIG] [PAIRS]: the profiler's cost in tokens/s.
+# Runs CONFIG (default configs/experts.yaml) on 3 ranks PAIRS times (default 3) with
+# profiler.enabled true and false, interleaved so drift in the machine hits both alike,
+# and prints the median tokens/s of each and their ratio. A benchmark, not a test.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+moed=${1:-$here/build/moed}
+config=${2:-$here/configs/experts.yaml}
+pairs=${3:-3}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Same config text but the switch (and reports into the scratch folder).
+sed -E 's/^(  enabled:).*/\1 true/; s|^(  output_dir:).*|\1 '"$work"'/experiments|' "$config" > "$work/on.yaml"
+sed -E 's/^(  enabled:).*/\1 false/' "$work/on.yaml" > "$work/off.yaml"
+grep -q 'enabled: true' "$work/on.yaml" || { echo "config has no profiler.enabled line" >&2; exit 2; }
+run() { mpirun --oversubscribe -np 3 "$moed" --config "$1" --no-progress 2>&1 | sed -n 's/^tokens\/s: //p'; }
+on=() off=()
+for ((i = 1; i <= pairs; i++)); do
+  off+=("$(run "$work/off.yaml")")
+  on+=("$(run "$work/on.yaml")")
+  echo "pair $i: profiling off ${off[-1]} tokens/s, on ${on[-1]} tokens/s"
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+m_off=$(median "${off[@]}") m_on=$(median "${on[@]}")
+awk -v on="$m_on" -v off="$m_off" 'BEGIN {
+  printf "median tokens/s: profiling off %.0f, on %.0f; on/off = %.4f (cost %.2f%%)\n",
+         off, on, on / off, 100 * (1 - on / off) }'

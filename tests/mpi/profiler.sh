@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# profiler.sh CASE: what the merged report says on 3 ranks, checked against the run.
+source "$(dirname "$0")/common.sh"
+command -v python3 > /dev/null || { echo "SKIP: python3 is needed to parse the JSON reports"; exit 77; }
+run_dir() { ls -d "$WORK"/experiments/*/ | sort | tail -1; }
+
+case "$1" in
+  subset)  # profiled_ranks: [0, 2] yields records of ranks 0 and 2 only
+    PROF=true small_model | sed 's/^  enabled: true/  enabled: true\n  profiled_ranks: [0, 2]\n  warmup_steps: 1\n  measurement_steps: 2/' > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    d=$(run_dir)
+    [[ -f $d/summary_rank_0.txt && -f $d/summary_rank_2.txt ]] || fail "per-rank summaries of 0 and 2 missing"
+    [[ ! -e $d/summary_rank_1.txt ]] || fail "rank 1 is not profiled but has a summary"
+    python3 - "$d" <<'PY' || fail "summary.json: wrong ranks"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+present = [r["rank"] for r in s["ranks"] if r["present"]]
+assert present == [0, 2], present
+assert not s["partial"], "not partial: rank 1 was never asked for"
+t = json.load(open(sys.argv[1] + "/trace.json"))
+pids = sorted({e["pid"] for e in t["traceEvents"] if e.get("ph") == "X"})
+assert pids == [1, 3], pids  # trace pid = rank + 1 (docs/report-files.md)
+print("present ranks", present, "trace pids", pids)
+PY
+    ;;
+  conservation)  # experts receive tokens*k - dropped; bytes i->j sent == j-from-i received
+    PROF=true CF=1.0 SKEW=1.5 ROUTING=symmetric TOKENS=120 STEPS=6 small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3\n  wait_steps: 1\n  repeat: 0/' > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" <<'PY' || fail "conservation"
+import csv, json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+T, k = s["run"]["tokens_per_step"], s["run"]["top_k"]
+steps = s["run"]["recorded_steps"]
+assert steps == 4, steps   # steps 1-3 (window 0) and 5 (window 1): wait step 4, warm-up 0
+dropped_total = 0
+for layer in s["layers"]:
+    kept = sum(layer["kept"]); dropped = sum(layer["dropped"])
+    got = sum(e["tokens"] for e in s["experts"] if e["layer"] == layer["layer"])
+    assert got == steps * T * k - dropped, (layer["layer"], got, steps * T * k, dropped)
+    assert kept + dropped == steps * T * k
+    dropped_total += dropped
+assert dropped_total > 0, "the capacity limit must bite in this test"
+rows = list(csv.DictReader(open(d + "/metrics.csv")))
+per = {}
+for r in rows:
+    per[(r["step"], r["layer"])] = per.get((r["step"], r["layer"]), 0) + int(r["tokens"])
+assert len(per) == steps * len(s["layers"]), len(per)
+assert all(v <= T * k for v in per.values())
+W = s["run"]["world_size"]
+B = s["comm"]["bytes"]
+for i in range(W):
+    for j in range(W):
+        sent = s["ranks"][i]["bytes_sent"][j]
+        recv = s["ranks"][j]["bytes_recv"][i]
+        assert sent == recv == B[i][j], (i, j, sent, recv, B[i][j])
+off = sum(B[i][j] for i in range(W) for j in range(W) if i != j)
+assert off > 0, "no traffic between ranks"
+print("tokens conserved over", steps, "steps; dropped", dropped_total, "; byte matrix consistent")
+PY
+    ;;
+  outputs)  # every file parses, the HTML holds its charts, compare runs on two folders
+    PROF=true small_model > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > run1.log 2>&1 || { cat run1.log; fail "run 1 failed"; }
+    sleep 1
+    PROF=true ROUTING=symmetric small_model > c2.yaml
+    mpirun_moed 3 --config c2.yaml --no-progress > run2.log 2>&1 || { cat run2.log; fail "run 2 failed"; }
+    grep -q "report: " run1.log || fail "the run does not print the report's path"
+    a=$(ls -d "$WORK"/experiments/*/ | sort | head -1); b=$(run_dir)
+    [[ "$a" != "$b" ]] || fail "two runs wrote one folder"
+    for f in config.yaml summary.txt summary.json metrics.csv comm.csv trace.json report.html; do
+      [[ -s $a/$f ]] || fail "$f missing or empty"
+    done
+    cmp -s c.yaml "$a/config.yaml" || fail "config.yaml is not the exact config text"
+    python3 - "$a" <<'PY' || fail "outputs"
+import json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+assert s["schema"] == "moed.summary" and s["schema_version"] == 1
+t = json.load(open(d + "/trace.json"))
+names = {e["args"]["name"] for e in t["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"}
+assert len(names) == 3, names
+assert any(e.get("ph") == "C" for e in t["traceEvents"]), "no counter tracks"
+h = open(d + "/report.html").read()
+for c in ("chart-load", "chart-latency", "chart-comm", "chart-memory", "chart-steps"):
+    assert 'id="%s"' % c in h, c
+assert "<script src" not in h and "<link" not in h, "report.html must be self-contained"
+print("outputs parse; processes:", sorted(names))
+PY
+    "$MOED" compare "$a" "$b" > cmp.log 2>&1 || { cat cmp.log; fail "compare failed"; }
+    grep -q "tokens/s" cmp.log || fail "compare shows no tokens/s"
+    cat cmp.log | head -20
+    set +e; "$MOED" compare "$a" "$WORK/nonexistent" > /dev/null 2>&1; code=$?; set -e
+    [[ $code -ne 0 ]] || fail "compare of a missing folder must fail"
+    ;;
+  *) fail "unknown case $1" ;;
+esac
+echo "PASS profiler $1"

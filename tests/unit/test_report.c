@@ -1,0 +1,1091 @@
+/* Unit tests for the report writers, the findings, `moed compare` and the JSON reader.
+ *
+ * A synthetic merged profile is built in code (no MPI): 3 ranks (rank 0 routes, ranks 1 and
+ * 2 host 4 experts each), 2 layers x 8 experts, 10 recorded steps with metrics, step records,
+ * trace events and memory samples. Layer 0 expert 3 is made the hottest, layer 1 expert 5
+ * the slowest, rank 2 the straggler. Every file is written into a fresh temporary folder and
+ * read back: JSON files with json_read, text files as text.
+ *
+ *   test_report              run the tests
+ *   test_report --demo DIR   write reports to look at: DIR/small (8 experts, 3 ranks),
+ *                            DIR/big (64 experts, 2 layers, 8 ranks), DIR/partial (small,
+ *                            rank 2 missing), DIR/deep (27 layers x 64 experts, 16 ranks) */
+#include "report.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "balance.h"
+#include "json_read.h"
+#include "test_util.h"
+
+#define HOT_LAYER 0
+#define HOT_EXPERT 3
+#define SLOW_LAYER 1
+#define SLOW_EXPERT 5
+#define REC_STEPS 10
+#define FIRST_REC_STEP 5
+#define HIDDEN 1024
+#define FFN 3584
+
+typedef struct fixture {
+    moe_config_t cfg;
+    char yaml[2048];
+    moe_report_t rep;
+} fixture_t;
+
+typedef struct shape {
+    int world, layers, experts;
+    bool partial;
+    double tokens_per_s;
+} shape_t;
+
+/* ---- the synthetic profile ------------------------------------------------------- */
+
+static bool fx_config(fixture_t *fx, const shape_t *s)
+{
+    moe_error_t err;
+    snprintf(fx->yaml, sizeof(fx->yaml),
+             "model:\n  hidden_dim: %d\n  ffn_dim: %d\n  num_experts: %d\n  top_k: 2\n"
+             "  num_layers: %d\n  activation: swiglu\nplacement:\n  master_rank: 0\n"
+             "  experts: auto\nruntime:\n  routing: master\n  transport: mpi\n  threads: 1\n"
+             "workload:\n  tokens_per_step: 2048\n  steps: 20\nprofiler:\n  warmup_steps: 5\n"
+             "  measurement_steps: %d\n  trace: true\n  memory_sample_ms: 10\n",
+             HIDDEN, FFN, s->experts, s->layers, REC_STEPS);
+    moe_status_t st =
+        moe_cfg_parse(fx->yaml, strlen(fx->yaml), "synthetic.yaml", s->world, &fx->cfg, &err);
+    if (st != MOE_OK) {
+        fprintf(stderr, "config: %s\n", err.msg);
+    }
+    return st == MOE_OK;
+}
+
+/* Tokens of expert e of layer l per recorded step: a gentle slope, one hot expert. */
+static int64_t fx_tokens(int l, int e, int ne)
+{
+    int64_t base = 2048 * 2 / ne;
+    int64_t t = base - (int64_t)((e * 7 + l * 3) % ne) * base / (2 * ne);
+    return l == HOT_LAYER && e == HOT_EXPERT ? base * 3 : t;
+}
+
+/* ns of one call: about 800 GFLOP/s; 480 on the straggler rank (the last one), whatever
+ * its load; the slow expert at 200. */
+static int64_t fx_call_ns(int l, int e, int64_t tokens, int step, bool straggler)
+{
+    double flops = 6.0 * HIDDEN * FFN * (double)tokens;
+    double rate = (800.0 + 20.0 * (e % 5)) * (straggler ? 0.6 : 1.0);
+    rate = l == SLOW_LAYER && e == SLOW_EXPERT ? 200.0 : rate;
+    /* a spread of call times and one slow call, so p50 < p90 < p99 */
+    double jitter = 1.0 + 0.03 * ((step * 7) % 5) + (step == REC_STEPS - 1 ? 0.4 : 0.0);
+    return (int64_t)(flops / rate * jitter);
+}
+
+static void fx_rank(moe_report_t *r, const moe_config_t *cfg, int k, bool partial)
+{
+    moe_rep_rank_t *rk = &r->ranks[k];
+    rk->rank = k;
+    rk->profiled = true;
+    rk->present = !(partial && k == r->world_size - 1);
+    snprintf(rk->host, sizeof(rk->host), "node-%c", k < (r->world_size + 1) / 2 ? 'a' : 'b');
+    rk->num_local = moe_cfg_experts_of_rank(cfg, k, NULL);
+    rk->clock_offset_ns = k * 1500.0;
+    rk->clock_offset_end_ns = k * 1500.0 + 200.0;
+    rk->clock_uncertainty_ns = 800.0;
+    if (!rk->present) {
+        return;
+    }
+    rk->steps = REC_STEPS;
+    rk->expert_weight_bytes = (uint64_t)rk->num_local * r->num_layers * 3 * HIDDEN * FFN * 4;
+    rk->exchange_buffer_bytes = (uint64_t)2048 * 2 * HIDDEN * 4;
+    rk->num_mem = 100;
+    rk->mem = calloc((size_t)rk->num_mem, sizeof(*rk->mem));
+    for (int i = 0; rk->mem != NULL && i < rk->num_mem; i++) {
+        rk->mem[i].t_ns = (int64_t)(i - 5) * 10000000;
+        rk->mem[i].rss_bytes = (uint64_t)(200 + 30 * k + (i < 20 ? 5 * i : 100)) << 20;
+        rk->rss_peak = rk->mem[i].rss_bytes > rk->rss_peak ? rk->mem[i].rss_bytes : rk->rss_peak;
+    }
+}
+
+static void fx_stat(moe_rep_stat_t *s, double per_step)
+{
+    s->sum = per_step * REC_STEPS;
+    s->min = per_step * 0.9;
+    s->max = per_step * 1.2;
+    s->n = REC_STEPS;
+}
+
+/* Phases per step of rank k from its experts' work; the idle time of a rank is what it
+ * waits for the slowest expert rank. */
+static void fx_phases(moe_report_t *r)
+{
+    double expert_ns[MOE_MAX_RANKS] = {0}, slowest = 0.0;
+    for (int i = 0; i < r->num_layers * r->num_experts; i++) {
+        const moe_rep_expert_t *e = &r->experts[i];
+        expert_ns[e->rank] += e->hist.sum / REC_STEPS;
+    }
+    for (int k = 0; k < r->world_size; k++) {
+        slowest = expert_ns[k] > slowest ? expert_ns[k] : slowest;
+    }
+    for (int k = 0; k < r->world_size; k++) {
+        moe_rep_rank_t *rk = &r->ranks[k];
+        double gate = k == 0 ? 400e3 : 0, merge = k == 0 ? 300e3 : 0, move = 12e6;
+        double idle = slowest - expert_ns[k];
+        fx_stat(&rk->phase[MOE_RP_GATE], gate);
+        fx_stat(&rk->phase[MOE_RP_DISPATCH], move / 2 + idle);
+        fx_stat(&rk->phase[MOE_RP_EXPERT], expert_ns[k]);
+        fx_stat(&rk->phase[MOE_RP_COMBINE], move / 2);
+        fx_stat(&rk->phase[MOE_RP_MERGE], merge);
+        fx_stat(&rk->phase[MOE_RP_STEP], gate + move + idle + expert_ns[k] + merge);
+        rk->compute_ns = (gate + expert_ns[k] + merge) * REC_STEPS;
+        rk->exchange_ns = move * REC_STEPS;
+        rk->idle_ns = idle * REC_STEPS;
+        if (!rk->present) {
+            memset(rk->phase, 0, sizeof(rk->phase));
+            rk->compute_ns = rk->exchange_ns = rk->idle_ns = 0;
+        }
+    }
+}
+
+static bool fx_experts(moe_report_t *r, const moe_config_t *cfg)
+{
+    int ne = r->num_experts, nl = r->num_layers;
+    r->experts = calloc((size_t)(nl * ne), sizeof(*r->experts));
+    r->layers = calloc((size_t)nl, sizeof(*r->layers));
+    if (r->experts == NULL || r->layers == NULL) {
+        return false;
+    }
+    for (int l = 0; l < nl; l++) {
+        moe_rep_layer_t *y = &r->layers[l];
+        y->demand = calloc((size_t)ne, sizeof(uint64_t));
+        y->kept = calloc((size_t)ne, sizeof(uint64_t));
+        y->dropped = calloc((size_t)ne, sizeof(uint64_t));
+        if (y->demand == NULL || y->kept == NULL || y->dropped == NULL) {
+            return false;
+        }
+        for (int e = 0; e < ne; e++) {
+            moe_rep_expert_t *x = &r->experts[l * ne + e];
+            int64_t t = fx_tokens(l, e, ne);
+            x->layer = l;
+            x->expert = e;
+            x->rank = cfg->expert_owner[e];
+            moe_hist_reset(&x->hist);
+            for (int s = 0; s < REC_STEPS; s++) {
+                moe_hist_add(&x->hist, fx_call_ns(l, e, t, s, x->rank == r->world_size - 1));
+            }
+            x->tokens = (uint64_t)(t * REC_STEPS);
+            x->calls = REC_STEPS;
+            x->flops = 6.0 * HIDDEN * FFN * (double)x->tokens;
+            y->kept[e] = x->tokens;
+            y->dropped[e] = l == HOT_LAYER && e == HOT_EXPERT ? 40 : 0;
+            y->demand[e] = y->kept[e] + y->dropped[e];
+        }
+        moe_balance_t b;
+        moe_balance_compute(y->kept, ne, &b);
+        y->gini = b.gini;
+        y->cv = b.cv;
+        y->entropy_norm = b.entropy_norm;
+        y->max_mean = b.max_mean;
+    }
+    return true;
+}
+
+/* Bytes: rank 0 sends each expert's rows to its host (dispatch), the host sends them back. */
+static bool fx_comm(moe_report_t *r)
+{
+    size_t w = (size_t)r->world_size;
+    r->bytes = calloc(w * w, sizeof(uint64_t));
+    r->msgs = calloc(w * w, sizeof(uint64_t));
+    r->wait_ns = calloc(w * w, sizeof(double));
+    if (r->bytes == NULL || r->msgs == NULL || r->wait_ns == NULL) {
+        return false;
+    }
+    for (int i = 0; i < r->num_layers * r->num_experts; i++) {
+        const moe_rep_expert_t *e = &r->experts[i];
+        uint64_t b = e->tokens * HIDDEN * 4;
+        r->bytes[e->rank] += b;
+        r->bytes[(size_t)e->rank * w] += b;
+    }
+    for (size_t j = 1; j < w; j++) {
+        r->msgs[j] = r->msgs[j * w] = (uint64_t)REC_STEPS * (uint64_t)r->num_layers;
+        r->wait_ns[j] = 1e5 * (double)j;
+        r->wait_ns[j * w] = 5e4;
+    }
+    return true;
+}
+
+static bool fx_metrics(moe_report_t *r)
+{
+    int ne = r->num_experts, nl = r->num_layers;
+    r->num_metrics = (int64_t)REC_STEPS * nl * ne;
+    r->metrics = calloc((size_t)r->num_metrics, sizeof(*r->metrics));
+    if (r->metrics == NULL) {
+        return false;
+    }
+    int64_t n = 0;
+    for (int s = 0; s < REC_STEPS; s++) {
+        for (int l = 0; l < nl; l++) {
+            for (int e = 0; e < ne; e++) {
+                moe_rep_metric_t *m = &r->metrics[n++];
+                m->step = FIRST_REC_STEP + s;
+                m->layer = l;
+                m->expert = e;
+                m->rank = r->experts[l * ne + e].rank;
+                m->tokens = fx_tokens(l, e, ne);
+                m->ns = fx_call_ns(l, e, m->tokens, s, m->rank == r->world_size - 1);
+                m->flops = 6.0 * HIDDEN * FFN * (double)m->tokens;
+            }
+        }
+    }
+    return true;
+}
+
+static void fx_event(moe_report_t *r, int64_t ts, int64_t dur, int rank, int kind, int layer,
+                     int id, int lane, int64_t step, int64_t arg)
+{
+    moe_rep_event_t *e = &r->events[r->num_events++];
+    *e = (moe_rep_event_t){ts, dur, rank, (int16_t)kind, (int16_t)layer, id, lane, step, arg};
+}
+
+/* Step records and trace events: each rank's step, its phases per layer, its experts. */
+static void fx_rank_step(moe_report_t *r, const moe_config_t *cfg, int k, int s, int32_t *ids)
+{
+    const moe_rep_rank_t *rk = &r->ranks[k];
+    int64_t begin = (int64_t)s * (int64_t)(rk->phase[MOE_RP_STEP].sum / REC_STEPS) + k * 2000;
+    moe_rep_step_t *st = &r->steps[r->num_steps++];
+    st->step = FIRST_REC_STEP + s;
+    st->rank = k;
+    st->begin_ns = begin;
+    for (int p = 0; p < MOE_RP_COUNT; p++) {
+        st->phase_ns[p] = (int64_t)(rk->phase[p].sum / REC_STEPS);
+    }
+    fx_event(r, begin, st->phase_ns[MOE_RP_STEP], k, MOE_TEV_STEP, -1, (int)st->step, 0, st->step,
+             0);
+    int64_t t = begin;
+    int n = moe_cfg_experts_of_rank(cfg, k, ids);
+    for (int l = 0; l < r->num_layers; l++) {
+        for (int p = 0; p < MOE_RP_STEP; p++) {
+            int64_t d = st->phase_ns[p] / r->num_layers;
+            if (d > 0) {
+                fx_event(r, t, d, k, MOE_TEV_PHASE, l, p, 1, st->step, 0);
+            }
+            for (int i = 0; p == MOE_RP_EXPERT && i < n; i++) {
+                int64_t rows = fx_tokens(l, ids[i], r->num_experts);
+                fx_event(r, t, fx_call_ns(l, ids[i], rows, s, k == r->world_size - 1), k,
+                         MOE_TEV_EXPERT, l, ids[i], 2 + i, st->step, rows);
+            }
+            t += d;
+        }
+    }
+}
+
+static bool fx_timeline(moe_report_t *r, const moe_config_t *cfg)
+{
+    size_t per_step = (size_t)r->world_size * (1 + (size_t)r->num_layers * MOE_RP_STEP) +
+                      (size_t)r->num_layers * (size_t)r->num_experts;
+    r->steps = calloc((size_t)REC_STEPS * (size_t)r->world_size, sizeof(*r->steps));
+    r->events = calloc(per_step * REC_STEPS, sizeof(*r->events));
+    int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
+    if (r->steps == NULL || r->events == NULL || ids == NULL) {
+        free(ids);
+        return false;
+    }
+    for (int s = 0; s < REC_STEPS; s++) {
+        for (int k = 0; k < r->world_size; k++) {
+            if (r->ranks[k].present) {
+                fx_rank_step(r, cfg, k, s, ids);
+            }
+        }
+    }
+    r->events_dropped = 7;
+    free(ids);
+    return true;
+}
+
+static void fx_facts(moe_report_t *r, const fixture_t *fx, const shape_t *s)
+{
+    r->cfg = &fx->cfg;
+    r->config_text = fx->yaml;
+    r->config_len = strlen(fx->yaml);
+    snprintf(r->started_at, sizeof(r->started_at), "2025-11-21T07:05:00");
+    snprintf(r->version, sizeof(r->version), "0.1.0");
+    snprintf(r->build_id, sizeof(r->build_id), "test-build-1234");
+    snprintf(r->blas, sizeof(r->blas), "openblas");
+    snprintf(r->transport, sizeof(r->transport), "mpi");
+    r->world_size = s->world;
+    r->num_hosts = s->world > 1 ? 2 : 1;
+    r->steps_run = 20;
+    r->tokens_per_step = 2048;
+    r->tokens_per_s = s->tokens_per_s;
+    r->run_s = 20.0 * 2048.0 / s->tokens_per_s;
+    r->recorded_steps = REC_STEPS;
+    r->windows = 1;
+    r->partial = s->partial;
+    if (s->partial) {
+        snprintf(r->missing, sizeof(r->missing), "rank %d (node-b): its records did not arrive",
+                 s->world - 1);
+    }
+    r->clock_skew_max_ns = 1500.0 * (s->world - 1);
+    r->clock_uncertainty_max_ns = 800.0;
+    r->clock_drift_max_ns = 200.0;
+    r->num_layers = s->layers;
+    r->num_experts = s->experts;
+}
+
+/* A whole synthetic report; NULL on failure. Free with fx_free. */
+static fixture_t *fx_make(const shape_t *s)
+{
+    fixture_t *fx = calloc(1, sizeof(*fx));
+    if (fx == NULL || !fx_config(fx, s)) {
+        free(fx);
+        return NULL;
+    }
+    moe_report_t *r = &fx->rep;
+    fx_facts(r, fx, s);
+    r->ranks = calloc((size_t)s->world, sizeof(*r->ranks));
+    bool ok = r->ranks != NULL;
+    for (int k = 0; ok && k < s->world; k++) {
+        fx_rank(r, &fx->cfg, k, s->partial);
+    }
+    ok = ok && fx_experts(r, &fx->cfg);
+    if (ok) {
+        fx_phases(r);
+    }
+    ok = ok && fx_comm(r) && fx_metrics(r) && fx_timeline(r, &fx->cfg);
+    if (!ok) {
+        moe_report_free(r);
+        free(fx);
+        return NULL;
+    }
+    return fx;
+}
+
+static void fx_free(fixture_t *fx)
+{
+    if (fx != NULL) {
+        moe_report_free(&fx->rep);
+        free(fx);
+    }
+}
+
+/* ---- helpers --------------------------------------------------------------------- */
+
+static const shape_t small_shape = {3, 2, 8, false, 11900.0};
+
+static char *slurp(const char *dir, const char *name, size_t *len)
+{
+    char path[MOE_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf != NULL) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) {
+            break;
+        }
+        char *nb = realloc(buf, 2 * cap + 1);
+        if (nb == NULL) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (buf != NULL) {
+        buf[n] = '\0';
+    }
+    if (len != NULL) {
+        *len = n;
+    }
+    return buf;
+}
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; s != NULL && *s; s++) {
+        n += *s == '\n';
+    }
+    return n;
+}
+
+static size_t count_substr(const char *s, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = s; p != NULL && (p = strstr(p, needle)) != NULL; p += strlen(needle)) {
+        n++;
+    }
+    return n;
+}
+
+static const char *const report_files[] = {
+    "config.yaml", "summary.txt", "summary.json", "metrics.csv",
+    "comm.csv",    "trace.json",  "report.html",
+};
+
+/* Removes what the writers put in dir, then dir. */
+static void remove_report(const char *dir, int world)
+{
+    char path[MOE_PATH_MAX + 64];
+    for (size_t i = 0; i < sizeof(report_files) / sizeof(report_files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, report_files[i]);
+        unlink(path);
+    }
+    for (int k = 0; k < world; k++) {
+        snprintf(path, sizeof(path), "%s/summary_rank_%d.txt", dir, k);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static bool make_dir(const char *parent, const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/%s", parent, name);
+    return mkdir(out, 0755) == 0;
+}
+
+/* Writes fx's report into a new folder parent/name. */
+static bool write_into(fixture_t *fx, const char *parent, const char *name)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    if (!make_dir(parent, name, fx->rep.run_dir, sizeof(fx->rep.run_dir))) {
+        return false;
+    }
+    moe_status_t st = moe_report_write_all(&fx->rep, &err);
+    if (st != MOE_OK) {
+        fprintf(stderr, "write_all: %s\n", err.msg);
+    }
+    return st == MOE_OK;
+}
+
+/* ---- tests ----------------------------------------------------------------------- */
+
+static void test_files_exist(const fixture_t *fx)
+{
+    const char *dir = fx->rep.run_dir;
+    for (size_t i = 0; i < sizeof(report_files) / sizeof(report_files[0]); i++) {
+        size_t n = 0;
+        char *text = slurp(dir, report_files[i], &n);
+        if (strcmp(report_files[i], "trace.json") == 0 && !fx->cfg.prof_trace) {
+            CHECK(text == NULL); /* profiler.trace: false writes no trace */
+            free(text);
+            continue;
+        }
+        CHECK(text != NULL);
+        CHECK(n > 0);
+        if (text == NULL || n == 0) {
+            fprintf(stderr, "  missing or empty: %s\n", report_files[i]);
+        }
+        free(text);
+    }
+    for (int k = 0; k < fx->rep.world_size; k++) {
+        char name[64];
+        snprintf(name, sizeof(name), "summary_rank_%d.txt", k);
+        char *text = slurp(dir, name, NULL);
+        CHECK_INT_EQ(text != NULL, fx->rep.ranks[k].present);
+        if (text != NULL) {
+            snprintf(name, sizeof(name), "rank %d (", k);
+            CHECK_STR_CONTAINS(text, name);
+            CHECK_STR_CONTAINS(text, "Phases per recorded step");
+        }
+        free(text);
+    }
+    char *cfg = slurp(dir, "config.yaml", NULL);
+    CHECK(cfg != NULL && strcmp(cfg, fx->yaml) == 0);
+    free(cfg);
+}
+
+static void test_summary_json(const fixture_t *fx)
+{
+    const moe_report_t *r = &fx->rep;
+    char path[MOE_PATH_MAX + 32];
+    moe_json_t *doc = NULL;
+    moe_error_t err;
+    snprintf(path, sizeof(path), "%s/summary.json", r->run_dir);
+    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    if (doc == NULL) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return;
+    }
+    CHECK(strcmp(moe_json_string(moe_json_get(doc, "schema"), ""), "moed.summary") == 0);
+    CHECK_NEAR(moe_json_number(moe_json_get(doc, "schema_version"), 0), 1, 0);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "run.tokens_per_s"), 0), r->tokens_per_s, 1e-6);
+    CHECK_INT_EQ(moe_json_count(moe_json_get(doc, "experts")), r->num_layers * r->num_experts);
+    CHECK_INT_EQ(moe_json_count(moe_json_get(doc, "ranks")), r->world_size);
+    CHECK_INT_EQ(moe_json_count(moe_json_get(doc, "layers")), r->num_layers);
+    CHECK_INT_EQ(moe_json_count(moe_json_path(doc, "layers.0.kept")), r->num_experts);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "comm.bytes.0.1"), -1), (double)r->bytes[1], 0);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "comm.bytes.2.0"), -1), (double)r->bytes[2 * 3],
+               0);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.hot_layer"), -1), HOT_LAYER, 0);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.hot_expert"), -1), HOT_EXPERT, 0);
+    const moe_json_t *lat = moe_json_path(doc, "experts.3.latency_ms");
+    CHECK(moe_json_is(moe_json_get(lat, "p50"), MOE_JSON_NUMBER));
+    CHECK(moe_json_is(moe_json_get(lat, "p99"), MOE_JSON_NUMBER));
+    CHECK_NEAR(moe_json_number(moe_json_get(lat, "p99"), 0),
+               moe_hist_quantile(&r->experts[3].hist, 0.99) / 1e6, 1e-6);
+    CHECK(moe_json_is(moe_json_get(doc, "partial"), MOE_JSON_BOOL));
+    CHECK_INT_EQ(moe_json_get(doc, "partial")->boolean, r->partial);
+    moe_json_free(doc);
+}
+
+/* Counts trace events by phase and checks every rank present has its process name. */
+static void check_trace_doc(const moe_json_t *doc, const moe_report_t *r, int64_t *timeline,
+                            double *dropped)
+{
+    const moe_json_t *ev = moe_json_get(doc, "traceEvents");
+    int names = 0;
+    *timeline = 0;
+    CHECK(moe_json_is(ev, MOE_JSON_ARRAY));
+    for (size_t i = 0; i < moe_json_count(ev); i++) {
+        const moe_json_t *e = moe_json_at(ev, i);
+        const char *ph = moe_json_string(moe_json_get(e, "ph"), "");
+        *timeline += strcmp(ph, "X") == 0 || strcmp(ph, "C") == 0;
+        if (strcmp(ph, "M") == 0 &&
+            strcmp(moe_json_string(moe_json_get(e, "name"), ""), "process_name") == 0) {
+            int pid = (int)moe_json_number(moe_json_get(e, "pid"), -1);
+            char want[96];
+            snprintf(want, sizeof(want), "rank %d (%s)", pid - 1,
+                     pid >= 1 && pid <= r->world_size ? r->ranks[pid - 1].host : "?");
+            CHECK(strcmp(moe_json_string(moe_json_path(e, "args.name"), ""), want) == 0);
+            names++;
+        }
+        if (strcmp(ph, "X") == 0) {
+            CHECK(moe_json_number(moe_json_get(e, "dur"), -1) >= 0);
+            CHECK(moe_json_number(moe_json_get(e, "ts"), -1) >= 0);
+        }
+    }
+    int present = 0;
+    for (int k = 0; k < r->world_size; k++) {
+        present += r->ranks[k].present || k == 0;
+    }
+    CHECK_INT_EQ(names, present);
+    CHECK(strcmp(moe_json_string(moe_json_get(doc, "displayTimeUnit"), ""), "ms") == 0);
+    *dropped = moe_json_number(moe_json_path(doc, "otherData.dropped_events"), -1);
+    CHECK(moe_json_is(moe_json_path(doc, "otherData.clock_skew_ns"), MOE_JSON_NUMBER));
+}
+
+static void test_trace(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    char path[MOE_PATH_MAX + 32];
+    moe_json_t *doc = NULL;
+    moe_error_t err;
+    int64_t timeline = 0, mem = 0;
+    double dropped = -1;
+    snprintf(path, sizeof(path), "%s/trace.json", r->run_dir);
+    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    if (doc == NULL) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return;
+    }
+    check_trace_doc(doc, r, &timeline, &dropped);
+    for (int k = 0; k < r->world_size; k++) {
+        mem += r->ranks[k].present ? r->ranks[k].num_mem : 0;
+    }
+    /* unbounded: every span, every memory sample, one tokens counter per (step, layer) */
+    CHECK_INT_EQ(timeline, r->num_events + mem + REC_STEPS * r->num_layers);
+    CHECK_NEAR(dropped, (double)r->events_dropped, 0);
+    moe_json_free(doc);
+
+    /* bounded: at most max timeline events, the rest reported as dropped */
+    int64_t saved = fx->cfg.prof_trace_max_events;
+    fx->cfg.prof_trace_max_events = 100;
+    CHECK_INT_EQ(moe_report_write_trace(r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    if (doc != NULL) {
+        int64_t bounded = 0;
+        check_trace_doc(doc, r, &bounded, &dropped);
+        CHECK_INT_EQ(bounded, 100);
+        CHECK_NEAR(dropped, (double)(r->events_dropped + timeline - 100), 0);
+        CHECK_NEAR(moe_json_number(moe_json_path(doc, "otherData.max_events"), 0), 100, 0);
+        moe_json_free(doc);
+    }
+    fx->cfg.prof_trace_max_events = saved;
+    CHECK_INT_EQ(moe_report_write_trace(r, &err), MOE_OK);
+}
+
+static void test_csv(const fixture_t *fx)
+{
+    const moe_report_t *r = &fx->rep;
+    char *m = slurp(r->run_dir, "metrics.csv", NULL), *c = slurp(r->run_dir, "comm.csv", NULL);
+    CHECK(m != NULL && strncmp(m, "step,layer,expert,rank,tokens,compute_ms,gflops\n", 48) == 0);
+    CHECK_INT_EQ(count_lines(m), 1 + r->num_metrics);
+    CHECK(c != NULL && strncmp(c, "src,dst,bytes,messages,wait_ms\n", 31) == 0);
+    CHECK_INT_EQ(count_lines(c), 1 + r->world_size * r->world_size);
+    char want[64];
+    snprintf(want, sizeof(want), "\n0,1,%" PRIu64 ",", r->bytes[1]);
+    CHECK_STR_CONTAINS(c, want);
+    free(m);
+    free(c);
+}
+
+static void test_html(const fixture_t *fx)
+{
+    static const char *const ids[] = {"chart-load", "chart-latency", "chart-comm", "chart-memory",
+                                      "chart-steps"};
+    static const char *const remote[] = {
+        "src=\"http", "href=\"http", "src='http", "href='http", "url(http", "url(//", "src=\"//",
+        "href=\"//",  "@import",     "<script",   "<link",      "<iframe",  "<img"};
+    char *h = slurp(fx->rep.run_dir, "report.html", NULL);
+    CHECK(h != NULL);
+    for (size_t i = 0; h != NULL && i < sizeof(ids) / sizeof(ids[0]); i++) {
+        char want[64];
+        snprintf(want, sizeof(want), "<svg id=\"%s\"", ids[i]);
+        CHECK_INT_EQ(count_substr(h, want), 1);
+    }
+    for (size_t i = 0; h != NULL && i < sizeof(remote) / sizeof(remote[0]); i++) {
+        CHECK(strstr(h, remote[i]) == NULL);
+    }
+    CHECK(h != NULL && strstr(h, "http://") == NULL && strstr(h, "https://") == NULL);
+    CHECK_STR_CONTAINS(h, "Hottest expert:");
+    CHECK_INT_EQ(count_substr(h, "PARTIAL"), fx->rep.partial ? 1 : 0);
+    CHECK(h != NULL && strstr(h, "</html>") != NULL);
+    free(h);
+}
+
+static void test_summary_txt(const fixture_t *fx)
+{
+    char *t = slurp(fx->rep.run_dir, "summary.txt", NULL);
+    CHECK_STR_CONTAINS(t, "Hottest expert: layer 0 expert 3");
+    CHECK_STR_CONTAINS(t, "Slowest expert: layer 1 expert 5");
+    /* the straggler (rank 2) is the missing rank of the partial variant */
+    CHECK_STR_CONTAINS(t, fx->rep.partial ? "Straggler rank: rank 1" : "Straggler rank: rank 2");
+    CHECK_STR_CONTAINS(t, "Exchange:");
+    CHECK_STR_CONTAINS(t, "tokens/s");
+    CHECK_STR_CONTAINS(t, "p99 ms");
+    CHECK_STR_CONTAINS(t, "from\\to");
+    if (fx->rep.partial) {
+        CHECK_STR_CONTAINS(t, "*** PARTIAL: missing rank 2");
+    } else {
+        CHECK(t != NULL && strstr(t, "PARTIAL") == NULL);
+    }
+    free(t);
+}
+
+static void test_find(const fixture_t *fx)
+{
+    moe_report_findings_t f;
+    moe_report_find(&fx->rep, &f);
+    CHECK_INT_EQ(f.hot_layer, HOT_LAYER);
+    CHECK_INT_EQ(f.hot_expert, HOT_EXPERT);
+    CHECK(f.hot_share > 2.0);
+    CHECK_INT_EQ(f.slow_layer, SLOW_LAYER);
+    CHECK_INT_EQ(f.slow_expert, SLOW_EXPERT);
+    CHECK(f.slow_vs_median > 0.0 && f.slow_vs_median < 0.5);
+    CHECK(f.slow_p99_ns > 0.0);
+    CHECK_INT_EQ(f.straggler_rank, 2);
+    CHECK(f.straggler_ratio > 1.0);
+    CHECK_INT_EQ(f.straggler_n, 2);
+    /* shares: each present rank's exchange (idle) over its step time, averaged */
+    double ex = 0.0, idle = 0.0;
+    int n = 0;
+    for (int i = 0; i < fx->rep.world_size; i++) {
+        const moe_rep_rank_t *k = &fx->rep.ranks[i];
+        if (k->present && k->phase[MOE_RP_STEP].sum > 0.0) {
+            ex += k->exchange_ns / k->phase[MOE_RP_STEP].sum;
+            idle += k->idle_ns / k->phase[MOE_RP_STEP].sum;
+            n++;
+        }
+    }
+    CHECK(n > 1);
+    CHECK_NEAR(f.exchange_share, ex / n, 1e-12);
+    CHECK_NEAR(f.idle_share, idle / n, 1e-12);
+
+    moe_report_t empty;
+    memset(&empty, 0, sizeof(empty));
+    moe_report_find(&empty, &f);
+    CHECK_INT_EQ(f.hot_layer, -1);
+    CHECK_INT_EQ(f.straggler_rank, -1);
+    moe_report_free(NULL);
+    moe_report_free(&empty);
+}
+
+/* Text from the run (host names) is escaped for HTML and JSON. */
+static void test_escaping(fixture_t *fx)
+{
+    static const char host[] = "n<1>&\"q\"\\x";
+    char saved[64], path[MOE_PATH_MAX + 32];
+    moe_error_t err;
+    moe_json_t *doc = NULL;
+    memcpy(saved, fx->rep.ranks[1].host, sizeof(saved));
+    snprintf(fx->rep.ranks[1].host, sizeof(fx->rep.ranks[1].host), "%s", host);
+    CHECK_INT_EQ(moe_report_write_html(&fx->rep, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_json(&fx->rep, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_trace(&fx->rep, &err), MOE_OK);
+    char *h = slurp(fx->rep.run_dir, "report.html", NULL);
+    CHECK_STR_CONTAINS(h, "n&lt;1&gt;&amp;&quot;q&quot;\\x");
+    CHECK(h != NULL && strstr(h, host) == NULL);
+    free(h);
+    snprintf(path, sizeof(path), "%s/summary.json", fx->rep.run_dir);
+    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    CHECK(strcmp(moe_json_string(moe_json_path(doc, "ranks.1.host"), ""), host) == 0);
+    moe_json_free(doc);
+    snprintf(path, sizeof(path), "%s/trace.json", fx->rep.run_dir);
+    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    moe_json_free(doc);
+    memcpy(fx->rep.ranks[1].host, saved, sizeof(saved));
+    CHECK_INT_EQ(moe_report_write_all(&fx->rep, &err), MOE_OK);
+}
+
+/* A folder that cannot be written: every writer fails with the file's path, none crashes. */
+static void test_write_errors(fixture_t *fx)
+{
+    char saved[MOE_PATH_MAX];
+    moe_error_t err;
+    moe_error_clear(&err);
+    memcpy(saved, fx->rep.run_dir, sizeof(saved));
+    snprintf(fx->rep.run_dir, sizeof(fx->rep.run_dir), "/nonexistent/moed-report");
+    CHECK_INT_EQ(moe_report_write_all(&fx->rep, &err), MOE_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "/nonexistent/moed-report/config.yaml");
+    CHECK_INT_EQ(moe_report_write_html(&fx->rep, &err), MOE_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "report.html");
+    CHECK_INT_EQ(moe_report_write_trace(&fx->rep, &err), MOE_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "trace.json");
+    CHECK_INT_EQ(moe_report_write_rank_summaries(&fx->rep, &err), MOE_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "summary_rank_0.txt");
+    CHECK_INT_EQ(moe_report_write_all(NULL, &err), MOE_ERR_INVALID_ARG);
+    memcpy(fx->rep.run_dir, saved, sizeof(saved));
+}
+
+static void test_headline(const fixture_t *fx)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    if (f == NULL) {
+        return;
+    }
+    moe_report_print_headline(&fx->rep, f);
+    fclose(f);
+    CHECK_STR_CONTAINS(buf, "11900 tokens/s");
+    CHECK_STR_CONTAINS(buf, fx->rep.run_dir);
+    CHECK_STR_CONTAINS(buf, "hottest expert: layer 0 expert 3");
+    CHECK(count_lines(buf) >= 3 && count_lines(buf) <= 5);
+    free(buf);
+}
+
+/* Runs compare into a string; returns its code. */
+static int run_compare(const char *a, const char *b, char **text)
+{
+    size_t len = 0;
+    *text = NULL;
+    FILE *f = open_memstream(text, &len);
+    if (f == NULL) {
+        return -1;
+    }
+    int rc = moe_report_compare(a, b, f);
+    fclose(f);
+    return rc;
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[MOE_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_compare(const char *root, const fixture_t *a)
+{
+    shape_t sb = small_shape;
+    sb.tokens_per_s = 10500.0;
+    fixture_t *b = fx_make(&sb);
+    char *out = NULL, missing[MOE_PATH_MAX + 16], bad[MOE_PATH_MAX + 16];
+    CHECK(b != NULL);
+    if (b == NULL || !write_into(b, root, "b")) {
+        fx_free(b);
+        return;
+    }
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "tokens/s");
+    CHECK_STR_CONTAINS(out, "11900.0");
+    CHECK_STR_CONTAINS(out, "10500.0");
+    CHECK_STR_CONTAINS(out, "-1400.0 (-11.8%)");
+    CHECK_STR_CONTAINS(out, "Experts");
+    CHECK_STR_CONTAINS(out, "Config differences");
+    free(out);
+
+    snprintf(missing, sizeof(missing), "%s/no-such-run", root);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, missing, &out), 2);
+    CHECK(out == NULL || out[0] == '\0'); /* the error goes to stderr, nothing to out */
+    free(out);
+
+    CHECK(make_dir(root, "corrupt", bad, sizeof(bad)));
+    write_text(bad, "summary.json",
+               "{\"schema\": \"moed.summary\", \"schema_version\": 1, \"run\": {");
+    CHECK_INT_EQ(run_compare(bad, a->rep.run_dir, &out), 2);
+    free(out);
+    write_text(bad, "summary.json", "{\"schema\": \"other\", \"schema_version\": 1}");
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, bad, &out), 2);
+    free(out);
+    write_text(bad, "summary.json", "{\"schema\": \"moed.summary\", \"schema_version\": 99}");
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, bad, &out), 2);
+    free(out);
+    remove_report(bad, 0);
+    remove_report(b->rep.run_dir, b->rep.world_size);
+    fx_free(b);
+}
+
+/* Different shapes: 16 experts against 8; compares what matches and says so. */
+static void test_compare_shapes(const char *root, const fixture_t *a)
+{
+    shape_t sb = {4, 2, 16, false, 50000.0};
+    fixture_t *b = fx_make(&sb);
+    char *out = NULL;
+    CHECK(b != NULL);
+    if (b == NULL || !write_into(b, root, "shape")) {
+        fx_free(b);
+        return;
+    }
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "different shapes");
+    CHECK_STR_CONTAINS(out, "only in B");
+    CHECK_STR_CONTAINS(out, "the worlds differ");
+    CHECK_STR_CONTAINS(out, "model.num_experts");
+    free(out);
+    remove_report(b->rep.run_dir, b->rep.world_size);
+    fx_free(b);
+}
+
+/* ---- json_read ------------------------------------------------------------------- */
+
+static void test_json_valid(void)
+{
+    static const char text[] =
+        " {\"a\": [1, -2.5e3, {\"b\": null}], \"c\": \"\\u00e9\\ud83d\\ude00\\n\\\"\", "
+        "\"d\": true, \"e\": false, \"f\": {}, \"g\": [], \"h\": 0}\n";
+    moe_json_t *v = NULL;
+    moe_error_t err;
+    CHECK_INT_EQ(moe_json_parse(text, strlen(text), "t", &v, &err), MOE_OK);
+    CHECK_NEAR(moe_json_number(moe_json_path(v, "a.1"), 0), -2500.0, 0);
+    CHECK(moe_json_is(moe_json_path(v, "a.2.b"), MOE_JSON_NULL));
+    CHECK(strcmp(moe_json_string(moe_json_get(v, "c"), ""), "\xc3\xa9\xf0\x9f\x98\x80\n\"") == 0);
+    CHECK(moe_json_is(moe_json_get(v, "d"), MOE_JSON_BOOL) && moe_json_get(v, "d")->boolean);
+    CHECK_INT_EQ(moe_json_count(moe_json_get(v, "f")), 0);
+    CHECK(moe_json_path(v, "a.9") == NULL && moe_json_path(v, "zz.y") == NULL);
+    CHECK(moe_json_get(moe_json_get(v, "a"), "x") == NULL);
+    moe_json_free(v);
+
+    /* write helpers round-trip through the reader */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f != NULL) {
+        fputc('[', f);
+        moe_json_put_string(f, "q\"\\\t\x01 \xff ok");
+        fputc(',', f);
+        moe_json_put_number(f, 1.0 / 0.0);
+        fputc(',', f);
+        moe_json_put_number(f, 0.1);
+        fputc(']', f);
+        fclose(f);
+        CHECK_INT_EQ(moe_json_parse(buf, len, NULL, &v, &err), MOE_OK);
+        CHECK(strcmp(moe_json_string(moe_json_at(v, 0), ""), "q\"\\\t\x01 \xef\xbf\xbd ok") == 0);
+        CHECK(moe_json_is(moe_json_at(v, 1), MOE_JSON_NULL));
+        CHECK_NEAR(moe_json_number(moe_json_at(v, 2), 0), 0.1, 1e-12);
+        moe_json_free(v);
+        free(buf);
+    }
+}
+
+static void test_json_malformed(void)
+{
+    static const char *const bad[] = {
+        "",
+        " ",
+        "{",
+        "}",
+        "[",
+        "[1,]",
+        "{\"a\":1,}",
+        "{\"a\" 1}",
+        "{1:2}",
+        "{\"a\":}",
+        "01",
+        "1.",
+        "-",
+        "+1",
+        ".5",
+        "1e",
+        "1e+",
+        "\"abc",
+        "\"\\x\"",
+        "\"\\u12\"",
+        "\"\\ud800\"",
+        "\"\\udc00\"",
+        "\"\\ud800\\u0041\"",
+        "\"\x01\"",
+        "[1 2]",
+        "nul",
+        "tru",
+        "falsey",
+        "NaN",
+        "Infinity",
+        "1e999",
+        "[1]x",
+        "\xef\xbb\xbf{}",
+        "\"\xc0\xaf\"",
+        "\"\xed\xa0\x80\"",
+        "\"\xf4\x90\x80\x80\"",
+        "\"\xe2\x82\"",
+        "[\"a\",]",
+        "{\"a\":1 \"b\":2}",
+        "// c\n{}",
+        "{'a':1}",
+        "[1,,2]",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        moe_json_t *v = (moe_json_t *)&v; /* must come back NULL */
+        moe_error_t err;
+        moe_error_clear(&err);
+        moe_status_t st = moe_json_parse(bad[i], strlen(bad[i]), "bad.json", &v, &err);
+        CHECK_INT_EQ(st, MOE_ERR_FORMAT);
+        CHECK(v == NULL);
+        CHECK(strncmp(err.msg, "bad.json:1:", 11) == 0);
+        if (st == MOE_OK) {
+            fprintf(stderr, "  accepted: \"%s\"\n", bad[i]);
+            moe_json_free(v);
+        }
+    }
+    /* line:col of the offending byte */
+    static const char where[] = "{\n  \"a\": 1,\n  \"b\": }";
+    moe_json_t *v = NULL;
+    moe_error_t err;
+    CHECK_INT_EQ(moe_json_parse(where, strlen(where), "w.json", &v, &err), MOE_ERR_FORMAT);
+    CHECK_STR_CONTAINS(err.msg, "w.json:3:8:");
+    /* nesting is bounded */
+    char deep[4096];
+    memset(deep, '[', sizeof(deep));
+    CHECK_INT_EQ(moe_json_parse(deep, sizeof(deep), NULL, &v, &err), MOE_ERR_FORMAT);
+    CHECK_STR_CONTAINS(err.msg, "deeper");
+    CHECK_INT_EQ(moe_json_parse(NULL, 0, NULL, &v, &err), MOE_ERR_FORMAT);
+    CHECK_INT_EQ(moe_json_parse_file("/nonexistent/x.json", &v, &err), MOE_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "/nonexistent/x.json");
+}
+
+/* Every prefix and many single-byte mutations of a real summary.json: an error or a tree,
+ * never a crash or a leak (ASan watches). */
+static void test_json_mutations(const fixture_t *fx)
+{
+    size_t len = 0;
+    char *text = slurp(fx->rep.run_dir, "summary.json", &len);
+    static const char subst[] = "{}[]\",:0-eE.\\ a\x80\xff";
+    int ok = 0, failed = 0;
+    CHECK(text != NULL && len > 100);
+    for (size_t cut = 0; text != NULL && cut < len; cut += 1 + cut / 64) {
+        moe_json_t *v = NULL;
+        moe_error_t err;
+        moe_status_t st = moe_json_parse(text, cut, NULL, &v, &err);
+        ok += st == MOE_OK;
+        failed += st != MOE_OK;
+        moe_json_free(v);
+    }
+    for (size_t i = 0; text != NULL && i < len; i += 7) {
+        char saved = text[i];
+        text[i] = subst[i % (sizeof(subst) - 1)];
+        moe_json_t *v = NULL;
+        moe_error_t err;
+        ok += moe_json_parse(text, len, NULL, &v, &err) == MOE_OK;
+        moe_json_free(v);
+        text[i] = saved;
+    }
+    CHECK(failed > 0);
+    CHECK(ok >= 0);
+    free(text);
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static void test_partial(const char *root)
+{
+    shape_t s = small_shape;
+    s.partial = true;
+    fixture_t *fx = fx_make(&s);
+    CHECK(fx != NULL);
+    if (fx == NULL) {
+        return;
+    }
+    fx->cfg.prof_trace = false;
+    CHECK(write_into(fx, root, "partial"));
+    test_files_exist(fx);
+    test_summary_txt(fx);
+    test_summary_json(fx);
+    test_html(fx);
+    char *t = slurp(fx->rep.run_dir, "summary.json", NULL);
+    CHECK_STR_CONTAINS(t, "\"missing\": \"rank 2 (node-b): its records did not arrive\"");
+    free(t);
+    remove_report(fx->rep.run_dir, fx->rep.world_size);
+    fx_free(fx);
+}
+
+static int demo(const char *dir)
+{
+    static const shape_t shapes[4] = {{3, 2, 8, false, 11900.0},
+                                      {8, 2, 64, false, 21234.5},
+                                      {3, 2, 8, true, 11900.0},
+                                      {16, 27, 64, false, 4321.0}};
+    static const char *const names[4] = {"small", "big", "partial", "deep"};
+    mkdir(dir, 0755);
+    for (int i = 0; i < 4; i++) {
+        fixture_t *fx = fx_make(&shapes[i]);
+        if (fx == NULL || !write_into(fx, dir, names[i])) {
+            fprintf(stderr, "demo: cannot write %s/%s\n", dir, names[i]);
+            fx_free(fx);
+            return 1;
+        }
+        moe_report_print_headline(&fx->rep, stdout);
+        fx_free(fx);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--demo") == 0) {
+        return demo(argv[2]);
+    }
+    char root[] = "/tmp/moed_test_report_XXXXXX";
+    if (mkdtemp(root) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_json_valid();
+    test_json_malformed();
+    fixture_t *fx = fx_make(&small_shape);
+    CHECK(fx != NULL);
+    if (fx != NULL && write_into(fx, root, "a")) {
+        test_files_exist(fx);
+        test_summary_json(fx);
+        test_trace(fx);
+        test_csv(fx);
+        test_html(fx);
+        test_summary_txt(fx);
+        test_find(fx);
+        test_headline(fx);
+        test_write_errors(fx);
+        test_escaping(fx);
+        test_json_mutations(fx);
+        test_compare(root, fx);
+        test_compare_shapes(root, fx);
+        remove_report(fx->rep.run_dir, fx->rep.world_size);
+    }
+    fx_free(fx);
+    test_partial(root);
+    rmdir(root);
+    return moe_test_finish("test_report");
+}
