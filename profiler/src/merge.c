@@ -16,6 +16,7 @@
 
 struct moe_merge {
     moe_report_t rep;
+    char (*lost)[96];     /* [world] why a rank's last record is missing; "" if not */
     const moe_config_t *cfg;
     int W, L, E;
     double flops_per_row;
@@ -52,6 +53,67 @@ static bool rank_routes(const moe_config_t *cfg, int world, int rank)
     return cfg->tokens_per_step / world + (rank < cfg->tokens_per_step % world ? 1 : 0) > 0;
 }
 
+/* Append n items of `size` bytes from src to *dst (holding *count). */
+static bool append_list(void **dst, int64_t *count, const void *src, int64_t n, size_t size)
+{
+    if (n <= 0) {
+        return true;
+    }
+    void *p = realloc(*dst, (size_t)(*count + n) * size);
+    if (p == NULL) {
+        return false;
+    }
+    memcpy((char *)p + (size_t)*count * size, src, (size_t)n * size);
+    *dst = p;
+    *count += n;
+    return true;
+}
+
+moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *src)
+{
+    if (src->num_layers != dst->num_layers || src->num_local != dst->num_local ||
+        src->num_experts != dst->num_experts || src->world_size != dst->world_size) {
+        return MOE_ERR_FORMAT;
+    }
+    for (int p = 0; p < MOE_PROF_PHASES && src->steps_recorded > 0; p++) {
+        bool first = dst->steps_recorded == 0;
+        dst->phase_sum[p] += src->phase_sum[p];
+        dst->phase_min[p] = first || src->phase_min[p] < dst->phase_min[p] ? src->phase_min[p] : dst->phase_min[p];
+        dst->phase_max[p] = first || src->phase_max[p] > dst->phase_max[p] ? src->phase_max[p] : dst->phase_max[p];
+    }
+    dst->steps_recorded += src->steps_recorded;
+    for (int i = 0; i < dst->num_layers * dst->num_local; i++) {
+        dst->experts[i].tokens += src->experts[i].tokens;
+        dst->experts[i].calls += src->experts[i].calls;
+        dst->experts[i].flops += src->experts[i].flops;
+        moe_hist_merge(&dst->experts[i].hist, &src->experts[i].hist);
+    }
+    for (int i = 0; i < dst->num_layers * dst->num_experts; i++) {
+        dst->demand[i] += src->demand[i];
+        dst->kept[i] += src->kept[i];
+        dst->dropped[i] += src->dropped[i];
+    }
+    for (int j = 0; j < dst->world_size; j++) {
+        dst->bytes_sent[j] += src->bytes_sent[j];
+        dst->bytes_recv[j] += src->bytes_recv[j];
+        dst->msgs_sent[j] += src->msgs_sent[j];
+        dst->msgs_recv[j] += src->msgs_recv[j];
+        dst->wait_ns[j] += src->wait_ns[j];
+    }
+    bool ok = append_list((void **)&dst->steps, &dst->num_steps, src->steps, src->num_steps, sizeof(*src->steps)) &&
+              append_list((void **)&dst->exchanges, &dst->num_exchanges, src->exchanges, src->num_exchanges, sizeof(*src->exchanges)) &&
+              append_list((void **)&dst->metrics, &dst->num_metrics, src->metrics, src->num_metrics, sizeof(*src->metrics)) &&
+              append_list((void **)&dst->events, &dst->num_events, src->events, src->num_events, sizeof(*src->events)) &&
+              append_list((void **)&dst->mem, &dst->num_mem, src->mem, src->num_mem, sizeof(*src->mem));
+    dst->metrics_dropped += src->metrics_dropped;
+    dst->events_dropped += src->events_dropped;
+    dst->flags |= src->flags;
+    dst->clock_offset_end_ns = src->clock_offset_end_ns;
+    dst->rss_peak = src->rss_peak > dst->rss_peak ? src->rss_peak : dst->rss_peak;
+    dst->dev_peak = src->dev_peak > dst->dev_peak ? src->dev_peak : dst->dev_peak;
+    return ok ? MOE_OK : MOE_ERR_NO_MEMORY;
+}
+
 moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, char (*hosts)[64])
 {
     moe_merge_t *m = calloc(1, sizeof(*m));
@@ -70,13 +132,14 @@ moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, char (*ho
     r->world_size = W;
     r->num_layers = L;
     r->num_experts = E;
+    m->lost = calloc((size_t)W, sizeof(*m->lost));
     r->ranks = calloc((size_t)W, sizeof(*r->ranks));
     r->experts = calloc((size_t)L * (size_t)E, sizeof(*r->experts));
     r->layers = calloc((size_t)L, sizeof(*r->layers));
     r->bytes = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->msgs = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->wait_ns = calloc((size_t)W * (size_t)W, sizeof(double));
-    bool ok = r->ranks && r->experts && r->layers && r->bytes && r->msgs && r->wait_ns;
+    bool ok = m->lost && r->ranks && r->experts && r->layers && r->bytes && r->msgs && r->wait_ns;
     for (int l = 0; ok && l < L; l++) {
         r->layers[l].demand = calloc((size_t)E, sizeof(uint64_t));
         r->layers[l].kept = calloc((size_t)E, sizeof(uint64_t));
@@ -114,6 +177,7 @@ void moe_merge_destroy(moe_merge_t *m)
         return;
     }
     moe_report_free(&m->rep);
+    free(m->lost);
     free(m);
 }
 
@@ -294,7 +358,11 @@ moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const boo
         merge_lists(m, &recs[r], t0_ns);
     }
     merge_idle(m, recs, have);
-    m->rep.windows++;
+    bool recorded = false;
+    for (int r = 0; r < m->W; r++) {
+        recorded = recorded || (have[r] && recs[r].steps_recorded > 0);
+    }
+    m->rep.windows += recorded; /* a last record may carry only the memory series */
     return MOE_OK;
 }
 
@@ -354,6 +422,8 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
     snprintf(r->blas, sizeof(r->blas), "%s", info->blas ? info->blas : "");
     snprintf(r->transport, sizeof(r->transport), "%s", info->transport ? info->transport : "");
     r->steps_run = run->steps_run;
+    r->steps_planned = run->steps_planned;
+    r->interrupted = run->interrupted;
     r->tokens_per_step = m->cfg->tokens_per_step;
     r->run_s = run->run_s;
     r->tokens_per_s = run->run_s > 0 ? (double)run->steps_run * (double)r->tokens_per_step / run->run_s : 0;
@@ -366,10 +436,11 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
         }
         r->num_hosts += new_host;
         r->recorded_steps = rk->steps > r->recorded_steps ? rk->steps : r->recorded_steps;
-        if (rk->profiled && !rk->present) {
+        if (rk->profiled && (!rk->present || m->lost[i][0] != '\0')) {
             r->partial = true;
+            const char *why = m->lost[i][0] != '\0' ? m->lost[i] : "no records";
             used += (size_t)snprintf(r->missing + used, used < sizeof(r->missing) ? sizeof(r->missing) - used : 0,
-                                     "%srank %d (%s)", used ? ", " : "", i, rk->host);
+                                     "%srank %d (%s): %s", used ? "; " : "", i, rk->host, why);
             used = used < sizeof(r->missing) ? used : sizeof(r->missing);
         }
         if (rk->present) {
@@ -378,6 +449,13 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
             r->clock_drift_max_ns = fmax(r->clock_drift_max_ns,
                                          fabs(rk->clock_offset_end_ns - rk->clock_offset_ns));
         }
+    }
+}
+
+void moe_merge_note_missing(moe_merge_t *m, int rank, const char *why)
+{
+    if (rank >= 0 && rank < m->W) {
+        snprintf(m->lost[rank], sizeof(m->lost[rank]), "%s", why);
     }
 }
 

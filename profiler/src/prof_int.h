@@ -29,6 +29,10 @@ void moe_sampler_free(moe_sampler_t *s);
 int moe_sampler_collect(moe_sampler_t *s, moe_prof_record_t *rec);
 uint64_t moe_read_rss_bytes(void);
 
+/* Fold record `src` (a later part of the same rank and window) into `dst`: sums add,
+ * extremes combine, lists are appended, the latest static facts win. */
+moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *src);
+
 /* Rank 0's accumulation of gathered records into the report. */
 typedef struct moe_merge moe_merge_t;
 moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, char (*hosts)[64]);
@@ -40,5 +44,7 @@ moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const boo
 /* Fill the run facts and derived figures; returns the report (owned by m). */
 moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
                                const moe_prof_static_t *info);
+/* Rank r's last record never arrived: the report is partial and says why. */
+void moe_merge_note_missing(moe_merge_t *m, int rank, const char *why);
 
 #endif /* MOE_PROF_INT_H */

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "moe/stop.h"
 #include "prof_int.h"
 
 #define LIST_BOUND (1 << 20) /* items per list per window, whatever the config */
@@ -30,8 +31,24 @@ struct moe_prof {
     double *offsets, *uncert;    /* [world] clock offsets to rank 0 */
     char (*hosts)[64];           /* [world] */
     moe_sampler_t sampler;
-    moe_merge_t *merge;          /* rank 0 only */
+    MPI_Comm pcomm;              /* the profiler's own duplicate of the job's communicator */
+    moe_wbuf_t sendbuf;          /* the record in flight to rank 0 (non-root ranks) */
+    MPI_Request sendreq;
+    bool sending;
+    /* rank 0 only */
+    moe_merge_t *merge;
+    moe_prof_record_t *pending;  /* records received but not merged yet (grows) */
+    int num_pending, cap_pending;
+    bool *final_seen;            /* [world] its last record arrived */
+    int64_t merged_windows;      /* windows merged so far */
+    int64_t last_send_ns;        /* non-root: when the last part left */
 };
+
+/* A rank that may be SIGKILLed about 1 s after a signal must not sit on much data: parts
+ * go to rank 0 at the first step boundary this long after the previous one. */
+#define PART_INTERVAL_NS 250000000LL
+
+enum { TAG_WINDOW = 4401, TAG_FINAL = 4402 };
 
 /* Recorded steps the run will have: bounds the per-window lists. */
 static int64_t steps_per_window(const moe_config_t *cfg)
@@ -125,8 +142,16 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
         return MOE_ERR_NO_MEMORY;
     }
     st = gather_hosts(p);
+    if (st == MOE_OK && MPI_Comm_dup(p->comm, &p->pcomm) != MPI_SUCCESS) {
+        st = MOE_ERR_MPI;
+    }
     if (st == MOE_OK) {
-        st = moe_prof_clock_sync(p->comm, 20, p->offsets, p->uncert);
+        MPI_Comm_set_errhandler(p->pcomm, MPI_ERRORS_RETURN);
+        st = moe_prof_clock_sync(p->pcomm, 20, p->offsets, p->uncert);
+    }
+    p->final_seen = calloc((size_t)p->world, sizeof(bool));
+    if (p->final_seen == NULL) {
+        st = MOE_ERR_NO_MEMORY;
     }
     p->rec.clock_offset_ns = p->offsets[p->rank];
     p->rec.clock_uncertainty_ns = p->uncert[p->rank];
@@ -154,6 +179,8 @@ moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
     MPI_Comm_size(comm, &p->world);
     p->profiled = moe_cfg_rank_profiled(cfg, p->rank);
     p->info = *info;
+    p->pcomm = MPI_COMM_NULL;
+    moe_wbuf_init(&p->sendbuf);
     p->step = -1;
     moe_status_t st = prof_setup(p, info);
     if (st != MOE_OK) {
@@ -173,6 +200,16 @@ void moe_prof_destroy(moe_prof_t *p)
     moe_sampler_free(&p->sampler);
     moe_prof_record_free(&p->rec);
     moe_merge_destroy(p->merge);
+    for (int i = 0; i < p->num_pending; i++) {
+        moe_prof_record_free(&p->pending[i]);
+    }
+    free(p->pending);
+    free(p->final_seen);
+    moe_wbuf_free(&p->sendbuf);
+    /* a send still in flight (rank 0 gone) is abandoned with the process */
+    if (p->pcomm != MPI_COMM_NULL && !moe_stop_requested()) {
+        MPI_Comm_free(&p->pcomm);
+    }
     free(p->offsets);
     free(p->uncert);
     free(p->hosts);
@@ -302,67 +339,226 @@ static void record_step(moe_prof_t *p, int64_t begin_ns, int64_t end_ns)
     add_event(p, 2, 0, (int)p->step, 0, begin_ns, end_ns - begin_ns, 0);
 }
 
-/* Encode this rank's window (profiled ranks) and gather every record on rank 0. */
-static moe_status_t gather_window(moe_prof_t *p, bool final, moe_error_t *err)
+/* ---- records to rank 0 ----------------------------------------------------------- */
+
+static int64_t prof_now_ns(void)
 {
-    moe_wbuf_t w;
-    moe_wbuf_init(&w);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* One poll of a wait: nap after a short spin. Returns false when the wait must end: a
+ * stop request (when honoured) or the deadline (deadline_ns 0: none). */
+static bool prof_poll(int64_t start_ns, int64_t deadline_ns, bool honour_stop)
+{
+    int64_t now = prof_now_ns();
+    if ((honour_stop && moe_stop_requested()) || (deadline_ns > 0 && now >= deadline_ns)) {
+        return false;
+    }
+    if (now - start_ns > 50000) {
+        struct timespec nap = {0, 20000};
+        nanosleep(&nap, NULL);
+    }
+    return true;
+}
+
+/* Non-root: finish the previous send before reusing its buffer. */
+static moe_status_t send_wait(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
+{
+    int64_t start = prof_now_ns();
+    while (p->sending) {
+        int done = 0;
+        if (MPI_Test(&p->sendreq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return MOE_ERR_MPI;
+        }
+        if (done) {
+            p->sending = false;
+        } else if (!prof_poll(start, deadline_ns, honour_stop)) {
+            return moe_stop_requested() && honour_stop ? MOE_ERR_INTERRUPTED : MOE_ERR_TIMEOUT;
+        }
+    }
+    return MOE_OK;
+}
+
+/* Send what was recorded since the last part (then cleared). flags: MOE_PROF_FLAG_*. */
+static moe_status_t send_part(moe_prof_t *p, uint32_t flags, int64_t deadline_ns)
+{
+    bool final = (flags & MOE_PROF_FLAG_FINAL) != 0;
+    moe_status_t st = send_wait(p, deadline_ns, !final);
+    if (st != MOE_OK) {
+        return st;
+    }
     p->rec.window = p->windows_gathered;
-    p->rec.flags = final ? MOE_PROF_FLAG_FINAL : 0;
-    if (p->profiled) {
-        moe_prof_record_encode(&p->rec, &w);
+    p->rec.flags = flags;
+    p->sendbuf.len = 0;
+    moe_prof_record_encode(&p->rec, &p->sendbuf);
+    if (!p->sendbuf.ok || p->sendbuf.len > INT32_MAX) {
+        return MOE_ERR_NO_MEMORY;
     }
-    long long mine = w.ok ? (long long)w.len : -1, *sizes = NULL;
-    int *counts = NULL, *displs = NULL;
-    uint8_t *all = NULL;
-    moe_status_t st = MOE_OK;
-    if (p->rank == 0) {
-        sizes = calloc((size_t)p->world, sizeof(long long));
-        counts = calloc((size_t)p->world, sizeof(int));
-        displs = calloc((size_t)p->world, sizeof(int));
+    if (MPI_Isend(p->sendbuf.data, (int)p->sendbuf.len, MPI_BYTE, 0,
+                  final ? TAG_FINAL : TAG_WINDOW, p->pcomm, &p->sendreq) != MPI_SUCCESS) {
+        return MOE_ERR_MPI;
     }
-    MPI_Gather(&mine, 1, MPI_LONG_LONG, sizes, 1, MPI_LONG_LONG, 0, p->comm);
-    if (p->rank == 0) {
-        long long total = 0;
-        for (int r = 0; r < p->world; r++) {
-            long long n = sizes[r] > 0 ? sizes[r] : 0;
-            counts[r] = (int)n;
-            displs[r] = (int)total;
-            total += n;
+    p->sending = true;
+    p->last_send_ns = prof_now_ns();
+    reset_window(p); /* the part is encoded: its data now belongs to rank 0 */
+    return final ? send_wait(p, deadline_ns, false) : MOE_OK;
+}
+
+/* Rank 0: keep a decoded record until its window can be merged. */
+static void pending_push(moe_prof_t *p, moe_prof_record_t *rec)
+{
+    if (p->num_pending == p->cap_pending) {
+        int cap = p->cap_pending ? 2 * p->cap_pending : 16;
+        moe_prof_record_t *n = realloc(p->pending, (size_t)cap * sizeof(*n));
+        if (n == NULL) {
+            moe_prof_record_free(rec);
+            return;
         }
-        all = total < (1LL << 31) ? malloc((size_t)total + 1) : NULL;
-        if (all == NULL) {
-            st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot receive %lld bytes of profile", total);
+        p->pending = n;
+        p->cap_pending = cap;
+    }
+    p->pending[p->num_pending++] = *rec;
+}
+
+/* Rank 0: receive one record if one is there. Returns true if it took one. */
+static bool receive_one(moe_prof_t *p)
+{
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, p->pcomm, &flag, &msg, &status) != MPI_SUCCESS ||
+        !flag) {
+        return false;
+    }
+    int n = 0;
+    MPI_Get_count(&status, MPI_BYTE, &n);
+    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf == NULL || MPI_Mrecv(buf, n, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        free(buf);
+        return false;
+    }
+    moe_prof_record_t rec;
+    moe_error_t derr;
+    int src = status.MPI_SOURCE;
+    if (moe_prof_record_decode(buf, (size_t)n, &rec, &derr) != MOE_OK) {
+        fprintf(stderr, "moed: warning: record from rank %d dropped: %s\n", src, derr.msg);
+    } else if (rec.rank != src) {
+        fprintf(stderr, "moed: warning: rank %d sent a record for rank %d; dropped\n", src, rec.rank);
+        moe_prof_record_free(&rec);
+    } else {
+        p->final_seen[src] |= (rec.flags & MOE_PROF_FLAG_FINAL) != 0;
+        pending_push(p, &rec);
+    }
+    free(buf);
+    return true;
+}
+
+/* Rank 0: has every other profiled rank sent the last part of window w (or its last
+ * record)? */
+static bool window_complete(const moe_prof_t *p, int64_t w)
+{
+    for (int r = 1; r < p->world; r++) {
+        if (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]) {
+            continue;
+        }
+        bool got = false;
+        for (int i = 0; i < p->num_pending && !got; i++) {
+            const moe_prof_record_t *q = &p->pending[i];
+            got = q->rank == r && (q->window > w ||
+                                   (q->window == w && (q->flags & MOE_PROF_FLAG_WINDOW_END)));
+        }
+        if (!got) {
+            return false;
         }
     }
-    MPI_Gatherv(w.data, (int)(mine > 0 ? mine : 0), MPI_BYTE, all, counts, displs, MPI_BYTE, 0,
-                p->comm);
-    moe_wbuf_free(&w);
-    if (p->rank == 0 && st == MOE_OK) {
-        moe_prof_record_t *recs = calloc((size_t)p->world, sizeof(*recs));
-        bool *have = calloc((size_t)p->world, sizeof(bool));
-        for (int r = 0; recs != NULL && have != NULL && r < p->world; r++) {
-            moe_error_t derr;
-            have[r] = counts[r] > 0 &&
-                      moe_prof_record_decode(all + displs[r], (size_t)counts[r], &recs[r], &derr) == MOE_OK;
-            if (counts[r] > 0 && !have[r]) {
-                fprintf(stderr, "moed: warning: %s\n", derr.msg);
+    return true;
+}
+
+/* Rank 0: merge the received records of window w together with `own` (rank 0's, may be
+ * NULL), then forget them. Records of one window are merged as one set: idle time
+ * compares the ranks' exchanges step by step. */
+static moe_status_t merge_group(moe_prof_t *p, int64_t w, moe_prof_record_t *own,
+                                moe_error_t *err)
+{
+    moe_prof_record_t *set = calloc((size_t)p->world, sizeof(*set));
+    bool *have = calloc((size_t)p->world, sizeof(bool));
+    moe_status_t st = set && have ? MOE_OK : MOE_ERR_NO_MEMORY;
+    if (st == MOE_OK && own != NULL) {
+        set[0] = *own; /* shallow: read only */
+        have[0] = true;
+    }
+    int kept = 0;
+    for (int i = 0; st == MOE_OK && i < p->num_pending; i++) {
+        moe_prof_record_t *rec = &p->pending[i];
+        if (rec->window != w) {
+            p->pending[kept++] = *rec;
+        } else if (!have[rec->rank]) { /* a rank's first part of w: taken over */
+            set[rec->rank] = *rec;
+            have[rec->rank] = true;
+        } else { /* its later parts, in the order they were sent, are folded in */
+            if (moe_record_absorb(&set[rec->rank], rec) != MOE_OK) {
+                fprintf(stderr, "moed: warning: a profile part of rank %d could not be merged\n",
+                        rec->rank);
+            }
+            moe_prof_record_free(rec);
+        }
+    }
+    if (st == MOE_OK) {
+        st = moe_merge_window(p->merge, set, have, p->t0_ns, err);
+        for (int r = 1; r < p->world; r++) {
+            if (have[r]) {
+                moe_prof_record_free(&set[r]);
             }
         }
-        st = recs && have ? moe_merge_window(p->merge, recs, have, p->t0_ns, err) : MOE_ERR_NO_MEMORY;
-        for (int r = 0; recs != NULL && r < p->world; r++) {
-            moe_prof_record_free(&recs[r]);
-        }
-        free(recs);
-        free(have);
+        p->num_pending = kept;
+        p->merged_windows = w + 1;
     }
-    free(all);
-    free(sizes);
-    free(counts);
-    free(displs);
-    p->windows_gathered++;
-    reset_window(p);
+    free(set);
+    free(have);
     return st;
+}
+
+/* The end of a window: non-root ranks send its last part, rank 0 waits for every rank's
+ * last part and merges the window. */
+static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    int64_t w = p->windows_gathered;
+    if (p->rank != 0) {
+        st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, 0) : MOE_OK;
+    } else {
+        int64_t start = prof_now_ns();
+        while (!window_complete(p, w)) {
+            if (!receive_one(p) && !prof_poll(start, 0, true)) {
+                /* stopped: what came is kept for the final merge */
+                return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested");
+            }
+        }
+        st = merge_group(p, w, p->profiled ? &p->rec : NULL, err);
+    }
+    if (st == MOE_OK) {
+        p->windows_gathered++;
+        reset_window(p);
+    }
+    return st;
+}
+
+/* Between window ends: non-root ranks send a part when PART_INTERVAL_NS has passed; rank 0
+ * takes whatever has arrived, so senders never wait on it. */
+static moe_status_t stream_parts(moe_prof_t *p)
+{
+    if (p->rank == 0) {
+        while (receive_one(p)) {
+        }
+        return MOE_OK;
+    }
+    if (p->profiled && p->rec.steps_recorded > 0 &&
+        prof_now_ns() - p->last_send_ns >= PART_INTERVAL_NS) {
+        return send_part(p, 0, 0);
+    }
+    return MOE_OK;
 }
 
 moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
@@ -376,38 +572,84 @@ moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, in
         record_step(p, begin_ns, end_ns);
     }
     if (p->window >= 0 && p->closes) {
-        return gather_window(p, false, err);
+        return close_window(p, err);
     }
-    return MOE_OK;
+    moe_status_t st = stream_parts(p);
+    return st == MOE_ERR_INTERRUPTED ? moe_error_set(err, st, "stop requested") : st;
+}
+
+/* Rank 0 at the end: collect the records still on their way until every profiled rank's
+ * last one is here or the deadline passes; then merge what came, window by window. */
+static moe_status_t collect_final(moe_prof_t *p, double deadline_s, moe_error_t *err)
+{
+    int64_t start = prof_now_ns(), deadline = start + (int64_t)(deadline_s * 1e9);
+    for (;;) {
+        bool all = true;
+        for (int r = 1; r < p->world; r++) {
+            all = all && (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]);
+        }
+        if (all || (!receive_one(p) && !prof_poll(start, deadline, false))) {
+            break;
+        }
+    }
+    char why[96];
+    snprintf(why, sizeof(why), "no last record within %.1f s (rank lost, killed or hung)",
+             deadline_s);
+    for (int r = 1; r < p->world; r++) {
+        if (moe_cfg_rank_profiled(p->cfg, r) && !p->final_seen[r]) {
+            moe_merge_note_missing(p->merge, r, why);
+        }
+    }
+    /* windows in order; rank 0's own last data joins the group of its own window index */
+    int64_t last = p->profiled ? p->windows_gathered : -1;
+    for (int i = 0; i < p->num_pending; i++) {
+        last = p->pending[i].window > last ? p->pending[i].window : last;
+    }
+    moe_status_t st = MOE_OK;
+    for (int64_t w = p->merged_windows; w <= last && st == MOE_OK; w++) {
+        st = merge_group(p, w, p->profiled && w == p->windows_gathered ? &p->rec : NULL, err);
+    }
+    return st;
 }
 
 moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
                              size_t run_dir_len, moe_error_t *err)
 {
     moe_sampler_stop(&p->sampler);
-    double *end_off = calloc((size_t)p->world, sizeof(double));
-    double *end_unc = calloc((size_t)p->world, sizeof(double));
-    moe_status_t st = end_off && end_unc ? moe_prof_clock_sync(p->comm, 20, end_off, end_unc)
-                                         : MOE_ERR_NO_MEMORY;
-    p->rec.clock_offset_end_ns = end_off ? end_off[p->rank] : 0;
-    free(end_off);
-    free(end_unc);
+    moe_status_t st = MOE_OK;
+    if (!run->interrupted) {
+        /* a second clock estimate, for the drift; needs every rank alive and in step */
+        double *end_off = calloc((size_t)p->world, sizeof(double));
+        double *end_unc = calloc((size_t)p->world, sizeof(double));
+        if (end_off != NULL && end_unc != NULL &&
+            moe_prof_clock_sync(p->pcomm, 20, end_off, end_unc) == MOE_OK) {
+            p->rec.clock_offset_end_ns = end_off[p->rank];
+        }
+        free(end_off);
+        free(end_unc);
+    } else {
+        p->rec.clock_offset_end_ns = p->rec.clock_offset_ns;
+    }
     p->rec.rss_peak = atomic_load(&p->sampler.rss_peak);
     p->rec.dev_peak = atomic_load(&p->sampler.dev_peak);
-    if (moe_sampler_collect(&p->sampler, &p->rec) != 0) {
-        st = MOE_ERR_NO_MEMORY;
+    moe_sampler_collect(&p->sampler, &p->rec);
+    p->rec.flags = MOE_PROF_FLAG_FINAL;
+    int64_t deadline = prof_now_ns() + (int64_t)(run->deadline_s * 1e9);
+    if (p->rank != 0) {
+        if (p->profiled) {
+            st = send_part(p, MOE_PROF_FLAG_FINAL, deadline);
+        }
+        return st == MOE_ERR_TIMEOUT
+                   ? moe_error_set(err, st, "rank 0 did not take the last profile record")
+                   : st;
     }
-    /* Whatever the last (partial) window holds, plus the memory series. */
-    moe_status_t gs = gather_window(p, true, err);
-    st = st == MOE_OK ? gs : st;
-    if (p->rank == 0 && st == MOE_OK) {
-        moe_report_t *rep = moe_merge_finish(p->merge, run, &p->info);
-        st = rep != NULL ? moe_report_write_all(rep, err) : MOE_ERR_NO_MEMORY;
-        if (st == MOE_OK) {
-            moe_report_print_headline(rep, stdout);
-            if (run_dir != NULL) {
-                snprintf(run_dir, run_dir_len, "%s", rep->run_dir);
-            }
+    st = collect_final(p, run->deadline_s, err);
+    moe_report_t *rep = st == MOE_OK ? moe_merge_finish(p->merge, run, &p->info) : NULL;
+    if (rep != NULL) {
+        st = moe_report_write_all(rep, err);
+        moe_report_print_headline(rep, stdout);
+        if (run_dir != NULL) {
+            snprintf(run_dir, run_dir_len, "%s", rep->run_dir);
         }
     }
     return st;

@@ -200,8 +200,8 @@ moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err)
     typedef moe_status_t (*writer_fn)(const moe_report_t *, moe_error_t *);
     const writer_fn writers[] = {
         moe_report_write_config, moe_report_write_summary, moe_report_write_rank_summaries,
-        moe_report_write_json,   moe_report_write_csv,     moe_report_write_trace,
-        moe_report_write_html,
+        moe_report_write_json,   moe_report_write_csv,     moe_report_write_html,
+        moe_report_write_trace, /* last: the largest, and the least needed after a signal */
     };
     if (r == NULL || r->cfg == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "report: no report or no config");

@@ -148,13 +148,15 @@ typedef struct moe_report {
     int world_size;
     int num_hosts;
     int64_t steps_run;
+    int64_t steps_planned;       /* workload.steps or --steps */
+    bool interrupted;            /* stopped by a signal before steps_planned */
     int64_t tokens_per_step;
     double run_s;                /* wall time of all steps on rank 0 */
     double tokens_per_s;
     int64_t recorded_steps;      /* steps inside measurement windows */
     int windows;
     bool partial;                /* some profiled rank's records are missing */
-    char missing[256];           /* which, in words, when partial */
+    char missing[512];           /* which and why, in words, when partial */
     double clock_skew_max_ns;    /* largest |offset| of any rank to rank 0 */
     double clock_uncertainty_max_ns;
     double clock_drift_max_ns;   /* largest |end offset - start offset| */

@@ -231,6 +231,10 @@ static void html_head(FILE *f, const moe_report_t *r)
           f);
     html_put(f, r->run_dir);
     fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<h1>moed profile</h1>\n", html_css);
+    if (r->interrupted) {
+        fprintf(f, "<div class=\"partial\">INTERRUPTED: stopped by a signal after %lld of %lld "
+                   "steps.</div>\n", (long long)r->steps_run, (long long)r->steps_planned);
+    }
     if (r->partial) {
         fputs("<div class=\"partial\">PARTIAL: missing ", f);
         html_put(f, r->missing[0] ? r->missing : "some ranks' records");

@@ -144,6 +144,8 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_str(w, "blas", r->blas);
     jw_i64(w, "threads", c->threads);
     jw_i64(w, "steps_run", r->steps_run);
+    jw_i64(w, "steps_planned", r->steps_planned);
+    jw_bool(w, "interrupted", r->interrupted);
     jw_i64(w, "tokens_per_step", r->tokens_per_step);
     jw_num(w, "run_s", r->run_s);
     jw_num(w, "tokens_per_s", r->tokens_per_s);

@@ -113,6 +113,11 @@ static const char *text_device(const moe_config_t *c)
 
 static void text_partial_banner(FILE *f, const moe_report_t *r)
 {
+    if (r->interrupted) {
+        fprintf(f, "\n*** INTERRUPTED: stopped by a signal after %lld of %lld steps; every "
+                   "completed step that reached rank 0 is below. ***\n",
+                (long long)r->steps_run, (long long)r->steps_planned);
+    }
     if (!r->partial) {
         return;
     }

@@ -3,12 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "expert.h"
 #include "gemm.h"
 #include "log.h"
+#include "moe/stop.h"
+#include "wait.h"
 
 moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
 {
@@ -75,6 +78,34 @@ static moe_status_t engine_load_inputs(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
+/* Every rank's host name, for messages; configures the waits' watchdog. */
+static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
+{
+    eng->hosts = calloc((size_t)eng->world_size, sizeof(*eng->hosts));
+    if (eng->hosts == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the hosts table");
+    }
+    char me[64] = {0};
+    if (gethostname(me, sizeof(me) - 1) != 0) {
+        snprintf(me, sizeof(me), "unknown");
+    }
+    int rc = MPI_Allgather(me, 64, MPI_CHAR, eng->hosts, 64, MPI_CHAR, eng->comm);
+    if (rc != MPI_SUCCESS) {
+        return moe_mpi_check(rc, "MPI_Allgather (hosts)", err);
+    }
+    moe_wait_configure(eng->cfg->step_timeout_s, eng->rank, eng->world_size,
+                       (const char (*)[64])eng->hosts);
+    /* Fault injection for the watchdog test: "rank:step" stalls that rank at that step. */
+    const char *stall = getenv("MOED_TEST_STALL");
+    long long sr = -1, ss = -1;
+    eng->stall_rank = -1;
+    if (stall != NULL && sscanf(stall, "%lld:%lld", &sr, &ss) == 2) {
+        eng->stall_rank = (int)sr;
+        eng->stall_step = ss;
+    }
+    return MOE_OK;
+}
+
 static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -132,6 +163,9 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, &eng->transport, err);
     }
     if (st == MOE_OK) {
+        st = engine_hosts(eng, err);
+    }
+    if (st == MOE_OK) {
         st = moe_weights_load(cfg, eng->rank, eng->routes, &eng->weights, err);
     }
     if (st == MOE_OK) {
@@ -161,6 +195,7 @@ void moe_engine_destroy(moe_engine_t *eng)
     moe_layer_ctx_destroy(&eng->layer);
     moe_weights_destroy(&eng->weights);
     moe_transport_destroy(eng->transport);
+    free(eng->hosts);
     free(eng->x);
     free(eng->batches);
     free(eng);
@@ -217,9 +252,17 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
     size_t floats = (size_t)(eng->token_count * cfg->hidden_dim);
     memcpy(eng->x, eng->batches + (size_t)(step % eng->num_batches) * floats,
            floats * sizeof(float));
+    if (eng->rank == eng->stall_rank && step == eng->stall_step) {
+        /* MOED_TEST_STALL: stop making progress, as a hung rank would */
+        while (!moe_stop_requested()) {
+            struct timespec nap = {0, 100000000};
+            nanosleep(&nap, NULL);
+        }
+    }
     for (int l = 0; l < (int)cfg->num_layers; l++) {
         moe_status_t st = moe_layer_forward(&eng->layer, &eng->weights.layers[l],
-                                            eng->weights.gate_bias, eng->x, eng->token_count, err);
+                                            eng->weights.gate_bias, eng->x, eng->token_count,
+                                            step, l, err);
         if (st != MOE_OK) {
             return st;
         }
@@ -246,14 +289,18 @@ static void engine_progress(const moe_engine_t *eng, int64_t step, int64_t steps
     fflush(stdout);
 }
 
-moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop_flag,
-                            bool progress, moe_error_t *err)
+moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err)
 {
     bool show = progress && eng->rank == 0;
-    moe_mpi_barrier_quiet(eng->comm);
+    moe_wait_set_where(0, 0, "start barrier");
+    moe_status_t st = moe_wait_barrier(eng->comm, err);
     int64_t t0 = moe_now_ns(), last_print = t0;
-    moe_status_t st = MOE_OK;
-    for (int64_t s = 0; s < steps; s++) {
+    for (int64_t s = 0; s < steps && st == MOE_OK; s++) {
+        if (moe_stop_requested()) {
+            st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped by signal %d",
+                               moe_stop_signal());
+            break;
+        }
         if (eng->prof != NULL) {
             moe_prof_step_begin(eng->prof, s);
         }
@@ -273,20 +320,10 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop
         if (show) {
             engine_progress(eng, s, steps, t0, &last_print, false);
         }
-        if (stop_flag != NULL) {
-            /* Stop together: one flag set anywhere ends the run after this step. */
-            int mine = *stop_flag != 0, any = 0;
-            MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_LOR, eng->comm);
-            if (any) {
-                st = moe_error_set(err, MOE_ERR_INTERRUPTED,
-                                   "interrupted: stopped after step %lld of %lld",
-                                   (long long)(s + 1), (long long)steps);
-                break;
-            }
-        }
     }
-    if (st == MOE_OK || st == MOE_ERR_INTERRUPTED) {
-        moe_mpi_barrier_quiet(eng->comm);
+    if (st == MOE_OK) {
+        moe_wait_set_where(eng->steps_done, 0, "end barrier");
+        st = moe_wait_barrier(eng->comm, err);
     }
     eng->run_ns = moe_now_ns() - t0;
     if (show && eng->steps_done > 0) {
@@ -296,20 +333,22 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop
 }
 
 moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_text,
-                                       size_t config_len, char *run_dir, size_t run_dir_len,
-                                       moe_error_t *err)
+                                       size_t config_len, bool interrupted, double deadline_s,
+                                       char *run_dir, size_t run_dir_len, moe_error_t *err)
 {
     if (eng->prof == NULL) {
         return MOE_OK;
     }
     moe_prof_run_t run = {
         .steps_run = eng->steps_done,
+        .steps_planned = eng->cfg->steps,
         .run_s = (double)eng->run_ns * 1e-9,
         .config_text = config_text,
         .config_len = config_len,
+        .interrupted = interrupted,
+        .deadline_s = deadline_s,
     };
-    moe_status_t st = moe_prof_finish(eng->prof, &run, run_dir, run_dir_len, err);
-    return moe_agree(eng->comm, st, err);
+    return moe_prof_finish(eng->prof, &run, run_dir, run_dir_len, err);
 }
 
 moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_t *err)

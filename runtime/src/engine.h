@@ -41,6 +41,9 @@ struct moe_engine {
     int64_t dropped;
     int64_t run_ns;        /* first step begin to last step end (between barriers) */
     moe_prof_t *prof;      /* NULL when profiler.enabled is false */
+    char (*hosts)[64];     /* [world] host of every rank, for messages */
+    int stall_rank;        /* MOED_TEST_STALL=rank:step fault injection, -1 when unset */
+    int64_t stall_step;
 };
 
 /* Agree on a status across comm: if any rank failed, every rank returns the error of the
@@ -56,17 +59,20 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
                                moe_error_t *err);
 void moe_engine_destroy(moe_engine_t *eng); /* accepts NULL */
 
-/* Run `steps` steps. stop_flag (may be NULL) is polled at step boundaries: when any rank
- * sees it set, all ranks stop after the same step. progress: rank 0 prints step and
- * tokens/s on one refreshed line. Collective. */
-moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, volatile int *stop_flag,
-                            bool progress, moe_error_t *err);
+/* Run `steps` steps. A stop request (moe/stop.h) ends the run at once: the step in flight
+ * is abandoned (not counted) and MOE_ERR_INTERRUPTED returned; after that no collective
+ * may be called on the engine's communicator (ranks left different ones in flight).
+ * MOE_ERR_TIMEOUT: the watchdog fired (err names who waits on whom). progress: rank 0
+ * prints step and tokens/s on one refreshed line. Collective. */
+moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err);
 
-/* End the profile: last gather and, on rank 0, the report folder (path into run_dir).
- * A no-op returning MOE_OK when profiling is off. Collective. */
+/* End the profile: last records to rank 0 (point to point, waiting at most
+ * deadline_s for ranks that may be gone) and, on rank 0, the report folder (path into
+ * run_dir). A no-op returning MOE_OK when profiling is off. Uses no collective, so it
+ * works after an interruption or a lost rank. */
 moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_text,
-                                       size_t config_len, char *run_dir, size_t run_dir_len,
-                                       moe_error_t *err);
+                                       size_t config_len, bool interrupted, double deadline_s,
+                                       char *run_dir, size_t run_dir_len, moe_error_t *err);
 
 /* Gather the hidden state of the last step to rank 0 in global token order: on rank 0
  * *out receives a malloc'd [T, H] array (caller frees); NULL elsewhere. Collective. */

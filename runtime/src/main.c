@@ -14,7 +14,9 @@
 #include "moe/config.h"
 #include "moe/prof.h"
 #include "moe/safetensors.h"
+#include "moe/stop.h"
 #include "selfbench.h"
+#include "startup.h"
 
 /* Exit codes (README "Exit codes"). */
 enum {
@@ -24,6 +26,8 @@ enum {
     EXIT_CONFIG = 3,   /* the config file is missing or invalid */
     EXIT_INPUT = 4,    /* weights or input file missing, corrupt or not matching the config */
     EXIT_OUTPUT = 5,   /* an output file could not be written */
+    EXIT_MISMATCH = 6, /* the ranks are not the same moed (build, protocol) or not one job */
+    EXIT_WATCHDOG = 7, /* a step made no progress for runtime.step_timeout_s */
     EXIT_SIGNAL = 130, /* stopped by SIGINT / SIGTERM after a step boundary */
 };
 
@@ -39,14 +43,6 @@ typedef struct options {
     bool bench;
     int progress;        /* -1 auto (a terminal), 0 off, 1 on */
 } options_t;
-
-static volatile int g_stop = 0;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
 
 static void print_usage(FILE *out)
 {
@@ -74,7 +70,8 @@ static void print_usage(FILE *out)
             "  -h, --help            this text\n"
             "\n"
             "exit codes: 0 ok, 1 runtime failure, 2 bad flags, 3 bad config, 4 bad weights or\n"
-            "input, 5 cannot write output, 130 interrupted\n");
+            "input, 5 cannot write output, 6 ranks run different moed builds, 7 watchdog,\n"
+            "130 interrupted\n");
 }
 
 /* Every rank parses the same argv, so every rank reaches the same verdict. */
@@ -134,36 +131,6 @@ static int parse_args(int argc, char **argv, options_t *o, char *why, size_t why
     return 0;
 }
 
-/* Rank 0 reads the file and broadcasts its bytes; a node need not see the file. */
-static moe_status_t broadcast_config_text(const char *path, int rank, char **text, size_t *len,
-                                          moe_error_t *err)
-{
-    long long n = -1;
-    char *buf = NULL;
-    moe_status_t st = MOE_OK;
-    if (rank == 0) {
-        st = moe_cfg_read_file(path, &buf, len, err);
-        n = st == MOE_OK ? (long long)*len : -1;
-    }
-    MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    if (n < 0) {
-        free(buf);
-        return moe_agree(MPI_COMM_WORLD, rank == 0 ? st : MOE_OK, err);
-    }
-    if (rank != 0) {
-        buf = malloc((size_t)n + 1);
-        if (buf == NULL) {
-            MOE_ERROR("cannot allocate %lld bytes for the config text", n);
-            MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
-        }
-        buf[n] = '\0';
-    }
-    MPI_Bcast(buf, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD);
-    *text = buf;
-    *len = (size_t)n;
-    return MOE_OK;
-}
-
 static int exit_code_for(moe_status_t st)
 {
     switch (st) {
@@ -179,6 +146,10 @@ static int exit_code_for(moe_status_t st)
         return EXIT_INPUT;
     case MOE_ERR_INTERRUPTED:
         return EXIT_SIGNAL;
+    case MOE_ERR_PEER:
+        return EXIT_MISMATCH;
+    case MOE_ERR_TIMEOUT:
+        return EXIT_WATCHDOG;
     default:
         return EXIT_RUNTIME;
     }
@@ -268,8 +239,33 @@ static bool stdout_is_terminal(void)
     return strncmp(target, "/dev/pts/", 9) == 0 || strncmp(target, "/dev/tty", 8) == 0;
 }
 
+/* The final profile records may come from ranks that are gone: wait this long for them.
+ * After a signal Open MPI sends SIGKILL odls_base_sigkill_timeout (1 s) after SIGTERM. */
+static double profile_deadline_s(const moe_config_t *cfg, bool interrupted)
+{
+    if (interrupted) {
+        return 0.6; /* ranks notice within one expert call; rank 0 then has ~0.3 s to write */
+    }
+    return cfg->step_timeout_s > 30.0 ? cfg->step_timeout_s : 30.0;
+}
+
+static int finish_profile(moe_engine_t *eng, const moe_config_t *cfg, const char *text,
+                          size_t len, bool interrupted, int rank)
+{
+    moe_error_t perr;
+    moe_error_clear(&perr);
+    char run_dir[MOE_PATH_MAX] = "";
+    moe_status_t st = moe_engine_finish_profile(eng, text, len, interrupted,
+                                                profile_deadline_s(cfg, interrupted), run_dir,
+                                                sizeof(run_dir), &perr);
+    if (st != MOE_OK && rank == 0) {
+        MOE_ERROR("profile report: %s", perr.msg);
+    }
+    return st == MOE_OK ? EXIT_OK : EXIT_OUTPUT;
+}
+
 static int run_job(const options_t *opt, const moe_config_t *cfg, const char *text, size_t len,
-                   int rank)
+                   int rank, bool *skip_finalize)
 {
     moe_error_t err;
     moe_error_clear(&err);
@@ -283,43 +279,40 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
     }
     bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
     int64_t steps = opt->steps > 0 ? opt->steps : cfg->steps;
-    st = moe_engine_run(eng, steps, &g_stop, progress, &err);
-    int code = exit_code_for(st);
-    if (st == MOE_OK || st == MOE_ERR_INTERRUPTED) {
-        print_summary(eng);
-        if (st == MOE_ERR_INTERRUPTED && rank == 0) {
-            MOE_ERROR("%s", err.msg);
-        }
-        moe_error_t perr;
-        moe_error_clear(&perr);
-        char run_dir[MOE_PATH_MAX] = "";
-        if (moe_engine_finish_profile(eng, text, len, run_dir, sizeof(run_dir), &perr) != MOE_OK) {
-            if (rank == 0) {
-                MOE_ERROR("profile report: %s", perr.msg);
-            }
-            code = code == EXIT_OK ? EXIT_OUTPUT : code;
-        }
-    } else {
-        MOE_ERROR("%s", err.msg); /* a runtime failure: printed where it was detected */
-        MPI_Abort(MPI_COMM_WORLD, code);
+    st = moe_engine_run(eng, steps, progress, &err);
+    if (st != MOE_OK && st != MOE_ERR_INTERRUPTED) {
+        /* A failure or the watchdog, printed by the rank that saw it; the job cannot go on. */
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, exit_code_for(st));
     }
-    if (st == MOE_OK && opt->bench) {
+    int code = exit_code_for(st);
+    if (st == MOE_ERR_INTERRUPTED) {
+        /* Ranks left different collectives in flight: from here on point to point only. */
+        *skip_finalize = true;
+        if (rank == 0) {
+            MOE_ERROR("stopped by signal %d after %lld of %lld steps; writing what was measured",
+                      moe_stop_signal(), (long long)eng->steps_done, (long long)steps);
+        }
+        finish_profile(eng, cfg, text, len, true, rank);
+        moe_engine_destroy(eng);
+        return code;
+    }
+    print_summary(eng);
+    code = finish_profile(eng, cfg, text, len, false, rank);
+    if (opt->bench) {
         moe_selfbench_run(eng, &err);
     }
-    if (st == MOE_OK && opt->dump_output != NULL) {
-        moe_status_t ds = dump_output(eng, opt->dump_output, &err);
-        if (ds != MOE_OK) {
-            if (rank == 0) {
-                MOE_ERROR("%s", err.msg);
-            }
-            code = EXIT_OUTPUT;
+    if (opt->dump_output != NULL && dump_output(eng, opt->dump_output, &err) != MOE_OK) {
+        if (rank == 0) {
+            MOE_ERROR("%s", err.msg);
         }
+        code = EXIT_OUTPUT;
     }
     moe_engine_destroy(eng);
     return code;
 }
 
-static int run_main(int argc, char **argv, int rank, int world)
+static int run_main(int argc, char **argv, int rank, int world, bool *skip_finalize)
 {
     options_t opt;
     char why[512];
@@ -344,7 +337,11 @@ static int run_main(int argc, char **argv, int rank, int world)
     moe_error_clear(&err);
     char *text = NULL;
     size_t len = 0;
-    moe_status_t st = broadcast_config_text(opt.config, rank, &text, &len, &err);
+    /* Only rank 0 reads the file: a node need not see it. */
+    moe_status_t st = moe_startup_config_text(MPI_COMM_WORLD, opt.config, &text, &len, &err);
+    if (st == MOE_OK) {
+        st = moe_startup_handshake(MPI_COMM_WORLD, moe_hash64(text, len), &err);
+    }
     moe_config_t *cfg = calloc(1, sizeof(*cfg));
     if (st == MOE_OK && cfg == NULL) {
         MOE_ERROR("cannot allocate the config");
@@ -366,7 +363,7 @@ static int run_main(int argc, char **argv, int rank, int world)
             moe_cfg_print_placement(cfg, stdout);
         }
     } else {
-        code = run_job(&opt, cfg, text, len, rank);
+        code = run_job(&opt, cfg, text, len, rank, skip_finalize);
     }
     free(text);
     free(cfg);
@@ -391,12 +388,17 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     moe_log_init(rank, world);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    int code = run_main(argc, argv, rank, world);
+    moe_stop_install_handlers();
+    /* Errors come back as codes (and become moe_status_t) instead of aborting in MPI. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    bool skip_finalize = false;
+    int code = run_main(argc, argv, rank, world, &skip_finalize);
+    fflush(stdout);
+    fflush(stderr);
+    if (skip_finalize) {
+        /* After a stop, MPI_Finalize could wait forever for a rank that is gone. */
+        _exit(code);
+    }
     MPI_Finalize();
     return code;
 }

@@ -6,6 +6,8 @@
 #include "clock.h"
 #include "expert.h"
 #include "gate.h"
+#include "moe/stop.h"
+#include "wait.h"
 
 const char *moe_phase_name(moe_phase_t phase)
 {
@@ -61,6 +63,8 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->n_local_of = alloc_n((size_t)W, sizeof(int), &failed);
     ctx->n_local_displs = alloc_n((size_t)W, sizeof(int), &failed);
     ctx->recv_count_len = alloc_n((size_t)W, sizeof(int), &failed);
+    ctx->count_reqs = alloc_n(2 * (size_t)W, sizeof(MPI_Request), &failed);
+    ctx->count_peers = alloc_n(2 * (size_t)W, sizeof(int), &failed);
     int64_t gather_rows = ctx->num_local > 0 ? T : 0;
     ctx->expert_in = alloc_n((size_t)(gather_rows * H), sizeof(float), &failed);
     ctx->expert_out = alloc_n((size_t)(gather_rows * H), sizeof(float), &failed);
@@ -96,7 +100,8 @@ void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx)
     void *bufs[] = {ctx->logits,    ctx->topk_idx,      ctx->topk_w,     ctx->demand_before,
                     ctx->send_buf,  ctx->ret_buf,       ctx->recv_buf,   ctx->back_buf,
                     ctx->recv_counts, ctx->recv_rows,   ctx->recv_displs, ctx->n_local_of,
-                    ctx->n_local_displs, ctx->recv_count_len, ctx->expert_in, ctx->expert_out, ctx->scratch,
+                    ctx->n_local_displs, ctx->recv_count_len, ctx->count_reqs,
+                    ctx->count_peers, ctx->expert_in, ctx->expert_out, ctx->scratch,
                     ctx->acc_row,   ctx->rec.expert_begin_ns, ctx->rec.expert_end_ns,
                     ctx->rec.expert_rows, ctx->rec.dispatch_done_ns, ctx->rec.combine_done_ns};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
@@ -135,8 +140,8 @@ static moe_status_t layer_route(moe_layer_ctx_t *ctx, const moe_layer_weights_t 
         MPI_Request req;
         int rc = MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E, MPI_INT32_T,
                              MPI_SUM, ctx->comm, &req);
-        st = moe_mpi_check(rc == MPI_SUCCESS ? moe_mpi_wait_quiet(&req) : rc,
-                           "MPI_Exscan (capacity)", err);
+        st = rc == MPI_SUCCESS ? moe_wait_request(&req, "the capacity scan", err)
+                               : moe_mpi_check(rc, "MPI_Iexscan (capacity)", err);
         if (st != MOE_OK) {
             return st;
         }
@@ -149,18 +154,43 @@ static moe_status_t layer_route(moe_layer_ctx_t *ctx, const moe_layer_weights_t 
     return MOE_OK;
 }
 
+enum { COUNTS_TAG = 4241 };
+
+/* Each rank tells every expert rank how many rows of each of its experts will come: point
+ * to point (not a collective) so the watchdog can name a rank that never answers. */
+static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
+{
+    moe_plan_t *p = &ctx->plan;
+    int W = ctx->world_size, me = ctx->rank, n = 0, rc = MPI_SUCCESS;
+    for (int s = 0; s < W && rc == MPI_SUCCESS; s++) {
+        if (s != me && ctx->num_local > 0) {
+            rc = MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->num_local, MPI_INT32_T,
+                           s, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]);
+            ctx->count_peers[n++] = s;
+        }
+    }
+    for (int d = 0; d < W && rc == MPI_SUCCESS; d++) {
+        if (d != me && p->count_msg_len[d] > 0) {
+            rc = MPI_Isend(p->count_msg + p->count_msg_displs[d], p->count_msg_len[d],
+                           MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]);
+            ctx->count_peers[n++] = d;
+        }
+    }
+    if (rc != MPI_SUCCESS) {
+        return moe_mpi_check(rc, "posting the counts exchange", err);
+    }
+    memcpy(ctx->recv_counts + ctx->n_local_displs[me], p->count_msg + p->count_msg_displs[me],
+           sizeof(int32_t) * (size_t)p->count_msg_len[me]);
+    return moe_wait_all(ctx->count_reqs, ctx->count_peers, n, "the counts exchange", err);
+}
+
 /* Counts first (so receivers can size their blocks), then the rows. */
 static moe_status_t layer_dispatch(moe_layer_ctx_t *ctx, const float *x, moe_error_t *err)
 {
     moe_plan_t *p = &ctx->plan;
     int W = ctx->world_size, nl = ctx->num_local;
     int64_t H = ctx->cfg->hidden_dim;
-    MPI_Request req;
-    int rc = MPI_Ialltoallv(p->count_msg, p->count_msg_len, p->count_msg_displs, MPI_INT32_T,
-                            ctx->recv_counts, ctx->recv_count_len, ctx->n_local_displs,
-                            MPI_INT32_T, ctx->comm, &req);
-    moe_status_t st = moe_mpi_check(rc == MPI_SUCCESS ? moe_mpi_wait_quiet(&req) : rc,
-                                    "MPI_Alltoallv (counts)", err);
+    moe_status_t st = exchange_counts(ctx, err);
     if (st != MOE_OK) {
         return st;
     }
@@ -179,9 +209,9 @@ static moe_status_t layer_dispatch(moe_layer_ctx_t *ctx, const float *x, moe_err
     }
     st = ctx->transport->ops->exchange(ctx->transport, ctx->send_buf, p->send_rows,
                                        p->send_row_displs, ctx->recv_buf, ctx->recv_rows,
-                                       ctx->recv_displs);
+                                       ctx->recv_displs, err);
     if (st != MOE_OK) {
-        return moe_error_set(err, st, "dispatch over %s failed", ctx->transport->ops->name);
+        return st;
     }
     ctx->rec.dispatch_begin_ns = ctx->transport->begin_ns;
     memcpy(ctx->rec.dispatch_done_ns, ctx->transport->peer_done_ns, sizeof(int64_t) * (size_t)W);
@@ -263,18 +293,24 @@ static void layer_merge(moe_layer_ctx_t *ctx, float *x, int64_t tokens)
 }
 
 moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, const moe_layer_weights_t *lw,
-                               const float *gate_bias, float *x, int64_t tokens,
-                               moe_error_t *err)
+                               const float *gate_bias, float *x, int64_t tokens, int64_t step,
+                               int layer, moe_error_t *err)
 {
     moe_layer_record_t *rec = &ctx->rec;
+    moe_wait_set_where(step, layer, "gate");
     rec->phase_begin_ns[MOE_PHASE_GATE] = moe_now_ns();
     moe_status_t st = layer_route(ctx, lw, gate_bias, x, tokens, err);
     rec->phase_end_ns[MOE_PHASE_GATE] = rec->phase_begin_ns[MOE_PHASE_DISPATCH] = moe_now_ns();
+    moe_wait_set_where(step, layer, "dispatch");
     if (st == MOE_OK) {
         st = layer_dispatch(ctx, x, err);
     }
     rec->phase_end_ns[MOE_PHASE_DISPATCH] = rec->phase_begin_ns[MOE_PHASE_EXPERT] = moe_now_ns();
     for (int le = 0; le < ctx->num_local && st == MOE_OK; le++) {
+        if (moe_stop_requested()) { /* between expert calls: react within one call */
+            st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested during the experts");
+            break;
+        }
         rec->expert_begin_ns[le] = moe_now_ns();
         st = layer_expert(ctx, &lw->experts[le], le);
         rec->expert_end_ns[le] = moe_now_ns();
@@ -283,13 +319,11 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, const moe_layer_weights_t *
         }
     }
     rec->phase_end_ns[MOE_PHASE_EXPERT] = rec->phase_begin_ns[MOE_PHASE_COMBINE] = moe_now_ns();
+    moe_wait_set_where(step, layer, "combine");
     if (st == MOE_OK) {
         st = ctx->transport->ops->exchange(ctx->transport, ctx->back_buf, ctx->recv_rows,
                                            ctx->recv_displs, ctx->ret_buf, ctx->plan.send_rows,
-                                           ctx->plan.send_row_displs);
-        if (st != MOE_OK) {
-            moe_error_set(err, st, "combine over %s failed", ctx->transport->ops->name);
-        }
+                                           ctx->plan.send_row_displs, err);
         ctx->rec.combine_begin_ns = ctx->transport->begin_ns;
         memcpy(ctx->rec.combine_done_ns, ctx->transport->peer_done_ns,
                sizeof(int64_t) * (size_t)ctx->world_size);

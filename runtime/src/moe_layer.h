@@ -68,6 +68,8 @@ typedef struct moe_layer_ctx {
     int *n_local_of;      /* [world] experts per rank (count message lengths) */
     int *n_local_displs;  /* [world] where each source's counts land */
     int *recv_count_len;  /* [world] all num_local: counts expected from each source */
+    MPI_Request *count_reqs; /* [2 * world] the counts exchange, point to point */
+    int *count_peers;     /* [2 * world] */
     /* experts */
     float *expert_in;     /* [T, H] gather when an expert's rows come from several ranks */
     float *expert_out;    /* [T, H] */
@@ -83,10 +85,11 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
                                 moe_error_t *err);
 void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx); /* accepts a zeroed ctx */
 
-/* x [tokens, H] in place: x = x + MoE(x). tokens <= max_tokens. */
+/* x [tokens, H] in place: x = x + MoE(x). tokens <= max_tokens. step and layer only
+ * label the watchdog's messages. */
 moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, const moe_layer_weights_t *lw,
-                               const float *gate_bias, float *x, int64_t tokens,
-                               moe_error_t *err);
+                               const float *gate_bias, float *x, int64_t tokens, int64_t step,
+                               int layer, moe_error_t *err);
 
 /* Bytes of the exchange buffers (for the memory report). */
 size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx);

@@ -9,6 +9,7 @@
 #include "expert.h"
 #include "gemm.h"
 #include "log.h"
+#include "wait.h"
 
 /* Best time of `reps` GEMMs C[m,n] = A[m,k] B[n,k]^T, in ns. */
 static int64_t best_gemm_ns(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
@@ -75,13 +76,13 @@ static int64_t replay_exchange_ns(moe_engine_t *eng, int iters)
 {
     moe_layer_ctx_t *ctx = &eng->layer;
     moe_transport_t *t = ctx->transport;
-    moe_mpi_barrier_quiet(eng->comm);
+    moe_wait_barrier(eng->comm, NULL);
     int64_t t0 = moe_now_ns();
     for (int i = 0; i < iters; i++) {
         t->ops->exchange(t, ctx->send_buf, ctx->plan.send_rows, ctx->plan.send_row_displs,
-                         ctx->recv_buf, ctx->recv_rows, ctx->recv_displs);
+                         ctx->recv_buf, ctx->recv_rows, ctx->recv_displs, NULL);
         t->ops->exchange(t, ctx->back_buf, ctx->recv_rows, ctx->recv_displs, ctx->ret_buf,
-                         ctx->plan.send_rows, ctx->plan.send_row_displs);
+                         ctx->plan.send_rows, ctx->plan.send_row_displs, NULL);
     }
     int64_t mine = (moe_now_ns() - t0) / iters, slowest = 0;
     MPI_Allreduce(&mine, &slowest, 1, MPI_INT64_T, MPI_MAX, eng->comm);
@@ -94,7 +95,7 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
     int64_t H = cfg->hidden_dim;
     /* In-run expert throughput and the GEMM limit, averaged over ranks with experts. */
     double run_gflops = eng->expert_ns > 0 ? eng->expert_flops / (double)eng->expert_ns : 0.0;
-    moe_mpi_barrier_quiet(eng->comm);
+    moe_wait_barrier(eng->comm, NULL);
     double limit = gemm_limit_gflops(eng);
     double mine[3] = {run_gflops, limit, run_gflops > 0 ? 1.0 : 0.0}, sum[3];
     MPI_Reduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, eng->comm);
@@ -104,7 +105,7 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
     double payload = (double)all_pairs * (double)H * sizeof(float);
     int64_t ex_ns = replay_exchange_ns(eng, 10);
     double ex_gbps = ex_ns > 0 ? 2.0 * payload / (double)ex_ns : 0.0;
-    moe_mpi_barrier_quiet(eng->comm);
+    moe_wait_barrier(eng->comm, NULL);
     double mc = eng->rank == 0 ? memcpy_gbps((size_t)payload > 4096 ? (size_t)payload : 4096) : 0;
     /* In-run exchange time on rank 0 includes waiting for the experts: shown for contrast. */
     double run_ex_s = (double)(eng->phase_ns[MOE_PHASE_DISPATCH] + eng->phase_ns[MOE_PHASE_COMBINE]) * 1e-9;

@@ -9,7 +9,8 @@
  * Slots:
  *   name      short name for reports ("mpi")
  *   exchange  the all-to-all above; required. Must not allocate. Fills begin_ns and
- *             peer_done_ns.
+ *             peer_done_ns. Waits through wait.h: MOE_ERR_INTERRUPTED on a stop request,
+ *             MOE_ERR_TIMEOUT (watchdog) with err naming the peers still missing.
  *   destroy   frees the transport; required; must accept a transport whose exchange
  *             failed. */
 #ifndef MOE_TRANSPORT_H
@@ -27,7 +28,7 @@ typedef struct moe_transport_ops {
     const char *name;
     moe_status_t (*exchange)(moe_transport_t *t, const float *send, const int *send_rows,
                              const int *send_displs, float *recv, const int *recv_rows,
-                             const int *recv_displs);
+                             const int *recv_displs, moe_error_t *err);
     void (*destroy)(moe_transport_t *t);
 } moe_transport_ops_t;
 
@@ -51,12 +52,6 @@ void moe_transport_destroy(moe_transport_t *t); /* accepts NULL */
 
 moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, moe_transport_t **out,
                                       moe_error_t *err);
-
-/* Wait for `req` while freeing the CPU: spin briefly (latency), then poll with short sleeps
- * so a rank that only waits does not steal a core from ranks that compute. */
-int moe_mpi_wait_quiet(MPI_Request *req);
-/* MPI_Barrier waited for the same way. */
-int moe_mpi_barrier_quiet(MPI_Comm comm);
 
 /* Convert an MPI error code into moe_status_t with its MPI text; logs nothing. */
 moe_status_t moe_mpi_check(int mpi_rc, const char *what, moe_error_t *err);

@@ -2,13 +2,14 @@
  * move, completed with MPI_Testsome so the time each peer's rows arrive is known (the
  * profiler's wait matrix), and waited for quietly. MOED_MPI_EXCHANGE=alltoallv uses one
  * MPI_Alltoallv instead (then every peer's arrival time is the end of the call). */
+#include <stdbool.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <string.h>
 #include <time.h>
 
 #include "clock.h"
 #include "transport.h"
+#include "wait.h"
 
 enum { ROWS_TAG = 4242 };
 
@@ -16,7 +17,7 @@ typedef struct mpi_impl {
     MPI_Datatype row_type; /* row_elems contiguous floats: counts stay in rows */
     int use_alltoallv;
     MPI_Request *reqs;     /* [2 * world]: receives first, then sends */
-    int *req_peer;         /* [2 * world]: peer of each request, -1 for sends */
+    int *req_peer;         /* [2 * world]: receives: the peer; sends: -2 - peer */
     int *done_idx;         /* [2 * world] */
 } mpi_impl_t;
 
@@ -31,44 +32,22 @@ moe_status_t moe_mpi_check(int mpi_rc, const char *what, moe_error_t *err)
     return moe_error_set(err, MOE_ERR_MPI, "%s failed: %s", what, text);
 }
 
-int moe_mpi_wait_quiet(MPI_Request *req)
-{
-    int done = 0, rc = MPI_SUCCESS;
-    int64_t spin_until = moe_now_ns() + 50000; /* 50 us */
-    struct timespec nap = {0, 20000};
-    while (rc == MPI_SUCCESS && !done) {
-        rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (!done && moe_now_ns() > spin_until) {
-            nanosleep(&nap, NULL);
-        }
-    }
-    return rc;
-}
-
-int moe_mpi_barrier_quiet(MPI_Comm comm)
-{
-    MPI_Request req;
-    int rc = MPI_Ibarrier(comm, &req);
-    return rc == MPI_SUCCESS ? moe_mpi_wait_quiet(&req) : rc;
-}
-
 static moe_status_t exchange_alltoallv(moe_transport_t *t, const float *send,
                                        const int *send_rows, const int *send_displs,
                                        float *recv, const int *recv_rows,
-                                       const int *recv_displs)
+                                       const int *recv_displs, moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
     MPI_Request req;
     int rc = MPI_Ialltoallv(send, send_rows, send_displs, impl->row_type, recv, recv_rows,
                             recv_displs, impl->row_type, t->comm, &req);
-    if (rc == MPI_SUCCESS) {
-        rc = moe_mpi_wait_quiet(&req);
-    }
+    moe_status_t st = rc == MPI_SUCCESS ? moe_wait_request(&req, "the row exchange", err)
+                                        : moe_mpi_check(rc, "MPI_Ialltoallv", err);
     int64_t end = moe_now_ns();
     for (int p = 0; p < t->world_size; p++) {
         t->peer_done_ns[p] = recv_rows[p] > 0 ? end : t->begin_ns;
     }
-    return rc == MPI_SUCCESS ? MOE_OK : MOE_ERR_MPI;
+    return st;
 }
 
 /* Post every receive, then every send; the own block is a memcpy. Returns requests. */
@@ -92,7 +71,7 @@ static int post_p2p(moe_transport_t *t, const float *send, const int *send_rows,
         if (p != me && send_rows[p] > 0) {
             rc = MPI_Isend(send + (size_t)send_displs[p] * (size_t)t->row_elems, send_rows[p],
                            impl->row_type, p, ROWS_TAG, t->comm, &impl->reqs[n]);
-            impl->req_peer[n++] = -1;
+            impl->req_peer[n++] = -2 - p;
         }
     }
     if (recv_rows[me] > 0) {
@@ -104,23 +83,47 @@ static int post_p2p(moe_transport_t *t, const float *send, const int *send_rows,
     return rc;
 }
 
+/* The peers still owing this rank its rows or not yet taking its rows (for the watchdog's
+ * message); a peer appears once. */
+static int pending_peers(const mpi_impl_t *impl, int nreq, int *out)
+{
+    int n = 0;
+    for (int i = 0; i < nreq; i++) {
+        if (impl->reqs[i] == MPI_REQUEST_NULL) {
+            continue;
+        }
+        int peer = impl->req_peer[i] >= 0 ? impl->req_peer[i] : -2 - impl->req_peer[i];
+        bool seen = false;
+        for (int k = 0; k < n && !seen; k++) {
+            seen = out[k] == peer;
+        }
+        if (!seen) {
+            out[n++] = peer;
+        }
+    }
+    return n;
+}
+
 static moe_status_t exchange_p2p(moe_transport_t *t, const float *send, const int *send_rows,
                                  const int *send_displs, float *recv, const int *recv_rows,
-                                 const int *recv_displs)
+                                 const int *recv_displs, moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
-    int nreq = 0, left, rc;
+    int nreq = 0, left;
     for (int p = 0; p < t->world_size; p++) {
         t->peer_done_ns[p] = t->begin_ns;
     }
-    rc = post_p2p(t, send, send_rows, send_displs, recv, recv_rows, recv_displs, &nreq);
+    int rc = post_p2p(t, send, send_rows, send_displs, recv, recv_rows, recv_displs, &nreq);
+    if (rc != MPI_SUCCESS) {
+        return moe_mpi_check(rc, "posting the row exchange", err);
+    }
     left = nreq;
-    int64_t spin_until = moe_now_ns() + 50000;
-    struct timespec nap = {0, 20000};
-    while (rc == MPI_SUCCESS && left > 0) {
+    moe_status_t st = MOE_OK;
+    while (st == MOE_OK && left > 0) {
         int ndone = 0;
         rc = MPI_Testsome(nreq, impl->reqs, &ndone, impl->done_idx, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS || ndone == MPI_UNDEFINED) {
+            st = rc != MPI_SUCCESS ? moe_mpi_check(rc, "MPI_Testsome (row exchange)", err) : MOE_OK;
             break;
         }
         int64_t now = moe_now_ns();
@@ -131,24 +134,25 @@ static moe_status_t exchange_p2p(moe_transport_t *t, const float *send, const in
             }
         }
         left -= ndone;
-        if (ndone == 0 && now > spin_until) {
-            nanosleep(&nap, NULL);
+        if (ndone == 0 && left > 0) {
+            int n = pending_peers(impl, nreq, impl->done_idx);
+            st = moe_wait_poll(t->begin_ns, "the row exchange", impl->done_idx, n, err);
         }
     }
-    return rc == MPI_SUCCESS ? MOE_OK : MOE_ERR_MPI;
+    return st;
 }
 
 static moe_status_t mpi_exchange(moe_transport_t *t, const float *send, const int *send_rows,
                                  const int *send_displs, float *recv, const int *recv_rows,
-                                 const int *recv_displs)
+                                 const int *recv_displs, moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
     t->begin_ns = moe_now_ns();
     if (impl->use_alltoallv) {
         return exchange_alltoallv(t, send, send_rows, send_displs, recv, recv_rows,
-                                  recv_displs);
+                                  recv_displs, err);
     }
-    return exchange_p2p(t, send, send_rows, send_displs, recv, recv_rows, recv_displs);
+    return exchange_p2p(t, send, send_rows, send_displs, recv, recv_rows, recv_displs, err);
 }
 
 static void mpi_destroy(moe_transport_t *t)
@@ -183,9 +187,6 @@ moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, moe_tran
         free(impl);
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the MPI transport");
     }
-    /* A 20 us nap would otherwise last the default 50 us of timer slack longer, which
-     * delays every wake-up in the quiet waits above. */
-    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     t->ops = &k_mpi_ops;
     t->comm = comm;
     MPI_Comm_rank(comm, &t->rank);

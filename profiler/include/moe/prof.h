@@ -1,11 +1,15 @@
 /* The profiler embedded in every rank.
  *
- * Lifecycle (all collective over the job's communicator unless noted):
- *   moe_prof_create   estimate clock offsets to rank 0, start the memory sampler thread
- *   per step:         moe_prof_step_begin (local) -> moe_prof_layer per layer (local,
- *                     hot path) -> moe_prof_step_end (collective at the end of a window:
- *                     the profiled ranks' records are gathered to rank 0 and merged)
- *   moe_prof_finish   last gather, clock offsets again, rank 0 writes the report folder
+ * Lifecycle:
+ *   moe_prof_create   (collective) duplicate the communicator, estimate clock offsets to
+ *                     rank 0, start the memory sampler thread
+ *   per step:         moe_prof_step_begin (local) -> moe_prof_layer per layer (local, hot
+ *                     path) -> moe_prof_step_end: at the end of a window each profiled
+ *                     rank sends its record to rank 0 (point to point, not waited for);
+ *                     rank 0 waits for them and merges
+ *   moe_prof_finish   (no collective) last records to rank 0, which waits for them at most
+ *                     run->deadline_s and writes the report folder, partial if some are
+ *                     missing; works after a signal or with a rank gone
  *   moe_prof_destroy  local
  *
  * Hot path (moe_prof_layer, moe_prof_step_end outside a window end): reads clocks already
@@ -60,10 +64,12 @@ typedef struct moe_prof_layer_sample {
 /* Run facts rank 0 puts in the report at finish. */
 typedef struct moe_prof_run {
     int64_t steps_run;
+    int64_t steps_planned;
     double run_s;                   /* wall time of all steps */
     const char *config_text;
     size_t config_len;
-    bool interrupted;
+    bool interrupted;               /* stopped by a signal: steps_run < steps_planned */
+    double deadline_s;              /* how long rank 0 waits for the last records */
 } moe_prof_run_t;
 
 moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
@@ -74,10 +80,12 @@ void moe_prof_destroy(moe_prof_t *p); /* accepts NULL; stops the sampler */
 bool moe_prof_step_recorded(const moe_prof_t *p, int64_t step);
 void moe_prof_step_begin(moe_prof_t *p, int64_t step);
 void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s);
-/* Collective on every rank at every step: cheap unless the step closes a window. */
+/* Every rank at every step: cheap unless the step closes a window. MOE_ERR_INTERRUPTED
+ * when a stop request came while rank 0 waited for records (they are kept for finish). */
 moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
                                moe_error_t *err);
-/* Collective. On rank 0 writes the report; run_dir receives its path (may be NULL). */
+/* On rank 0 writes the report; run_dir receives its path (may be NULL). Called once the
+ * run has ended (normally or not) on every rank that is still alive. */
 moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
                              size_t run_dir_len, moe_error_t *err);
 
@@ -89,6 +97,7 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
 int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded, bool *closes);
 
 /* Clock offset estimation: one ping-pong series between rank 0 and every other rank;
+ * (used at start, collective; at the end of a run that was not interrupted)
  * offset[r] = clock_r - clock_0, uncertainty[r] = half the smallest round trip. Arrays of
  * world size, filled on rank 0 (others get their own entry). Collective. */
 moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double *offset_ns,

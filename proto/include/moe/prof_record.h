@@ -27,7 +27,8 @@
 #define MOE_PROF_MIN_VERSION 1
 #define MOE_PROF_HEADER_SIZE 32
 #define MOE_PROF_PHASES 6 /* gate dispatch expert combine merge step */
-#define MOE_PROF_FLAG_FINAL 1u
+#define MOE_PROF_FLAG_FINAL 1u      /* the rank's last record */
+#define MOE_PROF_FLAG_WINDOW_END 2u /* the last part of its window */
 
 typedef struct moe_rec_step {
     int64_t step;

@@ -1,0 +1,38 @@
+/* Waiting on MPI without wasting a core, without hanging, and without ignoring Ctrl-C.
+ *
+ * Every wait in the step loop goes through here: it spins for 50 us (latency), then polls
+ * with 20 us naps (so a rank that only waits leaves the core to ranks that compute); it
+ * returns MOE_ERR_INTERRUPTED as soon as a stop is requested (moe/stop.h); and, as the step
+ * watchdog, MOE_ERR_TIMEOUT once one wait has lasted runtime.step_timeout_s, with a message
+ * naming this rank, the step, layer and phase, and the peers it is still waiting on. */
+#ifndef MOE_WAIT_H
+#define MOE_WAIT_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "moe/status.h"
+
+/* Once per process, after MPI_Init: timeout (0 = no watchdog) and the hosts table used in
+ * messages ([world][64], kept by the caller). */
+void moe_wait_configure(double timeout_s, int rank, int world, const char (*hosts)[64]);
+/* Where the caller is, for the watchdog's message. phase must be a static string. */
+void moe_wait_set_where(int64_t step, int layer, const char *phase);
+
+/* The poll helper for loops that test their own requests: returns MOE_OK to keep waiting
+ * (after napping if the spin time is over), or INTERRUPTED / TIMEOUT with err filled.
+ * pending: the peers not heard from yet (may be NULL when unknown, e.g. a collective). */
+moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pending, int npending,
+                           moe_error_t *err);
+
+/* Wait for n point-to-point requests; peers[i] is the rank at the other end of reqs[i],
+ * named by the watchdog while its request is pending. */
+moe_status_t moe_wait_all(MPI_Request *reqs, const int *peers, int n, const char *what,
+                          moe_error_t *err);
+
+/* Wait for one request (a non-blocking collective, typically). */
+moe_status_t moe_wait_request(MPI_Request *req, const char *what, moe_error_t *err);
+/* MPI_Barrier, waited for the same way. */
+moe_status_t moe_wait_barrier(MPI_Comm comm, moe_error_t *err);
+
+#endif /* MOE_WAIT_H */
