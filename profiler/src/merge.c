@@ -11,8 +11,10 @@
 #include "balance.h"
 #include "prof_int.h"
 
-#define METRICS_BOUND (4 << 20)
-#define STEPS_BOUND (1 << 20)
+/* Kept in rank 0's memory (the rest of metrics.csv goes straight to disk): enough for the
+ * trace's token counters and the step-time chart, small enough for flat memory. */
+#define METRICS_BOUND 8192
+#define STEPS_BOUND 4096
 
 struct moe_merge {
     moe_report_t rep;
@@ -21,7 +23,24 @@ struct moe_merge {
     int W, L, E;
     double flops_per_row;
     int64_t cap_metrics, cap_steps, cap_events;
+    FILE *metrics_csv;    /* <run_dir>/metrics.csv, written as windows merge */
 };
+
+static void make_run_dir(moe_report_t *r);
+
+/* Open metrics.csv in the run folder (made at start, so rows can stream into it). */
+static void open_metrics_stream(moe_merge_t *m)
+{
+    moe_report_t *r = &m->rep;
+    make_run_dir(r);
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/metrics.csv", r->run_dir);
+    m->metrics_csv = r->run_dir[0] != '\0' ? fopen(path, "w") : NULL;
+    if (m->metrics_csv != NULL) {
+        fputs(moe_report_metrics_header, m->metrics_csv);
+        r->metrics_streamed = true;
+    }
+}
 
 /* Grow *arr (of `size`-byte items) to hold n + 1, up to `limit`; false when full or OOM. */
 static bool grow(void **arr, int64_t *cap, int64_t n, int64_t limit, size_t size)
@@ -168,6 +187,19 @@ moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, char (*ho
         moe_merge_destroy(m);
         return NULL;
     }
+    /* The bounded samples are reserved and touched now, so rank 0's memory after warm-up
+     * is what it stays at. */
+    r->metrics = calloc(METRICS_BOUND, sizeof(*r->metrics));
+    r->steps = calloc(STEPS_BOUND, sizeof(*r->steps));
+    if (r->metrics == NULL || r->steps == NULL) {
+        moe_merge_destroy(m);
+        return NULL;
+    }
+    memset(r->metrics, 0, METRICS_BOUND * sizeof(*r->metrics));
+    memset(r->steps, 0, STEPS_BOUND * sizeof(*r->steps));
+    m->cap_metrics = METRICS_BOUND;
+    m->cap_steps = STEPS_BOUND;
+    open_metrics_stream(m);
     return m;
 }
 
@@ -175,6 +207,9 @@ void moe_merge_destroy(moe_merge_t *m)
 {
     if (m == NULL) {
         return;
+    }
+    if (m->metrics_csv != NULL) {
+        fclose(m->metrics_csv);
     }
     moe_report_free(&m->rep);
     free(m->lost);
@@ -266,15 +301,20 @@ static void merge_lists(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0
     int64_t off = (int64_t)rec->clock_offset_ns;
     for (int64_t i = 0; i < rec->num_metrics; i++) {
         const moe_rec_metric_t *s = &rec->metrics[i];
-        if (!grow((void **)&r->metrics, &m->cap_metrics, r->num_metrics, METRICS_BOUND,
-                  sizeof(*r->metrics))) {
-            r->metrics_dropped += rec->num_metrics - i;
-            break;
+        moe_rep_metric_t row = {.step = s->step, .layer = s->layer,
+                                .expert = rec->local_ids[s->local], .rank = rec->rank,
+                                .tokens = s->tokens, .ns = s->ns,
+                                .flops = (double)s->tokens * m->flops_per_row};
+        if (m->metrics_csv != NULL) {
+            moe_report_metrics_row(m->metrics_csv, &row);
+            r->metrics_rows++;
         }
-        r->metrics[r->num_metrics++] = (moe_rep_metric_t){
-            .step = s->step, .layer = s->layer, .expert = rec->local_ids[s->local],
-            .rank = rec->rank, .tokens = s->tokens, .ns = s->ns,
-            .flops = (double)s->tokens * m->flops_per_row};
+        if (grow((void **)&r->metrics, &m->cap_metrics, r->num_metrics, METRICS_BOUND,
+                 sizeof(*r->metrics))) {
+            r->metrics[r->num_metrics++] = row;
+        } else if (m->metrics_csv == NULL) {
+            r->metrics_dropped++; /* neither on disk nor in memory */
+        }
     }
     r->metrics_dropped += rec->metrics_dropped;
     for (int64_t i = 0; i < rec->num_steps; i++) {
@@ -472,6 +512,15 @@ moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
         r->layers[l].entropy_norm = b.entropy_norm;
         r->layers[l].max_mean = b.max_mean;
     }
-    make_run_dir(r);
+    if (r->run_dir[0] == '\0') {
+        make_run_dir(r);
+    }
+    if (m->metrics_csv != NULL) {
+        if (ferror(m->metrics_csv) || fclose(m->metrics_csv) != 0) {
+            fprintf(stderr, "moed: warning: %s/metrics.csv: write failed (disk full?)\n",
+                    r->run_dir);
+        }
+        m->metrics_csv = NULL;
+    }
     return r;
 }

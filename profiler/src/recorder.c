@@ -1,4 +1,5 @@
 /* The per-rank recorder: the hot-path entry points and the window gather. */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ struct moe_prof {
  * go to rank 0 at the first step boundary this long after the previous one. */
 #define PART_INTERVAL_NS 250000000LL
 
-enum { TAG_WINDOW = 4401, TAG_FINAL = 4402 };
+enum { TAG_WINDOW = 4401, TAG_FINAL = 4402, TAG_DONE = 4403 };
 
 /* Recorded steps the run will have: bounds the per-window lists. */
 static int64_t steps_per_window(const moe_config_t *cfg)
@@ -537,6 +538,9 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
             }
         }
         st = merge_group(p, w, p->profiled ? &p->rec : NULL, err);
+        /* Each window's records are decoded, merged and freed; give the freed pages back
+         * (glibc keeps them otherwise), so rank 0's RSS stays flat over a long run. */
+        malloc_trim(0);
     }
     if (st == MOE_OK) {
         p->windows_gathered++;
@@ -612,6 +616,40 @@ static moe_status_t collect_final(moe_prof_t *p, double deadline_s, moe_error_t 
     return st;
 }
 
+/* Rank 0 has written the report: tell every rank (not waited for; a rank may be gone). */
+static void announce_done(moe_prof_t *p)
+{
+    int one = 1;
+    for (int r = 1; r < p->world; r++) {
+        MPI_Request req;
+        if (MPI_Isend(&one, 1, MPI_INT, r, TAG_DONE, p->pcomm, &req) == MPI_SUCCESS) {
+            MPI_Request_free(&req);
+        }
+    }
+}
+
+/* The other ranks stay until rank 0 has written the report: a rank that exits non-zero
+ * first makes mpirun kill the whole job at once, rank 0 included. */
+static void await_done(moe_prof_t *p, int64_t deadline_ns)
+{
+    int64_t start = prof_now_ns();
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(0, TAG_DONE, p->pcomm, &flag, &status) != MPI_SUCCESS) {
+            return;
+        }
+        if (flag) {
+            int one;
+            MPI_Recv(&one, 1, MPI_INT, 0, TAG_DONE, p->pcomm, MPI_STATUS_IGNORE);
+            return;
+        }
+        if (!prof_poll(start, deadline_ns, false)) {
+            return;
+        }
+    }
+}
+
 moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
                              size_t run_dir_len, moe_error_t *err)
 {
@@ -639,6 +677,8 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
         if (p->profiled) {
             st = send_part(p, MOE_PROF_FLAG_FINAL, deadline);
         }
+        /* rank 0 waits run->deadline_s for records, then writes: allow for both */
+        await_done(p, deadline + (int64_t)(run->deadline_s * 1e9) + 5000000000LL);
         return st == MOE_ERR_TIMEOUT
                    ? moe_error_set(err, st, "rank 0 did not take the last profile record")
                    : st;
@@ -652,6 +692,8 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
             snprintf(run_dir, run_dir_len, "%s", rep->run_dir);
         }
     }
+    fflush(stdout);
+    announce_done(p);
     return st;
 }
 

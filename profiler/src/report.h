@@ -177,6 +177,11 @@ typedef struct moe_report {
     int64_t num_metrics;
     moe_rep_metric_t *metrics;
     int64_t metrics_dropped;     /* rows beyond the recorder's bound */
+    /* metrics.csv is written row by row while windows merge, so rank 0's memory does not
+     * grow with the run; then metrics[] holds only its first rows (for the trace's token
+     * counters) and the csv writer leaves the file alone. */
+    bool metrics_streamed;
+    int64_t metrics_rows;        /* rows in metrics.csv */
     int64_t num_steps;
     moe_rep_step_t *steps;
     int64_t num_events;
@@ -215,6 +220,10 @@ moe_status_t moe_report_write_trace(const moe_report_t *r, moe_error_t *err);   
 moe_status_t moe_report_write_html(const moe_report_t *r, moe_error_t *err);     /* report.html */
 /* All of the above (trace only if profiler.trace). */
 moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err);
+/* metrics.csv's header line and one row, shared by the streaming merge and the writer. */
+extern const char moe_report_metrics_header[];
+void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m);
+
 /* The headline lines printed at the end of a run (to `out`). */
 void moe_report_print_headline(const moe_report_t *r, FILE *out);
 

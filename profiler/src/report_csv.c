@@ -28,18 +28,27 @@ static moe_status_t csv_close(FILE *f, const moe_report_t *r, const char *name, 
     return MOE_OK;
 }
 
+const char moe_report_metrics_header[] = "step,layer,expert,rank,tokens,compute_ms,gflops\n";
+
+void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m)
+{
+    double g = m->ns > 0 ? m->flops / (double)m->ns : 0.0; /* flops per ns = GFLOP/s */
+    fprintf(f, "%" PRId64 ",%d,%d,%d,%" PRId64 ",%.6f,%.3f\n", m->step, m->layer, m->expert,
+            m->rank, m->tokens, (double)m->ns / 1e6, g);
+}
+
 static moe_status_t csv_metrics(const moe_report_t *r, moe_error_t *err)
 {
+    if (r->metrics_streamed) {
+        return MOE_OK; /* written row by row during the run */
+    }
     FILE *f = csv_open(r, "metrics.csv", err);
     if (f == NULL) {
         return MOE_ERR_IO;
     }
-    fputs("step,layer,expert,rank,tokens,compute_ms,gflops\n", f);
+    fputs(moe_report_metrics_header, f);
     for (int64_t i = 0; r->metrics != NULL && i < r->num_metrics; i++) {
-        const moe_rep_metric_t *m = &r->metrics[i];
-        double g = m->ns > 0 ? m->flops / (double)m->ns : 0.0; /* flops per ns = GFLOP/s */
-        fprintf(f, "%" PRId64 ",%d,%d,%d,%" PRId64 ",%.6f,%.3f\n", m->step, m->layer, m->expert,
-                m->rank, m->tokens, (double)m->ns / 1e6, g);
+        moe_report_metrics_row(f, &r->metrics[i]);
     }
     return csv_close(f, r, "metrics.csv", err);
 }

@@ -386,6 +386,15 @@ static void json_memory_rank(json_w_t *w, const moe_rep_rank_t *k)
     jw_num(w, "rss_min_mib", lo);
     jw_num(w, "rss_mean_mib", k->num_mem > 0 && k->mem != NULL ? sum / k->num_mem : 0.0);
     jw_num(w, "rss_max_mib", hi);
+    /* the series itself: [ms since the first step on rank 0's clock, RSS MiB] */
+    jw_open(w, "series", '[', true);
+    for (int i = 0; k->mem != NULL && i < k->num_mem; i++) {
+        jw_open(w, NULL, '[', true);
+        jw_num(w, NULL, (double)k->mem[i].t_ns * 1e-6);
+        jw_num(w, NULL, (double)k->mem[i].rss_bytes / 1048576.0);
+        jw_close(w, ']');
+    }
+    jw_close(w, ']');
     jw_close(w, '}');
 }
 

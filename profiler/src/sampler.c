@@ -84,6 +84,7 @@ int moe_sampler_start(moe_sampler_t *s, int64_t period_ms, int64_t cap)
     if (s->ring == NULL) {
         return -1;
     }
+    memset(s->ring, 0, (size_t)cap * sizeof(moe_rec_mem_t)); /* resident now, not as it fills */
     atomic_init(&s->stop, 0);
     atomic_init(&s->count, 0);
     atomic_init(&s->rss_peak, moe_read_rss_bytes());

@@ -256,6 +256,7 @@ void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
 typedef struct dec {
     moe_prof_record_t *rec;
     moe_error_t *err;
+    size_t payload_len; /* the whole payload: bounds what the identity may declare */
     size_t base;   /* offset of the current section body in the record, for messages */
     bool have_ident;
 } dec_t;
@@ -278,12 +279,14 @@ static bool decode_hist(moe_rbuf_t *r, moe_hist_t *h)
         return false;
     }
     uint64_t total = 0;
+    int prev = -1;
     for (uint32_t i = 0; i < nnz; i++) {
         uint16_t b = moe_rbuf_u16(r);
         uint32_t c = moe_rbuf_u32(r);
-        if (b >= MOE_HIST_BUCKETS) {
+        if (b >= MOE_HIST_BUCKETS || (int)b <= prev) { /* ascending, as encode_hist writes */
             return false;
         }
+        prev = b;
         h->buckets[b] = c;
         total += c;
     }
@@ -304,6 +307,15 @@ static moe_status_t decode_ident(dec_t *d, moe_rbuf_t *r)
     if (world < 1 || world > MOE_MAX_RANKS || rank < 0 || rank >= world || L < 1 ||
         L > MAX_LAYERS || E < 1 || E > MOE_MAX_EXPERTS || nl < 0 || nl > E || window < 0) {
         return dec_fail(d, r, MOE_ERR_FORMAT, "identity out of range (rank, world, layers, experts)");
+    }
+    /* The per-expert, routing and comm sections every record carries need at least this
+     * many bytes; a shape the payload cannot hold is a lie, rejected before allocating
+     * (so what a record makes us allocate grows with the bytes actually received). */
+    uint64_t need = (uint64_t)L * (uint64_t)nl * 52u + (uint64_t)L * (uint64_t)E * 24u +
+                    (uint64_t)world * 40u;
+    if (need > d->payload_len) {
+        return dec_fail(d, r, MOE_ERR_FORMAT,
+                        "identity declares a shape larger than the record can hold");
     }
     uint32_t version = rec->version, flags = rec->flags;
     if (moe_prof_record_alloc(rec, world, L, E, nl) != MOE_OK) {
@@ -398,6 +410,14 @@ static void *dec_list(dec_t *d, moe_rbuf_t *r, int64_t *count, size_t wire_size,
 static moe_status_t decode_lists(dec_t *d, uint16_t tag, moe_rbuf_t *r)
 {
     moe_prof_record_t *rec = d->rec;
+    const void *have = tag == SEC_STEPS       ? (const void *)rec->steps
+                       : tag == SEC_EXCHANGES ? (const void *)rec->exchanges
+                       : tag == SEC_METRICS   ? (const void *)rec->metrics
+                       : tag == SEC_EVENTS    ? (const void *)rec->events
+                                              : (const void *)rec->mem;
+    if (have != NULL) { /* a second copy would replace (and leak) the first */
+        return dec_fail(d, r, MOE_ERR_FORMAT, "list section appears twice");
+    }
     if (tag == SEC_STEPS) {
         if ((rec->steps = dec_list(d, r, &rec->num_steps, 64, sizeof(moe_rec_step_t))) == NULL) {
             return d->err->code;
@@ -521,7 +541,7 @@ moe_status_t moe_prof_record_decode(const void *data, size_t len, moe_prof_recor
     }
     rec->version = MOE_PROF_VERSION;
     rec->flags = flags;
-    dec_t d = {.rec = rec, .err = err};
+    dec_t d = {.rec = rec, .err = err, .payload_len = (size_t)payload_len};
     moe_rbuf_t r;
     moe_rbuf_init(&r, (const uint8_t *)data + MOE_PROF_HEADER_SIZE, (size_t)payload_len);
     while (st == MOE_OK && moe_rbuf_left(&r) > 0) {

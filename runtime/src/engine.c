@@ -292,6 +292,7 @@ static void engine_progress(const moe_engine_t *eng, int64_t step, int64_t steps
 moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err)
 {
     bool show = progress && eng->rank == 0;
+    eng->steps_planned = steps;
     moe_wait_set_where(0, 0, "start barrier");
     moe_status_t st = moe_wait_barrier(eng->comm, err);
     int64_t t0 = moe_now_ns(), last_print = t0;
@@ -341,7 +342,7 @@ moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_tex
     }
     moe_prof_run_t run = {
         .steps_run = eng->steps_done,
-        .steps_planned = eng->cfg->steps,
+        .steps_planned = eng->steps_planned,
         .run_s = (double)eng->run_ns * 1e-9,
         .config_text = config_text,
         .config_len = config_len,

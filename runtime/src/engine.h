@@ -31,6 +31,7 @@ struct moe_engine {
     float *batches;        /* [num_batches, token_count, H] inputs, cycled over steps */
     int num_batches;
     int64_t steps_done;
+    int64_t steps_planned; /* of the last moe_engine_run */
     /* Totals over the run (every step), for the end summary. */
     int64_t phase_ns[MOE_PHASE_COUNT];
     int64_t expert_ns;

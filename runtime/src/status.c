@@ -34,6 +34,12 @@ moe_status_t moe_error_setv(moe_error_t *err, moe_status_t code, const char *fmt
     }
     err->code = code;
     vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+    /* One line whatever a file put in a name we quote: control characters become '?'. */
+    for (char *c = err->msg; *c != '\0'; c++) {
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) {
+            *c = '?';
+        }
+    }
     return code;
 }
 

@@ -6,7 +6,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # test ever touches a network interface.
 MPIRUN_FLAGS=${MOED_MPIRUN_FLAGS:---oversubscribe --mca btl self,vader --mca pml ob1}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/moed-test.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
 cd "$WORK"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -52,7 +52,8 @@ typedef struct moe_error {
 } moe_error_t;
 
 /* Set err (if non-NULL) to code and the formatted message; returns code, so a caller can
- * write `return moe_error_set(err, MOE_ERR_CONFIG, "...")`. */
+ * write `return moe_error_set(err, MOE_ERR_CONFIG, "...")`. The message is kept to one line:
+ * control characters (from a quoted file name or tensor name) become '?'. */
 moe_status_t moe_error_set(moe_error_t *err, moe_status_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 moe_status_t moe_error_setv(moe_error_t *err, moe_status_t code, const char *fmt, va_list ap);

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# failures.sh CASE: what moed does when the cluster misbehaves, on 3 ranks.
+source "$(dirname "$0")/common.sh"
+command -v python3 > /dev/null || { echo "SKIP: python3 is needed to read the reports"; exit 77; }
+run_dir() { ls -d "$WORK"/experiments/*/ 2>/dev/null | sort | tail -1; }
+
+# A job with steps of a few tens of ms, long enough to be interrupted in the middle.
+long_job() {
+  H=512 F=1024 TOKENS=512 STEPS=${STEPS:-100000} PROF=true small_model \
+    | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 2\n  measurement_steps: 5\n  repeat: 0\n  trace_max_events: 20000/'
+}
+
+# start_bg ARGS...: mpirun in the background under timeout (its pid in $job), which passes
+# SIGINT/SIGTERM on to mpirun and ends a hung run after 90 s. --foreground: otherwise
+# timeout also signals its process group, and mpirun takes a second SIGINT as "kill now".
+start_bg() {
+  # shellcheck disable=SC2086
+  timeout --foreground -k 5 90 mpirun $MPIRUN_FLAGS -np 3 "$MOED" "$@" > run.log 2> err.log &
+  job=$!
+}
+# wait_job: exit code of the background mpirun, and how long it took after $1 (ns stamp).
+wait_job() {
+  set +e; wait "$job"; code=$?; set -e
+  took_ms=$(( ($(date +%s%N) - $1) / 1000000 ))
+  echo "mpirun exit $code, ${took_ms} ms after the event"
+}
+# rank_pid R: the pid of moed rank R (from its environment).
+rank_pid() {
+  for p in $(pgrep -f "$MOED --config"); do
+    if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+      echo "$p"; return
+    fi
+  done
+}
+# wait_steps N: until the run has recorded about N steps (parts reach rank 0 as it goes).
+wait_running() { sleep "${1:-4}"; }
+
+case "$1" in
+  handshake)  # a rank of another build stops the job before any step
+    small_model > c.yaml
+    set +e
+    timeout -k 5 60 mpirun $MPIRUN_FLAGS -np 2 "$MOED" --config c.yaml --no-progress : \
+      -np 1 -x MOED_TEST_BUILD_ID=some-other-build "$MOED" --config c.yaml --no-progress \
+      > run.log 2> err.log
+    code=$?
+    set -e
+    cat err.log
+    [[ $code -ne 0 && $code -ne 124 ]] || fail "exit $code: the mismatch must stop the job"
+    [[ $(grep -c 'moed: error' err.log) -eq 1 ]] || fail "want exactly one error line"
+    grep -q "moed: error: rank 2 (host .*) runs moed build some-other-build but rank 0" err.log \
+      || fail "message must name rank 2, its host and both builds"
+    ! grep -q "tokens/s" run.log || fail "work started despite the mismatch"
+    ;;
+  watchdog)  # a hung rank: the others name it and the job ends
+    small_model | sed 's/^runtime:/runtime:\n  step_timeout_s: 2/' > c.yaml
+    start=$(date +%s%N)
+    set +e
+    timeout -k 5 60 mpirun $MPIRUN_FLAGS -np 3 -x MOED_TEST_STALL=2:1 "$MOED" --config c.yaml \
+      --no-progress > run.log 2> err.log
+    code=$?
+    set -e
+    took=$(( ($(date +%s%N) - start) / 1000000000 ))
+    cat err.log | grep -v '^\s*$' | head -8
+    [[ $code -ne 0 && $code -ne 124 && $code -ne 137 ]] || fail "exit $code"
+    [[ $took -lt 30 ]] || fail "took ${took}s"
+    grep -q "watchdog: rank [01] (.*) made no progress for 2.0 s in step 1, layer 0, phase dispatch: waiting in .* on .*rank 2 (" err.log \
+      || fail "the watchdog must name the waiting rank, the phase and rank 2"
+    ;;
+  sigint)  # Ctrl-C on mpirun: stop at a step boundary, every completed step in the report
+    long_job > c.yaml
+    start_bg --config c.yaml --no-progress
+    wait_running 5
+    t=$(date +%s%N); kill -INT "$job"; wait_job "$t"
+    cat err.log | grep moed || true
+    [[ $code -ne 0 ]] || fail "an interrupted run must exit non-zero"
+    [[ $took_ms -lt 5000 ]] || fail "took ${took_ms} ms to stop"
+    d=$(run_dir); [[ -n "$d" ]] || fail "no report folder"
+    python3 - "$d" <<'PY' || fail "report after SIGINT"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+run = s["run"]
+assert run["interrupted"], "the report must say the run was interrupted"
+done, warm = run["steps_run"], 2
+assert done > warm + 2, ("too few steps to judge", done)
+assert not s["partial"], ("every rank's records must arrive", s["missing"])
+for r in s["ranks"]:
+    # each rank recorded every step it completed after warm-up (rank 0 counts steps_run;
+    # another rank may have completed one more or one less when the signal came)
+    assert abs(r["steps"] - (done - warm)) <= 1, (r["rank"], r["steps"], done)
+print("interrupted after", done, "steps; recorded per rank:", [r["steps"] for r in s["ranks"]])
+PY
+    ;;
+  rank_killed)  # a rank dies: the job ends, names it, and rank 0 writes a partial report
+    long_job > c.yaml
+    start_bg --config c.yaml --no-progress
+    wait_running 5
+    victim=$(rank_pid 1); [[ -n "$victim" ]] || fail "cannot find rank 1's pid"
+    t=$(date +%s%N); kill -9 "$victim"; wait_job "$t"
+    cat err.log | grep -v '^\s*$' | head -12
+    [[ $code -ne 0 ]] || fail "exit code 0 after a rank died"
+    [[ $took_ms -lt 30000 ]] || fail "took ${took_ms} ms"
+    grep -qE "rank 1 .*(exited on signal 9|lost|killed)" err.log run.log || fail "no message names rank 1"
+    d=$(run_dir); [[ -n "$d" ]] || fail "no report folder"
+    [[ -s $d/summary_rank_0.txt && -s $d/summary_rank_2.txt ]] || fail "survivors' per-rank summaries missing"
+    python3 - "$d" <<'PY' || fail "partial report"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+assert s["partial"], "the report must be marked partial"
+assert "rank 1" in s["missing"], s["missing"]
+assert s["run"]["recorded_steps"] > 0
+print("partial report; missing:", s["missing"])
+PY
+    grep -q "PARTIAL" "$d/summary.txt" || fail "summary.txt does not say PARTIAL"
+    ;;
+  memory_flat)  # RSS after 2000+ steps within 5% of RSS after warm-up, on every rank
+    # warm-up: 600 steps (~0.5 s here), then 2000 steps of windows; trace off (its buffer
+    # fills up to trace_max_events by design: a bound, not flat)
+    H=1024 F=64 TOKENS=256 STEPS=2600 PROF=true small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 600\n  measurement_steps: 50\n  wait_steps: 50\n  repeat: 0\n  trace: false\n  memory_sample_ms: 5/' > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" <<'PY' || fail "memory grew"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+run = s["run"]
+assert run["steps_run"] >= 2600
+t_warm = 600 * 1000.0 * run["run_s"] / run["steps_run"]   # ms at the end of warm-up
+for m in s["memory"]:
+    ser = m["series"]
+    after = [v for t, v in ser if t >= t_warm]
+    assert len(after) > 10, ("too few samples after warm-up", m["rank"], len(after))
+    base, last = after[0], after[-1]
+    growth = (last - base) / base
+    print("rank %d: RSS after warm-up %.2f MiB, %d steps later %.2f MiB (%+.2f%%)"
+          % (m["rank"], base, run["steps_run"] - 600, last, 100 * growth))
+    worst = max(growth, globals().get("worst", -1))
+assert worst <= 0.05, "more than 5% growth"
+PY
+    ;;
+  *) fail "unknown case $1" ;;
+esac
+echo "PASS failures $1"
