@@ -178,21 +178,41 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
 
 /* ---- config.yaml and the writers' order ------------------------------------------ */
 
+FILE *moe_report_open(const moe_report_t *r, const char *name, moe_error_t *err)
+{
+    char path[MOE_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", r->run_dir, name);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    return f;
+}
+
+moe_status_t moe_report_close(FILE *f, const moe_report_t *r, const char *name, moe_error_t *err)
+{
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        return moe_error_set(err, MOE_ERR_IO, "%s/%s: write failed (disk full?)", r->run_dir, name);
+    }
+    return MOE_OK;
+}
+
 moe_status_t moe_report_write_config(const moe_report_t *r, moe_error_t *err)
 {
-    char path[MOE_PATH_MAX + 32];
     if (r == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "config.yaml: no report");
     }
-    snprintf(path, sizeof(path), "%s/config.yaml", r->run_dir);
-    FILE *f = fopen(path, "wb");
+    FILE *f = moe_report_open(r, "config.yaml", err);
     if (f == NULL) {
-        return moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        return MOE_ERR_IO;
     }
     size_t n = r->config_text != NULL ? r->config_len : 0;
-    bool bad = n > 0 && fwrite(r->config_text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    return bad ? moe_error_set(err, MOE_ERR_IO, "%s: write failed", path) : MOE_OK;
+    if (n > 0) {
+        fwrite(r->config_text, 1, n, f); /* a short write shows in ferror at close */
+    }
+    return moe_report_close(f, r, "config.yaml", err);
 }
 
 moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err)

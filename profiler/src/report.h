@@ -220,6 +220,11 @@ moe_status_t moe_report_write_trace(const moe_report_t *r, moe_error_t *err);   
 moe_status_t moe_report_write_html(const moe_report_t *r, moe_error_t *err);     /* report.html */
 /* All of the above (trace only if profiler.trace). */
 moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err);
+/* For the writers: open <run_dir>/<name> for writing (NULL and err set on failure), and
+ * close it (MOE_ERR_IO naming the file if anything did not reach the disk). */
+FILE *moe_report_open(const moe_report_t *r, const char *name, moe_error_t *err);
+moe_status_t moe_report_close(FILE *f, const moe_report_t *r, const char *name, moe_error_t *err);
+
 /* metrics.csv's header line and one row, shared by the streaming merge and the writer. */
 extern const char moe_report_metrics_header[];
 void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m);

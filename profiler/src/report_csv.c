@@ -7,27 +7,6 @@
 #include <inttypes.h>
 #include <string.h>
 
-static FILE *csv_open(const moe_report_t *r, const char *name, moe_error_t *err)
-{
-    char path[MOE_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/%s", r->run_dir, name);
-    FILE *f = fopen(path, "w");
-    if (f == NULL) {
-        moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    }
-    return f;
-}
-
-static moe_status_t csv_close(FILE *f, const moe_report_t *r, const char *name, moe_error_t *err)
-{
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        return moe_error_set(err, MOE_ERR_IO, "%s/%s: write failed (disk full?)", r->run_dir, name);
-    }
-    return MOE_OK;
-}
-
 const char moe_report_metrics_header[] = "step,layer,expert,rank,tokens,compute_ms,gflops\n";
 
 void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m)
@@ -42,7 +21,7 @@ static moe_status_t csv_metrics(const moe_report_t *r, moe_error_t *err)
     if (r->metrics_streamed) {
         return MOE_OK; /* written row by row during the run */
     }
-    FILE *f = csv_open(r, "metrics.csv", err);
+    FILE *f = moe_report_open(r, "metrics.csv", err);
     if (f == NULL) {
         return MOE_ERR_IO;
     }
@@ -50,12 +29,12 @@ static moe_status_t csv_metrics(const moe_report_t *r, moe_error_t *err)
     for (int64_t i = 0; r->metrics != NULL && i < r->num_metrics; i++) {
         moe_report_metrics_row(f, &r->metrics[i]);
     }
-    return csv_close(f, r, "metrics.csv", err);
+    return moe_report_close(f, r, "metrics.csv", err);
 }
 
 static moe_status_t csv_comm(const moe_report_t *r, moe_error_t *err)
 {
-    FILE *f = csv_open(r, "comm.csv", err);
+    FILE *f = moe_report_open(r, "comm.csv", err);
     if (f == NULL) {
         return MOE_ERR_IO;
     }
@@ -69,7 +48,7 @@ static moe_status_t csv_comm(const moe_report_t *r, moe_error_t *err)
                     r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0);
         }
     }
-    return csv_close(f, r, "comm.csv", err);
+    return moe_report_close(f, r, "comm.csv", err);
 }
 
 moe_status_t moe_report_write_csv(const moe_report_t *r, moe_error_t *err)

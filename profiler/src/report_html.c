@@ -862,18 +862,14 @@ static void html_document(FILE *f, const moe_report_t *r)
 
 moe_status_t moe_report_write_html(const moe_report_t *r, moe_error_t *err)
 {
-    char path[MOE_PATH_MAX + 32];
     if (r == NULL || r->cfg == NULL || r->ranks == NULL || r->experts == NULL ||
         r->layers == NULL || r->num_experts <= 0) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "report.html: no report");
     }
-    snprintf(path, sizeof(path), "%s/report.html", r->run_dir);
-    FILE *f = fopen(path, "w");
+    FILE *f = moe_report_open(r, "report.html", err);
     if (f == NULL) {
-        return moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        return MOE_ERR_IO;
     }
     html_document(f, r);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    return bad ? moe_error_set(err, MOE_ERR_IO, "%s: write failed (disk full?)", path) : MOE_OK;
+    return moe_report_close(f, r, "report.html", err);
 }

@@ -452,20 +452,17 @@ static moe_status_t json_document(FILE *f, const moe_report_t *r)
 
 moe_status_t moe_report_write_json(const moe_report_t *r, moe_error_t *err)
 {
-    char path[MOE_PATH_MAX + 32];
     if (r == NULL || r->cfg == NULL || r->ranks == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "summary.json: no report");
     }
-    snprintf(path, sizeof(path), "%s/summary.json", r->run_dir);
-    FILE *f = fopen(path, "w");
+    FILE *f = moe_report_open(r, "summary.json", err);
     if (f == NULL) {
-        return moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        return MOE_ERR_IO;
     }
     moe_status_t st = json_document(f, r);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
+    moe_status_t cst = moe_report_close(f, r, "summary.json", err);
     if (st != MOE_OK) {
-        return moe_error_set(err, st, "%s: out of memory writing it", path);
+        return moe_error_set(err, st, "%s/summary.json: out of memory writing it", r->run_dir);
     }
-    return bad ? moe_error_set(err, MOE_ERR_IO, "%s: write failed (disk full?)", path) : MOE_OK;
+    return cst;
 }

@@ -15,27 +15,6 @@
 #define TEXT_MB 1e6        /* MB = 10^6 bytes (network convention) */
 #define TEXT_MIB 1048576.0 /* MiB = 2^20 bytes (memory convention) */
 
-static FILE *text_open(const moe_report_t *r, const char *name, moe_error_t *err)
-{
-    char path[MOE_PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/%s", r->run_dir, name);
-    FILE *f = fopen(path, "w");
-    if (f == NULL) {
-        moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    }
-    return f;
-}
-
-static moe_status_t text_close(FILE *f, const moe_report_t *r, const char *name, moe_error_t *err)
-{
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        return moe_error_set(err, MOE_ERR_IO, "%s/%s: write failed (disk full?)", r->run_dir, name);
-    }
-    return MOE_OK;
-}
-
 /* ---- small helpers --------------------------------------------------------------- */
 
 static const char *text_host(const moe_report_t *r, int rank)
@@ -516,7 +495,7 @@ moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
     if (r == NULL || r->cfg == NULL || r->ranks == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "summary.txt: no report");
     }
-    FILE *f = text_open(r, "summary.txt", err);
+    FILE *f = moe_report_open(r, "summary.txt", err);
     if (f == NULL) {
         return MOE_ERR_IO;
     }
@@ -527,7 +506,7 @@ moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
     text_comm(f, r);
     text_memory(f, r);
     text_findings(f, r);
-    return text_close(f, r, "summary.txt", err);
+    return moe_report_close(f, r, "summary.txt", err);
 }
 
 /* ---- one rank -------------------------------------------------------------------- */
@@ -607,7 +586,7 @@ static moe_status_t text_write_rank(const moe_report_t *r, int me, moe_error_t *
     const moe_rep_rank_t *k = &r->ranks[me];
     int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
     snprintf(name, sizeof(name), "summary_rank_%d.txt", me);
-    FILE *f = ids != NULL ? text_open(r, name, err) : NULL;
+    FILE *f = ids != NULL ? moe_report_open(r, name, err) : NULL;
     if (f == NULL) {
         free(ids);
         return ids == NULL ? moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", name)
@@ -632,7 +611,7 @@ static moe_status_t text_write_rank(const moe_report_t *r, int me, moe_error_t *
     text_rank_peers(f, r, me);
     text_rank_memory(f, k);
     text_rank_clock(f, k);
-    return text_close(f, r, name, err);
+    return moe_report_close(f, r, name, err);
 }
 
 moe_status_t moe_report_write_rank_summaries(const moe_report_t *r, moe_error_t *err)

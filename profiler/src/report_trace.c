@@ -354,20 +354,17 @@ static moe_status_t trace_document(FILE *f, const moe_report_t *r)
 
 moe_status_t moe_report_write_trace(const moe_report_t *r, moe_error_t *err)
 {
-    char path[MOE_PATH_MAX + 32];
     if (r == NULL || r->cfg == NULL || r->ranks == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "trace.json: no report");
     }
-    snprintf(path, sizeof(path), "%s/trace.json", r->run_dir);
-    FILE *f = fopen(path, "w");
+    FILE *f = moe_report_open(r, "trace.json", err);
     if (f == NULL) {
-        return moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        return MOE_ERR_IO;
     }
     moe_status_t st = trace_document(f, r);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
+    moe_status_t cst = moe_report_close(f, r, "trace.json", err);
     if (st != MOE_OK) {
-        return moe_error_set(err, st, "%s: out of memory writing it", path);
+        return moe_error_set(err, st, "%s/trace.json: out of memory writing it", r->run_dir);
     }
-    return bad ? moe_error_set(err, MOE_ERR_IO, "%s: write failed (disk full?)", path) : MOE_OK;
+    return cst;
 }

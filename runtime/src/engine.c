@@ -268,7 +268,9 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
         }
         engine_account_layer(eng);
         if (eng->prof != NULL) {
+            int64_t t = moe_now_ns();
             engine_profile_layer(eng, l);
+            eng->prof_ns += moe_now_ns() - t;
         }
     }
     return MOE_OK;
@@ -303,7 +305,9 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             break;
         }
         if (eng->prof != NULL) {
+            int64_t t = moe_now_ns();
             moe_prof_step_begin(eng->prof, s);
+            eng->prof_ns += moe_now_ns() - t;
         }
         int64_t b = moe_now_ns();
         st = engine_step(eng, s, err);
@@ -314,6 +318,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
         eng->steps_done = s + 1;
         if (eng->prof != NULL) {
             st = moe_prof_step_end(eng->prof, s, b, e, err);
+            eng->prof_ns += moe_now_ns() - e;
             if (st != MOE_OK) {
                 break;
             }

@@ -162,8 +162,11 @@ static void print_summary(const moe_engine_t *eng)
     /* Expert figures from every rank; phases from rank 0 (the router in master mode). */
     double mine[2] = {eng->expert_flops, (double)eng->expert_ns}, tot[2] = {0, 0};
     long long drop = eng->dropped, drop_all = 0;
+    double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
+    double prof_max = 0.0;
     MPI_Reduce(mine, tot, 2, MPI_DOUBLE, MPI_SUM, 0, eng->comm);
     MPI_Reduce(&drop, &drop_all, 1, MPI_LONG_LONG, MPI_SUM, 0, eng->comm);
+    MPI_Reduce(&prof_share, &prof_max, 1, MPI_DOUBLE, MPI_MAX, 0, eng->comm);
     if (eng->rank != 0 || eng->steps_done == 0) {
         return;
     }
@@ -193,6 +196,12 @@ static void print_summary(const moe_engine_t *eng)
                          (double)cfg->top_k;
         printf("capacity: %lld of %.0f expert choices dropped (%.2f%%)\n", drop_all, choices,
                100.0 * (double)drop_all / choices);
+    }
+    if (eng->prof != NULL) {
+        /* its direct cost: time inside its per-step hooks (the sampler thread and cache
+         * effects are not in this; bench_profiler.sh compares tokens/s on and off) */
+        printf("profiler: %.3f%% of run time in its hooks (the most of any rank)\n",
+               100.0 * prof_max);
     }
     printf("tokens/s: %.0f\n", tps);
 }
