@@ -1,5 +1,4 @@
 /* The per-rank recorder: the hot-path entry points and the window gather. */
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,21 +455,27 @@ static bool receive_one(moe_prof_t *p)
     return true;
 }
 
-/* Rank 0: has every other profiled rank sent the last part of window w (or its last
- * record)? */
+/* Rank 0: does it still wait for rank r's last part of window w? (Not profiled, its last
+ * record arrived, or a part of w with the end flag or of a later window is here: no.) */
+static bool awaits_window_end(const moe_prof_t *p, int r, int64_t w)
+{
+    if (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]) {
+        return false;
+    }
+    for (int i = 0; i < p->num_pending; i++) {
+        const moe_prof_record_t *q = &p->pending[i];
+        if (q->rank == r && (q->window > w ||
+                             (q->window == w && (q->flags & MOE_PROF_FLAG_WINDOW_END)))) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool window_complete(const moe_prof_t *p, int64_t w)
 {
     for (int r = 1; r < p->world; r++) {
-        if (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]) {
-            continue;
-        }
-        bool got = false;
-        for (int i = 0; i < p->num_pending && !got; i++) {
-            const moe_prof_record_t *q = &p->pending[i];
-            got = q->rank == r && (q->window > w ||
-                                   (q->window == w && (q->flags & MOE_PROF_FLAG_WINDOW_END)));
-        }
-        if (!got) {
+        if (awaits_window_end(p, r, w)) {
             return false;
         }
     }
@@ -521,6 +526,22 @@ static moe_status_t merge_group(moe_prof_t *p, int64_t w, moe_prof_record_t *own
     return st;
 }
 
+/* The watchdog on rank 0's wait for window w: name the ranks whose last part is missing. */
+static moe_status_t window_timeout(moe_prof_t *p, int64_t w, moe_error_t *err)
+{
+    char who[256] = "";
+    size_t used = 0;
+    for (int r = 1; r < p->world && used < sizeof(who) - 32; r++) {
+        if (awaits_window_end(p, r, w)) {
+            used += (size_t)snprintf(who + used, sizeof(who) - used, "%s%d", used ? ", " : "", r);
+        }
+    }
+    return moe_error_set(err, MOE_ERR_TIMEOUT,
+                         "watchdog: rank 0 waited %g s for the profile of window %lld from "
+                         "rank(s) %s (runtime.step_timeout_s); aborting the job",
+                         p->cfg->step_timeout_s, (long long)w, who);
+}
+
 /* The end of a window: non-root ranks send its last part, rank 0 waits for every rank's
  * last part and merges the window. */
 static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
@@ -531,16 +552,17 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
         st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, 0) : MOE_OK;
     } else {
         int64_t start = prof_now_ns();
+        int64_t deadline = p->cfg->step_timeout_s > 0
+                               ? start + (int64_t)(p->cfg->step_timeout_s * 1e9) : 0;
         while (!window_complete(p, w)) {
-            if (!receive_one(p) && !prof_poll(start, 0, true)) {
-                /* stopped: what came is kept for the final merge */
-                return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested");
+            if (!receive_one(p) && !prof_poll(start, deadline, true)) {
+                if (moe_stop_requested()) { /* what came is kept for the final merge */
+                    return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested");
+                }
+                return window_timeout(p, w, err);
             }
         }
         st = merge_group(p, w, p->profiled ? &p->rec : NULL, err);
-        /* Each window's records are decoded, merged and freed; give the freed pages back
-         * (glibc keeps them otherwise), so rank 0's RSS stays flat over a long run. */
-        malloc_trim(0);
     }
     if (st == MOE_OK) {
         p->windows_gathered++;
