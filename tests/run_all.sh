@@ -43,5 +43,6 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # The fuzz targets build their own sanitized binaries with clang: not run twice.
 run_suite build-asan "-LE fuzz" -DCMAKE_BUILD_TYPE=Debug -DMOED_SANITIZE=ON || rc=1
 
-echo "moed test suite (build + build-asan): $passed passed, $failed failed, $skipped skipped"
+echo "moed test suite, both builds (build/ and build-asan/) together:"
+echo "total: $passed passed, $failed failed, $skipped skipped"
 exit $rc
