@@ -3,7 +3,8 @@
 # Idempotent: packages already present are left alone. Run as root.
 #   deploy/install-deps.sh            build + run dependencies
 #   deploy/install-deps.sh --test     also what the test suite uses (clang for fuzzing,
-#                                     iproute2 for the multi-host test, python3 for checks)
+#                                     iproute2 for the multi-host test, procps (pgrep) and
+#                                     python3 for the multi-rank checks)
 set -euo pipefail
 
 want=(build-essential cmake pkg-config
@@ -11,7 +12,7 @@ want=(build-essential cmake pkg-config
       libopenblas-dev libblis-dev libdnnl-dev
       libucx-dev ucx-utils)
 if [[ "${1:-}" == "--test" ]]; then
-  want+=(clang libclang-rt-dev iproute2 python3)
+  want+=(clang libclang-rt-dev iproute2 procps python3)
 fi
 
 missing=()

@@ -287,7 +287,7 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         return exit_code_for(st);
     }
     bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
-    int64_t steps = opt->steps > 0 ? opt->steps : cfg->steps;
+    int64_t steps = cfg->steps; /* --steps already applied */
     st = moe_engine_run(eng, steps, progress, &err);
     if (st != MOE_OK && st != MOE_ERR_INTERRUPTED) {
         /* A failure or the watchdog, printed by the rank that saw it; the job cannot go on. */
@@ -359,6 +359,9 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     int check_world = opt.check_config && opt.ranks > 0 ? opt.ranks : world;
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
+    }
+    if (st == MOE_OK && opt.steps > 0) {
+        cfg->steps = opt.steps; /* one number for the run loop and the profiler's bounds */
     }
     int code = EXIT_OK;
     if (st != MOE_OK) {
