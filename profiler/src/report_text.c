@@ -566,9 +566,12 @@ static void text_rank_memory(FILE *f, const moe_rep_rank_t *k)
         hi = i == 0 || v > hi ? v : hi;
         sum += v;
     }
-    fprintf(f, "  %d samples from %.3f s to %.3f s: RSS min %.1f, mean %.1f, max %.1f MiB\n",
-            k->num_mem, (double)k->mem[0].t_ns / 1e9, (double)k->mem[k->num_mem - 1].t_ns / 1e9, lo,
-            sum / k->num_mem, hi);
+    /* + 0.0 turns a rounded -0.000 into 0.000 */
+    double first = round((double)k->mem[0].t_ns / 1e6) / 1e3 + 0.0;
+    double last = round((double)k->mem[k->num_mem - 1].t_ns / 1e6) / 1e3 + 0.0;
+    fprintf(f, "  %d samples from %.3f s to %.3f s after the first step: RSS min %.1f, mean %.1f, "
+               "max %.1f MiB\n",
+            k->num_mem, first, last, lo, sum / k->num_mem, hi);
 }
 
 static void text_rank_clock(FILE *f, const moe_rep_rank_t *k)
@@ -596,10 +599,10 @@ static moe_status_t text_write_rank(const moe_report_t *r, int me, moe_error_t *
     fprintf(f, "moed profile: rank %d (%s)\n", me, text_host(r, me));
     fprintf(f, "%" PRId64 " recorded steps; ", k->steps);
     if (n > 0) {
-        fprintf(f, "hosts %d expert%s: ", n, n == 1 ? "" : "s");
+        fprintf(f, "%d expert%s hosted here: ", n, n == 1 ? "" : "s");
         text_id_ranges(f, ids, n);
     } else {
-        fputs("hosts no experts", f);
+        fputs("no experts hosted here", f);
     }
     fprintf(f, "%s\n",
             r->cfg->routing == MOE_ROUTING_MASTER && me == r->cfg->master_rank
