@@ -53,6 +53,12 @@ void moe_transport_destroy(moe_transport_t *t); /* accepts NULL */
 moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, moe_transport_t **out,
                                       moe_error_t *err);
 
+#ifdef MOE_HAVE_UCX
+/* UCP tagged messages (transport_ucx.c); collective over comm (swaps worker addresses). */
+moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, moe_transport_t **out,
+                                      moe_error_t *err);
+#endif
+
 /* Convert an MPI error code into moe_status_t with its MPI text; logs nothing. */
 moe_status_t moe_mpi_check(int mpi_rc, const char *what, moe_error_t *err);
 

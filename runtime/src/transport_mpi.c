@@ -228,6 +228,11 @@ moe_status_t moe_transport_create(moe_transport_kind_t kind, MPI_Comm comm, int6
     case MOE_TRANSPORT_MPI:
         return moe_transport_mpi_create(comm, row_elems, out, err);
     case MOE_TRANSPORT_UCX:
+#ifdef MOE_HAVE_UCX
+        return moe_transport_ucx_create(comm, row_elems, out, err);
+#else
+        break;
+#endif
     case MOE_TRANSPORT_NCCL:
         break;
     }

@@ -8,9 +8,26 @@ case "$1" in
   gelu)        ROUTING=symmetric ACT=gelu NORM=false K=3 small_model > c.yaml ;;
   capacity_master)    CF=1.0 SKEW=1.5 small_model > c.yaml ;;
   capacity_symmetric) ROUTING=symmetric CF=1.0 SKEW=1.5 TOKENS=100 small_model > c.yaml ;;
+  ucx)
+    # 3 ranks over UCX (1 rank: no peers, the same config) against the MPI reference
+    # output. On this host UCX picks shared memory and self; MOED_TEST_UCX_TLS overrides
+    # (e.g. tcp,self). Skipped, not failed, when the build has no UCX.
+    export UCX_TLS=${MOED_TEST_UCX_TLS:-${UCX_TLS:-sm,self}}
+    ROUTING=symmetric TOKENS=100 small_model | sed 's/^runtime:/runtime:\n  transport: ucx/' > c.yaml ;;
   *) fail "unknown case $1" ;;
 esac
+if [[ "$1" == ucx ]] && ! "$MOED" --config c.yaml --no-progress > probe.log 2>&1; then
+  grep -q 'not available in this build' probe.log || { cat probe.log; fail "UCX run failed"; }
+  echo "SKIP ucx: this build has no UCX transport"; exit 0
+fi
 same_as_one_rank 3
+if [[ "$1" == ucx ]]; then
+  # The reference: the same model on 1 rank over MPI.
+  sed '/^  transport: ucx/d' c.yaml > mpi.yaml
+  "$MOED" --config mpi.yaml --dump-output ref.safetensors --no-progress > ref.log 2>&1 \
+    || { cat ref.log; fail "single-rank MPI run failed"; }
+  "$ST_DIFF" ref.safetensors many.safetensors --tol 1e-4 || fail "UCX output differs from MPI"
+fi
 if [[ "$1" == capacity_* ]]; then
   # The limit must really bite, the same way on 1 and on 3 ranks.
   d1=$(grep -o 'capacity: [0-9]* of' one.log) || fail "no capacity line"
