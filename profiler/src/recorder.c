@@ -422,8 +422,11 @@ static void pending_push(moe_prof_t *p, moe_prof_record_t *rec)
     p->pending[p->num_pending++] = *rec;
 }
 
-/* Rank 0: receive one record if one is there. Returns true if it took one. */
-static bool receive_one(moe_prof_t *p)
+/* Rank 0: receive one record if one is there. Returns true if it took one.
+ * A record above the eager size is read from the sender's memory after the match; if the
+ * sender died in between, that read never completes. So the receive is non-blocking and
+ * abandoned at deadline_ns (0: none) or on a stop request when honour_stop. */
+static bool receive_one(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
 {
     int flag = 0;
     MPI_Message msg;
@@ -432,12 +435,22 @@ static bool receive_one(moe_prof_t *p)
         !flag) {
         return false;
     }
-    int n = 0;
+    int n = 0, done = 0;
     MPI_Get_count(&status, MPI_BYTE, &n);
     uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf == NULL || MPI_Mrecv(buf, n, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        free(buf);
+    MPI_Request req;
+    if (buf == NULL || MPI_Imrecv(buf, n, MPI_BYTE, &msg, &req) != MPI_SUCCESS) {
+        free(buf); /* the matched message is lost with its sender's record */
         return false;
+    }
+    int64_t start = prof_now_ns();
+    while (!done) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return false; /* buf stays with MPI */
+        }
+        if (!done && !prof_poll(start, deadline_ns, honour_stop)) {
+            return false; /* a sender gone mid-message: buf stays with the pending receive */
+        }
     }
     moe_prof_record_t rec;
     moe_error_t derr;
@@ -555,7 +568,7 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
         int64_t deadline = p->cfg->step_timeout_s > 0
                                ? start + (int64_t)(p->cfg->step_timeout_s * 1e9) : 0;
         while (!window_complete(p, w)) {
-            if (!receive_one(p) && !prof_poll(start, deadline, true)) {
+            if (!receive_one(p, deadline, true) && !prof_poll(start, deadline, true)) {
                 if (moe_stop_requested()) { /* what came is kept for the final merge */
                     return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested");
                 }
@@ -576,7 +589,7 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
 static moe_status_t stream_parts(moe_prof_t *p)
 {
     if (p->rank == 0) {
-        while (receive_one(p)) {
+        while (receive_one(p, 0, true)) {
         }
         return MOE_OK;
     }
@@ -614,7 +627,7 @@ static moe_status_t collect_final(moe_prof_t *p, double deadline_s, moe_error_t 
         for (int r = 1; r < p->world; r++) {
             all = all && (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]);
         }
-        if (all || (!receive_one(p) && !prof_poll(start, deadline, false))) {
+        if (all || (!receive_one(p, deadline, false) && !prof_poll(start, deadline, false))) {
             break;
         }
     }
