@@ -133,7 +133,7 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
     return ok ? MOE_OK : MOE_ERR_NO_MEMORY;
 }
 
-moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, char (*hosts)[64])
+moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const char (*hosts)[64])
 {
     moe_merge_t *m = calloc(1, sizeof(*m));
     if (m == NULL) {

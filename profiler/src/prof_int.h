@@ -35,7 +35,7 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
 
 /* Rank 0's accumulation of gathered records into the report. */
 typedef struct moe_merge moe_merge_t;
-moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, char (*hosts)[64]);
+moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const char (*hosts)[64]);
 void moe_merge_destroy(moe_merge_t *m);
 /* Add one window's records (recs[i] for the ranks in order; NULL where absent). t0: rank
  * 0's first step begin (its clock); offsets: each rank's clock offset to rank 0. */

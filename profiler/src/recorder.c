@@ -29,7 +29,6 @@ struct moe_prof {
     bool have_t0;
     int windows_gathered;
     double *offsets, *uncert;    /* [world] clock offsets to rank 0 */
-    char (*hosts)[64];           /* [world] */
     moe_sampler_t sampler;
     MPI_Comm pcomm;              /* the profiler's own duplicate of the job's communicator */
     moe_wbuf_t sendbuf;          /* the record in flight to rank 0 (non-root ranks) */
@@ -108,21 +107,6 @@ static void reset_window(moe_prof_t *p)
     r->metrics_dropped = r->events_dropped = 0;
 }
 
-static moe_status_t gather_hosts(moe_prof_t *p)
-{
-    char me[64] = {0};
-    if (gethostname(me, sizeof(me) - 1) != 0) {
-        snprintf(me, sizeof(me), "unknown");
-    }
-    p->hosts = calloc((size_t)p->world, sizeof(*p->hosts));
-    if (p->hosts == NULL) {
-        return MOE_ERR_NO_MEMORY;
-    }
-    memcpy(p->rec.host, me, sizeof(me));
-    int rc = MPI_Allgather(me, 64, MPI_CHAR, p->hosts, 64, MPI_CHAR, p->comm);
-    return rc == MPI_SUCCESS ? MOE_OK : MOE_ERR_MPI;
-}
-
 static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
 {
     const moe_config_t *cfg = p->cfg;
@@ -141,8 +125,8 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
     if (p->offsets == NULL || p->uncert == NULL || alloc_lists(p) != MOE_OK) {
         return MOE_ERR_NO_MEMORY;
     }
-    st = gather_hosts(p);
-    if (st == MOE_OK && MPI_Comm_dup(p->comm, &p->pcomm) != MPI_SUCCESS) {
+    snprintf(p->rec.host, sizeof(p->rec.host), "%s", info->hosts[p->rank]);
+    if (MPI_Comm_dup(p->comm, &p->pcomm) != MPI_SUCCESS) {
         st = MOE_ERR_MPI;
     }
     if (st == MOE_OK) {
@@ -156,7 +140,7 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
     p->rec.clock_offset_ns = p->offsets[p->rank];
     p->rec.clock_uncertainty_ns = p->uncert[p->rank];
     if (st == MOE_OK && p->rank == 0) {
-        p->merge = moe_merge_create(cfg, p->world, p->hosts);
+        p->merge = moe_merge_create(cfg, p->world, info->hosts);
         st = p->merge != NULL ? MOE_OK : MOE_ERR_NO_MEMORY;
     }
     if (st == MOE_OK &&
@@ -212,7 +196,6 @@ void moe_prof_destroy(moe_prof_t *p)
     }
     free(p->offsets);
     free(p->uncert);
-    free(p->hosts);
     free(p);
 }
 

@@ -143,13 +143,7 @@ static int pending_peers(const ucx_impl_t *impl, int nreq, int *out)
             continue;
         }
         int peer = impl->req_peer[i] >= 0 ? impl->req_peer[i] : -2 - impl->req_peer[i];
-        bool seen = false;
-        for (int k = 0; k < n && !seen; k++) {
-            seen = out[k] == peer;
-        }
-        if (!seen) {
-            out[n++] = peer;
-        }
+        n = moe_wait_note_peer(out, n, nreq, peer); /* out holds nreq */
     }
     return n;
 }

@@ -95,6 +95,19 @@ moe_status_t moe_wait_request(MPI_Request *req, const char *what, moe_error_t *e
     }
 }
 
+int moe_wait_note_peer(int *list, int n, int cap, int peer)
+{
+    for (int k = 0; k < n; k++) {
+        if (list[k] == peer) {
+            return n;
+        }
+    }
+    if (n < cap) {
+        list[n++] = peer;
+    }
+    return n;
+}
+
 moe_status_t moe_wait_all(MPI_Request *reqs, const int *peers, int n, const char *what,
                           moe_error_t *err)
 {
@@ -109,12 +122,8 @@ moe_status_t moe_wait_all(MPI_Request *reqs, const int *peers, int n, const char
                 return moe_error_set(err, MOE_ERR_MPI, "MPI_Test failed in %s", what);
             }
             left += !done;
-            bool seen = false;
-            for (int k = 0; k < np && !seen; k++) {
-                seen = pending[k] == peers[i];
-            }
-            if (!done && !seen && np < 64) {
-                pending[np++] = peers[i];
+            if (!done) {
+                np = moe_wait_note_peer(pending, np, 64, peers[i]);
             }
         }
         if (left == 0) {

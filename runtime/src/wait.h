@@ -25,6 +25,10 @@ void moe_wait_set_where(int64_t step, int layer, const char *phase);
 moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pending, int npending,
                            moe_error_t *err);
 
+/* Add `peer` to list[0..n) unless it is there already (at most cap entries); returns the
+ * new count. The watchdog names each peer it waits on once. */
+int moe_wait_note_peer(int *list, int n, int cap, int peer);
+
 /* Wait for n point-to-point requests; peers[i] is the rank at the other end of reqs[i],
  * named by the watchdog while its request is pending. */
 moe_status_t moe_wait_all(MPI_Request *reqs, const int *peers, int n, const char *what,

@@ -39,6 +39,7 @@ typedef struct moe_prof_static {
     double flops_per_row;           /* expert FFN FLOPs per token row */
     const char *transport;          /* "mpi" */
     const char *blas;
+    const char (*hosts)[64];        /* [world] every rank's host (read during create only) */
 } moe_prof_static_t;
 
 /* One layer of one step as the runtime saw it; every time is the runtime's own monotonic
