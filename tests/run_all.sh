@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this and nothing else):
 #   1. install what is missing (Debian packages, deploy/install-deps.sh --test)
-#   2. build and run every ctest test in build/ (RelWithDebInfo, -Werror)
-#   3. build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and run
-#      the same tests there
+#   2. build and run every ctest test in build/ (RelWithDebInfo, -Werror); where the CUDA
+#      Toolkit is installed (/usr/local/cuda, nvcc on PATH) this is the CUDA + NCCL variant:
+#      it is built and linked even without a GPU, and the GPU tests skip with the reason
+#   3. build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ (CPU
+#      only: the sanitizers do not instrument CUDA) and run the same tests there
 # Prints one closing line with the totals of both runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,13 +37,17 @@ run_suite() { # run_suite BUILD_DIR CTEST_ARGS CMAKE_ARGS...
 }
 
 mkdir -p build build-asan
+# nvcc is looked for on PATH; the toolkit's usual home is added so a login shell is not needed.
+[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="$PATH:/usr/local/cuda/bin"
 run_suite build "" -DCMAKE_BUILD_TYPE=RelWithDebInfo || rc=1
+grep -E 'moed: (CUDA|NCCL|UCX)' build.configure.log || true
 # ASan + UBSan over the same tests. Leak checking covers the unit tests (no MPI); the
 # tests that start MPI turn it off (tests/CMakeLists.txt says why).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # The fuzz targets build their own sanitized binaries with clang: not run twice.
-run_suite build-asan "-LE fuzz" -DCMAKE_BUILD_TYPE=Debug -DMOED_SANITIZE=ON || rc=1
+run_suite build-asan "-LE fuzz" -DCMAKE_BUILD_TYPE=Debug -DMOED_SANITIZE=ON \
+  -DMOED_WITH_CUDA=OFF || rc=1
 
 echo "moed test suite, both builds (build/ and build-asan/) together:"
 echo "total: $passed passed, $failed failed, $skipped skipped"

@@ -99,11 +99,20 @@ static double cmp_rel(double a, double b)
     return a != 0.0 ? fabs(b - a) / fabs(a) : b != 0.0 ? INFINITY : 0.0;
 }
 
+/* One figure of A and B with the change; a figure a run does not have shows as n/a. */
 static void cmp_row(FILE *out, const char *name, double a, double b, int dec)
 {
-    char ch[64];
+    char ch[64], v[2][32];
+    const double x[2] = {a, b};
     cmp_change(a, b, dec, ch, sizeof(ch));
-    fprintf(out, "  %-34s %14.*f %14.*f   %s\n", name, dec, a, dec, b, ch);
+    for (int i = 0; i < 2; i++) {
+        if (isfinite(x[i])) {
+            snprintf(v[i], sizeof(v[i]), "%.*f", dec, x[i]);
+        } else {
+            snprintf(v[i], sizeof(v[i]), "n/a");
+        }
+    }
+    fprintf(out, "  %-34s %14s %14s   %s\n", name, v[0], v[1], ch);
 }
 
 static double cmp_num(const moe_json_t *v, const char *path)
@@ -113,15 +122,15 @@ static double cmp_num(const moe_json_t *v, const char *path)
 
 /* ---- run-level figures ----------------------------------------------------------- */
 
-/* Mean over present ranks of one per_step_ms figure. */
-static double cmp_rank_mean(const cmp_run_t *c, const char *figure)
+/* Mean over present ranks of one figure of ranks[] (a path such as "per_step_ms.step"). */
+static double cmp_rank_mean(const cmp_run_t *c, const char *path)
 {
     const moe_json_t *ranks = moe_json_get(c->doc, "ranks");
     double sum = 0.0;
     int n = 0;
     for (size_t i = 0; i < moe_json_count(ranks); i++) {
         const moe_json_t *k = moe_json_at(ranks, i);
-        double v = moe_json_number(moe_json_get(moe_json_get(k, "per_step_ms"), figure), NAN);
+        double v = moe_json_number(moe_json_path(k, path), NAN);
         if (moe_json_get(k, "present") != NULL && moe_json_get(k, "present")->boolean &&
             isfinite(v)) {
             sum += v;
@@ -137,6 +146,31 @@ static bool cmp_partial(const cmp_run_t *c)
     return p != NULL && p->type == MOE_JSON_BOOL && p->boolean;
 }
 
+/* "cuda (NVIDIA H200)": the back-end and the device's name (run.device_name, else the first
+ * present rank's); "+ others" when the present ranks' devices differ. */
+static void cmp_device(const cmp_run_t *c, char *buf, size_t n)
+{
+    const char *kind = moe_json_string(moe_json_get(c->run, "device"), "?");
+    const char *name = moe_json_string(moe_json_get(c->run, "device_name"), "");
+    const moe_json_t *ranks = moe_json_get(c->doc, "ranks");
+    bool mixed = false;
+    for (size_t i = 0; i < moe_json_count(ranks); i++) {
+        const moe_json_t *k = moe_json_at(ranks, i);
+        const moe_json_t *present = moe_json_get(k, "present");
+        const char *d = moe_json_string(moe_json_get(k, "device"), "");
+        if (present == NULL || !present->boolean || d[0] == '\0') {
+            continue;
+        }
+        name = name[0] != '\0' ? name : d;
+        mixed = mixed || strcmp(d, name) != 0;
+    }
+    if (name[0] == '\0' || strcmp(name, kind) == 0) {
+        snprintf(buf, n, "%s%s", kind, mixed ? " + others" : "");
+    } else {
+        snprintf(buf, n, "%s (%.64s%s)", kind, name, mixed ? " + others" : "");
+    }
+}
+
 static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     const cmp_run_t *runs[2] = {a, b};
@@ -147,6 +181,14 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
                 i == 0 ? "A" : "B", c->dir, moe_json_string(moe_json_get(c->run, "version"), "?"),
                 moe_json_string(moe_json_get(c->run, "started_at"), "?"), c->world, c->layers,
                 c->experts);
+        char dev[160];
+        double chunks = cmp_num(c->run, "chunks");
+        cmp_device(c, dev, sizeof(dev));
+        if (chunks > 0.0) {
+            fprintf(out, "     device %s, runtime.chunks %.0f\n", dev, chunks);
+        } else {
+            fprintf(out, "     device %s, runtime.chunks not recorded\n", dev);
+        }
         if (cmp_partial(c)) {
             fprintf(out, "     PARTIAL: missing %s\n",
                     moe_json_string(moe_json_get(c->doc, "missing"), "some ranks' records"));
@@ -161,21 +203,39 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     }
 }
 
+/* runtime.chunks, the device and the share of exchange time hidden behind compute. */
+static void cmp_overlap_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    char da[160], db[160];
+    cmp_device(a, da, sizeof(da));
+    cmp_device(b, db, sizeof(db));
+    fprintf(out, "  %-34s A: %s; B: %s (%s)\n", "device", da, db,
+            strcmp(da, db) == 0 ? "same" : "differs");
+    double ca = cmp_num(a->run, "chunks"), cb = cmp_num(b->run, "chunks");
+    cmp_row(out, "runtime.chunks", ca > 0.0 ? ca : NAN, cb > 0.0 ? cb : NAN, 0);
+    cmp_row(out, "exchange in flight (ms/step, mean)", cmp_rank_mean(a, "exchange_ms"),
+            cmp_rank_mean(b, "exchange_ms"), 3);
+    cmp_row(out, "exchange hidden by compute (%)",
+            100.0 * cmp_num(a->run, "exchange_hidden_share"),
+            100.0 * cmp_num(b->run, "exchange_hidden_share"), 1);
+}
+
 static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     fprintf(out, "\nRun %30s %14s %14s   %s\n", "", "A", "B", "change B - A");
     cmp_row(out, "tokens/s", cmp_num(a->run, "tokens_per_s"), cmp_num(b->run, "tokens_per_s"), 1);
     cmp_row(out, "run time (s)", cmp_num(a->run, "run_s"), cmp_num(b->run, "run_s"), 3);
-    cmp_row(out, "step (ms, mean over ranks)", cmp_rank_mean(a, "step"), cmp_rank_mean(b, "step"),
-            3);
-    cmp_row(out, "compute (ms/step, mean over ranks)", cmp_rank_mean(a, "compute"),
-            cmp_rank_mean(b, "compute"), 3);
-    cmp_row(out, "exchange (ms/step, mean over ranks)", cmp_rank_mean(a, "exchange"),
-            cmp_rank_mean(b, "exchange"), 3);
-    cmp_row(out, "idle (ms/step, mean over ranks)", cmp_rank_mean(a, "idle"),
-            cmp_rank_mean(b, "idle"), 3);
+    cmp_row(out, "step (ms, mean over ranks)", cmp_rank_mean(a, "per_step_ms.step"),
+            cmp_rank_mean(b, "per_step_ms.step"), 3);
+    cmp_row(out, "compute (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.compute"),
+            cmp_rank_mean(b, "per_step_ms.compute"), 3);
+    cmp_row(out, "exchange (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.exchange"),
+            cmp_rank_mean(b, "per_step_ms.exchange"), 3);
+    cmp_row(out, "idle (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.idle"),
+            cmp_rank_mean(b, "per_step_ms.idle"), 3);
     cmp_row(out, "exchange share of step (%)", 100.0 * cmp_num(a->doc, "findings.exchange_share"),
             100.0 * cmp_num(b->doc, "findings.exchange_share"), 1);
+    cmp_overlap_figures(out, a, b);
 }
 
 /* ---- experts --------------------------------------------------------------------- */

@@ -130,6 +130,14 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
     dst->clock_offset_end_ns = src->clock_offset_end_ns;
     dst->rss_peak = src->rss_peak > dst->rss_peak ? src->rss_peak : dst->rss_peak;
     dst->dev_peak = src->dev_peak > dst->dev_peak ? src->dev_peak : dst->dev_peak;
+    dst->exchange_ns += src->exchange_ns;
+    dst->hidden_ns += src->hidden_ns;
+    if (src->chunks > 0) { /* static facts: a part that has them wins */
+        dst->chunks = src->chunks;
+    }
+    if (src->device[0] != '\0') {
+        memcpy(dst->device, src->device, sizeof(dst->device));
+    }
     return ok ? MOE_OK : MOE_ERR_NO_MEMORY;
 }
 
@@ -239,6 +247,14 @@ static void merge_rank(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0)
     rk->compute_ns += rec->phase_sum[MOE_RP_GATE] + rec->phase_sum[MOE_RP_EXPERT] +
                       rec->phase_sum[MOE_RP_MERGE];
     rk->exchange_ns += rec->phase_sum[MOE_RP_DISPATCH] + rec->phase_sum[MOE_RP_COMBINE];
+    rk->inflight_ns += (double)rec->exchange_ns;
+    rk->hidden_ns += (double)rec->hidden_ns;
+    if (rec->chunks > 0) {
+        rk->chunks = rec->chunks;
+    }
+    if (rec->device[0] != '\0') {
+        snprintf(rk->device, sizeof(rk->device), "%.63s", rec->device);
+    }
     rk->expert_weight_bytes = rec->expert_weight_bytes;
     rk->exchange_buffer_bytes = rec->exchange_buffer_bytes;
     rk->clock_offset_ns = rec->clock_offset_ns;
@@ -461,6 +477,8 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
     snprintf(r->build_id, sizeof(r->build_id), "%s", MOED_BUILD_ID);
     snprintf(r->blas, sizeof(r->blas), "%s", info->blas ? info->blas : "");
     snprintf(r->transport, sizeof(r->transport), "%s", info->transport ? info->transport : "");
+    snprintf(r->device, sizeof(r->device), "%.63s", info->device ? info->device : "");
+    r->chunks = info->chunks;
     r->steps_run = run->steps_run;
     r->steps_planned = run->steps_planned;
     r->interrupted = run->interrupted;
@@ -484,12 +502,17 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
             used = used < sizeof(r->missing) ? used : sizeof(r->missing);
         }
         if (rk->present) {
+            r->chunks = r->chunks > 0 ? r->chunks : rk->chunks;
+            if (r->device[0] == '\0') {
+                memcpy(r->device, rk->device, sizeof(r->device));
+            }
             r->clock_skew_max_ns = fmax(r->clock_skew_max_ns, fabs(rk->clock_offset_ns));
             r->clock_uncertainty_max_ns = fmax(r->clock_uncertainty_max_ns, rk->clock_uncertainty_ns);
             r->clock_drift_max_ns = fmax(r->clock_drift_max_ns,
                                          fabs(rk->clock_offset_end_ns - rk->clock_offset_ns));
         }
     }
+    r->chunks = r->chunks > 0 ? r->chunks : (int)m->cfg->chunks;
 }
 
 void moe_merge_note_missing(moe_merge_t *m, int rank, const char *why)

@@ -20,9 +20,13 @@ typedef struct moe_sampler {
     atomic_llong count;      /* samples held */
     atomic_ullong rss_peak;
     atomic_ullong dev_peak;
+    /* moe_prof_static_t.device_memory, or NULL: called from the thread only */
+    void (*device_memory)(uint64_t *current, uint64_t *peak);
 } moe_sampler_t;
 
-int moe_sampler_start(moe_sampler_t *s, int64_t period_ms, int64_t cap);
+/* device_memory may be NULL (no device: dev_bytes and dev_peak stay 0). */
+int moe_sampler_start(moe_sampler_t *s, int64_t period_ms, int64_t cap,
+                      void (*device_memory)(uint64_t *current, uint64_t *peak));
 void moe_sampler_stop(moe_sampler_t *s);   /* joins; safe when not running */
 void moe_sampler_free(moe_sampler_t *s);
 /* Copy the series, oldest first, into rec->mem (allocates). After stop. */

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "moe/stop.h"
+#include "overlap.h"
 #include "prof_int.h"
 
 #define LIST_BOUND (1 << 20) /* items per list per window, whatever the config */
@@ -20,6 +21,9 @@ struct moe_prof {
     moe_prof_record_t rec;       /* this window's data */
     int64_t cap_steps, cap_exchanges, cap_metrics, cap_events;
     int64_t events_budget;       /* events this rank may still record over the run */
+    int chunks;                  /* runtime.chunks (>= 1) */
+    moe_ival_t *ov_spans;        /* [2 * chunks] scratch: the layer's exchange spans */
+    moe_ival_t *ov_calls;        /* [chunks * num_local] scratch: its expert calls */
     /* the current step */
     int64_t step;
     bool recorded, closes;
@@ -64,20 +68,25 @@ static moe_status_t alloc_lists(moe_prof_t *p)
 {
     const moe_config_t *cfg = p->cfg;
     int64_t steps = steps_per_window(cfg), L = cfg->num_layers, nl = p->info.num_local;
-    int64_t total_steps = p->info.total_steps;
+    int64_t total_steps = p->info.total_steps, C = p->chunks;
     steps = steps < total_steps ? steps : total_steps;
     p->cap_steps = bound(steps);
     p->cap_exchanges = bound(steps * L);
     p->cap_metrics = bound(steps * L * nl);
-    /* phases + experts per layer + the step itself */
-    p->cap_events = bound(steps * (L * (5 + nl) + 1));
     int64_t profiled = cfg->prof_all_ranks ? p->world : cfg->prof_num_ranks;
     p->events_budget = cfg->prof_trace ? cfg->prof_trace_max_events / (profiled > 0 ? profiled : 1) : 0;
+    /* per layer 5 phases, up to 2 * C exchanges and C * nl expert calls; the step itself.
+     * No more than the run's budget can ever be recorded. */
+    p->cap_events = bound(steps * (L * (5 + 2 * C + C * nl) + 1));
+    p->cap_events = p->events_budget < p->cap_events ? bound(p->events_budget) : p->cap_events;
     p->rec.steps = calloc((size_t)p->cap_steps, sizeof(moe_rec_step_t));
     p->rec.exchanges = calloc((size_t)p->cap_exchanges, sizeof(moe_rec_exchange_t));
     p->rec.metrics = calloc((size_t)p->cap_metrics, sizeof(moe_rec_metric_t));
     p->rec.events = calloc((size_t)p->cap_events, sizeof(moe_rec_event_t));
-    if (!p->rec.steps || !p->rec.exchanges || !p->rec.metrics || !p->rec.events) {
+    p->ov_spans = calloc((size_t)(2 * C), sizeof(moe_ival_t));
+    p->ov_calls = calloc((size_t)(C * (nl > 0 ? nl : 1)), sizeof(moe_ival_t));
+    if (!p->rec.steps || !p->rec.exchanges || !p->rec.metrics || !p->rec.events ||
+        !p->ov_spans || !p->ov_calls) {
         return MOE_ERR_NO_MEMORY;
     }
     return MOE_OK;
@@ -103,6 +112,7 @@ static void reset_window(moe_prof_t *p)
     memset(r->msgs_sent, 0, W * sizeof(uint64_t));
     memset(r->msgs_recv, 0, W * sizeof(uint64_t));
     memset(r->wait_ns, 0, W * sizeof(double));
+    r->exchange_ns = r->hidden_ns = 0;
     r->num_steps = r->num_exchanges = r->num_metrics = r->num_events = 0;
     r->metrics_dropped = r->events_dropped = 0;
 }
@@ -120,6 +130,10 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
     memcpy(p->rec.local_ids, info->local_ids, sizeof(int32_t) * (size_t)nl);
     p->rec.expert_weight_bytes = info->expert_weight_bytes;
     p->rec.exchange_buffer_bytes = info->exchange_buffer_bytes;
+    p->chunks = info->chunks > 0 ? info->chunks : cfg->chunks > 0 ? (int)cfg->chunks : 1;
+    p->rec.chunks = p->chunks;
+    snprintf(p->rec.device, sizeof(p->rec.device), "%s",
+             info->device != NULL ? info->device : cfg->device == MOE_DEVICE_CUDA ? "cuda" : "cpu");
     p->offsets = calloc((size_t)p->world, sizeof(double));
     p->uncert = calloc((size_t)p->world, sizeof(double));
     if (p->offsets == NULL || p->uncert == NULL || alloc_lists(p) != MOE_OK) {
@@ -144,7 +158,8 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
         st = p->merge != NULL ? MOE_OK : MOE_ERR_NO_MEMORY;
     }
     if (st == MOE_OK &&
-        moe_sampler_start(&p->sampler, cfg->prof_memory_sample_ms, 4096) != 0) {
+        moe_sampler_start(&p->sampler, cfg->prof_memory_sample_ms, 4096,
+                          info->device_memory) != 0) {
         st = MOE_ERR_INTERNAL;
     }
     return st;
@@ -196,6 +211,8 @@ void moe_prof_destroy(moe_prof_t *p)
     }
     free(p->offsets);
     free(p->uncert);
+    free(p->ov_spans);
+    free(p->ov_calls);
     free(p);
 }
 
@@ -229,6 +246,8 @@ static void add_event(moe_prof_t *p, int kind, int layer, int id, int lane, int6
                                                    .step = p->step, .arg = arg};
 }
 
+/* One histogram entry and metrics row per expert per layer: its busy time over all the
+ * layer's chunks (with chunks 1 this is its one call, as before). */
 static void record_experts(moe_prof_t *p, const moe_prof_layer_sample_t *s)
 {
     moe_prof_record_t *r = &p->rec;
@@ -237,7 +256,7 @@ static void record_experts(moe_prof_t *p, const moe_prof_layer_sample_t *s)
         if (rows == 0) {
             continue;
         }
-        int64_t ns = s->expert_end_ns[le] - s->expert_begin_ns[le];
+        int64_t ns = s->expert_ns[le];
         moe_rec_expert_t *x = &r->experts[s->layer * r->num_local + le];
         x->tokens += (uint64_t)rows;
         x->calls++;
@@ -249,8 +268,41 @@ static void record_experts(moe_prof_t *p, const moe_prof_layer_sample_t *s)
         } else {
             r->metrics_dropped++;
         }
-        add_event(p, 1, s->layer, r->local_ids[le], 2 + le, s->expert_begin_ns[le], ns, rows);
     }
+}
+
+/* The trace: one event per exchange span (lane 2) and per expert call (lane 3 + local). */
+static void record_timeline(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+{
+    const moe_prof_record_t *r = &p->rec;
+    if (!p->cfg->prof_trace) {
+        return; /* nothing to record, nothing to count as dropped */
+    }
+    for (int i = 0; i < s->num_spans; i++) {
+        const moe_prof_span_t *x = &s->spans[i];
+        add_event(p, MOE_TEV_EXCHANGE, s->layer, x->kind, MOE_LANE_EXCHANGE, x->begin_ns,
+                  x->end_ns - x->begin_ns, x->chunk);
+    }
+    for (int i = 0; i < s->num_calls; i++) {
+        const moe_prof_call_t *c = &s->calls[i];
+        if (c->local < 0 || c->local >= r->num_local) {
+            continue; /* not one of ours: nothing to name it by */
+        }
+        add_event(p, MOE_TEV_EXPERT, s->layer, r->local_ids[c->local],
+                  MOE_LANE_EXPERT0 + c->local, c->begin_ns, c->end_ns - c->begin_ns, c->rows);
+    }
+}
+
+/* Exchange in flight this layer (the union of its spans) and the part of it during this
+ * rank's expert calls, through the scratch reserved at create. */
+static void record_overlap(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+{
+    int64_t inflight = 0, hidden = 0;
+    moe_overlap_layer(s, p->ov_spans, 2 * p->chunks, p->ov_calls,
+                      p->chunks * (p->rec.num_local > 0 ? p->rec.num_local : 1), &inflight,
+                      &hidden);
+    p->rec.exchange_ns += inflight;
+    p->rec.hidden_ns += hidden;
 }
 
 static void record_comm(moe_prof_t *p, const moe_prof_layer_sample_t *s)
@@ -265,12 +317,9 @@ static void record_comm(moe_prof_t *p, const moe_prof_layer_sample_t *s)
         uint64_t msgs = (uint64_t)(s->send_rows[j] > 0) + (uint64_t)(s->recv_rows[j] > 0);
         r->msgs_sent[j] += msgs;
         r->msgs_recv[j] += msgs;
-        if (s->recv_rows[j] > 0) { /* dispatch: j's rows arrive here */
-            r->wait_ns[j] += (double)(s->dispatch_peer_done_ns[j] - s->dispatch_begin_ns);
-        }
-        if (s->send_rows[j] > 0) { /* combine: j sends our rows back */
-            r->wait_ns[j] += (double)(s->combine_peer_done_ns[j] - s->combine_begin_ns);
-        }
+        /* dispatch: until j's rows arrived here; combine: until j sent ours back. The
+         * runtime counts only peers with rows in that direction, over every chunk. */
+        r->wait_ns[j] += (double)s->peer_wait_ns[j];
     }
 }
 
@@ -283,9 +332,11 @@ void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s)
     for (int ph = 0; ph < 5; ph++) {
         int64_t d = s->phase_end_ns[ph] - s->phase_begin_ns[ph];
         p->phase_acc[ph] += d;
-        add_event(p, 0, s->layer, ph, 1, s->phase_begin_ns[ph], d, 0);
+        add_event(p, MOE_TEV_PHASE, s->layer, ph, MOE_LANE_PHASES, s->phase_begin_ns[ph], d, 0);
     }
     record_experts(p, s);
+    record_timeline(p, s);
+    record_overlap(p, s);
     size_t base = (size_t)s->layer * (size_t)r->num_experts;
     for (int e = 0; e < r->num_experts; e++) {
         r->demand[base + e] += (uint64_t)s->demand[e];
@@ -319,7 +370,7 @@ static void record_step(moe_prof_t *p, int64_t begin_ns, int64_t end_ns)
         s->begin_ns = begin_ns;
         memcpy(s->phase_ns, p->phase_acc, sizeof(s->phase_ns));
     }
-    add_event(p, 2, 0, (int)p->step, 0, begin_ns, end_ns - begin_ns, 0);
+    add_event(p, MOE_TEV_STEP, 0, (int)p->step, MOE_LANE_STEPS, begin_ns, end_ns - begin_ns, 0);
 }
 
 /* ---- records to rank 0 ----------------------------------------------------------- */

@@ -143,13 +143,22 @@ static void find_straggler(const moe_report_t *r, moe_report_findings_t *f)
     f->straggler_n = n;
 }
 
+double moe_report_hidden_share(const moe_rep_rank_t *k)
+{
+    return k != NULL && k->inflight_ns > 0.0 ? k->hidden_ns / k->inflight_ns : NAN;
+}
+
 static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
 {
-    double ex = 0.0, idle = 0.0;
+    double ex = 0.0, idle = 0.0, inflight = 0.0, hidden = 0.0;
     int n = 0;
     for (int i = 0; r->ranks != NULL && i < r->world_size; i++) {
         const moe_rep_rank_t *k = &r->ranks[i];
         double step = k->phase[MOE_RP_STEP].sum;
+        if (k->present) {
+            inflight += k->inflight_ns;
+            hidden += k->hidden_ns;
+        }
         if (!k->present || !(step > 0.0)) {
             continue;
         }
@@ -159,6 +168,8 @@ static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
     }
     f->exchange_share = n > 0 ? ex / n : 0.0;
     f->idle_share = n > 0 ? idle / n : 0.0;
+    /* sums, not a mean of shares: a rank that exchanges more weighs more */
+    f->hidden_share = inflight > 0.0 ? hidden / inflight : NAN;
 }
 
 void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
@@ -167,6 +178,7 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
     f->hot_layer = f->hot_expert = -1;
     f->slow_layer = f->slow_expert = -1;
     f->straggler_rank = -1;
+    f->hidden_share = NAN;
     if (r == NULL) {
         return;
     }

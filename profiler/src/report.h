@@ -59,6 +59,16 @@ typedef struct moe_rep_rank {
     double compute_ns;
     double exchange_ns;
     double idle_ns;
+    /* Overlap of exchange and compute (sums over recorded layers; records of version 2):
+     *   inflight_ns = per layer, the union of the row exchanges' spans (each from its start
+     *                 until this rank saw it complete), whatever phase they fall in
+     *   hidden_ns   = the part of inflight_ns during this rank's own expert calls
+     * hidden / inflight is the share of exchange time hidden behind compute: 0 by
+     * construction with chunks 1. (Not the `exchange_ns` above: that is phase time.) */
+    double inflight_ns;
+    double hidden_ns;
+    int chunks;          /* runtime.chunks as this rank ran it; 0 not recorded */
+    char device[64];     /* "cpu" or the GPU's name; "" not recorded */
     uint64_t rss_peak;
     uint64_t dev_peak;
     uint64_t expert_weight_bytes;
@@ -80,9 +90,10 @@ typedef struct moe_rep_expert {
     int expert;
     int rank;            /* host rank */
     uint64_t tokens;     /* rows computed over recorded steps */
-    uint64_t calls;      /* forward calls with rows > 0 */
+    uint64_t calls;      /* (recorded step, layer) pairs with rows > 0; with runtime.chunks
+                            N the expert's calls of one layer count once */
     double flops;
-    moe_hist_t hist;     /* ns per call */
+    moe_hist_t hist;     /* ns per such call: busy time summed over the layer's chunks */
 } moe_rep_expert_t;
 
 typedef struct moe_rep_layer {
@@ -117,10 +128,21 @@ typedef struct moe_rep_step {
 
 /* Trace events, already aligned and relative to t0_ns. */
 typedef enum {
-    MOE_TEV_PHASE = 0,   /* id = phase (MOE_RP_*), layer set; lane "phases" */
-    MOE_TEV_EXPERT = 1,  /* id = expert id, layer set, arg = rows; lane per local expert */
-    MOE_TEV_STEP = 2,    /* id = step; lane "steps" */
+    MOE_TEV_PHASE = 0,    /* id = phase (MOE_RP_*), layer set; lane "phases" */
+    MOE_TEV_EXPERT = 1,   /* one expert call: id = expert id, layer set, arg = rows; lane per
+                             local expert */
+    MOE_TEV_STEP = 2,     /* id = step; lane "steps" */
+    MOE_TEV_EXCHANGE = 3, /* one row exchange in flight: id = MOE_PROF_SPAN_* (0 dispatch,
+                             1 combine), layer set, arg = chunk; lane "exchange" */
 } moe_tev_kind_t;
+
+/* Trace lanes of a rank: steps, phases, exchanges, then one per local expert. */
+enum {
+    MOE_LANE_STEPS = 0,
+    MOE_LANE_PHASES = 1,
+    MOE_LANE_EXCHANGE = 2,
+    MOE_LANE_EXPERT0 = 3, /* + local expert index */
+};
 
 typedef struct moe_rep_event {
     int64_t ts_ns;
@@ -129,7 +151,7 @@ typedef struct moe_rep_event {
     int16_t kind;
     int16_t layer;
     int32_t id;
-    int32_t lane;        /* 0 steps, 1 phases, 2 + local expert index */
+    int32_t lane;        /* MOE_LANE_*: 0 steps, 1 phases, 2 exchange, 3 + local expert */
     int64_t step;
     int64_t arg;
 } moe_rep_event_t;
@@ -160,6 +182,8 @@ typedef struct moe_report {
     double clock_skew_max_ns;    /* largest |offset| of any rank to rank 0 */
     double clock_uncertainty_max_ns;
     double clock_drift_max_ns;   /* largest |end offset - start offset| */
+    int chunks;                  /* runtime.chunks (rank 0's; else a present rank's) */
+    char device[64];             /* rank 0's device: "cpu" or the GPU's name */
 
     moe_rep_rank_t *ranks;       /* [world_size] */
     int num_layers;
@@ -207,7 +231,12 @@ typedef struct moe_report_findings {
      * recorded steps divided by its step time): */
     double exchange_share;           /* moving bytes (exchange) */
     double idle_share;               /* waiting in an exchange for slower ranks (idle) */
+    /* Share of exchange time hidden behind expert compute: sum of hidden_ns over sum of
+     * inflight_ns, present ranks; NAN when no exchange was recorded (older records). */
+    double hidden_share;
 } moe_report_findings_t;
+/* hidden / inflight of one rank, NAN when it recorded no exchange. */
+double moe_report_hidden_share(const moe_rep_rank_t *k);
 void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
 
 /* Writers: each writes one file into r->run_dir; err names the file on failure. */

@@ -5,9 +5,10 @@
  *   chart-comm     rank-to-rank volume (heatmap, MB)
  *   chart-memory   RSS (and device memory) over time per rank (MiB against s)
  *   chart-steps    step time per rank split into compute / exchange / idle (ms per step)
- * Charts are sized from the data: cells shrink with the number of experts or ranks, axis
- * labels are thinned so they never overlap, and every cell or bar has a hover title with
- * its exact figures. All text from the run (hosts, paths) is HTML-escaped. */
+ * After the charts: the exchange hidden behind expert compute per rank (table) and the
+ * load balance per layer (table). Charts are sized from the data: cells shrink with the
+ * number of experts or ranks, axis labels are thinned so they never overlap, and every cell
+ * or bar has a hover title with its exact figures. All text from the run (hosts, paths) is HTML-escaped. */
 #include "report.h"
 
 #include <errno.h>
@@ -311,12 +312,23 @@ static void html_facts(FILE *f, const moe_report_t *r)
              c->num_layers, c->num_experts, c->top_k, c->hidden_dim, c->ffn_dim,
              c->activation == MOE_ACT_GELU ? "gelu" : "swiglu", c->capacity_factor);
     html_fact(f, "model", buf);
+    const char *kind = c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu";
+    bool named = r->device[0] != '\0' && strcmp(r->device, kind) != 0;
     snprintf(buf, sizeof(buf),
-             "routing %s, transport %s, device %s, BLAS %s (%" PRId64 " thread%s per rank)",
-             c->routing == MOE_ROUTING_SYMMETRIC ? "symmetric" : "master", r->transport,
-             c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu", r->blas, c->threads,
+             "routing %s, transport %s, device %s%s%.63s%s, BLAS %s (%" PRId64
+             " thread%s per rank)",
+             c->routing == MOE_ROUTING_SYMMETRIC ? "symmetric" : "master", r->transport, kind,
+             named ? " (" : "", named ? r->device : "", named ? ")" : "", r->blas, c->threads,
              c->threads == 1 ? "" : "s");
     html_fact(f, "runtime", buf);
+    if (r->chunks > 0) {
+        snprintf(buf, sizeof(buf), "%d (runtime.chunks; %s)", r->chunks,
+                 r->chunks > 1 ? "one chunk's exchange overlaps another's expert compute"
+                               : "exchange and expert compute do not overlap");
+    } else {
+        snprintf(buf, sizeof(buf), "not recorded");
+    }
+    html_fact(f, "chunks", buf);
     snprintf(buf, sizeof(buf),
              "%" PRId64 " run of %" PRId64 " tokens; %" PRId64 " recorded in %d window%s",
              r->steps_run, r->tokens_per_step, r->recorded_steps, r->windows,
@@ -366,8 +378,15 @@ static void html_findings(FILE *f, const moe_report_t *r)
     fprintf(f,
             "<li><b>Exchange:</b> <b>%.1f%%</b> of step time goes to moving bytes and "
             "<b>%.1f%%</b> to waiting in the exchange for slower ranks (mean over the ranks "
-            "present).</li>\n</ul>\n",
+            "present).</li>\n",
             100.0 * x.exchange_share, 100.0 * x.idle_share);
+    if (isfinite(x.hidden_share)) {
+        fprintf(f,
+                "<li><b>Overlap:</b> <b>%.1f%%</b> of exchange time was hidden behind expert "
+                "compute (runtime.chunks %d; summed over the ranks present).</li>\n",
+                100.0 * x.hidden_share, r->chunks);
+    }
+    fputs("</ul>\n", f);
 }
 
 /* ---- chart 1: expert load heatmap ------------------------------------------------ */
@@ -800,6 +819,45 @@ static void html_chart_steps(FILE *f, const moe_report_t *r)
     fputs("</svg>\n", f);
 }
 
+/* ---- exchange hidden behind compute, per rank ------------------------------------- */
+
+static double html_per_step_ms(double ns, int64_t steps)
+{
+    return steps > 0 ? ns / (double)steps / 1e6 : 0.0;
+}
+
+static void html_overlap(FILE *f, const moe_report_t *r)
+{
+    fputs("<h2 id=\"overlap\">Exchange hidden behind expert compute</h2>\n<p class=\"note\">"
+          "exchange = time a row exchange was in flight (from its start until the rank saw it "
+          "complete, the union over each layer's exchanges); hidden = the part of it during the "
+          "rank's own expert calls; share = hidden / exchange (0 by construction with chunks 1)."
+          "</p>\n<table>\n<tr><th class=\"num\">rank</th><th>host</th><th>device</th>"
+          "<th class=\"num\">exchange (ms per step)</th><th class=\"num\">hidden (ms per "
+          "step)</th><th class=\"num\">hidden share</th></tr>\n",
+          f);
+    for (int k = 0; k < r->world_size; k++) {
+        const moe_rep_rank_t *rk = &r->ranks[k];
+        if (!rk->present || rk->steps <= 0) {
+            continue;
+        }
+        double share = moe_report_hidden_share(rk);
+        fprintf(f, "<tr><td class=\"num\">%d</td><td>", k);
+        html_put(f, rk->host);
+        fputs("</td><td>", f);
+        html_put(f, rk->device[0] ? rk->device : "?");
+        fprintf(f, "</td><td class=\"num\">%.3f</td><td class=\"num\">%.3f</td>",
+                html_per_step_ms(rk->inflight_ns, rk->steps),
+                html_per_step_ms(rk->hidden_ns, rk->steps));
+        if (isfinite(share)) {
+            fprintf(f, "<td class=\"num\">%.1f%%</td></tr>\n", 100.0 * share);
+        } else {
+            fputs("<td class=\"num\">n/a</td></tr>\n", f);
+        }
+    }
+    fputs("</table>\n", f);
+}
+
 /* ---- balance table, footer, the file --------------------------------------------- */
 
 static uint64_t html_sum(const uint64_t *v, int n)
@@ -856,6 +914,7 @@ static void html_document(FILE *f, const moe_report_t *r)
     html_chart_comm(f, r);
     html_chart_memory(f, r);
     html_chart_steps(f, r);
+    html_overlap(f, r);
     html_balance(f, r);
     html_footer(f, r);
 }

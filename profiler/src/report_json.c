@@ -141,8 +141,10 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_i64(w, "master_rank", c->master_rank);
     jw_str(w, "transport", r->transport);
     jw_str(w, "device", c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu");
+    jw_str(w, "device_name", r->device);
     jw_str(w, "blas", r->blas);
     jw_i64(w, "threads", c->threads);
+    jw_i64(w, "chunks", r->chunks);
     jw_i64(w, "steps_run", r->steps_run);
     jw_i64(w, "steps_planned", r->steps_planned);
     jw_bool(w, "interrupted", r->interrupted);
@@ -156,6 +158,9 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_num(w, "clock_drift_max_ns", r->clock_drift_max_ns);
     jw_i64(w, "metrics_dropped", r->metrics_dropped);
     jw_i64(w, "events_dropped", r->events_dropped);
+    moe_report_findings_t x;
+    moe_report_find(r, &x);
+    jw_num(w, "exchange_hidden_share", x.hidden_share); /* NAN: null */
     jw_close(w, '}');
 }
 
@@ -218,7 +223,11 @@ static void json_rank(json_w_t *w, const moe_report_t *r, int i, int32_t *ids)
     }
     jw_close(w, ']');
     jw_i64(w, "steps", k->steps);
+    jw_str(w, "device", k->device);
     json_rank_split(w, k);
+    jw_num(w, "exchange_ms", json_per_step_ms(k->inflight_ns, k->steps));
+    jw_num(w, "hidden_ms", json_per_step_ms(k->hidden_ns, k->steps));
+    jw_num(w, "exchange_hidden_share", moe_report_hidden_share(k));
     if (k->present && k->bytes_sent != NULL && k->bytes_recv != NULL) {
         jw_u64_array(w, "bytes_sent", k->bytes_sent, r->world_size);
         jw_u64_array(w, "bytes_recv", k->bytes_recv, r->world_size);

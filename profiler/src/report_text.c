@@ -88,6 +88,27 @@ static const char *text_device(const moe_config_t *c)
     return c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu";
 }
 
+/* "cpu", or the back-end with the device's name: "cuda (NVIDIA H200)". */
+static void text_device_name(const moe_report_t *r, char *buf, size_t n)
+{
+    const char *kind = text_device(r->cfg);
+    if (r->device[0] == '\0' || strcmp(r->device, kind) == 0) {
+        snprintf(buf, n, "%s", kind);
+    } else {
+        snprintf(buf, n, "%s (%.63s)", kind, r->device);
+    }
+}
+
+/* A share (0..1) as "12.5%", or "n/a" when it cannot be computed (NAN). */
+static void text_share(char *buf, size_t n, double share)
+{
+    if (isfinite(share)) {
+        snprintf(buf, n, "%.1f%%", 100.0 * share);
+    } else {
+        snprintf(buf, n, "n/a");
+    }
+}
+
 /* ---- run facts ------------------------------------------------------------------- */
 
 static void text_partial_banner(FILE *f, const moe_report_t *r)
@@ -153,8 +174,17 @@ static void text_run_facts(FILE *f, const moe_report_t *r)
             "model", c->num_layers, c->num_experts, c->top_k, c->hidden_dim, c->ffn_dim,
             text_activation(c), c->capacity_factor, c->capacity_factor > 0 ? "" : " (no limit)");
     fprintf(f, "  %-16s %s\n", "routing", text_routing(c));
+    char dev[96];
+    text_device_name(r, dev, sizeof(dev));
     fprintf(f, "  %-16s %s, device %s, BLAS %s (%" PRId64 " thread%s per rank)\n", "transport",
-            r->transport, text_device(c), r->blas, c->threads, c->threads == 1 ? "" : "s");
+            r->transport, dev, r->blas, c->threads, c->threads == 1 ? "" : "s");
+    if (r->chunks > 0) {
+        fprintf(f, "  %-16s %d (runtime.chunks; %s)\n", "chunks", r->chunks,
+                r->chunks > 1 ? "one chunk's exchange overlaps another's expert compute"
+                              : "exchange and expert compute do not overlap");
+    } else {
+        fprintf(f, "  %-16s not recorded\n", "chunks");
+    }
     fprintf(f,
             "  %-16s %" PRId64 " run, %" PRId64 " tokens each; %" PRId64
             " recorded in %d window%s\n",
@@ -244,6 +274,50 @@ static void text_time_split(FILE *f, const moe_report_t *r)
     for (int j = 0; j < 4; j++) {
         text_spread_row(f, names[j], &s[j]);
     }
+}
+
+/* ---- exchange hidden behind compute ---------------------------------------------- */
+
+/* Width of the device column: the longest device name, within [6, 24]. */
+static int text_device_width(const moe_report_t *r)
+{
+    size_t w = 6;
+    for (int i = 0; i < r->world_size; i++) {
+        size_t n = strnlen(r->ranks[i].device, sizeof(r->ranks[i].device));
+        w = n > w ? n : w;
+    }
+    return w > 24 ? 24 : (int)w;
+}
+
+static void text_overlap(FILE *f, const moe_report_t *r)
+{
+    int hw = text_host_width(r), dw = text_device_width(r);
+    char pct[16];
+    moe_report_findings_t x;
+    moe_report_find(r, &x);
+    text_rule(f, "Exchange hidden behind expert compute, by rank (ms per recorded step)");
+    fprintf(f, "  exchange = time a row exchange was in flight (from its start until this rank saw "
+               "it complete;\n  the union over each layer's exchanges); hidden = the part of it "
+               "during this rank's own\n  expert calls; hidden %% = hidden / exchange "
+               "(0 by construction with chunks 1)\n\n");
+    fprintf(f, "  %4s  %-*s  %-*s  %5s  %11s  %11s  %8s\n", "rank", hw, "host", dw, "device",
+            "steps", "exchange ms", "hidden ms", "hidden %");
+    for (int i = 0; i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        if (!k->present || k->steps <= 0) {
+            fprintf(f, "  %4d  %-*.*s  %s\n", i, hw, hw, text_host(r, i),
+                    k->profiled ? "records missing" : "not profiled");
+            continue;
+        }
+        text_share(pct, sizeof(pct), moe_report_hidden_share(k));
+        fprintf(f, "  %4d  %-*.*s  %-*.*s  %5" PRId64 "  %11.3f  %11.3f  %8s\n", i, hw, hw,
+                text_host(r, i), dw, dw, k->device[0] ? k->device : "?", k->steps,
+                text_per_step_ms(k->inflight_ns, k->steps),
+                text_per_step_ms(k->hidden_ns, k->steps), pct);
+    }
+    text_share(pct, sizeof(pct), x.hidden_share);
+    fprintf(f, "\n  all ranks present: %s of exchange time hidden behind expert compute "
+               "(hidden / exchange summed over the ranks)\n", pct);
 }
 
 /* ---- experts --------------------------------------------------------------------- */
@@ -484,6 +558,12 @@ static void text_findings(FILE *f, const moe_report_t *r)
             "  * Exchange: %.1f%% of step time goes to moving bytes and %.1f%% to waiting in "
             "the exchange for slower ranks (mean over the ranks present).\n",
             100.0 * x.exchange_share, 100.0 * x.idle_share);
+    if (isfinite(x.hidden_share)) {
+        fprintf(f,
+                "  * Overlap: %.1f%% of exchange time was hidden behind expert compute "
+                "(runtime.chunks %d; summed over the ranks present).\n",
+                100.0 * x.hidden_share, r->chunks);
+    }
     if (r->partial) {
         fprintf(f, "  * PARTIAL: missing %s; the findings cover the ranks present only.\n",
                 r->missing[0] ? r->missing : "some ranks' records");
@@ -501,6 +581,7 @@ moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
     }
     text_run_facts(f, r);
     text_time_split(f, r);
+    text_overlap(f, r);
     text_experts(f, r, -1);
     text_balance(f, r);
     text_comm(f, r);
@@ -528,6 +609,13 @@ static void text_rank_phases(FILE *f, const moe_rep_rank_t *k)
             "idle %.3f ms (%.1f%%) of %.3f ms\n",
             v[1], text_pct(v[1], v[0]), v[2], text_pct(v[2], v[0]), v[3], text_pct(v[3], v[0]),
             v[0]);
+    char pct[16];
+    text_share(pct, sizeof(pct), moe_report_hidden_share(k));
+    fprintf(f,
+            "  exchange in flight %.3f ms per step, %s of it hidden behind expert compute "
+            "(%.3f ms); device %s, runtime.chunks %d\n",
+            text_per_step_ms(k->inflight_ns, k->steps), pct,
+            text_per_step_ms(k->hidden_ns, k->steps), k->device[0] ? k->device : "?", k->chunks);
 }
 
 static void text_rank_peers(FILE *f, const moe_report_t *r, int me)

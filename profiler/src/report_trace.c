@@ -1,8 +1,9 @@
 /* trace.json: the recorded spans in the Chrome trace event format (JSON object form), for
  * Perfetto (ui.perfetto.dev) and chrome://tracing.
  *
- * One process per rank and one thread per lane (steps, phases, each local expert), then
- * counter tracks: memory per rank and tokens per expert per routing step. Two choices
+ * One process per rank and one thread per lane (steps, phases, row exchanges in flight,
+ * each local expert), then counter tracks: memory per rank and tokens per expert per
+ * routing step. Two choices
  * follow Perfetto's JSON importer rather than the obvious numbering:
  *   - pid = rank + 1: pid 0 is the kernel's swapper in Perfetto's model and gets special
  *     handling (its maintainers ask synthetic traces to start at 1);
@@ -20,7 +21,7 @@
 
 #include "json_read.h"
 
-#define TRACE_TID_STRIDE 10000 /* > 2 + MOE_MAX_EXPERTS lanes */
+#define TRACE_TID_STRIDE 10000 /* > MOE_LANE_EXPERT0 + MOE_MAX_EXPERTS lanes */
 #define TRACE_MIB 1048576.0
 
 typedef struct trace_w {
@@ -98,14 +99,15 @@ static void trace_rank_meta(trace_w_t *w, const moe_report_t *r, int rank, int32
     trace_meta(w, "process_name", rank, -1, "name", name, 0);
     trace_meta(w, "process_sort_index", rank, -1, "sort_index", NULL, rank);
     int n = moe_cfg_experts_of_rank(r->cfg, rank, ids);
-    for (int lane = 0; lane < 2 + n; lane++) {
-        if (lane >= 2) {
-            snprintf(name, sizeof(name), "expert %d", ids[lane - 2]);
+    for (int lane = 0; lane < MOE_LANE_EXPERT0 + n; lane++) {
+        if (lane >= MOE_LANE_EXPERT0) {
+            snprintf(name, sizeof(name), "expert %d", ids[lane - MOE_LANE_EXPERT0]);
         }
         trace_meta(w, "thread_name", rank, lane, "name",
-                   lane == 0   ? "steps"
-                   : lane == 1 ? "phases"
-                               : name,
+                   lane == MOE_LANE_STEPS      ? "steps"
+                   : lane == MOE_LANE_PHASES   ? "phases"
+                   : lane == MOE_LANE_EXCHANGE ? "exchange"
+                                               : name,
                    0);
         trace_meta(w, "thread_sort_index", rank, lane, "sort_index", NULL, lane);
     }
@@ -135,6 +137,10 @@ static void trace_event_name(const moe_rep_event_t *e, char *buf, size_t n)
         snprintf(buf, n, "step %" PRId64, e->step);
     } else if (e->kind == MOE_TEV_EXPERT) {
         snprintf(buf, n, "expert %d L%d", (int)e->id, (int)e->layer);
+    } else if (e->kind == MOE_TEV_EXCHANGE) {
+        snprintf(buf, n, "%s c%" PRId64 " L%d",
+                 e->id == 0 ? "dispatch" : e->id == 1 ? "combine" : "exchange", e->arg,
+                 (int)e->layer);
     } else {
         const char *p =
             e->id >= 0 && e->id < MOE_RP_COUNT ? moe_report_phase_names[e->id] : "phase";
@@ -144,13 +150,13 @@ static void trace_event_name(const moe_rep_event_t *e, char *buf, size_t n)
 
 static void trace_span(trace_w_t *w, const moe_rep_event_t *e)
 {
-    static const char *const cats[3] = {"phase", "expert", "step"};
+    static const char *const cats[4] = {"phase", "expert", "step", "exchange"};
     char name[64];
     trace_event_name(e, name, sizeof(name));
     trace_begin(w);
     fprintf(w->f,
             "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%" PRId64 ",\"ts\":",
-            name, e->kind >= 0 && e->kind <= 2 ? cats[e->kind] : "other", trace_pid(e->rank),
+            name, e->kind >= 0 && e->kind <= 3 ? cats[e->kind] : "other", trace_pid(e->rank),
             trace_tid(e->rank, e->lane < 0 ? 0 : e->lane));
     trace_us(w->f, e->ts_ns + w->shift_ns);
     fputs(",\"dur\":", w->f);
@@ -161,6 +167,8 @@ static void trace_span(trace_w_t *w, const moe_rep_event_t *e)
     }
     if (e->kind == MOE_TEV_EXPERT) {
         fprintf(w->f, ",\"rows\":%" PRId64, e->arg);
+    } else if (e->kind == MOE_TEV_EXCHANGE) {
+        fprintf(w->f, ",\"chunk\":%" PRId64, e->arg);
     }
     fputs("}}", w->f);
 }
@@ -317,7 +325,7 @@ static void trace_other(trace_w_t *w, const moe_report_t *r, int64_t max_events)
     moe_json_put_string(f, r->run_dir);
     fprintf(f,
             ",\n  \"world_size\": %d,\n  \"pid\": \"rank + 1\",\n  \"tid\": \"pid * %d + lane "
-            "(0 steps, 1 phases, 2 + local expert index)\",\n",
+            "(0 steps, 1 phases, 2 exchange, 3 + local expert index)\",\n",
             r->world_size, TRACE_TID_STRIDE);
     fprintf(f, "  \"ts_shift_us\": ");
     trace_us(f, w->shift_ns);

@@ -1,5 +1,6 @@
-/* The memory sampler: a thread that reads this process's resident set size every
- * profiler.memory_sample_ms into a fixed buffer, plus the peak. When the buffer fills it
+/* The memory sampler: a thread that reads this process's resident set size (and, with a
+ * device, the device memory in use through the runtime's callback) every
+ * profiler.memory_sample_ms into a fixed buffer, plus the peaks. When the buffer fills it
  * keeps every second sample and doubles its period, so the series always covers the whole
  * run in bounded memory. It never touches MPI and takes no lock: one writer (the thread);
  * the main thread reads the buffer only after joining it. */
@@ -45,6 +46,25 @@ uint64_t moe_read_rss_bytes(void)
     return v;
 }
 
+static void sampler_raise(atomic_ullong *a, uint64_t v)
+{
+    if (v > atomic_load(a)) { /* one writer: no compare-and-swap needed */
+        atomic_store(a, v);
+    }
+}
+
+/* Device bytes in use now, raising dev_peak to the device's own peak; 0 without one. */
+static uint64_t sample_device(moe_sampler_t *s)
+{
+    uint64_t cur = 0, peak = 0;
+    if (s->device_memory == NULL) {
+        return 0;
+    }
+    s->device_memory(&cur, &peak);
+    sampler_raise(&s->dev_peak, peak > cur ? peak : cur);
+    return cur;
+}
+
 static void *sampler_main(void *arg)
 {
     moe_sampler_t *s = arg;
@@ -62,11 +82,10 @@ static void *sampler_main(void *arg)
             nap.tv_sec = (time_t)(s->period_ns / 1000000000LL);
             nap.tv_nsec = (long)(s->period_ns % 1000000000LL);
         }
-        s->ring[i] = (moe_rec_mem_t){.t_ns = now_ns(), .rss_bytes = rss, .dev_bytes = 0};
+        uint64_t dev = sample_device(s);
+        s->ring[i] = (moe_rec_mem_t){.t_ns = now_ns(), .rss_bytes = rss, .dev_bytes = dev};
         atomic_store(&s->count, i + 1);
-        if (rss > atomic_load(&s->rss_peak)) {
-            atomic_store(&s->rss_peak, rss);
-        }
+        sampler_raise(&s->rss_peak, rss);
         nanosleep(&nap, NULL);
     }
     if (fd >= 0) {
@@ -75,9 +94,11 @@ static void *sampler_main(void *arg)
     return NULL;
 }
 
-int moe_sampler_start(moe_sampler_t *s, int64_t period_ms, int64_t cap)
+int moe_sampler_start(moe_sampler_t *s, int64_t period_ms, int64_t cap,
+                      void (*device_memory)(uint64_t *current, uint64_t *peak))
 {
     memset(s, 0, sizeof(*s));
+    s->device_memory = device_memory;
     s->period_ns = period_ms * 1000000LL;
     s->cap = cap;
     s->ring = calloc((size_t)cap, sizeof(moe_rec_mem_t));

@@ -17,10 +17,13 @@ enum {
     SEC_METRICS = 9,
     SEC_EVENTS = 10,
     SEC_MEMORY = 11,
+    SEC_OVERLAP = 12, /* version 2 */
+    SEC_LAST = SEC_OVERLAP,
 };
 
 /* Bounds a decoder accepts, beyond which a record is rejected as corrupt. */
 #define MAX_LAYERS 4096
+#define MAX_CHUNKS 4096
 
 moe_status_t moe_prof_record_alloc(moe_prof_record_t *rec, int world_size, int num_layers,
                                    int num_experts, int num_local)
@@ -230,6 +233,16 @@ static void encode_lists(const moe_prof_record_t *rec, moe_wbuf_t *w)
     section_end(w, at);
 }
 
+static void encode_overlap(const moe_prof_record_t *rec, moe_wbuf_t *w)
+{
+    size_t at = section_begin(w, SEC_OVERLAP);
+    moe_wbuf_i64(w, rec->exchange_ns);
+    moe_wbuf_i64(w, rec->hidden_ns);
+    moe_wbuf_u32(w, (uint32_t)rec->chunks);
+    moe_wbuf_bytes(w, rec->device, sizeof(rec->device));
+    section_end(w, at);
+}
+
 void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
 {
     size_t start = w->len;
@@ -245,6 +258,7 @@ void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
     encode_static(rec, w);
     encode_stats(rec, w);
     encode_lists(rec, w);
+    encode_overlap(rec, w);
     if (w->ok) {
         moe_wbuf_patch_u64(w, start + 16, (uint64_t)(w->len - payload));
         moe_wbuf_patch_u64(w, start + 24, moe_hash64(w->data + payload, w->len - payload));
@@ -488,6 +502,29 @@ static moe_status_t decode_lists(dec_t *d, uint16_t tag, moe_rbuf_t *r)
     return r->ok ? MOE_OK : dec_fail(d, r, MOE_ERR_TRUNCATED, "list cut short");
 }
 
+/* OVERLAP: a later writer may append fields to the body; they are ignored. */
+static moe_status_t decode_overlap(dec_t *d, moe_rbuf_t *r)
+{
+    moe_prof_record_t *rec = d->rec;
+    int64_t exchange = moe_rbuf_i64(r), hidden = moe_rbuf_i64(r);
+    uint32_t chunks = moe_rbuf_u32(r);
+    char device[sizeof(rec->device)];
+    moe_rbuf_bytes(r, device, sizeof(device));
+    if (!r->ok) {
+        return dec_fail(d, r, MOE_ERR_TRUNCATED, "overlap section cut short");
+    }
+    if (exchange < 0 || hidden < 0 || hidden > exchange || chunks > MAX_CHUNKS) {
+        return dec_fail(d, r, MOE_ERR_FORMAT,
+                        "overlap out of range (hidden time above exchange time, or chunks)");
+    }
+    rec->exchange_ns = exchange;
+    rec->hidden_ns = hidden;
+    rec->chunks = (int32_t)chunks;
+    memcpy(rec->device, device, sizeof(device));
+    rec->device[sizeof(rec->device) - 1] = '\0';
+    return MOE_OK;
+}
+
 static moe_status_t decode_header(const uint8_t *p, size_t len, uint32_t *flags,
                                   uint64_t *payload_len, moe_error_t *err)
 {
@@ -560,12 +597,14 @@ moe_status_t moe_prof_record_decode(const void *data, size_t len, moe_prof_recor
         if (tag == SEC_IDENT) {
             st = d.have_ident ? dec_fail(&d, &sec, MOE_ERR_FORMAT, "identity section twice")
                               : decode_ident(&d, &sec);
-        } else if (!d.have_ident && tag <= SEC_MEMORY) {
+        } else if (!d.have_ident && tag <= SEC_LAST) {
             st = dec_fail(&d, &sec, MOE_ERR_FORMAT, "a section before the identity section");
         } else if (tag <= SEC_COMM) {
             st = decode_fixed(&d, tag, &sec);
         } else if (tag <= SEC_MEMORY) {
             st = decode_lists(&d, tag, &sec);
+        } else if (tag == SEC_OVERLAP) {
+            st = decode_overlap(&d, &sec);
         } /* else: a section from a newer writer; skipped */
     }
     if (st == MOE_OK && !d.have_ident) {

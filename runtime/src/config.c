@@ -111,7 +111,7 @@ static const cfg_key_t cfg_keys[] = {
     KEY_ENUM("runtime.device", device, cfg_device_names, "cpu", "where experts run"),
     KEY_INT("runtime.threads", threads, "1", 1, 256, "threads", "BLAS threads per rank"),
     KEY_INT("runtime.chunks", chunks, "1", 1, 64, "",
-            "tokens of a step split so exchange overlaps compute"),
+            "pieces each step's rows are cut into, so one piece's exchange overlaps another's expert compute (1 = no overlap)"),
     KEY_DBL("runtime.step_timeout_s", step_timeout_s, "60", 0, 86400, "s",
             "watchdog on one step; 0 = off"),
 

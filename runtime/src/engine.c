@@ -11,7 +11,11 @@
 #include "gemm.h"
 #include "log.h"
 #include "moe/stop.h"
+#include "nvtx.h"
 #include "wait.h"
+#ifdef MOE_HAVE_CUDA
+#include "cuda/moe_cuda.h"
+#endif
 
 moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
 {
@@ -122,6 +126,11 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
         .transport = eng->transport->ops->name,
         .blas = moe_gemm_backend_name(),
         .hosts = (const char (*)[64])eng->hosts,
+        .device = eng->device_name,
+        .chunks = (int)cfg->chunks,
+#ifdef MOE_HAVE_CUDA
+        .device_memory = eng->cuda != NULL ? moe_cuda_mem_usage : NULL,
+#endif
     };
     return moe_prof_create(cfg, eng->comm, &info, &eng->prof, err);
 }
@@ -129,16 +138,80 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
 /* Options the config accepts but this build cannot do: say so instead of ignoring them. */
 static moe_status_t engine_check_supported(const moe_config_t *cfg, moe_error_t *err)
 {
-    if (cfg->device != MOE_DEVICE_CPU) {
+#ifndef MOE_HAVE_CUDA
+    if (cfg->device == MOE_DEVICE_CUDA) {
         return moe_error_set(err, MOE_ERR_UNSUPPORTED,
-                             "runtime.device: cuda is not available in this build; use cpu");
+                             "runtime.device: cuda is not available in this build (built "
+                             "without the CUDA Toolkit: MOED_WITH_CUDA); use cpu");
     }
-    if (cfg->chunks != 1) {
-        return moe_error_set(err, MOE_ERR_UNSUPPORTED,
-                             "runtime.chunks: %lld is not supported by this build (no "
-                             "compute/exchange overlap yet); use 1",
-                             (long long)cfg->chunks);
+#endif
+    if (cfg->transport == MOE_TRANSPORT_NCCL && cfg->device != MOE_DEVICE_CUDA) {
+        return moe_error_set(err, MOE_ERR_CONFIG,
+                             "runtime.transport: nccl moves GPU memory; it needs "
+                             "runtime.device: cuda (use mpi or ucx on the CPU)");
     }
+    return MOE_OK;
+}
+
+/* runtime.device: cuda: the GPU of this rank's local rank (ranks on one host, in rank
+ * order) modulo the host's GPUs, a context on it, and the device copy of x. */
+static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
+{
+    snprintf(eng->device_name, sizeof(eng->device_name), "cpu");
+    if (eng->cfg->device != MOE_DEVICE_CUDA) {
+        return MOE_OK;
+    }
+#ifdef MOE_HAVE_CUDA
+    char why[256];
+    moe_status_t st = MOE_OK;
+    if (!moe_cuda_available(why, sizeof(why))) {
+        st = moe_error_set(err, MOE_ERR_CUDA, "runtime.device: cuda, but rank %d has no usable "
+                           "GPU (%s)", eng->rank, why);
+    }
+    st = moe_agree(eng->comm, st, err); /* before the collective split */
+    if (st != MOE_OK) {
+        return st;
+    }
+    MPI_Comm local;
+    int local_rank = 0;
+    st = moe_mpi_check(MPI_Comm_split_type(eng->comm, MPI_COMM_TYPE_SHARED,
+                                                        eng->rank, MPI_INFO_NULL, &local),
+                                    "MPI_Comm_split_type (local ranks)", err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    MPI_Comm_rank(local, &local_rank);
+    MPI_Comm_free(&local);
+    moe_cuda_t *cu = NULL;
+    st = moe_cuda_create(local_rank % moe_cuda_device_count(), &cu, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    eng->cuda = cu;
+    snprintf(eng->device_name, sizeof(eng->device_name), "%s", moe_cuda_device_name(cu));
+    size_t bytes = sizeof(float) * (size_t)(eng->token_count * eng->cfg->hidden_dim);
+    return moe_cuda_alloc(cu, bytes, (void **)&eng->x_dev, err);
+#else
+    return moe_error_set(err, MOE_ERR_UNSUPPORTED, "runtime.device: cuda: built without CUDA");
+#endif
+}
+
+/* Copy the hidden state between the host and the GPU (no-ops on the CPU). to_device: the
+ * step's input in; else the result out. */
+static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t *err)
+{
+#ifdef MOE_HAVE_CUDA
+    if (eng->cuda != NULL && eng->token_count > 0) {
+        size_t bytes = sizeof(float) * (size_t)(eng->token_count * eng->cfg->hidden_dim);
+        moe_status_t st = moe_cuda_copy(eng->cuda, to_device ? (void *)eng->x_dev : eng->x,
+                                        to_device ? (void *)eng->x : eng->x_dev, bytes,
+                                        to_device ? MOE_CUDA_COPY_H2D : MOE_CUDA_COPY_D2H,
+                                        MOE_CUDA_STREAM_COMPUTE, err);
+        return st == MOE_OK ? moe_cuda_sync(eng->cuda, MOE_CUDA_STREAM_COMPUTE, err) : st;
+    }
+#endif
+    (void)to_device;
+    (void)err;
     return MOE_OK;
 }
 
@@ -161,7 +234,12 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
                            &eng->token_count);
         eng->routes = eng->token_count > 0;
         moe_gemm_set_threads((int)cfg->threads);
-        st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, &eng->transport, err);
+        st = engine_open_device(eng, err);
+    }
+    if (st == MOE_OK) {
+        moe_transport_device_t dev = {.cuda = eng->cuda};
+        st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, 2 * (int)cfg->chunks,
+                                  &dev, &eng->transport, err);
     }
     if (st == MOE_OK) {
         st = engine_hosts(eng, err);
@@ -173,7 +251,8 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = engine_load_inputs(eng, err);
     }
     if (st == MOE_OK) {
-        st = moe_layer_ctx_init(&eng->layer, cfg, comm, eng->transport, eng->token_count, err);
+        st = moe_layer_ctx_init(&eng->layer, cfg, comm, eng->transport, &eng->weights,
+                                eng->token_count, eng->cuda, err);
     }
     st = moe_agree(comm, st, err);
     if (st == MOE_OK && cfg->prof_enabled) {
@@ -196,6 +275,10 @@ void moe_engine_destroy(moe_engine_t *eng)
     moe_layer_ctx_destroy(&eng->layer);
     moe_weights_destroy(&eng->weights);
     moe_transport_destroy(eng->transport);
+#ifdef MOE_HAVE_CUDA
+    moe_cuda_free(eng->cuda, eng->x_dev);
+    moe_cuda_destroy(eng->cuda);
+#endif
     free(eng->hosts);
     free(eng->x);
     free(eng->batches);
@@ -214,11 +297,11 @@ static void engine_account_layer(moe_engine_t *eng)
         if (rows == 0) {
             continue;
         }
-        eng->expert_ns += ctx->rec.expert_end_ns[le] - ctx->rec.expert_begin_ns[le];
+        eng->expert_ns += ctx->rec.expert_ns[le];
         eng->expert_flops += moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, rows);
-        eng->expert_calls++;
         eng->expert_rows += rows;
     }
+    eng->expert_calls += ctx->rec.num_calls; /* one per expert per chunk with rows */
     eng->rows_sent += ctx->plan.num_send;
     eng->dropped += ctx->plan.num_dropped;
 }
@@ -232,17 +315,17 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .phase_begin_ns = rec->phase_begin_ns,
         .phase_end_ns = rec->phase_end_ns,
         .expert_rows = rec->expert_rows,
-        .expert_begin_ns = rec->expert_begin_ns,
-        .expert_end_ns = rec->expert_end_ns,
+        .expert_ns = rec->expert_ns,
+        .num_calls = rec->num_calls,
+        .calls = rec->calls,
+        .num_spans = rec->num_spans,
+        .spans = rec->spans,
         .demand = ctx->plan.expert_demand,
         .kept = ctx->plan.expert_kept,
         .dropped = ctx->plan.expert_dropped,
         .send_rows = ctx->plan.send_rows,
         .recv_rows = ctx->recv_rows,
-        .dispatch_begin_ns = rec->dispatch_begin_ns,
-        .dispatch_peer_done_ns = rec->dispatch_done_ns,
-        .combine_begin_ns = rec->combine_begin_ns,
-        .combine_peer_done_ns = rec->combine_done_ns,
+        .peer_wait_ns = rec->peer_wait_ns,
     };
     moe_prof_layer(eng->prof, &s);
 }
@@ -260,10 +343,10 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
             nanosleep(&nap, NULL);
         }
     }
-    for (int l = 0; l < (int)cfg->num_layers; l++) {
-        moe_status_t st = moe_layer_forward(&eng->layer, &eng->weights.layers[l],
-                                            eng->weights.gate_bias, eng->x, eng->token_count,
-                                            step, l, err);
+    float *x = eng->cuda != NULL ? eng->x_dev : eng->x;
+    moe_status_t st = engine_sync_x(eng, true, err);
+    for (int l = 0; l < (int)cfg->num_layers && st == MOE_OK; l++) {
+        st = moe_layer_forward(&eng->layer, x, eng->token_count, step, l, err);
         if (st != MOE_OK) {
             return st;
         }
@@ -274,7 +357,7 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
             eng->prof_ns += moe_now_ns() - t;
         }
     }
-    return MOE_OK;
+    return st;
 }
 
 static void engine_progress(const moe_engine_t *eng, int64_t step, int64_t steps,
@@ -311,7 +394,9 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             eng->prof_ns += moe_now_ns() - t;
         }
         int64_t b = moe_now_ns();
+        moe_nvtx_push("step");
         st = engine_step(eng, s, err);
+        moe_nvtx_pop();
         int64_t e = moe_now_ns();
         if (st != MOE_OK) {
             break;
@@ -364,8 +449,11 @@ moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_
     int64_t H = eng->cfg->hidden_dim, T = eng->cfg->tokens_per_step;
     int *counts = NULL, *displs = NULL;
     float *all = NULL;
-    moe_status_t st = MOE_OK;
     *out = NULL;
+    moe_status_t st = moe_agree(eng->comm, engine_sync_x(eng, false, err), err);
+    if (st != MOE_OK) {
+        return st;
+    }
     if (eng->rank == 0) {
         counts = calloc((size_t)W, sizeof(int));
         displs = calloc((size_t)W, sizeof(int));

@@ -28,6 +28,9 @@ struct moe_engine {
     moe_transport_t *transport;
     moe_layer_ctx_t layer;
     float *x;              /* [token_count, H] hidden state of the current step */
+    void *cuda;            /* moe_cuda_t * of this rank's GPU (runtime.device: cuda) */
+    float *x_dev;          /* [token_count, H] on the GPU: what the layers update */
+    char device_name[64];  /* "cpu" or the GPU's name */
     float *batches;        /* [num_batches, token_count, H] inputs, cycled over steps */
     int num_batches;
     int64_t steps_done;

@@ -10,6 +10,9 @@
 #include "gemm.h"
 #include "log.h"
 #include "wait.h"
+#ifdef MOE_HAVE_CUDA
+#include "cuda/moe_cuda.h"
+#endif
 
 /* Best time of `reps` GEMMs C[m,n] = A[m,k] B[n,k]^T, in ns. */
 static int64_t best_gemm_ns(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
@@ -36,6 +39,14 @@ static double gemm_limit_gflops(const moe_engine_t *eng)
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     int64_t m = eng->expert_rows / eng->expert_calls;
     int64_t up_n = cfg->activation == MOE_ACT_SWIGLU ? 2 * F : F;
+#ifdef MOE_HAVE_CUDA
+    if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype */
+        double tflops = 0.0;
+        moe_status_t st = moe_cuda_gemm_probe(eng->cuda, cfg->dtype, cfg->activation, H, F, m, 10,
+                                              &tflops, NULL);
+        return st == MOE_OK ? tflops * 1e3 : 0.0;
+    }
+#endif
     float *a = calloc((size_t)(m * (H > F ? H : F)), sizeof(float));
     float *c = calloc((size_t)(m * (up_n > H ? up_n : H)), sizeof(float));
     double gflops = 0.0;
@@ -79,9 +90,9 @@ static int64_t replay_exchange_ns(moe_engine_t *eng, int iters)
     moe_wait_barrier(eng->comm, NULL);
     int64_t t0 = moe_now_ns();
     for (int i = 0; i < iters; i++) {
-        t->ops->exchange(t, ctx->send_buf, ctx->plan.send_rows, ctx->plan.send_row_displs,
-                         ctx->recv_buf, ctx->recv_rows, ctx->recv_displs, NULL);
-        t->ops->exchange(t, ctx->back_buf, ctx->recv_rows, ctx->recv_displs, ctx->ret_buf,
+        moe_transport_exchange(t, ctx->xsend, ctx->plan.send_rows, ctx->plan.send_row_displs,
+                         ctx->xrecv, ctx->recv_rows, ctx->recv_displs, NULL);
+        moe_transport_exchange(t, ctx->xback, ctx->recv_rows, ctx->recv_displs, ctx->xret,
                          ctx->plan.send_rows, ctx->plan.send_row_displs, NULL);
     }
     int64_t mine = (moe_now_ns() - t0) / iters, slowest = 0;
@@ -114,6 +125,8 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
         double n = sum[2];
         double tps = (double)eng->steps_done * (double)cfg->tokens_per_step /
                      ((double)eng->run_ns * 1e-9);
+        printf("bench: device                         %s, transport %s, chunks %d\n",
+               eng->device_name, eng->transport->ops->name, (int)cfg->chunks);
         printf("bench: tokens/s                       %.0f\n", tps);
         printf("bench: expert FFN GFLOP/s (run)       %.2f per expert rank (mean of %.0f)\n",
                sum[0] / n, n);

@@ -1,22 +1,40 @@
 /* Token-row transports behind one interface.
  *
- * A transport moves rows of `row_elems` floats between all ranks of a communicator in one
- * all-to-all: rank r sends send_rows[d] rows starting at row send_displs[d] of `send` to
- * each rank d, and receives recv_rows[s] rows from each s at row recv_displs[s] of `recv`.
- * Both sides know the counts beforehand (exchanged over MPI by the caller). The call
- * returns when this rank's sends may be reused and its receives are complete.
+ * A transport moves rows of `row_elems` floats between all ranks of a communicator in
+ * all-to-all exchanges: rank r sends send_rows[d] rows starting at row send_displs[d] of
+ * `send` to each rank d, and receives recv_rows[s] rows from each s at row recv_displs[s]
+ * of `recv`. Both sides know the counts beforehand (exchanged over MPI by the caller).
  *
- * Slots:
- *   name      short name for reports ("mpi")
- *   exchange  the all-to-all above; required. Must not allocate. Fills begin_ns and
- *             peer_done_ns. Waits through wait.h: MOE_ERR_INTERRUPTED on a stop request,
- *             MOE_ERR_TIMEOUT (watchdog) with err naming the peers still missing.
- *   destroy   frees the transport; required; must accept a transport whose exchange
- *             failed. */
+ * Exchanges are non-blocking and live in numbered slots (0 .. num_slots-1), so several can
+ * be in flight at once: the chunked step (runtime.chunks) keeps the dispatch of one chunk
+ * and the combine of another moving while experts compute. Every rank must start the same
+ * exchanges in the same order (a rank with no rows for a slot still starts it): transports
+ * match messages by that order.
+ *
+ * Slots (the ops table):
+ *   name           short name for reports ("mpi")
+ *   device_memory  send/recv are device pointers (nccl); host transports take host memory
+ *   start          post the exchange in `slot`, which must be idle; never blocks, never
+ *                  allocates. `after` is a device event (moe_cuda_event_t *) the send rows
+ *                  depend on, for device transports; host transports get NULL. The own
+ *                  block may be copied at once.
+ *   test           drive every exchange in flight once without blocking; *done tells
+ *                  whether `slot` has completed (then its xfer has end_ns and every
+ *                  peer_done_ns stamped and active false). Errors: MOE_ERR_MPI / _UCX / _NCCL.
+ *   pending        the peers `slot` still waits on (each once, at most cap), for the
+ *                  watchdog's message
+ *   cancel         give up `slot` after an error or a stop request; its buffers may be
+ *                  reused only after the transport is destroyed
+ *   destroy        frees the transport (moe_transport_destroy); must accept a transport
+ *                  with cancelled or failed exchanges
+ *
+ * The waits (moe_transport_wait, moe_transport_exchange) go through wait.h: quiet polling,
+ * MOE_ERR_INTERRUPTED on a stop request, MOE_ERR_TIMEOUT (watchdog) naming the peers. */
 #ifndef MOE_TRANSPORT_H
 #define MOE_TRANSPORT_H
 
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "moe/config.h"
@@ -24,11 +42,23 @@
 
 typedef struct moe_transport moe_transport_t;
 
+/* One exchange's timing, for the profiler's wait matrix and the overlap figures. */
+typedef struct moe_xfer {
+    bool active;           /* started and not yet seen complete */
+    int64_t begin_ns;      /* when start() posted it */
+    int64_t end_ns;        /* when test() saw it complete */
+    int64_t *peer_done_ns; /* [world]: when each peer's rows had arrived (begin if none) */
+} moe_xfer_t;
+
 typedef struct moe_transport_ops {
     const char *name;
-    moe_status_t (*exchange)(moe_transport_t *t, const float *send, const int *send_rows,
-                             const int *send_displs, float *recv, const int *recv_rows,
-                             const int *recv_displs, moe_error_t *err);
+    bool device_memory;
+    moe_status_t (*start)(moe_transport_t *t, int slot, const float *send, const int *send_rows,
+                          const int *send_displs, float *recv, const int *recv_rows,
+                          const int *recv_displs, const void *after, moe_error_t *err);
+    moe_status_t (*test)(moe_transport_t *t, int slot, bool *done, moe_error_t *err);
+    int (*pending)(const moe_transport_t *t, int slot, int *out, int cap);
+    void (*cancel)(moe_transport_t *t, int slot);
     void (*destroy)(moe_transport_t *t);
 } moe_transport_ops_t;
 
@@ -38,25 +68,55 @@ struct moe_transport {
     int rank;
     int world_size;
     int64_t row_elems;
-    /* Filled by every exchange, for the profiler's wait matrix: when the exchange began
-     * and when the rows from each peer had arrived (== begin when none were expected).
-     * Preallocated [world_size]. */
-    int64_t begin_ns;
-    int64_t *peer_done_ns;
+    int num_slots;
+    moe_xfer_t *xfer;  /* [num_slots] */
+    int *peer_scratch; /* [2 * world]: the watchdog's peer list */
     void *impl;
 };
 
+/* What a device transport needs from the runtime (NULL for host transports). */
+typedef struct moe_transport_device {
+    void *cuda; /* moe_cuda_t * of this rank */
+} moe_transport_device_t;
+
+/* Create the transport `kind` over comm (collective) with `num_slots` exchange slots. */
 moe_status_t moe_transport_create(moe_transport_kind_t kind, MPI_Comm comm, int64_t row_elems,
+                                  int num_slots, const moe_transport_device_t *dev,
                                   moe_transport_t **out, moe_error_t *err);
 void moe_transport_destroy(moe_transport_t *t); /* accepts NULL */
 
-moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, moe_transport_t **out,
-                                      moe_error_t *err);
+/* Wait for `slot` to complete (test + moe_wait_poll); on failure the slot is cancelled. */
+moe_status_t moe_transport_wait(moe_transport_t *t, int slot, const char *what,
+                                 moe_error_t *err);
+/* Drive every exchange in flight once (between compute tiles); never blocks. */
+moe_status_t moe_transport_progress(moe_transport_t *t, moe_error_t *err);
+/* start + wait in slot 0: one blocking exchange. */
+moe_status_t moe_transport_exchange(moe_transport_t *t, const float *send, const int *send_rows,
+                                    const int *send_displs, float *recv, const int *recv_rows,
+                                    const int *recv_displs, moe_error_t *err);
 
+/* For implementations: fill the common fields and allocate the slots; *t must be zeroed.
+ * moe_transport_base_free frees what base_init allocated (not t itself). */
+moe_status_t moe_transport_base_init(moe_transport_t *t, const moe_transport_ops_t *ops,
+                                     MPI_Comm comm, int64_t row_elems, int num_slots,
+                                     moe_error_t *err);
+void moe_transport_base_free(moe_transport_t *t);
+/* Mark slot started now: active, begin_ns, every peer_done_ns = begin. */
+void moe_transport_base_begin(moe_transport_t *t, int slot);
+
+moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, int num_slots,
+                                      moe_transport_t **out, moe_error_t *err);
 #ifdef MOE_HAVE_UCX
 /* UCP tagged messages (transport_ucx.c); collective over comm (swaps worker addresses). */
-moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, moe_transport_t **out,
-                                      moe_error_t *err);
+moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_slots,
+                                      moe_transport_t **out, moe_error_t *err);
+#endif
+#ifdef MOE_HAVE_NCCL
+/* Grouped ncclSend/ncclRecv on device buffers (transport_nccl.c); collective over comm
+ * (the NCCL unique id travels over MPI). */
+moe_status_t moe_transport_nccl_create(MPI_Comm comm, int64_t row_elems, int num_slots,
+                                       const moe_transport_device_t *dev,
+                                       moe_transport_t **out, moe_error_t *err);
 #endif
 
 /* Convert an MPI error code into moe_status_t with its MPI text; logs nothing. */

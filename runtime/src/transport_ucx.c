@@ -3,9 +3,9 @@
  * one single-threaded worker, an endpoint to every other rank; the worker addresses are
  * swapped over MPI at create. A message's tag is the exchange's sequence number (high 32
  * bits) and the sending rank (low 32), matched with the full mask, so rows of one exchange
- * never match another's. Requests are polled with ucp_request_check_status after each
- * ucp_worker_progress; when a progress call moved nothing the wait goes through
- * moe_wait_poll (stop requests, the watchdog). */
+ * never match another's (every rank starts the same exchanges in the same order, so the
+ * sequence numbers agree). Each slot keeps its own requests, polled with
+ * ucp_request_check_status after a ucp_worker_progress. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +19,18 @@
 /* How long destroy keeps progressing endpoint closes before giving up on them. */
 #define CLOSE_WAIT_NS (5 * 1000 * 1000 * 1000LL)
 
+typedef struct ucx_slot {
+    void **reqs;   /* [2 * world]: outstanding requests, NULL once complete */
+    int *req_peer; /* [2 * world]: receives: the peer; sends: -2 - peer */
+    int nreq, left;
+} ucx_slot_t;
+
 typedef struct ucx_impl {
     ucp_context_h context;
     ucp_worker_h worker;
     ucp_ep_h *eps;     /* [world]; NULL for self */
-    void **reqs;       /* [2 * world]: outstanding requests, NULL once complete */
-    int *req_peer;     /* [2 * world]: receives: the peer; sends: -2 - peer */
-    int *pending;      /* [2 * world]: scratch for the watchdog's peer list */
-    uint32_t seq;      /* exchanges so far: the high half of every tag */
+    ucx_slot_t *slots; /* [num_slots] */
+    uint32_t seq;      /* exchanges started so far: the high half of every tag */
     bool failed;       /* an exchange was abandoned: close endpoints by force */
 } ucx_impl_t;
 
@@ -48,8 +52,8 @@ static ucp_tag_t rows_tag(uint32_t seq, int src)
 }
 
 /* The status of a just-posted operation: NULL = done now, an error pointer, or a request
- * (stored at reqs[*n], peer code at req_peer[*n], *n advanced). Returns UCS_OK or the error. */
-static ucs_status_t keep_request(ucx_impl_t *impl, ucs_status_ptr_t sp, int peer_code, int *n)
+ * (kept in the slot with its peer code). Returns UCS_OK or the error. */
+static ucs_status_t keep_request(ucx_slot_t *s, ucs_status_ptr_t sp, int peer_code)
 {
     if (sp == NULL) {
         return UCS_OK;
@@ -57,33 +61,37 @@ static ucs_status_t keep_request(ucx_impl_t *impl, ucs_status_ptr_t sp, int peer
     if (UCS_PTR_IS_ERR(sp)) {
         return UCS_PTR_STATUS(sp);
     }
-    impl->reqs[*n] = sp;
-    impl->req_peer[(*n)++] = peer_code;
+    s->reqs[s->nreq] = sp;
+    s->req_peer[s->nreq++] = peer_code;
     return UCS_OK;
 }
 
 /* Post every receive, then every send; the own block is a memcpy. A receive that completes
  * at once stamps its peer here. */
-static moe_status_t post_all(moe_transport_t *t, const float *send, const int *send_rows,
-                             const int *send_displs, float *recv, const int *recv_rows,
-                             const int *recv_displs, int *nreq, moe_error_t *err)
+static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
+                              const int *send_rows, const int *send_displs, float *recv,
+                              const int *recv_rows, const int *recv_displs, const void *after,
+                              moe_error_t *err)
 {
     ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
     int W = t->world_size, me = t->rank;
     size_t row_bytes = (size_t)t->row_elems * sizeof(float);
     ucp_request_param_t param = {.op_attr_mask = 0};
     moe_status_t st = MOE_OK;
-    *nreq = 0;
+    moe_transport_base_begin(t, slot);
+    uint32_t seq = ++impl->seq;
+    s->nreq = 0;
     for (int i = 1; i <= W; i++) {
         int p = (me - i + W) % W; /* staggered like the MPI transport */
         if (p != me && recv_rows[p] > 0) {
-            int before = *nreq;
+            int before = s->nreq;
             ucs_status_ptr_t sp = ucp_tag_recv_nbx(
                 impl->worker, (char *)recv + (size_t)recv_displs[p] * row_bytes,
-                (size_t)recv_rows[p] * row_bytes, rows_tag(impl->seq, p), UINT64_MAX, &param);
-            MOE_UCX_CHECK(keep_request(impl, sp, p, nreq), "ucp_tag_recv_nbx (row exchange)");
-            if (*nreq == before) {
-                t->peer_done_ns[p] = moe_now_ns();
+                (size_t)recv_rows[p] * row_bytes, rows_tag(seq, p), UINT64_MAX, &param);
+            MOE_UCX_CHECK(keep_request(s, sp, p), "ucp_tag_recv_nbx (row exchange)");
+            if (s->nreq == before) {
+                t->xfer[slot].peer_done_ns[p] = moe_now_ns();
             }
         }
     }
@@ -92,8 +100,8 @@ static moe_status_t post_all(moe_transport_t *t, const float *send, const int *s
         if (p != me && send_rows[p] > 0) {
             ucs_status_ptr_t sp = ucp_tag_send_nbx(
                 impl->eps[p], (const char *)send + (size_t)send_displs[p] * row_bytes,
-                (size_t)send_rows[p] * row_bytes, rows_tag(impl->seq, me), &param);
-            MOE_UCX_CHECK(keep_request(impl, sp, -2 - p, nreq), "ucp_tag_send_nbx (row exchange)");
+                (size_t)send_rows[p] * row_bytes, rows_tag(seq, me), &param);
+            MOE_UCX_CHECK(keep_request(s, sp, -2 - p), "ucp_tag_send_nbx (row exchange)");
         }
     }
     if (recv_rows[me] > 0) {
@@ -102,96 +110,94 @@ static moe_status_t post_all(moe_transport_t *t, const float *send, const int *s
                (size_t)recv_rows[me] * row_bytes);
     }
 cleanup:
+    s->left = s->nreq;
     return st;
 }
 
-/* Retire the requests that have finished: stamp receives, free them. Returns how many
+/* Retire the slot's finished requests: stamp receives, free them. Returns how many
  * finished; *first_bad gets the first failure's status (else stays UCS_OK). */
-static int retire_done(moe_transport_t *t, int nreq, ucs_status_t *first_bad)
+static int retire_done(moe_transport_t *t, int slot, ucs_status_t *first_bad)
 {
     ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
     int done = 0;
     int64_t now = 0;
-    for (int i = 0; i < nreq; i++) {
-        if (impl->reqs[i] == NULL) {
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] == NULL) {
             continue;
         }
-        ucs_status_t s = ucp_request_check_status(impl->reqs[i]);
-        if (s == UCS_INPROGRESS) {
+        ucs_status_t rs = ucp_request_check_status(s->reqs[i]);
+        if (rs == UCS_INPROGRESS) {
             continue;
         }
-        ucp_request_free(impl->reqs[i]);
-        impl->reqs[i] = NULL;
+        ucp_request_free(s->reqs[i]);
+        s->reqs[i] = NULL;
         done++;
-        if (s != UCS_OK && *first_bad == UCS_OK) {
-            *first_bad = s;
+        if (rs != UCS_OK && *first_bad == UCS_OK) {
+            *first_bad = rs;
         }
-        if (impl->req_peer[i] >= 0) {
+        if (s->req_peer[i] >= 0) {
             now = now != 0 ? now : moe_now_ns();
-            t->peer_done_ns[impl->req_peer[i]] = now;
+            t->xfer[slot].peer_done_ns[s->req_peer[i]] = now;
         }
     }
     return done;
 }
 
-/* The peers still owing rows or not yet taking ours, each once (for the watchdog). */
-static int pending_peers(const ucx_impl_t *impl, int nreq, int *out)
+static moe_status_t ucx_test(moe_transport_t *t, int slot, bool *done, moe_error_t *err)
 {
+    ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
+    moe_xfer_t *x = &t->xfer[slot];
+    moe_status_t st = MOE_OK;
+    *done = !x->active;
+    if (!x->active) {
+        return MOE_OK;
+    }
+    ucp_worker_progress(impl->worker);
+    ucs_status_t bad = UCS_OK;
+    s->left -= retire_done(t, slot, &bad);
+    MOE_UCX_CHECK(bad, "a UCX row transfer");
+    if (s->left == 0) {
+        x->active = false;
+        x->end_ns = moe_now_ns();
+        *done = true;
+    }
+cleanup:
+    return st;
+}
+
+/* The peers still owing rows or not yet taking ours, each once (for the watchdog). */
+static int ucx_pending(const moe_transport_t *t, int slot, int *out, int cap)
+{
+    const ucx_impl_t *impl = t->impl;
+    const ucx_slot_t *s = &impl->slots[slot];
     int n = 0;
-    for (int i = 0; i < nreq; i++) {
-        if (impl->reqs[i] == NULL) {
-            continue;
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] != NULL) {
+            int peer = s->req_peer[i] >= 0 ? s->req_peer[i] : -2 - s->req_peer[i];
+            n = moe_wait_note_peer(out, n, cap, peer);
         }
-        int peer = impl->req_peer[i] >= 0 ? impl->req_peer[i] : -2 - impl->req_peer[i];
-        n = moe_wait_note_peer(out, n, nreq, peer); /* out holds nreq */
     }
     return n;
 }
 
 /* After a failed or interrupted exchange: cancel what is still outstanding and hand the
  * requests back (UCX frees each once it completes). */
-static void abandon_requests(ucx_impl_t *impl, int nreq)
-{
-    for (int i = 0; i < nreq; i++) {
-        if (impl->reqs[i] != NULL) {
-            ucp_request_cancel(impl->worker, impl->reqs[i]);
-            ucp_request_free(impl->reqs[i]);
-            impl->reqs[i] = NULL;
-        }
-    }
-    impl->failed = true;
-}
-
-static moe_status_t ucx_exchange(moe_transport_t *t, const float *send, const int *send_rows,
-                                 const int *send_displs, float *recv, const int *recv_rows,
-                                 const int *recv_displs, moe_error_t *err)
+static void ucx_cancel(moe_transport_t *t, int slot)
 {
     ucx_impl_t *impl = t->impl;
-    int nreq = 0, left;
-    t->begin_ns = moe_now_ns();
-    for (int p = 0; p < t->world_size; p++) {
-        t->peer_done_ns[p] = t->begin_ns;
-    }
-    impl->seq++;
-    moe_status_t st = post_all(t, send, send_rows, send_displs, recv, recv_rows, recv_displs,
-                               &nreq, err);
-    left = st == MOE_OK ? nreq : 0;
-    while (st == MOE_OK && left > 0) {
-        unsigned moved = ucp_worker_progress(impl->worker);
-        ucs_status_t bad = UCS_OK;
-        int done = retire_done(t, nreq, &bad);
-        left -= done;
-        MOE_UCX_CHECK(bad, "a UCX row transfer");
-        if (moved == 0 && done == 0 && left > 0) {
-            int n = pending_peers(impl, nreq, impl->pending);
-            st = moe_wait_poll(t->begin_ns, "the row exchange (ucx)", impl->pending, n, err);
+    ucx_slot_t *s = &impl->slots[slot];
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] != NULL) {
+            ucp_request_cancel(impl->worker, s->reqs[i]);
+            ucp_request_free(s->reqs[i]);
+            s->reqs[i] = NULL;
         }
     }
-cleanup:
-    if (st != MOE_OK) {
-        abandon_requests(impl, nreq);
-    }
-    return st;
+    s->left = 0;
+    t->xfer[slot].active = false;
+    impl->failed = true;
 }
 
 /* Close one endpoint (flushing unless an exchange failed), progressing for a bounded time. */
@@ -227,19 +233,25 @@ static void ucx_destroy(moe_transport_t *t)
         if (impl->context != NULL) {
             ucp_cleanup(impl->context);
         }
+        for (int s = 0; impl->slots != NULL && s < t->num_slots; s++) {
+            free(impl->slots[s].reqs);
+            free(impl->slots[s].req_peer);
+        }
         free(impl->eps);
-        free(impl->reqs);
-        free(impl->req_peer);
-        free(impl->pending);
+        free(impl->slots);
         free(impl);
     }
-    free(t->peer_done_ns);
+    moe_transport_base_free(t);
     free(t);
 }
 
 static const moe_transport_ops_t k_ucx_ops = {
     .name = "ucx",
-    .exchange = ucx_exchange,
+    .device_memory = false,
+    .start = ucx_start,
+    .test = ucx_test,
+    .pending = ucx_pending,
+    .cancel = ucx_cancel,
     .destroy = ucx_destroy,
 };
 
@@ -313,8 +325,8 @@ cleanup:
     return st;
 }
 
-moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, moe_transport_t **out,
-                                      moe_error_t *err)
+moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_slots,
+                                      moe_transport_t **out, moe_error_t *err)
 {
     moe_transport_t *t = calloc(1, sizeof(*t));
     ucx_impl_t *impl = calloc(1, sizeof(*impl));
@@ -323,22 +335,21 @@ moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, moe_tran
         free(impl);
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX transport");
     }
-    t->ops = &k_ucx_ops;
-    t->comm = comm;
-    MPI_Comm_rank(comm, &t->rank);
-    MPI_Comm_size(comm, &t->world_size);
-    t->row_elems = row_elems;
     t->impl = impl;
+    moe_status_t st = moe_transport_base_init(t, &k_ucx_ops, comm, row_elems, num_slots, err);
     size_t W = (size_t)t->world_size;
-    t->peer_done_ns = calloc(W, sizeof(int64_t));
-    impl->eps = calloc(W, sizeof(ucp_ep_h));
-    impl->reqs = calloc(2 * W, sizeof(void *));
-    impl->req_peer = calloc(2 * W, sizeof(int));
-    impl->pending = calloc(2 * W, sizeof(int));
-    moe_status_t st = MOE_OK;
-    if (t->peer_done_ns == NULL || impl->eps == NULL || impl->reqs == NULL ||
-        impl->req_peer == NULL || impl->pending == NULL) {
-        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX transport");
+    if (st == MOE_OK) {
+        impl->eps = calloc(W, sizeof(ucp_ep_h));
+        impl->slots = calloc((size_t)num_slots, sizeof(ucx_slot_t));
+        bool failed = impl->eps == NULL || impl->slots == NULL;
+        for (int s = 0; !failed && s < num_slots; s++) {
+            impl->slots[s].reqs = calloc(2 * W, sizeof(void *));
+            impl->slots[s].req_peer = calloc(2 * W, sizeof(int));
+            failed = impl->slots[s].reqs == NULL || impl->slots[s].req_peer == NULL;
+        }
+        if (failed) {
+            st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX transport");
+        }
     }
     if (st == MOE_OK) {
         st = open_worker(impl, err);

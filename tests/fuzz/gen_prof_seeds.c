@@ -8,7 +8,9 @@
  *      profiler/src/hist.c -lyaml -lm -o /tmp/gen_prof_seeds
  *   /tmp/gen_prof_seeds tests/fuzz/corpus/prof_record
  *
- * Not built by CMake or run_fuzz.sh. */
+ * Not built by CMake or run_fuzz.sh. `typical_v1` in the corpus is `typical` as version 1
+ * wrote it (no OVERLAP section), kept so the reading of older records stays seeded; this
+ * program does not write it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +155,12 @@ int main(int argc, char **argv)
     r.mem = list(2, sizeof(*r.mem));
     r.mem[0] = (moe_rec_mem_t){.t_ns = 10, .rss_bytes = 4096, .dev_bytes = 0};
     r.mem[1] = (moe_rec_mem_t){.t_ns = 20, .rss_bytes = 8192, .dev_bytes = 1 << 20};
+    r.dev_peak = 1 << 21;
+    /* OVERLAP (version 2): 4 chunks, 1/4 of the exchange hidden behind expert calls */
+    r.exchange_ns = 4000000;
+    r.hidden_ns = 1000000;
+    r.chunks = 4;
+    strcpy(r.device, "NVIDIA H200");
     bad |= emit(dir, "typical", &r, 0);
 
     /* the final record of the master rank (hosts nothing), from a newer writer */
@@ -166,6 +174,9 @@ int main(int argc, char **argv)
     r.num_mem = 1;
     r.mem = list(1, sizeof(*r.mem));
     r.mem[0].rss_bytes = 1;
+    r.chunks = 1; /* chunks 1: exchanges in flight, none hidden */
+    r.exchange_ns = 777;
+    strcpy(r.device, "cpu");
     bad |= emit(dir, "final_extra_section", &r, 1);
 
     /* every expert local, one sample per histogram bucket family */

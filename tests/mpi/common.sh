@@ -38,6 +38,7 @@ placement:
   experts: ${PLACEMENT:-auto}
 runtime:
   routing: ${ROUTING:-master}
+  chunks: ${CHUNKS:-1}
 workload:
   tokens_per_step: ${TOKENS:-96}
   steps: ${STEPS:-3}

@@ -8,6 +8,14 @@ case "$1" in
   gelu)        ROUTING=symmetric ACT=gelu NORM=false K=3 small_model > c.yaml ;;
   capacity_master)    CF=1.0 SKEW=1.5 small_model > c.yaml ;;
   capacity_symmetric) ROUTING=symmetric CF=1.0 SKEW=1.5 TOKENS=100 small_model > c.yaml ;;
+  # runtime.chunks: the overlapped step gives the same output as the plain one (7 does
+  # not divide the blocks evenly; some pieces are empty).
+  chunks_master)   CHUNKS=4 small_model > c.yaml ;;
+  chunks_uneven)   CHUNKS=7 PLACEMENT='{0: [0, 2, 4, 6], 1: [1], 2: [3, 5, 7]}' small_model > c.yaml ;;
+  chunks_capacity) CHUNKS=3 ROUTING=symmetric CF=1.0 SKEW=1.5 TOKENS=100 small_model > c.yaml ;;
+  chunks_ucx)
+    export UCX_TLS=${MOED_TEST_UCX_TLS:-${UCX_TLS:-sm,self}}
+    CHUNKS=4 ROUTING=symmetric TOKENS=100 small_model | sed 's/^runtime:/runtime:\n  transport: ucx/' > c.yaml ;;
   ucx)
     # 3 ranks over UCX (1 rank: no peers, the same config) against the MPI reference
     # output. On this host UCX picks shared memory and self; MOED_TEST_UCX_TLS overrides
@@ -16,19 +24,19 @@ case "$1" in
     ROUTING=symmetric TOKENS=100 small_model | sed 's/^runtime:/runtime:\n  transport: ucx/' > c.yaml ;;
   *) fail "unknown case $1" ;;
 esac
-if [[ "$1" == ucx ]] && ! "$MOED" --config c.yaml --no-progress > probe.log 2>&1; then
+if [[ "$1" == *ucx ]] && ! "$MOED" --config c.yaml --no-progress > probe.log 2>&1; then
   grep -q 'not available in this build' probe.log || { cat probe.log; fail "UCX run failed"; }
   echo "SKIP ucx: this build has no UCX transport"; exit 0
 fi
 same_as_one_rank 3
-if [[ "$1" == ucx ]]; then
-  # The reference: the same model on 1 rank over MPI.
-  sed '/^  transport: ucx/d' c.yaml > mpi.yaml
+if [[ "$1" == *ucx || "$1" == chunks_* ]]; then
+  # The reference: the same model on 1 rank over MPI, in one chunk.
+  sed -e '/^  transport: ucx/d' -e 's/^  chunks: .*/  chunks: 1/' c.yaml > mpi.yaml
   "$MOED" --config mpi.yaml --dump-output ref.safetensors --no-progress > ref.log 2>&1 \
     || { cat ref.log; fail "single-rank MPI run failed"; }
-  "$ST_DIFF" ref.safetensors many.safetensors --tol 1e-4 || fail "UCX output differs from MPI"
+  "$ST_DIFF" ref.safetensors many.safetensors --tol 1e-4 || fail "output differs from 1 rank, 1 chunk, MPI"
 fi
-if [[ "$1" == capacity_* ]]; then
+if [[ "$1" == capacity_* || "$1" == chunks_capacity ]]; then
   # The limit must really bite, the same way on 1 and on 3 ranks.
   d1=$(grep -o 'capacity: [0-9]* of' one.log) || fail "no capacity line"
   d3=$(grep -o 'capacity: [0-9]* of' many.log) || fail "no capacity line"

@@ -1,13 +1,18 @@
 /* Profiler pieces with known answers: balance figures, histogram quantiles, the window
- * schedule, and the profile record's round trip and rejection of bad bytes. */
+ * schedule, the overlap of exchange spans and expert calls, and the profile record's round
+ * trip and rejection of bad bytes. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "balance.h"
 #include "moe/config.h"
 #include "moe/hist.h"
 #include "moe/prof.h"
 #include "moe/prof_record.h"
+#include "overlap.h"
+#include "prof_int.h"
 #include "test_util.h"
 
 static void test_balance(void)
@@ -128,6 +133,172 @@ static void test_schedule(void)
     CHECK_INT_EQ(moe_prof_schedule(&cfg, 5 + 12 * 99, &rec, &closes), 99);
 }
 
+/* ---- overlap ---------------------------------------------------------------------- */
+
+#define OV_MAX 64
+
+/* moe_overlap_measure on copies of a and b against the expected measures. */
+static void check_overlap(int line, const moe_ival_t *a, int na, const moe_ival_t *b, int nb,
+                          int64_t want_a, int64_t want_both)
+{
+    moe_ival_t ca[OV_MAX], cb[OV_MAX];
+    int64_t got_a = -1, got_both = -1;
+    memcpy(ca, a, sizeof(*a) * (size_t)na);
+    memcpy(cb, b, sizeof(*b) * (size_t)nb);
+    moe_overlap_measure(ca, na, cb, nb, &got_a, &got_both);
+    CHECK_INT_EQ(got_a, want_a);
+    CHECK_INT_EQ(got_both, want_both);
+    if (got_a != want_a || got_both != want_both) {
+        fprintf(stderr, "  (the case at line %d)\n", line);
+    }
+}
+
+#define OVERLAP(a, b, want_a, want_both)                                                   \
+    check_overlap(__LINE__, a, (int)(sizeof(a) / sizeof(a[0])), b,                        \
+                  (int)(sizeof(b) / sizeof(b[0])), want_a, want_both)
+
+static void test_overlap_known(void)
+{
+    const moe_ival_t disjoint_a[] = {{0, 10}, {20, 30}}, disjoint_b[] = {{10, 20}, {30, 40}};
+    OVERLAP(disjoint_a, disjoint_b, 20, 0); /* touching shares nothing */
+    const moe_ival_t outer[] = {{0, 100}}, inner[] = {{10, 20}, {30, 40}};
+    OVERLAP(outer, inner, 100, 20);         /* b nested in a */
+    OVERLAP(inner, outer, 20, 20);          /* a nested in b */
+    const moe_ival_t part_a[] = {{0, 10}}, part_b[] = {{5, 15}};
+    OVERLAP(part_a, part_b, 10, 5);
+    OVERLAP(part_b, part_a, 10, 5);
+    const moe_ival_t unsorted_a[] = {{50, 60}, {0, 10}, {20, 30}};
+    const moe_ival_t unsorted_b[] = {{25, 55}, {5, 8}};
+    OVERLAP(unsorted_a, unsorted_b, 30, 13); /* [25,30) + [50,55) + [5,8) */
+    const moe_ival_t dup_a[] = {{0, 10}, {0, 10}, {0, 10}}, dup_b[] = {{5, 10}, {5, 10}};
+    OVERLAP(dup_a, dup_b, 10, 5);
+    const moe_ival_t chain_a[] = {{5, 15}, {0, 10}, {14, 16}}, chain_b[] = {{12, 20}};
+    OVERLAP(chain_a, chain_b, 16, 4);        /* a's own overlaps merge into [0, 16) */
+    const moe_ival_t zero_a[] = {{5, 5}, {0, 10}, {12, 12}}, zero_b[] = {{7, 7}, {3, 3}};
+    OVERLAP(zero_a, zero_b, 10, 0);          /* zero-length: nothing */
+    const moe_ival_t only_zero[] = {{4, 4}}, inverted[] = {{10, 5}};
+    OVERLAP(only_zero, outer, 0, 0);
+    OVERLAP(inverted, outer, 0, 0);          /* end before begin: empty */
+    OVERLAP(outer, inverted, 100, 0);
+    const moe_ival_t neg_a[] = {{-30, -10}}, neg_b[] = {{-20, 5}};
+    OVERLAP(neg_a, neg_b, 20, 10);           /* clocks are only compared, never signed */
+    moe_ival_t none[1] = {{0, 0}}, one[1] = {{0, 100}};
+    int64_t a_ns = -1, both = -1;
+    moe_overlap_measure(none, 0, one, 1, &a_ns, &both);
+    CHECK(a_ns == 0 && both == 0);           /* empty a */
+    moe_overlap_measure(one, 1, none, 0, &a_ns, &both);
+    CHECK(a_ns == 100 && both == 0);         /* empty b */
+    moe_overlap_measure(none, 0, none, 0, &a_ns, &both);
+    CHECK(a_ns == 0 && both == 0);
+}
+
+/* Random sets on a small grid against a unit-by-unit count. */
+static void test_overlap_random(void)
+{
+    unsigned x = 12345;
+    for (int round = 0; round < 2000; round++) {
+        moe_ival_t a[OV_MAX], b[OV_MAX];
+        bool in_a[512] = {false}, in_b[512] = {false};
+        x = x * 1103515245u + 12345u;
+        int na = (int)((x >> 8) % OV_MAX), nb = (int)((x >> 16) % OV_MAX);
+        for (int i = 0; i < na + nb; i++) {
+            x = x * 1103515245u + 12345u;
+            /* lengths -2..21: some inverted, some empty */
+            int64_t lo = (int64_t)((x >> 8) % 240), len = (int64_t)((x >> 20) % 24) - 2;
+            moe_ival_t v = {lo, lo + len};
+            bool *mark = i < na ? in_a : in_b;
+            for (int64_t t = v.begin; t < v.end; t++) {
+                mark[t] = true;
+            }
+            if (i < na) {
+                a[i] = v;
+            } else {
+                b[i - na] = v;
+            }
+        }
+        int64_t want_a = 0, want_both = 0;
+        for (int t = 0; t < 512; t++) {
+            want_a += in_a[t];
+            want_both += in_a[t] && in_b[t];
+        }
+        check_overlap(__LINE__, a, na, b, nb, want_a, want_both);
+    }
+}
+
+/* A layer as the runtime hands it over: chunks 1 hides nothing, exactly; chunks 2
+ * pipelined hides what its expert calls cover; scratch bounds what is counted. */
+static void test_overlap_layer(void)
+{
+    moe_ival_t spans[4], calls[4];
+    int64_t inflight = -1, hidden = -1;
+    /* chunks 1: dispatch, then the experts, then combine */
+    const moe_prof_span_t s1[2] = {{MOE_PROF_SPAN_DISPATCH, 0, 1000, 1100},
+                                   {MOE_PROF_SPAN_COMBINE, 0, 1300, 1400}};
+    const moe_prof_call_t c1[2] = {{0, 0, 10, 1100, 1200}, {1, 0, 20, 1200, 1300}};
+    moe_prof_layer_sample_t s = {.num_spans = 2, .spans = s1, .num_calls = 2, .calls = c1};
+    moe_overlap_layer(&s, spans, 2, calls, 2, &inflight, &hidden);
+    CHECK_INT_EQ(inflight, 200);
+    CHECK_INT_EQ(hidden, 0);
+    /* chunks 2: c1's dispatch and c0's combine run while the expert computes */
+    const moe_prof_span_t s2[4] = {{MOE_PROF_SPAN_DISPATCH, 0, 0, 100},
+                                   {MOE_PROF_SPAN_DISPATCH, 1, 100, 200},
+                                   {MOE_PROF_SPAN_COMBINE, 0, 180, 260},
+                                   {MOE_PROF_SPAN_COMBINE, 1, 280, 350}};
+    const moe_prof_call_t c2[2] = {{0, 0, 8, 100, 180}, {0, 1, 8, 200, 280}};
+    s = (moe_prof_layer_sample_t){.num_spans = 4, .spans = s2, .num_calls = 2, .calls = c2};
+    moe_overlap_layer(&s, spans, 4, calls, 4, &inflight, &hidden);
+    CHECK_INT_EQ(inflight, 330); /* [0, 260) + [280, 350) */
+    CHECK_INT_EQ(hidden, 140);   /* [100, 180) + [200, 260) */
+    moe_overlap_layer(&s, spans, 2, calls, 1, &inflight, &hidden);
+    CHECK_INT_EQ(inflight, 200); /* only what fits the scratch: spans [0, 200), call c0 */
+    CHECK_INT_EQ(hidden, 80);
+    s.num_spans = s.num_calls = 0;
+    moe_overlap_layer(&s, spans, 4, calls, 4, &inflight, &hidden);
+    CHECK(inflight == 0 && hidden == 0);
+}
+
+/* ---- the memory sampler's device memory -------------------------------------------- */
+
+static atomic_int fake_calls;
+
+/* A device that reports 1 MiB more in use at each call and a peak of 64 MiB. */
+static void fake_device_memory(uint64_t *current, uint64_t *peak)
+{
+    int n = atomic_fetch_add(&fake_calls, 1) + 1;
+    *current = (uint64_t)n << 20;
+    *peak = 64ULL << 20;
+}
+
+static void test_sampler_device(void)
+{
+    for (int with_device = 0; with_device < 2; with_device++) {
+        moe_sampler_t smp;
+        moe_prof_record_t rec;
+        memset(&rec, 0, sizeof(rec));
+        atomic_store(&fake_calls, 0);
+        CHECK_INT_EQ(moe_sampler_start(&smp, 1, 64, with_device ? fake_device_memory : NULL), 0);
+        struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+        moe_sampler_stop(&smp);
+        CHECK_INT_EQ(moe_sampler_collect(&smp, &rec), 0);
+        CHECK(rec.num_mem >= 1);
+        if (with_device) { /* one call per sample, from the sampler's thread */
+            CHECK_INT_EQ(rec.num_mem, atomic_load(&fake_calls));
+        }
+        for (int64_t i = 0; i < rec.num_mem; i++) {
+            CHECK(rec.mem[i].rss_bytes > 0);
+            /* the i-th sample saw the i-th call: (i + 1) MiB in use */
+            CHECK_INT_EQ(rec.mem[i].dev_bytes, with_device ? (uint64_t)(i + 1) << 20 : 0);
+        }
+        CHECK_INT_EQ(atomic_load(&smp.dev_peak), with_device ? 64ULL << 20 : 0);
+        CHECK(atomic_load(&smp.rss_peak) > 0);
+        moe_sampler_free(&smp);
+        free(rec.mem);
+    }
+}
+
+/* ---- the profile record ------------------------------------------------------------ */
+
 static void fill_record(moe_prof_record_t *r)
 {
     CHECK(moe_prof_record_alloc(r, 3, 2, 8, 4) == MOE_OK);
@@ -157,7 +328,42 @@ static void fill_record(moe_prof_record_t *r)
     r->mem = calloc(1, sizeof(*r->mem));
     r->num_mem = 1;
     r->mem[0].rss_bytes = 4096;
+    r->mem[0].dev_bytes = 1 << 30;
+    r->dev_peak = 3ULL << 30;
+    r->exchange_ns = 330;
+    r->hidden_ns = 140;
+    r->chunks = 2;
+    strcpy(r->device, "NVIDIA H200");
     r->flags = MOE_PROF_FLAG_FINAL;
+}
+
+/* The offset of the first section with `tag` in an encoded record and its body length;
+ * false if there is none. */
+static bool find_section(const moe_wbuf_t *w, uint16_t tag, size_t *at, uint64_t *len)
+{
+    size_t pos = MOE_PROF_HEADER_SIZE;
+    while (pos + 12 <= w->len) {
+        uint16_t t = (uint16_t)(w->data[pos] | w->data[pos + 1] << 8);
+        uint64_t n = 0;
+        for (int i = 0; i < 8; i++) {
+            n |= (uint64_t)w->data[pos + 4 + (size_t)i] << (8 * i);
+        }
+        if (t == tag) {
+            *at = pos;
+            *len = n;
+            return true;
+        }
+        pos += 12 + (size_t)n;
+    }
+    return false;
+}
+
+/* The payload length and checksum of an edited record. */
+static void reseal(moe_wbuf_t *w)
+{
+    moe_wbuf_patch_u64(w, 16, (uint64_t)(w->len - MOE_PROF_HEADER_SIZE));
+    moe_wbuf_patch_u64(w, 24, moe_hash64(w->data + MOE_PROF_HEADER_SIZE,
+                                         w->len - MOE_PROF_HEADER_SIZE));
 }
 
 static void test_record(void)
@@ -185,8 +391,17 @@ static void test_record(void)
     CHECK_INT_EQ(d.steps[1].step, 9);
     CHECK_INT_EQ(d.metrics[0].ns, 99);
     CHECK_INT_EQ(d.mem[0].rss_bytes, 4096);
+    CHECK_INT_EQ(d.mem[0].dev_bytes, 1 << 30);
+    CHECK_INT_EQ(d.dev_peak, 3ULL << 30);
+    CHECK_INT_EQ(d.exchange_ns, 330);
+    CHECK_INT_EQ(d.hidden_ns, 140);
+    CHECK_INT_EQ(d.chunks, 2);
+    CHECK(strcmp(d.device, "NVIDIA H200") == 0);
     CHECK(d.flags & MOE_PROF_FLAG_FINAL);
     moe_prof_record_free(&d);
+    /* version 2 that a version-1 reader still takes (it skips OVERLAP) */
+    CHECK_INT_EQ(w.data[4] | w.data[5] << 8, 2);
+    CHECK_INT_EQ(w.data[6] | w.data[7] << 8, 1);
 
     /* every truncation is rejected, none crashes */
     int rejected = 0;
@@ -212,6 +427,76 @@ static void test_record(void)
     copy[0] = 'X';
     CHECK(moe_prof_record_decode(copy, w.len, &d, &err) == MOE_ERR_FORMAT);
     free(copy);
+    moe_wbuf_free(&w);
+    moe_prof_record_free(&r);
+}
+
+/* A version-1 record (no OVERLAP section) decodes, its overlap fields 0 ("not recorded"). */
+static void test_record_v1(void)
+{
+    moe_prof_record_t r, d;
+    fill_record(&r);
+    moe_wbuf_t w;
+    moe_wbuf_init(&w);
+    moe_prof_record_encode(&r, &w);
+    size_t at = 0;
+    uint64_t len = 0;
+    CHECK(find_section(&w, 12, &at, &len));
+    CHECK(at + 12 + len <= w.len);
+    if (at + 12 + len <= w.len) {
+        memmove(w.data + at, w.data + at + 12 + len, w.len - at - 12 - (size_t)len);
+        w.len -= 12 + (size_t)len;
+    }
+    w.data[4] = 1; /* version 1 */
+    reseal(&w);
+    moe_error_t err;
+    CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_OK);
+    CHECK_INT_EQ(d.rank, 2);
+    CHECK_INT_EQ(d.experts[5].tokens, 512);
+    CHECK(d.exchange_ns == 0 && d.hidden_ns == 0 && d.chunks == 0 && d.device[0] == '\0');
+    moe_prof_record_free(&d);
+    moe_wbuf_free(&w);
+    moe_prof_record_free(&r);
+}
+
+/* An OVERLAP section with a valid checksum but impossible figures is rejected. */
+static void test_record_overlap_lies(void)
+{
+    static const struct {
+        int64_t exchange, hidden;
+        int32_t chunks;
+    } bad[] = {{100, 101, 2}, {-1, 0, 1}, {100, -5, 1}, {100, 50, 5000}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        moe_prof_record_t r, d;
+        fill_record(&r);
+        r.exchange_ns = bad[i].exchange;
+        r.hidden_ns = bad[i].hidden;
+        r.chunks = bad[i].chunks;
+        moe_wbuf_t w;
+        moe_wbuf_init(&w);
+        moe_prof_record_encode(&r, &w);
+        moe_error_t err;
+        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_ERR_FORMAT);
+        CHECK_STR_CONTAINS(err.msg, "overlap out of range");
+        moe_wbuf_free(&w);
+        moe_prof_record_free(&r);
+    }
+    /* a body cut short (length and checksum consistent) */
+    moe_prof_record_t r, d;
+    fill_record(&r);
+    moe_wbuf_t w;
+    moe_wbuf_init(&w);
+    moe_prof_record_encode(&r, &w);
+    size_t at = 0;
+    uint64_t len = 0;
+    CHECK(find_section(&w, 12, &at, &len));
+    CHECK(at + 12 + len == w.len); /* the last section */
+    moe_wbuf_patch_u64(&w, at + 4, len - 10);
+    w.len -= 10;
+    reseal(&w);
+    moe_error_t err;
+    CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_ERR_TRUNCATED);
+    CHECK_STR_CONTAINS(err.msg, "overlap section cut short");
     moe_wbuf_free(&w);
     moe_prof_record_free(&r);
 }
@@ -254,7 +539,13 @@ int main(void)
     test_balance();
     test_hist();
     test_schedule();
+    test_overlap_known();
+    test_overlap_random();
+    test_overlap_layer();
+    test_sampler_device();
     test_record();
+    test_record_v1();
+    test_record_overlap_lies();
     test_record_lies();
     return moe_test_finish("test_prof");
 }

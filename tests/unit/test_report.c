@@ -2,9 +2,11 @@
  *
  * A synthetic merged profile is built in code (no MPI): 3 ranks (rank 0 routes, ranks 1 and
  * 2 host 4 experts each), 2 layers x 8 experts, 10 recorded steps with metrics, step records,
- * trace events and memory samples. Layer 0 expert 3 is made the hottest, layer 1 expert 5
- * the slowest, rank 2 the straggler. Every file is written into a fresh temporary folder and
- * read back: JSON files with json_read, text files as text.
+ * trace events and memory samples, runtime.chunks 2 on an "NVIDIA H200". Layer 0 expert 3
+ * is made the hottest, layer 1 expert 5 the slowest, rank 2 the straggler; every rank has
+ * 8 ms of exchange in flight per step, of which rank k > 0 hides (k % 4 + 1) ms behind its
+ * expert compute (rank 0 hosts no expert: 0). Every file is written into a fresh temporary
+ * folder and read back: JSON files with json_read, text files as text.
  *
  *   test_report              run the tests
  *   test_report --demo DIR   write reports to look at: DIR/small (8 experts, 3 ranks),
@@ -30,6 +32,9 @@
 #define FIRST_REC_STEP 5
 #define HIDDEN 1024
 #define FFN 3584
+#define CHUNKS 2
+#define DEVICE "NVIDIA H200"
+#define INFLIGHT_MS 8.0 /* exchange in flight per step, every rank */
 
 typedef struct fixture {
     moe_config_t cfg;
@@ -98,6 +103,10 @@ static void fx_rank(moe_report_t *r, const moe_config_t *cfg, int k, bool partia
         return;
     }
     rk->steps = REC_STEPS;
+    rk->chunks = CHUNKS;
+    snprintf(rk->device, sizeof(rk->device), "%s", DEVICE);
+    rk->inflight_ns = INFLIGHT_MS * 1e6 * REC_STEPS;
+    rk->hidden_ns = k == 0 ? 0.0 : (k % 4 + 1) * 1e6 * REC_STEPS;
     rk->expert_weight_bytes = (uint64_t)rk->num_local * r->num_layers * 3 * HIDDEN * FFN * 4;
     rk->exchange_buffer_bytes = (uint64_t)2048 * 2 * HIDDEN * 4;
     rk->num_mem = 100;
@@ -274,7 +283,12 @@ static void fx_rank_step(moe_report_t *r, const moe_config_t *cfg, int k, int s,
             for (int i = 0; p == MOE_RP_EXPERT && i < n; i++) {
                 int64_t rows = fx_tokens(l, ids[i], r->num_experts);
                 fx_event(r, t, fx_call_ns(l, ids[i], rows, s, k == r->world_size - 1), k,
-                         MOE_TEV_EXPERT, l, ids[i], 2 + i, st->step, rows);
+                         MOE_TEV_EXPERT, l, ids[i], MOE_LANE_EXPERT0 + i, st->step, rows);
+            }
+            /* each chunk's dispatch (in the dispatch phase) and combine (in the combine) */
+            for (int c = 0; (p == MOE_RP_DISPATCH || p == MOE_RP_COMBINE) && c < CHUNKS; c++) {
+                fx_event(r, t + c * d / CHUNKS, d / CHUNKS, k, MOE_TEV_EXCHANGE, l,
+                         p == MOE_RP_DISPATCH ? 0 : 1, MOE_LANE_EXCHANGE, st->step, c);
             }
             t += d;
         }
@@ -283,8 +297,9 @@ static void fx_rank_step(moe_report_t *r, const moe_config_t *cfg, int k, int s,
 
 static bool fx_timeline(moe_report_t *r, const moe_config_t *cfg)
 {
-    size_t per_step = (size_t)r->world_size * (1 + (size_t)r->num_layers * MOE_RP_STEP) +
-                      (size_t)r->num_layers * (size_t)r->num_experts;
+    size_t per_step =
+        (size_t)r->world_size * (1 + (size_t)r->num_layers * (MOE_RP_STEP + 2 * CHUNKS)) +
+        (size_t)r->num_layers * (size_t)r->num_experts;
     r->steps = calloc((size_t)REC_STEPS * (size_t)r->world_size, sizeof(*r->steps));
     r->events = calloc(per_step * REC_STEPS, sizeof(*r->events));
     int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
@@ -332,6 +347,8 @@ static void fx_facts(moe_report_t *r, const fixture_t *fx, const shape_t *s)
     r->clock_drift_max_ns = 200.0;
     r->num_layers = s->layers;
     r->num_experts = s->experts;
+    r->chunks = CHUNKS;
+    snprintf(r->device, sizeof(r->device), "%s", DEVICE);
 }
 
 /* A whole synthetic report; NULL on failure. Free with fx_free. */
@@ -343,6 +360,7 @@ static fixture_t *fx_make(const shape_t *s)
         return NULL;
     }
     moe_report_t *r = &fx->rep;
+    fx->cfg.device = MOE_DEVICE_CUDA; /* the writers only print it */
     fx_facts(r, fx, s);
     r->ranks = calloc((size_t)s->world, sizeof(*r->ranks));
     bool ok = r->ranks != NULL;
@@ -504,6 +522,47 @@ static void test_files_exist(const fixture_t *fx)
     free(cfg);
 }
 
+/* The run's hidden share as the fixture plants it: hidden / exchange over present ranks. */
+static double fx_hidden_share(const moe_report_t *r)
+{
+    double hidden = 0.0, inflight = 0.0;
+    for (int k = 0; k < r->world_size; k++) {
+        if (r->ranks[k].present) {
+            hidden += k == 0 ? 0.0 : k % 4 + 1;
+            inflight += INFLIGHT_MS;
+        }
+    }
+    return hidden / inflight;
+}
+
+/* runtime.chunks, the device and the exchange hidden behind compute in summary.json. */
+static void check_json_overlap(const moe_json_t *doc, const moe_report_t *r)
+{
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "run.chunks"), -1), CHUNKS, 0);
+    CHECK(strcmp(moe_json_string(moe_json_path(doc, "run.device"), ""), "cuda") == 0);
+    CHECK(strcmp(moe_json_string(moe_json_path(doc, "run.device_name"), ""), DEVICE) == 0);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "run.exchange_hidden_share"), -1),
+               fx_hidden_share(r), 1e-9);
+    CHECK_NEAR(fx_hidden_share(r), r->partial ? 2.0 / 16.0 : 5.0 / 24.0, 1e-12);
+    for (int k = 0; k < r->world_size; k++) {
+        char path[64];
+        const moe_json_t *rank = moe_json_at(moe_json_get(doc, "ranks"), (size_t)k);
+        const moe_json_t *share = moe_json_get(rank, "exchange_hidden_share");
+        snprintf(path, sizeof(path), "ranks.%d.device", k);
+        if (!r->ranks[k].present) { /* no records: nothing to divide */
+            CHECK(moe_json_is(share, MOE_JSON_NULL));
+            CHECK(strcmp(moe_json_string(moe_json_path(doc, path), "?"), "") == 0);
+            continue;
+        }
+        double hidden = k == 0 ? 0.0 : k % 4 + 1;
+        CHECK(strcmp(moe_json_string(moe_json_path(doc, path), ""), DEVICE) == 0);
+        CHECK_NEAR(moe_json_number(moe_json_get(rank, "exchange_ms"), -1), INFLIGHT_MS, 1e-9);
+        CHECK_NEAR(moe_json_number(moe_json_get(rank, "hidden_ms"), -1), hidden, 1e-9);
+        CHECK(moe_json_is(share, MOE_JSON_NUMBER)); /* rank 0: exactly 0, not null */
+        CHECK_NEAR(moe_json_number(share, -1), hidden / INFLIGHT_MS, 1e-12);
+    }
+}
+
 static void test_summary_json(const fixture_t *fx)
 {
     const moe_report_t *r = &fx->rep;
@@ -535,6 +594,7 @@ static void test_summary_json(const fixture_t *fx)
                moe_hist_quantile(&r->experts[3].hist, 0.99) / 1e6, 1e-6);
     CHECK(moe_json_is(moe_json_get(doc, "partial"), MOE_JSON_BOOL));
     CHECK_INT_EQ(moe_json_get(doc, "partial")->boolean, r->partial);
+    check_json_overlap(doc, r);
     moe_json_free(doc);
 }
 
@@ -574,6 +634,62 @@ static void check_trace_doc(const moe_json_t *doc, const moe_report_t *r, int64_
     CHECK(moe_json_is(moe_json_path(doc, "otherData.clock_skew_ns"), MOE_JSON_NUMBER));
 }
 
+/* Lanes: 0 steps, 1 phases, 2 exchange, 3 + i the rank's i-th expert; the exchange events
+ * on lane 2 named "<dispatch|combine> c<chunk> L<layer>". */
+static void check_trace_lanes(const moe_json_t *doc, const moe_report_t *r)
+{
+    const moe_json_t *ev = moe_json_get(doc, "traceEvents");
+    int exchange_lanes = 0, expert0_lane = 0;
+    int64_t exchange_events = 0, expert_events = 0;
+    for (size_t i = 0; i < moe_json_count(ev); i++) {
+        const moe_json_t *e = moe_json_at(ev, i);
+        const char *ph = moe_json_string(moe_json_get(e, "ph"), "");
+        const char *name = moe_json_string(moe_json_get(e, "name"), "");
+        double pid = moe_json_number(moe_json_get(e, "pid"), -1);
+        double tid = moe_json_number(moe_json_get(e, "tid"), -1);
+        const char *tname = moe_json_string(moe_json_path(e, "args.name"), "");
+        if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
+            exchange_lanes += strcmp(tname, "exchange") == 0 && tid == pid * 10000 + 2;
+            expert0_lane += pid == 2 && strcmp(tname, "expert 0") == 0 && tid == 20003;
+        }
+        if (strcmp(ph, "X") != 0) {
+            continue;
+        }
+        const char *cat = moe_json_string(moe_json_get(e, "cat"), "");
+        if (strcmp(cat, "exchange") == 0) {
+            exchange_events++;
+            CHECK_NEAR(tid, pid * 10000 + 2, 0);
+            double chunk = moe_json_number(moe_json_path(e, "args.chunk"), -1);
+            double layer = moe_json_number(moe_json_path(e, "args.layer"), -1);
+            char want[64];
+            snprintf(want, sizeof(want), "%s c%.0f L%.0f",
+                     strncmp(name, "dispatch", 8) == 0 ? "dispatch" : "combine", chunk, layer);
+            CHECK(strcmp(name, want) == 0);
+            CHECK(chunk >= 0 && chunk < CHUNKS);
+        } else if (strcmp(cat, "expert") == 0) {
+            expert_events++;
+            CHECK(tid >= pid * 10000 + 3);
+        }
+    }
+    int present = 0;
+    for (int k = 0; k < r->world_size; k++) {
+        present += r->ranks[k].present || k == 0;
+    }
+    CHECK_INT_EQ(exchange_lanes, present);
+    /* rank 1's first local expert (id 0) on lane 3 */
+    CHECK_INT_EQ(expert0_lane, r->world_size > 1 && r->ranks[1].present);
+    int64_t want_exchange = 0, want_expert = 0;
+    for (int64_t i = 0; i < r->num_events; i++) {
+        want_exchange += r->events[i].kind == MOE_TEV_EXCHANGE;
+        want_expert += r->events[i].kind == MOE_TEV_EXPERT;
+    }
+    CHECK(want_exchange > 0);
+    CHECK_INT_EQ(exchange_events, want_exchange);
+    CHECK_INT_EQ(expert_events, want_expert);
+    CHECK_STR_CONTAINS(moe_json_string(moe_json_path(doc, "otherData.tid"), ""),
+                       "2 exchange, 3 + local expert index");
+}
+
 static void test_trace(fixture_t *fx)
 {
     moe_report_t *r = &fx->rep;
@@ -594,6 +710,7 @@ static void test_trace(fixture_t *fx)
     }
     /* unbounded: every span, every memory sample, one tokens counter per (step, layer) */
     CHECK_INT_EQ(timeline, r->num_events + mem + REC_STEPS * r->num_layers);
+    check_trace_lanes(doc, r);
     CHECK_NEAR(dropped, (double)r->events_dropped, 0);
     moe_json_free(doc);
 
@@ -649,6 +766,13 @@ static void test_html(const fixture_t *fx)
     CHECK(h != NULL && strstr(h, "http://") == NULL && strstr(h, "https://") == NULL);
     CHECK_STR_CONTAINS(h, "Hottest expert:");
     CHECK_INT_EQ(count_substr(h, "PARTIAL"), fx->rep.partial ? 1 : 0);
+    CHECK_STR_CONTAINS(h, "device cuda (" DEVICE ")");
+    CHECK_STR_CONTAINS(h, "<tr><th>chunks</th><td>2 (runtime.chunks; one chunk&#39;s exchange");
+    CHECK_STR_CONTAINS(h, "<h2 id=\"overlap\">Exchange hidden behind expert compute</h2>");
+    CHECK_STR_CONTAINS(h, fx->rep.partial ? "<b>12.5%</b> of exchange time was hidden"
+                                          : "<b>20.8%</b> of exchange time was hidden");
+    CHECK_STR_CONTAINS(h, "<td class=\"num\">8.000</td><td class=\"num\">2.000</td>"
+                          "<td class=\"num\">25.0%</td>");
     CHECK(h != NULL && strstr(h, "</html>") != NULL);
     free(h);
 }
@@ -669,6 +793,35 @@ static void test_summary_txt(const fixture_t *fx)
     } else {
         CHECK(t != NULL && strstr(t, "PARTIAL") == NULL);
     }
+    /* the header, a row per rank, the run's figure and the finding */
+    CHECK_STR_CONTAINS(t, "  transport        mpi, device cuda (NVIDIA H200), BLAS openblas");
+    CHECK_STR_CONTAINS(t, "  chunks           2 (runtime.chunks; one chunk's exchange overlaps "
+                          "another's expert compute)\n");
+    CHECK_STR_CONTAINS(t, "Exchange hidden behind expert compute, by rank (ms per recorded step)");
+    CHECK_STR_CONTAINS(t, "  rank  host    device       steps  exchange ms    hidden ms  "
+                          "hidden %\n");
+    CHECK_STR_CONTAINS(t, "     0  node-a  NVIDIA H200     10        8.000        0.000      0.0%\n");
+    CHECK_STR_CONTAINS(t, "     1  node-a  NVIDIA H200     10        8.000        2.000     25.0%\n");
+    if (fx->rep.partial) {
+        CHECK_STR_CONTAINS(t, "     2  node-b  records missing\n");
+        CHECK_STR_CONTAINS(t, "  all ranks present: 12.5% of exchange time hidden behind expert "
+                              "compute (hidden / exchange summed over the ranks)\n");
+        CHECK_STR_CONTAINS(t, "  * Overlap: 12.5% of exchange time was hidden behind expert "
+                              "compute (runtime.chunks 2; summed over the ranks present).\n");
+    } else {
+        CHECK_STR_CONTAINS(t, "     2  node-b  NVIDIA H200     10        8.000        3.000     37.5%\n");
+        CHECK_STR_CONTAINS(t, "  all ranks present: 20.8% of exchange time hidden behind expert "
+                              "compute (hidden / exchange summed over the ranks)\n");
+        CHECK_STR_CONTAINS(t, "  * Overlap: 20.8% of exchange time was hidden behind expert "
+                              "compute (runtime.chunks 2; summed over the ranks present).\n");
+    }
+    free(t);
+    t = slurp(fx->rep.run_dir, "summary_rank_1.txt", NULL);
+    CHECK_STR_CONTAINS(t, "  exchange in flight 8.000 ms per step, 25.0% of it hidden behind expert "
+                          "compute (2.000 ms); device NVIDIA H200, runtime.chunks 2\n");
+    free(t);
+    t = slurp(fx->rep.run_dir, "summary_rank_0.txt", NULL);
+    CHECK_STR_CONTAINS(t, "  exchange in flight 8.000 ms per step, 0.0% of it hidden");
     free(t);
 }
 
@@ -807,6 +960,13 @@ static void test_compare(const char *root, const fixture_t *a)
     fixture_t *b = fx_make(&sb);
     char *out = NULL, missing[MOE_PATH_MAX + 16], bad[MOE_PATH_MAX + 16];
     CHECK(b != NULL);
+    for (int k = 0; b != NULL && k < b->rep.world_size; k++) {
+        b->rep.ranks[k].chunks = 1; /* B: one chunk, nothing hidden */
+        b->rep.ranks[k].hidden_ns = 0.0;
+    }
+    if (b != NULL) {
+        b->rep.chunks = 1;
+    }
     if (b == NULL || !write_into(b, root, "b")) {
         fx_free(b);
         return;
@@ -816,6 +976,17 @@ static void test_compare(const char *root, const fixture_t *a)
     CHECK_STR_CONTAINS(out, "11900.0");
     CHECK_STR_CONTAINS(out, "10500.0");
     CHECK_STR_CONTAINS(out, "-1400.0 (-11.8%)");
+    CHECK_STR_CONTAINS(out, "  A: ");
+    CHECK_STR_CONTAINS(out, "     device cuda (NVIDIA H200), runtime.chunks 2\n");
+    CHECK_STR_CONTAINS(out, "     device cuda (NVIDIA H200), runtime.chunks 1\n");
+    CHECK_STR_CONTAINS(out, "  device                             A: cuda (NVIDIA H200); B: cuda "
+                            "(NVIDIA H200) (same)\n");
+    CHECK_STR_CONTAINS(out, "  runtime.chunks                                  2              1"
+                            "   -1 (-50.0%)\n");
+    CHECK_STR_CONTAINS(out, "  exchange in flight (ms/step, mean)          8.000          8.000"
+                            "   +0.000 (+0.0%)\n");
+    CHECK_STR_CONTAINS(out, "  exchange hidden by compute (%)               20.8            0.0"
+                            "   -20.8 (-100.0%)\n");
     CHECK_STR_CONTAINS(out, "Experts");
     CHECK_STR_CONTAINS(out, "Config differences");
     free(out);

@@ -40,26 +40,55 @@ typedef struct moe_prof_static {
     const char *transport;          /* "mpi" */
     const char *blas;
     const char (*hosts)[64];        /* [world] every rank's host (read during create only) */
+    const char *device;             /* "cpu" or the GPU's name ("NVIDIA H200") */
+    int chunks;                     /* runtime.chunks */
+    /* Device memory in use and its peak (bytes), or NULL on the CPU; called from the
+     * memory sampler's thread, so it must be thread-safe. */
+    void (*device_memory)(uint64_t *current, uint64_t *peak);
 } moe_prof_static_t;
 
 /* One layer of one step as the runtime saw it; every time is the runtime's own monotonic
  * ns. Pointers are valid only during the call. */
+/* One expert call: with runtime.chunks N an expert runs once per chunk that holds rows
+ * for it, so a layer has up to N * num_local calls. */
+typedef struct moe_prof_call {
+    int32_t local;                  /* index into local_ids */
+    int32_t chunk;
+    int64_t rows;
+    int64_t begin_ns, end_ns;
+} moe_prof_call_t;
+
+/* One row exchange in flight: from its start until this rank saw it complete. */
+typedef enum { MOE_PROF_SPAN_DISPATCH = 0, MOE_PROF_SPAN_COMBINE = 1 } moe_prof_span_kind_t;
+typedef struct moe_prof_span {
+    int32_t kind;                   /* moe_prof_span_kind_t */
+    int32_t chunk;
+    int64_t begin_ns, end_ns;
+} moe_prof_span_t;
+
 typedef struct moe_prof_layer_sample {
     int layer;
+    /* Consecutive spans that tile the layer: gate, dispatch (counts, permute, until the
+     * first chunk's rows are in), expert (until the last chunk is computed), combine
+     * (until the last rows are back), merge. With chunks > 1 the expert span also holds
+     * later chunks' dispatches and earlier chunks' combines: see spans and calls. */
     const int64_t *phase_begin_ns;  /* [5]: gate dispatch expert combine merge */
     const int64_t *phase_end_ns;    /* [5] */
-    const int64_t *expert_rows;     /* [num_local] */
-    const int64_t *expert_begin_ns; /* [num_local] */
-    const int64_t *expert_end_ns;   /* [num_local] */
+    const int64_t *expert_rows;     /* [num_local] rows over all chunks */
+    const int64_t *expert_ns;       /* [num_local] busy time over all chunks */
+    int num_calls;
+    const moe_prof_call_t *calls;   /* [num_calls <= chunks * num_local] in the order they
+                                       ran */
+    int num_spans;
+    const moe_prof_span_t *spans;   /* [num_spans <= 2 * chunks]: every exchange of the
+                                       layer (the profiler counts no more than that) */
     const int32_t *demand;          /* [E] this rank's choices per expert, before capacity */
     const int32_t *kept;            /* [E] */
     const int32_t *dropped;         /* [E] */
     const int *send_rows;           /* [world] dispatch rows to each rank (combine: back) */
     const int *recv_rows;           /* [world] dispatch rows from each rank */
-    int64_t dispatch_begin_ns;      /* the row exchange itself, inside the dispatch phase */
-    const int64_t *dispatch_peer_done_ns; /* [world] */
-    int64_t combine_begin_ns;
-    const int64_t *combine_peer_done_ns;  /* [world] */
+    const int64_t *peer_wait_ns;    /* [world] waited for each peer's rows, summed over the
+                                       layer's exchanges (from each start to arrival) */
 } moe_prof_layer_sample_t;
 
 /* Run facts rank 0 puts in the report at finish. */

@@ -9,6 +9,12 @@
  *   unknown tags are skipped (a newer writer may add sections), known ones are parsed
  *   with every count checked against the bytes that remain before anything is allocated.
  *
+ * Versions: 1 had sections 1..11; 2 adds OVERLAP (12: exchange in flight, the part of it
+ * hidden behind expert compute, runtime.chunks, the device's name) and changes no byte of
+ * the others, so a version-2 record still says min_version 1 (a version-1 reader skips
+ * OVERLAP as an unknown tag) and this reader takes version 1 records (OVERLAP absent: its
+ * fields stay 0, chunks 0 meaning "not recorded").
+ *
  * The recorder keeps its live data in this same struct (recorder.c), so encoding is a
  * walk over it and decoding rebuilds it on rank 0. */
 #ifndef MOE_PROF_RECORD_H
@@ -23,7 +29,7 @@
 #include "moe/wire.h"
 
 #define MOE_PROF_MAGIC "MOEP"
-#define MOE_PROF_VERSION 1
+#define MOE_PROF_VERSION 2
 #define MOE_PROF_MIN_VERSION 1
 #define MOE_PROF_HEADER_SIZE 32
 #define MOE_PROF_PHASES 6 /* gate dispatch expert combine merge step */
@@ -69,7 +75,7 @@ typedef struct moe_rec_expert {
     uint64_t tokens;
     uint64_t calls;
     double flops;
-    moe_hist_t hist;                    /* ns per call */
+    moe_hist_t hist;                    /* ns per (step, layer): busy time, all chunks */
 } moe_rec_expert_t;
 
 typedef struct moe_prof_record {
@@ -100,6 +106,12 @@ typedef struct moe_prof_record {
     int64_t events_dropped;
     int64_t num_mem;
     moe_rec_mem_t *mem;
+    /* OVERLAP (version 2). Per recorded layer, the union of the row exchanges' spans (from
+     * each start until this rank saw it complete) and the part of that union during this
+     * rank's own expert calls, ns summed over the layers; 0 <= hidden_ns <= exchange_ns. */
+    int64_t exchange_ns, hidden_ns;
+    int32_t chunks;                     /* runtime.chunks; 0: not recorded (version 1) */
+    char device[64];                    /* "cpu" or the GPU's name; "" not recorded */
 } moe_prof_record_t;
 
 /* Allocate the fixed-size arrays of a record for these dims (variable-length lists are
