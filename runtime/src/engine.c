@@ -236,13 +236,16 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         moe_gemm_set_threads((int)cfg->threads);
         st = engine_open_device(eng, err);
     }
+    /* Every rank agrees before the collectives below; the hosts (and the watchdog) come
+     * first so a transport's start-up is already guarded. */
+    st = moe_agree(comm, st, err);
+    if (st == MOE_OK) {
+        st = engine_hosts(eng, err);
+    }
     if (st == MOE_OK) {
         moe_transport_device_t dev = {.cuda = eng->cuda};
         st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, 2 * (int)cfg->chunks,
                                   &dev, &eng->transport, err);
-    }
-    if (st == MOE_OK) {
-        st = engine_hosts(eng, err);
     }
     if (st == MOE_OK) {
         st = moe_weights_load(cfg, eng->rank, eng->routes, &eng->weights, err);
@@ -272,9 +275,11 @@ void moe_engine_destroy(moe_engine_t *eng)
         return;
     }
     moe_prof_destroy(eng->prof);
+    /* The transport first: it may still own exchanges into the layer's buffers (a stop
+     * leaves them in flight), and NCCL's abort must end before those are freed. */
+    moe_transport_destroy(eng->transport);
     moe_layer_ctx_destroy(&eng->layer);
     moe_weights_destroy(&eng->weights);
-    moe_transport_destroy(eng->transport);
 #ifdef MOE_HAVE_CUDA
     moe_cuda_free(eng->cuda, eng->x_dev);
     moe_cuda_destroy(eng->cuda);

@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "cuda/moe_cuda.h"
 #include "moe_layer.h"
+#include "wait.h"
 
 typedef struct cuda_layer {
     moe_cuda_t *cu;
@@ -210,7 +211,23 @@ static moe_status_t gpu_computed(moe_layer_ctx_t *ctx, int c, const void **after
         st = copy_rows(ctx, ctx->back_buf, g->back, ctx->chunk_recv_displs[c * W + s],
                        ctx->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_D2H, err);
     }
-    return st == MOE_OK ? moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err) : st;
+    if (st == MOE_OK) {
+        st = moe_cuda_event_record(g->cu, g->chunk_done[c], MOE_CUDA_STREAM_COMPUTE, err);
+    }
+    /* Until the GPU is done, keep the host transport's exchanges in flight moving (MPI
+     * and UCX progress only when called). */
+    int64_t since = moe_now_ns();
+    bool done = false;
+    while (st == MOE_OK && !done) {
+        st = moe_cuda_event_query(g->chunk_done[c], &done, err);
+        if (st == MOE_OK && !done) {
+            st = moe_transport_progress(ctx->transport, err);
+        }
+        if (st == MOE_OK && !done) {
+            st = moe_wait_poll(since, "the GPU computing a chunk", NULL, 0, err);
+        }
+    }
+    return st;
 }
 
 static moe_status_t gpu_merge(moe_layer_ctx_t *ctx, float *x, int64_t tokens, moe_error_t *err)

@@ -89,11 +89,16 @@ static int64_t replay_exchange_ns(moe_engine_t *eng, int iters)
     moe_transport_t *t = ctx->transport;
     moe_wait_barrier(eng->comm, NULL);
     int64_t t0 = moe_now_ns();
-    for (int i = 0; i < iters; i++) {
-        moe_transport_exchange(t, ctx->xsend, ctx->plan.send_rows, ctx->plan.send_row_displs,
-                         ctx->xrecv, ctx->recv_rows, ctx->recv_displs, NULL);
-        moe_transport_exchange(t, ctx->xback, ctx->recv_rows, ctx->recv_displs, ctx->xret,
-                         ctx->plan.send_rows, ctx->plan.send_row_displs, NULL);
+    moe_status_t st = MOE_OK;
+    for (int i = 0; i < iters && st == MOE_OK; i++) { /* a failed exchange ends the replay */
+        st = moe_transport_exchange(t, ctx->xsend, ctx->plan.send_rows,
+                                    ctx->plan.send_row_displs, ctx->xrecv, ctx->recv_rows,
+                                    ctx->recv_displs, NULL);
+        if (st == MOE_OK) {
+            st = moe_transport_exchange(t, ctx->xback, ctx->recv_rows, ctx->recv_displs,
+                                        ctx->xret, ctx->plan.send_rows,
+                                        ctx->plan.send_row_displs, NULL);
+        }
     }
     int64_t mine = (moe_now_ns() - t0) / iters, slowest = 0;
     MPI_Allreduce(&mine, &slowest, 1, MPI_INT64_T, MPI_MAX, eng->comm);

@@ -71,6 +71,10 @@ moe_status_t moe_transport_wait(moe_transport_t *t, int slot, const char *what,
                                 moe_error_t *err)
 {
     moe_status_t st = MOE_OK;
+    /* The watchdog counts from when this rank began to wait, not from the start: with
+     * chunks the rank computes between the two. */
+    int64_t since = moe_now_ns();
+    since = since > t->xfer[slot].begin_ns ? since : t->xfer[slot].begin_ns;
     for (;;) {
         bool done = false;
         st = t->ops->test(t, slot, &done, err);
@@ -78,7 +82,7 @@ moe_status_t moe_transport_wait(moe_transport_t *t, int slot, const char *what,
             break;
         }
         int n = t->ops->pending(t, slot, t->peer_scratch, 2 * t->world_size);
-        st = moe_wait_poll(t->xfer[slot].begin_ns, what, t->peer_scratch, n, err);
+        st = moe_wait_poll(since, what, t->peer_scratch, n, err);
         if (st != MOE_OK) {
             break;
         }
@@ -109,7 +113,11 @@ moe_status_t moe_transport_exchange(moe_transport_t *t, const float *send, const
 {
     moe_status_t st = t->ops->start(t, 0, send, send_rows, send_displs, recv, recv_rows,
                                     recv_displs, NULL, err);
-    return st == MOE_OK ? moe_transport_wait(t, 0, "the row exchange", err) : st;
+    if (st != MOE_OK) {
+        t->ops->cancel(t, 0);
+        return st;
+    }
+    return moe_transport_wait(t, 0, "the row exchange", err);
 }
 
 moe_status_t moe_transport_create(moe_transport_kind_t kind, MPI_Comm comm, int64_t row_elems,

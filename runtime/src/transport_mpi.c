@@ -137,10 +137,23 @@ static int mpi_pending(const moe_transport_t *t, int slot, int *out, int cap)
     return n;
 }
 
-/* The job is ending (error or stop): the requests are left to MPI_Finalize/abort; a
- * cancelled send cannot be taken back portably. */
+/* The job is ending (error or stop): receives still posted are cancelled (local), so no
+ * late message lands in a buffer about to be freed; sends are released to complete on
+ * their own. A non-blocking collective cannot be cancelled: it is left to MPI's end. */
 static void mpi_cancel(moe_transport_t *t, int slot)
 {
+    mpi_impl_t *impl = t->impl;
+    mpi_slot_t *s = &impl->slots[slot];
+    for (int i = 0; i < s->nreq && !impl->use_alltoallv; i++) {
+        if (s->reqs[i] == MPI_REQUEST_NULL) {
+            continue;
+        }
+        if (s->req_peer[i] >= 0) {
+            MPI_Cancel(&s->reqs[i]);
+        }
+        MPI_Request_free(&s->reqs[i]);
+    }
+    s->left = 0;
     t->xfer[slot].active = false;
 }
 

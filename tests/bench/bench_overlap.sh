@@ -35,7 +35,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 hidden_share() { # the run-level share from the newest report
   local s; s=$(ls -td "$work"/out/*/ | head -1)/summary.json
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.1f%%" % (100 * d["exchange_hidden_share"]))' "$s"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.1f%%" % (100 * d["run"]["exchange_hidden_share"]))' "$s"
 }
 
 printf '%-9s %-6s %10s %10s %14s\n' job chunks tokens/s "vs 1" "hidden share"

@@ -61,6 +61,10 @@ static void check_same(const moe_prof_record_t *a, const moe_prof_record_t *b)
     SAME_SCALAR(num_events);
     SAME_SCALAR(events_dropped);
     SAME_SCALAR(num_mem);
+    SAME_SCALAR(exchange_ns);
+    SAME_SCALAR(hidden_ns);
+    SAME_SCALAR(chunks);
+    FUZZ_CHECK(memcmp(a->device, b->device, sizeof(a->device)) == 0, "re-decode: device differs");
     FUZZ_CHECK(memcmp(a->host, b->host, sizeof(a->host)) == 0, "re-decode: host differs");
     FUZZ_CHECK(memchr(a->host, '\0', sizeof(a->host)) != NULL, "host not NUL-terminated");
     size_t ll = (size_t)a->num_layers * (size_t)a->num_local;

@@ -21,6 +21,9 @@ case "$1" in
   yaml_syntax)
     { small_model; echo "  bad: [1, 2"; } > c.yaml
     want_code=3 want="c.yaml:" ;;
+  nccl_on_cpu)
+    small_model | sed 's/^runtime:/runtime:\n  transport: nccl/' > c.yaml
+    want_code=3 want="needs runtime.device: cuda" ;;
   missing_config)
     args=(--config /nonexistent/moed.yaml)
     want_code=3 want="/nonexistent/moed.yaml" ;;
