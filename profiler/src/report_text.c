@@ -25,6 +25,14 @@ static const char *text_host(const moe_report_t *r, int rank)
     return r->ranks[rank].host;
 }
 
+/* The row of a rank with nothing to show: why (its records are missing, or it was not
+ * profiled). */
+static void text_absent_row(FILE *f, const moe_report_t *r, int i, int hw)
+{
+    fprintf(f, "  %4d  %-*.*s  %s\n", i, hw, hw, text_host(r, i),
+            r->ranks[i].profiled ? "records missing" : "not profiled");
+}
+
 /* Width of the host column: the longest host name, within [4, 24]. */
 static int text_host_width(const moe_report_t *r)
 {
@@ -254,8 +262,7 @@ static void text_time_split(FILE *f, const moe_report_t *r)
     for (int i = 0; i < r->world_size; i++) {
         const moe_rep_rank_t *k = &r->ranks[i];
         if (!k->present || k->steps <= 0) {
-            fprintf(f, "  %4d  %-*.*s  %s\n", i, hw, hw, text_host(r, i),
-                    k->profiled ? "records missing" : "not profiled");
+            text_absent_row(f, r, i, hw);
             continue;
         }
         double v[4];
@@ -305,8 +312,7 @@ static void text_overlap(FILE *f, const moe_report_t *r)
     for (int i = 0; i < r->world_size; i++) {
         const moe_rep_rank_t *k = &r->ranks[i];
         if (!k->present || k->steps <= 0) {
-            fprintf(f, "  %4d  %-*.*s  %s\n", i, hw, hw, text_host(r, i),
-                    k->profiled ? "records missing" : "not profiled");
+            text_absent_row(f, r, i, hw);
             continue;
         }
         text_share(pct, sizeof(pct), moe_report_hidden_share(k));
@@ -510,8 +516,7 @@ static void text_memory(FILE *f, const moe_report_t *r)
     for (int i = 0; i < r->world_size; i++) {
         const moe_rep_rank_t *k = &r->ranks[i];
         if (!k->present) {
-            fprintf(f, "  %4d  %-*.*s  %s\n", i, hw, hw, text_host(r, i),
-                    k->profiled ? "records missing" : "not profiled");
+            text_absent_row(f, r, i, hw);
             continue;
         }
         fprintf(f, "  %4d  %-*.*s  %13.1f", i, hw, hw, text_host(r, i),

@@ -145,14 +145,10 @@ static moe_status_t gpu_ffn(moe_layer_ctx_t *ctx, const moe_cuda_expert_t *w,
     cuda_layer_t *g = impl_of(ctx);
     const moe_config_t *cfg = ctx->cfg;
     int64_t H = cfg->hidden_dim;
-    int W = ctx->world_size, sources = 0, last = -1;
-    for (int s = 0; s < W; s++) {
-        sources += n[s] > 0;
-        last = n[s] > 0 ? s : last;
-    }
-    if (sources == 1) {
+    int W = ctx->world_size, only = moe_layer_only_source(ctx, n);
+    if (only >= 0) {
         return moe_cuda_expert_forward(g->cu, w, cfg->dtype, cfg->activation, H, cfg->ffn_dim,
-                                       total, g->recv + from[last] * H, g->back + from[last] * H,
+                                       total, g->recv + from[only] * H, g->back + from[only] * H,
                                        g->scratch, err);
     }
     moe_status_t st = MOE_OK;

@@ -328,6 +328,20 @@ static int64_t layer_expert_rows(moe_layer_ctx_t *ctx, int le, int c)
     return total;
 }
 
+int moe_layer_only_source(const moe_layer_ctx_t *ctx, const int64_t *n)
+{
+    int only = -1;
+    for (int s = 0; s < ctx->world_size; s++) {
+        if (n[s] > 0) {
+            if (only >= 0) {
+                return -1;
+            }
+            only = s;
+        }
+    }
+    return only;
+}
+
 /* Every local expert over chunk c, each call recorded (host times; a device back-end
  * corrects them in finish). */
 static moe_status_t layer_chunk_experts(moe_layer_ctx_t *ctx, int layer, int c,
@@ -541,17 +555,11 @@ static moe_status_t cpu_expert(moe_layer_ctx_t *ctx, int layer, int le, int call
                                moe_error_t *err)
 {
     const moe_expert_weights_t *ew = &ctx->weights->layers[layer].experts[le];
-    int W = ctx->world_size, sources = 0, last = -1;
+    int W = ctx->world_size, only = moe_layer_only_source(ctx, n);
     int64_t H = ctx->cfg->hidden_dim;
-    for (int s = 0; s < W; s++) {
-        if (n[s] > 0) {
-            sources++;
-            last = s;
-        }
-    }
-    if (sources == 1) {
-        return layer_ffn(ctx, ew, total, ctx->recv_buf + from[last] * H,
-                         ctx->back_buf + from[last] * H, err);
+    if (only >= 0) {
+        return layer_ffn(ctx, ew, total, ctx->recv_buf + from[only] * H,
+                         ctx->back_buf + from[only] * H, err);
     }
     int64_t r = 0;
     for (int s = 0; s < W; s++) {

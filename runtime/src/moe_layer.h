@@ -150,6 +150,11 @@ void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx); /* accepts a zeroed ctx */
 moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, int64_t step,
                                int layer, moe_error_t *err);
 
+/* The one source rank all of an expert call's rows come from (n[s] rows per source, as
+ * the back-end's expert slot gets them), or -1 when they come from several: then they
+ * are not contiguous and must be gathered. */
+int moe_layer_only_source(const moe_layer_ctx_t *ctx, const int64_t *n);
+
 /* Bytes of the exchange buffers (for the memory report). */
 size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx);
 
