@@ -8,7 +8,7 @@
 set -euo pipefail
 
 want=(build-essential cmake pkg-config
-      openmpi-bin libopenmpi-dev libyaml-dev
+      openmpi-bin libopenmpi-dev libyaml-dev libjansson-dev
       libopenblas-dev libblis-dev libdnnl-dev
       libucx-dev ucx-utils)
 if [[ "${1:-}" == "--test" ]]; then

@@ -1,9 +1,17 @@
 #include "moe/prof_record.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "moe/config.h"
+#include "moe/hash.h"
+#include "moe/limits.h"
+
+/* The record stores one slot per phase, in moe/phase.h order: a change there changes bytes
+ * on the wire, so it must come with a new record version. */
+static_assert(MOE_PHASE_COUNT == 6 && MOE_PHASE_GATE == 0 && MOE_PHASE_MERGE == 4 &&
+                  MOE_PHASE_STEP == 5,
+              "the profile record carries 6 phase slots: gate dispatch expert combine merge step");
 
 enum {
     SEC_IDENT = 1,
@@ -139,7 +147,7 @@ static void encode_stats(const moe_prof_record_t *rec, moe_wbuf_t *w)
 {
     size_t at = section_begin(w, SEC_PHASES);
     moe_wbuf_i64(w, rec->steps_recorded);
-    for (int p = 0; p < MOE_PROF_PHASES; p++) {
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) {
         moe_wbuf_f64(w, rec->phase_sum[p]);
         moe_wbuf_f64(w, rec->phase_min[p]);
         moe_wbuf_f64(w, rec->phase_max[p]);
@@ -179,7 +187,7 @@ static void encode_lists(const moe_prof_record_t *rec, moe_wbuf_t *w)
         const moe_rec_step_t *s = &rec->steps[i];
         moe_wbuf_i64(w, s->step);
         moe_wbuf_i64(w, s->begin_ns);
-        for (int p = 0; p < MOE_PROF_PHASES; p++) {
+        for (int p = 0; p < MOE_PHASE_COUNT; p++) {
             moe_wbuf_i64(w, s->phase_ns[p]);
         }
     }
@@ -366,7 +374,7 @@ static moe_status_t decode_fixed(dec_t *d, uint16_t tag, moe_rbuf_t *r)
         break;
     case SEC_PHASES:
         rec->steps_recorded = moe_rbuf_i64(r);
-        for (int p = 0; p < MOE_PROF_PHASES; p++) {
+        for (int p = 0; p < MOE_PHASE_COUNT; p++) {
             rec->phase_sum[p] = moe_rbuf_f64(r);
             rec->phase_min[p] = moe_rbuf_f64(r);
             rec->phase_max[p] = moe_rbuf_f64(r);
@@ -439,7 +447,7 @@ static moe_status_t decode_lists(dec_t *d, uint16_t tag, moe_rbuf_t *r)
         for (int64_t i = 0; i < rec->num_steps; i++) {
             rec->steps[i].step = moe_rbuf_i64(r);
             rec->steps[i].begin_ns = moe_rbuf_i64(r);
-            for (int p = 0; p < MOE_PROF_PHASES; p++) {
+            for (int p = 0; p < MOE_PHASE_COUNT; p++) {
                 rec->steps[i].phase_ns[p] = moe_rbuf_i64(r);
             }
         }

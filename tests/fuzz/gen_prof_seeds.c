@@ -101,7 +101,7 @@ int main(int argc, char **argv)
     r.clock_uncertainty_ns = 80;
     r.rss_peak = 1 << 28;
     r.steps_recorded = 3;
-    for (int p = 0; p < MOE_PROF_PHASES; p++) {
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) {
         r.phase_sum[p] = 1e5 * (p + 1);
         r.phase_min[p] = 1e4 * (p + 1);
         r.phase_max[p] = 5e4 * (p + 1);
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++) {
         r.steps[i].step = 5 + i;
         r.steps[i].begin_ns = 1000000 * i;
-        for (int p = 0; p < MOE_PROF_PHASES; p++) {
+        for (int p = 0; p < MOE_PHASE_COUNT; p++) {
             r.steps[i].phase_ns[p] = 1000 * (p + 1);
         }
     }

@@ -82,8 +82,9 @@ fi
 
 # --- build ----------------------------------------------------------------------------
 
-lib_srcs=(runtime/src/status.c runtime/src/config.c runtime/src/safetensors.c
-          proto/src/prof_record.c proto/src/wire.c profiler/src/hist.c)
+lib_srcs=(runtime/src/base/status.c runtime/src/base/hash.c runtime/src/base/phase.c
+          runtime/src/config/config.c runtime/src/model/safetensors.c
+          proto/src/prof_record.c proto/src/wire.c proto/src/hist.c proto/src/handshake.c)
 objs=()
 for src in "${lib_srcs[@]}"; do
     obj=$build_dir/lib_$(basename "${src%.c}").o
@@ -94,7 +95,7 @@ for src in "${lib_srcs[@]}"; do
     objs+=("$obj")
 done
 for t in "${targets[@]}"; do
-    if ! "$cc" "${cflags[@]}" "$here/fuzz_$t.c" "${objs[@]}" -lyaml -lm -o "$build_dir/fuzz_$t"; then
+    if ! "$cc" "${cflags[@]}" "$here/fuzz_$t.c" "${objs[@]}" -lyaml -ljansson -lm -o "$build_dir/fuzz_$t"; then
         echo "FAIL: cannot build fuzz_$t"
         exit 1
     fi

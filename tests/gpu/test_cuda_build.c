@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cuda/moe_cuda.h"
-#include "nvtx.h"
+#include "expert/cuda/moe_cuda.h"
+#include "expert/nvtx.h"
 #include "test_util.h"
 
 #ifndef MOE_HAVE_CUDA

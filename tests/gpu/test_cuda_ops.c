@@ -30,11 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/moe_cuda.h"
-#include "expert.h"
-#include "gate.h"
+#include "expert/cuda/moe_cuda.h"
+#include "expert/expert.h"
+#include "layer/gate.h"
 #include "moe/safetensors.h"
-#include "rng.h"
+#include "model/rng.h"
 #include "test_util.h"
 
 static moe_cuda_t *g_cuda;

@@ -3,7 +3,7 @@
  * small built-in mutation run so malformed input is exercised on every build. */
 #include "moe/config.h"
 
-#include "config_int.h"
+#include "config/config_int.h"
 #include "test_util.h"
 
 #include <stdint.h>

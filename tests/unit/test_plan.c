@@ -1,7 +1,7 @@
 /* The dispatch plan: send order, counts messages, capacity drops (local and global). */
 #include <stdint.h>
 
-#include "plan.h"
+#include "layer/plan.h"
 #include "test_util.h"
 
 /* 3 ranks; experts 0,1 on rank 1 and 2,3 on rank 2; 3 tokens, top-2:

@@ -6,13 +6,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "balance.h"
+#include "gather/balance.h"
 #include "moe/config.h"
 #include "moe/hist.h"
 #include "moe/prof.h"
 #include "moe/prof_record.h"
-#include "overlap.h"
-#include "prof_int.h"
+#include "record/overlap.h"
+#include "record/prof_int.h"
 #include "test_util.h"
 
 static void test_balance(void)

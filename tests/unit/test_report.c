@@ -12,7 +12,7 @@
  *   test_report --demo DIR   write reports to look at: DIR/small (8 experts, 3 ranks),
  *                            DIR/big (64 experts, 2 layers, 8 ranks), DIR/partial (small,
  *                            rank 2 missing), DIR/deep (27 layers x 64 experts, 16 ranks) */
-#include "report.h"
+#include "report/report.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "balance.h"
-#include "json_read.h"
+#include "gather/balance.h"
+#include "compare/json_read.h"
 #include "test_util.h"
 
 #define HOT_LAYER 0
@@ -142,12 +142,12 @@ static void fx_phases(moe_report_t *r)
         moe_rep_rank_t *rk = &r->ranks[k];
         double gate = k == 0 ? 400e3 : 0, merge = k == 0 ? 300e3 : 0, move = 12e6;
         double idle = slowest - expert_ns[k];
-        fx_stat(&rk->phase[MOE_RP_GATE], gate);
-        fx_stat(&rk->phase[MOE_RP_DISPATCH], move / 2 + idle);
-        fx_stat(&rk->phase[MOE_RP_EXPERT], expert_ns[k]);
-        fx_stat(&rk->phase[MOE_RP_COMBINE], move / 2);
-        fx_stat(&rk->phase[MOE_RP_MERGE], merge);
-        fx_stat(&rk->phase[MOE_RP_STEP], gate + move + idle + expert_ns[k] + merge);
+        fx_stat(&rk->phase[MOE_PHASE_GATE], gate);
+        fx_stat(&rk->phase[MOE_PHASE_DISPATCH], move / 2 + idle);
+        fx_stat(&rk->phase[MOE_PHASE_EXPERT], expert_ns[k]);
+        fx_stat(&rk->phase[MOE_PHASE_COMBINE], move / 2);
+        fx_stat(&rk->phase[MOE_PHASE_MERGE], merge);
+        fx_stat(&rk->phase[MOE_PHASE_STEP], gate + move + idle + expert_ns[k] + merge);
         rk->compute_ns = (gate + expert_ns[k] + merge) * REC_STEPS;
         rk->exchange_ns = move * REC_STEPS;
         rk->idle_ns = idle * REC_STEPS;
@@ -262,33 +262,33 @@ static void fx_event(moe_report_t *r, int64_t ts, int64_t dur, int rank, int kin
 static void fx_rank_step(moe_report_t *r, const moe_config_t *cfg, int k, int s, int32_t *ids)
 {
     const moe_rep_rank_t *rk = &r->ranks[k];
-    int64_t begin = (int64_t)s * (int64_t)(rk->phase[MOE_RP_STEP].sum / REC_STEPS) + k * 2000;
+    int64_t begin = (int64_t)s * (int64_t)(rk->phase[MOE_PHASE_STEP].sum / REC_STEPS) + k * 2000;
     moe_rep_step_t *st = &r->steps[r->num_steps++];
     st->step = FIRST_REC_STEP + s;
     st->rank = k;
     st->begin_ns = begin;
-    for (int p = 0; p < MOE_RP_COUNT; p++) {
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) {
         st->phase_ns[p] = (int64_t)(rk->phase[p].sum / REC_STEPS);
     }
-    fx_event(r, begin, st->phase_ns[MOE_RP_STEP], k, MOE_TEV_STEP, -1, (int)st->step, 0, st->step,
+    fx_event(r, begin, st->phase_ns[MOE_PHASE_STEP], k, MOE_TEV_STEP, -1, (int)st->step, 0, st->step,
              0);
     int64_t t = begin;
     int n = moe_cfg_experts_of_rank(cfg, k, ids);
     for (int l = 0; l < r->num_layers; l++) {
-        for (int p = 0; p < MOE_RP_STEP; p++) {
+        for (int p = 0; p < MOE_PHASE_STEP; p++) {
             int64_t d = st->phase_ns[p] / r->num_layers;
             if (d > 0) {
                 fx_event(r, t, d, k, MOE_TEV_PHASE, l, p, 1, st->step, 0);
             }
-            for (int i = 0; p == MOE_RP_EXPERT && i < n; i++) {
+            for (int i = 0; p == MOE_PHASE_EXPERT && i < n; i++) {
                 int64_t rows = fx_tokens(l, ids[i], r->num_experts);
                 fx_event(r, t, fx_call_ns(l, ids[i], rows, s, k == r->world_size - 1), k,
                          MOE_TEV_EXPERT, l, ids[i], MOE_LANE_EXPERT0 + i, st->step, rows);
             }
             /* each chunk's dispatch (in the dispatch phase) and combine (in the combine) */
-            for (int c = 0; (p == MOE_RP_DISPATCH || p == MOE_RP_COMBINE) && c < CHUNKS; c++) {
+            for (int c = 0; (p == MOE_PHASE_DISPATCH || p == MOE_PHASE_COMBINE) && c < CHUNKS; c++) {
                 fx_event(r, t + c * d / CHUNKS, d / CHUNKS, k, MOE_TEV_EXCHANGE, l,
-                         p == MOE_RP_DISPATCH ? 0 : 1, MOE_LANE_EXCHANGE, st->step, c);
+                         p == MOE_PHASE_DISPATCH ? 0 : 1, MOE_LANE_EXCHANGE, st->step, c);
             }
             t += d;
         }
@@ -298,7 +298,7 @@ static void fx_rank_step(moe_report_t *r, const moe_config_t *cfg, int k, int s,
 static bool fx_timeline(moe_report_t *r, const moe_config_t *cfg)
 {
     size_t per_step =
-        (size_t)r->world_size * (1 + (size_t)r->num_layers * (MOE_RP_STEP + 2 * CHUNKS)) +
+        (size_t)r->world_size * (1 + (size_t)r->num_layers * (MOE_PHASE_STEP + 2 * CHUNKS)) +
         (size_t)r->num_layers * (size_t)r->num_experts;
     r->steps = calloc((size_t)REC_STEPS * (size_t)r->world_size, sizeof(*r->steps));
     r->events = calloc(per_step * REC_STEPS, sizeof(*r->events));
@@ -844,9 +844,9 @@ static void test_find(const fixture_t *fx)
     int n = 0;
     for (int i = 0; i < fx->rep.world_size; i++) {
         const moe_rep_rank_t *k = &fx->rep.ranks[i];
-        if (k->present && k->phase[MOE_RP_STEP].sum > 0.0) {
-            ex += k->exchange_ns / k->phase[MOE_RP_STEP].sum;
-            idle += k->idle_ns / k->phase[MOE_RP_STEP].sum;
+        if (k->present && k->phase[MOE_PHASE_STEP].sum > 0.0) {
+            ex += k->exchange_ns / k->phase[MOE_PHASE_STEP].sum;
+            idle += k->idle_ns / k->phase[MOE_PHASE_STEP].sum;
             n++;
         }
     }

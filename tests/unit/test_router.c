@@ -1,7 +1,7 @@
 /* Softmax, top-k and the gate against hand-computed values. */
 #include <stdint.h>
 
-#include "gate.h"
+#include "layer/gate.h"
 #include "test_util.h"
 
 static void test_softmax(void)

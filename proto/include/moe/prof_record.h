@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "moe/hist.h"
+#include "moe/phase.h"
 #include "moe/status.h"
 #include "moe/wire.h"
 
@@ -32,14 +33,13 @@
 #define MOE_PROF_VERSION 2
 #define MOE_PROF_MIN_VERSION 1
 #define MOE_PROF_HEADER_SIZE 32
-#define MOE_PROF_PHASES 6 /* gate dispatch expert combine merge step */
 #define MOE_PROF_FLAG_FINAL 1u      /* the rank's last record */
 #define MOE_PROF_FLAG_WINDOW_END 2u /* the last part of its window */
 
 typedef struct moe_rec_step {
     int64_t step;
     int64_t begin_ns;                   /* local monotonic clock */
-    int64_t phase_ns[MOE_PROF_PHASES];  /* summed over layers; [5] the whole step */
+    int64_t phase_ns[MOE_PHASE_COUNT];  /* summed over layers; [MOE_PHASE_STEP] the whole step */
 } moe_rec_step_t;
 
 typedef struct moe_rec_exchange {
@@ -89,7 +89,7 @@ typedef struct moe_prof_record {
     double clock_offset_ns, clock_uncertainty_ns, clock_offset_end_ns;
     uint64_t rss_peak, dev_peak;
     int64_t steps_recorded;
-    double phase_sum[MOE_PROF_PHASES], phase_min[MOE_PROF_PHASES], phase_max[MOE_PROF_PHASES];
+    double phase_sum[MOE_PHASE_COUNT], phase_min[MOE_PHASE_COUNT], phase_max[MOE_PHASE_COUNT];
     moe_rec_expert_t *experts;          /* [num_layers * num_local] */
     uint64_t *demand, *kept, *dropped;  /* [num_layers * num_experts], this rank's routing */
     uint64_t *bytes_sent, *bytes_recv, *msgs_sent, *msgs_recv; /* [world_size] */

@@ -12,11 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "moe/hash.h"
+#include "moe/limits.h"
 #include "moe/status.h"
-
-#define MOE_MAX_EXPERTS 1024
-#define MOE_MAX_RANKS 4096
-#define MOE_PATH_MAX 1024
 
 typedef enum { MOE_ACT_SWIGLU = 0, MOE_ACT_GELU = 1 } moe_activation_t;
 typedef enum { MOE_ROUTING_MASTER = 0, MOE_ROUTING_SYMMETRIC = 1 } moe_routing_t;
@@ -116,7 +114,5 @@ int moe_cfg_experts_of_rank(const moe_config_t *cfg, int rank, int32_t *ids);
 /* True when rank r is profiled (profiled_ranks: all, or r is in the list). */
 bool moe_cfg_rank_profiled(const moe_config_t *cfg, int rank);
 
-/* FNV-1a 64 over bytes. */
-uint64_t moe_hash64(const void *data, size_t len);
 
 #endif /* MOE_CONFIG_H */

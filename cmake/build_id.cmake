@@ -1,0 +1,25 @@
+# Run at build time (not configure time) by the moe_build_id target: writes the build id
+# the start-up handshake compares and `moed --version` prints into OUT, only when it
+# changed, so a commit or an edit is reflected without re-running CMake and an unchanged
+# id rebuilds nothing.
+#   -DSRC=<source dir> -DOUT=<file.c> [-DFIXED=<id>] [-DVERSION=<x.y.z>]
+if(FIXED)
+  set(id "${FIXED}")
+else()
+  execute_process(COMMAND git describe --always --dirty --abbrev=12
+                  WORKING_DIRECTORY "${SRC}"
+                  OUTPUT_VARIABLE id OUTPUT_STRIP_TRAILING_WHITESPACE
+                  ERROR_QUIET RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0 OR NOT id)
+    set(id "unknown")
+  endif()
+endif()
+set(text "/* Generated at build time by cmake/build_id.cmake: do not edit. */\n#include \"moe/build_info.h\"\nconst char *moe_build_id(void) { return \"${id}\"; }\nconst char *moe_version(void) { return \"${VERSION}\"; }\n")
+if(EXISTS "${OUT}")
+  file(READ "${OUT}" old)
+else()
+  set(old "")
+endif()
+if(NOT old STREQUAL text)
+  file(WRITE "${OUT}" "${text}")
+endif()

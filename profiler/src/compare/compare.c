@@ -1,0 +1,600 @@
+/* `moed compare DIR_A DIR_B`: two runs' summary.json side by side, with the change from A
+ * to B (absolute and relative). Figures are matched by identity, never by position: experts
+ * by (layer, expert), layers by index, ranks by number; when the two runs differ in shape the
+ * output says so and compares what both have. */
+#include "report/report.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/json_read.h"
+
+#define CMP_SCHEMA "moed.summary"
+#define CMP_SCHEMA_MAX 1 /* newest summary.json schema_version this reader knows */
+#define CMP_ALL_ROWS 32  /* up to this many rows, show all ... */
+#define CMP_TOP_ROWS 16  /* ... else the ones with the largest change */
+#define CMP_CONFIG_LINES 40
+
+typedef struct cmp_run {
+    const char *dir;
+    char path[MOE_PATH_MAX + 32];
+    moe_json_t *doc;
+    const moe_json_t *run;
+    int world, layers, experts;
+} cmp_run_t;
+
+/* ---- loading --------------------------------------------------------------------- */
+
+static int cmp_int(const moe_json_t *v, const char *key)
+{
+    double x = moe_json_number(moe_json_get(v, key), -1.0);
+    return x >= 0.0 && x <= 1e9 ? (int)x : -1;
+}
+
+static moe_status_t cmp_check(cmp_run_t *c, moe_error_t *err)
+{
+    const char *schema = moe_json_string(moe_json_get(c->doc, "schema"), NULL);
+    double version = moe_json_number(moe_json_get(c->doc, "schema_version"), -1.0);
+    if (schema == NULL || strcmp(schema, CMP_SCHEMA) != 0) {
+        return moe_error_set(err, MOE_ERR_FORMAT,
+                             "%s: not a moed summary (\"schema\" is %s%s%s, "
+                             "expected \"%s\")",
+                             c->path, schema ? "\"" : "", schema ? schema : "missing",
+                             schema ? "\"" : "", CMP_SCHEMA);
+    }
+    if (version < 1.0 || version != floor(version)) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: bad \"schema_version\"", c->path);
+    }
+    if (version > CMP_SCHEMA_MAX) {
+        return moe_error_set(err, MOE_ERR_UNSUPPORTED,
+                             "%s: schema_version %.0f is newer than this "
+                             "moed reads (%d); use the moed that wrote it",
+                             c->path, version, CMP_SCHEMA_MAX);
+    }
+    c->run = moe_json_get(c->doc, "run");
+    c->world = cmp_int(c->run, "world_size");
+    c->layers = cmp_int(c->run, "num_layers");
+    c->experts = cmp_int(c->run, "num_experts");
+    /* the bounds the config allows: a file claiming more is not one moed wrote */
+    if (c->world < 1 || c->world > MOE_MAX_RANKS || c->layers < 1 || c->layers > 4096 ||
+        c->experts < 1 || c->experts > MOE_MAX_EXPERTS ||
+        !moe_json_is(moe_json_get(c->doc, "experts"), MOE_JSON_ARRAY)) {
+        return moe_error_set(err, MOE_ERR_FORMAT,
+                             "%s: \"run\" shape fields missing or out of range, or no \"experts\"",
+                             c->path);
+    }
+    return MOE_OK;
+}
+
+static moe_status_t cmp_load(cmp_run_t *c, const char *dir, moe_error_t *err)
+{
+    memset(c, 0, sizeof(*c));
+    c->dir = dir;
+    snprintf(c->path, sizeof(c->path), "%s/summary.json", dir);
+    moe_status_t st = moe_json_parse_file(c->path, &c->doc, err);
+    return st == MOE_OK ? cmp_check(c, err) : st;
+}
+
+/* ---- formatting ------------------------------------------------------------------ */
+
+/* "+1.234 (+5.6%)": the change from a to b with `dec` decimals. */
+static void cmp_change(double a, double b, int dec, char *buf, size_t n)
+{
+    double d = b - a;
+    if (!isfinite(a) || !isfinite(b)) {
+        snprintf(buf, n, "n/a");
+    } else if (a == 0.0 && b == 0.0) {
+        snprintf(buf, n, "0");
+    } else if (a == 0.0) {
+        snprintf(buf, n, "%+.*f (new)", dec, d);
+    } else {
+        snprintf(buf, n, "%+.*f (%+.1f%%)", dec, d, 100.0 * d / fabs(a));
+    }
+}
+
+static double cmp_rel(double a, double b)
+{
+    return a != 0.0 ? fabs(b - a) / fabs(a) : b != 0.0 ? INFINITY : 0.0;
+}
+
+/* One figure of A and B with the change; a figure a run does not have shows as n/a. */
+static void cmp_row(FILE *out, const char *name, double a, double b, int dec)
+{
+    char ch[64], v[2][32];
+    const double x[2] = {a, b};
+    cmp_change(a, b, dec, ch, sizeof(ch));
+    for (int i = 0; i < 2; i++) {
+        if (isfinite(x[i])) {
+            snprintf(v[i], sizeof(v[i]), "%.*f", dec, x[i]);
+        } else {
+            snprintf(v[i], sizeof(v[i]), "n/a");
+        }
+    }
+    fprintf(out, "  %-34s %14s %14s   %s\n", name, v[0], v[1], ch);
+}
+
+static double cmp_num(const moe_json_t *v, const char *path)
+{
+    return moe_json_number(moe_json_path(v, path), NAN);
+}
+
+/* ---- run-level figures ----------------------------------------------------------- */
+
+/* Mean over present ranks of one figure of ranks[] (a path such as "per_step_ms.step"). */
+static double cmp_rank_mean(const cmp_run_t *c, const char *path)
+{
+    const moe_json_t *ranks = moe_json_get(c->doc, "ranks");
+    double sum = 0.0;
+    int n = 0;
+    for (size_t i = 0; i < moe_json_count(ranks); i++) {
+        const moe_json_t *k = moe_json_at(ranks, i);
+        double v = moe_json_number(moe_json_path(k, path), NAN);
+        if (moe_json_get(k, "present") != NULL && moe_json_get(k, "present")->boolean &&
+            isfinite(v)) {
+            sum += v;
+            n++;
+        }
+    }
+    return n > 0 ? sum / n : NAN;
+}
+
+static bool cmp_partial(const cmp_run_t *c)
+{
+    const moe_json_t *p = moe_json_get(c->doc, "partial");
+    return p != NULL && p->type == MOE_JSON_BOOL && p->boolean;
+}
+
+/* "cuda (NVIDIA H200)": the back-end and the device's name (run.device_name, else the first
+ * present rank's); "+ others" when the present ranks' devices differ. */
+static void cmp_device(const cmp_run_t *c, char *buf, size_t n)
+{
+    const char *kind = moe_json_string(moe_json_get(c->run, "device"), "?");
+    const char *name = moe_json_string(moe_json_get(c->run, "device_name"), "");
+    const moe_json_t *ranks = moe_json_get(c->doc, "ranks");
+    bool mixed = false;
+    for (size_t i = 0; i < moe_json_count(ranks); i++) {
+        const moe_json_t *k = moe_json_at(ranks, i);
+        const moe_json_t *present = moe_json_get(k, "present");
+        const char *d = moe_json_string(moe_json_get(k, "device"), "");
+        if (present == NULL || !present->boolean || d[0] == '\0') {
+            continue;
+        }
+        name = name[0] != '\0' ? name : d;
+        mixed = mixed || strcmp(d, name) != 0;
+    }
+    if (name[0] == '\0' || strcmp(name, kind) == 0) {
+        snprintf(buf, n, "%s%s", kind, mixed ? " + others" : "");
+    } else {
+        snprintf(buf, n, "%s (%.64s%s)", kind, name, mixed ? " + others" : "");
+    }
+}
+
+static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    const cmp_run_t *runs[2] = {a, b};
+    fprintf(out, "moed compare\n");
+    for (int i = 0; i < 2; i++) {
+        const cmp_run_t *c = runs[i];
+        fprintf(out, "  %s: %s (moed %s, started %s; %d ranks, %d layers x %d experts)\n",
+                i == 0 ? "A" : "B", c->dir, moe_json_string(moe_json_get(c->run, "version"), "?"),
+                moe_json_string(moe_json_get(c->run, "started_at"), "?"), c->world, c->layers,
+                c->experts);
+        char dev[160];
+        double chunks = cmp_num(c->run, "chunks");
+        cmp_device(c, dev, sizeof(dev));
+        if (chunks > 0.0) {
+            fprintf(out, "     device %s, runtime.chunks %.0f\n", dev, chunks);
+        } else {
+            fprintf(out, "     device %s, runtime.chunks not recorded\n", dev);
+        }
+        if (cmp_partial(c)) {
+            fprintf(out, "     PARTIAL: missing %s\n",
+                    moe_json_string(moe_json_get(c->doc, "missing"), "some ranks' records"));
+        }
+    }
+    if (a->world != b->world || a->layers != b->layers || a->experts != b->experts) {
+        fprintf(out,
+                "\n  NOTE: the runs have different shapes (ranks %d vs %d, layers %d vs %d, "
+                "experts %d vs %d);\n  only what both have is compared: experts by (layer, "
+                "expert), layers by index, ranks by number.\n",
+                a->world, b->world, a->layers, b->layers, a->experts, b->experts);
+    }
+}
+
+/* runtime.chunks, the device and the share of exchange time hidden behind compute. */
+static void cmp_overlap_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    char da[160], db[160];
+    cmp_device(a, da, sizeof(da));
+    cmp_device(b, db, sizeof(db));
+    fprintf(out, "  %-34s A: %s; B: %s (%s)\n", "device", da, db,
+            strcmp(da, db) == 0 ? "same" : "differs");
+    double ca = cmp_num(a->run, "chunks"), cb = cmp_num(b->run, "chunks");
+    cmp_row(out, "runtime.chunks", ca > 0.0 ? ca : NAN, cb > 0.0 ? cb : NAN, 0);
+    cmp_row(out, "exchange in flight (ms/step, mean)", cmp_rank_mean(a, "exchange_ms"),
+            cmp_rank_mean(b, "exchange_ms"), 3);
+    cmp_row(out, "exchange hidden by compute (%)",
+            100.0 * cmp_num(a->run, "exchange_hidden_share"),
+            100.0 * cmp_num(b->run, "exchange_hidden_share"), 1);
+}
+
+static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    fprintf(out, "\nRun %30s %14s %14s   %s\n", "", "A", "B", "change B - A");
+    cmp_row(out, "tokens/s", cmp_num(a->run, "tokens_per_s"), cmp_num(b->run, "tokens_per_s"), 1);
+    cmp_row(out, "run time (s)", cmp_num(a->run, "run_s"), cmp_num(b->run, "run_s"), 3);
+    cmp_row(out, "step (ms, mean over ranks)", cmp_rank_mean(a, "per_step_ms.step"),
+            cmp_rank_mean(b, "per_step_ms.step"), 3);
+    cmp_row(out, "compute (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.compute"),
+            cmp_rank_mean(b, "per_step_ms.compute"), 3);
+    cmp_row(out, "exchange (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.exchange"),
+            cmp_rank_mean(b, "per_step_ms.exchange"), 3);
+    cmp_row(out, "idle (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.idle"),
+            cmp_rank_mean(b, "per_step_ms.idle"), 3);
+    cmp_row(out, "exchange share of step (%)", 100.0 * cmp_num(a->doc, "findings.exchange_share"),
+            100.0 * cmp_num(b->doc, "findings.exchange_share"), 1);
+    cmp_overlap_figures(out, a, b);
+}
+
+/* ---- experts --------------------------------------------------------------------- */
+
+typedef struct cmp_expert {
+    int layer, expert;
+    double v[6]; /* p50 A, p50 B, p99 A, p99 B, tokens A, tokens B */
+    double score;
+} cmp_expert_t;
+
+static int cmp_by_score(const void *x, const void *y)
+{
+    double a = ((const cmp_expert_t *)x)->score, b = ((const cmp_expert_t *)y)->score;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+static void cmp_expert_fill(cmp_expert_t *row, const moe_json_t *ea, const moe_json_t *eb)
+{
+    row->v[0] = cmp_num(ea, "latency_ms.p50");
+    row->v[1] = cmp_num(eb, "latency_ms.p50");
+    row->v[2] = cmp_num(ea, "latency_ms.p99");
+    row->v[3] = cmp_num(eb, "latency_ms.p99");
+    row->v[4] = cmp_num(ea, "tokens");
+    row->v[5] = cmp_num(eb, "tokens");
+    row->score = 0.0;
+    for (int i = 0; i < 6; i += 2) {
+        double s = cmp_rel(row->v[i], row->v[i + 1]);
+        row->score = s > row->score || isnan(row->score) ? s : row->score;
+    }
+}
+
+/* B's experts indexed by layer * experts + expert (NULL where absent). */
+static const moe_json_t **cmp_expert_index(const cmp_run_t *c)
+{
+    size_t cells = (size_t)c->layers * (size_t)c->experts;
+    const moe_json_t **idx = calloc(cells > 0 ? cells : 1, sizeof(*idx));
+    const moe_json_t *list = moe_json_get(c->doc, "experts");
+    for (size_t i = 0; idx != NULL && i < moe_json_count(list); i++) {
+        const moe_json_t *e = moe_json_at(list, i);
+        int l = cmp_int(e, "layer"), x = cmp_int(e, "expert");
+        if (l >= 0 && x >= 0 && l < c->layers && x < c->experts) {
+            idx[(size_t)l * (size_t)c->experts + (size_t)x] = e;
+        }
+    }
+    return idx;
+}
+
+static void cmp_expert_rows(FILE *out, const cmp_expert_t *rows, size_t n, size_t total)
+{
+    char c1[48], c2[48], c3[48];
+    fprintf(out, "\nExperts (latency per call in ms; tokens over the recorded steps)");
+    if (n < total) {
+        fprintf(out, ": the %zu of %zu with the largest change, largest first", n, total);
+    }
+    fprintf(out, "\n  %5s %6s  %9s %9s %-18s  %9s %9s %-18s  %10s %10s %s\n", "layer", "expert",
+            "p50 A", "p50 B", "  change", "p99 A", "p99 B", "  change", "tokens A", "tokens B",
+            "  change");
+    for (size_t i = 0; i < n; i++) {
+        const cmp_expert_t *e = &rows[i];
+        cmp_change(e->v[0], e->v[1], 3, c1, sizeof(c1));
+        cmp_change(e->v[2], e->v[3], 3, c2, sizeof(c2));
+        cmp_change(e->v[4], e->v[5], 0, c3, sizeof(c3));
+        fprintf(out, "  %5d %6d  %9.3f %9.3f   %-16s  %9.3f %9.3f   %-16s  %10.0f %10.0f   %s\n",
+                e->layer, e->expert, e->v[0], e->v[1], c1, e->v[2], e->v[3], c2, e->v[4], e->v[5],
+                c3);
+    }
+}
+
+static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    const moe_json_t *list = moe_json_get(a->doc, "experts");
+    const moe_json_t **idx = cmp_expert_index(b);
+    size_t na = moe_json_count(list), n = 0;
+    cmp_expert_t *rows = malloc(sizeof(*rows) * (na > 0 ? na : 1));
+    if (idx == NULL || rows == NULL) {
+        free(idx);
+        free(rows);
+        return MOE_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < na; i++) {
+        const moe_json_t *ea = moe_json_at(list, i);
+        int l = cmp_int(ea, "layer"), x = cmp_int(ea, "expert");
+        if (l < 0 || x < 0 || l >= b->layers || x >= b->experts ||
+            idx[(size_t)l * (size_t)b->experts + (size_t)x] == NULL) {
+            continue;
+        }
+        rows[n].layer = l;
+        rows[n].expert = x;
+        cmp_expert_fill(&rows[n++], ea, idx[(size_t)l * (size_t)b->experts + (size_t)x]);
+    }
+    size_t shown = n;
+    if (n > CMP_ALL_ROWS) {
+        qsort(rows, n, sizeof(*rows), cmp_by_score);
+        shown = CMP_TOP_ROWS;
+    }
+    cmp_expert_rows(out, rows, shown, n);
+    if (n < na || n < moe_json_count(moe_json_get(b->doc, "experts"))) {
+        fprintf(out, "  (%zu experts only in A, %zu only in B: not compared)\n", na - n,
+                moe_json_count(moe_json_get(b->doc, "experts")) - n);
+    }
+    free(idx);
+    free(rows);
+    return MOE_OK;
+}
+
+/* ---- balance, bytes, memory ------------------------------------------------------ */
+
+static void cmp_balance(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    static const char *const figs[] = {"gini", "cv", "entropy_norm", "max_mean", "dropped_total"};
+    const moe_json_t *la = moe_json_get(a->doc, "layers"), *lb = moe_json_get(b->doc, "layers");
+    size_t n = moe_json_count(la) < moe_json_count(lb) ? moe_json_count(la) : moe_json_count(lb);
+    fprintf(out,
+            "\nBalance per layer (gini, cv: 0 = even; entropy: 1 = even; max/mean: 1 = even; "
+            "dropped in tokens)\n  %5s  %-14s %12s %12s   %s\n",
+            "layer", "figure", "A", "B", "change");
+    for (size_t l = 0; l < n; l++) {
+        for (size_t i = 0; i < sizeof(figs) / sizeof(figs[0]); i++) {
+            double x = cmp_num(moe_json_at(la, l), figs[i]),
+                   y = cmp_num(moe_json_at(lb, l), figs[i]);
+            int dec = i == 4 ? 0 : 3;
+            char ch[64];
+            cmp_change(x, y, dec, ch, sizeof(ch));
+            fprintf(out, "  %5zu  %-14s %12.*f %12.*f   %s\n", l, figs[i], dec, x, dec, y, ch);
+        }
+    }
+}
+
+typedef struct cmp_pair {
+    int src, dst;
+    double a, b, score;
+} cmp_pair_t;
+
+static int cmp_pair_by_score(const void *x, const void *y)
+{
+    double a = ((const cmp_pair_t *)x)->score, b = ((const cmp_pair_t *)y)->score;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Rank pairs with bytes in either run (same world only). */
+static moe_status_t cmp_pairs(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    size_t w = (size_t)a->world, n = 0;
+    cmp_pair_t *p = malloc(sizeof(*p) * (w * w > 0 ? w * w : 1));
+    if (p == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < w; i++) {
+        for (size_t j = 0; j < w; j++) {
+            char path[64];
+            snprintf(path, sizeof(path), "comm.bytes.%zu.%zu", i, j);
+            double x = cmp_num(a->doc, path) / 1e6, y = cmp_num(b->doc, path) / 1e6;
+            if ((x > 0.0 || y > 0.0) && isfinite(x) && isfinite(y)) {
+                p[n++] = (cmp_pair_t){(int)i, (int)j, x, y, fabs(y - x)};
+            }
+        }
+    }
+    size_t shown = n;
+    if (n > CMP_ALL_ROWS) {
+        qsort(p, n, sizeof(*p), cmp_pair_by_score);
+        shown = CMP_TOP_ROWS;
+        fprintf(out, "  the %zu of %zu rank pairs with the largest change in MB, largest first:\n",
+                shown, n);
+    }
+    for (size_t i = 0; i < shown; i++) {
+        char name[48];
+        snprintf(name, sizeof(name), "rank %d -> rank %d (MB)", p[i].src, p[i].dst);
+        cmp_row(out, name, p[i].a, p[i].b, 3);
+    }
+    free(p);
+    return MOE_OK;
+}
+
+static moe_status_t cmp_bytes(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    fprintf(out, "\nBytes moved (MB = 10^6 bytes over the recorded steps; row = sender)\n");
+    cmp_row(out, "total (MB)", cmp_num(a->doc, "comm.bytes_total") / 1e6,
+            cmp_num(b->doc, "comm.bytes_total") / 1e6, 3);
+    cmp_row(out, "per recorded step (MB)", cmp_num(a->doc, "comm.bytes_per_recorded_step") / 1e6,
+            cmp_num(b->doc, "comm.bytes_per_recorded_step") / 1e6, 3);
+    if (a->world != b->world) {
+        fprintf(out, "  (per rank pair: not compared, the worlds differ: %d vs %d ranks)\n",
+                a->world, b->world);
+        return MOE_OK;
+    }
+    return cmp_pairs(out, a, b);
+}
+
+static void cmp_memory(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    const moe_json_t *ma = moe_json_get(a->doc, "memory"), *mb = moe_json_get(b->doc, "memory");
+    int w = a->world < b->world ? a->world : b->world;
+    fprintf(out, "\nPeak memory per rank (MiB = 2^20 bytes)\n");
+    for (int k = 0; k < w; k++) {
+        char name[48];
+        const moe_json_t *pa = moe_json_get(moe_json_at(ma, (size_t)k), "present");
+        const moe_json_t *pb = moe_json_get(moe_json_at(mb, (size_t)k), "present");
+        if (pa == NULL || pb == NULL || !pa->boolean || !pb->boolean) {
+            fprintf(out, "  rank %d: records missing in %s\n", k,
+                    pa != NULL && pa->boolean   ? "B"
+                    : pb != NULL && pb->boolean ? "A"
+                                                : "A and B");
+            continue;
+        }
+        snprintf(name, sizeof(name), "rank %d peak RSS (MiB)", k);
+        cmp_row(out, name, cmp_num(moe_json_at(ma, (size_t)k), "rss_peak_mib"),
+                cmp_num(moe_json_at(mb, (size_t)k), "rss_peak_mib"), 1);
+        double da = cmp_num(moe_json_at(ma, (size_t)k), "dev_peak_mib");
+        double db = cmp_num(moe_json_at(mb, (size_t)k), "dev_peak_mib");
+        if (da > 0.0 || db > 0.0) {
+            snprintf(name, sizeof(name), "rank %d device peak (MiB)", k);
+            cmp_row(out, name, da, db, 1);
+        }
+    }
+}
+
+/* ---- config differences ---------------------------------------------------------- */
+
+#define CMP_CONFIG_MAX_LINES 4096
+
+typedef struct cmp_kv {
+    char key[160]; /* "section.key" */
+    char value[256];
+} cmp_kv_t;
+
+/* One YAML line into key/value with its top-level section as prefix; false for blank,
+ * comment-only and section-header lines. Comments (" #...") are dropped. */
+static bool cmp_kv_parse(const char *line, size_t len, char *section, size_t sec_cap, cmp_kv_t *kv)
+{
+    char buf[512];
+    len = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+    memcpy(buf, line, len);
+    buf[len] = '\0';
+    char *hash = strstr(buf, " #");
+    if (hash != NULL || buf[0] == '#') {
+        *(hash != NULL ? hash : buf) = '\0';
+    }
+    size_t n = strlen(buf), indent = strspn(buf, " \t");
+    while (n > 0 && isspace((unsigned char)buf[n - 1])) {
+        buf[--n] = '\0';
+    }
+    if (indent >= n) {
+        return false;
+    }
+    char *body = buf + indent, *colon = strstr(body, ": ");
+    colon =
+        colon != NULL ? colon : (body[strlen(body) - 1] == ':' ? body + strlen(body) - 1 : NULL);
+    if (indent == 0 && colon != NULL && colon[1] == '\0') {
+        snprintf(section, sec_cap, "%.*s", (int)(colon - body), body);
+        return false;
+    }
+    int klen = colon != NULL ? (int)(colon - body) : (int)strlen(body);
+    snprintf(kv->key, sizeof(kv->key), "%s%s%.*s", indent > 0 ? section : "", indent > 0 ? "." : "",
+             klen, body);
+    snprintf(kv->value, sizeof(kv->value), "%s",
+             colon != NULL ? colon + 1 + strspn(colon + 1, " ") : "");
+    return true;
+}
+
+/* A config.yaml as key/value lines (malloc'd, *n of them); NULL if unreadable. */
+static cmp_kv_t *cmp_config_lines(const char *dir, size_t *n)
+{
+    char path[MOE_PATH_MAX + 32], section[160] = "";
+    char *text = NULL;
+    size_t len = 0;
+    moe_error_t err;
+    *n = 0;
+    snprintf(path, sizeof(path), "%s/config.yaml", dir);
+    if (moe_cfg_read_file(path, &text, &len, &err) != MOE_OK) {
+        return NULL;
+    }
+    cmp_kv_t *kv = malloc(sizeof(*kv) * CMP_CONFIG_MAX_LINES);
+    for (size_t at = 0; kv != NULL && at < len && *n < CMP_CONFIG_MAX_LINES;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl != NULL ? (size_t)(nl - text) : len;
+        if (cmp_kv_parse(text + at, end - at, section, sizeof(section), &kv[*n])) {
+            (*n)++;
+        }
+        at = end + 1;
+    }
+    free(text);
+    return kv;
+}
+
+static const cmp_kv_t *cmp_kv_find(const cmp_kv_t *kv, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(kv[i].key, key) == 0) {
+            return &kv[i];
+        }
+    }
+    return NULL;
+}
+
+static void cmp_config(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    size_t na, nb, shown = 0;
+    cmp_kv_t *ka = cmp_config_lines(a->dir, &na), *kb = cmp_config_lines(b->dir, &nb);
+    fprintf(out, "\nConfig differences (config.yaml, comments ignored)\n");
+    if (ka == NULL || kb == NULL) {
+        fprintf(out, "  (config.yaml missing or unreadable in %s)\n", ka == NULL ? a->dir : b->dir);
+        goto free_lines;
+    }
+    for (size_t i = 0; i < na && shown < CMP_CONFIG_LINES; i++) {
+        const cmp_kv_t *o = cmp_kv_find(kb, nb, ka[i].key);
+        if (o == NULL || strcmp(o->value, ka[i].value) != 0) {
+            fprintf(out, "  %-36s A: %-24s B: %s\n", ka[i].key, ka[i].value,
+                    o ? o->value : "(absent)");
+            shown++;
+        }
+    }
+    for (size_t i = 0; i < nb && shown < CMP_CONFIG_LINES; i++) {
+        if (cmp_kv_find(ka, na, kb[i].key) == NULL) {
+            fprintf(out, "  %-36s A: %-24s B: %s\n", kb[i].key, "(absent)", kb[i].value);
+            shown++;
+        }
+    }
+    if (shown == 0) {
+        fprintf(out, "  none\n");
+    }
+free_lines:
+    free(ka);
+    free(kb);
+}
+
+/* ---- entry point ----------------------------------------------------------------- */
+
+int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
+{
+    cmp_run_t a, b;
+    moe_error_t err;
+    moe_error_clear(&err);
+    int rc = 2;
+    if (dir_a == NULL || dir_b == NULL || out == NULL) {
+        fprintf(stderr, "moed compare: usage: moed compare DIR_A DIR_B\n");
+        return 2;
+    }
+    if (cmp_load(&a, dir_a, &err) != MOE_OK) {
+        b.doc = NULL;
+        goto print_error;
+    }
+    if (cmp_load(&b, dir_b, &err) != MOE_OK) {
+        goto print_error;
+    }
+    cmp_header(out, &a, &b);
+    cmp_run_figures(out, &a, &b);
+    if (cmp_experts(out, &a, &b) != MOE_OK || cmp_bytes(out, &a, &b) != MOE_OK) {
+        moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
+        goto print_error;
+    }
+    cmp_balance(out, &a, &b);
+    cmp_memory(out, &a, &b);
+    cmp_config(out, &a, &b);
+    rc = 0;
+    goto free_docs;
+print_error:
+    fprintf(stderr, "moed compare: %s\n", err.msg);
+free_docs:
+    moe_json_free(a.doc);
+    moe_json_free(b.doc);
+    return rc;
+}

@@ -1,0 +1,766 @@
+/* The per-rank recorder: the hot-path entry points and the window gather. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moe/stop.h"
+#include "moe/clock.h"
+#include "record/overlap.h"
+#include "record/prof_int.h"
+
+#define LIST_BOUND (1 << 20) /* items per list per window, whatever the config */
+
+struct moe_prof {
+    const moe_config_t *cfg;
+    MPI_Comm comm;
+    int rank, world;
+    bool profiled;
+    moe_prof_static_t info;
+    int32_t *local_ids;
+    moe_prof_record_t rec;       /* this window's data */
+    int64_t cap_steps, cap_exchanges, cap_metrics, cap_events;
+    int64_t events_budget;       /* events this rank may still record over the run */
+    int chunks;                  /* runtime.chunks (>= 1) */
+    moe_ival_t *ov_spans;        /* [2 * chunks] scratch: the layer's exchange spans */
+    moe_ival_t *ov_calls;        /* [chunks * num_local] scratch: its expert calls */
+    /* the current step */
+    int64_t step;
+    bool recorded, closes;
+    int64_t window;
+    int64_t phase_acc[MOE_PHASE_COUNT];
+    int64_t t0_ns;               /* first step's begin on this rank */
+    bool have_t0;
+    int windows_gathered;
+    double *offsets, *uncert;    /* [world] clock offsets to rank 0 */
+    moe_sampler_t sampler;
+    MPI_Comm pcomm;              /* the profiler's own duplicate of the job's communicator */
+    moe_wbuf_t sendbuf;          /* the record in flight to rank 0 (non-root ranks) */
+    MPI_Request sendreq;
+    bool sending;
+    /* rank 0 only */
+    moe_merge_t *merge;
+    moe_prof_record_t *pending;  /* records received but not merged yet (grows) */
+    int num_pending, cap_pending;
+    bool *final_seen;            /* [world] its last record arrived */
+    int64_t merged_windows;      /* windows merged so far */
+    int64_t last_send_ns;        /* non-root: when the last part left */
+};
+
+/* A rank that may be SIGKILLed about 1 s after a signal must not sit on much data: parts
+ * go to rank 0 at the first step boundary this long after the previous one. */
+#define PART_INTERVAL_NS 250000000LL
+
+enum { TAG_WINDOW = 4401, TAG_FINAL = 4402, TAG_DONE = 4403 };
+
+/* Recorded steps the run will have: bounds the per-window lists. */
+static int64_t steps_per_window(const moe_config_t *cfg)
+{
+    return (cfg->prof_measurement_steps + cfg->prof_sampling_rate - 1) / cfg->prof_sampling_rate;
+}
+
+static int64_t bound(int64_t n)
+{
+    return n < 1 ? 1 : n > LIST_BOUND ? LIST_BOUND : n;
+}
+
+static moe_status_t alloc_lists(moe_prof_t *p)
+{
+    const moe_config_t *cfg = p->cfg;
+    int64_t steps = steps_per_window(cfg), L = cfg->num_layers, nl = p->info.num_local;
+    int64_t total_steps = p->info.total_steps, C = p->chunks;
+    steps = steps < total_steps ? steps : total_steps;
+    p->cap_steps = bound(steps);
+    p->cap_exchanges = bound(steps * L);
+    p->cap_metrics = bound(steps * L * nl);
+    int64_t profiled = cfg->prof_all_ranks ? p->world : cfg->prof_num_ranks;
+    p->events_budget = cfg->prof_trace ? cfg->prof_trace_max_events / (profiled > 0 ? profiled : 1) : 0;
+    /* per layer 5 phases, up to 2 * C exchanges and C * nl expert calls; the step itself.
+     * No more than the run's budget can ever be recorded. */
+    p->cap_events = bound(steps * (L * (5 + 2 * C + C * nl) + 1));
+    p->cap_events = p->events_budget < p->cap_events ? bound(p->events_budget) : p->cap_events;
+    p->rec.steps = calloc((size_t)p->cap_steps, sizeof(moe_rec_step_t));
+    p->rec.exchanges = calloc((size_t)p->cap_exchanges, sizeof(moe_rec_exchange_t));
+    p->rec.metrics = calloc((size_t)p->cap_metrics, sizeof(moe_rec_metric_t));
+    p->rec.events = calloc((size_t)p->cap_events, sizeof(moe_rec_event_t));
+    p->ov_spans = calloc((size_t)(2 * C), sizeof(moe_ival_t));
+    p->ov_calls = calloc((size_t)(C * (nl > 0 ? nl : 1)), sizeof(moe_ival_t));
+    if (!p->rec.steps || !p->rec.exchanges || !p->rec.metrics || !p->rec.events ||
+        !p->ov_spans || !p->ov_calls) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    return MOE_OK;
+}
+
+/* Clear what a window accumulates; keep identity and static facts. */
+static void reset_window(moe_prof_t *p)
+{
+    moe_prof_record_t *r = &p->rec;
+    size_t le = (size_t)r->num_layers * (size_t)r->num_experts;
+    size_t ll = (size_t)r->num_layers * (size_t)r->num_local;
+    size_t W = (size_t)r->world_size;
+    r->steps_recorded = 0;
+    for (int i = 0; i < MOE_PHASE_COUNT; i++) {
+        r->phase_sum[i] = r->phase_min[i] = r->phase_max[i] = 0;
+    }
+    memset(r->experts, 0, ll * sizeof(*r->experts));
+    memset(r->demand, 0, le * sizeof(uint64_t));
+    memset(r->kept, 0, le * sizeof(uint64_t));
+    memset(r->dropped, 0, le * sizeof(uint64_t));
+    memset(r->bytes_sent, 0, W * sizeof(uint64_t));
+    memset(r->bytes_recv, 0, W * sizeof(uint64_t));
+    memset(r->msgs_sent, 0, W * sizeof(uint64_t));
+    memset(r->msgs_recv, 0, W * sizeof(uint64_t));
+    memset(r->wait_ns, 0, W * sizeof(double));
+    r->exchange_ns = r->hidden_ns = 0;
+    r->num_steps = r->num_exchanges = r->num_metrics = r->num_events = 0;
+    r->metrics_dropped = r->events_dropped = 0;
+}
+
+static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
+{
+    const moe_config_t *cfg = p->cfg;
+    int nl = info->num_local;
+    moe_status_t st = moe_prof_record_alloc(&p->rec, p->world, (int)cfg->num_layers,
+                                            (int)cfg->num_experts, nl);
+    if (st != MOE_OK) {
+        return st;
+    }
+    p->rec.rank = p->rank;
+    memcpy(p->rec.local_ids, info->local_ids, sizeof(int32_t) * (size_t)nl);
+    p->rec.expert_weight_bytes = info->expert_weight_bytes;
+    p->rec.exchange_buffer_bytes = info->exchange_buffer_bytes;
+    p->chunks = info->chunks > 0 ? info->chunks : cfg->chunks > 0 ? (int)cfg->chunks : 1;
+    p->rec.chunks = p->chunks;
+    snprintf(p->rec.device, sizeof(p->rec.device), "%s",
+             info->device != NULL ? info->device : cfg->device == MOE_DEVICE_CUDA ? "cuda" : "cpu");
+    p->offsets = calloc((size_t)p->world, sizeof(double));
+    p->uncert = calloc((size_t)p->world, sizeof(double));
+    if (p->offsets == NULL || p->uncert == NULL || alloc_lists(p) != MOE_OK) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    snprintf(p->rec.host, sizeof(p->rec.host), "%s", info->hosts[p->rank]);
+    if (MPI_Comm_dup(p->comm, &p->pcomm) != MPI_SUCCESS) {
+        st = MOE_ERR_MPI;
+    }
+    if (st == MOE_OK) {
+        MPI_Comm_set_errhandler(p->pcomm, MPI_ERRORS_RETURN);
+        st = moe_prof_clock_sync(p->pcomm, 20, p->offsets, p->uncert);
+    }
+    p->final_seen = calloc((size_t)p->world, sizeof(bool));
+    if (p->final_seen == NULL) {
+        st = MOE_ERR_NO_MEMORY;
+    }
+    p->rec.clock_offset_ns = p->offsets[p->rank];
+    p->rec.clock_uncertainty_ns = p->uncert[p->rank];
+    if (st == MOE_OK && p->rank == 0) {
+        p->merge = moe_merge_create(cfg, p->world, info->hosts);
+        st = p->merge != NULL ? MOE_OK : MOE_ERR_NO_MEMORY;
+    }
+    if (st == MOE_OK &&
+        moe_sampler_start(&p->sampler, cfg->prof_memory_sample_ms, 4096,
+                          info->device_memory) != 0) {
+        st = MOE_ERR_INTERNAL;
+    }
+    return st;
+}
+
+moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
+                             const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err)
+{
+    moe_prof_t *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the profiler");
+    }
+    p->cfg = cfg;
+    p->comm = comm;
+    MPI_Comm_rank(comm, &p->rank);
+    MPI_Comm_size(comm, &p->world);
+    p->profiled = moe_cfg_rank_profiled(cfg, p->rank);
+    p->info = *info;
+    p->pcomm = MPI_COMM_NULL;
+    moe_wbuf_init(&p->sendbuf);
+    p->step = -1;
+    moe_status_t st = prof_setup(p, info);
+    if (st != MOE_OK) {
+        moe_prof_destroy(p);
+        return moe_error_set(err, st, "profiler start-up failed: %s", moe_status_string(st));
+    }
+    *out = p;
+    return MOE_OK;
+}
+
+void moe_prof_destroy(moe_prof_t *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    moe_sampler_stop(&p->sampler);
+    moe_sampler_free(&p->sampler);
+    moe_prof_record_free(&p->rec);
+    moe_merge_destroy(p->merge);
+    for (int i = 0; i < p->num_pending; i++) {
+        moe_prof_record_free(&p->pending[i]);
+    }
+    free(p->pending);
+    free(p->final_seen);
+    moe_wbuf_free(&p->sendbuf);
+    /* a send still in flight (rank 0 gone) is abandoned with the process */
+    if (p->pcomm != MPI_COMM_NULL && !moe_stop_requested()) {
+        MPI_Comm_free(&p->pcomm);
+    }
+    free(p->offsets);
+    free(p->uncert);
+    free(p->ov_spans);
+    free(p->ov_calls);
+    free(p);
+}
+
+bool moe_prof_step_recorded(const moe_prof_t *p, int64_t step)
+{
+    bool rec, closes;
+    moe_prof_schedule(p->cfg, step, &rec, &closes);
+    return rec && p->profiled;
+}
+
+void moe_prof_step_begin(moe_prof_t *p, int64_t step)
+{
+    bool rec;
+    p->step = step;
+    p->window = moe_prof_schedule(p->cfg, step, &rec, &p->closes);
+    p->recorded = rec && p->profiled;
+    memset(p->phase_acc, 0, sizeof(p->phase_acc));
+}
+
+static void add_event(moe_prof_t *p, int kind, int layer, int id, int lane, int64_t ts,
+                      int64_t dur, int64_t arg)
+{
+    moe_prof_record_t *r = &p->rec;
+    if (p->events_budget <= 0 || r->num_events >= p->cap_events) {
+        r->events_dropped += p->cfg->prof_trace ? 1 : 0;
+        return;
+    }
+    p->events_budget--;
+    r->events[r->num_events++] = (moe_rec_event_t){.ts_ns = ts, .dur_ns = dur, .kind = kind,
+                                                   .layer = layer, .id = id, .lane = lane,
+                                                   .step = p->step, .arg = arg};
+}
+
+/* One histogram entry and metrics row per expert per layer: its busy time over all the
+ * layer's chunks (with chunks 1 this is its one call, as before). */
+static void record_experts(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+{
+    moe_prof_record_t *r = &p->rec;
+    for (int le = 0; le < r->num_local; le++) {
+        int64_t rows = s->expert_rows[le];
+        if (rows == 0) {
+            continue;
+        }
+        int64_t ns = s->expert_ns[le];
+        moe_rec_expert_t *x = &r->experts[s->layer * r->num_local + le];
+        x->tokens += (uint64_t)rows;
+        x->calls++;
+        x->flops += (double)rows * p->info.flops_per_row;
+        moe_hist_add(&x->hist, ns);
+        if (r->num_metrics < p->cap_metrics) {
+            r->metrics[r->num_metrics++] = (moe_rec_metric_t){
+                .step = p->step, .layer = s->layer, .local = le, .tokens = rows, .ns = ns};
+        } else {
+            r->metrics_dropped++;
+        }
+    }
+}
+
+/* The trace: one event per exchange span (lane 2) and per expert call (lane 3 + local). */
+static void record_timeline(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+{
+    const moe_prof_record_t *r = &p->rec;
+    if (!p->cfg->prof_trace) {
+        return; /* nothing to record, nothing to count as dropped */
+    }
+    for (int i = 0; i < s->num_spans; i++) {
+        const moe_prof_span_t *x = &s->spans[i];
+        add_event(p, MOE_TEV_EXCHANGE, s->layer, x->kind, MOE_LANE_EXCHANGE, x->begin_ns,
+                  x->end_ns - x->begin_ns, x->chunk);
+    }
+    for (int i = 0; i < s->num_calls; i++) {
+        const moe_prof_call_t *c = &s->calls[i];
+        if (c->local < 0 || c->local >= r->num_local) {
+            continue; /* not one of ours: nothing to name it by */
+        }
+        add_event(p, MOE_TEV_EXPERT, s->layer, r->local_ids[c->local],
+                  MOE_LANE_EXPERT0 + c->local, c->begin_ns, c->end_ns - c->begin_ns, c->rows);
+    }
+}
+
+/* Exchange in flight this layer (the union of its spans) and the part of it during this
+ * rank's expert calls, through the scratch reserved at create. */
+static void record_overlap(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+{
+    int64_t inflight = 0, hidden = 0;
+    moe_overlap_layer(s, p->ov_spans, 2 * p->chunks, p->ov_calls,
+                      p->chunks * (p->rec.num_local > 0 ? p->rec.num_local : 1), &inflight,
+                      &hidden);
+    p->rec.exchange_ns += inflight;
+    p->rec.hidden_ns += hidden;
+}
+
+static void record_comm(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+{
+    moe_prof_record_t *r = &p->rec;
+    uint64_t rb = (uint64_t)p->info.row_bytes;
+    for (int j = 0; j < r->world_size; j++) {
+        /* dispatch: send_rows out, recv_rows in; combine: the same rows come back */
+        uint64_t rows = (uint64_t)s->send_rows[j] + (uint64_t)s->recv_rows[j];
+        r->bytes_sent[j] += rows * rb;
+        r->bytes_recv[j] += rows * rb;
+        uint64_t msgs = (uint64_t)(s->send_rows[j] > 0) + (uint64_t)(s->recv_rows[j] > 0);
+        r->msgs_sent[j] += msgs;
+        r->msgs_recv[j] += msgs;
+        /* dispatch: until j's rows arrived here; combine: until j sent ours back. The
+         * runtime counts only peers with rows in that direction, over every chunk. */
+        r->wait_ns[j] += (double)s->peer_wait_ns[j];
+    }
+}
+
+void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+{
+    if (!p->recorded) {
+        return;
+    }
+    moe_prof_record_t *r = &p->rec;
+    for (int ph = 0; ph < 5; ph++) {
+        int64_t d = s->phase_end_ns[ph] - s->phase_begin_ns[ph];
+        p->phase_acc[ph] += d;
+        add_event(p, MOE_TEV_PHASE, s->layer, ph, MOE_LANE_PHASES, s->phase_begin_ns[ph], d, 0);
+    }
+    record_experts(p, s);
+    record_timeline(p, s);
+    record_overlap(p, s);
+    size_t base = (size_t)s->layer * (size_t)r->num_experts;
+    for (int e = 0; e < r->num_experts; e++) {
+        r->demand[base + e] += (uint64_t)s->demand[e];
+        r->kept[base + e] += (uint64_t)s->kept[e];
+        r->dropped[base + e] += (uint64_t)s->dropped[e];
+    }
+    record_comm(p, s);
+    if (r->num_exchanges < p->cap_exchanges) {
+        r->exchanges[r->num_exchanges++] = (moe_rec_exchange_t){
+            .step = p->step, .layer = s->layer,
+            .dispatch_begin_ns = s->phase_begin_ns[1], .dispatch_end_ns = s->phase_end_ns[1],
+            .combine_begin_ns = s->phase_begin_ns[3], .combine_end_ns = s->phase_end_ns[3]};
+    }
+}
+
+static void record_step(moe_prof_t *p, int64_t begin_ns, int64_t end_ns)
+{
+    moe_prof_record_t *r = &p->rec;
+    p->phase_acc[5] = end_ns - begin_ns;
+    for (int ph = 0; ph < MOE_PHASE_COUNT; ph++) {
+        double v = (double)p->phase_acc[ph];
+        bool first = r->steps_recorded == 0;
+        r->phase_sum[ph] += v;
+        r->phase_min[ph] = first || v < r->phase_min[ph] ? v : r->phase_min[ph];
+        r->phase_max[ph] = first || v > r->phase_max[ph] ? v : r->phase_max[ph];
+    }
+    r->steps_recorded++;
+    if (r->num_steps < p->cap_steps) {
+        moe_rec_step_t *s = &r->steps[r->num_steps++];
+        s->step = p->step;
+        s->begin_ns = begin_ns;
+        memcpy(s->phase_ns, p->phase_acc, sizeof(s->phase_ns));
+    }
+    add_event(p, MOE_TEV_STEP, 0, (int)p->step, MOE_LANE_STEPS, begin_ns, end_ns - begin_ns, 0);
+}
+
+/* ---- records to rank 0 ----------------------------------------------------------- */
+
+/* One poll of a wait: nap after a short spin. Returns false when the wait must end: a
+ * stop request (when honoured) or the deadline (deadline_ns 0: none). */
+static bool prof_poll(int64_t start_ns, int64_t deadline_ns, bool honour_stop)
+{
+    int64_t now = moe_now_ns();
+    if ((honour_stop && moe_stop_requested()) || (deadline_ns > 0 && now >= deadline_ns)) {
+        return false;
+    }
+    if (now - start_ns > 50000) {
+        struct timespec nap = {0, 20000};
+        nanosleep(&nap, NULL);
+    }
+    return true;
+}
+
+/* Non-root: finish the previous send before reusing its buffer. */
+static moe_status_t send_wait(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
+{
+    int64_t start = moe_now_ns();
+    while (p->sending) {
+        int done = 0;
+        if (MPI_Test(&p->sendreq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return MOE_ERR_MPI;
+        }
+        if (done) {
+            p->sending = false;
+        } else if (!prof_poll(start, deadline_ns, honour_stop)) {
+            return moe_stop_requested() && honour_stop ? MOE_ERR_INTERRUPTED : MOE_ERR_TIMEOUT;
+        }
+    }
+    return MOE_OK;
+}
+
+/* Send what was recorded since the last part (then cleared). flags: MOE_PROF_FLAG_*. */
+static moe_status_t send_part(moe_prof_t *p, uint32_t flags, int64_t deadline_ns)
+{
+    bool final = (flags & MOE_PROF_FLAG_FINAL) != 0;
+    moe_status_t st = send_wait(p, deadline_ns, !final);
+    if (st != MOE_OK) {
+        return st;
+    }
+    p->rec.window = p->windows_gathered;
+    p->rec.flags = flags;
+    p->sendbuf.len = 0;
+    moe_prof_record_encode(&p->rec, &p->sendbuf);
+    if (!p->sendbuf.ok || p->sendbuf.len > INT32_MAX) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    if (MPI_Isend(p->sendbuf.data, (int)p->sendbuf.len, MPI_BYTE, 0,
+                  final ? TAG_FINAL : TAG_WINDOW, p->pcomm, &p->sendreq) != MPI_SUCCESS) {
+        return MOE_ERR_MPI;
+    }
+    p->sending = true;
+    p->last_send_ns = moe_now_ns();
+    reset_window(p); /* the part is encoded: its data now belongs to rank 0 */
+    return final ? send_wait(p, deadline_ns, false) : MOE_OK;
+}
+
+/* Rank 0: keep a decoded record until its window can be merged. */
+static void pending_push(moe_prof_t *p, moe_prof_record_t *rec)
+{
+    if (p->num_pending == p->cap_pending) {
+        int cap = p->cap_pending ? 2 * p->cap_pending : 16;
+        moe_prof_record_t *n = realloc(p->pending, (size_t)cap * sizeof(*n));
+        if (n == NULL) {
+            moe_prof_record_free(rec);
+            return;
+        }
+        p->pending = n;
+        p->cap_pending = cap;
+    }
+    p->pending[p->num_pending++] = *rec;
+}
+
+/* Rank 0: receive one record if one is there. Returns true if it took one.
+ * A record above the eager size is read from the sender's memory after the match; if the
+ * sender died in between, that read never completes. So the receive is non-blocking and
+ * abandoned at deadline_ns (0: none) or on a stop request when honour_stop. */
+static bool receive_one(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
+{
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, p->pcomm, &flag, &msg, &status) != MPI_SUCCESS ||
+        !flag) {
+        return false;
+    }
+    int n = 0, done = 0;
+    MPI_Get_count(&status, MPI_BYTE, &n);
+    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+    MPI_Request req;
+    if (buf == NULL || MPI_Imrecv(buf, n, MPI_BYTE, &msg, &req) != MPI_SUCCESS) {
+        free(buf); /* the matched message is lost with its sender's record */
+        return false;
+    }
+    int64_t start = moe_now_ns();
+    while (!done) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            return false; /* buf stays with MPI */
+        }
+        if (!done && !prof_poll(start, deadline_ns, honour_stop)) {
+            return false; /* a sender gone mid-message: buf stays with the pending receive */
+        }
+    }
+    moe_prof_record_t rec;
+    moe_error_t derr;
+    int src = status.MPI_SOURCE;
+    if (moe_prof_record_decode(buf, (size_t)n, &rec, &derr) != MOE_OK) {
+        fprintf(stderr, "moed: warning: record from rank %d dropped: %s\n", src, derr.msg);
+    } else if (rec.rank != src) {
+        fprintf(stderr, "moed: warning: rank %d sent a record for rank %d; dropped\n", src, rec.rank);
+        moe_prof_record_free(&rec);
+    } else {
+        p->final_seen[src] |= (rec.flags & MOE_PROF_FLAG_FINAL) != 0;
+        pending_push(p, &rec);
+    }
+    free(buf);
+    return true;
+}
+
+/* Rank 0: does it still wait for rank r's last part of window w? (Not profiled, its last
+ * record arrived, or a part of w with the end flag or of a later window is here: no.) */
+static bool awaits_window_end(const moe_prof_t *p, int r, int64_t w)
+{
+    if (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]) {
+        return false;
+    }
+    for (int i = 0; i < p->num_pending; i++) {
+        const moe_prof_record_t *q = &p->pending[i];
+        if (q->rank == r && (q->window > w ||
+                             (q->window == w && (q->flags & MOE_PROF_FLAG_WINDOW_END)))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool window_complete(const moe_prof_t *p, int64_t w)
+{
+    for (int r = 1; r < p->world; r++) {
+        if (awaits_window_end(p, r, w)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Rank 0: merge the received records of window w together with `own` (rank 0's, may be
+ * NULL), then forget them. Records of one window are merged as one set: idle time
+ * compares the ranks' exchanges step by step. */
+static moe_status_t merge_group(moe_prof_t *p, int64_t w, moe_prof_record_t *own,
+                                moe_error_t *err)
+{
+    moe_prof_record_t *set = calloc((size_t)p->world, sizeof(*set));
+    bool *have = calloc((size_t)p->world, sizeof(bool));
+    moe_status_t st = set && have ? MOE_OK : MOE_ERR_NO_MEMORY;
+    if (st == MOE_OK && own != NULL) {
+        set[0] = *own; /* shallow: read only */
+        have[0] = true;
+    }
+    int kept = 0;
+    for (int i = 0; st == MOE_OK && i < p->num_pending; i++) {
+        moe_prof_record_t *rec = &p->pending[i];
+        if (rec->window != w) {
+            p->pending[kept++] = *rec;
+        } else if (!have[rec->rank]) { /* a rank's first part of w: taken over */
+            set[rec->rank] = *rec;
+            have[rec->rank] = true;
+        } else { /* its later parts, in the order they were sent, are folded in */
+            if (moe_record_absorb(&set[rec->rank], rec) != MOE_OK) {
+                fprintf(stderr, "moed: warning: a profile part of rank %d could not be merged\n",
+                        rec->rank);
+            }
+            moe_prof_record_free(rec);
+        }
+    }
+    if (st == MOE_OK) {
+        st = moe_merge_window(p->merge, set, have, p->t0_ns, err);
+        for (int r = 1; r < p->world; r++) {
+            if (have[r]) {
+                moe_prof_record_free(&set[r]);
+            }
+        }
+        p->num_pending = kept;
+        p->merged_windows = w + 1;
+    }
+    free(set);
+    free(have);
+    return st;
+}
+
+/* The watchdog on rank 0's wait for window w: name the ranks whose last part is missing. */
+static moe_status_t window_timeout(moe_prof_t *p, int64_t w, moe_error_t *err)
+{
+    char who[256] = "";
+    size_t used = 0;
+    for (int r = 1; r < p->world && used < sizeof(who) - 32; r++) {
+        if (awaits_window_end(p, r, w)) {
+            used += (size_t)snprintf(who + used, sizeof(who) - used, "%s%d", used ? ", " : "", r);
+        }
+    }
+    return moe_error_set(err, MOE_ERR_TIMEOUT,
+                         "watchdog: rank 0 waited %g s for the profile of window %lld from "
+                         "rank(s) %s (runtime.step_timeout_s); aborting the job",
+                         p->cfg->step_timeout_s, (long long)w, who);
+}
+
+/* The end of a window: non-root ranks send its last part, rank 0 waits for every rank's
+ * last part and merges the window. */
+static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    int64_t w = p->windows_gathered;
+    if (p->rank != 0) {
+        st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, 0) : MOE_OK;
+    } else {
+        int64_t start = moe_now_ns();
+        int64_t deadline = p->cfg->step_timeout_s > 0
+                               ? start + (int64_t)(p->cfg->step_timeout_s * 1e9) : 0;
+        while (!window_complete(p, w)) {
+            if (!receive_one(p, deadline, true) && !prof_poll(start, deadline, true)) {
+                if (moe_stop_requested()) { /* what came is kept for the final merge */
+                    return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested");
+                }
+                return window_timeout(p, w, err);
+            }
+        }
+        st = merge_group(p, w, p->profiled ? &p->rec : NULL, err);
+    }
+    if (st == MOE_OK) {
+        p->windows_gathered++;
+        reset_window(p);
+    }
+    return st;
+}
+
+/* Between window ends: non-root ranks send a part when PART_INTERVAL_NS has passed; rank 0
+ * takes whatever has arrived, so senders never wait on it. */
+static moe_status_t stream_parts(moe_prof_t *p)
+{
+    if (p->rank == 0) {
+        while (receive_one(p, 0, true)) {
+        }
+        return MOE_OK;
+    }
+    if (p->profiled && p->rec.steps_recorded > 0 &&
+        moe_now_ns() - p->last_send_ns >= PART_INTERVAL_NS) {
+        return send_part(p, 0, 0);
+    }
+    return MOE_OK;
+}
+
+moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
+                               moe_error_t *err)
+{
+    if (!p->have_t0) {
+        p->t0_ns = begin_ns;
+        p->have_t0 = true;
+    }
+    if (p->recorded) {
+        record_step(p, begin_ns, end_ns);
+    }
+    if (p->window >= 0 && p->closes) {
+        return close_window(p, err);
+    }
+    moe_status_t st = stream_parts(p);
+    return st == MOE_ERR_INTERRUPTED ? moe_error_set(err, st, "stop requested") : st;
+}
+
+/* Rank 0 at the end: collect the records still on their way until every profiled rank's
+ * last one is here or the deadline passes; then merge what came, window by window. */
+static moe_status_t collect_final(moe_prof_t *p, double deadline_s, moe_error_t *err)
+{
+    int64_t start = moe_now_ns(), deadline = start + (int64_t)(deadline_s * 1e9);
+    for (;;) {
+        bool all = true;
+        for (int r = 1; r < p->world; r++) {
+            all = all && (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]);
+        }
+        if (all || (!receive_one(p, deadline, false) && !prof_poll(start, deadline, false))) {
+            break;
+        }
+    }
+    char why[96];
+    snprintf(why, sizeof(why), "no last record within %.1f s (rank lost, killed or hung)",
+             deadline_s);
+    for (int r = 1; r < p->world; r++) {
+        if (moe_cfg_rank_profiled(p->cfg, r) && !p->final_seen[r]) {
+            moe_merge_note_missing(p->merge, r, why);
+        }
+    }
+    /* windows in order; rank 0's own last data joins the group of its own window index */
+    int64_t last = p->profiled ? p->windows_gathered : -1;
+    for (int i = 0; i < p->num_pending; i++) {
+        last = p->pending[i].window > last ? p->pending[i].window : last;
+    }
+    moe_status_t st = MOE_OK;
+    for (int64_t w = p->merged_windows; w <= last && st == MOE_OK; w++) {
+        st = merge_group(p, w, p->profiled && w == p->windows_gathered ? &p->rec : NULL, err);
+    }
+    return st;
+}
+
+/* Rank 0 has written the report: tell every rank (not waited for; a rank may be gone). */
+static void announce_done(moe_prof_t *p)
+{
+    int one = 1;
+    for (int r = 1; r < p->world; r++) {
+        MPI_Request req;
+        if (MPI_Isend(&one, 1, MPI_INT, r, TAG_DONE, p->pcomm, &req) == MPI_SUCCESS) {
+            MPI_Request_free(&req);
+        }
+    }
+}
+
+/* The other ranks stay until rank 0 has written the report: a rank that exits non-zero
+ * first makes mpirun kill the whole job at once, rank 0 included. */
+static void await_done(moe_prof_t *p, int64_t deadline_ns)
+{
+    int64_t start = moe_now_ns();
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(0, TAG_DONE, p->pcomm, &flag, &status) != MPI_SUCCESS) {
+            return;
+        }
+        if (flag) {
+            int one;
+            MPI_Recv(&one, 1, MPI_INT, 0, TAG_DONE, p->pcomm, MPI_STATUS_IGNORE);
+            return;
+        }
+        if (!prof_poll(start, deadline_ns, false)) {
+            return;
+        }
+    }
+}
+
+moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
+                             size_t run_dir_len, moe_error_t *err)
+{
+    moe_sampler_stop(&p->sampler);
+    moe_status_t st = MOE_OK;
+    if (!run->interrupted) {
+        /* a second clock estimate, for the drift; needs every rank alive and in step */
+        double *end_off = calloc((size_t)p->world, sizeof(double));
+        double *end_unc = calloc((size_t)p->world, sizeof(double));
+        if (end_off != NULL && end_unc != NULL &&
+            moe_prof_clock_sync(p->pcomm, 20, end_off, end_unc) == MOE_OK) {
+            p->rec.clock_offset_end_ns = end_off[p->rank];
+        }
+        free(end_off);
+        free(end_unc);
+    } else {
+        p->rec.clock_offset_end_ns = p->rec.clock_offset_ns;
+    }
+    p->rec.rss_peak = atomic_load(&p->sampler.rss_peak);
+    p->rec.dev_peak = atomic_load(&p->sampler.dev_peak);
+    moe_sampler_collect(&p->sampler, &p->rec);
+    p->rec.flags = MOE_PROF_FLAG_FINAL;
+    int64_t deadline = moe_now_ns() + (int64_t)(run->deadline_s * 1e9);
+    if (p->rank != 0) {
+        if (p->profiled) {
+            st = send_part(p, MOE_PROF_FLAG_FINAL, deadline);
+        }
+        /* rank 0 waits run->deadline_s for records, then writes: allow for both */
+        await_done(p, deadline + (int64_t)(run->deadline_s * 1e9) + 5000000000LL);
+        return st == MOE_ERR_TIMEOUT
+                   ? moe_error_set(err, st, "rank 0 did not take the last profile record")
+                   : st;
+    }
+    st = collect_final(p, run->deadline_s, err);
+    moe_report_t *rep = st == MOE_OK ? moe_merge_finish(p->merge, run, &p->info) : NULL;
+    if (rep != NULL) {
+        st = moe_report_write_all(rep, err);
+        moe_report_print_headline(rep, stdout);
+        if (run_dir != NULL) {
+            snprintf(run_dir, run_dir_len, "%s", rep->run_dir);
+        }
+    }
+    fflush(stdout);
+    announce_done(p);
+    return st;
+}
+
+int moe_prof_compare(const char *dir_a, const char *dir_b, FILE *out)
+{
+    return moe_report_compare(dir_a, dir_b, out);
+}

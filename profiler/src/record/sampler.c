@@ -1,0 +1,146 @@
+/* The memory sampler: a thread that reads this process's resident set size (and, with a
+ * device, the device memory in use through the runtime's callback) every
+ * profiler.memory_sample_ms into a fixed buffer, plus the peaks. When the buffer fills it
+ * keeps every second sample and doubles its period, so the series always covers the whole
+ * run in bounded memory. It never touches MPI and takes no lock: one writer (the thread);
+ * the main thread reads the buffer only after joining it. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "record/prof_int.h"
+#include "moe/clock.h"
+
+/* RSS from /proc/self/statm (second field, in pages); 0 if unreadable. */
+static uint64_t rss_from_fd(int fd)
+{
+    char buf[128];
+    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    unsigned long long size = 0, resident = 0;
+    if (sscanf(buf, "%llu %llu", &size, &resident) != 2) {
+        return 0;
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+uint64_t moe_read_rss_bytes(void)
+{
+    int fd = open("/proc/self/statm", O_RDONLY);
+    uint64_t v = rss_from_fd(fd);
+    if (fd >= 0) {
+        close(fd);
+    }
+    return v;
+}
+
+static void sampler_raise(atomic_ullong *a, uint64_t v)
+{
+    if (v > atomic_load(a)) { /* one writer: no compare-and-swap needed */
+        atomic_store(a, v);
+    }
+}
+
+/* Device bytes in use now, raising dev_peak to the device's own peak; 0 without one. */
+static uint64_t sample_device(moe_sampler_t *s)
+{
+    uint64_t cur = 0, peak = 0;
+    if (s->device_memory == NULL) {
+        return 0;
+    }
+    s->device_memory(&cur, &peak);
+    sampler_raise(&s->dev_peak, peak > cur ? peak : cur);
+    return cur;
+}
+
+static void *sampler_main(void *arg)
+{
+    moe_sampler_t *s = arg;
+    int fd = open("/proc/self/statm", O_RDONLY);
+    struct timespec nap = {(time_t)(s->period_ns / 1000000000LL), (long)(s->period_ns % 1000000000LL)};
+    while (!atomic_load(&s->stop)) {
+        uint64_t rss = rss_from_fd(fd);
+        long long i = atomic_load(&s->count);
+        if (i == s->cap) {
+            for (int64_t k = 0; k < s->cap / 2; k++) {
+                s->ring[k] = s->ring[2 * k];
+            }
+            i = s->cap / 2;
+            s->period_ns *= 2;
+            nap.tv_sec = (time_t)(s->period_ns / 1000000000LL);
+            nap.tv_nsec = (long)(s->period_ns % 1000000000LL);
+        }
+        uint64_t dev = sample_device(s);
+        s->ring[i] = (moe_rec_mem_t){.t_ns = moe_now_ns(), .rss_bytes = rss, .dev_bytes = dev};
+        atomic_store(&s->count, i + 1);
+        sampler_raise(&s->rss_peak, rss);
+        nanosleep(&nap, NULL);
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return NULL;
+}
+
+int moe_sampler_start(moe_sampler_t *s, int64_t period_ms, int64_t cap,
+                      void (*device_memory)(uint64_t *current, uint64_t *peak))
+{
+    memset(s, 0, sizeof(*s));
+    s->device_memory = device_memory;
+    s->period_ns = period_ms * 1000000LL;
+    s->cap = cap;
+    s->ring = calloc((size_t)cap, sizeof(moe_rec_mem_t));
+    if (s->ring == NULL) {
+        return -1;
+    }
+    memset(s->ring, 0, (size_t)cap * sizeof(moe_rec_mem_t)); /* resident now, not as it fills */
+    atomic_init(&s->stop, 0);
+    atomic_init(&s->count, 0);
+    atomic_init(&s->rss_peak, moe_read_rss_bytes());
+    atomic_init(&s->dev_peak, 0);
+    if (pthread_create(&s->thread, NULL, sampler_main, s) != 0) {
+        free(s->ring);
+        s->ring = NULL;
+        return -1;
+    }
+    s->running = true;
+    return 0;
+}
+
+void moe_sampler_stop(moe_sampler_t *s)
+{
+    if (s->running) {
+        atomic_store(&s->stop, 1);
+        pthread_join(s->thread, NULL);
+        s->running = false;
+    }
+}
+
+void moe_sampler_free(moe_sampler_t *s)
+{
+    moe_sampler_stop(s);
+    free(s->ring);
+    s->ring = NULL;
+}
+
+int moe_sampler_collect(moe_sampler_t *s, moe_prof_record_t *rec)
+{
+    int64_t n = (int64_t)atomic_load(&s->count);
+    free(rec->mem);
+    rec->mem = calloc((size_t)(n > 0 ? n : 1), sizeof(moe_rec_mem_t));
+    rec->num_mem = 0;
+    if (rec->mem == NULL) {
+        return -1;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        rec->mem[i] = s->ring[i];
+    }
+    rec->num_mem = n;
+    return 0;
+}

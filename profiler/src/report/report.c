@@ -1,0 +1,286 @@
+/* The report's common part: phase names, freeing, the findings every writer shows,
+ * config.yaml, the headline printed at the end of a run, and the order of the writers. */
+#include "report/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void moe_report_free(moe_report_t *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    for (int i = 0; r->ranks != NULL && i < r->world_size; i++) {
+        free(r->ranks[i].mem);
+        free(r->ranks[i].bytes_sent);
+        free(r->ranks[i].bytes_recv);
+    }
+    for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
+        free(r->layers[l].demand);
+        free(r->layers[l].kept);
+        free(r->layers[l].dropped);
+    }
+    free(r->experts);
+    free(r->layers);
+    free(r->ranks);
+    free(r->bytes);
+    free(r->msgs);
+    free(r->wait_ns);
+    free(r->metrics);
+    free(r->steps);
+    free(r->events);
+    r->ranks = NULL;
+    r->experts = NULL;
+    r->layers = NULL;
+    r->bytes = r->msgs = NULL;
+    r->wait_ns = NULL;
+    r->metrics = NULL;
+    r->steps = NULL;
+    r->events = NULL;
+    r->num_metrics = r->num_steps = r->num_events = 0;
+}
+
+/* ---- findings -------------------------------------------------------------------- */
+
+/* GFLOP/s of an expert over its recorded calls (flops per ns = GFLOP/s), or -1 if it did
+ * not run. */
+static double find_gflops(const moe_rep_expert_t *e)
+{
+    return e->calls > 0 && e->hist.sum > 0.0 && e->flops > 0.0 ? e->flops / e->hist.sum : -1.0;
+}
+
+static void find_hot(const moe_report_t *r, moe_report_findings_t *f)
+{
+    int ne = r->num_experts;
+    uint64_t best = 0;
+    for (int i = 0; r->experts != NULL && i < r->num_layers * ne; i++) {
+        if (r->experts[i].tokens > best) {
+            best = r->experts[i].tokens;
+            f->hot_layer = i / ne;
+            f->hot_expert = i % ne;
+        }
+    }
+    if (f->hot_layer < 0) {
+        return;
+    }
+    double sum = 0.0;
+    for (int e = 0; e < ne; e++) {
+        sum += (double)r->experts[f->hot_layer * ne + e].tokens;
+    }
+    f->hot_share = (double)best / (sum / ne);
+}
+
+static int find_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[n] (sorts v). */
+static double find_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), find_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void find_slow(const moe_report_t *r, moe_report_findings_t *f)
+{
+    int total = r->experts != NULL ? r->num_layers * r->num_experts : 0, n = 0;
+    double *rates = total > 0 ? malloc(sizeof(double) * (size_t)total) : NULL;
+    if (rates == NULL) {
+        return;
+    }
+    for (int i = 0; i < total; i++) {
+        double g = find_gflops(&r->experts[i]);
+        if (g < 0.0) {
+            continue;
+        }
+        if (n == 0 || g < f->slow_gflops) {
+            f->slow_gflops = g;
+            f->slow_layer = i / r->num_experts;
+            f->slow_expert = i % r->num_experts;
+            f->slow_p99_ns = moe_hist_quantile(&r->experts[i].hist, 0.99);
+        }
+        rates[n++] = g;
+    }
+    if (n > 0) {
+        double med = find_median(rates, n);
+        f->slow_vs_median = med > 0.0 ? f->slow_gflops / med : 0.0;
+    }
+    free(rates);
+}
+
+/* Compute time per recorded step: ranks may have recorded different numbers of steps. */
+static double find_compute_per_step(const moe_rep_rank_t *k)
+{
+    return k->steps > 0 ? k->compute_ns / (double)k->steps : 0.0;
+}
+
+static void find_straggler(const moe_report_t *r, moe_report_findings_t *f)
+{
+    double sum = 0.0, best = -1.0;
+    int n = 0;
+    for (int i = 0; r->ranks != NULL && i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        if (!k->present || k->num_local <= 0 || k->steps <= 0) {
+            continue;
+        }
+        double c = find_compute_per_step(k);
+        sum += c;
+        n++;
+        if (c > best) {
+            best = c;
+            f->straggler_rank = k->rank;
+        }
+    }
+    f->straggler_ratio = n > 0 && sum > 0.0 ? best / (sum / n) : 0.0;
+    f->straggler_n = n;
+}
+
+double moe_report_hidden_share(const moe_rep_rank_t *k)
+{
+    return k != NULL && k->inflight_ns > 0.0 ? k->hidden_ns / k->inflight_ns : NAN;
+}
+
+static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
+{
+    double ex = 0.0, idle = 0.0, inflight = 0.0, hidden = 0.0;
+    int n = 0;
+    for (int i = 0; r->ranks != NULL && i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        double step = k->phase[MOE_PHASE_STEP].sum;
+        if (k->present) {
+            inflight += k->inflight_ns;
+            hidden += k->hidden_ns;
+        }
+        if (!k->present || !(step > 0.0)) {
+            continue;
+        }
+        ex += k->exchange_ns / step;
+        idle += k->idle_ns / step;
+        n++;
+    }
+    f->exchange_share = n > 0 ? ex / n : 0.0;
+    f->idle_share = n > 0 ? idle / n : 0.0;
+    /* sums, not a mean of shares: a rank that exchanges more weighs more */
+    f->hidden_share = inflight > 0.0 ? hidden / inflight : NAN;
+}
+
+void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->hot_layer = f->hot_expert = -1;
+    f->slow_layer = f->slow_expert = -1;
+    f->straggler_rank = -1;
+    f->hidden_share = NAN;
+    if (r == NULL) {
+        return;
+    }
+    find_hot(r, f);
+    find_slow(r, f);
+    find_straggler(r, f);
+    find_exchange(r, f);
+}
+
+/* ---- config.yaml and the writers' order ------------------------------------------ */
+
+FILE *moe_report_open(const moe_report_t *r, const char *name, moe_error_t *err)
+{
+    char path[MOE_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", r->run_dir, name);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    return f;
+}
+
+moe_status_t moe_report_close(FILE *f, const moe_report_t *r, const char *name, moe_error_t *err)
+{
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        return moe_error_set(err, MOE_ERR_IO, "%s/%s: write failed (disk full?)", r->run_dir, name);
+    }
+    return MOE_OK;
+}
+
+moe_status_t moe_report_write_config(const moe_report_t *r, moe_error_t *err)
+{
+    if (r == NULL) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "config.yaml: no report");
+    }
+    FILE *f = moe_report_open(r, "config.yaml", err);
+    if (f == NULL) {
+        return MOE_ERR_IO;
+    }
+    size_t n = r->config_text != NULL ? r->config_len : 0;
+    if (n > 0) {
+        fwrite(r->config_text, 1, n, f); /* a short write shows in ferror at close */
+    }
+    return moe_report_close(f, r, "config.yaml", err);
+}
+
+moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err)
+{
+    typedef moe_status_t (*writer_fn)(const moe_report_t *, moe_error_t *);
+    const writer_fn writers[] = {
+        moe_report_write_config, moe_report_write_summary, moe_report_write_rank_summaries,
+        moe_report_write_json,   moe_report_write_csv,     moe_report_write_html,
+        moe_report_write_trace, /* last: the largest, and the least needed after a signal */
+    };
+    if (r == NULL || r->cfg == NULL) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "report: no report or no config");
+    }
+    /* Keep going after a failure: the other files may still be written and useful; the
+     * first error is the one returned. */
+    moe_status_t first = MOE_OK;
+    for (size_t i = 0; i < sizeof(writers) / sizeof(writers[0]); i++) {
+        if (writers[i] == moe_report_write_trace && !r->cfg->prof_trace) {
+            continue;
+        }
+        moe_error_t e;
+        moe_error_clear(&e);
+        moe_status_t st = writers[i](r, &e);
+        if (st != MOE_OK && first == MOE_OK) {
+            first = st;
+            if (err != NULL) {
+                *err = e;
+            }
+        }
+    }
+    return first;
+}
+
+/* ---- headline -------------------------------------------------------------------- */
+
+void moe_report_print_headline(const moe_report_t *r, FILE *out)
+{
+    moe_report_findings_t f;
+    if (r == NULL || out == NULL) {
+        return;
+    }
+    moe_report_find(r, &f);
+    fprintf(out,
+            "moed: %.0f tokens/s (%lld steps of %lld tokens in %.3f s); %lld steps "
+            "recorded on %d ranks\n",
+            r->tokens_per_s, (long long)r->steps_run, (long long)r->tokens_per_step, r->run_s,
+            (long long)r->recorded_steps, r->world_size);
+    if (r->partial) {
+        fprintf(out, "  PARTIAL report: missing %s\n", r->missing[0] ? r->missing : "some ranks");
+    }
+    if (f.hot_layer >= 0) {
+        fprintf(out, "  hottest expert: layer %d expert %d, %.2fx its layer's mean tokens",
+                f.hot_layer, f.hot_expert, f.hot_share);
+        if (f.straggler_rank >= 0 && f.straggler_ratio > 1.0 + 1e-9) { /* 1.00x: no outlier */
+            fprintf(out, "; straggler: rank %d, %.2fx the mean compute", f.straggler_rank,
+                    f.straggler_ratio);
+        }
+        fprintf(out, "; exchange: %.1f%% of step time moving bytes, %.1f%% waiting\n",
+                100.0 * f.exchange_share, 100.0 * f.idle_share);
+    }
+    fprintf(out, "  report: %s/summary.txt (report.html, summary.json%s)\n", r->run_dir,
+            r->cfg != NULL && r->cfg->prof_trace ? ", trace.json" : "");
+}

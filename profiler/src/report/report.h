@@ -1,0 +1,257 @@
+/* The merged profile on rank 0: what every report writer reads.
+ *
+ * Filled by merge.c from the records the profiled ranks sent (proto/prof_record.h); the
+ * writers (report_*.c) only read it. Times are nanoseconds, sizes bytes, all clock-aligned
+ * to rank 0's monotonic clock and made relative to `t0_ns` (the run's first step on rank
+ * 0) where they are points in time. Arrays are owned by the report (moe_report_free). */
+#ifndef MOE_REPORT_H
+#define MOE_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "moe/config.h"
+#include "moe/hist.h"
+#include "moe/phase.h"
+#include "moe/status.h"
+
+/* Per-step statistics of one quantity: sum over recorded steps and the per-step extremes. */
+typedef struct moe_rep_stat {
+    double sum;
+    double min;
+    double max;
+    uint64_t n;
+} moe_rep_stat_t;
+
+typedef struct moe_rep_mem_sample {
+    int64_t t_ns;        /* aligned, relative to t0_ns */
+    uint64_t rss_bytes;
+    uint64_t dev_bytes;  /* 0 without a device */
+} moe_rep_mem_sample_t;
+
+typedef struct moe_rep_rank {
+    int rank;
+    bool profiled;       /* in profiler.profiled_ranks */
+    bool present;        /* its records reached rank 0 (false: lost or not profiled) */
+    bool routes;         /* runs the gate for some tokens (the master, or every rank in
+                            symmetric routing) */
+    char host[64];
+    int num_local;       /* experts hosted */
+    int64_t steps;       /* recorded steps */
+    moe_rep_stat_t phase[MOE_PHASE_COUNT]; /* per recorded step, summed over layers */
+    /* The step split three ways (sums over recorded steps):
+     *   compute  = gate + expert + merge
+     *   idle     = time in the exchange before the last peer had arrived at it (waiting
+     *              for slower ranks: load imbalance), from clock-aligned exchange starts
+     *   exchange = dispatch + combine - idle (moving bytes) */
+    double compute_ns;
+    double exchange_ns;
+    double idle_ns;
+    /* Overlap of exchange and compute (sums over recorded layers; records of version 2):
+     *   inflight_ns = per layer, the union of the row exchanges' spans (each from its start
+     *                 until this rank saw it complete), whatever phase they fall in
+     *   hidden_ns   = the part of inflight_ns during this rank's own expert calls
+     * hidden / inflight is the share of exchange time hidden behind compute: 0 by
+     * construction with chunks 1. (Not the `exchange_ns` above: that is phase time.) */
+    double inflight_ns;
+    double hidden_ns;
+    int chunks;          /* runtime.chunks as this rank ran it; 0 not recorded */
+    char device[64];     /* "cpu" or the GPU's name; "" not recorded */
+    uint64_t rss_peak;
+    uint64_t dev_peak;
+    uint64_t expert_weight_bytes;
+    uint64_t exchange_buffer_bytes;
+    int num_mem;
+    moe_rep_mem_sample_t *mem;   /* [num_mem] the sampler's series */
+    /* This rank's own count of bytes it sent to / received from each rank [world_size]
+     * (zeros when not present). The matrix `bytes` is built from the senders' rows; these
+     * let a reader check that i's sent[j] equals j's recv[i]. */
+    uint64_t *bytes_sent;
+    uint64_t *bytes_recv;
+    double clock_offset_ns;      /* this clock minus rank 0's, at start */
+    double clock_offset_end_ns;  /* the same at the end */
+    double clock_uncertainty_ns; /* half the best round trip */
+} moe_rep_rank_t;
+
+typedef struct moe_rep_expert {
+    int layer;
+    int expert;
+    int rank;            /* host rank */
+    uint64_t tokens;     /* rows computed over recorded steps */
+    uint64_t calls;      /* (recorded step, layer) pairs with rows > 0; with runtime.chunks
+                            N the expert's calls of one layer count once */
+    double flops;
+    moe_hist_t hist;     /* ns per such call: busy time summed over the layer's chunks */
+} moe_rep_expert_t;
+
+typedef struct moe_rep_layer {
+    uint64_t *demand;    /* [E] choices of each expert, before capacity, all routing ranks */
+    uint64_t *kept;      /* [E] */
+    uint64_t *dropped;   /* [E] */
+    /* Balance of `kept` over experts (see balance.h): */
+    double gini;
+    double cv;
+    double entropy_norm;
+    double max_mean;
+} moe_rep_layer_t;
+
+/* One row of metrics.csv. */
+typedef struct moe_rep_metric {
+    int64_t step;
+    int layer;
+    int expert;
+    int rank;
+    int64_t tokens;
+    int64_t ns;          /* expert compute time that step */
+    double flops;
+} moe_rep_metric_t;
+
+/* One recorded step of one rank (for the step-time breakdown chart and the trace). */
+typedef struct moe_rep_step {
+    int64_t step;
+    int rank;
+    int64_t begin_ns;    /* aligned, relative to t0_ns */
+    int64_t phase_ns[MOE_PHASE_COUNT];
+} moe_rep_step_t;
+
+/* Trace events, already aligned and relative to t0_ns. */
+typedef enum {
+    MOE_TEV_PHASE = 0,    /* id = phase (MOE_PHASE_*), layer set; lane "phases" */
+    MOE_TEV_EXPERT = 1,   /* one expert call: id = expert id, layer set, arg = rows; lane per
+                             local expert */
+    MOE_TEV_STEP = 2,     /* id = step; lane "steps" */
+    MOE_TEV_EXCHANGE = 3, /* one row exchange in flight: id = MOE_PROF_SPAN_* (0 dispatch,
+                             1 combine), layer set, arg = chunk; lane "exchange" */
+} moe_tev_kind_t;
+
+/* Trace lanes of a rank: steps, phases, exchanges, then one per local expert. */
+enum {
+    MOE_LANE_STEPS = 0,
+    MOE_LANE_PHASES = 1,
+    MOE_LANE_EXCHANGE = 2,
+    MOE_LANE_EXPERT0 = 3, /* + local expert index */
+};
+
+typedef struct moe_rep_event {
+    int64_t ts_ns;
+    int64_t dur_ns;
+    int32_t rank;
+    int16_t kind;
+    int16_t layer;
+    int32_t id;
+    int32_t lane;        /* MOE_LANE_*: 0 steps, 1 phases, 2 exchange, 3 + local expert */
+    int64_t step;
+    int64_t arg;
+} moe_rep_event_t;
+
+typedef struct moe_report {
+    /* run facts */
+    const moe_config_t *cfg;
+    const char *config_text;
+    size_t config_len;
+    char run_dir[MOE_PATH_MAX];  /* <output_dir>/<YYYY-MM-DD__HH-MM-SS>_<hash> */
+    char started_at[32];         /* ISO-8601 local time */
+    char version[32];
+    char build_id[48];
+    char blas[32];
+    char transport[16];
+    int world_size;
+    int num_hosts;
+    int64_t steps_run;
+    int64_t steps_planned;       /* workload.steps or --steps */
+    bool interrupted;            /* stopped by a signal before steps_planned */
+    int64_t tokens_per_step;
+    double run_s;                /* wall time of all steps on rank 0 */
+    double tokens_per_s;
+    int64_t recorded_steps;      /* steps inside measurement windows */
+    int windows;
+    bool partial;                /* some profiled rank's records are missing */
+    char missing[512];           /* which and why, in words, when partial */
+    double clock_skew_max_ns;    /* largest |offset| of any rank to rank 0 */
+    double clock_uncertainty_max_ns;
+    double clock_drift_max_ns;   /* largest |end offset - start offset| */
+    int chunks;                  /* runtime.chunks (rank 0's; else a present rank's) */
+    char device[64];             /* rank 0's device: "cpu" or the GPU's name */
+
+    moe_rep_rank_t *ranks;       /* [world_size] */
+    int num_layers;
+    int num_experts;
+    moe_rep_expert_t *experts;   /* [num_layers * num_experts], index l * E + e */
+    moe_rep_layer_t *layers;     /* [num_layers] */
+    /* rank-to-rank, row = sender i, column = receiver j, [world * world]; both directions
+     * of the exchange (dispatch and combine) counted. Filled from the profiled senders'
+     * records and, where a sender is not profiled, from the profiled receivers' records. */
+    uint64_t *bytes;
+    uint64_t *msgs;
+    /* wait[i * W + j]: time rank i spent in exchanges until rank j's rows had arrived. */
+    double *wait_ns;
+
+    int64_t num_metrics;
+    moe_rep_metric_t *metrics;
+    int64_t metrics_dropped;     /* rows beyond the recorder's bound */
+    /* metrics.csv is written row by row while windows merge, so rank 0's memory does not
+     * grow with the run; then metrics[] holds only its first rows (for the trace's token
+     * counters) and the csv writer leaves the file alone. */
+    bool metrics_streamed;
+    int64_t metrics_rows;        /* rows in metrics.csv */
+    int64_t num_steps;
+    moe_rep_step_t *steps;
+    int64_t num_events;
+    moe_rep_event_t *events;
+    int64_t events_dropped;      /* beyond profiler.trace_max_events */
+} moe_report_t;
+
+void moe_report_free(moe_report_t *r); /* accepts NULL; frees arrays, not cfg/config_text */
+
+/* Findings a person reads first (summary.txt, report.html, summary.json). */
+typedef struct moe_report_findings {
+    int hot_layer, hot_expert;       /* most tokens */
+    double hot_share;                /* its tokens / mean tokens of the layer */
+    int slow_layer, slow_expert;     /* lowest GFLOP/s (= most ns per token) among experts
+                                        that ran; not the busiest one, the slowest one */
+    double slow_gflops;
+    double slow_vs_median;           /* its GFLOP/s / median expert GFLOP/s */
+    double slow_p99_ns;
+    int straggler_rank;              /* largest compute time among ranks with experts */
+    double straggler_ratio;          /* its compute / mean compute of those ranks */
+    int straggler_n;                 /* ranks with experts compared */
+    /* Shares of step time, averaged over the present ranks (each rank's sum over its
+     * recorded steps divided by its step time): */
+    double exchange_share;           /* moving bytes (exchange) */
+    double idle_share;               /* waiting in an exchange for slower ranks (idle) */
+    /* Share of exchange time hidden behind expert compute: sum of hidden_ns over sum of
+     * inflight_ns, present ranks; NAN when no exchange was recorded (older records). */
+    double hidden_share;
+} moe_report_findings_t;
+/* hidden / inflight of one rank, NAN when it recorded no exchange. */
+double moe_report_hidden_share(const moe_rep_rank_t *k);
+void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
+
+/* Writers: each writes one file into r->run_dir; err names the file on failure. */
+moe_status_t moe_report_write_config(const moe_report_t *r, moe_error_t *err);   /* config.yaml */
+moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err);  /* summary.txt */
+moe_status_t moe_report_write_rank_summaries(const moe_report_t *r, moe_error_t *err); /* summary_rank_<r>.txt */
+moe_status_t moe_report_write_json(const moe_report_t *r, moe_error_t *err);     /* summary.json */
+moe_status_t moe_report_write_csv(const moe_report_t *r, moe_error_t *err);      /* metrics.csv, comm.csv */
+moe_status_t moe_report_write_trace(const moe_report_t *r, moe_error_t *err);    /* trace.json */
+moe_status_t moe_report_write_html(const moe_report_t *r, moe_error_t *err);     /* report.html */
+/* All of the above (trace only if profiler.trace). */
+moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err);
+/* For the writers: open <run_dir>/<name> for writing (NULL and err set on failure), and
+ * close it (MOE_ERR_IO naming the file if anything did not reach the disk). */
+FILE *moe_report_open(const moe_report_t *r, const char *name, moe_error_t *err);
+moe_status_t moe_report_close(FILE *f, const moe_report_t *r, const char *name, moe_error_t *err);
+
+/* metrics.csv's header line and one row, shared by the streaming merge and the writer. */
+extern const char moe_report_metrics_header[];
+void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m);
+
+/* The headline lines printed at the end of a run (to `out`). */
+void moe_report_print_headline(const moe_report_t *r, FILE *out);
+
+/* `moed compare DIR_A DIR_B`: reads both summary.json files, prints side by side. Returns
+ * 0, or 2 on a read/parse error (message on stderr). */
+int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out);
+
+#endif /* MOE_REPORT_H */

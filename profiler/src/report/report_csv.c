@@ -1,0 +1,61 @@
+/* metrics.csv (one row per recorded expert call group: step, layer, expert) and comm.csv
+ * (one row per ordered rank pair). Plain RFC 4180 CSV: a header line, numbers only, so a
+ * spreadsheet or pandas reads them without options. */
+#include "report/report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+const char moe_report_metrics_header[] = "step,layer,expert,rank,tokens,compute_ms,gflops\n";
+
+void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m)
+{
+    double g = m->ns > 0 ? m->flops / (double)m->ns : 0.0; /* flops per ns = GFLOP/s */
+    fprintf(f, "%" PRId64 ",%d,%d,%d,%" PRId64 ",%.6f,%.3f\n", m->step, m->layer, m->expert,
+            m->rank, m->tokens, (double)m->ns / 1e6, g);
+}
+
+static moe_status_t csv_metrics(const moe_report_t *r, moe_error_t *err)
+{
+    if (r->metrics_streamed) {
+        return MOE_OK; /* written row by row during the run */
+    }
+    FILE *f = moe_report_open(r, "metrics.csv", err);
+    if (f == NULL) {
+        return MOE_ERR_IO;
+    }
+    fputs(moe_report_metrics_header, f);
+    for (int64_t i = 0; r->metrics != NULL && i < r->num_metrics; i++) {
+        moe_report_metrics_row(f, &r->metrics[i]);
+    }
+    return moe_report_close(f, r, "metrics.csv", err);
+}
+
+static moe_status_t csv_comm(const moe_report_t *r, moe_error_t *err)
+{
+    FILE *f = moe_report_open(r, "comm.csv", err);
+    if (f == NULL) {
+        return MOE_ERR_IO;
+    }
+    fputs("src,dst,bytes,messages,wait_ms\n", f);
+    int w = r->world_size;
+    for (int i = 0; i < w; i++) {
+        for (int j = 0; j < w; j++) {
+            size_t at = (size_t)i * (size_t)w + (size_t)j;
+            fprintf(f, "%d,%d,%" PRIu64 ",%" PRIu64 ",%.6f\n", i, j,
+                    r->bytes != NULL ? r->bytes[at] : 0, r->msgs != NULL ? r->msgs[at] : 0,
+                    r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0);
+        }
+    }
+    return moe_report_close(f, r, "comm.csv", err);
+}
+
+moe_status_t moe_report_write_csv(const moe_report_t *r, moe_error_t *err)
+{
+    if (r == NULL) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "metrics.csv: no report");
+    }
+    moe_status_t st = csv_metrics(r, err);
+    return st == MOE_OK ? csv_comm(r, err) : st;
+}

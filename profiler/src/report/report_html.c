@@ -1,0 +1,934 @@
+/* report.html: one self-contained page (inline CSS and SVG, no script, nothing fetched)
+ * with the run facts, the findings and five charts:
+ *   chart-load     expert load per layer (heatmap, tokens)
+ *   chart-latency  latency per expert (p50 bars, p90 ticks, p99 dots; ms)
+ *   chart-comm     rank-to-rank volume (heatmap, MB)
+ *   chart-memory   RSS (and device memory) over time per rank (MiB against s)
+ *   chart-steps    step time per rank split into compute / exchange / idle (ms per step)
+ * After the charts: the exchange hidden behind expert compute per rank (table) and the
+ * load balance per layer (table). Charts are sized from the data: cells shrink with the
+ * number of experts or ranks, axis labels are thinned so they never overlap, and every cell
+ * or bar has a hover title with its exact figures. All text from the run (hosts, paths) is HTML-escaped. */
+#include "report/report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HTML_W 1200         /* drawing width of every chart, px */
+#define HTML_MB 1e6         /* MB = 10^6 bytes */
+#define HTML_MIB 1048576.0  /* MiB = 2^20 bytes */
+#define HTML_COMM_MAX 128   /* ranks; a larger matrix is not drawn (see comm.csv) */
+#define HTML_MEM_POINTS 600 /* points per memory line, peaks kept */
+
+/* ColorBrewer YlGnBu: a sequential palette that stays readable in grey and for the common
+ * colour-vision deficiencies; light = little, dark = much. */
+static const unsigned html_seq[9] = {0xffffd9, 0xedf8b1, 0xc7e9b4, 0x7fcdbb, 0x41b6c4,
+                                     0x1d91c0, 0x225ea8, 0x253494, 0x081d58};
+/* Tableau 10 for categories (ranks). */
+static const unsigned html_cat[10] = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
+                                      0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
+static const char *const html_split_colour[3] = {"#4e79a7", "#f28e2b", "#bab0ac"};
+static const char *const html_split_name[3] = {"compute", "exchange", "idle"};
+
+/* ---- text helpers ---------------------------------------------------------------- */
+
+static void html_put(FILE *f, const char *s)
+{
+    for (; s != NULL && *s != '\0'; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static const char *html_host(const moe_report_t *r, int rank)
+{
+    return rank >= 0 && rank < r->world_size ? r->ranks[rank].host : "?";
+}
+
+/* A colour of the sequential palette for t in [0, 1]. */
+static void html_seq_colour(double t, char out[8])
+{
+    t = !(t > 0.0) ? 0.0 : t > 1.0 ? 1.0 : t;
+    double x = t * 8.0;
+    int i = x >= 8.0 ? 7 : (int)x;
+    double u = x - i;
+    unsigned a = html_seq[i], b = html_seq[i + 1], rgb = 0;
+    for (int sh = 16; sh >= 0; sh -= 8) {
+        double ca = (a >> sh) & 0xff, cb = (b >> sh) & 0xff;
+        rgb |= (unsigned)lround(ca + (cb - ca) * u) << sh;
+    }
+    snprintf(out, 8, "#%06x", rgb & 0xffffffu);
+}
+
+static void html_cat_colour(int i, char out[8])
+{
+    snprintf(out, 8, "#%06x", html_cat[(i % 10 + 10) % 10]);
+}
+
+/* A round tick step giving about `target` ticks up to max. */
+static double html_nice_step(double max, int target)
+{
+    if (!(max > 0.0)) {
+        return 1.0;
+    }
+    double raw = max / target, mag = pow(10.0, floor(log10(raw))), n = raw / mag;
+    double step = n <= 1.0 ? 1.0 : n <= 2.0 ? 2.0 : n <= 2.5 ? 2.5 : n <= 5.0 ? 5.0 : 10.0;
+    return step * mag;
+}
+
+/* A tick label with as many decimals as the step needs. */
+static void html_tick(double v, double step, char *buf, size_t n)
+{
+    int dec = 0;
+    while (dec < 6 && fabs(step * pow(10.0, dec) - round(step * pow(10.0, dec))) > 1e-6) {
+        dec++;
+    }
+    snprintf(buf, n, "%.*f", dec, fabs(v) < step * 1e-6 ? 0.0 : v); /* no "-0.0" */
+}
+
+/* Short numbers for cells: 987, 12.3k, 4.56M. */
+static void html_compact(double v, char *buf, size_t n)
+{
+    if (v < 1000.0) {
+        int dec = v == floor(v) ? 0 : v < 10.0 ? 2 : v < 100.0 ? 1 : 0;
+        snprintf(buf, n, "%.*f", dec, v);
+    } else if (v < 1e6) {
+        snprintf(buf, n, "%.1fk", v / 1e3);
+    } else if (v < 1e9) {
+        snprintf(buf, n, "%.1fM", v / 1e6);
+    } else {
+        snprintf(buf, n, "%.1fG", v / 1e9);
+    }
+}
+
+/* Every how many labels to draw so neighbours are at least `min_px` apart. */
+static int html_label_every(double slot, double min_px)
+{
+    static const int steps[] = {1,  2,  4,  5,   8,   10,  16,  20,  25,
+                                32, 50, 64, 100, 128, 256, 512, 1024};
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        if (steps[i] * slot >= min_px) {
+            return steps[i];
+        }
+    }
+    return 2048;
+}
+
+static void html_svg_open(FILE *f, const char *id, int w, int h, const char *label)
+{
+    fprintf(f,
+            "<svg id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" "
+            "aria-label=\"",
+            id, w, h, w, h);
+    html_put(f, label);
+    fputs("\">\n", f);
+}
+
+static void html_text(FILE *f, double x, double y, const char *anchor, const char *extra,
+                      const char *text)
+{
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\"%s%s>", x, y, anchor,
+            extra[0] ? " " : "", extra);
+    html_put(f, text);
+    fputs("</text>\n", f);
+}
+
+/* A horizontal colour legend for a sequential scale from 0 to max. */
+static void html_legend(FILE *f, const char *grad_id, double x, double y, double max,
+                        const char *unit)
+{
+    char buf[32];
+    fprintf(f, "<defs><linearGradient id=\"%s\">", grad_id);
+    for (int i = 0; i < 9; i++) {
+        fprintf(f, "<stop offset=\"%d%%\" stop-color=\"#%06x\"/>", i * 100 / 8, html_seq[i]);
+    }
+    fprintf(f,
+            "</linearGradient></defs>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"240\" height=\"12\" "
+            "fill=\"url(#%s)\" stroke=\"#999\"/>\n",
+            x, y, grad_id);
+    html_text(f, x, y + 26, "start", "", "0");
+    html_compact(max, buf, sizeof(buf));
+    html_text(f, x + 240, y + 26, "end", "", buf);
+    html_text(f, x + 250, y + 11, "start", "", unit);
+}
+
+/* A round axis top at or above max, and its tick step. */
+static double html_nice_max(double max, double *step)
+{
+    *step = html_nice_step(max, 5);
+    double top = ceil(max / *step - 1e-9) * *step;
+    return top > 0.0 ? top : *step;
+}
+
+/* A vertical value axis at x from y0 (value 0) up to y0 - h (value max, a nice max from
+ * html_nice_max): ticks, grid lines across w, and the rotated unit title. */
+static void html_y_axis(FILE *f, double x, double y0, double h, double w, double max, double step,
+                        const char *title)
+{
+    char buf[32];
+    for (int i = 0; i * step <= max * 1.0001; i++) {
+        double v = i * step, y = y0 - h * v / max;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", x, y,
+                x + w, y);
+        html_tick(v, step, buf, sizeof(buf));
+        html_text(f, x - 6, y + 4, "end", "", buf);
+    }
+    fprintf(
+        f,
+        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">",
+        x - 50, y0 - h / 2, x - 50, y0 - h / 2);
+    html_put(f, title);
+    fputs("</text>\n", f);
+}
+
+/* Labels 0..n-1 centred in slots of width `slot` from x0, thinned so they never touch. */
+static void html_x_labels(FILE *f, double x0, double slot, int n, double y)
+{
+    char buf[16];
+    int every = html_label_every(slot, 26.0);
+    for (int i = 0; i < n; i += every) {
+        snprintf(buf, sizeof(buf), "%d", i);
+        html_text(f, x0 + slot * (i + 0.5), y, "middle", "", buf);
+    }
+}
+
+static double html_clamp(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* ---- page head, facts, findings -------------------------------------------------- */
+
+static const char html_css[] =
+    "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',Arial,sans-serif;"
+    "color:#222;margin:0 auto;max-width:1240px;padding:16px 20px;background:#fff}\n"
+    "h1{font-size:22px;margin:4px 0 10px}h2{font-size:17px;margin:28px 0 2px}\n"
+    "p.note{color:#555;font-size:13px;margin:2px 0 6px}\n"
+    "table{border-collapse:collapse;font-size:13px}\n"
+    "td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top}\n"
+    "th{background:#f4f4f4}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\n"
+    ".partial{background:#fde2e1;border:2px solid #c0392b;color:#7b1d13;padding:10px 14px;"
+    "font-weight:600;margin:10px 0}\n"
+    ".findings li{margin:5px 0}\n"
+    "svg{display:block;max-width:100%;height:auto;margin:6px 0 0}\n"
+    "svg text{font-size:12px;fill:#333}svg .grid{stroke:#e6e6e6}svg .axis{stroke:#888}\n"
+    "svg text.in{font-size:11px}svg text.dark{fill:#fff}\n"
+    "footer{color:#666;font-size:12px;margin:30px 0 10px}\n";
+
+static void html_head(FILE *f, const moe_report_t *r)
+{
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>moed "
+          "profile: ",
+          f);
+    html_put(f, r->run_dir);
+    fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<h1>moed profile</h1>\n", html_css);
+    if (r->interrupted) {
+        fprintf(f, "<div class=\"partial\">INTERRUPTED: stopped by a signal after %lld of %lld "
+                   "steps.</div>\n", (long long)r->steps_run, (long long)r->steps_planned);
+    }
+    if (r->partial) {
+        fputs("<div class=\"partial\">PARTIAL: missing ", f);
+        html_put(f, r->missing[0] ? r->missing : "some ranks' records");
+        fputs(". The figures cover only the ranks whose records reached rank 0.</div>\n", f);
+    }
+}
+
+static void html_fact(FILE *f, const char *key, const char *value)
+{
+    fprintf(f, "<tr><th>%s</th><td>", key);
+    html_put(f, value);
+    fputs("</td></tr>\n", f);
+}
+
+/* Expert ids as ranges ("0-3, 8") into buf. */
+static void html_id_ranges(const int32_t *ids, int n, char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at < cap;) {
+        int j = i;
+        while (j + 1 < n && ids[j + 1] == ids[j] + 1) {
+            j++;
+        }
+        int k = j > i ? snprintf(buf + at, cap - at, "%s%d-%d", i ? ", " : "", ids[i], ids[j])
+                      : snprintf(buf + at, cap - at, "%s%d", i ? ", " : "", ids[i]);
+        at += k > 0 ? (size_t)k : 0;
+        i = j + 1;
+    }
+}
+
+static void html_placement(FILE *f, const moe_report_t *r)
+{
+    int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
+    char buf[512];
+    if (ids == NULL) {
+        return;
+    }
+    fputs("<tr><th>placement</th><td>", f);
+    for (int k = 0; k < r->world_size; k++) {
+        int n = moe_cfg_experts_of_rank(r->cfg, k, ids);
+        html_id_ranges(ids, n, buf, sizeof(buf));
+        fprintf(f, "%srank %d (", k ? "<br>" : "", k);
+        html_put(f, html_host(r, k));
+        fprintf(f, "): %s", n > 0 ? "experts " : "no experts");
+        html_put(f, buf);
+        if (r->cfg->routing == MOE_ROUTING_MASTER && k == r->cfg->master_rank) {
+            fputs(" &mdash; routes every token", f);
+        }
+        if (!r->ranks[k].present) {
+            fputs(r->ranks[k].profiled ? " <b>[records missing]</b>" : " [not profiled]", f);
+        }
+    }
+    fputs("</td></tr>\n", f);
+    free(ids);
+}
+
+static void html_facts(FILE *f, const moe_report_t *r)
+{
+    const moe_config_t *c = r->cfg;
+    char buf[512];
+    fputs("<table class=\"facts\">\n", f);
+    snprintf(buf, sizeof(buf), "%s (build %s)", r->version, r->build_id);
+    html_fact(f, "moed", buf);
+    html_fact(f, "started", r->started_at);
+    html_fact(f, "report folder", r->run_dir);
+    snprintf(buf, sizeof(buf), "%d ranks on %d host%s", r->world_size, r->num_hosts,
+             r->num_hosts == 1 ? "" : "s");
+    html_fact(f, "world", buf);
+    html_placement(f, r);
+    snprintf(buf, sizeof(buf),
+             "%" PRId64 " layers x %" PRId64 " experts, top-%" PRId64 ", hidden %" PRId64
+             ", ffn %" PRId64 ", %s, capacity factor %g",
+             c->num_layers, c->num_experts, c->top_k, c->hidden_dim, c->ffn_dim,
+             c->activation == MOE_ACT_GELU ? "gelu" : "swiglu", c->capacity_factor);
+    html_fact(f, "model", buf);
+    const char *kind = c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu";
+    bool named = r->device[0] != '\0' && strcmp(r->device, kind) != 0;
+    snprintf(buf, sizeof(buf),
+             "routing %s, transport %s, device %s%s%.63s%s, BLAS %s (%" PRId64
+             " thread%s per rank)",
+             c->routing == MOE_ROUTING_SYMMETRIC ? "symmetric" : "master", r->transport, kind,
+             named ? " (" : "", named ? r->device : "", named ? ")" : "", r->blas, c->threads,
+             c->threads == 1 ? "" : "s");
+    html_fact(f, "runtime", buf);
+    if (r->chunks > 0) {
+        snprintf(buf, sizeof(buf), "%d (runtime.chunks; %s)", r->chunks,
+                 r->chunks > 1 ? "one chunk's exchange overlaps another's expert compute"
+                               : "exchange and expert compute do not overlap");
+    } else {
+        snprintf(buf, sizeof(buf), "not recorded");
+    }
+    html_fact(f, "chunks", buf);
+    snprintf(buf, sizeof(buf),
+             "%" PRId64 " run of %" PRId64 " tokens; %" PRId64 " recorded in %d window%s",
+             r->steps_run, r->tokens_per_step, r->recorded_steps, r->windows,
+             r->windows == 1 ? "" : "s");
+    html_fact(f, "steps", buf);
+    snprintf(buf, sizeof(buf), "%.1f tokens/s (%.3f s for all steps on rank 0)", r->tokens_per_s,
+             r->run_s);
+    html_fact(f, "throughput", buf);
+    snprintf(buf, sizeof(buf), "skew max %.1f us, uncertainty max +/- %.1f us, drift max %.1f us",
+             r->clock_skew_max_ns / 1e3, r->clock_uncertainty_max_ns / 1e3,
+             r->clock_drift_max_ns / 1e3);
+    html_fact(f, "clocks", buf);
+    fputs("</table>\n", f);
+}
+
+static void html_findings(FILE *f, const moe_report_t *r)
+{
+    moe_report_findings_t x;
+    moe_report_find(r, &x);
+    fputs("<h2>Findings</h2>\n<ul class=\"findings\">\n", f);
+    if (x.hot_layer >= 0) {
+        const moe_rep_expert_t *e = &r->experts[x.hot_layer * r->num_experts + x.hot_expert];
+        fprintf(f,
+                "<li><b>Hottest expert:</b> layer %d expert %d (rank %d) got %" PRIu64
+                " tokens, <b>%.2fx</b> the mean of its layer.</li>\n",
+                x.hot_layer, x.hot_expert, e->rank, e->tokens, x.hot_share);
+    }
+    if (x.slow_layer >= 0) {
+        fprintf(f,
+                "<li><b>Slowest expert:</b> layer %d expert %d ran at %.2f GFLOP/s, "
+                "<b>%.2fx</b> the median expert; its p99 call took %.3f ms.</li>\n",
+                x.slow_layer, x.slow_expert, x.slow_gflops, x.slow_vs_median, x.slow_p99_ns / 1e6);
+    }
+    if (x.straggler_rank >= 0) {
+        const moe_rep_rank_t *k = &r->ranks[x.straggler_rank];
+        fprintf(f, "<li><b>Straggler rank:</b> rank %d (", x.straggler_rank);
+        html_put(f, k->host);
+        fprintf(f, ") computes %.3f ms per step, ",
+                k->steps > 0 ? k->compute_ns / (double)k->steps / 1e6 : 0.0);
+        if (x.straggler_n > 1) {
+            fprintf(f, "<b>%.2fx</b> the mean of the ranks with experts.</li>\n",
+                    x.straggler_ratio);
+        } else {
+            fputs("but it is the only rank with experts present: nothing to compare.</li>\n", f);
+        }
+    }
+    fprintf(f,
+            "<li><b>Exchange:</b> <b>%.1f%%</b> of step time goes to moving bytes and "
+            "<b>%.1f%%</b> to waiting in the exchange for slower ranks (mean over the ranks "
+            "present).</li>\n",
+            100.0 * x.exchange_share, 100.0 * x.idle_share);
+    if (isfinite(x.hidden_share)) {
+        fprintf(f,
+                "<li><b>Overlap:</b> <b>%.1f%%</b> of exchange time was hidden behind expert "
+                "compute (runtime.chunks %d; summed over the ranks present).</li>\n",
+                100.0 * x.hidden_share, r->chunks);
+    }
+    fputs("</ul>\n", f);
+}
+
+/* ---- chart 1: expert load heatmap ------------------------------------------------ */
+
+static uint64_t html_layer_tokens(const moe_report_t *r, int l)
+{
+    uint64_t s = 0;
+    for (int e = 0; e < r->num_experts; e++) {
+        s += r->experts[l * r->num_experts + e].tokens;
+    }
+    return s;
+}
+
+/* One cell; mean = the layer's mean tokens per expert, max = the colour scale's top. */
+static void html_load_cell(FILE *f, const moe_report_t *r, int l, int e, double x, double y,
+                           double cw, double ch, double mean, double max)
+{
+    const moe_rep_expert_t *ex = &r->experts[l * r->num_experts + e];
+    double t = (double)ex->tokens / max;
+    char col[8], buf[32];
+    html_seq_colour(t, col);
+    fprintf(f,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+            "stroke=\"#fff\" stroke-width=\"0.5\"><title>layer %d expert %d (rank %d, ",
+            x, y, cw, ch, col, l, e, ex->rank);
+    html_put(f, html_host(r, ex->rank));
+    fprintf(f, "): %" PRIu64 " tokens, %.2fx the layer mean</title></rect>\n", ex->tokens,
+            mean > 0.0 ? (double)ex->tokens / mean : 0.0);
+    if (cw >= 40.0 && ch >= 16.0) {
+        html_compact((double)ex->tokens, buf, sizeof(buf));
+        html_text(f, x + cw / 2, y + ch / 2 + 4, "middle",
+                  t > 0.55 ? "class=\"in dark\"" : "class=\"in\"", buf);
+    }
+}
+
+static void html_chart_load(FILE *f, const moe_report_t *r)
+{
+    int ne = r->num_experts, nl = r->num_layers;
+    double left = 70, top = 8, cw = html_clamp((HTML_W - left - 20) / (double)ne, 8, 64);
+    double ch = html_clamp(cw * 0.7, 22, 36);
+    ch = nl * ch > 900 ? html_clamp(900.0 / nl, 3, ch) : ch;
+    double gw = cw * ne, gh = ch * nl, max = 1.0;
+    char buf[32];
+    for (int i = 0; i < nl * ne; i++) {
+        max = (double)r->experts[i].tokens > max ? (double)r->experts[i].tokens : max;
+    }
+    fputs("<h2>Expert load per layer (tokens over the recorded steps)</h2>\n<p class=\"note\">"
+          "Each cell is one expert of one layer; darker = more tokens. Hover a cell for its "
+          "figures.</p>\n",
+          f);
+    html_svg_open(f, "chart-load", HTML_W, (int)(top + gh + 90),
+                  "Heatmap of tokens per expert and layer");
+    for (int l = 0; l < nl; l++) {
+        double mean = (double)html_layer_tokens(r, l) / ne;
+        for (int e = 0; e < ne; e++) {
+            html_load_cell(f, r, l, e, left + e * cw, top + l * ch, cw, ch, mean, max);
+        }
+    }
+    int every = html_label_every(ch, 14.0);
+    for (int l = 0; l < nl; l += every) {
+        snprintf(buf, sizeof(buf), "layer %d", l);
+        html_text(f, left - 8, top + ch * (l + 0.5) + 4, "end", "", buf);
+    }
+    html_x_labels(f, left, cw, ne, top + gh + 16);
+    html_text(f, left + gw / 2, top + gh + 34, "middle", "", "expert");
+    html_legend(f, "grad-load", left, top + gh + 52, max, "tokens");
+    fputs("</svg>\n", f);
+}
+
+/* ---- chart 2: latency per expert ------------------------------------------------- */
+
+static void html_latency_bar(FILE *f, const moe_report_t *r, const moe_rep_expert_t *e, double x,
+                             double bw, double y0, double ph, double max)
+{
+    const moe_hist_t *h = &e->hist;
+    if (h->count == 0) {
+        return;
+    }
+    double q[3] = {moe_hist_quantile(h, 0.5) / 1e6, moe_hist_quantile(h, 0.9) / 1e6,
+                   moe_hist_quantile(h, 0.99) / 1e6};
+    double y[3];
+    for (int i = 0; i < 3; i++) {
+        y[i] = y0 - ph * html_clamp(q[i] / max, 0.0, 1.0);
+    }
+    fprintf(f,
+            "<g><title>layer %d expert %d (rank %d): p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, "
+            "max %.3f ms, %" PRIu64 " calls</title>\n",
+            e->layer, e->expert, e->rank, q[0], q[1], q[2], (double)h->max / 1e6, e->calls);
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#4e79a7\"/>\n", x,
+            y[0], bw, y0 - y[0]);
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\"/>\n",
+            x + bw / 2, y[0], x + bw / 2, y[2]);
+    fprintf(f,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
+            "stroke-width=\"2\"/>\n",
+            x, y[1], x + bw, y[1]);
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"#e15759\"/>\n</g>\n", x + bw / 2,
+            y[2], html_clamp(bw / 3, 2.0, 3.5));
+}
+
+static void html_latency_legend(FILE *f, double x, double y)
+{
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>\n", x,
+            y - 10);
+    html_text(f, x + 18, y, "start", "", "p50 (bar)");
+    fprintf(f,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" "
+            "stroke-width=\"2\"/>\n",
+            x + 100, y - 4, x + 114, y - 4);
+    html_text(f, x + 120, y, "start", "", "p90 (tick)");
+    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"#e15759\"/>\n", x + 210, y - 4);
+    html_text(f, x + 220, y, "start", "", "p99 (dot)");
+}
+
+static void html_chart_latency(FILE *f, const moe_report_t *r)
+{
+    int ne = r->num_experts, nl = r->num_layers;
+    double left = 80, slot = html_clamp((HTML_W - left - 20) / (double)ne, 8, 64);
+    double ph = nl > 8 ? 90 : 130, panel = ph + 52, top = 24, max = 0.0, step;
+    char buf[32];
+    for (int i = 0; i < nl * ne; i++) {
+        double p99 = moe_hist_quantile(&r->experts[i].hist, 0.99) / 1e6;
+        max = p99 > max ? p99 : max;
+    }
+    max = html_nice_max(max > 0.0 ? max : 1.0, &step);
+    fputs("<h2>Latency per expert (ms per forward call)</h2>\n<p class=\"note\">One panel per "
+          "layer, same scale; the line runs from p50 to p99. Hover a bar for all figures.</p>\n",
+          f);
+    html_svg_open(f, "chart-latency", HTML_W, (int)(top + nl * panel),
+                  "Latency per expert: p50, p90, p99 in ms");
+    html_latency_legend(f, left, 14);
+    for (int l = 0; l < nl; l++) {
+        double y0 = top + l * panel + 20 + ph;
+        snprintf(buf, sizeof(buf), "layer %d", l);
+        html_text(f, left + ne * slot, y0 - ph - 6, "end", "font-weight=\"600\"", buf);
+        html_y_axis(f, left, y0, ph, ne * slot, max, step, "ms");
+        for (int e = 0; e < ne; e++) {
+            html_latency_bar(f, r, &r->experts[l * ne + e], left + e * slot + slot * 0.2,
+                             slot * 0.6, y0, ph, max);
+        }
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", left,
+                y0, left + ne * slot, y0);
+        html_x_labels(f, left, slot, ne, y0 + 15);
+        html_text(f, left + ne * slot / 2, y0 + 30, "middle", "", "expert");
+    }
+    fputs("</svg>\n", f);
+}
+
+/* ---- chart 3: rank-to-rank volume ------------------------------------------------ */
+
+static void html_comm_cell(FILE *f, const moe_report_t *r, int i, int j, double x, double y,
+                           double cs, double max)
+{
+    size_t at = (size_t)i * (size_t)r->world_size + (size_t)j;
+    double mb = (double)r->bytes[at] / HTML_MB, t = mb / max;
+    char col[8], buf[32];
+    if (mb > 0.0) {
+        html_seq_colour(t, col);
+    } else {
+        snprintf(col, sizeof(col), "#f2f2f2");
+    }
+    fprintf(f,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+            "stroke=\"#fff\"><title>rank %d to rank %d: %.3f MB in %" PRIu64
+            " messages; rank %d waited %.3f ms for rank %d</title></rect>\n",
+            x, y, cs, cs, col, i, j, mb, r->msgs != NULL ? r->msgs[at] : 0, i,
+            r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0, j);
+    if (cs >= 36.0 && mb > 0.0) {
+        html_compact(mb, buf, sizeof(buf));
+        html_text(f, x + cs / 2, y + cs / 2 + 4, "middle",
+                  t > 0.55 ? "class=\"in dark\"" : "class=\"in\"", buf);
+    }
+}
+
+static void html_chart_comm(FILE *f, const moe_report_t *r)
+{
+    int w = r->world_size;
+    fputs("<h2>Bytes moved rank to rank (MB = 10<sup>6</sup> bytes, over the recorded steps)</h2>\n"
+          "<p class=\"note\">Row = sender, column = receiver; dispatch and combine both counted. "
+          "Hover a cell for messages and wait time.</p>\n",
+          f);
+    if (w > HTML_COMM_MAX || r->bytes == NULL) {
+        html_svg_open(f, "chart-comm", HTML_W, 40, "Rank-to-rank volume");
+        html_text(f, 10, 24, "start", "",
+                  w > HTML_COMM_MAX ? "Too many ranks to draw the matrix: "
+                                      "see comm.csv."
+                                    : "No volume recorded.");
+        fputs("</svg>\n", f);
+        return;
+    }
+    double cs = html_clamp(640.0 / w, 6, 72), left = 90, top = 44, max = 0.0;
+    for (size_t i = 0; i < (size_t)w * (size_t)w; i++) {
+        max = (double)r->bytes[i] / HTML_MB > max ? (double)r->bytes[i] / HTML_MB : max;
+    }
+    max = max > 0.0 ? max : 1.0;
+    html_svg_open(f, "chart-comm", HTML_W, (int)(top + cs * w + 60),
+                  "Heatmap of MB sent from each rank to each rank");
+    for (int i = 0; i < w; i++) {
+        for (int j = 0; j < w; j++) {
+            html_comm_cell(f, r, i, j, left + j * cs, top + i * cs, cs, max);
+        }
+    }
+    html_text(f, left + cs * w / 2, 14, "middle", "", "to rank (receiver)");
+    html_x_labels(f, left, cs, w, top - 8);
+    int every = html_label_every(cs, 14.0);
+    char buf[16];
+    for (int i = 0; i < w; i += every) {
+        snprintf(buf, sizeof(buf), "%d", i);
+        html_text(f, left - 8, top + cs * (i + 0.5) + 4, "end", "", buf);
+    }
+    fprintf(f,
+            "<text x=\"30\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 30 %.1f)\">"
+            "from rank (sender)</text>\n",
+            top + cs * w / 2, top + cs * w / 2);
+    html_legend(f, "grad-comm", left, top + cs * w + 20, max, "MB");
+    fputs("</svg>\n", f);
+}
+
+/* ---- chart 4: memory over time --------------------------------------------------- */
+
+typedef struct html_box {
+    double x0, y0, w, h;     /* plot area: x0 left, y0 bottom */
+    double tmin, tmax, vmax; /* data ranges: seconds, MiB */
+} html_box_t;
+
+static bool html_mem_range(const moe_report_t *r, html_box_t *b)
+{
+    bool any = false;
+    for (int k = 0; k < r->world_size; k++) {
+        const moe_rep_rank_t *rk = &r->ranks[k];
+        for (int i = 0; rk->present && rk->mem != NULL && i < rk->num_mem; i++) {
+            double t = (double)rk->mem[i].t_ns / 1e9;
+            double v = (double)(rk->mem[i].rss_bytes > rk->mem[i].dev_bytes ? rk->mem[i].rss_bytes
+                                                                            : rk->mem[i].dev_bytes);
+            b->tmin = !any || t < b->tmin ? t : b->tmin;
+            b->tmax = !any || t > b->tmax ? t : b->tmax;
+            b->vmax = !any || v / HTML_MIB > b->vmax ? v / HTML_MIB : b->vmax;
+            any = true;
+        }
+    }
+    return any;
+}
+
+/* One series as a polyline, at most HTML_MEM_POINTS points: each point is the peak of its
+ * window, so short spikes stay visible. */
+static void html_mem_line(FILE *f, const moe_rep_rank_t *rk, const html_box_t *b, bool dev,
+                          const char *col)
+{
+    int n = rk->num_mem, win = (n + HTML_MEM_POINTS - 1) / HTML_MEM_POINTS;
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", col,
+            dev ? " stroke-dasharray=\"6 4\"" : "");
+    for (int i = 0; i < n; i += win) {
+        int best = i;
+        for (int j = i; j < i + win && j < n; j++) {
+            uint64_t a = dev ? rk->mem[j].dev_bytes : rk->mem[j].rss_bytes;
+            uint64_t c = dev ? rk->mem[best].dev_bytes : rk->mem[best].rss_bytes;
+            best = a > c ? j : best;
+        }
+        double t = (double)rk->mem[best].t_ns / 1e9;
+        double v = (double)(dev ? rk->mem[best].dev_bytes : rk->mem[best].rss_bytes) / HTML_MIB;
+        fprintf(f, "%.1f,%.1f ", b->x0 + b->w * (t - b->tmin) / (b->tmax - b->tmin),
+                b->y0 - b->h * v / b->vmax);
+    }
+    fputs("\"/>\n", f);
+}
+
+static void html_time_axis(FILE *f, const html_box_t *b)
+{
+    double step = html_nice_step(b->tmax - b->tmin, 8);
+    char buf[32];
+    double first = ceil(b->tmin / step - 1e-9) * step;
+    for (double t = first; t <= b->tmax + step * 1e-6; t += step) {
+        double x = b->x0 + b->w * (t - b->tmin) / (b->tmax - b->tmin);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", x,
+                b->y0, x, b->y0 - b->h);
+        html_tick(t, step, buf, sizeof(buf));
+        html_text(f, x, b->y0 + 16, "middle", "", buf);
+    }
+    html_text(f, b->x0 + b->w / 2, b->y0 + 34, "middle", "", "time since the first step (s)");
+}
+
+/* Legend entries in rows under the plot: colour swatch and "rank k (host)". */
+static void html_mem_legend(FILE *f, const moe_report_t *r, double x0, double y, bool any_dev)
+{
+    char col[8], buf[96];
+    int shown = 0;
+    for (int k = 0; k < r->world_size; k++) {
+        if (!r->ranks[k].present || r->ranks[k].num_mem <= 0) {
+            continue;
+        }
+        double x = x0 + (shown % 6) * 180, yy = y + (shown / 6) * 18;
+        html_cat_colour(k, col);
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", x,
+                yy - 6, col);
+        snprintf(buf, sizeof(buf), "rank %d (%.40s)", k, r->ranks[k].host);
+        html_text(f, x + 20, yy, "start", "", buf);
+        shown++;
+    }
+    if (any_dev) {
+        html_text(f, x0, y + ((shown + 5) / 6) * 18, "start", "",
+                  "solid = RSS, dashed = device memory");
+    }
+}
+
+static void html_chart_memory(FILE *f, const moe_report_t *r)
+{
+    html_box_t b = {90, 0, HTML_W - 110, 280, 0, 0, 0};
+    int series = 0;
+    bool any_dev = false;
+    for (int k = 0; k < r->world_size; k++) {
+        series += r->ranks[k].present && r->ranks[k].num_mem > 0;
+        any_dev |= r->ranks[k].present && r->ranks[k].dev_peak > 0;
+    }
+    fputs("<h2>Memory over time per rank (RSS, MiB = 2<sup>20</sup> bytes)</h2>\n", f);
+    if (!html_mem_range(r, &b)) {
+        html_svg_open(f, "chart-memory", HTML_W, 40, "Memory over time");
+        html_text(f, 10, 24, "start", "", "No memory samples were recorded.");
+        fputs("</svg>\n", f);
+        return;
+    }
+    double step;
+    b.tmax = b.tmax > b.tmin ? b.tmax : b.tmin + 1e-3;
+    b.vmax = html_nice_max(b.vmax > 0.0 ? b.vmax : 1.0, &step);
+    b.y0 = 20 + b.h;
+    int legend_rows = (series + 5) / 6 + (any_dev ? 1 : 0);
+    html_svg_open(f, "chart-memory", HTML_W, (int)(b.y0 + 56 + 18 * legend_rows),
+                  "Memory per rank over time in MiB");
+    html_y_axis(f, b.x0, b.y0, b.h, b.w, b.vmax, step, "MiB");
+    html_time_axis(f, &b);
+    for (int k = 0; k < r->world_size; k++) {
+        const moe_rep_rank_t *rk = &r->ranks[k];
+        char col[8];
+        if (!rk->present || rk->mem == NULL || rk->num_mem <= 0) {
+            continue;
+        }
+        html_cat_colour(k, col);
+        html_mem_line(f, rk, &b, false, col);
+        if (rk->dev_peak > 0) {
+            html_mem_line(f, rk, &b, true, col);
+        }
+    }
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", b.x0,
+            b.y0, b.x0 + b.w, b.y0);
+    html_mem_legend(f, r, b.x0, b.y0 + 58, any_dev);
+    fputs("</svg>\n", f);
+}
+
+/* ---- chart 5: step time per rank ------------------------------------------------- */
+
+static void html_steps_row(FILE *f, const moe_report_t *r, int k, double x0, double y, double bh,
+                           double scale)
+{
+    const moe_rep_rank_t *rk = &r->ranks[k];
+    double v[3] = {rk->compute_ns, rk->exchange_ns, rk->idle_ns}, step = rk->phase[MOE_PHASE_STEP].sum;
+    double x = x0, total = 0.0;
+    for (int i = 0; i < 3; i++) {
+        v[i] = rk->steps > 0 ? v[i] / (double)rk->steps / 1e6 : 0.0;
+        total += v[i];
+    }
+    for (int i = 0; i < 3; i++) {
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
+                "<title>rank %d %s: %.3f ms per step (%.1f%% of the step)</title></rect>\n",
+                x, y, v[i] * scale, bh, html_split_colour[i], k, html_split_name[i], v[i],
+                step > 0.0 ? 100.0 * v[i] * 1e6 * (double)rk->steps / step : 0.0);
+        x += v[i] * scale;
+    }
+    char buf[48];
+    snprintf(buf, sizeof(buf), "%.3f ms", total);
+    if (bh >= 10.0) {
+        html_text(f, x + 6, y + bh / 2 + 4, "start", "class=\"in\"", buf);
+    }
+}
+
+static void html_steps_legend(FILE *f, double x, double y)
+{
+    for (int i = 0; i < 3; i++) {
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
+                x + i * 120, y - 10, html_split_colour[i]);
+        html_text(f, x + i * 120 + 18, y, "start", "", html_split_name[i]);
+    }
+}
+
+static void html_chart_steps(FILE *f, const moe_report_t *r)
+{
+    int rows = 0;
+    double max = 0.0, step;
+    for (int k = 0; k < r->world_size; k++) {
+        const moe_rep_rank_t *rk = &r->ranks[k];
+        if (rk->present && rk->steps > 0) {
+            double t = (rk->compute_ns + rk->exchange_ns + rk->idle_ns) / (double)rk->steps / 1e6;
+            max = t > max ? t : max;
+            rows++;
+        }
+    }
+    fputs("<h2>Step time per rank (ms per recorded step)</h2>\n<p class=\"note\">compute = gate + "
+          "expert + merge; exchange = dispatch + combine moving bytes; idle = waiting in the "
+          "exchange for slower ranks (load imbalance).</p>\n",
+          f);
+    double left = 190, top = 30, rh = html_clamp(640.0 / (rows > 0 ? rows : 1), 4, 28);
+    double pw = HTML_W - left - 110, bh = rh * 0.7;
+    max = html_nice_max(max > 0.0 ? max : 1.0, &step);
+    html_svg_open(f, "chart-steps", HTML_W, (int)(top + rh * rows + 50),
+                  "Step time per rank split into compute, exchange and idle");
+    html_steps_legend(f, left, 14);
+    double y0 = top + rh * rows;
+    for (int i = 0; i * step <= max * 1.0001; i++) {
+        char buf[32];
+        double x = left + pw * i * step / max;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", x,
+                top, x, y0);
+        html_tick(i * step, step, buf, sizeof(buf));
+        html_text(f, x, y0 + 16, "middle", "", buf);
+    }
+    html_text(f, left + pw / 2, y0 + 36, "middle", "", "ms per recorded step");
+    int row = 0, every = html_label_every(rh, 14.0);
+    for (int k = 0; k < r->world_size; k++) {
+        if (!r->ranks[k].present || r->ranks[k].steps <= 0) {
+            continue;
+        }
+        double y = top + rh * row;
+        html_steps_row(f, r, k, left, y + (rh - bh) / 2, bh, pw / max);
+        if (row % every == 0) {
+            char buf[96];
+            snprintf(buf, sizeof(buf), "rank %d (%.24s)", k, r->ranks[k].host);
+            html_text(f, left - 8, y + rh / 2 + 4, "end", "", buf);
+        }
+        row++;
+    }
+    fputs("</svg>\n", f);
+}
+
+/* ---- exchange hidden behind compute, per rank ------------------------------------- */
+
+static double html_per_step_ms(double ns, int64_t steps)
+{
+    return steps > 0 ? ns / (double)steps / 1e6 : 0.0;
+}
+
+static void html_overlap(FILE *f, const moe_report_t *r)
+{
+    fputs("<h2 id=\"overlap\">Exchange hidden behind expert compute</h2>\n<p class=\"note\">"
+          "exchange = time a row exchange was in flight (from its start until the rank saw it "
+          "complete, the union over each layer's exchanges); hidden = the part of it during the "
+          "rank's own expert calls; share = hidden / exchange (0 by construction with chunks 1)."
+          "</p>\n<table>\n<tr><th class=\"num\">rank</th><th>host</th><th>device</th>"
+          "<th class=\"num\">exchange (ms per step)</th><th class=\"num\">hidden (ms per "
+          "step)</th><th class=\"num\">hidden share</th></tr>\n",
+          f);
+    for (int k = 0; k < r->world_size; k++) {
+        const moe_rep_rank_t *rk = &r->ranks[k];
+        if (!rk->present || rk->steps <= 0) {
+            continue;
+        }
+        double share = moe_report_hidden_share(rk);
+        fprintf(f, "<tr><td class=\"num\">%d</td><td>", k);
+        html_put(f, rk->host);
+        fputs("</td><td>", f);
+        html_put(f, rk->device[0] ? rk->device : "?");
+        fprintf(f, "</td><td class=\"num\">%.3f</td><td class=\"num\">%.3f</td>",
+                html_per_step_ms(rk->inflight_ns, rk->steps),
+                html_per_step_ms(rk->hidden_ns, rk->steps));
+        if (isfinite(share)) {
+            fprintf(f, "<td class=\"num\">%.1f%%</td></tr>\n", 100.0 * share);
+        } else {
+            fputs("<td class=\"num\">n/a</td></tr>\n", f);
+        }
+    }
+    fputs("</table>\n", f);
+}
+
+/* ---- balance table, footer, the file --------------------------------------------- */
+
+static uint64_t html_sum(const uint64_t *v, int n)
+{
+    uint64_t s = 0;
+    for (int i = 0; v != NULL && i < n; i++) {
+        s += v[i];
+    }
+    return s;
+}
+
+static void html_balance(FILE *f, const moe_report_t *r)
+{
+    fputs("<h2>Load balance per layer</h2>\n<p class=\"note\">Of the kept tokens over experts. "
+          "gini: 0 = even; cv = stddev / mean; entropy: 1 = even; max/mean: 1 = even.</p>\n"
+          "<table>\n<tr><th class=\"num\">layer</th><th class=\"num\">demand (tokens)</th>"
+          "<th class=\"num\">kept (tokens)</th><th class=\"num\">dropped (tokens)</th>"
+          "<th class=\"num\">gini</th><th class=\"num\">cv</th><th class=\"num\">entropy</th>"
+          "<th class=\"num\">max/mean</th></tr>\n",
+          f);
+    for (int l = 0; l < r->num_layers; l++) {
+        const moe_rep_layer_t *y = &r->layers[l];
+        int ne = r->num_experts;
+        fprintf(f,
+                "<tr><td class=\"num\">%d</td><td class=\"num\">%" PRIu64
+                "</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%" PRIu64
+                "</td><td class=\"num\">%.3f</td>"
+                "<td class=\"num\">%.3f</td><td class=\"num\">%.3f</td><td "
+                "class=\"num\">%.2f</td></tr>\n",
+                l, html_sum(y->demand, ne), html_sum(y->kept, ne), html_sum(y->dropped, ne),
+                y->gini, y->cv, y->entropy_norm, y->max_mean);
+    }
+    fputs("</table>\n", f);
+}
+
+static void html_footer(FILE *f, const moe_report_t *r)
+{
+    fputs("<footer>Written by moed ", f);
+    html_put(f, r->version);
+    fputs(". This folder also holds summary.txt (the same figures as text), summary.json "
+          "(machine-readable), metrics.csv, comm.csv, per-rank summary_rank_&lt;r&gt;.txt",
+          f);
+    fputs(r->cfg->prof_trace ? " and trace.json (open it in Perfetto or chrome://tracing)" : "", f);
+    fputs(". Schemas: docs/report-files.md.</footer>\n</body>\n</html>\n", f);
+}
+
+static void html_document(FILE *f, const moe_report_t *r)
+{
+    html_head(f, r);
+    html_facts(f, r);
+    html_findings(f, r);
+    html_chart_load(f, r);
+    html_chart_latency(f, r);
+    html_chart_comm(f, r);
+    html_chart_memory(f, r);
+    html_chart_steps(f, r);
+    html_overlap(f, r);
+    html_balance(f, r);
+    html_footer(f, r);
+}
+
+moe_status_t moe_report_write_html(const moe_report_t *r, moe_error_t *err)
+{
+    if (r == NULL || r->cfg == NULL || r->ranks == NULL || r->experts == NULL ||
+        r->layers == NULL || r->num_experts <= 0) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "report.html: no report");
+    }
+    FILE *f = moe_report_open(r, "report.html", err);
+    if (f == NULL) {
+        return MOE_ERR_IO;
+    }
+    html_document(f, r);
+    return moe_report_close(f, r, "report.html", err);
+}

@@ -1,0 +1,477 @@
+/* summary.json: everything summary.txt shows, machine-readable, schema "moed.summary"
+ * version 1 (docs/report-files.md documents every field). Keys carry their unit as a
+ * suffix (_ms, _ns, _s, _mib, _bytes) where one applies. Numbers are finite or null. */
+#include "report/report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/json_read.h"
+
+#define JSON_SCHEMA "moed.summary"
+#define JSON_SCHEMA_VERSION 1
+#define JSON_MAX_DEPTH 16
+#define JSON_MIB 1048576.0
+
+/* A small emitter that places commas and indentation; arrays opened `inline` keep their
+ * elements on one line (number vectors), everything else is one member per line. */
+typedef struct json_w {
+    FILE *f;
+    int depth;
+    bool comma[JSON_MAX_DEPTH];
+    bool inl[JSON_MAX_DEPTH];
+} json_w_t;
+
+static void jw_key(json_w_t *w, const char *key)
+{
+    int d = w->depth;
+    if (w->comma[d]) {
+        fputc(',', w->f);
+    }
+    if (w->inl[d]) {
+        fputs(w->comma[d] ? " " : "", w->f);
+    } else {
+        fprintf(w->f, "\n%*s", 2 * d, "");
+    }
+    w->comma[d] = true;
+    if (key != NULL) {
+        moe_json_put_string(w->f, key);
+        fputs(": ", w->f);
+    }
+}
+
+static void jw_open(json_w_t *w, const char *key, char c, bool inl)
+{
+    jw_key(w, key);
+    fputc(c, w->f);
+    if (w->depth + 1 < JSON_MAX_DEPTH) {
+        w->depth++;
+    }
+    w->comma[w->depth] = false;
+    w->inl[w->depth] = inl || w->inl[w->depth - 1];
+}
+
+static void jw_close(json_w_t *w, char c)
+{
+    bool had = w->comma[w->depth], inl = w->inl[w->depth];
+    w->depth--;
+    if (had && !inl) {
+        fprintf(w->f, "\n%*s", 2 * w->depth, "");
+    }
+    fputc(c, w->f);
+}
+
+static void jw_num(json_w_t *w, const char *key, double x)
+{
+    jw_key(w, key);
+    moe_json_put_number(w->f, x);
+}
+
+static void jw_u64(json_w_t *w, const char *key, uint64_t x)
+{
+    jw_key(w, key);
+    fprintf(w->f, "%" PRIu64, x);
+}
+
+static void jw_i64(json_w_t *w, const char *key, int64_t x)
+{
+    jw_key(w, key);
+    fprintf(w->f, "%" PRId64, x);
+}
+
+/* An index that is -1 when there is none: null. */
+static void jw_index(json_w_t *w, const char *key, int x)
+{
+    jw_key(w, key);
+    x >= 0 ? fprintf(w->f, "%d", x) : fputs("null", w->f);
+}
+
+static void jw_str(json_w_t *w, const char *key, const char *s)
+{
+    jw_key(w, key);
+    moe_json_put_string(w->f, s);
+}
+
+static void jw_bool(json_w_t *w, const char *key, bool b)
+{
+    jw_key(w, key);
+    fputs(b ? "true" : "false", w->f);
+}
+
+static void jw_u64_array(json_w_t *w, const char *key, const uint64_t *v, int n)
+{
+    jw_open(w, key, '[', true);
+    for (int i = 0; i < n; i++) {
+        jw_u64(w, NULL, v != NULL ? v[i] : 0);
+    }
+    jw_close(w, ']');
+}
+
+/* ---- sections -------------------------------------------------------------------- */
+
+static const char *json_routing(const moe_config_t *c)
+{
+    return c->routing == MOE_ROUTING_SYMMETRIC ? "symmetric" : "master";
+}
+
+static void json_run(json_w_t *w, const moe_report_t *r)
+{
+    const moe_config_t *c = r->cfg;
+    char hash[24];
+    snprintf(hash, sizeof(hash), "%016" PRIx64, c->text_hash);
+    jw_open(w, "run", '{', false);
+    jw_str(w, "version", r->version);
+    jw_str(w, "build_id", r->build_id);
+    jw_str(w, "started_at", r->started_at);
+    jw_str(w, "run_dir", r->run_dir);
+    jw_str(w, "config_source", c->source_name);
+    jw_str(w, "config_hash", hash);
+    jw_i64(w, "world_size", r->world_size);
+    jw_i64(w, "num_hosts", r->num_hosts);
+    jw_i64(w, "num_layers", r->num_layers);
+    jw_i64(w, "num_experts", r->num_experts);
+    jw_i64(w, "top_k", c->top_k);
+    jw_i64(w, "hidden_dim", c->hidden_dim);
+    jw_i64(w, "ffn_dim", c->ffn_dim);
+    jw_str(w, "activation", c->activation == MOE_ACT_GELU ? "gelu" : "swiglu");
+    jw_num(w, "capacity_factor", c->capacity_factor);
+    jw_str(w, "routing", json_routing(c));
+    jw_i64(w, "master_rank", c->master_rank);
+    jw_str(w, "transport", r->transport);
+    jw_str(w, "device", c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu");
+    jw_str(w, "device_name", r->device);
+    jw_str(w, "blas", r->blas);
+    jw_i64(w, "threads", c->threads);
+    jw_i64(w, "chunks", r->chunks);
+    jw_i64(w, "steps_run", r->steps_run);
+    jw_i64(w, "steps_planned", r->steps_planned);
+    jw_bool(w, "interrupted", r->interrupted);
+    jw_i64(w, "tokens_per_step", r->tokens_per_step);
+    jw_num(w, "run_s", r->run_s);
+    jw_num(w, "tokens_per_s", r->tokens_per_s);
+    jw_i64(w, "recorded_steps", r->recorded_steps);
+    jw_i64(w, "windows", r->windows);
+    jw_num(w, "clock_skew_max_ns", r->clock_skew_max_ns);
+    jw_num(w, "clock_uncertainty_max_ns", r->clock_uncertainty_max_ns);
+    jw_num(w, "clock_drift_max_ns", r->clock_drift_max_ns);
+    jw_i64(w, "metrics_dropped", r->metrics_dropped);
+    jw_i64(w, "events_dropped", r->events_dropped);
+    moe_report_findings_t x;
+    moe_report_find(r, &x);
+    jw_num(w, "exchange_hidden_share", x.hidden_share); /* NAN: null */
+    jw_close(w, '}');
+}
+
+static double json_per_step_ms(double ns, int64_t steps)
+{
+    return steps > 0 ? ns / (double)steps / 1e6 : 0.0;
+}
+
+static double json_share(double part, double whole)
+{
+    return whole > 0.0 ? part / whole : 0.0;
+}
+
+static void json_rank_phases(json_w_t *w, const moe_rep_rank_t *k)
+{
+    jw_open(w, "phases_ms", '{', false);
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) {
+        const moe_rep_stat_t *s = &k->phase[p];
+        jw_open(w, moe_phase_name(p), '{', true);
+        jw_num(w, "min", s->min / 1e6);
+        jw_num(w, "mean", s->n > 0 ? s->sum / (double)s->n / 1e6 : 0.0);
+        jw_num(w, "max", s->max / 1e6);
+        jw_num(w, "total", s->sum / 1e6);
+        jw_u64(w, "steps", s->n);
+        jw_close(w, '}');
+    }
+    jw_close(w, '}');
+}
+
+static void json_rank_split(json_w_t *w, const moe_rep_rank_t *k)
+{
+    double step = k->phase[MOE_PHASE_STEP].sum;
+    jw_open(w, "per_step_ms", '{', true);
+    jw_num(w, "step", json_per_step_ms(step, k->steps));
+    jw_num(w, "compute", json_per_step_ms(k->compute_ns, k->steps));
+    jw_num(w, "exchange", json_per_step_ms(k->exchange_ns, k->steps));
+    jw_num(w, "idle", json_per_step_ms(k->idle_ns, k->steps));
+    jw_close(w, '}');
+    jw_open(w, "share_of_step", '{', true);
+    jw_num(w, "compute", json_share(k->compute_ns, step));
+    jw_num(w, "exchange", json_share(k->exchange_ns, step));
+    jw_num(w, "idle", json_share(k->idle_ns, step));
+    jw_close(w, '}');
+}
+
+static void json_rank(json_w_t *w, const moe_report_t *r, int i, int32_t *ids)
+{
+    const moe_rep_rank_t *k = &r->ranks[i];
+    int n = moe_cfg_experts_of_rank(r->cfg, i, ids);
+    jw_open(w, NULL, '{', false);
+    jw_i64(w, "rank", i);
+    jw_str(w, "host", k->host);
+    jw_bool(w, "profiled", k->profiled);
+    jw_bool(w, "present", k->present);
+    jw_bool(w, "routes", k->routes);
+    jw_i64(w, "num_local", k->num_local);
+    jw_open(w, "experts", '[', true);
+    for (int e = 0; e < n; e++) {
+        jw_i64(w, NULL, ids[e]);
+    }
+    jw_close(w, ']');
+    jw_i64(w, "steps", k->steps);
+    jw_str(w, "device", k->device);
+    json_rank_split(w, k);
+    jw_num(w, "exchange_ms", json_per_step_ms(k->inflight_ns, k->steps));
+    jw_num(w, "hidden_ms", json_per_step_ms(k->hidden_ns, k->steps));
+    jw_num(w, "exchange_hidden_share", moe_report_hidden_share(k));
+    if (k->present && k->bytes_sent != NULL && k->bytes_recv != NULL) {
+        jw_u64_array(w, "bytes_sent", k->bytes_sent, r->world_size);
+        jw_u64_array(w, "bytes_recv", k->bytes_recv, r->world_size);
+    }
+    json_rank_phases(w, k);
+    jw_open(w, "clock", '{', true);
+    jw_num(w, "offset_ns", k->clock_offset_ns);
+    jw_num(w, "offset_end_ns", k->clock_offset_end_ns);
+    jw_num(w, "uncertainty_ns", k->clock_uncertainty_ns);
+    jw_close(w, '}');
+    jw_close(w, '}');
+}
+
+static moe_status_t json_ranks(json_w_t *w, const moe_report_t *r)
+{
+    int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
+    if (ids == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    jw_open(w, "ranks", '[', false);
+    for (int i = 0; i < r->world_size; i++) {
+        json_rank(w, r, i, ids);
+    }
+    jw_close(w, ']');
+    free(ids);
+    return MOE_OK;
+}
+
+static void json_expert(json_w_t *w, const moe_report_t *r, const moe_rep_expert_t *e)
+{
+    const moe_hist_t *h = &e->hist;
+    bool host_ok = e->rank >= 0 && e->rank < r->world_size;
+    jw_open(w, NULL, '{', true);
+    jw_i64(w, "layer", e->layer);
+    jw_i64(w, "expert", e->expert);
+    jw_i64(w, "rank", e->rank);
+    jw_str(w, "host", host_ok ? r->ranks[e->rank].host : "");
+    jw_u64(w, "tokens", e->tokens);
+    jw_u64(w, "calls", e->calls);
+    jw_num(w, "flops", e->flops);
+    jw_num(w, "gflops", h->sum > 0.0 ? e->flops / h->sum : 0.0);
+    jw_open(w, "latency_ms", '{', true);
+    jw_num(w, "mean", moe_hist_mean(h) / 1e6);
+    jw_num(w, "p50", moe_hist_quantile(h, 0.5) / 1e6);
+    jw_num(w, "p90", moe_hist_quantile(h, 0.9) / 1e6);
+    jw_num(w, "p99", moe_hist_quantile(h, 0.99) / 1e6);
+    jw_num(w, "max", h->count > 0 ? (double)h->max / 1e6 : 0.0);
+    jw_close(w, '}');
+    jw_close(w, '}');
+}
+
+static void json_experts(json_w_t *w, const moe_report_t *r)
+{
+    jw_open(w, "experts", '[', false);
+    for (int i = 0; r->experts != NULL && i < r->num_layers * r->num_experts; i++) {
+        json_expert(w, r, &r->experts[i]);
+    }
+    jw_close(w, ']');
+}
+
+static uint64_t json_sum(const uint64_t *v, int n)
+{
+    uint64_t s = 0;
+    for (int i = 0; v != NULL && i < n; i++) {
+        s += v[i];
+    }
+    return s;
+}
+
+static void json_layer(json_w_t *w, const moe_report_t *r, int l, uint64_t *tokens)
+{
+    const moe_rep_layer_t *y = &r->layers[l];
+    int ne = r->num_experts;
+    for (int e = 0; e < ne; e++) {
+        tokens[e] = r->experts != NULL ? r->experts[l * ne + e].tokens : 0;
+    }
+    jw_open(w, NULL, '{', false);
+    jw_i64(w, "layer", l);
+    jw_num(w, "gini", y->gini);
+    jw_num(w, "cv", y->cv);
+    jw_num(w, "entropy_norm", y->entropy_norm);
+    jw_num(w, "max_mean", y->max_mean);
+    jw_u64(w, "demand_total", json_sum(y->demand, ne));
+    jw_u64(w, "kept_total", json_sum(y->kept, ne));
+    jw_u64(w, "dropped_total", json_sum(y->dropped, ne));
+    jw_u64_array(w, "demand", y->demand, ne);
+    jw_u64_array(w, "kept", y->kept, ne);
+    jw_u64_array(w, "dropped", y->dropped, ne);
+    jw_u64_array(w, "tokens", tokens, ne);
+    jw_close(w, '}');
+}
+
+static moe_status_t json_layers(json_w_t *w, const moe_report_t *r)
+{
+    uint64_t *tokens = malloc(sizeof(uint64_t) * (size_t)(r->num_experts > 0 ? r->num_experts : 1));
+    if (tokens == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    jw_open(w, "layers", '[', false);
+    for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
+        json_layer(w, r, l, tokens);
+    }
+    jw_close(w, ']');
+    free(tokens);
+    return MOE_OK;
+}
+
+/* One W x W matrix: kind 0 bytes, 1 messages, 2 wait in ms; one row per line. */
+static void json_matrix(json_w_t *w, const moe_report_t *r, const char *key, int kind)
+{
+    int n = r->world_size;
+    jw_open(w, key, '[', false);
+    for (int i = 0; i < n; i++) {
+        jw_open(w, NULL, '[', true);
+        for (int j = 0; j < n; j++) {
+            size_t at = (size_t)i * (size_t)n + (size_t)j;
+            if (kind == 0) {
+                jw_u64(w, NULL, r->bytes != NULL ? r->bytes[at] : 0);
+            } else if (kind == 1) {
+                jw_u64(w, NULL, r->msgs != NULL ? r->msgs[at] : 0);
+            } else {
+                jw_num(w, NULL, r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0);
+            }
+        }
+        jw_close(w, ']');
+    }
+    jw_close(w, ']');
+}
+
+static void json_comm(json_w_t *w, const moe_report_t *r)
+{
+    uint64_t total = 0;
+    size_t cells = (size_t)r->world_size * (size_t)r->world_size;
+    for (size_t i = 0; r->bytes != NULL && i < cells; i++) {
+        total += r->bytes[i];
+    }
+    jw_open(w, "comm", '{', false);
+    jw_i64(w, "world_size", r->world_size);
+    jw_u64(w, "bytes_total", total);
+    jw_num(w, "bytes_per_recorded_step",
+           r->recorded_steps > 0 ? (double)total / (double)r->recorded_steps : 0.0);
+    json_matrix(w, r, "bytes", 0);
+    json_matrix(w, r, "msgs", 1);
+    json_matrix(w, r, "wait_ms", 2);
+    jw_close(w, '}');
+}
+
+static void json_memory_rank(json_w_t *w, const moe_rep_rank_t *k)
+{
+    double lo = 0, hi = 0, sum = 0;
+    for (int i = 0; k->mem != NULL && i < k->num_mem; i++) {
+        double v = (double)k->mem[i].rss_bytes / JSON_MIB;
+        lo = i == 0 || v < lo ? v : lo;
+        hi = i == 0 || v > hi ? v : hi;
+        sum += v;
+    }
+    jw_open(w, NULL, '{', true);
+    jw_i64(w, "rank", k->rank);
+    jw_bool(w, "present", k->present);
+    jw_num(w, "rss_peak_mib", (double)k->rss_peak / JSON_MIB);
+    jw_num(w, "dev_peak_mib", (double)k->dev_peak / JSON_MIB);
+    jw_num(w, "expert_weights_mib", (double)k->expert_weight_bytes / JSON_MIB);
+    jw_num(w, "exchange_buffers_mib", (double)k->exchange_buffer_bytes / JSON_MIB);
+    jw_i64(w, "samples", k->mem != NULL ? k->num_mem : 0);
+    jw_num(w, "rss_min_mib", lo);
+    jw_num(w, "rss_mean_mib", k->num_mem > 0 && k->mem != NULL ? sum / k->num_mem : 0.0);
+    jw_num(w, "rss_max_mib", hi);
+    /* the series itself: [ms since the first step on rank 0's clock, RSS MiB] */
+    jw_open(w, "series", '[', true);
+    for (int i = 0; k->mem != NULL && i < k->num_mem; i++) {
+        jw_open(w, NULL, '[', true);
+        jw_num(w, NULL, (double)k->mem[i].t_ns * 1e-6);
+        jw_num(w, NULL, (double)k->mem[i].rss_bytes / 1048576.0);
+        jw_close(w, ']');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
+static void json_memory(json_w_t *w, const moe_report_t *r)
+{
+    jw_open(w, "memory", '[', false);
+    for (int i = 0; i < r->world_size; i++) {
+        json_memory_rank(w, &r->ranks[i]);
+    }
+    jw_close(w, ']');
+}
+
+static void json_findings(json_w_t *w, const moe_report_t *r)
+{
+    moe_report_findings_t x;
+    moe_report_find(r, &x);
+    jw_open(w, "findings", '{', false);
+    jw_index(w, "hot_layer", x.hot_layer);
+    jw_index(w, "hot_expert", x.hot_expert);
+    jw_num(w, "hot_share", x.hot_share);
+    jw_index(w, "slow_layer", x.slow_layer);
+    jw_index(w, "slow_expert", x.slow_expert);
+    jw_num(w, "slow_gflops", x.slow_gflops);
+    jw_num(w, "slow_vs_median", x.slow_vs_median);
+    jw_num(w, "slow_p99_ms", x.slow_p99_ns / 1e6);
+    jw_index(w, "straggler_rank", x.straggler_rank);
+    jw_num(w, "straggler_ratio", x.straggler_ratio);
+    jw_num(w, "exchange_share", x.exchange_share);
+    jw_num(w, "idle_share", x.idle_share);
+    jw_close(w, '}');
+}
+
+static moe_status_t json_document(FILE *f, const moe_report_t *r)
+{
+    json_w_t w;
+    memset(&w, 0, sizeof(w));
+    w.f = f;
+    fputc('{', f);
+    jw_str(&w, "schema", JSON_SCHEMA);
+    jw_i64(&w, "schema_version", JSON_SCHEMA_VERSION);
+    jw_bool(&w, "partial", r->partial);
+    jw_str(&w, "missing", r->partial ? r->missing : "");
+    json_run(&w, r);
+    moe_status_t st = json_ranks(&w, r);
+    json_experts(&w, r);
+    if (st == MOE_OK) {
+        st = json_layers(&w, r);
+    }
+    json_comm(&w, r);
+    json_memory(&w, r);
+    json_findings(&w, r);
+    fputs("\n}\n", f);
+    return st;
+}
+
+moe_status_t moe_report_write_json(const moe_report_t *r, moe_error_t *err)
+{
+    if (r == NULL || r->cfg == NULL || r->ranks == NULL) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "summary.json: no report");
+    }
+    FILE *f = moe_report_open(r, "summary.json", err);
+    if (f == NULL) {
+        return MOE_ERR_IO;
+    }
+    moe_status_t st = json_document(f, r);
+    moe_status_t cst = moe_report_close(f, r, "summary.json", err);
+    if (st != MOE_OK) {
+        return moe_error_set(err, st, "%s/summary.json: out of memory writing it", r->run_dir);
+    }
+    return cst;
+}

@@ -1,0 +1,728 @@
+/* summary.txt and summary_rank_<r>.txt: the merged profile as aligned plain-text tables.
+ *
+ * Every column header carries its unit; tables that grow with the model (experts) are one
+ * row per item, and those that grow with the world squared (the rank matrices) fall back to
+ * per-rank totals past TEXT_MATRIX_MAX ranks, pointing at comm.csv for the full matrix. */
+#include "report/report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TEXT_MATRIX_MAX 32 /* ranks; a wider matrix does not fit a terminal */
+#define TEXT_MB 1e6        /* MB = 10^6 bytes (network convention) */
+#define TEXT_MIB 1048576.0 /* MiB = 2^20 bytes (memory convention) */
+
+/* ---- small helpers --------------------------------------------------------------- */
+
+static const char *text_host(const moe_report_t *r, int rank)
+{
+    if (r->ranks == NULL || rank < 0 || rank >= r->world_size || r->ranks[rank].host[0] == '\0') {
+        return "?";
+    }
+    return r->ranks[rank].host;
+}
+
+/* The row of a rank with nothing to show: why (its records are missing, or it was not
+ * profiled). */
+static void text_absent_row(FILE *f, const moe_report_t *r, int i, int hw)
+{
+    fprintf(f, "  %4d  %-*.*s  %s\n", i, hw, hw, text_host(r, i),
+            r->ranks[i].profiled ? "records missing" : "not profiled");
+}
+
+/* Width of the host column: the longest host name, within [4, 24]. */
+static int text_host_width(const moe_report_t *r)
+{
+    size_t w = 4;
+    for (int i = 0; r->ranks != NULL && i < r->world_size; i++) {
+        size_t n = strnlen(r->ranks[i].host, sizeof(r->ranks[i].host));
+        w = n > w ? n : w;
+    }
+    return w > 24 ? 24 : (int)w;
+}
+
+static double text_per_step_ms(double ns, int64_t steps)
+{
+    return steps > 0 ? ns / (double)steps / 1e6 : 0.0;
+}
+
+static double text_pct(double part, double whole)
+{
+    return whole > 0.0 ? 100.0 * part / whole : 0.0;
+}
+
+/* Expert ids as ranges: "0-3, 8, 10-11". */
+static void text_id_ranges(FILE *f, const int32_t *ids, int n)
+{
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j + 1 < n && ids[j + 1] == ids[j] + 1) {
+            j++;
+        }
+        fprintf(f, "%s%d", i > 0 ? ", " : "", ids[i]);
+        if (j > i) {
+            fprintf(f, "-%d", ids[j]);
+        }
+        i = j + 1;
+    }
+}
+
+static void text_rule(FILE *f, const char *title)
+{
+    size_t n = strlen(title);
+    fprintf(f, "\n%s\n", title);
+    for (size_t i = 0; i < n; i++) {
+        fputc('-', f);
+    }
+    fputc('\n', f);
+}
+
+static const char *text_routing(const moe_config_t *c)
+{
+    return c->routing == MOE_ROUTING_SYMMETRIC ? "symmetric (every rank routes its tokens)"
+                                               : "master (one rank routes every token)";
+}
+
+static const char *text_activation(const moe_config_t *c)
+{
+    return c->activation == MOE_ACT_GELU ? "gelu" : "swiglu";
+}
+
+static const char *text_device(const moe_config_t *c)
+{
+    return c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu";
+}
+
+/* "cpu", or the back-end with the device's name: "cuda (NVIDIA H200)". */
+static void text_device_name(const moe_report_t *r, char *buf, size_t n)
+{
+    const char *kind = text_device(r->cfg);
+    if (r->device[0] == '\0' || strcmp(r->device, kind) == 0) {
+        snprintf(buf, n, "%s", kind);
+    } else {
+        snprintf(buf, n, "%s (%.63s)", kind, r->device);
+    }
+}
+
+/* A share (0..1) as "12.5%", or "n/a" when it cannot be computed (NAN). */
+static void text_share(char *buf, size_t n, double share)
+{
+    if (isfinite(share)) {
+        snprintf(buf, n, "%.1f%%", 100.0 * share);
+    } else {
+        snprintf(buf, n, "n/a");
+    }
+}
+
+/* ---- run facts ------------------------------------------------------------------- */
+
+static void text_partial_banner(FILE *f, const moe_report_t *r)
+{
+    if (r->interrupted) {
+        fprintf(f, "\n*** INTERRUPTED: stopped by a signal after %lld of %lld steps; every "
+                   "completed step that reached rank 0 is below. ***\n",
+                (long long)r->steps_run, (long long)r->steps_planned);
+    }
+    if (!r->partial) {
+        return;
+    }
+    fprintf(f, "\n*** PARTIAL: missing %s ***\n",
+            r->missing[0] ? r->missing : "some ranks' records");
+    fprintf(f, "*** Figures below cover only the ranks whose records reached rank 0. ***\n");
+}
+
+static void text_placement(FILE *f, const moe_report_t *r)
+{
+    const moe_config_t *c = r->cfg;
+    int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
+    if (ids == NULL) {
+        return;
+    }
+    for (int k = 0; k < r->world_size; k++) {
+        int n = moe_cfg_experts_of_rank(c, k, ids);
+        fprintf(f, "  %-16s rank %d (%s): ", k == 0 ? "placement" : "", k, text_host(r, k));
+        if (n > 0) {
+            fprintf(f, "%d expert%s: ", n, n == 1 ? "" : "s");
+            text_id_ranges(f, ids, n);
+        } else {
+            fputs("no experts", f);
+        }
+        if (c->routing == MOE_ROUTING_MASTER && k == c->master_rank) {
+            fputs(" (routes every token)", f);
+        }
+        if (r->ranks != NULL && !r->ranks[k].profiled) {
+            fputs(" [not profiled]", f);
+        } else if (r->ranks != NULL && !r->ranks[k].present) {
+            fputs(" [records MISSING]", f);
+        }
+        fputc('\n', f);
+    }
+    free(ids);
+}
+
+static void text_run_facts(FILE *f, const moe_report_t *r)
+{
+    const moe_config_t *c = r->cfg;
+    fprintf(f, "moed profile summary\n====================\n");
+    text_partial_banner(f, r);
+    text_rule(f, "Run");
+    fprintf(f, "  %-16s %s (build %s)\n", "moed", r->version, r->build_id);
+    fprintf(f, "  %-16s %s\n", "started", r->started_at);
+    fprintf(f, "  %-16s %s\n", "report folder", r->run_dir);
+    fprintf(f, "  %-16s %s (hash %016" PRIx64 ")\n", "config", c->source_name, c->text_hash);
+    fprintf(f, "  %-16s %d ranks on %d host%s\n", "world", r->world_size, r->num_hosts,
+            r->num_hosts == 1 ? "" : "s");
+    text_placement(f, r);
+    fprintf(f,
+            "  %-16s %" PRId64 " layers x %" PRId64 " experts, top-%" PRId64 ", hidden %" PRId64
+            ", ffn %" PRId64 ", %s, capacity factor %g%s\n",
+            "model", c->num_layers, c->num_experts, c->top_k, c->hidden_dim, c->ffn_dim,
+            text_activation(c), c->capacity_factor, c->capacity_factor > 0 ? "" : " (no limit)");
+    fprintf(f, "  %-16s %s\n", "routing", text_routing(c));
+    char dev[96];
+    text_device_name(r, dev, sizeof(dev));
+    fprintf(f, "  %-16s %s, device %s, BLAS %s (%" PRId64 " thread%s per rank)\n", "transport",
+            r->transport, dev, r->blas, c->threads, c->threads == 1 ? "" : "s");
+    if (r->chunks > 0) {
+        fprintf(f, "  %-16s %d (runtime.chunks; %s)\n", "chunks", r->chunks,
+                r->chunks > 1 ? "one chunk's exchange overlaps another's expert compute"
+                              : "exchange and expert compute do not overlap");
+    } else {
+        fprintf(f, "  %-16s not recorded\n", "chunks");
+    }
+    fprintf(f,
+            "  %-16s %" PRId64 " run, %" PRId64 " tokens each; %" PRId64
+            " recorded in %d window%s\n",
+            "steps", r->steps_run, r->tokens_per_step, r->recorded_steps, r->windows,
+            r->windows == 1 ? "" : "s");
+    fprintf(f, "  %-16s %.1f tokens/s (%.3f s for all steps on rank 0)\n", "throughput",
+            r->tokens_per_s, r->run_s);
+    fprintf(f, "  %-16s skew max %.1f us, uncertainty max +/- %.1f us, drift max %.1f us\n",
+            "clocks", r->clock_skew_max_ns / 1e3, r->clock_uncertainty_max_ns / 1e3,
+            r->clock_drift_max_ns / 1e3);
+    if (r->metrics_dropped > 0 || r->events_dropped > 0) {
+        fprintf(f, "  %-16s %" PRId64 " metrics rows, %" PRId64 " trace events (over the bounds)\n",
+                "dropped", r->metrics_dropped, r->events_dropped);
+    }
+}
+
+/* ---- time split ------------------------------------------------------------------ */
+
+typedef struct text_spread {
+    double min, sum, max;
+    int min_rank, max_rank, n;
+} text_spread_t;
+
+static void text_spread_add(text_spread_t *s, double v, int rank)
+{
+    if (s->n == 0 || v < s->min) {
+        s->min = v;
+        s->min_rank = rank;
+    }
+    if (s->n == 0 || v > s->max) {
+        s->max = v;
+        s->max_rank = rank;
+    }
+    s->sum += v;
+    s->n++;
+}
+
+static void text_spread_row(FILE *f, const char *name, const text_spread_t *s)
+{
+    if (s->n == 0) {
+        return;
+    }
+    fprintf(f, "  %-12s %10.3f  (rank %4d) %10.3f %10.3f  (rank %4d)\n", name, s->min, s->min_rank,
+            s->sum / s->n, s->max, s->max_rank);
+}
+
+/* The four per-step figures of a rank: step, compute, exchange, idle (ms per step). */
+static void text_rank_split(const moe_rep_rank_t *k, double out[4])
+{
+    out[0] = text_per_step_ms(k->phase[MOE_PHASE_STEP].sum, k->steps);
+    out[1] = text_per_step_ms(k->compute_ns, k->steps);
+    out[2] = text_per_step_ms(k->exchange_ns, k->steps);
+    out[3] = text_per_step_ms(k->idle_ns, k->steps);
+}
+
+static void text_time_split(FILE *f, const moe_report_t *r)
+{
+    static const char *const names[4] = {"step ms", "compute ms", "exchange ms", "idle ms"};
+    int hw = text_host_width(r);
+    text_spread_t s[4];
+    memset(s, 0, sizeof(s));
+    text_rule(f, "Time per recorded step, by rank (ms per step; % of that rank's step time)");
+    fprintf(f, "  compute = gate + expert + merge; exchange = dispatch + combine moving bytes;\n"
+               "  idle = time in the exchange waiting for slower ranks (load imbalance)\n\n");
+    fprintf(f, "  %4s  %-*s  %5s  %9s  %11s %6s  %11s %6s  %11s %6s\n", "rank", hw, "host", "steps",
+            "step ms", "compute ms", "%", "exchange ms", "%", "idle ms", "%");
+    for (int i = 0; i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        if (!k->present || k->steps <= 0) {
+            text_absent_row(f, r, i, hw);
+            continue;
+        }
+        double v[4];
+        text_rank_split(k, v);
+        fprintf(f,
+                "  %4d  %-*.*s  %5" PRId64
+                "  %9.3f  %11.3f %5.1f%%  %11.3f %5.1f%%  %11.3f %5.1f%%\n",
+                i, hw, hw, text_host(r, i), k->steps, v[0], v[1], text_pct(v[1], v[0]), v[2],
+                text_pct(v[2], v[0]), v[3], text_pct(v[3], v[0]));
+        for (int j = 0; j < 4; j++) {
+            text_spread_add(&s[j], v[j], i);
+        }
+    }
+    fprintf(f, "\n  %-12s %10s  %11s %10s %10s  %11s\n", "across ranks", "min", "(which)", "mean",
+            "max", "(which)");
+    for (int j = 0; j < 4; j++) {
+        text_spread_row(f, names[j], &s[j]);
+    }
+}
+
+/* ---- exchange hidden behind compute ---------------------------------------------- */
+
+/* Width of the device column: the longest device name, within [6, 24]. */
+static int text_device_width(const moe_report_t *r)
+{
+    size_t w = 6;
+    for (int i = 0; i < r->world_size; i++) {
+        size_t n = strnlen(r->ranks[i].device, sizeof(r->ranks[i].device));
+        w = n > w ? n : w;
+    }
+    return w > 24 ? 24 : (int)w;
+}
+
+static void text_overlap(FILE *f, const moe_report_t *r)
+{
+    int hw = text_host_width(r), dw = text_device_width(r);
+    char pct[16];
+    moe_report_findings_t x;
+    moe_report_find(r, &x);
+    text_rule(f, "Exchange hidden behind expert compute, by rank (ms per recorded step)");
+    fprintf(f, "  exchange = time a row exchange was in flight (from its start until this rank saw "
+               "it complete;\n  the union over each layer's exchanges); hidden = the part of it "
+               "during this rank's own\n  expert calls; hidden %% = hidden / exchange "
+               "(0 by construction with chunks 1)\n\n");
+    fprintf(f, "  %4s  %-*s  %-*s  %5s  %11s  %11s  %8s\n", "rank", hw, "host", dw, "device",
+            "steps", "exchange ms", "hidden ms", "hidden %");
+    for (int i = 0; i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        if (!k->present || k->steps <= 0) {
+            text_absent_row(f, r, i, hw);
+            continue;
+        }
+        text_share(pct, sizeof(pct), moe_report_hidden_share(k));
+        fprintf(f, "  %4d  %-*.*s  %-*.*s  %5" PRId64 "  %11.3f  %11.3f  %8s\n", i, hw, hw,
+                text_host(r, i), dw, dw, k->device[0] ? k->device : "?", k->steps,
+                text_per_step_ms(k->inflight_ns, k->steps),
+                text_per_step_ms(k->hidden_ns, k->steps), pct);
+    }
+    text_share(pct, sizeof(pct), x.hidden_share);
+    fprintf(f, "\n  all ranks present: %s of exchange time hidden behind expert compute "
+               "(hidden / exchange summed over the ranks)\n", pct);
+}
+
+/* ---- experts --------------------------------------------------------------------- */
+
+static void text_expert_header(FILE *f, int hw)
+{
+    fprintf(f, "  %5s  %6s  %4s  %-*s  %10s  %7s  %9s  %9s  %9s  %9s  %9s  %8s\n", "layer",
+            "expert", "rank", hw, "host", "tokens", "calls", "mean ms", "p50 ms", "p90 ms",
+            "p99 ms", "max ms", "GFLOP/s");
+}
+
+static void text_expert_row(FILE *f, const moe_report_t *r, const moe_rep_expert_t *e, int hw)
+{
+    const moe_hist_t *h = &e->hist;
+    double g = h->sum > 0.0 ? e->flops / h->sum : 0.0; /* flops per ns = GFLOP/s */
+    fprintf(f,
+            "  %5d  %6d  %4d  %-*.*s  %10" PRIu64 "  %7" PRIu64 "  %9.3f  %9.3f  %9.3f  %9.3f"
+            "  %9.3f  %8.2f\n",
+            e->layer, e->expert, e->rank, hw, hw, text_host(r, e->rank), e->tokens, e->calls,
+            moe_hist_mean(h) / 1e6, moe_hist_quantile(h, 0.5) / 1e6,
+            moe_hist_quantile(h, 0.9) / 1e6, moe_hist_quantile(h, 0.99) / 1e6,
+            h->count > 0 ? (double)h->max / 1e6 : 0.0, g);
+}
+
+/* All experts (only_rank < 0) or those hosted by one rank; a blank line between layers. */
+static void text_experts(FILE *f, const moe_report_t *r, int only_rank)
+{
+    int hw = text_host_width(r), last_layer = -1;
+    text_rule(f, "Experts (latency per forward call in ms over the recorded steps; "
+                 "GFLOP/s = flops / sum of call times)");
+    text_expert_header(f, hw);
+    for (int i = 0; r->experts != NULL && i < r->num_layers * r->num_experts; i++) {
+        const moe_rep_expert_t *e = &r->experts[i];
+        if (only_rank >= 0 && e->rank != only_rank) {
+            continue;
+        }
+        if (last_layer >= 0 && e->layer != last_layer) {
+            fputc('\n', f);
+        }
+        last_layer = e->layer;
+        text_expert_row(f, r, e, hw);
+    }
+    if (last_layer < 0) {
+        fprintf(f, "  (none)\n");
+    }
+}
+
+/* ---- balance --------------------------------------------------------------------- */
+
+static uint64_t text_sum(const uint64_t *v, int n)
+{
+    uint64_t s = 0;
+    for (int i = 0; v != NULL && i < n; i++) {
+        s += v[i];
+    }
+    return s;
+}
+
+static void text_balance(FILE *f, const moe_report_t *r)
+{
+    text_rule(f, "Load balance per layer (of kept tokens over experts)");
+    fprintf(f, "  gini: 0 = even, (n-1)/n = all on one; cv = stddev / mean; entropy: 1 = even;\n"
+               "  max/mean: 1 = even; tokens = choices over the recorded steps\n\n");
+    fprintf(f, "  %5s  %12s  %12s  %10s  %7s  %7s  %8s  %8s\n", "layer", "demand", "kept",
+            "dropped", "gini", "cv", "entropy", "max/mean");
+    for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
+        const moe_rep_layer_t *y = &r->layers[l];
+        fprintf(f,
+                "  %5d  %12" PRIu64 "  %12" PRIu64 "  %10" PRIu64 "  %7.3f  %7.3f  %8.3f  %8.2f\n",
+                l, text_sum(y->demand, r->num_experts), text_sum(y->kept, r->num_experts),
+                text_sum(y->dropped, r->num_experts), y->gini, y->cv, y->entropy_norm, y->max_mean);
+    }
+}
+
+/* ---- rank-to-rank matrices ------------------------------------------------------- */
+
+static double text_cell(const moe_report_t *r, int kind, int i, int j)
+{
+    size_t at = (size_t)i * (size_t)r->world_size + (size_t)j;
+    if (kind == 0) {
+        return r->bytes != NULL ? (double)r->bytes[at] / TEXT_MB : 0.0;
+    }
+    return r->msgs != NULL ? (double)r->msgs[at] : 0.0;
+}
+
+/* One matrix (kind 0: MB, 1: messages) with the sent (row) and received (column) totals. */
+static void text_matrix(FILE *f, const moe_report_t *r, int kind)
+{
+    int w = r->world_size;
+    int dec = kind == 0 ? 3 : 0; /* MB with 3 decimals, counts whole */
+    fprintf(f, "  %8s", "from\\to");
+    for (int j = 0; j < w; j++) {
+        fprintf(f, " %10d", j);
+    }
+    fprintf(f, " %10s\n", "sent");
+    for (int i = 0; i < w; i++) {
+        double tot = 0.0;
+        fprintf(f, "  %8d", i);
+        for (int j = 0; j < w; j++) {
+            double v = text_cell(r, kind, i, j);
+            tot += v;
+            if (v > 0.0) {
+                fprintf(f, " %10.*f", dec, v);
+            } else {
+                fprintf(f, " %10s", "-");
+            }
+        }
+        fprintf(f, " %10.*f", dec, tot);
+        fputc('\n', f);
+    }
+    fprintf(f, "  %8s", "received");
+    double all = 0.0;
+    for (int j = 0; j < w; j++) {
+        double tot = 0.0;
+        for (int i = 0; i < w; i++) {
+            tot += text_cell(r, kind, i, j);
+        }
+        all += tot;
+        fprintf(f, " %10.*f", dec, tot);
+    }
+    fprintf(f, " %10.*f", dec, all);
+    fputc('\n', f);
+}
+
+/* Past TEXT_MATRIX_MAX ranks: what each rank sent and received, one row per rank. */
+static void text_matrix_totals(FILE *f, const moe_report_t *r)
+{
+    int w = r->world_size;
+    fprintf(f, "  (%d ranks: the full matrices are in comm.csv)\n", w);
+    fprintf(f, "  %4s  %12s  %12s  %12s  %12s\n", "rank", "sent MB", "received MB", "msgs sent",
+            "msgs recv");
+    for (int i = 0; i < w; i++) {
+        double t[4] = {0, 0, 0, 0};
+        for (int j = 0; j < w; j++) {
+            t[0] += text_cell(r, 0, i, j);
+            t[1] += text_cell(r, 0, j, i);
+            t[2] += text_cell(r, 1, i, j);
+            t[3] += text_cell(r, 1, j, i);
+        }
+        fprintf(f, "  %4d  %12.3f  %12.3f  %12.0f  %12.0f\n", i, t[0], t[1], t[2], t[3]);
+    }
+}
+
+static void text_comm(FILE *f, const moe_report_t *r)
+{
+    double total = 0.0;
+    for (int i = 0; i < r->world_size; i++) {
+        for (int j = 0; j < r->world_size; j++) {
+            total += text_cell(r, 0, i, j);
+        }
+    }
+    text_rule(f, "Bytes moved rank to rank (MB = 10^6 bytes over the recorded steps; "
+                 "row = sender, column = receiver)");
+    fprintf(f, "  total %.3f MB", total);
+    if (r->recorded_steps > 0) {
+        fprintf(f, " = %.3f MB per recorded step", total / (double)r->recorded_steps);
+    }
+    fprintf(f, " (dispatch and combine both counted)\n\n");
+    if (r->world_size > TEXT_MATRIX_MAX) {
+        text_matrix_totals(f, r);
+        return;
+    }
+    text_matrix(f, r, 0);
+    text_rule(f, "Messages rank to rank (count over the recorded steps; row = sender)");
+    text_matrix(f, r, 1);
+}
+
+/* ---- memory ---------------------------------------------------------------------- */
+
+static bool text_any_device(const moe_report_t *r)
+{
+    for (int i = 0; i < r->world_size; i++) {
+        if (r->ranks[i].dev_peak > 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void text_memory(FILE *f, const moe_report_t *r)
+{
+    bool dev = text_any_device(r);
+    int hw = text_host_width(r);
+    text_rule(f, "Memory per rank (MiB = 2^20 bytes)");
+    fprintf(f, "  %4s  %-*s  %13s", "rank", hw, "host", "peak RSS MiB");
+    if (dev) {
+        fprintf(f, "  %16s", "device peak MiB");
+    }
+    fprintf(f, "  %19s  %21s  %8s\n", "expert weights MiB", "exchange buffers MiB", "samples");
+    for (int i = 0; i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        if (!k->present) {
+            text_absent_row(f, r, i, hw);
+            continue;
+        }
+        fprintf(f, "  %4d  %-*.*s  %13.1f", i, hw, hw, text_host(r, i),
+                (double)k->rss_peak / TEXT_MIB);
+        if (dev) {
+            fprintf(f, "  %16.1f", (double)k->dev_peak / TEXT_MIB);
+        }
+        fprintf(f, "  %19.1f  %21.1f  %8d\n", (double)k->expert_weight_bytes / TEXT_MIB,
+                (double)k->exchange_buffer_bytes / TEXT_MIB, k->num_mem);
+    }
+}
+
+/* ---- findings -------------------------------------------------------------------- */
+
+static void text_findings(FILE *f, const moe_report_t *r)
+{
+    moe_report_findings_t x;
+    moe_report_find(r, &x);
+    text_rule(f, "Findings");
+    if (x.hot_layer >= 0) {
+        const moe_rep_expert_t *e = &r->experts[x.hot_layer * r->num_experts + x.hot_expert];
+        fprintf(f,
+                "  * Hottest expert: layer %d expert %d (rank %d) got %" PRIu64 " tokens, "
+                "%.2fx the mean of its layer.\n",
+                x.hot_layer, x.hot_expert, e->rank, e->tokens, x.hot_share);
+    }
+    if (x.slow_layer >= 0) {
+        fprintf(f,
+                "  * Slowest expert: layer %d expert %d ran at %.2f GFLOP/s, %.2fx the median "
+                "expert; its p99 call took %.3f ms.\n",
+                x.slow_layer, x.slow_expert, x.slow_gflops, x.slow_vs_median, x.slow_p99_ns / 1e6);
+    }
+    if (x.straggler_rank >= 0) {
+        const moe_rep_rank_t *k = &r->ranks[x.straggler_rank];
+        fprintf(f, "  * Straggler rank: rank %d (%s) computes %.3f ms per step, ", x.straggler_rank,
+                text_host(r, x.straggler_rank), text_per_step_ms(k->compute_ns, k->steps));
+        if (x.straggler_n > 1) {
+            fprintf(f, "%.2fx the mean of the ranks with experts.\n", x.straggler_ratio);
+        } else {
+            fprintf(f, "but it is the only rank with experts present: nothing to compare.\n");
+        }
+    }
+    fprintf(f,
+            "  * Exchange: %.1f%% of step time goes to moving bytes and %.1f%% to waiting in "
+            "the exchange for slower ranks (mean over the ranks present).\n",
+            100.0 * x.exchange_share, 100.0 * x.idle_share);
+    if (isfinite(x.hidden_share)) {
+        fprintf(f,
+                "  * Overlap: %.1f%% of exchange time was hidden behind expert compute "
+                "(runtime.chunks %d; summed over the ranks present).\n",
+                100.0 * x.hidden_share, r->chunks);
+    }
+    if (r->partial) {
+        fprintf(f, "  * PARTIAL: missing %s; the findings cover the ranks present only.\n",
+                r->missing[0] ? r->missing : "some ranks' records");
+    }
+}
+
+moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
+{
+    if (r == NULL || r->cfg == NULL || r->ranks == NULL) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "summary.txt: no report");
+    }
+    FILE *f = moe_report_open(r, "summary.txt", err);
+    if (f == NULL) {
+        return MOE_ERR_IO;
+    }
+    text_run_facts(f, r);
+    text_time_split(f, r);
+    text_overlap(f, r);
+    text_experts(f, r, -1);
+    text_balance(f, r);
+    text_comm(f, r);
+    text_memory(f, r);
+    text_findings(f, r);
+    return moe_report_close(f, r, "summary.txt", err);
+}
+
+/* ---- one rank -------------------------------------------------------------------- */
+
+static void text_rank_phases(FILE *f, const moe_rep_rank_t *k)
+{
+    text_rule(f, "Phases per recorded step (ms, summed over layers)");
+    fprintf(f, "  %-10s %10s %10s %10s %12s\n", "phase", "min ms", "mean ms", "max ms", "total ms");
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) {
+        const moe_rep_stat_t *s = &k->phase[p];
+        double mean = s->n > 0 ? s->sum / (double)s->n : 0.0;
+        fprintf(f, "  %-10s %10.3f %10.3f %10.3f %12.3f\n", moe_phase_name(p), s->min / 1e6,
+                mean / 1e6, s->max / 1e6, s->sum / 1e6);
+    }
+    double v[4];
+    text_rank_split(k, v);
+    fprintf(f,
+            "\n  per step: compute %.3f ms (%.1f%%), exchange %.3f ms (%.1f%%), "
+            "idle %.3f ms (%.1f%%) of %.3f ms\n",
+            v[1], text_pct(v[1], v[0]), v[2], text_pct(v[2], v[0]), v[3], text_pct(v[3], v[0]),
+            v[0]);
+    char pct[16];
+    text_share(pct, sizeof(pct), moe_report_hidden_share(k));
+    fprintf(f,
+            "  exchange in flight %.3f ms per step, %s of it hidden behind expert compute "
+            "(%.3f ms); device %s, runtime.chunks %d\n",
+            text_per_step_ms(k->inflight_ns, k->steps), pct,
+            text_per_step_ms(k->hidden_ns, k->steps), k->device[0] ? k->device : "?", k->chunks);
+}
+
+static void text_rank_peers(FILE *f, const moe_report_t *r, int me)
+{
+    int w = r->world_size, hw = text_host_width(r);
+    text_rule(f, "Exchange with each peer (MB = 10^6 bytes; wait = time until that peer's rows "
+                 "had arrived)");
+    fprintf(f, "  %4s  %-*s  %10s  %10s  %9s  %9s  %10s\n", "peer", hw, "host", "sent MB",
+            "recv MB", "msgs sent", "msgs recv", "wait ms");
+    for (int j = 0; j < w; j++) {
+        size_t out = (size_t)me * (size_t)w + (size_t)j, in = (size_t)j * (size_t)w + (size_t)me;
+        fprintf(f, "  %4d  %-*.*s  %10.3f  %10.3f  %9" PRIu64 "  %9" PRIu64 "  %10.3f\n", j, hw, hw,
+                text_host(r, j), r->bytes ? (double)r->bytes[out] / TEXT_MB : 0.0,
+                r->bytes ? (double)r->bytes[in] / TEXT_MB : 0.0, r->msgs ? r->msgs[out] : 0,
+                r->msgs ? r->msgs[in] : 0, r->wait_ns ? r->wait_ns[out] / 1e6 : 0.0);
+    }
+}
+
+static void text_rank_memory(FILE *f, const moe_rep_rank_t *k)
+{
+    text_rule(f, "Memory (MiB = 2^20 bytes)");
+    fprintf(f, "  peak RSS %.1f MiB", (double)k->rss_peak / TEXT_MIB);
+    if (k->dev_peak > 0) {
+        fprintf(f, ", device peak %.1f MiB", (double)k->dev_peak / TEXT_MIB);
+    }
+    fprintf(f, "; expert weights %.1f MiB, exchange buffers %.1f MiB\n",
+            (double)k->expert_weight_bytes / TEXT_MIB, (double)k->exchange_buffer_bytes / TEXT_MIB);
+    if (k->num_mem <= 0 || k->mem == NULL) {
+        fprintf(f, "  no samples\n");
+        return;
+    }
+    double lo = 0, hi = 0, sum = 0;
+    for (int i = 0; i < k->num_mem; i++) {
+        double v = (double)k->mem[i].rss_bytes / TEXT_MIB;
+        lo = i == 0 || v < lo ? v : lo;
+        hi = i == 0 || v > hi ? v : hi;
+        sum += v;
+    }
+    /* + 0.0 turns a rounded -0.000 into 0.000 */
+    double first = round((double)k->mem[0].t_ns / 1e6) / 1e3 + 0.0;
+    double last = round((double)k->mem[k->num_mem - 1].t_ns / 1e6) / 1e3 + 0.0;
+    fprintf(f, "  %d samples from %.3f s to %.3f s after the first step: RSS min %.1f, mean %.1f, "
+               "max %.1f MiB\n",
+            k->num_mem, first, last, lo, sum / k->num_mem, hi);
+}
+
+static void text_rank_clock(FILE *f, const moe_rep_rank_t *k)
+{
+    text_rule(f, "Clock (this rank's clock minus rank 0's)");
+    fprintf(f,
+            "  offset at start %.3f us, at end %.3f us (drift %.3f us), uncertainty +/- %.3f us\n",
+            k->clock_offset_ns / 1e3, k->clock_offset_end_ns / 1e3,
+            (k->clock_offset_end_ns - k->clock_offset_ns) / 1e3, k->clock_uncertainty_ns / 1e3);
+}
+
+static moe_status_t text_write_rank(const moe_report_t *r, int me, moe_error_t *err)
+{
+    char name[64];
+    const moe_rep_rank_t *k = &r->ranks[me];
+    int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
+    snprintf(name, sizeof(name), "summary_rank_%d.txt", me);
+    FILE *f = ids != NULL ? moe_report_open(r, name, err) : NULL;
+    if (f == NULL) {
+        free(ids);
+        return ids == NULL ? moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", name)
+                           : MOE_ERR_IO;
+    }
+    int n = moe_cfg_experts_of_rank(r->cfg, me, ids);
+    fprintf(f, "moed profile: rank %d (%s)\n", me, text_host(r, me));
+    fprintf(f, "%" PRId64 " recorded steps; ", k->steps);
+    if (n > 0) {
+        fprintf(f, "%d expert%s hosted here: ", n, n == 1 ? "" : "s");
+        text_id_ranges(f, ids, n);
+    } else {
+        fputs("no experts hosted here", f);
+    }
+    fprintf(f, "%s\n",
+            r->cfg->routing == MOE_ROUTING_MASTER && me == r->cfg->master_rank
+                ? "; routes every token"
+                : "");
+    free(ids);
+    text_rank_phases(f, k);
+    text_experts(f, r, me);
+    text_rank_peers(f, r, me);
+    text_rank_memory(f, k);
+    text_rank_clock(f, k);
+    return moe_report_close(f, r, name, err);
+}
+
+moe_status_t moe_report_write_rank_summaries(const moe_report_t *r, moe_error_t *err)
+{
+    if (r == NULL || r->cfg == NULL || r->ranks == NULL) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "summary_rank_*.txt: no report");
+    }
+    for (int i = 0; i < r->world_size; i++) {
+        if (!r->ranks[i].present) {
+            continue;
+        }
+        moe_status_t st = text_write_rank(r, i, err);
+        if (st != MOE_OK) {
+            return st;
+        }
+    }
+    return MOE_OK;
+}

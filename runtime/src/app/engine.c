@@ -1,0 +1,494 @@
+#include "app/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moe/clock.h"
+#include "expert/expert.h"
+#include "expert/gemm.h"
+#include "moe/log.h"
+#include "moe/stop.h"
+#include "expert/nvtx.h"
+#include "transport/wait.h"
+#ifdef MOE_HAVE_CUDA
+#include "expert/cuda/moe_cuda.h"
+#endif
+
+moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
+{
+    int rank, world;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &world);
+    int mine = st == MOE_OK ? world : rank, first = world;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (first == world) {
+        return MOE_OK;
+    }
+    moe_error_t shared;
+    if (rank == first) {
+        shared.code = st;
+        snprintf(shared.msg, sizeof(shared.msg), "%s", err != NULL ? err->msg : "");
+        if (shared.msg[0] == '\0') {
+            snprintf(shared.msg, sizeof(shared.msg), "%s", moe_status_string(st));
+        }
+    }
+    MPI_Bcast(&shared, (int)sizeof(shared), MPI_BYTE, first, comm);
+    if (err != NULL) {
+        *err = shared;
+    }
+    return shared.code;
+}
+
+void moe_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
+                        int64_t *count)
+{
+    int64_t T = cfg->tokens_per_step;
+    if (cfg->routing == MOE_ROUTING_MASTER || world_size == 1) {
+        int master = world_size == 1 ? 0 : (int)cfg->master_rank;
+        *first = 0;
+        *count = rank == master ? T : 0;
+        return;
+    }
+    int64_t base = T / world_size, rem = T % world_size;
+    *first = rank * base + (rank < rem ? rank : rem);
+    *count = base + (rank < rem ? 1 : 0);
+}
+
+static moe_status_t engine_load_inputs(moe_engine_t *eng, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    int64_t H = cfg->hidden_dim, n = eng->token_count;
+    bool random = strcmp(cfg->input, "random") == 0;
+    /* A few distinct random batches, so routing varies from step to step, generated once:
+     * the timed loop only copies. A file input is one batch. */
+    eng->num_batches = random ? (int)(cfg->steps < 4 ? cfg->steps : 4) : 1;
+    size_t floats = (size_t)(n * H);
+    eng->x = calloc(floats > 0 ? floats : 1, sizeof(float));
+    eng->batches = calloc(floats > 0 ? floats * (size_t)eng->num_batches : 1, sizeof(float));
+    if (eng->x == NULL || eng->batches == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %lld input tokens",
+                             (long long)n);
+    }
+    for (int b = 0; b < eng->num_batches && n > 0; b++) {
+        moe_status_t st =
+            moe_input_load(cfg, b, eng->token_first, n, eng->batches + (size_t)b * floats, err);
+        if (st != MOE_OK) {
+            return st;
+        }
+    }
+    return MOE_OK;
+}
+
+/* Every rank's host name, for messages; configures the waits' watchdog. */
+static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
+{
+    eng->hosts = calloc((size_t)eng->world_size, sizeof(*eng->hosts));
+    if (eng->hosts == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the hosts table");
+    }
+    char me[64] = {0};
+    if (gethostname(me, sizeof(me) - 1) != 0) {
+        snprintf(me, sizeof(me), "unknown");
+    }
+    int rc = MPI_Allgather(me, 64, MPI_CHAR, eng->hosts, 64, MPI_CHAR, eng->comm);
+    if (rc != MPI_SUCCESS) {
+        return moe_mpi_check(rc, "MPI_Allgather (hosts)", err);
+    }
+    moe_wait_configure(eng->cfg->step_timeout_s, eng->rank, eng->world_size,
+                       (const char (*)[64])eng->hosts);
+    /* Fault injection for the watchdog test: "rank:step" stalls that rank at that step. */
+    const char *stall = getenv("MOED_TEST_STALL");
+    long long sr = -1, ss = -1;
+    eng->stall_rank = -1;
+    if (stall != NULL && sscanf(stall, "%lld:%lld", &sr, &ss) == 2) {
+        eng->stall_rank = (int)sr;
+        eng->stall_step = ss;
+    }
+    return MOE_OK;
+}
+
+static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    int32_t ids[MOE_MAX_EXPERTS];
+    int n = moe_cfg_experts_of_rank(cfg, eng->rank, ids);
+    moe_prof_static_t info = {
+        .num_local = n,
+        .local_ids = ids,
+        .expert_weight_bytes = eng->weights.expert_bytes,
+        .exchange_buffer_bytes = moe_layer_ctx_buffer_bytes(&eng->layer),
+        .total_steps = cfg->steps,
+        .row_bytes = cfg->hidden_dim * (int64_t)sizeof(float),
+        .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
+        .transport = eng->transport->ops->name,
+        .blas = moe_gemm_backend_name(),
+        .hosts = (const char (*)[64])eng->hosts,
+        .device = eng->device_name,
+        .chunks = (int)cfg->chunks,
+#ifdef MOE_HAVE_CUDA
+        .device_memory = eng->cuda != NULL ? moe_cuda_mem_usage : NULL,
+#endif
+    };
+    return moe_prof_create(cfg, eng->comm, &info, &eng->prof, err);
+}
+
+/* Options the config accepts but this build cannot do: say so instead of ignoring them. */
+static moe_status_t engine_check_supported(const moe_config_t *cfg, moe_error_t *err)
+{
+#ifndef MOE_HAVE_CUDA
+    if (cfg->device == MOE_DEVICE_CUDA) {
+        return moe_error_set(err, MOE_ERR_UNSUPPORTED,
+                             "runtime.device: cuda is not available in this build (built "
+                             "without the CUDA Toolkit: MOED_WITH_CUDA); use cpu");
+    }
+#endif
+    if (cfg->transport == MOE_TRANSPORT_NCCL && cfg->device != MOE_DEVICE_CUDA) {
+        return moe_error_set(err, MOE_ERR_CONFIG,
+                             "runtime.transport: nccl moves GPU memory; it needs "
+                             "runtime.device: cuda (use mpi or ucx on the CPU)");
+    }
+    return MOE_OK;
+}
+
+/* runtime.device: cuda: the GPU of this rank's local rank (ranks on one host, in rank
+ * order) modulo the host's GPUs, a context on it, and the device copy of x. */
+static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
+{
+    snprintf(eng->device_name, sizeof(eng->device_name), "cpu");
+    if (eng->cfg->device != MOE_DEVICE_CUDA) {
+        return MOE_OK;
+    }
+#ifdef MOE_HAVE_CUDA
+    char why[256];
+    moe_status_t st = MOE_OK;
+    if (!moe_cuda_available(why, sizeof(why))) {
+        st = moe_error_set(err, MOE_ERR_CUDA, "runtime.device: cuda, but rank %d has no usable "
+                           "GPU (%s)", eng->rank, why);
+    }
+    st = moe_agree(eng->comm, st, err); /* before the collective split */
+    if (st != MOE_OK) {
+        return st;
+    }
+    MPI_Comm local;
+    int local_rank = 0;
+    st = moe_mpi_check(MPI_Comm_split_type(eng->comm, MPI_COMM_TYPE_SHARED,
+                                                        eng->rank, MPI_INFO_NULL, &local),
+                                    "MPI_Comm_split_type (local ranks)", err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    MPI_Comm_rank(local, &local_rank);
+    MPI_Comm_free(&local);
+    moe_cuda_t *cu = NULL;
+    st = moe_cuda_create(local_rank % moe_cuda_device_count(), &cu, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    eng->cuda = cu;
+    snprintf(eng->device_name, sizeof(eng->device_name), "%s", moe_cuda_device_name(cu));
+    size_t bytes = sizeof(float) * (size_t)(eng->token_count * eng->cfg->hidden_dim);
+    return moe_cuda_alloc(cu, bytes, (void **)&eng->x_dev, err);
+#else
+    return moe_error_set(err, MOE_ERR_UNSUPPORTED, "runtime.device: cuda: built without CUDA");
+#endif
+}
+
+/* Copy the hidden state between the host and the GPU (no-ops on the CPU). to_device: the
+ * step's input in; else the result out. */
+static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t *err)
+{
+#ifdef MOE_HAVE_CUDA
+    if (eng->cuda != NULL && eng->token_count > 0) {
+        size_t bytes = sizeof(float) * (size_t)(eng->token_count * eng->cfg->hidden_dim);
+        moe_status_t st = moe_cuda_copy(eng->cuda, to_device ? (void *)eng->x_dev : eng->x,
+                                        to_device ? (void *)eng->x : eng->x_dev, bytes,
+                                        to_device ? MOE_CUDA_COPY_H2D : MOE_CUDA_COPY_D2H,
+                                        MOE_CUDA_STREAM_COMPUTE, err);
+        return st == MOE_OK ? moe_cuda_sync(eng->cuda, MOE_CUDA_STREAM_COMPUTE, err) : st;
+    }
+#endif
+    (void)to_device;
+    (void)err;
+    return MOE_OK;
+}
+
+moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
+                               moe_error_t *err)
+{
+    moe_status_t st = engine_check_supported(cfg, err);
+    if (st != MOE_OK) {
+        return st; /* every rank reaches the same verdict from the same config */
+    }
+    moe_engine_t *eng = calloc(1, sizeof(*eng));
+    if (eng == NULL) {
+        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the engine");
+    } else {
+        eng->cfg = cfg;
+        eng->comm = comm;
+        MPI_Comm_rank(comm, &eng->rank);
+        MPI_Comm_size(comm, &eng->world_size);
+        moe_tokens_of_rank(cfg, eng->world_size, eng->rank, &eng->token_first,
+                           &eng->token_count);
+        eng->routes = eng->token_count > 0;
+        moe_gemm_set_threads((int)cfg->threads);
+        st = engine_open_device(eng, err);
+    }
+    /* Every rank agrees before the collectives below; the hosts (and the watchdog) come
+     * first so a transport's start-up is already guarded. */
+    st = moe_agree(comm, st, err);
+    if (st == MOE_OK) {
+        st = engine_hosts(eng, err);
+    }
+    if (st == MOE_OK) {
+        moe_transport_device_t dev = {.cuda = eng->cuda};
+        st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, 2 * (int)cfg->chunks,
+                                  &dev, &eng->transport, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_weights_load(cfg, eng->rank, eng->routes, &eng->weights, err);
+    }
+    if (st == MOE_OK) {
+        st = engine_load_inputs(eng, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_layer_ctx_init(&eng->layer, cfg, comm, eng->transport, &eng->weights,
+                                eng->token_count, eng->cuda, err);
+    }
+    st = moe_agree(comm, st, err);
+    if (st == MOE_OK && cfg->prof_enabled) {
+        st = moe_agree(comm, engine_create_profiler(eng, err), err);
+    }
+    if (st != MOE_OK) {
+        moe_engine_destroy(eng);
+        return st;
+    }
+    *out = eng;
+    return MOE_OK;
+}
+
+void moe_engine_destroy(moe_engine_t *eng)
+{
+    if (eng == NULL) {
+        return;
+    }
+    moe_prof_destroy(eng->prof);
+    /* The transport first: it may still own exchanges into the layer's buffers (a stop
+     * leaves them in flight), and NCCL's abort must end before those are freed. */
+    moe_transport_destroy(eng->transport);
+    moe_layer_ctx_destroy(&eng->layer);
+    moe_weights_destroy(&eng->weights);
+#ifdef MOE_HAVE_CUDA
+    moe_cuda_free(eng->cuda, eng->x_dev);
+    moe_cuda_destroy(eng->cuda);
+#endif
+    free(eng->hosts);
+    free(eng->x);
+    free(eng->batches);
+    free(eng);
+}
+
+static void engine_account_layer(moe_engine_t *eng)
+{
+    const moe_layer_ctx_t *ctx = &eng->layer;
+    const moe_config_t *cfg = eng->cfg;
+    for (int p = 0; p < MOE_PHASE_LAYER_COUNT; p++) {
+        eng->phase_ns[p] += ctx->rec.phase_end_ns[p] - ctx->rec.phase_begin_ns[p];
+    }
+    for (int le = 0; le < ctx->num_local; le++) {
+        int64_t rows = ctx->rec.expert_rows[le];
+        if (rows == 0) {
+            continue;
+        }
+        eng->expert_ns += ctx->rec.expert_ns[le];
+        eng->expert_flops += moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, rows);
+        eng->expert_rows += rows;
+    }
+    eng->expert_calls += ctx->rec.num_calls; /* one per expert per chunk with rows */
+    eng->rows_sent += ctx->plan.num_send;
+    eng->dropped += ctx->plan.num_dropped;
+}
+
+static void engine_profile_layer(moe_engine_t *eng, int layer)
+{
+    const moe_layer_ctx_t *ctx = &eng->layer;
+    const moe_layer_record_t *rec = &ctx->rec;
+    moe_prof_layer_sample_t s = {
+        .layer = layer,
+        .phase_begin_ns = rec->phase_begin_ns,
+        .phase_end_ns = rec->phase_end_ns,
+        .expert_rows = rec->expert_rows,
+        .expert_ns = rec->expert_ns,
+        .num_calls = rec->num_calls,
+        .calls = rec->calls,
+        .num_spans = rec->num_spans,
+        .spans = rec->spans,
+        .demand = ctx->plan.expert_demand,
+        .kept = ctx->plan.expert_kept,
+        .dropped = ctx->plan.expert_dropped,
+        .send_rows = ctx->plan.send_rows,
+        .recv_rows = ctx->recv_rows,
+        .peer_wait_ns = rec->peer_wait_ns,
+    };
+    moe_prof_layer(eng->prof, &s);
+}
+
+static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    size_t floats = (size_t)(eng->token_count * cfg->hidden_dim);
+    memcpy(eng->x, eng->batches + (size_t)(step % eng->num_batches) * floats,
+           floats * sizeof(float));
+    if (eng->rank == eng->stall_rank && step == eng->stall_step) {
+        /* MOED_TEST_STALL: stop making progress, as a hung rank would */
+        while (!moe_stop_requested()) {
+            struct timespec nap = {0, 100000000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    float *x = eng->cuda != NULL ? eng->x_dev : eng->x;
+    moe_status_t st = engine_sync_x(eng, true, err);
+    for (int l = 0; l < (int)cfg->num_layers && st == MOE_OK; l++) {
+        st = moe_layer_forward(&eng->layer, x, eng->token_count, step, l, err);
+        if (st != MOE_OK) {
+            return st;
+        }
+        engine_account_layer(eng);
+        if (eng->prof != NULL) {
+            int64_t t = moe_now_ns();
+            engine_profile_layer(eng, l);
+            eng->prof_ns += moe_now_ns() - t;
+        }
+    }
+    return st;
+}
+
+static void engine_progress(const moe_engine_t *eng, int64_t step, int64_t steps,
+                            int64_t t0, int64_t *last_print, bool final)
+{
+    int64_t now = moe_now_ns();
+    if (!final && now - *last_print < 500000000LL) {
+        return;
+    }
+    *last_print = now;
+    double secs = (double)(now - t0) * 1e-9;
+    double tps = secs > 0 ? (double)(step + 1) * (double)eng->cfg->tokens_per_step / secs : 0;
+    printf("\rstep %lld/%lld  %.0f tokens/s   %s", (long long)(step + 1), (long long)steps, tps,
+           final ? "\n" : "");
+    fflush(stdout);
+}
+
+moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err)
+{
+    bool show = progress && eng->rank == 0;
+    eng->steps_planned = steps;
+    moe_wait_set_where(0, 0, "start barrier");
+    moe_status_t st = moe_wait_barrier(eng->comm, err);
+    int64_t t0 = moe_now_ns(), last_print = t0;
+    for (int64_t s = 0; s < steps && st == MOE_OK; s++) {
+        if (moe_stop_requested()) {
+            st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped by signal %d",
+                               moe_stop_signal());
+            break;
+        }
+        if (eng->prof != NULL) {
+            int64_t t = moe_now_ns();
+            moe_prof_step_begin(eng->prof, s);
+            eng->prof_ns += moe_now_ns() - t;
+        }
+        int64_t b = moe_now_ns();
+        moe_nvtx_push("step");
+        st = engine_step(eng, s, err);
+        moe_nvtx_pop();
+        int64_t e = moe_now_ns();
+        if (st != MOE_OK) {
+            break;
+        }
+        eng->steps_done = s + 1;
+        if (eng->prof != NULL) {
+            st = moe_prof_step_end(eng->prof, s, b, e, err);
+            eng->prof_ns += moe_now_ns() - e;
+            if (st != MOE_OK) {
+                break;
+            }
+        }
+        if (show) {
+            engine_progress(eng, s, steps, t0, &last_print, false);
+        }
+    }
+    if (st == MOE_OK) {
+        moe_wait_set_where(eng->steps_done, 0, "end barrier");
+        st = moe_wait_barrier(eng->comm, err);
+    }
+    eng->run_ns = moe_now_ns() - t0;
+    if (show && eng->steps_done > 0) {
+        engine_progress(eng, eng->steps_done - 1, steps, t0, &last_print, true);
+    }
+    return st;
+}
+
+moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_text,
+                                       size_t config_len, bool interrupted, double deadline_s,
+                                       char *run_dir, size_t run_dir_len, moe_error_t *err)
+{
+    if (eng->prof == NULL) {
+        return MOE_OK;
+    }
+    moe_prof_run_t run = {
+        .steps_run = eng->steps_done,
+        .steps_planned = eng->steps_planned,
+        .run_s = (double)eng->run_ns * 1e-9,
+        .config_text = config_text,
+        .config_len = config_len,
+        .interrupted = interrupted,
+        .deadline_s = deadline_s,
+    };
+    return moe_prof_finish(eng->prof, &run, run_dir, run_dir_len, err);
+}
+
+moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_t *err)
+{
+    int W = eng->world_size;
+    int64_t H = eng->cfg->hidden_dim, T = eng->cfg->tokens_per_step;
+    int *counts = NULL, *displs = NULL;
+    float *all = NULL;
+    *out = NULL;
+    moe_status_t st = moe_agree(eng->comm, engine_sync_x(eng, false, err), err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    if (eng->rank == 0) {
+        counts = calloc((size_t)W, sizeof(int));
+        displs = calloc((size_t)W, sizeof(int));
+        all = malloc((size_t)(T * H) * sizeof(float));
+        if (counts == NULL || displs == NULL || all == NULL) {
+            st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the output");
+        }
+        for (int r = 0; r < W && st == MOE_OK; r++) {
+            int64_t first, count;
+            moe_tokens_of_rank(eng->cfg, W, r, &first, &count);
+            counts[r] = (int)count; /* in rows of H floats */
+            displs[r] = (int)first;
+        }
+    }
+    st = moe_agree(eng->comm, st, err);
+    if (st == MOE_OK) {
+        MPI_Datatype row;
+        MPI_Type_contiguous((int)H, MPI_FLOAT, &row);
+        MPI_Type_commit(&row);
+        st = moe_mpi_check(MPI_Gatherv(eng->x, (int)eng->token_count, row, all, counts, displs,
+                                       row, 0, eng->comm),
+                           "MPI_Gatherv (output)", err);
+        MPI_Type_free(&row);
+    }
+    free(counts);
+    free(displs);
+    if (st != MOE_OK) {
+        free(all);
+        return st;
+    }
+    *out = all;
+    return MOE_OK;
+}

@@ -1,0 +1,86 @@
+/* The engine: everything one rank needs to run the configured steps. Creating it is
+ * collective over the communicator and either succeeds on every rank or fails on every
+ * rank with the same error (moe_agree). */
+#ifndef MOE_ENGINE_H
+#define MOE_ENGINE_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moe/config.h"
+#include "moe/prof.h"
+#include "moe/status.h"
+#include "layer/moe_layer.h"
+#include "transport/transport.h"
+#include "model/weights.h"
+
+typedef struct moe_engine moe_engine_t;
+
+struct moe_engine {
+    const moe_config_t *cfg;
+    MPI_Comm comm;
+    int rank, world_size;
+    bool routes;           /* runs the gate for some tokens */
+    int64_t token_first;   /* global index of this rank's first token */
+    int64_t token_count;   /* tokens this rank routes per step */
+    moe_weights_t weights;
+    moe_transport_t *transport;
+    moe_layer_ctx_t layer;
+    float *x;              /* [token_count, H] hidden state of the current step */
+    void *cuda;            /* moe_cuda_t * of this rank's GPU (runtime.device: cuda) */
+    float *x_dev;          /* [token_count, H] on the GPU: what the layers update */
+    char device_name[64];  /* "cpu" or the GPU's name */
+    float *batches;        /* [num_batches, token_count, H] inputs, cycled over steps */
+    int num_batches;
+    int64_t steps_done;
+    int64_t steps_planned; /* of the last moe_engine_run */
+    /* Totals over the run (every step), for the end summary. */
+    int64_t phase_ns[MOE_PHASE_LAYER_COUNT];
+    int64_t expert_ns;
+    double expert_flops;
+    int64_t expert_calls;
+    int64_t expert_rows;
+    int64_t rows_sent;     /* dispatch rows, all layers and steps */
+    int64_t dropped;
+    int64_t run_ns;        /* first step begin to last step end (between barriers) */
+    moe_prof_t *prof;      /* NULL when profiler.enabled is false */
+    int64_t prof_ns;       /* time spent inside the profiler's per-step hooks */
+    char (*hosts)[64];     /* [world] host of every rank, for messages */
+    int stall_rank;        /* MOED_TEST_STALL=rank:step fault injection, -1 when unset */
+    int64_t stall_step;
+};
+
+/* Agree on a status across comm: if any rank failed, every rank returns the error of the
+ * lowest failing rank, with its message copied into err on every rank. Collective. */
+moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err);
+
+/* Tokens routed by `rank`: all on the master in master routing, an even split (lower
+ * ranks take the remainder) in symmetric routing. */
+void moe_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
+                        int64_t *count);
+
+moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
+                               moe_error_t *err);
+void moe_engine_destroy(moe_engine_t *eng); /* accepts NULL */
+
+/* Run `steps` steps. A stop request (moe/stop.h) ends the run at once: the step in flight
+ * is abandoned (not counted) and MOE_ERR_INTERRUPTED returned; after that no collective
+ * may be called on the engine's communicator (ranks left different ones in flight).
+ * MOE_ERR_TIMEOUT: the watchdog fired (err names who waits on whom). progress: rank 0
+ * prints step and tokens/s on one refreshed line. Collective. */
+moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err);
+
+/* End the profile: last records to rank 0 (point to point, waiting at most
+ * deadline_s for ranks that may be gone) and, on rank 0, the report folder (path into
+ * run_dir). A no-op returning MOE_OK when profiling is off. Uses no collective, so it
+ * works after an interruption or a lost rank. */
+moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_text,
+                                       size_t config_len, bool interrupted, double deadline_s,
+                                       char *run_dir, size_t run_dir_len, moe_error_t *err);
+
+/* Gather the hidden state of the last step to rank 0 in global token order: on rank 0
+ * *out receives a malloc'd [T, H] array (caller frees); NULL elsewhere. Collective. */
+moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_t *err);
+
+#endif /* MOE_ENGINE_H */

@@ -1,0 +1,417 @@
+/* moed: run MoE layers across MPI ranks.  See `moed --help` and README.md. */
+#include <errno.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/engine.h"
+#include "expert/gemm.h"
+#include "moe/build_info.h"
+#include "moe/log.h"
+#include "moe/config.h"
+#include "moe/prof.h"
+#include "moe/safetensors.h"
+#include "moe/stop.h"
+#include "app/selfbench.h"
+#include "app/startup.h"
+
+/* Exit codes (README "Exit codes"). */
+enum {
+    EXIT_OK = 0,
+    EXIT_RUNTIME = 1,  /* MPI / peer / internal failure during the run */
+    EXIT_USAGE = 2,    /* bad command-line flags */
+    EXIT_CONFIG = 3,   /* the config file is missing or invalid */
+    EXIT_INPUT = 4,    /* weights or input file missing, corrupt or not matching the config */
+    EXIT_OUTPUT = 5,   /* an output file could not be written */
+    EXIT_MISMATCH = 6, /* the ranks are not the same moed (build, protocol) or not one job */
+    EXIT_WATCHDOG = 7, /* a step made no progress for runtime.step_timeout_s */
+    EXIT_SIGNAL = 130, /* stopped by SIGINT / SIGTERM after a step boundary */
+};
+
+typedef struct options {
+    const char *config;
+    const char *dump_output;
+    long long steps;     /* -1: from the config */
+    int ranks;           /* --ranks for --check-config; 0: the MPI world */
+    bool check_config;
+    bool help;
+    bool help_config;
+    bool version;
+    bool bench;
+    int progress;        /* -1 auto (a terminal), 0 off, 1 on */
+} options_t;
+
+static void print_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mpirun -np N moed --config FILE [options]\n"
+            "       moed --config FILE [options]          (one rank hosting every expert)\n"
+            "       moed compare RUN_DIR_A RUN_DIR_B       (two profiler reports side by side)\n"
+            "\n"
+            "Runs Mixture-of-Experts layers across MPI ranks as the YAML config says.\n"
+            "\n"
+            "options:\n"
+            "  --config FILE         the YAML config (read by rank 0 only)\n"
+            "  --steps N             override workload.steps\n"
+            "  --dump-output FILE    write the last step's hidden states as tensor 'output'\n"
+            "                        (F32, [tokens, hidden_dim]) to a .safetensors file\n"
+            "  --check-config        validate the config, print the resolved placement, exit\n"
+            "  --ranks N             with --check-config: validate for N ranks (default: the\n"
+            "                        MPI world size)\n"
+            "  --help-config         print every config key with its default, range and unit\n"
+            "  --bench               after the run, print figures against this machine's limits\n"
+            "  --progress / --no-progress\n"
+            "                        progress line on rank 0 (default: on when stdout is a\n"
+            "                        terminal)\n"
+            "  --version             print version, build id and BLAS, exit\n"
+            "  -h, --help            this text\n"
+            "\n"
+            "exit codes: 0 ok, 1 runtime failure, 2 bad flags, 3 bad config, 4 bad weights or\n"
+            "input, 5 cannot write output, 6 ranks run different moed builds, 7 watchdog,\n"
+            "130 interrupted\n");
+}
+
+/* Every rank parses the same argv, so every rank reaches the same verdict. */
+static int parse_args(int argc, char **argv, options_t *o, char *why, size_t why_len)
+{
+    memset(o, 0, sizeof(*o));
+    o->steps = -1;
+    o->progress = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_next = i + 1 < argc;
+        if (strcmp(a, "--config") == 0 && has_next) {
+            o->config = argv[++i];
+        } else if (strcmp(a, "--dump-output") == 0 && has_next) {
+            o->dump_output = argv[++i];
+        } else if ((strcmp(a, "--steps") == 0 || strcmp(a, "--ranks") == 0) && has_next) {
+            char *end = NULL;
+            errno = 0;
+            long long v = strtoll(argv[++i], &end, 10);
+            if (errno != 0 || *end != '\0' || v < 1 || v > 1000000000LL) {
+                snprintf(why, why_len, "%s needs a positive integer, got '%s'", a, argv[i]);
+                return -1;
+            }
+            if (a[2] == 's') {
+                o->steps = v;
+            } else {
+                o->ranks = (int)(v > MOE_MAX_RANKS ? MOE_MAX_RANKS : v);
+            }
+        } else if (strcmp(a, "--check-config") == 0) {
+            o->check_config = true;
+        } else if (strcmp(a, "--help-config") == 0) {
+            o->help_config = true;
+        } else if (strcmp(a, "--bench") == 0) {
+            o->bench = true;
+        } else if (strcmp(a, "--progress") == 0) {
+            o->progress = 1;
+        } else if (strcmp(a, "--no-progress") == 0) {
+            o->progress = 0;
+        } else if (strcmp(a, "--version") == 0) {
+            o->version = true;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            o->help = true;
+        } else if (strncmp(a, "--", 2) == 0 && !has_next &&
+                   (strcmp(a, "--config") == 0 || strcmp(a, "--dump-output") == 0 ||
+                    strcmp(a, "--steps") == 0 || strcmp(a, "--ranks") == 0)) {
+            snprintf(why, why_len, "%s needs a value", a);
+            return -1;
+        } else {
+            snprintf(why, why_len, "unknown option '%s' (see moed --help)", a);
+            return -1;
+        }
+    }
+    if (!o->help && !o->help_config && !o->version && o->config == NULL) {
+        snprintf(why, why_len, "--config FILE is required (try --config configs/experts.yaml)");
+        return -1;
+    }
+    return 0;
+}
+
+static int exit_code_for(moe_status_t st)
+{
+    switch (st) {
+    case MOE_OK:
+        return EXIT_OK;
+    case MOE_ERR_CONFIG:
+        return EXIT_CONFIG;
+    case MOE_ERR_IO:
+    case MOE_ERR_FORMAT:
+    case MOE_ERR_TRUNCATED:
+    case MOE_ERR_WEIGHTS:
+    case MOE_ERR_UNSUPPORTED:
+        return EXIT_INPUT;
+    case MOE_ERR_INTERRUPTED:
+        return EXIT_SIGNAL;
+    case MOE_ERR_PEER:
+        return EXIT_MISMATCH;
+    case MOE_ERR_TIMEOUT:
+        return EXIT_WATCHDOG;
+    default:
+        return EXIT_RUNTIME;
+    }
+}
+
+static void print_summary(const moe_engine_t *eng)
+{
+    const moe_config_t *cfg = eng->cfg;
+    int W = eng->world_size;
+    /* Expert figures from every rank; phases from rank 0 (the router in master mode). */
+    double mine[2] = {eng->expert_flops, (double)eng->expert_ns}, tot[2] = {0, 0};
+    long long drop = eng->dropped, drop_all = 0;
+    double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
+    double prof_max = 0.0;
+    MPI_Reduce(mine, tot, 2, MPI_DOUBLE, MPI_SUM, 0, eng->comm);
+    MPI_Reduce(&drop, &drop_all, 1, MPI_LONG_LONG, MPI_SUM, 0, eng->comm);
+    MPI_Reduce(&prof_share, &prof_max, 1, MPI_DOUBLE, MPI_MAX, 0, eng->comm);
+    if (eng->rank != 0 || eng->steps_done == 0) {
+        return;
+    }
+    double secs = (double)eng->run_ns * 1e-9;
+    double steps = (double)eng->steps_done;
+    double tps = steps * (double)cfg->tokens_per_step / secs;
+    printf("moed %s: %d rank%s, %s routing over %s, BLAS %s, %lld threads/rank\n", moe_version(),
+           W, W == 1 ? "" : "s", cfg->routing == MOE_ROUTING_MASTER ? "master" : "symmetric",
+           eng->transport->ops->name, moe_gemm_backend_name(), (long long)cfg->threads);
+    printf("model: %lld layers x %lld experts (top-%lld, %s), hidden %lld, ffn %lld, weights %s\n",
+           (long long)cfg->num_layers, (long long)cfg->num_experts, (long long)cfg->top_k,
+           cfg->activation == MOE_ACT_SWIGLU ? "swiglu" : "gelu", (long long)cfg->hidden_dim,
+           (long long)cfg->ffn_dim, eng->weights.naming);
+    printf("run: %lld steps x %lld tokens in %.3f s (%.2f ms/step)\n", (long long)eng->steps_done,
+           (long long)cfg->tokens_per_step, secs, secs * 1e3 / steps);
+    printf("rank 0 phases, ms/step:");
+    for (int p = 0; p < MOE_PHASE_LAYER_COUNT; p++) {
+        printf(" %s %.2f", moe_phase_name(p), (double)eng->phase_ns[p] * 1e-6 / steps);
+    }
+    printf("\n");
+    if (tot[1] > 0) {
+        printf("experts: %.1f GFLOP/s per busy expert-second, %.1f GFLOP total\n",
+               tot[0] / tot[1], tot[0] * 1e-9);
+    }
+    if (cfg->capacity_factor > 0) {
+        double choices = steps * (double)cfg->num_layers * (double)cfg->tokens_per_step *
+                         (double)cfg->top_k;
+        printf("capacity: %lld of %.0f expert choices dropped (%.2f%%)\n", drop_all, choices,
+               100.0 * (double)drop_all / choices);
+    }
+    if (eng->prof != NULL) {
+        /* its direct cost: time inside its per-step hooks (the sampler thread and cache
+         * effects are not in this; bench_profiler.sh compares tokens/s on and off) */
+        printf("profiler: %.3f%% of run time in its hooks (the most of any rank)\n",
+               100.0 * prof_max);
+    }
+    printf("tokens/s: %.0f\n", tps);
+}
+
+static moe_status_t dump_output(moe_engine_t *eng, const char *path, moe_error_t *err)
+{
+    float *all = NULL;
+    moe_status_t st = moe_engine_gather_output(eng, &all, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    if (eng->rank == 0) {
+        moe_st_out_tensor_t t = {.name = "output", .dtype = MOE_ST_F32, .ndim = 2,
+                                 .shape = {eng->cfg->tokens_per_step, eng->cfg->hidden_dim},
+                                 .data = all};
+        st = moe_st_write(path, &t, 1, err);
+        if (st == MOE_OK) {
+            MOE_INFO("output: %s", path);
+        }
+    }
+    free(all);
+    st = moe_agree(eng->comm, st, err);
+    return st == MOE_OK ? MOE_OK : MOE_ERR_IO;
+}
+
+/* Whether the person who started the job sees our stdout on a terminal. Open MPI hands
+ * ranks a pty even when mpirun's own output goes to a file or pipe, so under mpirun ask
+ * about mpirun's stdout instead (rank 0 runs on mpirun's node, as its child). */
+static bool stdout_is_terminal(void)
+{
+    if (!isatty(STDOUT_FILENO)) {
+        return false;
+    }
+    if (getenv("OMPI_COMM_WORLD_SIZE") == NULL) {
+        return true;
+    }
+    char path[64], target[256];
+    snprintf(path, sizeof(path), "/proc/%d/fd/1", (int)getppid());
+    ssize_t n = readlink(path, target, sizeof(target) - 1);
+    if (n <= 0) {
+        return false;
+    }
+    target[n] = '\0';
+    return strncmp(target, "/dev/pts/", 9) == 0 || strncmp(target, "/dev/tty", 8) == 0;
+}
+
+/* The final profile records may come from ranks that are gone: wait this long for them.
+ * After a signal Open MPI sends SIGKILL odls_base_sigkill_timeout (1 s) after SIGTERM. */
+static double profile_deadline_s(const moe_config_t *cfg, bool interrupted)
+{
+    if (interrupted) {
+        return 0.6; /* ranks notice within one expert call; rank 0 then has ~0.3 s to write */
+    }
+    return cfg->step_timeout_s > 30.0 ? cfg->step_timeout_s : 30.0;
+}
+
+static int finish_profile(moe_engine_t *eng, const moe_config_t *cfg, const char *text,
+                          size_t len, bool interrupted, int rank)
+{
+    moe_error_t perr;
+    moe_error_clear(&perr);
+    char run_dir[MOE_PATH_MAX] = "";
+    moe_status_t st = moe_engine_finish_profile(eng, text, len, interrupted,
+                                                profile_deadline_s(cfg, interrupted), run_dir,
+                                                sizeof(run_dir), &perr);
+    if (st != MOE_OK && rank == 0) {
+        MOE_ERROR("profile report: %s", perr.msg);
+    }
+    return st == MOE_OK ? EXIT_OK : EXIT_OUTPUT;
+}
+
+static int run_job(const options_t *opt, const moe_config_t *cfg, const char *text, size_t len,
+                   int rank, bool *skip_finalize)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_engine_t *eng = NULL;
+    moe_status_t st = moe_engine_create(cfg, MPI_COMM_WORLD, &eng, &err);
+    if (st != MOE_OK) {
+        if (rank == 0) {
+            MOE_ERROR("%s", err.msg);
+        }
+        return exit_code_for(st);
+    }
+    bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
+    int64_t steps = cfg->steps; /* --steps already applied */
+    st = moe_engine_run(eng, steps, progress, &err);
+    if (st != MOE_OK && st != MOE_ERR_INTERRUPTED) {
+        /* A failure or the watchdog, printed by the rank that saw it; the job cannot go on. */
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, exit_code_for(st));
+    }
+    int code = exit_code_for(st);
+    if (st == MOE_ERR_INTERRUPTED) {
+        /* Ranks left different collectives in flight: from here on point to point only. */
+        *skip_finalize = true;
+        if (rank == 0) {
+            MOE_ERROR("stopped by signal %d after %lld of %lld steps; writing what was measured",
+                      moe_stop_signal(), (long long)eng->steps_done, (long long)steps);
+        }
+        finish_profile(eng, cfg, text, len, true, rank);
+        moe_engine_destroy(eng);
+        return code;
+    }
+    print_summary(eng);
+    code = finish_profile(eng, cfg, text, len, false, rank);
+    if (opt->bench) {
+        moe_selfbench_run(eng, &err);
+    }
+    if (opt->dump_output != NULL && dump_output(eng, opt->dump_output, &err) != MOE_OK) {
+        if (rank == 0) {
+            MOE_ERROR("%s", err.msg);
+        }
+        code = EXIT_OUTPUT;
+    }
+    moe_engine_destroy(eng);
+    return code;
+}
+
+static int run_main(int argc, char **argv, int rank, int world, bool *skip_finalize)
+{
+    options_t opt;
+    char why[512];
+    if (parse_args(argc, argv, &opt, why, sizeof(why)) != 0) {
+        if (rank == 0) {
+            fprintf(stderr, "moed: error: %s\n", why);
+        }
+        return EXIT_USAGE;
+    }
+    if (opt.help || opt.version || opt.help_config) {
+        if (rank == 0 && opt.help) {
+            print_usage(stdout);
+        } else if (rank == 0 && opt.version) {
+            printf("moed %s (build %s, BLAS %s, C11)\n", moe_version(), moe_build_id(),
+                   moe_gemm_backend_name());
+        } else if (rank == 0) {
+            moe_cfg_print_reference(stdout);
+        }
+        return EXIT_OK;
+    }
+    moe_error_t err;
+    moe_error_clear(&err);
+    char *text = NULL;
+    size_t len = 0;
+    /* Only rank 0 reads the file: a node need not see it. */
+    moe_status_t st = moe_startup_config_text(MPI_COMM_WORLD, opt.config, &text, &len, &err);
+    if (st == MOE_OK) {
+        st = moe_startup_handshake(MPI_COMM_WORLD, moe_hash64(text, len), &err);
+    }
+    moe_config_t *cfg = calloc(1, sizeof(*cfg));
+    if (st == MOE_OK && cfg == NULL) {
+        MOE_ERROR("cannot allocate the config");
+        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
+    }
+    int check_world = opt.check_config && opt.ranks > 0 ? opt.ranks : world;
+    if (st == MOE_OK) {
+        st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
+    }
+    if (st == MOE_OK && opt.steps > 0) {
+        cfg->steps = opt.steps; /* one number for the run loop and the profiler's bounds */
+    }
+    int code = EXIT_OK;
+    if (st != MOE_OK) {
+        if (rank == 0) {
+            MOE_ERROR("%s", err.msg);
+        }
+        code = st == MOE_ERR_IO ? EXIT_CONFIG : exit_code_for(st);
+    } else if (opt.check_config) {
+        if (rank == 0) {
+            printf("%s: valid for %d rank%s\n", opt.config, check_world, check_world == 1 ? "" : "s");
+            moe_cfg_print_placement(cfg, stdout);
+        }
+    } else {
+        code = run_job(&opt, cfg, text, len, rank, skip_finalize);
+    }
+    free(text);
+    free(cfg);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "compare") == 0) {
+        /* Reads two report folders; needs no MPI. */
+        if (argc != 4) {
+            fprintf(stderr, "moed: error: usage: moed compare RUN_DIR_A RUN_DIR_B\n");
+            return EXIT_USAGE;
+        }
+        return moe_prof_compare(argv[2], argv[3], stdout);
+    }
+    int provided = 0, rank = 0, world = 1;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "moed: error: MPI_Init failed\n");
+        return EXIT_RUNTIME;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    moe_log_init(rank, world);
+    moe_stop_install_handlers();
+    /* Errors come back as codes (and become moe_status_t) instead of aborting in MPI. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    bool skip_finalize = false;
+    int code = run_main(argc, argv, rank, world, &skip_finalize);
+    fflush(stdout);
+    fflush(stderr);
+    if (skip_finalize) {
+        /* After a stop, MPI_Finalize could wait forever for a rank that is gone. */
+        _exit(code);
+    }
+    MPI_Finalize();
+    return code;
+}

@@ -1,0 +1,151 @@
+#include "app/selfbench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "moe/clock.h"
+#include "expert/expert.h"
+#include "expert/gemm.h"
+#include "moe/log.h"
+#include "transport/wait.h"
+#ifdef MOE_HAVE_CUDA
+#include "expert/cuda/moe_cuda.h"
+#endif
+
+/* Best time of `reps` GEMMs C[m,n] = A[m,k] B[n,k]^T, in ns. */
+static int64_t best_gemm_ns(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                            float *c, int reps)
+{
+    int64_t best = INT64_MAX;
+    moe_gemm_nt(m, n, k, a, k, b, k, 0.0f, c, n); /* warm */
+    for (int r = 0; r < reps; r++) {
+        int64_t t = moe_now_ns();
+        moe_gemm_nt(m, n, k, a, k, b, k, 0.0f, c, n);
+        t = moe_now_ns() - t;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* GFLOP/s of the best GEMMs of the expert shapes; 0 on a rank with no expert work. */
+static double gemm_limit_gflops(const moe_engine_t *eng)
+{
+    const moe_config_t *cfg = eng->cfg;
+    if (eng->expert_calls == 0 || eng->weights.layers[0].num_local == 0) {
+        return 0.0;
+    }
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t m = eng->expert_rows / eng->expert_calls;
+    int64_t up_n = cfg->activation == MOE_ACT_SWIGLU ? 2 * F : F;
+#ifdef MOE_HAVE_CUDA
+    if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype */
+        double tflops = 0.0;
+        moe_status_t st = moe_cuda_gemm_probe(eng->cuda, cfg->dtype, cfg->activation, H, F, m, 10,
+                                              &tflops, NULL);
+        return st == MOE_OK ? tflops * 1e3 : 0.0;
+    }
+#endif
+    float *a = calloc((size_t)(m * (H > F ? H : F)), sizeof(float));
+    float *c = calloc((size_t)(m * (up_n > H ? up_n : H)), sizeof(float));
+    double gflops = 0.0;
+    if (a != NULL && c != NULL) {
+        const moe_expert_weights_t *ew = &eng->weights.layers[0].experts[0];
+        int64_t t_up = best_gemm_ns(m, up_n, H, a, ew->w13, c, 5);
+        int64_t t_down = best_gemm_ns(m, H, F, a, ew->w2, c, 5);
+        double flops = 2.0 * (double)m * (double)H * (double)(up_n + F);
+        gflops = flops / (double)(t_up + t_down);
+    }
+    free(a);
+    free(c);
+    return gflops;
+}
+
+static double memcpy_gbps(size_t bytes)
+{
+    char *src = malloc(bytes), *dst = malloc(bytes);
+    double best = 0.0;
+    if (src != NULL && dst != NULL) {
+        memset(src, 1, bytes);
+        memset(dst, 0, bytes);
+        for (int r = 0; r < 6; r++) {
+            int64_t t = moe_now_ns();
+            memcpy(dst, src, bytes);
+            t = moe_now_ns() - t;
+            double g = (double)bytes / (double)t;
+            best = r > 0 && g > best ? g : best; /* first pass faults pages in */
+        }
+    }
+    free(src);
+    free(dst);
+    return best;
+}
+
+/* Replay the last layer's dispatch + combine; returns the slowest rank's ns per iter. */
+static int64_t replay_exchange_ns(moe_engine_t *eng, int iters)
+{
+    moe_layer_ctx_t *ctx = &eng->layer;
+    moe_transport_t *t = ctx->transport;
+    moe_wait_barrier(eng->comm, NULL);
+    int64_t t0 = moe_now_ns();
+    moe_status_t st = MOE_OK;
+    for (int i = 0; i < iters && st == MOE_OK; i++) { /* a failed exchange ends the replay */
+        st = moe_transport_exchange(t, ctx->xsend, ctx->plan.send_rows,
+                                    ctx->plan.send_row_displs, ctx->xrecv, ctx->recv_rows,
+                                    ctx->recv_displs, NULL);
+        if (st == MOE_OK) {
+            st = moe_transport_exchange(t, ctx->xback, ctx->recv_rows, ctx->recv_displs,
+                                        ctx->xret, ctx->plan.send_rows,
+                                        ctx->plan.send_row_displs, NULL);
+        }
+    }
+    int64_t mine = (moe_now_ns() - t0) / iters, slowest = 0;
+    MPI_Allreduce(&mine, &slowest, 1, MPI_INT64_T, MPI_MAX, eng->comm);
+    return slowest;
+}
+
+moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    int64_t H = cfg->hidden_dim;
+    /* In-run expert throughput and the GEMM limit, averaged over ranks with experts. */
+    double run_gflops = eng->expert_ns > 0 ? eng->expert_flops / (double)eng->expert_ns : 0.0;
+    moe_wait_barrier(eng->comm, NULL);
+    double limit = gemm_limit_gflops(eng);
+    double mine[3] = {run_gflops, limit, run_gflops > 0 ? 1.0 : 0.0}, sum[3];
+    MPI_Reduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, eng->comm);
+
+    int64_t pairs = eng->layer.plan.num_send, all_pairs = 0;
+    MPI_Allreduce(&pairs, &all_pairs, 1, MPI_INT64_T, MPI_SUM, eng->comm);
+    double payload = (double)all_pairs * (double)H * sizeof(float);
+    int64_t ex_ns = replay_exchange_ns(eng, 10);
+    double ex_gbps = ex_ns > 0 ? 2.0 * payload / (double)ex_ns : 0.0;
+    moe_wait_barrier(eng->comm, NULL);
+    double mc = eng->rank == 0 ? memcpy_gbps((size_t)payload > 4096 ? (size_t)payload : 4096) : 0;
+    /* In-run exchange time on rank 0 includes waiting for the experts: shown for contrast. */
+    double run_ex_s = (double)(eng->phase_ns[MOE_PHASE_DISPATCH] + eng->phase_ns[MOE_PHASE_COMBINE]) * 1e-9;
+    double run_bytes = 2.0 * (double)eng->rows_sent * (double)H * sizeof(float);
+    if (eng->rank == 0 && sum[2] > 0) {
+        double n = sum[2];
+        double tps = (double)eng->steps_done * (double)cfg->tokens_per_step /
+                     ((double)eng->run_ns * 1e-9);
+        printf("bench: device                         %s, transport %s, chunks %d\n",
+               eng->device_name, eng->transport->ops->name, (int)cfg->chunks);
+        printf("bench: tokens/s                       %.0f\n", tps);
+        printf("bench: expert FFN GFLOP/s (run)       %.2f per expert rank (mean of %.0f)\n",
+               sum[0] / n, n);
+        printf("bench: best GEMM GFLOP/s, same shapes %.2f per expert rank\n", sum[1] / n);
+        printf("bench: expert compute / GEMM limit    %.1f%%\n", 100.0 * sum[0] / sum[1]);
+        printf("bench: dispatch+combine GB/s (replay) %.2f  (%.2f MB per direction per layer)\n",
+               ex_gbps, payload / 1e6);
+        printf("bench: memcpy GB/s, same payload      %.2f\n", mc);
+        printf("bench: exchange / memcpy              %.2fx slower\n", ex_gbps > 0 ? mc / ex_gbps : 0);
+        if (run_ex_s > 0) {
+            printf("bench: in-run exchange GB/s, rank 0   %.2f (includes waiting for experts)\n",
+                   run_bytes / run_ex_s * 1e-9);
+        }
+    }
+    (void)err;
+    return MOE_OK;
+}

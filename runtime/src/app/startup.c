@@ -1,0 +1,89 @@
+#include "app/startup.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/engine.h"
+#include "moe/config.h"
+#include "moe/build_info.h"
+#include "moe/handshake.h"
+
+moe_status_t moe_startup_config_text(MPI_Comm comm, const char *path, char **text, size_t *len,
+                                     moe_error_t *err)
+{
+    int rank;
+    MPI_Comm_rank(comm, &rank);
+    long long n = -1;
+    char *buf = NULL;
+    moe_status_t st = MOE_OK;
+    if (rank == 0) {
+        st = moe_cfg_read_file(path, &buf, len, err);
+        n = st == MOE_OK ? (long long)*len : -1;
+    }
+    MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm);
+    if (n < 0) {
+        free(buf);
+        return moe_agree(comm, rank == 0 ? st : MOE_OK, err);
+    }
+    if (rank != 0) {
+        buf = malloc((size_t)n + 1);
+        st = buf != NULL ? MOE_OK : moe_error_set(err, MOE_ERR_NO_MEMORY, "no memory for the config");
+    }
+    st = moe_agree(comm, st, err);
+    if (st != MOE_OK) {
+        free(buf);
+        return st;
+    }
+    MPI_Bcast(buf, (int)n, MPI_CHAR, 0, comm);
+    buf[n] = '\0';
+    *text = buf;
+    *len = (size_t)n;
+    return MOE_OK;
+}
+
+static void hello_of_this_rank(MPI_Comm comm, uint64_t config_hash, moe_hello_t *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->protocol_version = MOE_PROTOCOL_VERSION;
+    const char *fake = getenv("MOED_TEST_BUILD_ID");
+    snprintf(h->build_id, sizeof(h->build_id), "%s", fake != NULL ? fake : moe_build_id());
+    h->config_hash = config_hash;
+    if (gethostname(h->host, sizeof(h->host) - 1) != 0) {
+        snprintf(h->host, sizeof(h->host), "unknown");
+    }
+    MPI_Comm_rank(comm, &h->rank);
+    MPI_Comm_size(comm, &h->world_size);
+}
+
+moe_status_t moe_startup_handshake(MPI_Comm comm, uint64_t config_hash, moe_error_t *err)
+{
+    moe_hello_t mine, ref, other;
+    hello_of_this_rank(comm, config_hash, &mine);
+    uint8_t bytes[MOE_HELLO_SIZE];
+    moe_hello_encode(&mine, bytes);
+    uint8_t *all = NULL;
+    moe_status_t st = MOE_OK;
+    if (mine.rank == 0) {
+        all = malloc((size_t)mine.world_size * MOE_HELLO_SIZE);
+        st = all != NULL ? MOE_OK : moe_error_set(err, MOE_ERR_NO_MEMORY, "no memory for the handshake");
+    }
+    st = moe_agree(comm, st, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    MPI_Gather(bytes, MOE_HELLO_SIZE, MPI_BYTE, all, MOE_HELLO_SIZE, MPI_BYTE, 0, comm);
+    if (mine.rank == 0) {
+        st = moe_hello_decode(all, MOE_HELLO_SIZE, &ref, err);
+        for (int r = 1; r < mine.world_size && st == MOE_OK; r++) {
+            st = moe_hello_decode(all + (size_t)r * MOE_HELLO_SIZE, MOE_HELLO_SIZE, &other, err);
+            if (st == MOE_OK) {
+                st = moe_hello_check(&ref, &other, err);
+            }
+        }
+        free(all);
+    }
+    /* rank 0 decided; everyone returns its verdict */
+    return moe_agree(comm, st, err);
+}

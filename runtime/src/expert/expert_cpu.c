@@ -1,0 +1,65 @@
+#include <math.h>
+
+#include "expert/expert.h"
+#include "expert/gemm.h"
+
+int64_t moe_expert_scratch_floats(moe_activation_t act, int64_t ffn, int64_t tile_rows)
+{
+    return tile_rows * (act == MOE_ACT_SWIGLU ? 2 * ffn : ffn);
+}
+
+double moe_expert_flops(moe_activation_t act, int64_t hidden, int64_t ffn, int64_t rows)
+{
+    double up = 2.0 * (double)rows * (double)hidden * (double)ffn;
+    return (act == MOE_ACT_SWIGLU ? 2.0 * up : up) + up; /* + down projection */
+}
+
+/* h[r, 0:F] = silu(h[r, 0:F]) * h[r, F:2F], rows of stride 2F; result packed in place. */
+static void swiglu_rows(float *h, int64_t rows, int64_t ffn)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *a = h + r * 2 * ffn;
+        const float *b = a + ffn;
+        for (int64_t i = 0; i < ffn; i++) {
+            float v = a[i];
+            a[i] = v / (1.0f + expf(-v)) * b[i];
+        }
+    }
+}
+
+static void gelu_rows(float *h, int64_t n)
+{
+    const float inv_sqrt2 = 0.70710678118654752f;
+    for (int64_t i = 0; i < n; i++) {
+        float v = h[i];
+        h[i] = 0.5f * v * (1.0f + erff(v * inv_sqrt2));
+    }
+}
+
+moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t act,
+                                int64_t hidden, int64_t ffn, int64_t rows, const float *in,
+                                float *out, float *scratch, int64_t tile_rows)
+{
+    int64_t up_n = act == MOE_ACT_SWIGLU ? 2 * ffn : ffn;
+    for (int64_t r0 = 0; r0 < rows; r0 += tile_rows) {
+        int64_t m = rows - r0 < tile_rows ? rows - r0 : tile_rows;
+        const float *x = in + r0 * hidden;
+        moe_status_t st = moe_gemm_nt(m, up_n, hidden, x, hidden, w->w13, hidden, 0.0f,
+                                      scratch, up_n);
+        if (st != MOE_OK) {
+            return st;
+        }
+        if (act == MOE_ACT_SWIGLU) {
+            swiglu_rows(scratch, m, ffn);
+        } else {
+            gelu_rows(scratch, m * ffn);
+        }
+        /* The activated rows sit at stride up_n (the gate half, packed in place). */
+        st = moe_gemm_nt(m, hidden, ffn, scratch, up_n, w->w2, ffn, 0.0f, out + r0 * hidden,
+                         hidden);
+        if (st != MOE_OK) {
+            return st;
+        }
+    }
+    return MOE_OK;
+}

@@ -1,0 +1,422 @@
+/* The GPU back-end of a MoE layer (runtime.device: cuda): the layer's arithmetic on one
+ * GPU through moe_cuda.h, under the pipeline of moe_layer.c.
+ *
+ * Memory: expert weights live on the device in model.dtype; the gate (F32), the routed
+ * tokens x, the permuted rows and every exchange buffer are device memory. A device
+ * transport (nccl) reads and writes the device rows directly and orders itself after the
+ * compute stream with events (`after`); a host transport (mpi, ucx) is fed through the
+ * context's host buffers: chunk c's pieces are copied in when they arrive and out when
+ * they are computed.
+ *
+ * Time: kernels run asynchronously, so the host clocks around an expert call only say when
+ * it was queued. Each call is bracketed by CUDA events; finish() turns them into the host
+ * timeline through an anchor event recorded on an idle stream at a known host time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe/clock.h"
+#include "expert/cuda/moe_cuda.h"
+#include "layer/moe_layer.h"
+#include "transport/wait.h"
+
+typedef struct cuda_layer {
+    moe_cuda_t *cu;
+    bool host_rows;            /* the transport moves host memory: stage through ctx's */
+    int num_layers;
+    float **gate;              /* [L] device [E, H] on routing ranks */
+    float *bias;               /* [E] or NULL */
+    moe_cuda_expert_t *experts; /* [L * num_local] */
+    float *logits, *topk_w;    /* [T, E], [T, k] */
+    int32_t *topk_idx;         /* [T, k] */
+    int32_t *send_token;       /* [T * k] */
+    int32_t *slot_pos;         /* [T * k] */
+    float *send, *ret;         /* [T * k, H] */
+    float *recv, *back;        /* [max_recv, H] */
+    float *exp_in, *exp_out;   /* [T, H] an expert's rows gathered from several sources */
+    void *scratch;
+    moe_cuda_event_t *permuted, *anchor;
+    moe_cuda_event_t **chunk_done; /* [chunks] */
+    moe_cuda_event_t **call_ev;    /* [2 * chunks * num_local]: begin, end of each call */
+    int num_call_ev;
+    int64_t anchor_ns;
+} cuda_layer_t;
+
+static cuda_layer_t *impl_of(moe_layer_ctx_t *ctx)
+{
+    return ctx->backend_impl;
+}
+
+/* ---- the hooks ---------------------------------------------------------------------- */
+
+static moe_status_t gpu_gate(moe_layer_ctx_t *ctx, int layer, const float *x, int64_t tokens,
+                             moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    const moe_config_t *cfg = ctx->cfg;
+    int k = (int)cfg->top_k;
+    moe_status_t st = moe_cuda_gate(g->cu, x, tokens, cfg->hidden_dim, g->gate[layer],
+                                    (int)cfg->num_experts, k, cfg->normalize_topk, g->bias,
+                                    g->logits, g->topk_idx, g->topk_w, err);
+    if (st == MOE_OK) { /* the plan is built on the host */
+        st = moe_cuda_copy(g->cu, ctx->topk_idx, g->topk_idx,
+                           sizeof(int32_t) * (size_t)(tokens * k), MOE_CUDA_COPY_D2H,
+                           MOE_CUDA_STREAM_COMPUTE, err);
+    }
+    return st == MOE_OK ? moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err) : st;
+}
+
+/* Copy rows [row, row + n) of H floats between a host and a device buffer on the compute
+ * stream. */
+static moe_status_t copy_rows(moe_layer_ctx_t *ctx, float *dst, const float *src, int64_t row,
+                              int64_t n, moe_cuda_copy_kind_t kind, moe_error_t *err)
+{
+    int64_t H = ctx->cfg->hidden_dim;
+    if (n <= 0) {
+        return MOE_OK;
+    }
+    return moe_cuda_copy(impl_of(ctx)->cu, dst + row * H, src + row * H,
+                         sizeof(float) * (size_t)(n * H), kind, MOE_CUDA_STREAM_COMPUTE, err);
+}
+
+/* The anchor for event times: the stream is idle, so the event completes at once. */
+static moe_status_t set_anchor(cuda_layer_t *g, moe_error_t *err)
+{
+    moe_status_t st = moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err);
+    if (st == MOE_OK) {
+        st = moe_cuda_event_record(g->cu, g->anchor, MOE_CUDA_STREAM_COMPUTE, err);
+    }
+    g->anchor_ns = moe_now_ns();
+    return st;
+}
+
+static moe_status_t gpu_permute(moe_layer_ctx_t *ctx, const float *x, const void **after,
+                                moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    const moe_plan_t *p = &ctx->plan;
+    size_t pairs = (size_t)(p->tokens * ctx->cfg->top_k);
+    *after = NULL;
+    g->num_call_ev = 0;
+    moe_status_t st = set_anchor(g, err);
+    if (st == MOE_OK && p->num_send > 0) {
+        st = moe_cuda_copy(g->cu, g->send_token, p->send_token,
+                           sizeof(int32_t) * (size_t)p->num_send, MOE_CUDA_COPY_H2D,
+                           MOE_CUDA_STREAM_COMPUTE, err);
+    }
+    if (st == MOE_OK && pairs > 0) { /* for the merge */
+        st = moe_cuda_copy(g->cu, g->slot_pos, p->slot_pos, sizeof(int32_t) * pairs,
+                           MOE_CUDA_COPY_H2D, MOE_CUDA_STREAM_COMPUTE, err);
+    }
+    if (st == MOE_OK && p->num_send > 0) {
+        st = moe_cuda_gather_rows(g->cu, g->send, x, g->send_token, p->num_send,
+                                  ctx->cfg->hidden_dim, err);
+    }
+    if (st == MOE_OK && g->host_rows) {
+        st = copy_rows(ctx, ctx->send_buf, g->send, 0, p->num_send, MOE_CUDA_COPY_D2H, err);
+        return st == MOE_OK ? moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err) : st;
+    }
+    if (st == MOE_OK) {
+        st = moe_cuda_event_record(g->cu, g->permuted, MOE_CUDA_STREAM_COMPUTE, err);
+        *after = g->permuted;
+    }
+    return st;
+}
+
+/* Host transport: chunk c's pieces from every source into the device rows. */
+static moe_status_t gpu_arrived(moe_layer_ctx_t *ctx, int c, moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    int W = ctx->world_size;
+    moe_status_t st = MOE_OK;
+    for (int s = 0; s < W && st == MOE_OK && g->host_rows; s++) {
+        st = copy_rows(ctx, g->recv, ctx->recv_buf, ctx->chunk_recv_displs[c * W + s],
+                       ctx->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_H2D, err);
+    }
+    return st;
+}
+
+/* Queue rows n[s] at from[s] of every source through expert le: in place when they come
+ * from one source, else gathered into exp_in and scattered back. */
+static moe_status_t gpu_ffn(moe_layer_ctx_t *ctx, const moe_cuda_expert_t *w,
+                            const int64_t *from, const int64_t *n, int64_t total,
+                            moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    const moe_config_t *cfg = ctx->cfg;
+    int64_t H = cfg->hidden_dim;
+    int W = ctx->world_size, only = moe_layer_only_source(ctx, n);
+    if (only >= 0) {
+        return moe_cuda_expert_forward(g->cu, w, cfg->dtype, cfg->activation, H, cfg->ffn_dim,
+                                       total, g->recv + from[only] * H, g->back + from[only] * H,
+                                       g->scratch, err);
+    }
+    moe_status_t st = MOE_OK;
+    int64_t r = 0;
+    for (int s = 0; s < W && st == MOE_OK; s++) {
+        st = moe_cuda_copy(g->cu, g->exp_in + r * H, g->recv + from[s] * H,
+                           sizeof(float) * (size_t)(n[s] * H), MOE_CUDA_COPY_D2D,
+                           MOE_CUDA_STREAM_COMPUTE, err);
+        r += n[s];
+    }
+    if (st == MOE_OK) {
+        st = moe_cuda_expert_forward(g->cu, w, cfg->dtype, cfg->activation, H, cfg->ffn_dim,
+                                     total, g->exp_in, g->exp_out, g->scratch, err);
+    }
+    r = 0;
+    for (int s = 0; s < W && st == MOE_OK; s++) {
+        st = moe_cuda_copy(g->cu, g->back + from[s] * H, g->exp_out + r * H,
+                           sizeof(float) * (size_t)(n[s] * H), MOE_CUDA_COPY_D2D,
+                           MOE_CUDA_STREAM_COMPUTE, err);
+        r += n[s];
+    }
+    return st;
+}
+
+static moe_status_t gpu_expert(moe_layer_ctx_t *ctx, int layer, int le, int call,
+                               const int64_t *from, const int64_t *n, int64_t total,
+                               moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    const moe_cuda_expert_t *w = &g->experts[layer * ctx->num_local + le];
+    moe_status_t st =
+        moe_cuda_event_record(g->cu, g->call_ev[2 * call], MOE_CUDA_STREAM_COMPUTE, err);
+    if (st == MOE_OK) {
+        st = gpu_ffn(ctx, w, from, n, total, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_cuda_event_record(g->cu, g->call_ev[2 * call + 1], MOE_CUDA_STREAM_COMPUTE, err);
+    }
+    g->num_call_ev = st == MOE_OK ? 2 * (call + 1) : g->num_call_ev;
+    return st;
+}
+
+static moe_status_t gpu_computed(moe_layer_ctx_t *ctx, int c, const void **after,
+                                 moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    int W = ctx->world_size;
+    moe_status_t st = MOE_OK;
+    *after = NULL;
+    if (!g->host_rows) {
+        st = moe_cuda_event_record(g->cu, g->chunk_done[c], MOE_CUDA_STREAM_COMPUTE, err);
+        *after = g->chunk_done[c];
+        return st;
+    }
+    for (int s = 0; s < W && st == MOE_OK; s++) {
+        st = copy_rows(ctx, ctx->back_buf, g->back, ctx->chunk_recv_displs[c * W + s],
+                       ctx->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_D2H, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_cuda_event_record(g->cu, g->chunk_done[c], MOE_CUDA_STREAM_COMPUTE, err);
+    }
+    /* Until the GPU is done, keep the host transport's exchanges in flight moving (MPI
+     * and UCX progress only when called). */
+    int64_t since = moe_now_ns();
+    bool done = false;
+    while (st == MOE_OK && !done) {
+        st = moe_cuda_event_query(g->chunk_done[c], &done, err);
+        if (st == MOE_OK && !done) {
+            st = moe_transport_progress(ctx->transport, err);
+        }
+        if (st == MOE_OK && !done) {
+            st = moe_wait_poll(since, "the GPU computing a chunk", NULL, 0, err);
+        }
+    }
+    return st;
+}
+
+static moe_status_t gpu_merge(moe_layer_ctx_t *ctx, float *x, int64_t tokens, moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    moe_status_t st = MOE_OK;
+    if (g->host_rows) {
+        st = copy_rows(ctx, g->ret, ctx->ret_buf, 0, ctx->plan.num_send, MOE_CUDA_COPY_H2D, err);
+    }
+    if (st == MOE_OK && tokens > 0) {
+        st = moe_cuda_merge(g->cu, x, tokens, ctx->cfg->hidden_dim, (int)ctx->cfg->top_k,
+                            g->slot_pos, g->topk_w, g->ret, err);
+    }
+    return st;
+}
+
+/* Wait for the device, then put the calls on the host timeline by their events. */
+static moe_status_t gpu_finish(moe_layer_ctx_t *ctx, moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    moe_layer_record_t *rec = &ctx->rec;
+    moe_status_t st = moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err);
+    if (st == MOE_OK) {
+        memset(rec->expert_ns, 0, sizeof(int64_t) * (size_t)ctx->num_local);
+    }
+    for (int i = 0; i < rec->num_calls && 2 * i + 1 < g->num_call_ev && st == MOE_OK; i++) {
+        int64_t b = 0, e = 0;
+        st = moe_cuda_event_elapsed_ns(g->anchor, g->call_ev[2 * i], &b, err);
+        if (st == MOE_OK) {
+            st = moe_cuda_event_elapsed_ns(g->anchor, g->call_ev[2 * i + 1], &e, err);
+        }
+        rec->calls[i].begin_ns = g->anchor_ns + b;
+        rec->calls[i].end_ns = g->anchor_ns + e;
+        rec->expert_ns[rec->calls[i].local] += e - b;
+    }
+    return st;
+}
+
+/* ---- set-up and teardown -------------------------------------------------------------- */
+
+static void gpu_destroy(moe_layer_ctx_t *ctx)
+{
+    cuda_layer_t *g = impl_of(ctx);
+    if (g == NULL) {
+        return;
+    }
+    int nl = ctx->num_local, N = ctx->chunks;
+    for (int l = 0; g->gate != NULL && l < g->num_layers; l++) {
+        moe_cuda_free(g->cu, g->gate[l]);
+    }
+    for (int i = 0; g->experts != NULL && i < g->num_layers * nl; i++) {
+        moe_cuda_free(g->cu, g->experts[i].w13);
+        moe_cuda_free(g->cu, g->experts[i].w2);
+    }
+    void *bufs[] = {g->bias, g->logits, g->topk_w, g->topk_idx, g->send_token, g->slot_pos,
+                    g->send, g->ret, g->recv, g->back, g->exp_in, g->exp_out, g->scratch};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
+        moe_cuda_free(g->cu, bufs[i]);
+    }
+    for (int c = 0; g->chunk_done != NULL && c < N; c++) {
+        moe_cuda_event_destroy(g->chunk_done[c]);
+    }
+    for (int i = 0; g->call_ev != NULL && i < 2 * N * nl; i++) {
+        moe_cuda_event_destroy(g->call_ev[i]);
+    }
+    moe_cuda_event_destroy(g->permuted);
+    moe_cuda_event_destroy(g->anchor);
+    free(g->gate);
+    free(g->experts);
+    free(g->chunk_done);
+    free(g->call_ev);
+    free(g);
+    ctx->backend_impl = NULL;
+}
+
+/* The gates (F32) and this rank's experts (model.dtype) of every layer onto the device. */
+static moe_status_t upload_weights(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_error_t *err)
+{
+    const moe_config_t *cfg = ctx->cfg;
+    const moe_weights_t *w = ctx->weights;
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim, E = cfg->num_experts;
+    int64_t up = (cfg->activation == MOE_ACT_SWIGLU ? 2 : 1) * F;
+    int nl = ctx->num_local;
+    moe_status_t st = MOE_OK;
+    if (w->gate_bias != NULL) {
+        st = moe_cuda_upload(g->cu, w->gate_bias, E, MOE_DTYPE_F32, (void **)&g->bias, err);
+    }
+    for (int l = 0; l < g->num_layers && st == MOE_OK; l++) {
+        const moe_layer_weights_t *lw = &w->layers[l];
+        if (lw->gate != NULL) {
+            st = moe_cuda_upload(g->cu, lw->gate, E * H, MOE_DTYPE_F32, (void **)&g->gate[l], err);
+        }
+        for (int le = 0; le < nl && st == MOE_OK; le++) {
+            moe_cuda_expert_t *x = &g->experts[l * nl + le];
+            x->id = lw->experts[le].id;
+            st = moe_cuda_upload(g->cu, lw->experts[le].w13, up * H, cfg->dtype, &x->w13, err);
+            if (st == MOE_OK) {
+                st = moe_cuda_upload(g->cu, lw->experts[le].w2, H * F, cfg->dtype, &x->w2, err);
+            }
+        }
+    }
+    return st;
+}
+
+/* Device buffers for the worst case, as moe_layer_ctx_init sizes the host ones. */
+static moe_status_t alloc_buffers(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_error_t *err)
+{
+    const moe_config_t *cfg = ctx->cfg;
+    size_t T = (size_t)ctx->max_tokens, k = (size_t)cfg->top_k, E = (size_t)cfg->num_experts;
+    size_t H = (size_t)cfg->hidden_dim, R = (size_t)ctx->max_recv, f = sizeof(float);
+    size_t gather = ctx->num_local > 0 ? (size_t)cfg->tokens_per_step : 0;
+    struct {
+        void **p;
+        size_t bytes;
+    } want[] = {
+        {(void **)&g->logits, T * E * f},         {(void **)&g->topk_w, T * k * f},
+        {(void **)&g->topk_idx, T * k * 4},       {(void **)&g->send_token, T * k * 4},
+        {(void **)&g->slot_pos, T * k * 4},       {(void **)&g->send, T * k * H * f},
+        {(void **)&g->ret, T * k * H * f},        {(void **)&g->recv, R * H * f},
+        {(void **)&g->back, R * H * f},           {(void **)&g->exp_in, gather * H * f},
+        {(void **)&g->exp_out, gather * H * f},
+        {&g->scratch, moe_cuda_expert_scratch_bytes(cfg->activation, cfg->hidden_dim,
+                                                    cfg->ffn_dim, (int64_t)gather, cfg->dtype)},
+    };
+    moe_status_t st = MOE_OK;
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]) && st == MOE_OK; i++) {
+        st = moe_cuda_alloc(g->cu, want[i].bytes, want[i].p, err);
+    }
+    return st;
+}
+
+static moe_status_t create_events(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_error_t *err)
+{
+    int N = ctx->chunks, calls = N * ctx->num_local;
+    moe_status_t st = moe_cuda_event_create(g->cu, &g->permuted, err);
+    if (st == MOE_OK) {
+        st = moe_cuda_event_create(g->cu, &g->anchor, err);
+    }
+    for (int c = 0; c < N && st == MOE_OK; c++) {
+        st = moe_cuda_event_create(g->cu, &g->chunk_done[c], err);
+    }
+    for (int i = 0; i < 2 * calls && st == MOE_OK; i++) {
+        st = moe_cuda_event_create(g->cu, &g->call_ev[i], err);
+    }
+    return st;
+}
+
+static const moe_layer_backend_t k_cuda_backend = {
+    .name = "cuda",
+    .gate = gpu_gate,
+    .permute = gpu_permute,
+    .arrived = gpu_arrived,
+    .expert = gpu_expert,
+    .computed = gpu_computed,
+    .merge = gpu_merge,
+    .finish = gpu_finish,
+    .destroy = gpu_destroy,
+};
+
+moe_status_t moe_layer_cuda_attach(moe_layer_ctx_t *ctx, void *cuda, moe_error_t *err)
+{
+    if (cuda == NULL) {
+        return moe_error_set(err, MOE_ERR_INTERNAL, "the GPU back-end needs a CUDA context");
+    }
+    cuda_layer_t *g = calloc(1, sizeof(*g));
+    int L = (int)ctx->cfg->num_layers, nl = ctx->num_local, N = ctx->chunks;
+    if (g == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the GPU layer");
+    }
+    ctx->backend = &k_cuda_backend; /* from here on, destroy frees g */
+    ctx->backend_impl = g;
+    g->cu = cuda;
+    g->num_layers = L;
+    g->host_rows = !ctx->transport->ops->device_memory;
+    g->gate = calloc((size_t)L, sizeof(float *));
+    g->experts = calloc((size_t)L * (size_t)(nl > 0 ? nl : 1), sizeof(moe_cuda_expert_t));
+    g->chunk_done = calloc((size_t)N, sizeof(moe_cuda_event_t *));
+    g->call_ev = calloc(2 * (size_t)N * (size_t)(nl > 0 ? nl : 1), sizeof(moe_cuda_event_t *));
+    if (g->gate == NULL || g->experts == NULL || g->chunk_done == NULL || g->call_ev == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the GPU layer");
+    }
+    moe_status_t st = upload_weights(ctx, g, err);
+    if (st == MOE_OK) {
+        st = alloc_buffers(ctx, g, err);
+    }
+    if (st == MOE_OK) {
+        st = create_events(ctx, g, err);
+    }
+    if (st == MOE_OK && !g->host_rows) { /* the transport moves the device rows */
+        ctx->xsend = g->send;
+        ctx->xrecv = g->recv;
+        ctx->xback = g->back;
+        ctx->xret = g->ret;
+    }
+    return st;
+}

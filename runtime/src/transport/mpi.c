@@ -1,0 +1,235 @@
+/* The MPI transport. Default: one non-blocking receive and send per peer with rows to
+ * move, completed with MPI_Testsome so the time each peer's rows arrive is known (the
+ * profiler's wait matrix). MOED_MPI_EXCHANGE=alltoallv uses one MPI_Ialltoallv per
+ * exchange instead (then every peer's arrival time is the end of the call).
+ *
+ * Each slot has its own requests and its own tag (ROWS_TAG + slot); MPI's ordering of
+ * messages between two ranks with one tag keeps successive uses of a slot apart. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe/clock.h"
+#include "transport/transport.h"
+#include "transport/wait.h"
+
+enum { ROWS_TAG = 4242 };
+
+typedef struct mpi_slot {
+    MPI_Request *reqs; /* [2 * world]: receives first, then sends */
+    int *req_peer;     /* [2 * world]: receives: the peer; sends: -2 - peer */
+    int nreq, left;
+} mpi_slot_t;
+
+typedef struct mpi_impl {
+    MPI_Datatype row_type; /* row_elems contiguous floats: counts stay in rows */
+    int use_alltoallv;
+    mpi_slot_t *slots;     /* [num_slots] */
+    int *done_idx;         /* [2 * world] scratch for MPI_Testsome */
+} mpi_impl_t;
+
+/* Post every receive, then every send; the own block is a memcpy. */
+static int post_p2p(moe_transport_t *t, int slot, const float *send, const int *send_rows,
+                    const int *send_displs, float *recv, const int *recv_rows,
+                    const int *recv_displs)
+{
+    mpi_impl_t *impl = t->impl;
+    mpi_slot_t *s = &impl->slots[slot];
+    int W = t->world_size, me = t->rank, n = 0, rc = MPI_SUCCESS, tag = ROWS_TAG + slot;
+    size_t row = (size_t)t->row_elems;
+    for (int i = 1; i <= W && rc == MPI_SUCCESS; i++) {
+        int p = (me - i + W) % W; /* staggered so peers do not all hit rank 0 first */
+        if (p != me && recv_rows[p] > 0) {
+            rc = MPI_Irecv(recv + (size_t)recv_displs[p] * row, recv_rows[p], impl->row_type, p,
+                           tag, t->comm, &s->reqs[n]);
+            s->req_peer[n++] = p;
+        }
+    }
+    for (int i = 1; i <= W && rc == MPI_SUCCESS; i++) {
+        int p = (me + i) % W;
+        if (p != me && send_rows[p] > 0) {
+            rc = MPI_Isend(send + (size_t)send_displs[p] * row, send_rows[p], impl->row_type, p,
+                           tag, t->comm, &s->reqs[n]);
+            s->req_peer[n++] = -2 - p;
+        }
+    }
+    if (recv_rows[me] > 0) {
+        memcpy(recv + (size_t)recv_displs[me] * row, send + (size_t)send_displs[me] * row,
+               (size_t)recv_rows[me] * row * sizeof(float));
+    }
+    s->nreq = s->left = n;
+    return rc;
+}
+
+static moe_status_t mpi_start(moe_transport_t *t, int slot, const float *send,
+                              const int *send_rows, const int *send_displs, float *recv,
+                              const int *recv_rows, const int *recv_displs, const void *after,
+                              moe_error_t *err)
+{
+    mpi_impl_t *impl = t->impl;
+    mpi_slot_t *s = &impl->slots[slot];
+    moe_transport_base_begin(t, slot);
+    if (impl->use_alltoallv) {
+        s->req_peer[0] = -1;
+        s->nreq = s->left = 1;
+        return moe_mpi_check(MPI_Ialltoallv(send, send_rows, send_displs, impl->row_type, recv,
+                                            recv_rows, recv_displs, impl->row_type, t->comm,
+                                            &s->reqs[0]),
+                             "MPI_Ialltoallv", err);
+    }
+    int rc = post_p2p(t, slot, send, send_rows, send_displs, recv, recv_rows, recv_displs);
+    return moe_mpi_check(rc, "posting the row exchange", err);
+}
+
+static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error_t *err)
+{
+    mpi_impl_t *impl = t->impl;
+    mpi_slot_t *s = &impl->slots[slot];
+    moe_xfer_t *x = &t->xfer[slot];
+    *done = !x->active;
+    if (!x->active) {
+        return MOE_OK;
+    }
+    int ndone = 0;
+    if (s->left > 0) {
+        int rc = MPI_Testsome(s->nreq, s->reqs, &ndone, impl->done_idx, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            return moe_mpi_check(rc, "MPI_Testsome (row exchange)", err);
+        }
+    }
+    int64_t now = moe_now_ns();
+    if (ndone == MPI_UNDEFINED) { /* no request left active */
+        s->left = 0;
+    } else {
+        for (int i = 0; i < ndone; i++) {
+            int peer = s->req_peer[impl->done_idx[i]];
+            if (peer >= 0) {
+                x->peer_done_ns[peer] = now;
+            }
+        }
+        s->left -= ndone;
+    }
+    if (s->left == 0) {
+        if (impl->use_alltoallv) {
+            for (int p = 0; p < t->world_size; p++) {
+                x->peer_done_ns[p] = now;
+            }
+        }
+        x->active = false;
+        x->end_ns = now;
+        *done = true;
+    }
+    return MOE_OK;
+}
+
+/* The peers still owing this rank its rows or not yet taking its rows; each once. */
+static int mpi_pending(const moe_transport_t *t, int slot, int *out, int cap)
+{
+    const mpi_impl_t *impl = t->impl;
+    const mpi_slot_t *s = &impl->slots[slot];
+    int n = 0;
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] != MPI_REQUEST_NULL && s->req_peer[i] != -1) {
+            int peer = s->req_peer[i] >= 0 ? s->req_peer[i] : -2 - s->req_peer[i];
+            n = moe_wait_note_peer(out, n, cap, peer);
+        }
+    }
+    return n;
+}
+
+/* The job is ending (error or stop): receives still posted are cancelled (local), so no
+ * late message lands in a buffer about to be freed; sends are released to complete on
+ * their own. A non-blocking collective cannot be cancelled: it is left to MPI's end. */
+static void mpi_cancel(moe_transport_t *t, int slot)
+{
+    mpi_impl_t *impl = t->impl;
+    mpi_slot_t *s = &impl->slots[slot];
+    for (int i = 0; i < s->nreq && !impl->use_alltoallv; i++) {
+        if (s->reqs[i] == MPI_REQUEST_NULL) {
+            continue;
+        }
+        if (s->req_peer[i] >= 0) {
+            MPI_Cancel(&s->reqs[i]);
+        }
+        MPI_Request_free(&s->reqs[i]);
+    }
+    s->left = 0;
+    t->xfer[slot].active = false;
+}
+
+static void mpi_destroy(moe_transport_t *t)
+{
+    mpi_impl_t *impl = t->impl;
+    if (impl != NULL) {
+        if (impl->row_type != MPI_DATATYPE_NULL) {
+            MPI_Type_free(&impl->row_type);
+        }
+        for (int s = 0; impl->slots != NULL && s < t->num_slots; s++) {
+            free(impl->slots[s].reqs);
+            free(impl->slots[s].req_peer);
+        }
+        free(impl->slots);
+        free(impl->done_idx);
+        free(impl);
+    }
+    moe_transport_base_free(t);
+    free(t);
+}
+
+static const moe_transport_ops_t k_mpi_ops = {
+    .name = "mpi",
+    .device_memory = false,
+    .start = mpi_start,
+    .test = mpi_test,
+    .pending = mpi_pending,
+    .cancel = mpi_cancel,
+    .destroy = mpi_destroy,
+};
+
+static moe_status_t mpi_alloc(moe_transport_t *t, mpi_impl_t *impl, moe_error_t *err)
+{
+    size_t W = (size_t)t->world_size;
+    impl->slots = calloc((size_t)t->num_slots, sizeof(mpi_slot_t));
+    impl->done_idx = calloc(2 * W, sizeof(int));
+    bool failed = impl->slots == NULL || impl->done_idx == NULL;
+    for (int s = 0; !failed && s < t->num_slots; s++) {
+        impl->slots[s].reqs = calloc(2 * W, sizeof(MPI_Request));
+        impl->slots[s].req_peer = calloc(2 * W, sizeof(int));
+        failed = impl->slots[s].reqs == NULL || impl->slots[s].req_peer == NULL;
+    }
+    return failed ? moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the MPI transport")
+                  : MOE_OK;
+}
+
+moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, int num_slots,
+                                      moe_transport_t **out, moe_error_t *err)
+{
+    moe_transport_t *t = calloc(1, sizeof(*t));
+    mpi_impl_t *impl = calloc(1, sizeof(*impl));
+    if (t == NULL || impl == NULL) {
+        free(t);
+        free(impl);
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the MPI transport");
+    }
+    t->impl = impl;
+    impl->row_type = MPI_DATATYPE_NULL;
+    const char *mode = getenv("MOED_MPI_EXCHANGE");
+    impl->use_alltoallv = mode != NULL && strcmp(mode, "alltoallv") == 0;
+    moe_status_t st = moe_transport_base_init(t, &k_mpi_ops, comm, row_elems, num_slots, err);
+    if (st == MOE_OK) {
+        st = mpi_alloc(t, impl, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_mpi_check(MPI_Type_contiguous((int)row_elems, MPI_FLOAT, &impl->row_type),
+                           "MPI_Type_contiguous", err);
+    }
+    if (st == MOE_OK) {
+        st = moe_mpi_check(MPI_Type_commit(&impl->row_type), "MPI_Type_commit", err);
+    }
+    if (st != MOE_OK) {
+        mpi_destroy(t);
+        return st;
+    }
+    *out = t;
+    return MOE_OK;
+}

@@ -1,0 +1,373 @@
+/* The UCX transport: the same exchange as the MPI one (one receive and one send per peer
+ * with rows, the own block a memcpy) over UCP tagged messages. One context (tag feature),
+ * one single-threaded worker, an endpoint to every other rank; the worker addresses are
+ * swapped over MPI at create. A message's tag is the exchange's sequence number (high 32
+ * bits) and the sending rank (low 32), matched with the full mask, so rows of one exchange
+ * never match another's (every rank starts the same exchanges in the same order, so the
+ * sequence numbers agree). Each slot keeps its own requests, polled with
+ * ucp_request_check_status after a ucp_worker_progress. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ucp/api/ucp.h>
+
+#include "moe/clock.h"
+#include "transport/transport.h"
+#include "transport/wait.h"
+
+/* How long destroy keeps progressing endpoint closes before giving up on them. */
+#define CLOSE_WAIT_NS (5 * 1000 * 1000 * 1000LL)
+
+typedef struct ucx_slot {
+    void **reqs;   /* [2 * world]: outstanding requests, NULL once complete */
+    int *req_peer; /* [2 * world]: receives: the peer; sends: -2 - peer */
+    int nreq, left;
+} ucx_slot_t;
+
+typedef struct ucx_impl {
+    ucp_context_h context;
+    ucp_worker_h worker;
+    ucp_ep_h *eps;     /* [world]; NULL for self */
+    ucx_slot_t *slots; /* [num_slots] */
+    uint32_t seq;      /* exchanges started so far: the high half of every tag */
+    bool failed;       /* an exchange was abandoned: close endpoints by force */
+} ucx_impl_t;
+
+/* Convert a ucs_status_t into MOE_ERR_UCX (with UCX's text and where) and jump to cleanup;
+ * expects `moe_status_t st`, `moe_error_t *err` and a `cleanup` label in scope. */
+#define MOE_UCX_CHECK(call, what)                                                          \
+    do {                                                                                   \
+        ucs_status_t ucs_rc_ = (call);                                                     \
+        if (ucs_rc_ != UCS_OK) {                                                           \
+            st = moe_error_set(err, MOE_ERR_UCX, "%s failed: %s (%s:%d)", (what),          \
+                               ucs_status_string(ucs_rc_), __FILE__, __LINE__);            \
+            goto cleanup;                                                                  \
+        }                                                                                  \
+    } while (0)
+
+static ucp_tag_t rows_tag(uint32_t seq, int src)
+{
+    return ((uint64_t)seq << 32) | (uint32_t)src;
+}
+
+/* The status of a just-posted operation: NULL = done now, an error pointer, or a request
+ * (kept in the slot with its peer code). Returns UCS_OK or the error. */
+static ucs_status_t keep_request(ucx_slot_t *s, ucs_status_ptr_t sp, int peer_code)
+{
+    if (sp == NULL) {
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(sp)) {
+        return UCS_PTR_STATUS(sp);
+    }
+    s->reqs[s->nreq] = sp;
+    s->req_peer[s->nreq++] = peer_code;
+    return UCS_OK;
+}
+
+/* Post every receive, then every send; the own block is a memcpy. A receive that completes
+ * at once stamps its peer here. */
+static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
+                              const int *send_rows, const int *send_displs, float *recv,
+                              const int *recv_rows, const int *recv_displs, const void *after,
+                              moe_error_t *err)
+{
+    ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
+    int W = t->world_size, me = t->rank;
+    size_t row_bytes = (size_t)t->row_elems * sizeof(float);
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    moe_status_t st = MOE_OK;
+    moe_transport_base_begin(t, slot);
+    uint32_t seq = ++impl->seq;
+    s->nreq = 0;
+    for (int i = 1; i <= W; i++) {
+        int p = (me - i + W) % W; /* staggered like the MPI transport */
+        if (p != me && recv_rows[p] > 0) {
+            int before = s->nreq;
+            ucs_status_ptr_t sp = ucp_tag_recv_nbx(
+                impl->worker, (char *)recv + (size_t)recv_displs[p] * row_bytes,
+                (size_t)recv_rows[p] * row_bytes, rows_tag(seq, p), UINT64_MAX, &param);
+            MOE_UCX_CHECK(keep_request(s, sp, p), "ucp_tag_recv_nbx (row exchange)");
+            if (s->nreq == before) {
+                t->xfer[slot].peer_done_ns[p] = moe_now_ns();
+            }
+        }
+    }
+    for (int i = 1; i <= W; i++) {
+        int p = (me + i) % W;
+        if (p != me && send_rows[p] > 0) {
+            ucs_status_ptr_t sp = ucp_tag_send_nbx(
+                impl->eps[p], (const char *)send + (size_t)send_displs[p] * row_bytes,
+                (size_t)send_rows[p] * row_bytes, rows_tag(seq, me), &param);
+            MOE_UCX_CHECK(keep_request(s, sp, -2 - p), "ucp_tag_send_nbx (row exchange)");
+        }
+    }
+    if (recv_rows[me] > 0) {
+        memcpy((char *)recv + (size_t)recv_displs[me] * row_bytes,
+               (const char *)send + (size_t)send_displs[me] * row_bytes,
+               (size_t)recv_rows[me] * row_bytes);
+    }
+cleanup:
+    s->left = s->nreq;
+    return st;
+}
+
+/* Retire the slot's finished requests: stamp receives, free them. Returns how many
+ * finished; *first_bad gets the first failure's status (else stays UCS_OK). */
+static int retire_done(moe_transport_t *t, int slot, ucs_status_t *first_bad)
+{
+    ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
+    int done = 0;
+    int64_t now = 0;
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] == NULL) {
+            continue;
+        }
+        ucs_status_t rs = ucp_request_check_status(s->reqs[i]);
+        if (rs == UCS_INPROGRESS) {
+            continue;
+        }
+        ucp_request_free(s->reqs[i]);
+        s->reqs[i] = NULL;
+        done++;
+        if (rs != UCS_OK && *first_bad == UCS_OK) {
+            *first_bad = rs;
+        }
+        if (s->req_peer[i] >= 0) {
+            now = now != 0 ? now : moe_now_ns();
+            t->xfer[slot].peer_done_ns[s->req_peer[i]] = now;
+        }
+    }
+    return done;
+}
+
+static moe_status_t ucx_test(moe_transport_t *t, int slot, bool *done, moe_error_t *err)
+{
+    ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
+    moe_xfer_t *x = &t->xfer[slot];
+    moe_status_t st = MOE_OK;
+    *done = !x->active;
+    if (!x->active) {
+        return MOE_OK;
+    }
+    ucp_worker_progress(impl->worker);
+    ucs_status_t bad = UCS_OK;
+    s->left -= retire_done(t, slot, &bad);
+    MOE_UCX_CHECK(bad, "a UCX row transfer");
+    if (s->left == 0) {
+        x->active = false;
+        x->end_ns = moe_now_ns();
+        *done = true;
+    }
+cleanup:
+    return st;
+}
+
+/* The peers still owing rows or not yet taking ours, each once (for the watchdog). */
+static int ucx_pending(const moe_transport_t *t, int slot, int *out, int cap)
+{
+    const ucx_impl_t *impl = t->impl;
+    const ucx_slot_t *s = &impl->slots[slot];
+    int n = 0;
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] != NULL) {
+            int peer = s->req_peer[i] >= 0 ? s->req_peer[i] : -2 - s->req_peer[i];
+            n = moe_wait_note_peer(out, n, cap, peer);
+        }
+    }
+    return n;
+}
+
+/* After a failed or interrupted exchange: cancel what is still outstanding and hand the
+ * requests back (UCX frees each once it completes). */
+static void ucx_cancel(moe_transport_t *t, int slot)
+{
+    ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
+    for (int i = 0; i < s->nreq; i++) {
+        if (s->reqs[i] != NULL) {
+            ucp_request_cancel(impl->worker, s->reqs[i]);
+            ucp_request_free(s->reqs[i]);
+            s->reqs[i] = NULL;
+        }
+    }
+    s->left = 0;
+    t->xfer[slot].active = false;
+    impl->failed = true;
+}
+
+/* Close one endpoint (flushing unless an exchange failed), progressing for a bounded time. */
+static void close_endpoint(ucx_impl_t *impl, ucp_ep_h ep)
+{
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags = impl->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0,
+    };
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &param);
+    if (sp == NULL || UCS_PTR_IS_ERR(sp)) {
+        return;
+    }
+    int64_t give_up = moe_now_ns() + CLOSE_WAIT_NS;
+    while (ucp_request_check_status(sp) == UCS_INPROGRESS && moe_now_ns() < give_up) {
+        ucp_worker_progress(impl->worker);
+    }
+    ucp_request_free(sp);
+}
+
+static void ucx_destroy(moe_transport_t *t)
+{
+    ucx_impl_t *impl = t->impl;
+    if (impl != NULL) {
+        for (int p = 0; impl->eps != NULL && p < t->world_size; p++) {
+            if (impl->eps[p] != NULL) {
+                close_endpoint(impl, impl->eps[p]);
+            }
+        }
+        if (impl->worker != NULL) {
+            ucp_worker_destroy(impl->worker);
+        }
+        if (impl->context != NULL) {
+            ucp_cleanup(impl->context);
+        }
+        for (int s = 0; impl->slots != NULL && s < t->num_slots; s++) {
+            free(impl->slots[s].reqs);
+            free(impl->slots[s].req_peer);
+        }
+        free(impl->eps);
+        free(impl->slots);
+        free(impl);
+    }
+    moe_transport_base_free(t);
+    free(t);
+}
+
+static const moe_transport_ops_t k_ucx_ops = {
+    .name = "ucx",
+    .device_memory = false,
+    .start = ucx_start,
+    .test = ucx_test,
+    .pending = ucx_pending,
+    .cancel = ucx_cancel,
+    .destroy = ucx_destroy,
+};
+
+static moe_status_t open_worker(ucx_impl_t *impl, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    ucp_config_t *config = NULL;
+    MOE_UCX_CHECK(ucp_config_read(NULL, NULL, &config), "ucp_config_read");
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG};
+    MOE_UCX_CHECK(ucp_init(&params, config, &impl->context), "ucp_init");
+    ucp_worker_params_t wparams = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                                   .thread_mode = UCS_THREAD_MODE_SINGLE};
+    MOE_UCX_CHECK(ucp_worker_create(impl->context, &wparams, &impl->worker), "ucp_worker_create");
+cleanup:
+    if (config != NULL) {
+        ucp_config_release(config);
+    }
+    return st;
+}
+
+/* Swap worker addresses over MPI (lengths, then bytes) and open an endpoint to every
+ * other rank. */
+static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
+{
+    ucx_impl_t *impl = t->impl;
+    int W = t->world_size;
+    ucp_address_t *mine = NULL;
+    size_t mine_len = 0;
+    int *lens = calloc((size_t)W, sizeof(int)), *displs = calloc((size_t)W, sizeof(int));
+    char *all = NULL;
+    moe_status_t st = MOE_OK;
+    if (lens == NULL || displs == NULL) {
+        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX address table");
+        goto cleanup;
+    }
+    MOE_UCX_CHECK(ucp_worker_get_address(impl->worker, &mine, &mine_len), "ucp_worker_get_address");
+    int my_len = (int)mine_len;
+    st = moe_mpi_check(MPI_Allgather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, t->comm),
+                       "MPI_Allgather (UCX address lengths)", err);
+    if (st != MOE_OK) {
+        goto cleanup;
+    }
+    size_t total = 0;
+    for (int p = 0; p < W; p++) {
+        displs[p] = (int)total;
+        total += (size_t)lens[p];
+    }
+    all = malloc(total > 0 ? total : 1);
+    if (all == NULL) {
+        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX address table");
+        goto cleanup;
+    }
+    st = moe_mpi_check(MPI_Allgatherv(mine, my_len, MPI_BYTE, all, lens, displs, MPI_BYTE,
+                                      t->comm),
+                       "MPI_Allgatherv (UCX addresses)", err);
+    for (int p = 0; p < W && st == MOE_OK; p++) {
+        if (p == t->rank) {
+            continue;
+        }
+        ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+                                     .address = (const ucp_address_t *)(all + displs[p])};
+        MOE_UCX_CHECK(ucp_ep_create(impl->worker, &ep_params, &impl->eps[p]), "ucp_ep_create");
+    }
+cleanup:
+    if (mine != NULL) {
+        ucp_worker_release_address(impl->worker, mine);
+    }
+    free(all);
+    free(lens);
+    free(displs);
+    return st;
+}
+
+moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_slots,
+                                      moe_transport_t **out, moe_error_t *err)
+{
+    moe_transport_t *t = calloc(1, sizeof(*t));
+    ucx_impl_t *impl = calloc(1, sizeof(*impl));
+    if (t == NULL || impl == NULL) {
+        free(t);
+        free(impl);
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX transport");
+    }
+    t->impl = impl;
+    moe_status_t st = moe_transport_base_init(t, &k_ucx_ops, comm, row_elems, num_slots, err);
+    size_t W = (size_t)t->world_size;
+    if (st == MOE_OK) {
+        impl->eps = calloc(W, sizeof(ucp_ep_h));
+        impl->slots = calloc((size_t)num_slots, sizeof(ucx_slot_t));
+        bool failed = impl->eps == NULL || impl->slots == NULL;
+        for (int s = 0; !failed && s < num_slots; s++) {
+            impl->slots[s].reqs = calloc(2 * W, sizeof(void *));
+            impl->slots[s].req_peer = calloc(2 * W, sizeof(int));
+            failed = impl->slots[s].reqs == NULL || impl->slots[s].req_peer == NULL;
+        }
+        if (failed) {
+            st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX transport");
+        }
+    }
+    if (st == MOE_OK) {
+        st = open_worker(impl, err);
+    }
+    /* Every rank must agree before the collective address swap, or the others would wait
+     * in it for one that failed. */
+    int ok = st == MOE_OK;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+    if (st == MOE_OK && !ok) {
+        st = moe_error_set(err, MOE_ERR_UCX, "UCX failed to start on another rank");
+    }
+    if (st == MOE_OK) {
+        st = connect_peers(t, err);
+    }
+    if (st != MOE_OK) {
+        ucx_destroy(t);
+        return st;
+    }
+    *out = t;
+    return MOE_OK;
+}
