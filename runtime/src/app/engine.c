@@ -10,6 +10,7 @@
 #include "expert/expert.h"
 #include "expert/gemm.h"
 #include "moe/log.h"
+#include "moe/mpi_check.h"
 #include "moe/stop.h"
 #include "expert/nvtx.h"
 #include "transport/wait.h"
@@ -17,13 +18,45 @@
 #include "expert/cuda/moe_cuda.h"
 #endif
 
+/* MOED_TEST_MPI_FAIL=agree:N: the Nth agreement of this process hands MPI_Allreduce an
+ * invalid count, so the call fails for real, on every rank at once (ranks agree in the same
+ * order): the test of the path below. Otherwise the count is 1. */
+static int agree_count(void)
+{
+    static long long calls;
+    const char *fail = getenv("MOED_TEST_MPI_FAIL");
+    long long nth = 0;
+    calls++;
+    return fail != NULL && sscanf(fail, "agree:%lld", &nth) == 1 && nth == calls ? -1 : 1;
+}
+
+/* This rank's place and the lowest failing rank (*first == *world when none). Returns the
+ * status of the MPI calls, their message in mpi_err. */
+static moe_status_t agree_first(MPI_Comm comm, bool failed, int *rank, int *world, int *first,
+                                moe_error_t *mpi_err)
+{
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, rank), mpi_err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_size(comm, world), mpi_err);
+    }
+    if (st == MOE_OK) {
+        int mine = failed ? *rank : *world;
+        st = MOE_MPI(MPI_Allreduce(&mine, first, agree_count(), MPI_INT, MPI_MIN, comm),
+                     mpi_err);
+    }
+    return st;
+}
+
+/* A failed MPI call here is this rank's verdict, in err; a rank that had already failed
+ * keeps its own cause and the MPI failure is logged. */
 moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
 {
-    int rank, world;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &world);
-    int mine = st == MOE_OK ? world : rank, first = world;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    moe_error_t *mpi_err = st == MOE_OK ? err : NULL;
+    int rank = 0, world = 0, first = 0;
+    moe_status_t mst = agree_first(comm, st != MOE_OK, &rank, &world, &first, mpi_err);
+    if (mst != MOE_OK) {
+        return st != MOE_OK ? st : mst;
+    }
     if (first == world) {
         return MOE_OK;
     }
@@ -35,7 +68,10 @@ moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
             snprintf(shared.msg, sizeof(shared.msg), "%s", moe_status_string(st));
         }
     }
-    MPI_Bcast(&shared, (int)sizeof(shared), MPI_BYTE, first, comm);
+    mst = MOE_MPI(MPI_Bcast(&shared, (int)sizeof(shared), MPI_BYTE, first, comm), mpi_err);
+    if (mst != MOE_OK) {
+        return st != MOE_OK ? st : mst;
+    }
     if (err != NULL) {
         *err = shared;
     }
@@ -93,9 +129,10 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     if (gethostname(me, sizeof(me) - 1) != 0) {
         snprintf(me, sizeof(me), "unknown");
     }
-    int rc = MPI_Allgather(me, 64, MPI_CHAR, eng->hosts, 64, MPI_CHAR, eng->comm);
-    if (rc != MPI_SUCCESS) {
-        return moe_mpi_check(rc, "MPI_Allgather (hosts)", err);
+    moe_status_t st =
+        MOE_MPI(MPI_Allgather(me, 64, MPI_CHAR, eng->hosts, 64, MPI_CHAR, eng->comm), err);
+    if (st != MOE_OK) {
+        return st;
     }
     moe_wait_configure(eng->cfg->step_timeout_s, eng->rank, eng->world_size,
                        (const char (*)[64])eng->hosts);
@@ -174,14 +211,18 @@ static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
     }
     MPI_Comm local;
     int local_rank = 0;
-    st = moe_mpi_check(MPI_Comm_split_type(eng->comm, MPI_COMM_TYPE_SHARED,
-                                                        eng->rank, MPI_INFO_NULL, &local),
-                                    "MPI_Comm_split_type (local ranks)", err);
+    st = MOE_MPI(MPI_Comm_split_type(eng->comm, MPI_COMM_TYPE_SHARED, eng->rank, MPI_INFO_NULL,
+                                     &local),
+                 err);
     if (st != MOE_OK) {
         return st;
     }
-    MPI_Comm_rank(local, &local_rank);
-    MPI_Comm_free(&local);
+    st = MOE_MPI(MPI_Comm_rank(local, &local_rank), err);
+    moe_status_t freed = MOE_MPI(MPI_Comm_free(&local), st == MOE_OK ? err : NULL);
+    st = st != MOE_OK ? st : freed;
+    if (st != MOE_OK) {
+        return st;
+    }
     moe_cuda_t *cu = NULL;
     st = moe_cuda_create(local_rank % moe_cuda_device_count(), &cu, err);
     if (st != MOE_OK) {
@@ -228,8 +269,12 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     } else {
         eng->cfg = cfg;
         eng->comm = comm;
-        MPI_Comm_rank(comm, &eng->rank);
-        MPI_Comm_size(comm, &eng->world_size);
+        st = MOE_MPI(MPI_Comm_rank(comm, &eng->rank), err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_size(comm, &eng->world_size), err);
+    }
+    if (st == MOE_OK) {
         moe_tokens_of_rank(cfg, eng->world_size, eng->rank, &eng->token_first,
                            &eng->token_count);
         eng->routes = eng->token_count > 0;
@@ -448,6 +493,26 @@ moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_tex
     return moe_prof_finish(eng->prof, &run, run_dir, run_dir_len, err);
 }
 
+/* Every rank's rows of x into `all` on rank 0 (counts and displs in rows, rank 0 only). */
+static moe_status_t engine_gather_rows(moe_engine_t *eng, float *all, const int *counts,
+                                       const int *displs, moe_error_t *err)
+{
+    MPI_Datatype row = MPI_DATATYPE_NULL;
+    moe_status_t st = MOE_MPI(MPI_Type_contiguous((int)eng->cfg->hidden_dim, MPI_FLOAT, &row),
+                              err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    st = MOE_MPI(MPI_Type_commit(&row), err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Gatherv(eng->x, (int)eng->token_count, row, all, counts, displs, row, 0,
+                                 eng->comm),
+                     err);
+    }
+    moe_status_t freed = MOE_MPI(MPI_Type_free(&row), st == MOE_OK ? err : NULL);
+    return st != MOE_OK ? st : freed;
+}
+
 moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_t *err)
 {
     int W = eng->world_size;
@@ -475,13 +540,7 @@ moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_
     }
     st = moe_agree(eng->comm, st, err);
     if (st == MOE_OK) {
-        MPI_Datatype row;
-        MPI_Type_contiguous((int)H, MPI_FLOAT, &row);
-        MPI_Type_commit(&row);
-        st = moe_mpi_check(MPI_Gatherv(eng->x, (int)eng->token_count, row, all, counts, displs,
-                                       row, 0, eng->comm),
-                           "MPI_Gatherv (output)", err);
-        MPI_Type_free(&row);
+        st = engine_gather_rows(eng, all, counts, displs, err);
     }
     free(counts);
     free(displs);

@@ -12,6 +12,7 @@
 #include "expert/gemm.h"
 #include "moe/build_info.h"
 #include "moe/log.h"
+#include "moe/mpi_check.h"
 #include "moe/config.h"
 #include "moe/prof.h"
 #include "moe/safetensors.h"
@@ -156,21 +157,46 @@ static int exit_code_for(moe_status_t st)
     }
 }
 
-static void print_summary(const moe_engine_t *eng)
+/* The summary's figures from every rank, reduced to rank 0. */
+typedef struct summary_totals {
+    double expert[2]; /* flops, ns: summed */
+    long long dropped;
+    double prof_max;  /* the largest share of run time in the profiler's hooks */
+} summary_totals_t;
+
+static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *tot,
+                                   moe_error_t *err)
+{
+    double mine[2] = {eng->expert_flops, (double)eng->expert_ns};
+    long long drop = eng->dropped;
+    double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
+    *tot = (summary_totals_t){{0, 0}, 0, 0.0};
+    moe_status_t st = MOE_MPI(MPI_Reduce(mine, tot->expert, 2, MPI_DOUBLE, MPI_SUM, 0, eng->comm),
+                              err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Reduce(&drop, &tot->dropped, 1, MPI_LONG_LONG, MPI_SUM, 0, eng->comm),
+                     err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Reduce(&prof_share, &tot->prof_max, 1, MPI_DOUBLE, MPI_MAX, 0, eng->comm),
+                     err);
+    }
+    return st;
+}
+
+static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
     int W = eng->world_size;
     /* Expert figures from every rank; phases from rank 0 (the router in master mode). */
-    double mine[2] = {eng->expert_flops, (double)eng->expert_ns}, tot[2] = {0, 0};
-    long long drop = eng->dropped, drop_all = 0;
-    double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
-    double prof_max = 0.0;
-    MPI_Reduce(mine, tot, 2, MPI_DOUBLE, MPI_SUM, 0, eng->comm);
-    MPI_Reduce(&drop, &drop_all, 1, MPI_LONG_LONG, MPI_SUM, 0, eng->comm);
-    MPI_Reduce(&prof_share, &prof_max, 1, MPI_DOUBLE, MPI_MAX, 0, eng->comm);
-    if (eng->rank != 0 || eng->steps_done == 0) {
-        return;
+    summary_totals_t totals;
+    moe_status_t st = summary_reduce(eng, &totals, err);
+    if (st != MOE_OK || eng->rank != 0 || eng->steps_done == 0) {
+        return st;
     }
+    const double *tot = totals.expert;
+    long long drop_all = totals.dropped;
+    double prof_max = totals.prof_max;
     double secs = (double)eng->run_ns * 1e-9;
     double steps = (double)eng->steps_done;
     double tps = steps * (double)cfg->tokens_per_step / secs;
@@ -205,6 +231,7 @@ static void print_summary(const moe_engine_t *eng)
                100.0 * prof_max);
     }
     printf("tokens/s: %.0f\n", tps);
+    return MOE_OK;
 }
 
 static moe_status_t dump_output(moe_engine_t *eng, const char *path, moe_error_t *err)
@@ -307,10 +334,15 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         moe_engine_destroy(eng);
         return code;
     }
-    print_summary(eng);
+    if (print_summary(eng, &err) != MOE_OK) {
+        /* a collective failed: the ranks are no longer in step, so no more collectives */
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
+    }
     code = finish_profile(eng, cfg, text, len, false, rank);
-    if (opt->bench) {
-        moe_selfbench_run(eng, &err);
+    if (opt->bench && moe_selfbench_run(eng, &err) != MOE_OK) {
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
     if (opt->dump_output != NULL && dump_output(eng, opt->dump_output, &err) != MOE_OK) {
         if (rank == 0) {
@@ -394,16 +426,17 @@ int main(int argc, char **argv)
         return moe_prof_compare(argv[2], argv[3], stdout);
     }
     int provided = 0, rank = 0, world = 1;
-    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-        fprintf(stderr, "moed: error: MPI_Init failed\n");
+    if (MOE_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), NULL) != MOE_OK) {
         return EXIT_RUNTIME;
     }
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    /* Errors come back as codes (and become moe_status_t) instead of aborting in MPI. */
+    if (MOE_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), NULL) != MOE_OK ||
+        MOE_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank), NULL) != MOE_OK ||
+        MOE_MPI(MPI_Comm_size(MPI_COMM_WORLD, &world), NULL) != MOE_OK) {
+        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME); /* a rank without its place cannot go on */
+    }
     moe_log_init(rank, world);
     moe_stop_install_handlers();
-    /* Errors come back as codes (and become moe_status_t) instead of aborting in MPI. */
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     bool skip_finalize = false;
     int code = run_main(argc, argv, rank, world, &skip_finalize);
     fflush(stdout);

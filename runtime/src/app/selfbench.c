@@ -9,6 +9,7 @@
 #include "expert/expert.h"
 #include "expert/gemm.h"
 #include "moe/log.h"
+#include "moe/mpi_check.h"
 #include "transport/wait.h"
 #ifdef MOE_HAVE_CUDA
 #include "expert/cuda/moe_cuda.h"
@@ -82,14 +83,17 @@ static double memcpy_gbps(size_t bytes)
     return best;
 }
 
-/* Replay the last layer's dispatch + combine; returns the slowest rank's ns per iter. */
-static int64_t replay_exchange_ns(moe_engine_t *eng, int iters)
+/* Replay the last layer's dispatch + combine; *slowest: the slowest rank's ns per iter. */
+static moe_status_t replay_exchange_ns(moe_engine_t *eng, int iters, int64_t *slowest,
+                                       moe_error_t *err)
 {
     moe_layer_ctx_t *ctx = &eng->layer;
     moe_transport_t *t = ctx->transport;
-    moe_wait_barrier(eng->comm, NULL);
+    moe_status_t st = moe_wait_barrier(eng->comm, err);
+    if (st != MOE_OK) {
+        return st;
+    }
     int64_t t0 = moe_now_ns();
-    moe_status_t st = MOE_OK;
     for (int i = 0; i < iters && st == MOE_OK; i++) { /* a failed exchange ends the replay */
         st = moe_transport_exchange(t, ctx->xsend, ctx->plan.send_rows,
                                     ctx->plan.send_row_displs, ctx->xrecv, ctx->recv_rows,
@@ -100,28 +104,46 @@ static int64_t replay_exchange_ns(moe_engine_t *eng, int iters)
                                         ctx->plan.send_row_displs, NULL);
         }
     }
-    int64_t mine = (moe_now_ns() - t0) / iters, slowest = 0;
-    MPI_Allreduce(&mine, &slowest, 1, MPI_INT64_T, MPI_MAX, eng->comm);
-    return slowest;
+    int64_t mine = (moe_now_ns() - t0) / iters;
+    *slowest = 0;
+    return MOE_MPI(MPI_Allreduce(&mine, slowest, 1, MPI_INT64_T, MPI_MAX, eng->comm), err);
+}
+
+/* The collective part: sum[3] on rank 0 (run GFLOP/s, GEMM limit, ranks with experts), the
+ * exchanged rows of every rank, and the replay's slowest ns per iteration. */
+static moe_status_t bench_measure(moe_engine_t *eng, double sum[3], int64_t *all_pairs,
+                                  int64_t *ex_ns, moe_error_t *err)
+{
+    /* In-run expert throughput and the GEMM limit, averaged over ranks with experts. */
+    double run_gflops = eng->expert_ns > 0 ? eng->expert_flops / (double)eng->expert_ns : 0.0;
+    moe_status_t st = moe_wait_barrier(eng->comm, err);
+    double limit = st == MOE_OK ? gemm_limit_gflops(eng) : 0.0;
+    double mine[3] = {run_gflops, limit, run_gflops > 0 ? 1.0 : 0.0};
+    int64_t pairs = eng->layer.plan.num_send;
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Reduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, eng->comm), err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Allreduce(&pairs, all_pairs, 1, MPI_INT64_T, MPI_SUM, eng->comm), err);
+    }
+    if (st == MOE_OK) {
+        st = replay_exchange_ns(eng, 10, ex_ns, err);
+    }
+    return st == MOE_OK ? moe_wait_barrier(eng->comm, err) : st;
 }
 
 moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
     int64_t H = cfg->hidden_dim;
-    /* In-run expert throughput and the GEMM limit, averaged over ranks with experts. */
-    double run_gflops = eng->expert_ns > 0 ? eng->expert_flops / (double)eng->expert_ns : 0.0;
-    moe_wait_barrier(eng->comm, NULL);
-    double limit = gemm_limit_gflops(eng);
-    double mine[3] = {run_gflops, limit, run_gflops > 0 ? 1.0 : 0.0}, sum[3];
-    MPI_Reduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, eng->comm);
-
-    int64_t pairs = eng->layer.plan.num_send, all_pairs = 0;
-    MPI_Allreduce(&pairs, &all_pairs, 1, MPI_INT64_T, MPI_SUM, eng->comm);
+    double sum[3] = {0, 0, 0};
+    int64_t all_pairs = 0, ex_ns = 0;
+    moe_status_t st = bench_measure(eng, sum, &all_pairs, &ex_ns, err);
+    if (st != MOE_OK) {
+        return st;
+    }
     double payload = (double)all_pairs * (double)H * sizeof(float);
-    int64_t ex_ns = replay_exchange_ns(eng, 10);
     double ex_gbps = ex_ns > 0 ? 2.0 * payload / (double)ex_ns : 0.0;
-    moe_wait_barrier(eng->comm, NULL);
     double mc = eng->rank == 0 ? memcpy_gbps((size_t)payload > 4096 ? (size_t)payload : 4096) : 0;
     /* In-run exchange time on rank 0 includes waiting for the experts: shown for contrast. */
     double run_ex_s = (double)(eng->phase_ns[MOE_PHASE_DISPATCH] + eng->phase_ns[MOE_PHASE_COMBINE]) * 1e-9;
@@ -146,6 +168,5 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
                    run_bytes / run_ex_s * 1e-9);
         }
     }
-    (void)err;
     return MOE_OK;
 }

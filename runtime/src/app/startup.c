@@ -9,20 +9,27 @@
 #include "moe/config.h"
 #include "moe/build_info.h"
 #include "moe/handshake.h"
+#include "moe/mpi_check.h"
 
 moe_status_t moe_startup_config_text(MPI_Comm comm, const char *path, char **text, size_t *len,
                                      moe_error_t *err)
 {
-    int rank;
-    MPI_Comm_rank(comm, &rank);
+    int rank = 0;
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &rank), err);
+    if (st != MOE_OK) {
+        return st;
+    }
     long long n = -1;
     char *buf = NULL;
-    moe_status_t st = MOE_OK;
     if (rank == 0) {
         st = moe_cfg_read_file(path, &buf, len, err);
         n = st == MOE_OK ? (long long)*len : -1;
     }
-    MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm);
+    moe_status_t mst = MOE_MPI(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm), st == MOE_OK ? err : NULL);
+    if (mst != MOE_OK) {
+        free(buf);
+        return st != MOE_OK ? st : mst;
+    }
     if (n < 0) {
         free(buf);
         return moe_agree(comm, rank == 0 ? st : MOE_OK, err);
@@ -36,14 +43,19 @@ moe_status_t moe_startup_config_text(MPI_Comm comm, const char *path, char **tex
         free(buf);
         return st;
     }
-    MPI_Bcast(buf, (int)n, MPI_CHAR, 0, comm);
+    st = MOE_MPI(MPI_Bcast(buf, (int)n, MPI_CHAR, 0, comm), err);
+    if (st != MOE_OK) {
+        free(buf);
+        return st;
+    }
     buf[n] = '\0';
     *text = buf;
     *len = (size_t)n;
     return MOE_OK;
 }
 
-static void hello_of_this_rank(MPI_Comm comm, uint64_t config_hash, moe_hello_t *h)
+static moe_status_t hello_of_this_rank(MPI_Comm comm, uint64_t config_hash, moe_hello_t *h,
+                                       moe_error_t *err)
 {
     memset(h, 0, sizeof(*h));
     h->protocol_version = MOE_PROTOCOL_VERSION;
@@ -53,18 +65,20 @@ static void hello_of_this_rank(MPI_Comm comm, uint64_t config_hash, moe_hello_t 
     if (gethostname(h->host, sizeof(h->host) - 1) != 0) {
         snprintf(h->host, sizeof(h->host), "unknown");
     }
-    MPI_Comm_rank(comm, &h->rank);
-    MPI_Comm_size(comm, &h->world_size);
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &h->rank), err);
+    return st == MOE_OK ? MOE_MPI(MPI_Comm_size(comm, &h->world_size), err) : st;
 }
 
 moe_status_t moe_startup_handshake(MPI_Comm comm, uint64_t config_hash, moe_error_t *err)
 {
     moe_hello_t mine, ref, other;
-    hello_of_this_rank(comm, config_hash, &mine);
+    moe_status_t st = hello_of_this_rank(comm, config_hash, &mine, err);
+    if (st != MOE_OK) {
+        return st; /* without its rank this rank cannot take part in the agreement */
+    }
     uint8_t bytes[MOE_HELLO_SIZE];
     moe_hello_encode(&mine, bytes);
     uint8_t *all = NULL;
-    moe_status_t st = MOE_OK;
     if (mine.rank == 0) {
         all = malloc((size_t)mine.world_size * MOE_HELLO_SIZE);
         st = all != NULL ? MOE_OK : moe_error_set(err, MOE_ERR_NO_MEMORY, "no memory for the handshake");
@@ -73,8 +87,10 @@ moe_status_t moe_startup_handshake(MPI_Comm comm, uint64_t config_hash, moe_erro
     if (st != MOE_OK) {
         return st;
     }
-    MPI_Gather(bytes, MOE_HELLO_SIZE, MPI_BYTE, all, MOE_HELLO_SIZE, MPI_BYTE, 0, comm);
-    if (mine.rank == 0) {
+    st = MOE_MPI(MPI_Gather(bytes, MOE_HELLO_SIZE, MPI_BYTE, all, MOE_HELLO_SIZE, MPI_BYTE, 0,
+                            comm),
+                 err);
+    if (st == MOE_OK && mine.rank == 0) {
         st = moe_hello_decode(all, MOE_HELLO_SIZE, &ref, err);
         for (int r = 1; r < mine.world_size && st == MOE_OK; r++) {
             st = moe_hello_decode(all + (size_t)r * MOE_HELLO_SIZE, MOE_HELLO_SIZE, &other, err);
@@ -82,8 +98,8 @@ moe_status_t moe_startup_handshake(MPI_Comm comm, uint64_t config_hash, moe_erro
                 st = moe_hello_check(&ref, &other, err);
             }
         }
-        free(all);
     }
+    free(all);
     /* rank 0 decided; everyone returns its verdict */
     return moe_agree(comm, st, err);
 }

@@ -167,7 +167,7 @@ static moe_status_t layer_route(moe_layer_ctx_t *ctx, int layer, const float *x,
         int rc = MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E, MPI_INT32_T,
                              MPI_SUM, ctx->comm, &req);
         st = rc == MPI_SUCCESS ? moe_wait_request(&req, "the capacity scan", err)
-                               : moe_mpi_check(rc, "MPI_Iexscan (capacity)", err);
+                               : moe_mpi_check(rc, "MPI_Iexscan", __FILE__, __LINE__, err);
         if (st != MOE_OK) {
             return st;
         }
@@ -204,7 +204,7 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
         }
     }
     if (rc != MPI_SUCCESS) {
-        return moe_mpi_check(rc, "posting the counts exchange", err);
+        return moe_mpi_check(rc, "MPI_Isend/MPI_Irecv", __FILE__, __LINE__, err);
     }
     memcpy(ctx->recv_counts + ctx->n_local_displs[me], p->count_msg + p->count_msg_displs[me],
            sizeof(int32_t) * (size_t)p->count_msg_len[me]);

@@ -28,29 +28,37 @@ typedef struct mpi_impl {
     int *done_idx;         /* [2 * world] scratch for MPI_Testsome */
 } mpi_impl_t;
 
-/* Post every receive, then every send; the own block is a memcpy. */
-static int post_p2p(moe_transport_t *t, int slot, const float *send, const int *send_rows,
-                    const int *send_displs, float *recv, const int *recv_rows,
-                    const int *recv_displs)
+/* Post every receive, then every send; the own block is a memcpy. After a failed post the
+ * slot counts only the requests posted before it, for cancel to release. */
+static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
+                             const int *send_rows, const int *send_displs, float *recv,
+                             const int *recv_rows, const int *recv_displs, moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
     mpi_slot_t *s = &impl->slots[slot];
-    int W = t->world_size, me = t->rank, n = 0, rc = MPI_SUCCESS, tag = ROWS_TAG + slot;
+    int W = t->world_size, me = t->rank, n = 0, tag = ROWS_TAG + slot;
+    moe_status_t st = MOE_OK;
     size_t row = (size_t)t->row_elems;
-    for (int i = 1; i <= W && rc == MPI_SUCCESS; i++) {
+    for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me - i + W) % W; /* staggered so peers do not all hit rank 0 first */
         if (p != me && recv_rows[p] > 0) {
-            rc = MPI_Irecv(recv + (size_t)recv_displs[p] * row, recv_rows[p], impl->row_type, p,
-                           tag, t->comm, &s->reqs[n]);
-            s->req_peer[n++] = p;
+            st = MOE_MPI(MPI_Irecv(recv + (size_t)recv_displs[p] * row, recv_rows[p],
+                                   impl->row_type, p, tag, t->comm, &s->reqs[n]),
+                         err);
+            if (st == MOE_OK) {
+                s->req_peer[n++] = p;
+            }
         }
     }
-    for (int i = 1; i <= W && rc == MPI_SUCCESS; i++) {
+    for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me + i) % W;
         if (p != me && send_rows[p] > 0) {
-            rc = MPI_Isend(send + (size_t)send_displs[p] * row, send_rows[p], impl->row_type, p,
-                           tag, t->comm, &s->reqs[n]);
-            s->req_peer[n++] = -2 - p;
+            st = MOE_MPI(MPI_Isend(send + (size_t)send_displs[p] * row, send_rows[p],
+                                   impl->row_type, p, tag, t->comm, &s->reqs[n]),
+                         err);
+            if (st == MOE_OK) {
+                s->req_peer[n++] = -2 - p;
+            }
         }
     }
     if (recv_rows[me] > 0) {
@@ -58,7 +66,7 @@ static int post_p2p(moe_transport_t *t, int slot, const float *send, const int *
                (size_t)recv_rows[me] * row * sizeof(float));
     }
     s->nreq = s->left = n;
-    return rc;
+    return st;
 }
 
 static moe_status_t mpi_start(moe_transport_t *t, int slot, const float *send,
@@ -72,13 +80,12 @@ static moe_status_t mpi_start(moe_transport_t *t, int slot, const float *send,
     if (impl->use_alltoallv) {
         s->req_peer[0] = -1;
         s->nreq = s->left = 1;
-        return moe_mpi_check(MPI_Ialltoallv(send, send_rows, send_displs, impl->row_type, recv,
-                                            recv_rows, recv_displs, impl->row_type, t->comm,
-                                            &s->reqs[0]),
-                             "MPI_Ialltoallv", err);
+        return MOE_MPI(MPI_Ialltoallv(send, send_rows, send_displs, impl->row_type, recv,
+                                      recv_rows, recv_displs, impl->row_type, t->comm,
+                                      &s->reqs[0]),
+                       err);
     }
-    int rc = post_p2p(t, slot, send, send_rows, send_displs, recv, recv_rows, recv_displs);
-    return moe_mpi_check(rc, "posting the row exchange", err);
+    return post_p2p(t, slot, send, send_rows, send_displs, recv, recv_rows, recv_displs, err);
 }
 
 static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error_t *err)
@@ -92,9 +99,11 @@ static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error
     }
     int ndone = 0;
     if (s->left > 0) {
-        int rc = MPI_Testsome(s->nreq, s->reqs, &ndone, impl->done_idx, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            return moe_mpi_check(rc, "MPI_Testsome (row exchange)", err);
+        moe_status_t st = MOE_MPI(MPI_Testsome(s->nreq, s->reqs, &ndone, impl->done_idx,
+                                               MPI_STATUSES_IGNORE),
+                                  err);
+        if (st != MOE_OK) {
+            return st;
         }
     }
     int64_t now = moe_now_ns();
@@ -139,7 +148,8 @@ static int mpi_pending(const moe_transport_t *t, int slot, int *out, int cap)
 
 /* The job is ending (error or stop): receives still posted are cancelled (local), so no
  * late message lands in a buffer about to be freed; sends are released to complete on
- * their own. A non-blocking collective cannot be cancelled: it is left to MPI's end. */
+ * their own. A non-blocking collective cannot be cancelled: it is left to MPI's end.
+ * The job already has its error: a failure here is logged, not returned. */
 static void mpi_cancel(moe_transport_t *t, int slot)
 {
     mpi_impl_t *impl = t->impl;
@@ -149,9 +159,9 @@ static void mpi_cancel(moe_transport_t *t, int slot)
             continue;
         }
         if (s->req_peer[i] >= 0) {
-            MPI_Cancel(&s->reqs[i]);
+            MOE_MPI(MPI_Cancel(&s->reqs[i]), NULL);
         }
-        MPI_Request_free(&s->reqs[i]);
+        MOE_MPI(MPI_Request_free(&s->reqs[i]), NULL);
     }
     s->left = 0;
     t->xfer[slot].active = false;
@@ -162,7 +172,7 @@ static void mpi_destroy(moe_transport_t *t)
     mpi_impl_t *impl = t->impl;
     if (impl != NULL) {
         if (impl->row_type != MPI_DATATYPE_NULL) {
-            MPI_Type_free(&impl->row_type);
+            MOE_MPI(MPI_Type_free(&impl->row_type), NULL); /* logged: destroy returns nothing */
         }
         for (int s = 0; impl->slots != NULL && s < t->num_slots; s++) {
             free(impl->slots[s].reqs);
@@ -220,11 +230,10 @@ moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, int num_
         st = mpi_alloc(t, impl, err);
     }
     if (st == MOE_OK) {
-        st = moe_mpi_check(MPI_Type_contiguous((int)row_elems, MPI_FLOAT, &impl->row_type),
-                           "MPI_Type_contiguous", err);
+        st = MOE_MPI(MPI_Type_contiguous((int)row_elems, MPI_FLOAT, &impl->row_type), err);
     }
     if (st == MOE_OK) {
-        st = moe_mpi_check(MPI_Type_commit(&impl->row_type), "MPI_Type_commit", err);
+        st = MOE_MPI(MPI_Type_commit(&impl->row_type), err);
     }
     if (st != MOE_OK) {
         mpi_destroy(t);

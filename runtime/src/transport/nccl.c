@@ -455,8 +455,7 @@ cleanup:
                            "the NCCL transport failed to start on another rank");
     }
     if (st == MOE_OK) {
-        st = moe_mpi_check(MPI_Bcast(id, (int)sizeof(*id), MPI_BYTE, 0, t->comm),
-                           "MPI_Bcast (NCCL unique id)", err);
+        st = MOE_MPI(MPI_Bcast(id, (int)sizeof(*id), MPI_BYTE, 0, t->comm), err);
     }
     return st;
 }
@@ -502,9 +501,9 @@ static moe_status_t init_comm(moe_transport_t *t, nccl_impl_t *impl, const ncclU
     ncclResult_t rc = ncclCommInitRankConfig(&impl->comm, t->world_size, *id, t->rank, &config);
     impl->init_ok[0] = rc == ncclSuccess || rc == ncclInProgress;
     MPI_Request req = MPI_REQUEST_NULL;
-    moe_status_t st = moe_mpi_check(MPI_Iallreduce(&impl->init_ok[0], &impl->init_ok[1], 1,
-                                                   MPI_INT, MPI_MIN, t->comm, &req),
-                                    "MPI_Iallreduce (NCCL set-up)", err);
+    moe_status_t st = MOE_MPI(MPI_Iallreduce(&impl->init_ok[0], &impl->init_ok[1], 1, MPI_INT,
+                                             MPI_MIN, t->comm, &req),
+                              err);
     if (st == MOE_OK && !impl->init_ok[0]) {
         st = nccl_error(err, rc, "ncclCommInitRankConfig", __FILE__, __LINE__);
     } else if (st == MOE_OK) {

@@ -4,19 +4,9 @@
 #include <string.h>
 
 #include "moe/clock.h"
+#include "moe/mpi_check.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
-
-moe_status_t moe_mpi_check(int mpi_rc, const char *what, moe_error_t *err)
-{
-    if (mpi_rc == MPI_SUCCESS) {
-        return MOE_OK;
-    }
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(mpi_rc, text, &len);
-    return moe_error_set(err, MOE_ERR_MPI, "%s failed: %s", what, text);
-}
 
 moe_status_t moe_transport_base_init(moe_transport_t *t, const moe_transport_ops_t *ops,
                                      MPI_Comm comm, int64_t row_elems, int num_slots,
@@ -24,8 +14,13 @@ moe_status_t moe_transport_base_init(moe_transport_t *t, const moe_transport_ops
 {
     t->ops = ops;
     t->comm = comm;
-    MPI_Comm_rank(comm, &t->rank);
-    MPI_Comm_size(comm, &t->world_size);
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &t->rank), err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_size(comm, &t->world_size), err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
     t->row_elems = row_elems;
     t->num_slots = num_slots;
     size_t W = (size_t)t->world_size;

@@ -289,8 +289,7 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
     }
     MOE_UCX_CHECK(ucp_worker_get_address(impl->worker, &mine, &mine_len), "ucp_worker_get_address");
     int my_len = (int)mine_len;
-    st = moe_mpi_check(MPI_Allgather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, t->comm),
-                       "MPI_Allgather (UCX address lengths)", err);
+    st = MOE_MPI(MPI_Allgather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, t->comm), err);
     if (st != MOE_OK) {
         goto cleanup;
     }
@@ -304,9 +303,8 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX address table");
         goto cleanup;
     }
-    st = moe_mpi_check(MPI_Allgatherv(mine, my_len, MPI_BYTE, all, lens, displs, MPI_BYTE,
-                                      t->comm),
-                       "MPI_Allgatherv (UCX addresses)", err);
+    st = MOE_MPI(MPI_Allgatherv(mine, my_len, MPI_BYTE, all, lens, displs, MPI_BYTE, t->comm),
+                 err);
     for (int p = 0; p < W && st == MOE_OK; p++) {
         if (p == t->rank) {
             continue;
@@ -357,8 +355,11 @@ moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_
     /* Every rank must agree before the collective address swap, or the others would wait
      * in it for one that failed. */
     int ok = st == MOE_OK;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
-    if (st == MOE_OK && !ok) {
+    moe_status_t agreed = MOE_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm),
+                                  st == MOE_OK ? err : NULL); /* keep this rank's own error */
+    if (st == MOE_OK && agreed != MOE_OK) {
+        st = agreed;
+    } else if (st == MOE_OK && !ok) {
         st = moe_error_set(err, MOE_ERR_UCX, "UCX failed to start on another rank");
     }
     if (st == MOE_OK) {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "moe/clock.h"
+#include "moe/mpi_check.h"
 #include "moe/stop.h"
 
 static struct {
@@ -76,19 +77,29 @@ moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pendin
     return MOE_OK;
 }
 
+/* A failed MPI call in a wait: its MOE_MPI message, plus what the wait was for. */
+static moe_status_t wait_failed(moe_status_t st, const char *what, moe_error_t *err)
+{
+    if (err != NULL) {
+        size_t used = strlen(err->msg);
+        snprintf(err->msg + used, sizeof(err->msg) - used, " (waiting in %s)", what);
+    }
+    return st;
+}
+
 moe_status_t moe_wait_request(MPI_Request *req, const char *what, moe_error_t *err)
 {
     int64_t start = moe_now_ns();
     for (;;) {
         int done = 0;
-        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            return moe_error_set(err, MOE_ERR_MPI, "MPI_Test failed in %s", what);
+        moe_status_t st = MOE_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE), err);
+        if (st != MOE_OK) {
+            return wait_failed(st, what, err);
         }
         if (done) {
             return MOE_OK;
         }
-        moe_status_t st = moe_wait_poll(start, what, NULL, 0, err);
+        st = moe_wait_poll(start, what, NULL, 0, err);
         if (st != MOE_OK) {
             return st;
         }
@@ -117,9 +128,11 @@ moe_status_t moe_wait_all(MPI_Request *reqs, const int *peers, int n, const char
         int left = 0, np = 0;
         for (int i = 0; i < n; i++) {
             int done = 1;
-            if (reqs[i] != MPI_REQUEST_NULL &&
-                MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-                return moe_error_set(err, MOE_ERR_MPI, "MPI_Test failed in %s", what);
+            moe_status_t st = reqs[i] == MPI_REQUEST_NULL
+                                  ? MOE_OK
+                                  : MOE_MPI(MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE), err);
+            if (st != MOE_OK) {
+                return wait_failed(st, what, err);
             }
             left += !done;
             if (!done) {
@@ -139,8 +152,9 @@ moe_status_t moe_wait_all(MPI_Request *reqs, const int *peers, int n, const char
 moe_status_t moe_wait_barrier(MPI_Comm comm, moe_error_t *err)
 {
     MPI_Request req;
-    if (MPI_Ibarrier(comm, &req) != MPI_SUCCESS) {
-        return moe_error_set(err, MOE_ERR_MPI, "MPI_Ibarrier failed");
+    moe_status_t st = MOE_MPI(MPI_Ibarrier(comm, &req), err);
+    if (st != MOE_OK) {
+        return st;
     }
     return moe_wait_request(&req, "a barrier", err);
 }
