@@ -129,9 +129,10 @@ int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded,
 /* Clock offset estimation: one ping-pong series between rank 0 and every other rank;
  * (used at start, collective; at the end of a run that was not interrupted)
  * offset[r] = clock_r - clock_0, uncertainty[r] = half the smallest round trip. Arrays of
- * world size, filled on rank 0 (others get their own entry). Collective. */
+ * world size, filled on rank 0 (others get their own entry). Collective. A failed MPI call
+ * returns MOE_ERR_MPI with its line in err (logged when err is NULL). */
 moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double *offset_ns,
-                                 double *uncertainty_ns);
+                                 double *uncertainty_ns, moe_error_t *err);
 
 /* `moed compare DIR_A DIR_B`: two report folders side by side. Returns the process exit
  * code: 0, or 2 when a folder or its summary.json cannot be read. */

@@ -7,20 +7,23 @@
 
 #include "moe/prof.h"
 #include "moe/clock.h"
+#include "moe/mpi_check.h"
 
 enum { SYNC_TAG = 4343 };
 
-static int sync_peer_root(MPI_Comm comm, int peer, int rounds, double *offset, double *unc)
+static moe_status_t sync_peer_root(MPI_Comm comm, int peer, int rounds, double *offset,
+                                   double *unc, moe_error_t *err)
 {
     int64_t best_rtt = INT64_MAX;
     for (int i = 0; i < rounds; i++) {
         int64_t t0 = moe_now_ns(), tr = 0;
-        int rc = MPI_Send(&t0, 1, MPI_INT64_T, peer, SYNC_TAG, comm);
-        if (rc == MPI_SUCCESS) {
-            rc = MPI_Recv(&tr, 1, MPI_INT64_T, peer, SYNC_TAG, comm, MPI_STATUS_IGNORE);
+        moe_status_t st = MOE_MPI(MPI_Send(&t0, 1, MPI_INT64_T, peer, SYNC_TAG, comm), err);
+        if (st == MOE_OK) {
+            st = MOE_MPI(MPI_Recv(&tr, 1, MPI_INT64_T, peer, SYNC_TAG, comm, MPI_STATUS_IGNORE),
+                         err);
         }
-        if (rc != MPI_SUCCESS) {
-            return rc;
+        if (st != MOE_OK) {
+            return st;
         }
         int64_t t1 = moe_now_ns();
         if (t1 - t0 < best_rtt) {
@@ -29,46 +32,49 @@ static int sync_peer_root(MPI_Comm comm, int peer, int rounds, double *offset, d
             *unc = 0.5 * (double)best_rtt;
         }
     }
-    return MPI_SUCCESS;
+    return MOE_OK;
 }
 
-static int sync_peer_leaf(MPI_Comm comm, int rounds)
+static moe_status_t sync_peer_leaf(MPI_Comm comm, int rounds, moe_error_t *err)
 {
     for (int i = 0; i < rounds; i++) {
         int64_t t0 = 0;
-        int rc = MPI_Recv(&t0, 1, MPI_INT64_T, 0, SYNC_TAG, comm, MPI_STATUS_IGNORE);
+        moe_status_t st =
+            MOE_MPI(MPI_Recv(&t0, 1, MPI_INT64_T, 0, SYNC_TAG, comm, MPI_STATUS_IGNORE), err);
         int64_t tr = moe_now_ns();
-        if (rc == MPI_SUCCESS) {
-            rc = MPI_Send(&tr, 1, MPI_INT64_T, 0, SYNC_TAG, comm);
+        if (st == MOE_OK) {
+            st = MOE_MPI(MPI_Send(&tr, 1, MPI_INT64_T, 0, SYNC_TAG, comm), err);
         }
-        if (rc != MPI_SUCCESS) {
-            return rc;
+        if (st != MOE_OK) {
+            return st;
         }
     }
-    return MPI_SUCCESS;
+    return MOE_OK;
 }
 
 moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double *offset_ns,
-                                 double *uncertainty_ns)
+                                 double *uncertainty_ns, moe_error_t *err)
 {
-    int rank, world, rc = MPI_SUCCESS;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &world);
+    int rank = 0, world = 0;
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &rank), err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_size(comm, &world), err);
+    }
     offset_ns[0] = 0.0;
     uncertainty_ns[0] = 0.0;
-    for (int r = 1; r < world && rc == MPI_SUCCESS; r++) {
+    for (int r = 1; r < world && st == MOE_OK; r++) {
         if (rank == 0) {
-            rc = sync_peer_root(comm, r, rounds, &offset_ns[r], &uncertainty_ns[r]);
+            st = sync_peer_root(comm, r, rounds, &offset_ns[r], &uncertainty_ns[r], err);
         } else if (rank == r) {
-            rc = sync_peer_leaf(comm, rounds);
+            st = sync_peer_leaf(comm, rounds, err);
         }
     }
     /* every rank learns every estimate (each needs its own; the report needs all) */
-    if (rc == MPI_SUCCESS) {
-        rc = MPI_Bcast(offset_ns, world, MPI_DOUBLE, 0, comm);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Bcast(offset_ns, world, MPI_DOUBLE, 0, comm), err);
     }
-    if (rc == MPI_SUCCESS) {
-        rc = MPI_Bcast(uncertainty_ns, world, MPI_DOUBLE, 0, comm);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Bcast(uncertainty_ns, world, MPI_DOUBLE, 0, comm), err);
     }
-    return rc == MPI_SUCCESS ? MOE_OK : MOE_ERR_MPI;
+    return st;
 }

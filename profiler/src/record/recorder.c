@@ -7,6 +7,7 @@
 
 #include "moe/stop.h"
 #include "moe/clock.h"
+#include "moe/mpi_check.h"
 #include "record/overlap.h"
 #include "record/prof_int.h"
 
@@ -43,7 +44,7 @@ struct moe_prof {
     moe_merge_t *merge;
     moe_prof_record_t *pending;  /* records received but not merged yet (grows) */
     int num_pending, cap_pending;
-    bool *final_seen;            /* [world] its last record arrived */
+    bool *final_seen;            /* [world] its last record arrived, or it was given up */
     int64_t merged_windows;      /* windows merged so far */
     int64_t last_send_ns;        /* non-root: when the last part left */
 };
@@ -118,7 +119,7 @@ static void reset_window(moe_prof_t *p)
     r->metrics_dropped = r->events_dropped = 0;
 }
 
-static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
+static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe_error_t *err)
 {
     const moe_config_t *cfg = p->cfg;
     int nl = info->num_local;
@@ -141,12 +142,12 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info)
         return MOE_ERR_NO_MEMORY;
     }
     snprintf(p->rec.host, sizeof(p->rec.host), "%s", info->hosts[p->rank]);
-    if (MPI_Comm_dup(p->comm, &p->pcomm) != MPI_SUCCESS) {
-        st = MOE_ERR_MPI;
+    st = MOE_MPI(MPI_Comm_dup(p->comm, &p->pcomm), err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_set_errhandler(p->pcomm, MPI_ERRORS_RETURN), err);
     }
     if (st == MOE_OK) {
-        MPI_Comm_set_errhandler(p->pcomm, MPI_ERRORS_RETURN);
-        st = moe_prof_clock_sync(p->pcomm, 20, p->offsets, p->uncert);
+        st = moe_prof_clock_sync(p->pcomm, 20, p->offsets, p->uncert, err);
     }
     p->final_seen = calloc((size_t)p->world, sizeof(bool));
     if (p->final_seen == NULL) {
@@ -175,17 +176,24 @@ moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
     }
     p->cfg = cfg;
     p->comm = comm;
-    MPI_Comm_rank(comm, &p->rank);
-    MPI_Comm_size(comm, &p->world);
-    p->profiled = moe_cfg_rank_profiled(cfg, p->rank);
-    p->info = *info;
     p->pcomm = MPI_COMM_NULL;
     moe_wbuf_init(&p->sendbuf);
     p->step = -1;
-    moe_status_t st = prof_setup(p, info);
+    p->info = *info;
+    moe_error_t why; /* an MPI failure's own line; other failures have only a code */
+    moe_error_clear(&why);
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &p->rank), &why);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_size(comm, &p->world), &why);
+    }
+    if (st == MOE_OK) {
+        p->profiled = moe_cfg_rank_profiled(cfg, p->rank);
+        st = prof_setup(p, info, &why);
+    }
     if (st != MOE_OK) {
         moe_prof_destroy(p);
-        return moe_error_set(err, st, "profiler start-up failed: %s", moe_status_string(st));
+        return moe_error_set(err, st, "profiler start-up failed: %s",
+                             why.msg[0] != '\0' ? why.msg : moe_status_string(st));
     }
     *out = p;
     return MOE_OK;
@@ -208,7 +216,7 @@ void moe_prof_destroy(moe_prof_t *p)
     moe_wbuf_free(&p->sendbuf);
     /* a send still in flight (rank 0 gone) is abandoned with the process */
     if (p->pcomm != MPI_COMM_NULL && !moe_stop_requested()) {
-        MPI_Comm_free(&p->pcomm);
+        MOE_MPI(MPI_Comm_free(&p->pcomm), NULL); /* logged: destroy returns nothing */
     }
     free(p->offsets);
     free(p->uncert);
@@ -392,13 +400,15 @@ static bool prof_poll(int64_t start_ns, int64_t deadline_ns, bool honour_stop)
 }
 
 /* Non-root: finish the previous send before reusing its buffer. */
-static moe_status_t send_wait(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
+static moe_status_t send_wait(moe_prof_t *p, int64_t deadline_ns, bool honour_stop,
+                              moe_error_t *err)
 {
     int64_t start = moe_now_ns();
     while (p->sending) {
         int done = 0;
-        if (MPI_Test(&p->sendreq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            return MOE_ERR_MPI;
+        moe_status_t st = MOE_MPI(MPI_Test(&p->sendreq, &done, MPI_STATUS_IGNORE), err);
+        if (st != MOE_OK) {
+            return st;
         }
         if (done) {
             p->sending = false;
@@ -410,10 +420,11 @@ static moe_status_t send_wait(moe_prof_t *p, int64_t deadline_ns, bool honour_st
 }
 
 /* Send what was recorded since the last part (then cleared). flags: MOE_PROF_FLAG_*. */
-static moe_status_t send_part(moe_prof_t *p, uint32_t flags, int64_t deadline_ns)
+static moe_status_t send_part(moe_prof_t *p, uint32_t flags, int64_t deadline_ns,
+                              moe_error_t *err)
 {
     bool final = (flags & MOE_PROF_FLAG_FINAL) != 0;
-    moe_status_t st = send_wait(p, deadline_ns, !final);
+    moe_status_t st = send_wait(p, deadline_ns, !final, err);
     if (st != MOE_OK) {
         return st;
     }
@@ -424,14 +435,16 @@ static moe_status_t send_part(moe_prof_t *p, uint32_t flags, int64_t deadline_ns
     if (!p->sendbuf.ok || p->sendbuf.len > INT32_MAX) {
         return MOE_ERR_NO_MEMORY;
     }
-    if (MPI_Isend(p->sendbuf.data, (int)p->sendbuf.len, MPI_BYTE, 0,
-                  final ? TAG_FINAL : TAG_WINDOW, p->pcomm, &p->sendreq) != MPI_SUCCESS) {
-        return MOE_ERR_MPI;
+    st = MOE_MPI(MPI_Isend(p->sendbuf.data, (int)p->sendbuf.len, MPI_BYTE, 0,
+                           final ? TAG_FINAL : TAG_WINDOW, p->pcomm, &p->sendreq),
+                 err);
+    if (st != MOE_OK) {
+        return st;
     }
     p->sending = true;
     p->last_send_ns = moe_now_ns();
     reset_window(p); /* the part is encoded: its data now belongs to rank 0 */
-    return final ? send_wait(p, deadline_ns, false) : MOE_OK;
+    return final ? send_wait(p, deadline_ns, false, err) : MOE_OK;
 }
 
 /* Rank 0: keep a decoded record until its window can be merged. */
@@ -450,30 +463,60 @@ static void pending_push(moe_prof_t *p, moe_prof_record_t *rec)
     p->pending[p->num_pending++] = *rec;
 }
 
+/* Rank 0: an MPI call on rank r's records failed (why). Rank r is given up like a sender
+ * that died: no longer waited for, and the report names it and is partial. */
+static void give_up_rank(moe_prof_t *p, int r, const moe_error_t *why)
+{
+    if (r <= 0 || r >= p->world || p->final_seen[r] || !moe_cfg_rank_profiled(p->cfg, r)) {
+        return;
+    }
+    fprintf(stderr, "moed: warning: profile records of rank %d lost: %s\n", r, why->msg);
+    moe_merge_note_missing(p->merge, r, why->msg);
+    p->final_seen[r] = true;
+}
+
 /* Rank 0: receive one record if one is there. Returns true if it took one.
  * A record above the eager size is read from the sender's memory after the match; if the
  * sender died in between, that read never completes. So the receive is non-blocking and
- * abandoned at deadline_ns (0: none) or on a stop request when honour_stop. */
+ * abandoned at deadline_ns (0: none) or on a stop request when honour_stop. A failed MPI
+ * call gives up the sender; a failed probe (no sender known) every rank still awaited. */
 static bool receive_one(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
 {
     int flag = 0;
     MPI_Message msg;
     MPI_Status status;
-    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, p->pcomm, &flag, &msg, &status) != MPI_SUCCESS ||
-        !flag) {
+    moe_error_t why;
+    if (MOE_MPI(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, p->pcomm, &flag, &msg, &status),
+                &why) != MOE_OK) {
+        for (int r = 1; r < p->world; r++) {
+            give_up_rank(p, r, &why);
+        }
         return false;
     }
-    int n = 0, done = 0;
-    MPI_Get_count(&status, MPI_BYTE, &n);
+    if (!flag) {
+        return false;
+    }
+    int n = 0, done = 0, src = status.MPI_SOURCE;
+    if (MOE_MPI(MPI_Get_count(&status, MPI_BYTE, &n), &why) != MOE_OK) {
+        give_up_rank(p, src, &why); /* the matched message is left unreceived */
+        return false;
+    }
     uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf == NULL) {
+        moe_error_set(&why, MOE_ERR_NO_MEMORY, "no memory for a %d-byte record", n);
+        give_up_rank(p, src, &why);
+        return false;
+    }
     MPI_Request req;
-    if (buf == NULL || MPI_Imrecv(buf, n, MPI_BYTE, &msg, &req) != MPI_SUCCESS) {
+    if (MOE_MPI(MPI_Imrecv(buf, n, MPI_BYTE, &msg, &req), &why) != MOE_OK) {
         free(buf); /* the matched message is lost with its sender's record */
+        give_up_rank(p, src, &why);
         return false;
     }
     int64_t start = moe_now_ns();
     while (!done) {
-        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        if (MOE_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE), &why) != MOE_OK) {
+            give_up_rank(p, src, &why);
             return false; /* buf stays with MPI */
         }
         if (!done && !prof_poll(start, deadline_ns, honour_stop)) {
@@ -482,7 +525,6 @@ static bool receive_one(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
     }
     moe_prof_record_t rec;
     moe_error_t derr;
-    int src = status.MPI_SOURCE;
     if (moe_prof_record_decode(buf, (size_t)n, &rec, &derr) != MOE_OK) {
         fprintf(stderr, "moed: warning: record from rank %d dropped: %s\n", src, derr.msg);
     } else if (rec.rank != src) {
@@ -590,7 +632,7 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
     moe_status_t st = MOE_OK;
     int64_t w = p->windows_gathered;
     if (p->rank != 0) {
-        st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, 0) : MOE_OK;
+        st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, 0, err) : MOE_OK;
     } else {
         int64_t start = moe_now_ns();
         int64_t deadline = p->cfg->step_timeout_s > 0
@@ -614,7 +656,7 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
 
 /* Between window ends: non-root ranks send a part when PART_INTERVAL_NS has passed; rank 0
  * takes whatever has arrived, so senders never wait on it. */
-static moe_status_t stream_parts(moe_prof_t *p)
+static moe_status_t stream_parts(moe_prof_t *p, moe_error_t *err)
 {
     if (p->rank == 0) {
         while (receive_one(p, 0, true)) {
@@ -623,7 +665,7 @@ static moe_status_t stream_parts(moe_prof_t *p)
     }
     if (p->profiled && p->rec.steps_recorded > 0 &&
         moe_now_ns() - p->last_send_ns >= PART_INTERVAL_NS) {
-        return send_part(p, 0, 0);
+        return send_part(p, 0, 0, err);
     }
     return MOE_OK;
 }
@@ -641,7 +683,7 @@ moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, in
     if (p->window >= 0 && p->closes) {
         return close_window(p, err);
     }
-    moe_status_t st = stream_parts(p);
+    moe_status_t st = stream_parts(p, err);
     return st == MOE_ERR_INTERRUPTED ? moe_error_set(err, st, "stop requested") : st;
 }
 
@@ -685,8 +727,9 @@ static void announce_done(moe_prof_t *p)
     int one = 1;
     for (int r = 1; r < p->world; r++) {
         MPI_Request req;
-        if (MPI_Isend(&one, 1, MPI_INT, r, TAG_DONE, p->pcomm, &req) == MPI_SUCCESS) {
-            MPI_Request_free(&req);
+        /* a failure is logged: the report is written, the ranks' wait ends at its deadline */
+        if (MOE_MPI(MPI_Isend(&one, 1, MPI_INT, r, TAG_DONE, p->pcomm, &req), NULL) == MOE_OK) {
+            MOE_MPI(MPI_Request_free(&req), NULL);
         }
     }
 }
@@ -699,12 +742,13 @@ static void await_done(moe_prof_t *p, int64_t deadline_ns)
     for (;;) {
         int flag = 0;
         MPI_Status status;
-        if (MPI_Iprobe(0, TAG_DONE, p->pcomm, &flag, &status) != MPI_SUCCESS) {
+        /* a failure is logged and ends the wait: this rank's part is done either way */
+        if (MOE_MPI(MPI_Iprobe(0, TAG_DONE, p->pcomm, &flag, &status), NULL) != MOE_OK) {
             return;
         }
         if (flag) {
             int one;
-            MPI_Recv(&one, 1, MPI_INT, 0, TAG_DONE, p->pcomm, MPI_STATUS_IGNORE);
+            MOE_MPI(MPI_Recv(&one, 1, MPI_INT, 0, TAG_DONE, p->pcomm, MPI_STATUS_IGNORE), NULL);
             return;
         }
         if (!prof_poll(start, deadline_ns, false)) {
@@ -723,7 +767,7 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
         double *end_off = calloc((size_t)p->world, sizeof(double));
         double *end_unc = calloc((size_t)p->world, sizeof(double));
         if (end_off != NULL && end_unc != NULL &&
-            moe_prof_clock_sync(p->pcomm, 20, end_off, end_unc) == MOE_OK) {
+            moe_prof_clock_sync(p->pcomm, 20, end_off, end_unc, NULL) == MOE_OK) {
             p->rec.clock_offset_end_ns = end_off[p->rank];
         }
         free(end_off);
@@ -738,7 +782,7 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
     int64_t deadline = moe_now_ns() + (int64_t)(run->deadline_s * 1e9);
     if (p->rank != 0) {
         if (p->profiled) {
-            st = send_part(p, MOE_PROF_FLAG_FINAL, deadline);
+            st = send_part(p, MOE_PROF_FLAG_FINAL, deadline, err);
         }
         /* rank 0 waits run->deadline_s for records, then writes: allow for both */
         await_done(p, deadline + (int64_t)(run->deadline_s * 1e9) + 5000000000LL);
