@@ -430,11 +430,17 @@ static int st_json_depth(const json_t *v, int level, int limit)
     if (json_is_object(v)) {
         json_object_foreach((json_t *)v, key, child) {
             int d = st_json_depth(child, level + 1, limit);
+            if (d > limit) {
+                return d;
+            }
             deepest = d > deepest ? d : deepest;
         }
     } else if (json_is_array(v)) {
         json_array_foreach(v, i, child) {
             int d = st_json_depth(child, level + 1, limit);
+            if (d > limit) {
+                return d;
+            }
             deepest = d > deepest ? d : deepest;
         }
     }
@@ -467,7 +473,7 @@ static moe_status_t st_get_uint(const moe_st_file_t *f, const char *tensor, cons
 {
     if (json_is_real(v)) {
         return st_field_error(f, tensor, err, "%s: expected an integer, found a fraction or "
-                              "exponent (%g)", field, json_real_value(v));
+                              "exponent", field);
     }
     if (!json_is_integer(v)) {
         return st_field_error(f, tensor, err, "%s: expected a non-negative integer, found %s",
