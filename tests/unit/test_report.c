@@ -6,7 +6,7 @@
  * is made the hottest, layer 1 expert 5 the slowest, rank 2 the straggler; every rank has
  * 8 ms of exchange in flight per step, of which rank k > 0 hides (k % 4 + 1) ms behind its
  * expert compute (rank 0 hosts no expert: 0). Every file is written into a fresh temporary
- * folder and read back: JSON files with json_read, text files as text.
+ * folder and read back: JSON files with jansson, text files as text.
  *
  *   test_report              run the tests
  *   test_report --demo DIR   write reports to look at: DIR/small (8 experts, 3 ranks),
@@ -21,7 +21,8 @@
 #include <unistd.h>
 
 #include "gather/balance.h"
-#include "compare/json_read.h"
+#include "compare/json_lookup.h"
+#include "report/json_write.h"
 #include "test_util.h"
 
 #define HOT_LAYER 0
@@ -536,30 +537,30 @@ static double fx_hidden_share(const moe_report_t *r)
 }
 
 /* runtime.chunks, the device and the exchange hidden behind compute in summary.json. */
-static void check_json_overlap(const moe_json_t *doc, const moe_report_t *r)
+static void check_json_overlap(const json_t *doc, const moe_report_t *r)
 {
-    CHECK_NEAR(moe_json_number(moe_json_path(doc, "run.chunks"), -1), CHUNKS, 0);
-    CHECK(strcmp(moe_json_string(moe_json_path(doc, "run.device"), ""), "cuda") == 0);
-    CHECK(strcmp(moe_json_string(moe_json_path(doc, "run.device_name"), ""), DEVICE) == 0);
-    CHECK_NEAR(moe_json_number(moe_json_path(doc, "run.exchange_hidden_share"), -1),
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "run.chunks"), -1), CHUNKS, 0);
+    CHECK(strcmp(moe_json_str(moe_json_path(doc, "run.device"), ""), "cuda") == 0);
+    CHECK(strcmp(moe_json_str(moe_json_path(doc, "run.device_name"), ""), DEVICE) == 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "run.exchange_hidden_share"), -1),
                fx_hidden_share(r), 1e-9);
     CHECK_NEAR(fx_hidden_share(r), r->partial ? 2.0 / 16.0 : 5.0 / 24.0, 1e-12);
     for (int k = 0; k < r->world_size; k++) {
         char path[64];
-        const moe_json_t *rank = moe_json_at(moe_json_get(doc, "ranks"), (size_t)k);
-        const moe_json_t *share = moe_json_get(rank, "exchange_hidden_share");
+        const json_t *rank = json_array_get(json_object_get(doc, "ranks"), (size_t)k);
+        const json_t *share = json_object_get(rank, "exchange_hidden_share");
         snprintf(path, sizeof(path), "ranks.%d.device", k);
         if (!r->ranks[k].present) { /* no records: nothing to divide */
-            CHECK(moe_json_is(share, MOE_JSON_NULL));
-            CHECK(strcmp(moe_json_string(moe_json_path(doc, path), "?"), "") == 0);
+            CHECK(json_is_null(share));
+            CHECK(strcmp(moe_json_str(moe_json_path(doc, path), "?"), "") == 0);
             continue;
         }
         double hidden = k == 0 ? 0.0 : k % 4 + 1;
-        CHECK(strcmp(moe_json_string(moe_json_path(doc, path), ""), DEVICE) == 0);
-        CHECK_NEAR(moe_json_number(moe_json_get(rank, "exchange_ms"), -1), INFLIGHT_MS, 1e-9);
-        CHECK_NEAR(moe_json_number(moe_json_get(rank, "hidden_ms"), -1), hidden, 1e-9);
-        CHECK(moe_json_is(share, MOE_JSON_NUMBER)); /* rank 0: exactly 0, not null */
-        CHECK_NEAR(moe_json_number(share, -1), hidden / INFLIGHT_MS, 1e-12);
+        CHECK(strcmp(moe_json_str(moe_json_path(doc, path), ""), DEVICE) == 0);
+        CHECK_NEAR(moe_json_num(json_object_get(rank, "exchange_ms"), -1), INFLIGHT_MS, 1e-9);
+        CHECK_NEAR(moe_json_num(json_object_get(rank, "hidden_ms"), -1), hidden, 1e-9);
+        CHECK(json_is_number(share)); /* rank 0: exactly 0, not null */
+        CHECK_NEAR(moe_json_num(share, -1), hidden / INFLIGHT_MS, 1e-12);
     }
 }
 
@@ -567,61 +568,61 @@ static void test_summary_json(const fixture_t *fx)
 {
     const moe_report_t *r = &fx->rep;
     char path[MOE_PATH_MAX + 32];
-    moe_json_t *doc = NULL;
+    json_t *doc = NULL;
     moe_error_t err;
     snprintf(path, sizeof(path), "%s/summary.json", r->run_dir);
-    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
     if (doc == NULL) {
         fprintf(stderr, "  %s\n", err.msg);
         return;
     }
-    CHECK(strcmp(moe_json_string(moe_json_get(doc, "schema"), ""), "moed.summary") == 0);
-    CHECK_NEAR(moe_json_number(moe_json_get(doc, "schema_version"), 0), 1, 0);
-    CHECK_NEAR(moe_json_number(moe_json_path(doc, "run.tokens_per_s"), 0), r->tokens_per_s, 1e-6);
-    CHECK_INT_EQ(moe_json_count(moe_json_get(doc, "experts")), r->num_layers * r->num_experts);
-    CHECK_INT_EQ(moe_json_count(moe_json_get(doc, "ranks")), r->world_size);
-    CHECK_INT_EQ(moe_json_count(moe_json_get(doc, "layers")), r->num_layers);
+    CHECK(strcmp(moe_json_str(json_object_get(doc, "schema"), ""), "moed.summary") == 0);
+    CHECK_NEAR(moe_json_num(json_object_get(doc, "schema_version"), 0), 1, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "run.tokens_per_s"), 0), r->tokens_per_s, 1e-6);
+    CHECK_INT_EQ(moe_json_count(json_object_get(doc, "experts")), r->num_layers * r->num_experts);
+    CHECK_INT_EQ(moe_json_count(json_object_get(doc, "ranks")), r->world_size);
+    CHECK_INT_EQ(moe_json_count(json_object_get(doc, "layers")), r->num_layers);
     CHECK_INT_EQ(moe_json_count(moe_json_path(doc, "layers.0.kept")), r->num_experts);
-    CHECK_NEAR(moe_json_number(moe_json_path(doc, "comm.bytes.0.1"), -1), (double)r->bytes[1], 0);
-    CHECK_NEAR(moe_json_number(moe_json_path(doc, "comm.bytes.2.0"), -1), (double)r->bytes[2 * 3],
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes.0.1"), -1), (double)r->bytes[1], 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes.2.0"), -1), (double)r->bytes[2 * 3],
                0);
-    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.hot_layer"), -1), HOT_LAYER, 0);
-    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.hot_expert"), -1), HOT_EXPERT, 0);
-    const moe_json_t *lat = moe_json_path(doc, "experts.3.latency_ms");
-    CHECK(moe_json_is(moe_json_get(lat, "p50"), MOE_JSON_NUMBER));
-    CHECK(moe_json_is(moe_json_get(lat, "p99"), MOE_JSON_NUMBER));
-    CHECK_NEAR(moe_json_number(moe_json_get(lat, "p99"), 0),
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "findings.hot_layer"), -1), HOT_LAYER, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "findings.hot_expert"), -1), HOT_EXPERT, 0);
+    const json_t *lat = moe_json_path(doc, "experts.3.latency_ms");
+    CHECK(json_is_number(json_object_get(lat, "p50")));
+    CHECK(json_is_number(json_object_get(lat, "p99")));
+    CHECK_NEAR(moe_json_num(json_object_get(lat, "p99"), 0),
                moe_hist_quantile(&r->experts[3].hist, 0.99) / 1e6, 1e-6);
-    CHECK(moe_json_is(moe_json_get(doc, "partial"), MOE_JSON_BOOL));
-    CHECK_INT_EQ(moe_json_get(doc, "partial")->boolean, r->partial);
+    CHECK(json_is_boolean(json_object_get(doc, "partial")));
+    CHECK_INT_EQ(json_is_true(json_object_get(doc, "partial")), r->partial);
     check_json_overlap(doc, r);
-    moe_json_free(doc);
+    json_decref(doc);
 }
 
 /* Counts trace events by phase and checks every rank present has its process name. */
-static void check_trace_doc(const moe_json_t *doc, const moe_report_t *r, int64_t *timeline,
+static void check_trace_doc(const json_t *doc, const moe_report_t *r, int64_t *timeline,
                             double *dropped)
 {
-    const moe_json_t *ev = moe_json_get(doc, "traceEvents");
+    const json_t *ev = json_object_get(doc, "traceEvents");
     int names = 0;
     *timeline = 0;
-    CHECK(moe_json_is(ev, MOE_JSON_ARRAY));
+    CHECK(json_is_array(ev));
     for (size_t i = 0; i < moe_json_count(ev); i++) {
-        const moe_json_t *e = moe_json_at(ev, i);
-        const char *ph = moe_json_string(moe_json_get(e, "ph"), "");
+        const json_t *e = json_array_get(ev, i);
+        const char *ph = moe_json_str(json_object_get(e, "ph"), "");
         *timeline += strcmp(ph, "X") == 0 || strcmp(ph, "C") == 0;
         if (strcmp(ph, "M") == 0 &&
-            strcmp(moe_json_string(moe_json_get(e, "name"), ""), "process_name") == 0) {
-            int pid = (int)moe_json_number(moe_json_get(e, "pid"), -1);
+            strcmp(moe_json_str(json_object_get(e, "name"), ""), "process_name") == 0) {
+            int pid = (int)moe_json_num(json_object_get(e, "pid"), -1);
             char want[96];
             snprintf(want, sizeof(want), "rank %d (%s)", pid - 1,
                      pid >= 1 && pid <= r->world_size ? r->ranks[pid - 1].host : "?");
-            CHECK(strcmp(moe_json_string(moe_json_path(e, "args.name"), ""), want) == 0);
+            CHECK(strcmp(moe_json_str(moe_json_path(e, "args.name"), ""), want) == 0);
             names++;
         }
         if (strcmp(ph, "X") == 0) {
-            CHECK(moe_json_number(moe_json_get(e, "dur"), -1) >= 0);
-            CHECK(moe_json_number(moe_json_get(e, "ts"), -1) >= 0);
+            CHECK(moe_json_num(json_object_get(e, "dur"), -1) >= 0);
+            CHECK(moe_json_num(json_object_get(e, "ts"), -1) >= 0);
         }
     }
     int present = 0;
@@ -629,25 +630,25 @@ static void check_trace_doc(const moe_json_t *doc, const moe_report_t *r, int64_
         present += r->ranks[k].present || k == 0;
     }
     CHECK_INT_EQ(names, present);
-    CHECK(strcmp(moe_json_string(moe_json_get(doc, "displayTimeUnit"), ""), "ms") == 0);
-    *dropped = moe_json_number(moe_json_path(doc, "otherData.dropped_events"), -1);
-    CHECK(moe_json_is(moe_json_path(doc, "otherData.clock_skew_ns"), MOE_JSON_NUMBER));
+    CHECK(strcmp(moe_json_str(json_object_get(doc, "displayTimeUnit"), ""), "ms") == 0);
+    *dropped = moe_json_num(moe_json_path(doc, "otherData.dropped_events"), -1);
+    CHECK(json_is_number(moe_json_path(doc, "otherData.clock_skew_ns")));
 }
 
 /* Lanes: 0 steps, 1 phases, 2 exchange, 3 + i the rank's i-th expert; the exchange events
  * on lane 2 named "<dispatch|combine> c<chunk> L<layer>". */
-static void check_trace_lanes(const moe_json_t *doc, const moe_report_t *r)
+static void check_trace_lanes(const json_t *doc, const moe_report_t *r)
 {
-    const moe_json_t *ev = moe_json_get(doc, "traceEvents");
+    const json_t *ev = json_object_get(doc, "traceEvents");
     int exchange_lanes = 0, expert0_lane = 0;
     int64_t exchange_events = 0, expert_events = 0;
     for (size_t i = 0; i < moe_json_count(ev); i++) {
-        const moe_json_t *e = moe_json_at(ev, i);
-        const char *ph = moe_json_string(moe_json_get(e, "ph"), "");
-        const char *name = moe_json_string(moe_json_get(e, "name"), "");
-        double pid = moe_json_number(moe_json_get(e, "pid"), -1);
-        double tid = moe_json_number(moe_json_get(e, "tid"), -1);
-        const char *tname = moe_json_string(moe_json_path(e, "args.name"), "");
+        const json_t *e = json_array_get(ev, i);
+        const char *ph = moe_json_str(json_object_get(e, "ph"), "");
+        const char *name = moe_json_str(json_object_get(e, "name"), "");
+        double pid = moe_json_num(json_object_get(e, "pid"), -1);
+        double tid = moe_json_num(json_object_get(e, "tid"), -1);
+        const char *tname = moe_json_str(moe_json_path(e, "args.name"), "");
         if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
             exchange_lanes += strcmp(tname, "exchange") == 0 && tid == pid * 10000 + 2;
             expert0_lane += pid == 2 && strcmp(tname, "expert 0") == 0 && tid == 20003;
@@ -655,12 +656,12 @@ static void check_trace_lanes(const moe_json_t *doc, const moe_report_t *r)
         if (strcmp(ph, "X") != 0) {
             continue;
         }
-        const char *cat = moe_json_string(moe_json_get(e, "cat"), "");
+        const char *cat = moe_json_str(json_object_get(e, "cat"), "");
         if (strcmp(cat, "exchange") == 0) {
             exchange_events++;
             CHECK_NEAR(tid, pid * 10000 + 2, 0);
-            double chunk = moe_json_number(moe_json_path(e, "args.chunk"), -1);
-            double layer = moe_json_number(moe_json_path(e, "args.layer"), -1);
+            double chunk = moe_json_num(moe_json_path(e, "args.chunk"), -1);
+            double layer = moe_json_num(moe_json_path(e, "args.layer"), -1);
             char want[64];
             snprintf(want, sizeof(want), "%s c%.0f L%.0f",
                      strncmp(name, "dispatch", 8) == 0 ? "dispatch" : "combine", chunk, layer);
@@ -686,7 +687,7 @@ static void check_trace_lanes(const moe_json_t *doc, const moe_report_t *r)
     CHECK(want_exchange > 0);
     CHECK_INT_EQ(exchange_events, want_exchange);
     CHECK_INT_EQ(expert_events, want_expert);
-    CHECK_STR_CONTAINS(moe_json_string(moe_json_path(doc, "otherData.tid"), ""),
+    CHECK_STR_CONTAINS(moe_json_str(moe_json_path(doc, "otherData.tid"), ""),
                        "2 exchange, 3 + local expert index");
 }
 
@@ -694,12 +695,12 @@ static void test_trace(fixture_t *fx)
 {
     moe_report_t *r = &fx->rep;
     char path[MOE_PATH_MAX + 32];
-    moe_json_t *doc = NULL;
+    json_t *doc = NULL;
     moe_error_t err;
     int64_t timeline = 0, mem = 0;
     double dropped = -1;
     snprintf(path, sizeof(path), "%s/trace.json", r->run_dir);
-    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
     if (doc == NULL) {
         fprintf(stderr, "  %s\n", err.msg);
         return;
@@ -712,20 +713,20 @@ static void test_trace(fixture_t *fx)
     CHECK_INT_EQ(timeline, r->num_events + mem + REC_STEPS * r->num_layers);
     check_trace_lanes(doc, r);
     CHECK_NEAR(dropped, (double)r->events_dropped, 0);
-    moe_json_free(doc);
+    json_decref(doc);
 
     /* bounded: at most max timeline events, the rest reported as dropped */
     int64_t saved = fx->cfg.prof_trace_max_events;
     fx->cfg.prof_trace_max_events = 100;
     CHECK_INT_EQ(moe_report_write_trace(r, &err), MOE_OK);
-    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
     if (doc != NULL) {
         int64_t bounded = 0;
         check_trace_doc(doc, r, &bounded, &dropped);
         CHECK_INT_EQ(bounded, 100);
         CHECK_NEAR(dropped, (double)(r->events_dropped + timeline - 100), 0);
-        CHECK_NEAR(moe_json_number(moe_json_path(doc, "otherData.max_events"), 0), 100, 0);
-        moe_json_free(doc);
+        CHECK_NEAR(moe_json_num(moe_json_path(doc, "otherData.max_events"), 0), 100, 0);
+        json_decref(doc);
     }
     fx->cfg.prof_trace_max_events = saved;
     CHECK_INT_EQ(moe_report_write_trace(r, &err), MOE_OK);
@@ -869,7 +870,7 @@ static void test_escaping(fixture_t *fx)
     static const char host[] = "n<1>&\"q\"\\x";
     char saved[64], path[MOE_PATH_MAX + 32];
     moe_error_t err;
-    moe_json_t *doc = NULL;
+    json_t *doc = NULL;
     memcpy(saved, fx->rep.ranks[1].host, sizeof(saved));
     snprintf(fx->rep.ranks[1].host, sizeof(fx->rep.ranks[1].host), "%s", host);
     CHECK_INT_EQ(moe_report_write_html(&fx->rep, &err), MOE_OK);
@@ -880,12 +881,12 @@ static void test_escaping(fixture_t *fx)
     CHECK(h != NULL && strstr(h, host) == NULL);
     free(h);
     snprintf(path, sizeof(path), "%s/summary.json", fx->rep.run_dir);
-    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
-    CHECK(strcmp(moe_json_string(moe_json_path(doc, "ranks.1.host"), ""), host) == 0);
-    moe_json_free(doc);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    CHECK(strcmp(moe_json_str(moe_json_path(doc, "ranks.1.host"), ""), host) == 0);
+    json_decref(doc);
     snprintf(path, sizeof(path), "%s/trace.json", fx->rep.run_dir);
-    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
-    moe_json_free(doc);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    json_decref(doc);
     memcpy(fx->rep.ranks[1].host, saved, sizeof(saved));
     CHECK_INT_EQ(moe_report_write_all(&fx->rep, &err), MOE_OK);
 }
@@ -1033,24 +1034,27 @@ static void test_compare_shapes(const char *root, const fixture_t *a)
     fx_free(b);
 }
 
-/* ---- json_read ------------------------------------------------------------------- */
+/* ---- JSON: loading through jansson, lookups, the write helpers --------------------- */
 
 static void test_json_valid(void)
 {
     static const char text[] =
         " {\"a\": [1, -2.5e3, {\"b\": null}], \"c\": \"\\u00e9\\ud83d\\ude00\\n\\\"\", "
         "\"d\": true, \"e\": false, \"f\": {}, \"g\": [], \"h\": 0}\n";
-    moe_json_t *v = NULL;
+    json_t *v = NULL;
     moe_error_t err;
-    CHECK_INT_EQ(moe_json_parse(text, strlen(text), "t", &v, &err), MOE_OK);
-    CHECK_NEAR(moe_json_number(moe_json_path(v, "a.1"), 0), -2500.0, 0);
-    CHECK(moe_json_is(moe_json_path(v, "a.2.b"), MOE_JSON_NULL));
-    CHECK(strcmp(moe_json_string(moe_json_get(v, "c"), ""), "\xc3\xa9\xf0\x9f\x98\x80\n\"") == 0);
-    CHECK(moe_json_is(moe_json_get(v, "d"), MOE_JSON_BOOL) && moe_json_get(v, "d")->boolean);
-    CHECK_INT_EQ(moe_json_count(moe_json_get(v, "f")), 0);
+    CHECK_INT_EQ(moe_json_load(text, strlen(text), "t", &v, &err), MOE_OK);
+    CHECK_NEAR(moe_json_num(moe_json_path(v, "a.1"), 0), -2500.0, 0);
+    CHECK(json_is_null(moe_json_path(v, "a.2.b")));
+    CHECK(strcmp(moe_json_str(json_object_get(v, "c"), ""), "\xc3\xa9\xf0\x9f\x98\x80\n\"") == 0);
+    CHECK(json_is_true(json_object_get(v, "d")));
+    CHECK_INT_EQ(moe_json_count(json_object_get(v, "f")), 0);
+    CHECK_INT_EQ(moe_json_count(v), 7);
+    CHECK_INT_EQ(moe_json_count(json_object_get(v, "a")), 3);
+    CHECK_INT_EQ(moe_json_count(json_object_get(v, "h")), 0);
     CHECK(moe_json_path(v, "a.9") == NULL && moe_json_path(v, "zz.y") == NULL);
-    CHECK(moe_json_get(moe_json_get(v, "a"), "x") == NULL);
-    moe_json_free(v);
+    CHECK(json_object_get(json_object_get(v, "a"), "x") == NULL);
+    json_decref(v);
 
     /* write helpers round-trip through the reader */
     char *buf = NULL;
@@ -1065,11 +1069,11 @@ static void test_json_valid(void)
         moe_json_put_number(f, 0.1);
         fputc(']', f);
         fclose(f);
-        CHECK_INT_EQ(moe_json_parse(buf, len, NULL, &v, &err), MOE_OK);
-        CHECK(strcmp(moe_json_string(moe_json_at(v, 0), ""), "q\"\\\t\x01 \xef\xbf\xbd ok") == 0);
-        CHECK(moe_json_is(moe_json_at(v, 1), MOE_JSON_NULL));
-        CHECK_NEAR(moe_json_number(moe_json_at(v, 2), 0), 0.1, 1e-12);
-        moe_json_free(v);
+        CHECK_INT_EQ(moe_json_load(buf, len, NULL, &v, &err), MOE_OK);
+        CHECK(strcmp(moe_json_str(json_array_get(v, 0), ""), "q\"\\\t\x01 \xef\xbf\xbd ok") == 0);
+        CHECK(json_is_null(json_array_get(v, 1)));
+        CHECK_NEAR(moe_json_num(json_array_get(v, 2), 0), 0.1, 1e-12);
+        json_decref(v);
         free(buf);
     }
 }
@@ -1119,33 +1123,34 @@ static void test_json_malformed(void)
         "// c\n{}",
         "{'a':1}",
         "[1,,2]",
+        "{\"a\":1,\"a\":2}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        moe_json_t *v = (moe_json_t *)&v; /* must come back NULL */
+        json_t *v = (json_t *)&v; /* must come back NULL */
         moe_error_t err;
         moe_error_clear(&err);
-        moe_status_t st = moe_json_parse(bad[i], strlen(bad[i]), "bad.json", &v, &err);
+        moe_status_t st = moe_json_load(bad[i], strlen(bad[i]), "bad.json", &v, &err);
         CHECK_INT_EQ(st, MOE_ERR_FORMAT);
         CHECK(v == NULL);
         CHECK(strncmp(err.msg, "bad.json:1:", 11) == 0);
         if (st == MOE_OK) {
             fprintf(stderr, "  accepted: \"%s\"\n", bad[i]);
-            moe_json_free(v);
+            json_decref(v);
         }
     }
     /* line:col of the offending byte */
     static const char where[] = "{\n  \"a\": 1,\n  \"b\": }";
-    moe_json_t *v = NULL;
+    json_t *v = NULL;
     moe_error_t err;
-    CHECK_INT_EQ(moe_json_parse(where, strlen(where), "w.json", &v, &err), MOE_ERR_FORMAT);
+    CHECK_INT_EQ(moe_json_load(where, strlen(where), "w.json", &v, &err), MOE_ERR_FORMAT);
     CHECK_STR_CONTAINS(err.msg, "w.json:3:8:");
-    /* nesting is bounded */
+    /* nesting is bounded (jansson stops at 2048 levels) */
     char deep[4096];
     memset(deep, '[', sizeof(deep));
-    CHECK_INT_EQ(moe_json_parse(deep, sizeof(deep), NULL, &v, &err), MOE_ERR_FORMAT);
-    CHECK_STR_CONTAINS(err.msg, "deeper");
-    CHECK_INT_EQ(moe_json_parse(NULL, 0, NULL, &v, &err), MOE_ERR_FORMAT);
-    CHECK_INT_EQ(moe_json_parse_file("/nonexistent/x.json", &v, &err), MOE_ERR_IO);
+    CHECK_INT_EQ(moe_json_load(deep, sizeof(deep), NULL, &v, &err), MOE_ERR_FORMAT);
+    CHECK_STR_CONTAINS(err.msg, "maximum parsing depth reached");
+    CHECK_INT_EQ(moe_json_load(NULL, 0, NULL, &v, &err), MOE_ERR_FORMAT);
+    CHECK_INT_EQ(moe_json_load_file("/nonexistent/x.json", &v, &err), MOE_ERR_IO);
     CHECK_STR_CONTAINS(err.msg, "/nonexistent/x.json");
 }
 
@@ -1159,20 +1164,20 @@ static void test_json_mutations(const fixture_t *fx)
     int ok = 0, failed = 0;
     CHECK(text != NULL && len > 100);
     for (size_t cut = 0; text != NULL && cut < len; cut += 1 + cut / 64) {
-        moe_json_t *v = NULL;
+        json_t *v = NULL;
         moe_error_t err;
-        moe_status_t st = moe_json_parse(text, cut, NULL, &v, &err);
+        moe_status_t st = moe_json_load(text, cut, NULL, &v, &err);
         ok += st == MOE_OK;
         failed += st != MOE_OK;
-        moe_json_free(v);
+        json_decref(v);
     }
     for (size_t i = 0; text != NULL && i < len; i += 7) {
         char saved = text[i];
         text[i] = subst[i % (sizeof(subst) - 1)];
-        moe_json_t *v = NULL;
+        json_t *v = NULL;
         moe_error_t err;
-        ok += moe_json_parse(text, len, NULL, &v, &err) == MOE_OK;
-        moe_json_free(v);
+        ok += moe_json_load(text, len, NULL, &v, &err) == MOE_OK;
+        json_decref(v);
         text[i] = saved;
     }
     CHECK(failed > 0);

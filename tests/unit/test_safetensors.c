@@ -572,10 +572,10 @@ static void test_corrupt_sizes(void)
                MOE_ERR_FORMAT, "overlap");
     expect_bad("duplicate", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
                "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
-               MOE_ERR_FORMAT, "tensor 'a' appears twice");
+               MOE_ERR_FORMAT, "a key appears twice in one object (duplicate object key near '\"a\"')");
     expect_bad("negative_dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2,-1],"
                "\"data_offsets\":[0,4]}}", 8, MOE_ERR_FORMAT,
-               "tensor 'a': shape: expected a non-negative integer, found '-'");
+               "tensor 'a': shape: expected a non-negative integer, found -1");
     expect_bad("too_many_dims", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],"
                "\"data_offsets\":[0,4]}}", 8, MOE_ERR_FORMAT, "more than 8 dimensions");
     expect_bad("shape_overflow", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,"
@@ -583,14 +583,21 @@ static void test_corrupt_sizes(void)
                "shape [4294967296, 4294967296, 2] overflows 64 bits");
     expect_bad("bytes_overflow", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],"
                "\"data_offsets\":[0,0]}}", 8, MOE_ERR_FORMAT, "overflows 64 bits");
+    /* jansson holds integers as int64: one past INT64_MAX is refused while parsing. */
     expect_bad("dim_too_large", "{\"a\":{\"dtype\":\"F32\",\"shape\":[9223372036854775808],"
-               "\"data_offsets\":[0,0]}}", 8, MOE_ERR_FORMAT, "is too large");
+               "\"data_offsets\":[0,0]}}", 8, MOE_ERR_FORMAT,
+               "header line 1 col 48 (file offset 56): number out of range (integers must fit "
+               "in 63 bits) (too big integer near '9223372036854775808')");
     expect_bad("offset_overflow", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
                "\"data_offsets\":[0,18446744073709551616]}}", 8, MOE_ERR_FORMAT,
-               "data_offsets: integer does not fit in 64 bits");
-    expect_bad("offset_max", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+               "too big integer near '18446744073709551616'");
+    expect_bad("offset_u64", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
                "\"data_offsets\":[18446744073709551614,18446744073709551615]}}", 8,
-               MOE_ERR_TRUNCATED, "need 18446744073709551615 bytes");
+               MOE_ERR_FORMAT, "too big integer near '18446744073709551614'");
+    /* The largest offsets that parse must not overflow the bounds arithmetic. */
+    expect_bad("offset_max", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+               "\"data_offsets\":[9223372036854775806,9223372036854775807]}}", 8,
+               MOE_ERR_TRUNCATED, "need 9223372036854775807 bytes");
     expect_bad("unknown_dtype", "{\"a\":{\"dtype\":\"Q7\",\"shape\":[1],"
                "\"data_offsets\":[0,4]}}", 8, MOE_ERR_FORMAT, "unknown dtype 'Q7' (known: F32");
     expect_bad("sub_byte", "{\"a\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,1]}}",
@@ -603,28 +610,29 @@ static void test_corrupt_json(void)
         const char *what, *hdr, *needle;
     } cases[] = {
         {"trailing_comma", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],}}",
-         "expected a string key"},
-        {"trailing_garbage", "{} x", "trailing characters after the header object (found 'x')"},
+         "string or '}' expected near '}'"},
+        {"trailing_garbage", "{} x", "header line 1 col 4 (file offset 12): trailing characters after the header object "
+         "(end of file expected near 'x')"},
         {"two_objects", "{}{}", "trailing characters"},
         {"nul_padding", "{}\x01", "trailing characters"},
-        {"top_array", "[]", "the header must be a JSON object"},
-        {"empty_header", "", "the header must be a JSON object (found the end of the header)"},
+        {"top_array", "[]", "the header must be a JSON object, found an array"},
+        {"empty_header", "", "'[' or '{' expected near end of file"},
         {"unterminated_object", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}",
-         "expected ',' or '}' in object"},
-        {"unterminated_string", "{\"abc", "unterminated string"},
-        {"missing_colon", "{\"a\" {}}", "expected ':' after object key"},
+         "'}' expected near end of file"},
+        {"unterminated_string", "{\"abc", "premature end of input near '\"abc'"},
+        {"missing_colon", "{\"a\" {}}", "':' expected near '{'"},
         {"array_comma", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,,1],\"data_offsets\":[0,4]}}",
-         "shape: expected a non-negative integer, found ','"},
+         "unexpected token near ','"},
         {"float_dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}",
          "shape: expected an integer, found a fraction or exponent"},
         {"exp_dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e2],\"data_offsets\":[0,4]}}",
          "fraction or exponent"},
         {"plus_dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[+1],\"data_offsets\":[0,4]}}",
-         "expected a non-negative integer, found '+'"},
+         "invalid token near '+'"},
         {"leading_zero", "{\"a\":{\"dtype\":\"F32\",\"shape\":[01],\"data_offsets\":[0,4]}}",
-         "leading zero"},
+         "invalid token near '0'"},
         {"string_dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[\"1\"],\"data_offsets\":[0,4]}}",
-         "non-negative integer"},
+         "shape: expected a non-negative integer, found a string"},
         {"shape_not_array", "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}",
          "shape must be an array"},
         {"offsets_three", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}",
@@ -641,39 +649,61 @@ static void test_corrupt_json(void)
          "tensor 'a': entry lacks 'data_offsets'"},
         {"missing_dtype", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", "lacks 'dtype'"},
         {"dup_field", "{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],"
-                      "\"data_offsets\":[0,4]}}", "'dtype' appears twice"},
+                      "\"data_offsets\":[0,4]}}", "a key appears twice in one object (duplicate object key near "
+                                "'\"dtype\"')"},
         {"entry_not_object", "{\"a\":5}", "tensor 'a': entry must be an object"},
         {"metadata_not_object", "{\"__metadata__\":\"pt\"}", "'__metadata__' must be an object"},
         {"metadata_twice", "{\"__metadata__\":{},\"__metadata__\":{}}",
-         "'__metadata__' appears twice"},
-        {"bad_literal", "{\"__metadata__\":{\"k\":tru}}", "expected a value"},
-        {"bad_number", "{\"__metadata__\":{\"k\":-}}", "expected a value"},
-        {"bad_fraction", "{\"__metadata__\":{\"k\":1.}}", "expected a digit in number"},
-        {"bad_exponent", "{\"__metadata__\":{\"k\":1e+}}", "expected a digit in number"},
-        {"metadata_leading_zero", "{\"__metadata__\":{\"k\":01}}", "expected ',' or '}'"},
-        {"lone_low_surrogate", "{\"\\udc00\":{}}", "lone low surrogate"},
-        {"lone_high_surrogate", "{\"\\ud800x\":{}}", "not followed by a \\u low surrogate"},
-        {"high_then_high", "{\"\\ud800\\ud800\":{}}", "not followed by a \\u low surrogate"},
-        {"short_u_escape", "{\"\\u12\":{}}", "4 hex digits"},
-        {"bad_escape", "{\"\\x\":{}}", "unknown escape"},
-        {"bad_utf8", "{\"\xff\":{}}", "invalid UTF-8 in string (found byte 0xff)"},
+         "duplicate object key near '\"__metadata__\"'"},
+        {"bad_literal", "{\"__metadata__\":{\"k\":tru}}", "invalid token near 'tru'"},
+        {"bad_number", "{\"__metadata__\":{\"k\":-}}", "invalid token near '-'"},
+        {"bad_fraction", "{\"__metadata__\":{\"k\":1.}}", "invalid token near '1.'"},
+        {"bad_exponent", "{\"__metadata__\":{\"k\":1e+}}", "invalid token near '1e+'"},
+        {"metadata_leading_zero", "{\"__metadata__\":{\"k\":01}}", "invalid token near '0'"},
+        {"lone_low_surrogate", "{\"\\udc00\":{}}", "invalid Unicode '\\uDC00'"},
+        {"lone_high_surrogate", "{\"\\ud800x\":{}}", "invalid Unicode '\\uD800'"},
+        {"high_then_high", "{\"\\ud800\\ud800\":{}}", "invalid Unicode '\\uD800\\uD800'"},
+        {"short_u_escape", "{\"\\u12\":{}}", "invalid escape near '\"\\u12\"'"},
+        {"bad_escape", "{\"\\x\":{}}", "invalid escape near '\"\\x'"},
+        {"bad_utf8", "{\"\xff\":{}}", "invalid UTF-8 (unable to decode byte 0xff"},
         {"overlong_utf8", "{\"\xc0\x80\":{}}", "invalid UTF-8"},
         {"surrogate_utf8", "{\"\xed\xa0\x80\":{}}", "invalid UTF-8"},
         {"cut_utf8", "{\"\xe2\x82\":{}}", "invalid UTF-8"},
-        {"control_char", "{\"a\nb\":{}}", "control character in string"},
+        {"control_char", "{\"a\nb\":{}}", "unexpected newline"},
+        {"control_byte", "{\"a\x01b\":{}}", "control character 0x1"},
         {"nul_in_name", "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],"
-                        "\"data_offsets\":[0,4]}}", "NUL character"},
+                        "\"data_offsets\":[0,4]}}", "a string contains a NUL character (\\u0000)"},
+        {"nul_in_metadata", "{\"__metadata__\":{\"k\":\"a\\u0000\"}}", "NUL character"},
+        {"huge_real", "{\"__metadata__\":{\"k\":1e999}}", "real number overflow"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         expect_bad(cases[i].what, cases[i].hdr, 8, MOE_ERR_FORMAT, cases[i].needle);
     }
 
-    /* Nesting past 32 levels in __metadata__ is refused, not recursed into. */
+    /* Nesting past 32 levels in __metadata__ is refused (one level past the deepest that
+     * test_valid_edges opens); jansson itself stops at 2048, and an unclosed one is a syntax
+     * error. */
     char deep[512] = "{\"__metadata__\":{\"d\":";
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 31; i++) {
         strcat(deep, "[");
     }
+    for (int i = 0; i < 31; i++) {
+        strcat(deep, "]");
+    }
+    strcat(deep, "}}");
     expect_bad("deep_nesting", deep, 0, MOE_ERR_FORMAT, "nested more than 32 levels");
+    char *deeper = malloc(2 * 3000 + 8);
+    CHECK(deeper != NULL);
+    if (deeper != NULL) {
+        strcpy(deeper, "{\"k\":");
+        memset(deeper + 5, '[', 3000);
+        memset(deeper + 5 + 3000, ']', 3000);
+        strcpy(deeper + 5 + 6000, "}");
+        expect_bad("deeper_nesting", deeper, 0, MOE_ERR_FORMAT, "JSON nested too deeply");
+        deeper[5 + 200] = '\0';
+        expect_bad("unclosed_nesting", deeper, 0, MOE_ERR_FORMAT, "']' expected near end");
+    }
+    free(deeper);
 }
 
 /* A file whose data section was cut off, and paths that cannot be read. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compare/json_read.h"
+#include "compare/json_lookup.h"
 
 #define CMP_SCHEMA "moed.summary"
 #define CMP_SCHEMA_MAX 1 /* newest summary.json schema_version this reader knows */
@@ -20,23 +20,23 @@
 typedef struct cmp_run {
     const char *dir;
     char path[MOE_PATH_MAX + 32];
-    moe_json_t *doc;
-    const moe_json_t *run;
+    json_t *doc;
+    const json_t *run;
     int world, layers, experts;
 } cmp_run_t;
 
 /* ---- loading --------------------------------------------------------------------- */
 
-static int cmp_int(const moe_json_t *v, const char *key)
+static int cmp_int(const json_t *v, const char *key)
 {
-    double x = moe_json_number(moe_json_get(v, key), -1.0);
+    double x = moe_json_num(json_object_get(v, key), -1.0);
     return x >= 0.0 && x <= 1e9 ? (int)x : -1;
 }
 
 static moe_status_t cmp_check(cmp_run_t *c, moe_error_t *err)
 {
-    const char *schema = moe_json_string(moe_json_get(c->doc, "schema"), NULL);
-    double version = moe_json_number(moe_json_get(c->doc, "schema_version"), -1.0);
+    const char *schema = moe_json_str(json_object_get(c->doc, "schema"), NULL);
+    double version = moe_json_num(json_object_get(c->doc, "schema_version"), -1.0);
     if (schema == NULL || strcmp(schema, CMP_SCHEMA) != 0) {
         return moe_error_set(err, MOE_ERR_FORMAT,
                              "%s: not a moed summary (\"schema\" is %s%s%s, "
@@ -53,14 +53,14 @@ static moe_status_t cmp_check(cmp_run_t *c, moe_error_t *err)
                              "moed reads (%d); use the moed that wrote it",
                              c->path, version, CMP_SCHEMA_MAX);
     }
-    c->run = moe_json_get(c->doc, "run");
+    c->run = json_object_get(c->doc, "run");
     c->world = cmp_int(c->run, "world_size");
     c->layers = cmp_int(c->run, "num_layers");
     c->experts = cmp_int(c->run, "num_experts");
     /* the bounds the config allows: a file claiming more is not one moed wrote */
     if (c->world < 1 || c->world > MOE_MAX_RANKS || c->layers < 1 || c->layers > 4096 ||
         c->experts < 1 || c->experts > MOE_MAX_EXPERTS ||
-        !moe_json_is(moe_json_get(c->doc, "experts"), MOE_JSON_ARRAY)) {
+        !json_is_array(json_object_get(c->doc, "experts"))) {
         return moe_error_set(err, MOE_ERR_FORMAT,
                              "%s: \"run\" shape fields missing or out of range, or no \"experts\"",
                              c->path);
@@ -73,7 +73,7 @@ static moe_status_t cmp_load(cmp_run_t *c, const char *dir, moe_error_t *err)
     memset(c, 0, sizeof(*c));
     c->dir = dir;
     snprintf(c->path, sizeof(c->path), "%s/summary.json", dir);
-    moe_status_t st = moe_json_parse_file(c->path, &c->doc, err);
+    moe_status_t st = moe_json_load_file(c->path, &c->doc, err);
     return st == MOE_OK ? cmp_check(c, err) : st;
 }
 
@@ -115,9 +115,9 @@ static void cmp_row(FILE *out, const char *name, double a, double b, int dec)
     fprintf(out, "  %-34s %14s %14s   %s\n", name, v[0], v[1], ch);
 }
 
-static double cmp_num(const moe_json_t *v, const char *path)
+static double cmp_num(const json_t *v, const char *path)
 {
-    return moe_json_number(moe_json_path(v, path), NAN);
+    return moe_json_num(moe_json_path(v, path), NAN);
 }
 
 /* ---- run-level figures ----------------------------------------------------------- */
@@ -125,14 +125,13 @@ static double cmp_num(const moe_json_t *v, const char *path)
 /* Mean over present ranks of one figure of ranks[] (a path such as "per_step_ms.step"). */
 static double cmp_rank_mean(const cmp_run_t *c, const char *path)
 {
-    const moe_json_t *ranks = moe_json_get(c->doc, "ranks");
+    const json_t *ranks = json_object_get(c->doc, "ranks");
     double sum = 0.0;
     int n = 0;
     for (size_t i = 0; i < moe_json_count(ranks); i++) {
-        const moe_json_t *k = moe_json_at(ranks, i);
-        double v = moe_json_number(moe_json_path(k, path), NAN);
-        if (moe_json_get(k, "present") != NULL && moe_json_get(k, "present")->boolean &&
-            isfinite(v)) {
+        const json_t *k = json_array_get(ranks, i);
+        double v = moe_json_num(moe_json_path(k, path), NAN);
+        if (json_is_true(json_object_get(k, "present")) && isfinite(v)) {
             sum += v;
             n++;
         }
@@ -142,23 +141,21 @@ static double cmp_rank_mean(const cmp_run_t *c, const char *path)
 
 static bool cmp_partial(const cmp_run_t *c)
 {
-    const moe_json_t *p = moe_json_get(c->doc, "partial");
-    return p != NULL && p->type == MOE_JSON_BOOL && p->boolean;
+    return json_is_true(json_object_get(c->doc, "partial"));
 }
 
 /* "cuda (NVIDIA H200)": the back-end and the device's name (run.device_name, else the first
  * present rank's); "+ others" when the present ranks' devices differ. */
 static void cmp_device(const cmp_run_t *c, char *buf, size_t n)
 {
-    const char *kind = moe_json_string(moe_json_get(c->run, "device"), "?");
-    const char *name = moe_json_string(moe_json_get(c->run, "device_name"), "");
-    const moe_json_t *ranks = moe_json_get(c->doc, "ranks");
+    const char *kind = moe_json_str(json_object_get(c->run, "device"), "?");
+    const char *name = moe_json_str(json_object_get(c->run, "device_name"), "");
+    const json_t *ranks = json_object_get(c->doc, "ranks");
     bool mixed = false;
     for (size_t i = 0; i < moe_json_count(ranks); i++) {
-        const moe_json_t *k = moe_json_at(ranks, i);
-        const moe_json_t *present = moe_json_get(k, "present");
-        const char *d = moe_json_string(moe_json_get(k, "device"), "");
-        if (present == NULL || !present->boolean || d[0] == '\0') {
+        const json_t *k = json_array_get(ranks, i);
+        const char *d = moe_json_str(json_object_get(k, "device"), "");
+        if (!json_is_true(json_object_get(k, "present")) || d[0] == '\0') {
             continue;
         }
         name = name[0] != '\0' ? name : d;
@@ -178,8 +175,8 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     for (int i = 0; i < 2; i++) {
         const cmp_run_t *c = runs[i];
         fprintf(out, "  %s: %s (moed %s, started %s; %d ranks, %d layers x %d experts)\n",
-                i == 0 ? "A" : "B", c->dir, moe_json_string(moe_json_get(c->run, "version"), "?"),
-                moe_json_string(moe_json_get(c->run, "started_at"), "?"), c->world, c->layers,
+                i == 0 ? "A" : "B", c->dir, moe_json_str(json_object_get(c->run, "version"), "?"),
+                moe_json_str(json_object_get(c->run, "started_at"), "?"), c->world, c->layers,
                 c->experts);
         char dev[160];
         double chunks = cmp_num(c->run, "chunks");
@@ -191,7 +188,7 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
         }
         if (cmp_partial(c)) {
             fprintf(out, "     PARTIAL: missing %s\n",
-                    moe_json_string(moe_json_get(c->doc, "missing"), "some ranks' records"));
+                    moe_json_str(json_object_get(c->doc, "missing"), "some ranks' records"));
         }
     }
     if (a->world != b->world || a->layers != b->layers || a->experts != b->experts) {
@@ -252,7 +249,7 @@ static int cmp_by_score(const void *x, const void *y)
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
-static void cmp_expert_fill(cmp_expert_t *row, const moe_json_t *ea, const moe_json_t *eb)
+static void cmp_expert_fill(cmp_expert_t *row, const json_t *ea, const json_t *eb)
 {
     row->v[0] = cmp_num(ea, "latency_ms.p50");
     row->v[1] = cmp_num(eb, "latency_ms.p50");
@@ -268,13 +265,13 @@ static void cmp_expert_fill(cmp_expert_t *row, const moe_json_t *ea, const moe_j
 }
 
 /* B's experts indexed by layer * experts + expert (NULL where absent). */
-static const moe_json_t **cmp_expert_index(const cmp_run_t *c)
+static const json_t **cmp_expert_index(const cmp_run_t *c)
 {
     size_t cells = (size_t)c->layers * (size_t)c->experts;
-    const moe_json_t **idx = calloc(cells > 0 ? cells : 1, sizeof(*idx));
-    const moe_json_t *list = moe_json_get(c->doc, "experts");
+    const json_t **idx = calloc(cells > 0 ? cells : 1, sizeof(*idx));
+    const json_t *list = json_object_get(c->doc, "experts");
     for (size_t i = 0; idx != NULL && i < moe_json_count(list); i++) {
-        const moe_json_t *e = moe_json_at(list, i);
+        const json_t *e = json_array_get(list, i);
         int l = cmp_int(e, "layer"), x = cmp_int(e, "expert");
         if (l >= 0 && x >= 0 && l < c->layers && x < c->experts) {
             idx[(size_t)l * (size_t)c->experts + (size_t)x] = e;
@@ -306,8 +303,8 @@ static void cmp_expert_rows(FILE *out, const cmp_expert_t *rows, size_t n, size_
 
 static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
-    const moe_json_t *list = moe_json_get(a->doc, "experts");
-    const moe_json_t **idx = cmp_expert_index(b);
+    const json_t *list = json_object_get(a->doc, "experts");
+    const json_t **idx = cmp_expert_index(b);
     size_t na = moe_json_count(list), n = 0;
     cmp_expert_t *rows = malloc(sizeof(*rows) * (na > 0 ? na : 1));
     if (idx == NULL || rows == NULL) {
@@ -316,7 +313,7 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
         return MOE_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < na; i++) {
-        const moe_json_t *ea = moe_json_at(list, i);
+        const json_t *ea = json_array_get(list, i);
         int l = cmp_int(ea, "layer"), x = cmp_int(ea, "expert");
         if (l < 0 || x < 0 || l >= b->layers || x >= b->experts ||
             idx[(size_t)l * (size_t)b->experts + (size_t)x] == NULL) {
@@ -332,9 +329,9 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
         shown = CMP_TOP_ROWS;
     }
     cmp_expert_rows(out, rows, shown, n);
-    if (n < na || n < moe_json_count(moe_json_get(b->doc, "experts"))) {
+    if (n < na || n < moe_json_count(json_object_get(b->doc, "experts"))) {
         fprintf(out, "  (%zu experts only in A, %zu only in B: not compared)\n", na - n,
-                moe_json_count(moe_json_get(b->doc, "experts")) - n);
+                moe_json_count(json_object_get(b->doc, "experts")) - n);
     }
     free(idx);
     free(rows);
@@ -346,7 +343,7 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
 static void cmp_balance(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     static const char *const figs[] = {"gini", "cv", "entropy_norm", "max_mean", "dropped_total"};
-    const moe_json_t *la = moe_json_get(a->doc, "layers"), *lb = moe_json_get(b->doc, "layers");
+    const json_t *la = json_object_get(a->doc, "layers"), *lb = json_object_get(b->doc, "layers");
     size_t n = moe_json_count(la) < moe_json_count(lb) ? moe_json_count(la) : moe_json_count(lb);
     fprintf(out,
             "\nBalance per layer (gini, cv: 0 = even; entropy: 1 = even; max/mean: 1 = even; "
@@ -354,8 +351,8 @@ static void cmp_balance(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
             "layer", "figure", "A", "B", "change");
     for (size_t l = 0; l < n; l++) {
         for (size_t i = 0; i < sizeof(figs) / sizeof(figs[0]); i++) {
-            double x = cmp_num(moe_json_at(la, l), figs[i]),
-                   y = cmp_num(moe_json_at(lb, l), figs[i]);
+            double x = cmp_num(json_array_get(la, l), figs[i]),
+                   y = cmp_num(json_array_get(lb, l), figs[i]);
             int dec = i == 4 ? 0 : 3;
             char ch[64];
             cmp_change(x, y, dec, ch, sizeof(ch));
@@ -426,25 +423,25 @@ static moe_status_t cmp_bytes(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 
 static void cmp_memory(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
-    const moe_json_t *ma = moe_json_get(a->doc, "memory"), *mb = moe_json_get(b->doc, "memory");
+    const json_t *ma = json_object_get(a->doc, "memory"), *mb = json_object_get(b->doc, "memory");
     int w = a->world < b->world ? a->world : b->world;
     fprintf(out, "\nPeak memory per rank (MiB = 2^20 bytes)\n");
     for (int k = 0; k < w; k++) {
         char name[48];
-        const moe_json_t *pa = moe_json_get(moe_json_at(ma, (size_t)k), "present");
-        const moe_json_t *pb = moe_json_get(moe_json_at(mb, (size_t)k), "present");
-        if (pa == NULL || pb == NULL || !pa->boolean || !pb->boolean) {
+        bool pa = json_is_true(json_object_get(json_array_get(ma, (size_t)k), "present"));
+        bool pb = json_is_true(json_object_get(json_array_get(mb, (size_t)k), "present"));
+        if (!pa || !pb) {
             fprintf(out, "  rank %d: records missing in %s\n", k,
-                    pa != NULL && pa->boolean   ? "B"
-                    : pb != NULL && pb->boolean ? "A"
-                                                : "A and B");
+                    pa   ? "B"
+                    : pb ? "A"
+                         : "A and B");
             continue;
         }
         snprintf(name, sizeof(name), "rank %d peak RSS (MiB)", k);
-        cmp_row(out, name, cmp_num(moe_json_at(ma, (size_t)k), "rss_peak_mib"),
-                cmp_num(moe_json_at(mb, (size_t)k), "rss_peak_mib"), 1);
-        double da = cmp_num(moe_json_at(ma, (size_t)k), "dev_peak_mib");
-        double db = cmp_num(moe_json_at(mb, (size_t)k), "dev_peak_mib");
+        cmp_row(out, name, cmp_num(json_array_get(ma, (size_t)k), "rss_peak_mib"),
+                cmp_num(json_array_get(mb, (size_t)k), "rss_peak_mib"), 1);
+        double da = cmp_num(json_array_get(ma, (size_t)k), "dev_peak_mib");
+        double db = cmp_num(json_array_get(mb, (size_t)k), "dev_peak_mib");
         if (da > 0.0 || db > 0.0) {
             snprintf(name, sizeof(name), "rank %d device peak (MiB)", k);
             cmp_row(out, name, da, db, 1);
@@ -594,7 +591,7 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
 print_error:
     fprintf(stderr, "moed compare: %s\n", err.msg);
 free_docs:
-    moe_json_free(a.doc);
-    moe_json_free(b.doc);
+    json_decref(a.doc);
+    json_decref(b.doc);
     return rc;
 }

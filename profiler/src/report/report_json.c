@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compare/json_read.h"
+#include "report/json_write.h"
 
 #define JSON_SCHEMA "moed.summary"
 #define JSON_SCHEMA_VERSION 1

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compare/json_read.h"
+#include "report/json_write.h"
 
 #define TRACE_TID_STRIDE 10000 /* > MOE_LANE_EXPERT0 + MOE_MAX_EXPERTS lanes */
 #define TRACE_MIB 1048576.0

@@ -1,8 +1,9 @@
 /* safetensors reader and writer.
  *
- * The header is parsed by a small strict JSON parser of our own: a weights file comes from
- * outside, so every byte of it is checked before it is used, and every rejection says which
- * file, which tensor and what is wrong. Tensor data is read on demand with pread (or memcpy
+ * The header is parsed by jansson (strict: UTF-8, no duplicate keys, no trailing bytes); a
+ * weights file comes from outside, so every value jansson gives is checked (type, sign,
+ * count) before it is used, and every rejection says which file, which tensor (or which
+ * header line and column) and what is wrong. Tensor data is read on demand with pread (or memcpy
  * for an in-memory file) straight into the caller's buffer and converted there, in place,
  * so no tensor is ever held twice. All multi-byte values are decoded byte by byte as little
  * endian, whatever the host order. */
@@ -20,11 +21,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 /* Same order of magnitude as the reference implementation's 100 MB; a larger header is
  * almost certainly not a safetensors file and would cost that much memory to parse. */
 #define ST_MAX_HEADER ((uint64_t)100 * 1024 * 1024)
-/* __metadata__ values may nest; bound the recursion so a hostile header cannot blow the
- * stack. */
+/* __metadata__ values may nest; jansson bounds its own recursion (2048 levels), moed keeps
+ * the tighter limit it always had. */
 #define ST_MAX_DEPTH 32
 /* The writer converts through a bounce buffer of this size. */
 #define ST_CHUNK_BYTES 65536
@@ -347,628 +350,238 @@ static moe_status_t st_src_read(const moe_st_file_t *f, uint64_t off, void *dst,
 }
 
 /* ------------------------------------------------------------------------------------ */
-/* JSON: lexical level                                                                    */
+/* Header JSON (jansson)                                                                  */
 
-typedef struct st_parser {
-    const char *name;          /* file name for messages */
-    const unsigned char *begin;
-    const unsigned char *p;
-    const unsigned char *end;
-    moe_error_t *err;
-} st_parser_t;
-
-/* Messages give the file offset (the header starts at byte 8) so `xxd -s` finds it. */
-static size_t st_offset(const st_parser_t *ps)
+/* jansson's own codes say what kind of syntax error it met; the common ones get a phrase
+ * that names the safetensors rule, jansson's text (with the token near it) follows. */
+static const char *st_json_rule(enum json_error_code code)
 {
-    return 8 + (size_t)(ps->p - ps->begin);
-}
-
-static void st_describe_here(const st_parser_t *ps, char *buf, size_t cap)
-{
-    if (ps->p >= ps->end) {
-        snprintf(buf, cap, "the end of the header");
-    } else if (*ps->p >= 0x20 && *ps->p < 0x7F) {
-        snprintf(buf, cap, "'%c'", *ps->p);
-    } else {
-        snprintf(buf, cap, "byte 0x%02x", *ps->p);
+    switch (code) {
+    case json_error_end_of_input_expected:
+        return "trailing characters after the header object";
+    case json_error_duplicate_key:
+        return "a key appears twice in one object";
+    case json_error_null_byte_in_key:
+    case json_error_null_character:
+        return "a string contains a NUL character (\\u0000)";
+    case json_error_invalid_utf8:
+        return "invalid UTF-8";
+    case json_error_numeric_overflow:
+        return "number out of range (integers must fit in 63 bits)";
+    case json_error_stack_overflow:
+        return "JSON nested too deeply";
+    default:
+        return NULL;
     }
 }
 
-static moe_status_t st_syntax(const st_parser_t *ps, const char *problem)
+/* A failed json_loadb: line and column as jansson counts them, plus the file offset (the
+ * header starts at byte 8) so `xxd -s` finds it. */
+static moe_status_t st_json_error(const moe_st_file_t *f, const json_error_t *je,
+                                  moe_error_t *err)
 {
-    char here[32];
-    st_describe_here(ps, here, sizeof(here));
-    return moe_error_set(ps->err, MOE_ERR_FORMAT,
-                         "%s: bad header JSON at file offset %zu: %s (found %s)", ps->name,
-                         st_offset(ps), problem, here);
+    enum json_error_code code = json_error_code(je);
+    const char *rule = st_json_rule(code);
+    size_t off = 8 + (je->position > 0 ? (size_t)je->position : 0);
+    if (code == json_error_out_of_memory) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory parsing the header",
+                             f->name);
+    }
+    return moe_error_set(err, MOE_ERR_FORMAT, "%s: header line %d col %d (file offset %zu): "
+                         "%s%s%s%s", f->name, je->line, je->column, off,
+                         rule ? rule : "", rule ? " (" : "", je->text, rule ? ")" : "");
 }
 
-static moe_status_t st_field_error(const st_parser_t *ps, const char *tensor, const char *fmt,
-                                   ...) __attribute__((format(printf, 3, 4)));
+/* What a value is, for "found ..." in messages. */
+static const char *st_json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a fraction or exponent";
+    case JSON_TRUE:
+        return "true";
+    case JSON_FALSE:
+        return "false";
+    default:
+        return "null";
+    }
+}
 
-static moe_status_t st_field_error(const st_parser_t *ps, const char *tensor, const char *fmt,
-                                   ...)
+/* Nesting depth of v, v itself being level `level`; stops descending past `limit`, so the
+ * walk is bounded whatever jansson accepted. */
+static int st_json_depth(const json_t *v, int level, int limit)
+{
+    int deepest = level;
+    const char *key;
+    json_t *child;
+    size_t i;
+
+    if (level > limit) {
+        return level;
+    }
+    if (json_is_object(v)) {
+        json_object_foreach((json_t *)v, key, child) {
+            int d = st_json_depth(child, level + 1, limit);
+            if (d > limit) {
+                return d;
+            }
+            deepest = d > deepest ? d : deepest;
+        }
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, child) {
+            int d = st_json_depth(child, level + 1, limit);
+            if (d > limit) {
+                return d;
+            }
+            deepest = d > deepest ? d : deepest;
+        }
+    }
+    return deepest;
+}
+
+static moe_status_t st_field_error(const moe_st_file_t *f, const char *tensor,
+                                   moe_error_t *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static moe_status_t st_field_error(const moe_st_file_t *f, const char *tensor,
+                                   moe_error_t *err, const char *fmt, ...)
 {
     char what[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    return moe_error_set(ps->err, MOE_ERR_FORMAT, "%s: tensor '%.200s': %s (file offset %zu)",
-                         ps->name, tensor, what, st_offset(ps));
-}
-
-static void st_skip_ws(st_parser_t *ps)
-{
-    while (ps->p < ps->end &&
-           (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')) {
-        ps->p++;
-    }
-}
-
-static bool st_at(st_parser_t *ps, char c)
-{
-    st_skip_ws(ps);
-    return ps->p < ps->end && *ps->p == (unsigned char)c;
-}
-
-static bool st_eat(st_parser_t *ps, char c)
-{
-    if (!st_at(ps, c)) {
-        return false;
-    }
-    ps->p++;
-    return true;
-}
-
-static bool st_is_digit(const st_parser_t *ps)
-{
-    return ps->p < ps->end && *ps->p >= '0' && *ps->p <= '9';
-}
-
-/* Length of the valid UTF-8 sequence at p (2-4 bytes), or 0: no overlongs, no surrogates,
- * nothing past U+10FFFF. */
-static size_t st_utf8_seq(const unsigned char *p, const unsigned char *end)
-{
-    size_t len;
-    uint32_t cp, min;
-    if (p[0] >= 0xC2 && p[0] <= 0xDF) {
-        len = 2, cp = p[0] & 0x1Fu, min = 0x80;
-    } else if ((p[0] & 0xF0) == 0xE0) {
-        len = 3, cp = p[0] & 0x0Fu, min = 0x800;
-    } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
-        len = 4, cp = p[0] & 0x07u, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if ((size_t)(end - p) < len) {
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80) {
-            return 0;
-        }
-        cp = (cp << 6) | (p[i] & 0x3Fu);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-        return 0;
-    }
-    return len;
-}
-
-static size_t st_utf8_put(char *buf, uint32_t cp)
-{
-    if (cp < 0x80) {
-        buf[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        buf[0] = (char)(0xC0 | (cp >> 6));
-        buf[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        buf[0] = (char)(0xE0 | (cp >> 12));
-        buf[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        buf[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    buf[0] = (char)(0xF0 | (cp >> 18));
-    buf[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    buf[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    buf[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-static bool st_hex4(const unsigned char *p, const unsigned char *end, uint32_t *out)
-{
-    uint32_t v = 0;
-    if (end - p < 4) {
-        return false;
-    }
-    for (int i = 0; i < 4; i++) {
-        unsigned c = p[i];
-        unsigned d;
-        if (c >= '0' && c <= '9') {
-            d = c - '0';
-        } else if (c >= 'a' && c <= 'f') {
-            d = c - 'a' + 10;
-        } else if (c >= 'A' && c <= 'F') {
-            d = c - 'A' + 10;
-        } else {
-            return false;
-        }
-        v = (v << 4) | d;
-    }
-    *out = v;
-    return true;
-}
-
-/* \uXXXX at ps->p (pointing at the 'u'), with a surrogate pair joined into one code point;
- * a lone surrogate cannot be written as UTF-8, so it is rejected. */
-static moe_status_t st_parse_u_escape(st_parser_t *ps, uint32_t *out)
-{
-    uint32_t hi, lo;
-    if (!st_hex4(ps->p + 1, ps->end, &hi)) {
-        return st_syntax(ps, "\\u must be followed by 4 hex digits");
-    }
-    if (hi >= 0xDC00 && hi <= 0xDFFF) {
-        return st_syntax(ps, "\\u escape is a lone low surrogate");
-    }
-    if (hi < 0xD800 || hi > 0xDBFF) {
-        ps->p += 5;
-        *out = hi;
-        return MOE_OK;
-    }
-    const unsigned char *q = ps->p + 5;
-    if (ps->end - q < 6 || q[0] != '\\' || q[1] != 'u' || !st_hex4(q + 2, ps->end, &lo) ||
-        lo < 0xDC00 || lo > 0xDFFF) {
-        return st_syntax(ps, "\\u high surrogate is not followed by a \\u low surrogate");
-    }
-    ps->p = q + 6;
-    *out = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
-    return MOE_OK;
-}
-
-/* One escape sequence at ps->p (the backslash); its UTF-8 goes to buf+*n when buf is set. */
-static moe_status_t st_parse_escape(st_parser_t *ps, char *buf, size_t *n)
-{
-    static const char from[] = "\"\\/bfnrt";
-    static const char to[] = "\"\\/\b\f\n\r\t";
-    ps->p++;
-    if (ps->p >= ps->end) {
-        return st_syntax(ps, "unterminated escape in string");
-    }
-    const char *hit = *ps->p != 0 ? strchr(from, *ps->p) : NULL;
-    if (hit != NULL) {
-        if (buf != NULL) {
-            buf[(*n)++] = to[hit - from];
-        }
-        ps->p++;
-        return MOE_OK;
-    }
-    if (*ps->p != 'u') {
-        return st_syntax(ps, "unknown escape in string");
-    }
-    uint32_t cp = 0;
-    moe_status_t rc = st_parse_u_escape(ps, &cp);
-    if (rc == MOE_OK && buf != NULL) {
-        *n += st_utf8_put(buf + *n, cp);
-    }
-    return rc;
-}
-
-/* One character (plain byte, escape or UTF-8 sequence) of a string body. */
-static moe_status_t st_string_char(st_parser_t *ps, char *buf, size_t *n)
-{
-    unsigned char c = *ps->p;
-    size_t len = 1;
-    if (c == '\\') {
-        return st_parse_escape(ps, buf, n);
-    }
-    if (c < 0x20) {
-        return st_syntax(ps, "control character in string (must be escaped)");
-    }
-    if (c >= 0x80) {
-        len = st_utf8_seq(ps->p, ps->end);
-        if (len == 0) {
-            return st_syntax(ps, "invalid UTF-8 in string");
-        }
-    }
-    if (buf != NULL) {
-        memcpy(buf + *n, ps->p, len);
-        *n += len;
-    }
-    ps->p += len;
-    return MOE_OK;
-}
-
-/* Raw length up to the closing quote: an upper bound for the decoded length, since every
- * escape is at least as long as the UTF-8 it stands for. */
-static size_t st_raw_string_len(const st_parser_t *ps)
-{
-    const unsigned char *q = ps->p;
-    while (q < ps->end && *q != '"') {
-        q += (*q == '\\' && ps->end - q > 1) ? 2 : 1;
-    }
-    return (size_t)(q - ps->p);
-}
-
-/* A string at ps->p (the opening quote, after whitespace). With out set, the decoded
- * UTF-8 comes back NUL-terminated in a malloc'd buffer; *out_len counts any embedded NUL
- * from \u0000, which callers that need a C string must reject. */
-static moe_status_t st_parse_string(st_parser_t *ps, char **out, size_t *out_len)
-{
-    char *buf = NULL;
-    size_t n = 0;
-    moe_status_t rc;
-
-    if (!st_eat(ps, '"')) {
-        return st_syntax(ps, "expected a string");
-    }
-    if (out != NULL) {
-        buf = malloc(st_raw_string_len(ps) + 1);
-        if (buf == NULL) {
-            return moe_error_set(ps->err, MOE_ERR_NO_MEMORY, "%s: out of memory", ps->name);
-        }
-    }
-    while (ps->p < ps->end && *ps->p != '"') {
-        rc = st_string_char(ps, buf, &n);
-        if (rc != MOE_OK) {
-            goto free_buf;
-        }
-    }
-    if (ps->p >= ps->end) {
-        rc = st_syntax(ps, "unterminated string");
-        goto free_buf;
-    }
-    ps->p++;
-    if (out != NULL) {
-        buf[n] = '\0';
-        *out = buf;
-        *out_len = n;
-    }
-    return MOE_OK;
-
-free_buf:
-    free(buf);
-    return rc;
-}
-
-static bool st_key_is(const char *key, size_t len, const char *want)
-{
-    return len == strlen(want) && memcmp(key, want, len) == 0;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* JSON: containers and skipping                                                          */
-
-/* Steps through an object whose '{' was consumed: either sets *done at the closing '}', or
- * returns the next key (malloc'd when key is non-NULL) with the ':' consumed. */
-static moe_status_t st_next_member(st_parser_t *ps, bool *first, bool *done, char **key,
-                                   size_t *klen)
-{
-    *done = false;
-    if (st_eat(ps, '}')) {
-        *done = true;
-        return MOE_OK;
-    }
-    if (!*first && !st_eat(ps, ',')) {
-        return st_syntax(ps, "expected ',' or '}' in object");
-    }
-    *first = false;
-    if (!st_at(ps, '"')) {
-        return st_syntax(ps, "expected a string key");
-    }
-    char *k = NULL;
-    size_t len = 0;
-    moe_status_t rc = st_parse_string(ps, key != NULL ? &k : NULL, &len);
-    if (rc != MOE_OK) {
-        return rc;
-    }
-    if (!st_eat(ps, ':')) {
-        free(k);
-        return st_syntax(ps, "expected ':' after object key");
-    }
-    if (key != NULL) {
-        *key = k;
-        *klen = len;
-    }
-    return MOE_OK;
-}
-
-/* Steps through an array whose '[' was consumed: sets *done at ']', else leaves ps->p at
- * the next value. */
-static moe_status_t st_next_element(st_parser_t *ps, bool *first, bool *done)
-{
-    *done = false;
-    if (st_eat(ps, ']')) {
-        *done = true;
-        return MOE_OK;
-    }
-    if (!*first && !st_eat(ps, ',')) {
-        return st_syntax(ps, "expected ',' or ']' in array");
-    }
-    *first = false;
-    st_skip_ws(ps);
-    return MOE_OK;
-}
-
-static moe_status_t st_skip_digits(st_parser_t *ps)
-{
-    if (!st_is_digit(ps)) {
-        return st_syntax(ps, "expected a digit in number");
-    }
-    while (st_is_digit(ps)) {
-        ps->p++;
-    }
-    return MOE_OK;
-}
-
-/* Any JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
-static moe_status_t st_skip_number(st_parser_t *ps)
-{
-    moe_status_t rc;
-    if (ps->p < ps->end && *ps->p == '-') {
-        ps->p++;
-    }
-    if (!st_is_digit(ps)) {
-        return st_syntax(ps, "expected a value");
-    }
-    if (*ps->p == '0') {
-        ps->p++;
-    } else if ((rc = st_skip_digits(ps)) != MOE_OK) {
-        return rc;
-    }
-    if (ps->p < ps->end && *ps->p == '.') {
-        ps->p++;
-        if ((rc = st_skip_digits(ps)) != MOE_OK) {
-            return rc;
-        }
-    }
-    if (ps->p < ps->end && (*ps->p == 'e' || *ps->p == 'E')) {
-        ps->p++;
-        if (ps->p < ps->end && (*ps->p == '+' || *ps->p == '-')) {
-            ps->p++;
-        }
-        return st_skip_digits(ps);
-    }
-    return MOE_OK;
-}
-
-static moe_status_t st_skip_literal(st_parser_t *ps, const char *word)
-{
-    size_t len = strlen(word);
-    if ((size_t)(ps->end - ps->p) < len || memcmp(ps->p, word, len) != 0) {
-        return st_syntax(ps, "expected a value");
-    }
-    ps->p += len;
-    return MOE_OK;
-}
-
-static moe_status_t st_skip_value(st_parser_t *ps, int depth);
-
-/* Skips the object or array at ps->p; depth counts the container being entered. */
-static moe_status_t st_skip_container(st_parser_t *ps, int depth)
-{
-    bool is_object = *ps->p == '{';
-    bool first = true, done = false;
-    moe_status_t rc;
-
-    if (depth > ST_MAX_DEPTH) {
-        return st_syntax(ps, "JSON nested more than 32 levels deep");
-    }
-    ps->p++;
-    for (;;) {
-        rc = is_object ? st_next_member(ps, &first, &done, NULL, NULL)
-                       : st_next_element(ps, &first, &done);
-        if (rc != MOE_OK || done) {
-            return rc;
-        }
-        if ((rc = st_skip_value(ps, depth)) != MOE_OK) {
-            return rc;
-        }
-    }
-}
-
-/* Validates and skips any JSON value; depth is that of the enclosing container. */
-static moe_status_t st_skip_value(st_parser_t *ps, int depth)
-{
-    st_skip_ws(ps);
-    if (ps->p >= ps->end) {
-        return st_syntax(ps, "expected a value");
-    }
-    switch (*ps->p) {
-    case '{':
-    case '[':
-        return st_skip_container(ps, depth + 1);
-    case '"':
-        return st_parse_string(ps, NULL, NULL);
-    case 't':
-        return st_skip_literal(ps, "true");
-    case 'f':
-        return st_skip_literal(ps, "false");
-    case 'n':
-        return st_skip_literal(ps, "null");
-    default:
-        return st_skip_number(ps);
-    }
-}
-
-/* A non-negative JSON integer that fits 64 bits: no sign, fraction, exponent or leading
- * zero. `field` names it in messages. */
-static moe_status_t st_parse_uint(st_parser_t *ps, const char *tensor, const char *field,
-                                  uint64_t *out)
-{
-    uint64_t v = 0;
-    st_skip_ws(ps);
-    if (!st_is_digit(ps)) {
-        char here[32];
-        st_describe_here(ps, here, sizeof(here));
-        return st_field_error(ps, tensor, "%s: expected a non-negative integer, found %s",
-                              field, here);
-    }
-    if (*ps->p == '0') {
-        ps->p++;
-        if (st_is_digit(ps)) {
-            return st_field_error(ps, tensor, "%s: integer with a leading zero", field);
-        }
-    }
-    while (st_is_digit(ps)) {
-        unsigned d = (unsigned)(*ps->p - '0');
-        if (v > (UINT64_MAX - d) / 10) {
-            return st_field_error(ps, tensor, "%s: integer does not fit in 64 bits", field);
-        }
-        v = v * 10 + d;
-        ps->p++;
-    }
-    if (ps->p < ps->end && (*ps->p == '.' || *ps->p == 'e' || *ps->p == 'E')) {
-        return st_field_error(ps, tensor, "%s: expected an integer, found a fraction or "
-                              "exponent", field);
-    }
-    *out = v;
-    return MOE_OK;
+    return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%.200s': %s", f->name, tensor,
+                         what);
 }
 
 /* ------------------------------------------------------------------------------------ */
 /* Header semantics                                                                       */
 
-static moe_status_t st_parse_dtype(st_parser_t *ps, moe_st_tensor_info_t *t)
+/* A non-negative JSON integer (jansson has already refused one past INT64_MAX). `field`
+ * names it in messages. */
+static moe_status_t st_get_uint(const moe_st_file_t *f, const char *tensor, const char *field,
+                                const json_t *v, uint64_t *out, moe_error_t *err)
 {
-    char *s = NULL;
-    size_t len = 0;
-    if (!st_at(ps, '"')) {
-        return st_field_error(ps, t->name, "dtype must be a string");
+    if (json_is_real(v)) {
+        return st_field_error(f, tensor, err, "%s: expected an integer, found a fraction or "
+                              "exponent", field);
     }
-    moe_status_t rc = st_parse_string(ps, &s, &len);
-    if (rc != MOE_OK) {
-        return rc;
+    if (!json_is_integer(v)) {
+        return st_field_error(f, tensor, err, "%s: expected a non-negative integer, found %s",
+                              field, st_json_kind(v));
     }
-    const st_dtype_desc_t *d = st_dtype_lookup(s, len);
+    json_int_t x = json_integer_value(v);
+    if (x < 0) {
+        return st_field_error(f, tensor, err, "%s: expected a non-negative integer, found %"
+                              JSON_INTEGER_FORMAT, field, x);
+    }
+    *out = (uint64_t)x;
+    return MOE_OK;
+}
+
+static moe_status_t st_get_dtype(const moe_st_file_t *f, moe_st_tensor_info_t *t,
+                                 const json_t *v, moe_error_t *err)
+{
+    if (!json_is_string(v)) {
+        return st_field_error(f, t->name, err, "dtype must be a string, found %s",
+                              st_json_kind(v));
+    }
+    const st_dtype_desc_t *d = st_dtype_lookup(json_string_value(v), json_string_length(v));
     if (d == NULL) {
         char known[256] = "";
         for (int i = 0; i < ST_NDTYPES; i++) {
             strcat(known, i ? ", " : "");
             strcat(known, st_dtypes[i].name);
         }
-        rc = st_field_error(ps, t->name, "unknown dtype '%.32s' (known: %s)", s, known);
-    } else {
-        t->dtype = d->dtype;
-        t->dtype_name = d->name;
+        return st_field_error(f, t->name, err, "unknown dtype '%.32s' (known: %s)",
+                              json_string_value(v), known);
     }
-    free(s);
-    return rc;
+    t->dtype = d->dtype;
+    t->dtype_name = d->name;
+    return MOE_OK;
 }
 
-static moe_status_t st_parse_shape(st_parser_t *ps, moe_st_tensor_info_t *t)
+static moe_status_t st_get_shape(const moe_st_file_t *f, moe_st_tensor_info_t *t,
+                                 const json_t *v, moe_error_t *err)
 {
-    bool first = true, done = false;
-    int ndim = 0;
     int64_t dims[MOE_ST_MAX_DIMS];
     moe_status_t rc;
 
-    if (!st_eat(ps, '[')) {
-        return st_field_error(ps, t->name, "shape must be an array of integers");
+    if (!json_is_array(v)) {
+        return st_field_error(f, t->name, err, "shape must be an array of integers, found %s",
+                              st_json_kind(v));
     }
-    for (;;) {
-        if ((rc = st_next_element(ps, &first, &done)) != MOE_OK) {
+    size_t ndim = json_array_size(v);
+    if (ndim > MOE_ST_MAX_DIMS) {
+        return st_field_error(f, t->name, err, "shape has more than %d dimensions",
+                              MOE_ST_MAX_DIMS);
+    }
+    for (size_t i = 0; i < ndim; i++) {
+        uint64_t d = 0;
+        if ((rc = st_get_uint(f, t->name, "shape", json_array_get(v, i), &d, err)) != MOE_OK) {
             return rc;
         }
-        if (done) {
-            break;
-        }
-        if (ndim == MOE_ST_MAX_DIMS) {
-            return st_field_error(ps, t->name, "shape has more than %d dimensions",
-                                  MOE_ST_MAX_DIMS);
-        }
-        uint64_t v;
-        if ((rc = st_parse_uint(ps, t->name, "shape", &v)) != MOE_OK) {
-            return rc;
-        }
-        if (v > (uint64_t)INT64_MAX) {
-            return st_field_error(ps, t->name, "shape dimension %" PRIu64 " is too large", v);
-        }
-        dims[ndim++] = (int64_t)v;
+        dims[i] = (int64_t)d; /* below INT64_MAX: it was a json_int_t */
     }
-    t->ndim = ndim;
-    memcpy(t->shape, dims, sizeof(dims[0]) * (size_t)ndim);
+    t->ndim = (int)ndim;
+    memcpy(t->shape, dims, sizeof(dims[0]) * ndim);
     return MOE_OK;
 }
 
-static moe_status_t st_parse_offsets(st_parser_t *ps, moe_st_tensor_info_t *t)
+static moe_status_t st_get_offsets(const moe_st_file_t *f, moe_st_tensor_info_t *t,
+                                   const json_t *v, moe_error_t *err)
 {
-    uint64_t v[2];
+    uint64_t o[2];
     moe_status_t rc;
-    if (!st_eat(ps, '[')) {
-        return st_field_error(ps, t->name, "data_offsets must be an array [begin, end]");
+    if (!json_is_array(v)) {
+        return st_field_error(f, t->name, err, "data_offsets must be an array [begin, end], "
+                              "found %s", st_json_kind(v));
     }
-    for (int i = 0; i < 2; i++) {
-        if (i == 1 && !st_eat(ps, ',')) {
-            return st_field_error(ps, t->name, "data_offsets must have exactly 2 integers");
-        }
-        if ((rc = st_parse_uint(ps, t->name, "data_offsets", &v[i])) != MOE_OK) {
-            return rc;
-        }
+    if (json_array_size(v) != 2) {
+        return st_field_error(f, t->name, err, "data_offsets must have exactly 2 integers, "
+                              "found %zu values", json_array_size(v));
     }
-    if (!st_eat(ps, ']')) {
-        return st_field_error(ps, t->name, "data_offsets must have exactly 2 integers");
-    }
-    t->data_begin = v[0];
-    t->data_end = v[1];
-    return MOE_OK;
-}
-
-/* One field of a tensor entry; `seen` has a bit per known field to catch repeats. */
-static moe_status_t st_parse_tensor_field(st_parser_t *ps, moe_st_tensor_info_t *t,
-                                          const char *key, size_t klen, unsigned *seen)
-{
-    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
-    for (unsigned i = 0; i < 3; i++) {
-        if (!st_key_is(key, klen, fields[i])) {
-            continue;
-        }
-        if (*seen & (1u << i)) {
-            return st_field_error(ps, t->name, "'%s' appears twice", fields[i]);
-        }
-        *seen |= 1u << i;
-        return i == 0 ? st_parse_dtype(ps, t)
-             : i == 1 ? st_parse_shape(ps, t)
-                      : st_parse_offsets(ps, t);
-    }
-    /* Unknown fields are ignored, as the reference reader does. */
-    return st_skip_value(ps, 2);
-}
-
-static moe_status_t st_parse_tensor(st_parser_t *ps, moe_st_tensor_info_t *t)
-{
-    bool first = true, done = false;
-    unsigned seen = 0;
-    moe_status_t rc;
-
-    if (!st_eat(ps, '{')) {
-        return st_field_error(ps, t->name, "entry must be an object with dtype, shape and "
-                              "data_offsets");
-    }
-    for (;;) {
-        char *key = NULL;
-        size_t klen = 0;
-        if ((rc = st_next_member(ps, &first, &done, &key, &klen)) != MOE_OK) {
-            return rc;
-        }
-        if (done) {
-            break;
-        }
-        rc = st_parse_tensor_field(ps, t, key, klen, &seen);
-        free(key);
+    for (size_t i = 0; i < 2; i++) {
+        rc = st_get_uint(f, t->name, "data_offsets", json_array_get(v, i), &o[i], err);
         if (rc != MOE_OK) {
             return rc;
         }
     }
-    if (seen != 7) {
-        return st_field_error(ps, t->name, "entry lacks '%s'",
-                              !(seen & 1) ? "dtype" : !(seen & 2) ? "shape" : "data_offsets");
-    }
+    t->data_begin = o[0];
+    t->data_end = o[1];
     return MOE_OK;
+}
+
+/* One tensor entry. Unknown fields are ignored, as the reference reader does; jansson has
+ * already refused a field given twice. */
+static moe_status_t st_get_tensor(const moe_st_file_t *f, moe_st_tensor_info_t *t,
+                                  const json_t *entry, moe_error_t *err)
+{
+    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+    moe_status_t rc;
+    if (!json_is_object(entry)) {
+        return st_field_error(f, t->name, err, "entry must be an object with dtype, shape and "
+                              "data_offsets, found %s", st_json_kind(entry));
+    }
+    for (int i = 0; i < 3; i++) {
+        if (json_object_get(entry, fields[i]) == NULL) {
+            return st_field_error(f, t->name, err, "entry lacks '%s'", fields[i]);
+        }
+    }
+    if ((rc = st_get_dtype(f, t, json_object_get(entry, "dtype"), err)) != MOE_OK ||
+        (rc = st_get_shape(f, t, json_object_get(entry, "shape"), err)) != MOE_OK) {
+        return rc;
+    }
+    return st_get_offsets(f, t, json_object_get(entry, "data_offsets"), err);
 }
 
 /* Shape, dtype and offsets must agree with each other and with the data section. */
@@ -1032,71 +645,70 @@ static moe_status_t st_table_push(moe_st_file_t *f, char *name, moe_st_tensor_in
     return MOE_OK;
 }
 
-static moe_status_t st_add_tensor(moe_st_file_t *f, st_parser_t *ps, char *name, size_t len)
+/* Copies the name (jansson refused any \u0000 in a key, so it is a whole C string), then
+ * reads and checks the entry. */
+static moe_status_t st_add_tensor(moe_st_file_t *f, const char *key, const json_t *entry,
+                                  moe_error_t *err)
 {
     moe_st_tensor_info_t *t = NULL;
-    if (strlen(name) != len) {
-        moe_status_t rc = st_syntax(ps, "tensor name contains a NUL character (\\u0000)");
-        free(name);
-        return rc;
+    size_t len = strlen(key);
+    char *name = malloc(len + 1);
+    if (name == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", f->name);
     }
-    moe_status_t rc = st_table_push(f, name, &t, ps->err);
+    memcpy(name, key, len + 1);
+    moe_status_t rc = st_table_push(f, name, &t, err);
     if (rc != MOE_OK) {
         return rc;
     }
-    if ((rc = st_parse_tensor(ps, t)) != MOE_OK) {
+    if ((rc = st_get_tensor(f, t, entry, err)) != MOE_OK) {
         return rc;
     }
-    return st_check_tensor(f, t, ps->err);
+    return st_check_tensor(f, t, err);
 }
 
-/* __metadata__ must be an object; its values are not used, so any JSON is accepted. */
-static moe_status_t st_parse_metadata(st_parser_t *ps, bool *seen)
-{
-    if (*seen) {
-        return st_syntax(ps, "'__metadata__' appears twice");
-    }
-    *seen = true;
-    if (!st_at(ps, '{')) {
-        return st_syntax(ps, "'__metadata__' must be an object");
-    }
-    return st_skip_value(ps, 1);
-}
-
+/* The header is one JSON object: tensor entries in file order (jansson keeps insertion
+ * order), and an optional __metadata__ object whose values moed does not use. */
 static moe_status_t st_parse_header(moe_st_file_t *f, const unsigned char *hdr, size_t n,
                                     moe_error_t *err)
 {
-    st_parser_t ps = {f->name, hdr, hdr, hdr + n, err};
-    bool first = true, done = false, seen_meta = false;
-    moe_status_t rc;
+    json_error_t je;
+    const char *key;
+    json_t *value;
+    moe_status_t rc = MOE_OK;
 
-    if (!st_eat(&ps, '{')) {
-        return st_syntax(&ps, "the header must be a JSON object");
+    json_t *root = json_loadb((const char *)hdr, n, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL) {
+        return st_json_error(f, &je, err);
     }
-    for (;;) {
-        char *key = NULL;
-        size_t klen = 0;
-        if ((rc = st_next_member(&ps, &first, &done, &key, &klen)) != MOE_OK) {
-            return rc;
-        }
-        if (done) {
-            break;
-        }
-        if (st_key_is(key, klen, "__metadata__")) {
-            free(key);
-            rc = st_parse_metadata(&ps, &seen_meta);
+    if (!json_is_object(root)) {
+        rc = moe_error_set(err, MOE_ERR_FORMAT, "%s: the header must be a JSON object, found "
+                           "%s", f->name, st_json_kind(root));
+        goto put_root;
+    }
+    /* The header object is level 1, as in the reference reader's limit of the same size. */
+    if (st_json_depth(root, 1, ST_MAX_DEPTH) > ST_MAX_DEPTH) {
+        rc = moe_error_set(err, MOE_ERR_FORMAT, "%s: header JSON nested more than %d levels "
+                           "deep", f->name, ST_MAX_DEPTH);
+        goto put_root;
+    }
+    json_object_foreach(root, key, value) {
+        if (strcmp(key, "__metadata__") == 0) {
+            if (!json_is_object(value)) {
+                rc = moe_error_set(err, MOE_ERR_FORMAT, "%s: '__metadata__' must be an "
+                                   "object, found %s", f->name, st_json_kind(value));
+            }
         } else {
-            rc = st_add_tensor(f, &ps, key, klen);
+            rc = st_add_tensor(f, key, value, err);
         }
         if (rc != MOE_OK) {
-            return rc;
+            break;
         }
     }
-    st_skip_ws(&ps);
-    if (ps.p != ps.end) {
-        return st_syntax(&ps, "trailing characters after the header object");
-    }
-    return MOE_OK;
+
+put_root:
+    json_decref(root);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1494,6 +1106,36 @@ static void st_buf_json_string(st_buf_t *b, const char *s)
         }
     }
     st_buf_str(b, "\"");
+}
+
+/* Length of the valid UTF-8 sequence at p (2-4 bytes), or 0: no overlongs, no surrogates,
+ * nothing past U+10FFFF. */
+static size_t st_utf8_seq(const unsigned char *p, const unsigned char *end)
+{
+    size_t len;
+    uint32_t cp, min;
+    if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+        len = 2, cp = p[0] & 0x1Fu, min = 0x80;
+    } else if ((p[0] & 0xF0) == 0xE0) {
+        len = 3, cp = p[0] & 0x0Fu, min = 0x800;
+    } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+        len = 4, cp = p[0] & 0x07u, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if ((size_t)(end - p) < len) {
+        return 0;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80) {
+            return 0;
+        }
+        cp = (cp << 6) | (p[i] & 0x3Fu);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        return 0;
+    }
+    return len;
 }
 
 static bool st_valid_utf8(const char *s)
