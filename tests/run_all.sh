@@ -24,16 +24,27 @@ run_suite() { # run_suite BUILD_DIR CTEST_ARGS CMAKE_ARGS...
   # shellcheck disable=SC2086
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 $ctest_args | tee "$dir.ctest.log"
   local status=${PIPESTATUS[0]}
-  local line
-  line=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$dir.ctest.log" | tail -1)
-  local total fail skip
+  count_results "$dir.ctest.log"
+  return "$status"
+}
+
+# count_results CTEST_LOG: add a ctest run's results to passed / failed / skipped.
+# ctest's "N% tests passed, F tests failed out of T" counts a skipped test (exit 77 with
+# SKIP_RETURN_CODE) as passed and a missing executable ("Not Run") as failed, and leaves
+# disabled tests out of T. Skips are counted from ctest's own progress lines ("3/7 Test #3:
+# name ....***Skipped"), not from anywhere in the log: a test's output printed by
+# --output-on-failure must not count, nor the summary list that names each skip again.
+count_results() {
+  local log=$1 line total fail skip disabled
+  local progress='^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*'
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of' "$log" | tail -1)
   total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<< "$line")
   fail=$(sed -E 's/.*, ([0-9]+) tests failed.*/\1/' <<< "$line")
-  skip=$(grep -c 'Not Run\|\*\*\*Skipped' "$dir.ctest.log" || true)
+  skip=$(grep -cE "${progress}Skipped" "$log" || true)
+  disabled=$(grep -cE "${progress}Not Run \(Disabled\)" "$log" || true)
   passed=$((passed + ${total:-0} - ${fail:-0} - skip))
   failed=$((failed + ${fail:-0}))
-  skipped=$((skipped + skip))
-  return "$status"
+  skipped=$((skipped + skip + disabled))
 }
 
 mkdir -p build build-asan

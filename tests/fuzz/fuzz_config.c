@@ -8,7 +8,9 @@
  *    a rank < world, nothing beyond), values within the bounds of the key table, and
  *    the provenance fields set;
  *  - whatever parses for three ranks parses for one (one rank is the more permissive
- *    world), with the same model / runtime / workload / profiler values. */
+ *    world), with the same model / runtime / workload / profiler values;
+ *  - a text of nothing but blank lines and comments is rejected, and one of only spaces
+ *    and line breaks (or no bytes) says "the file is empty" (`{}` stays valid). */
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -175,8 +177,32 @@ static void check_same_values(const moe_config_t *a, const moe_config_t *b)
 #undef SAME
 }
 
+/* 2: only spaces and line breaks (or nothing); 1: also '#' comments; 0: anything else. */
+static int blank_kind(const uint8_t *data, size_t size)
+{
+    int kind = 2;
+    bool in_comment = false;
+    for (size_t i = 0; i < size; i++) {
+        uint8_t c = data[i];
+        if (c == '\n' || c == '\r') {
+            in_comment = false;
+        } else if (in_comment) {
+            continue;
+        } else if (c == '#') { /* only spaces and line breaks come before it */
+            in_comment = true;
+            kind = 1;
+        } else if (c == ' ') {
+            continue;
+        } else {
+            return 0;
+        }
+    }
+    return kind;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    int blank = blank_kind(data, size);
     /* ~40 KiB each: static, not on the stack */
     static moe_config_t cfg1, cfg3;
     static const int worlds[2] = {1, 3};
@@ -192,7 +218,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_config(out[i], worlds[i], data, size);
         } else {
             fuzz_check_error(&err, st[i], SRC, 1);
+            FUZZ_CHECK(blank != 2 || strstr(err.msg, "the file is empty") != NULL,
+                       "a blank text is rejected for another reason: %s", err.msg);
         }
+        FUZZ_CHECK(blank == 0 || st[i] != MOE_OK, "a text of only comments and blank lines "
+                   "(%zu bytes) is accepted", size);
     }
     FUZZ_CHECK(st[1] != MOE_OK || st[0] == MOE_OK,
                "accepted for 3 ranks but rejected for 1 (status %d)", (int)st[0]);

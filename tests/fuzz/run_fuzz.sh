@@ -3,7 +3,7 @@
 #
 #   tests/fuzz/run_fuzz.sh [--build-dir DIR] SECONDS TARGET...
 #
-# TARGET: config | safetensors | prof_record | prof_record_nosum | all.
+# TARGET: config | safetensors | prof_record | prof_record_nosum | handshake | all.
 # For each target: build tests/fuzz/fuzz_TARGET.c with the library sources it needs
 # (-fsanitize=fuzzer,address,undefined), replay every committed seed of its corpus once
 # (the regression check), then fuzz for SECONDS over a copy of that corpus (the committed
@@ -19,7 +19,7 @@ set -u -o pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cc=${FUZZ_CC:-clang}
-all_targets=(config safetensors prof_record prof_record_nosum)
+all_targets=(config safetensors prof_record prof_record_nosum handshake)
 
 usage() {
     echo "usage: $0 [--build-dir DIR] SECONDS TARGET... (TARGET: ${all_targets[*]} | all)" >&2

@@ -24,6 +24,9 @@ case "$1" in
   nccl_on_cpu)
     small_model | sed 's/^runtime:/runtime:\n  transport: nccl/' > c.yaml
     want_code=3 want="needs runtime.device: cuda" ;;
+  empty_config)  # 0 bytes: a mistake (a truncated copy, the wrong file), not the default job
+    : > c.yaml
+    want_code=3 want="c.yaml: the file is empty (no configuration keys)" ;;
   missing_config)
     args=(--config /nonexistent/moed.yaml)
     want_code=3 want="/nonexistent/moed.yaml" ;;

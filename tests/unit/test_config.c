@@ -200,16 +200,25 @@ static void test_defaults(void)
     CHECK_INT_EQ(d.expert_owner[0], -1);
     CHECK_INT_EQ(d.world_size, 0);
 
-    const char *empties[] = {"", "# only a comment\n", "~\n", "---\n", "model:\n", "{}\n"};
-    for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
-        CHECK_INT_EQ(parse(empties[i], 1), MOE_OK);
+    /* Asked for in so many words, every default: an empty mapping, or null sections. */
+    const char *defaults[] = {"{}\n", "model:\n", "# header\nmodel: ~\nruntime:\n"};
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++) {
+        CHECK_INT_EQ(parse(defaults[i], 1), MOE_OK);
         check_example_values(&cfg);
         CHECK(cfg.placement_auto);
         CHECK_INT_EQ(cfg.expert_owner[7], 0);
     }
-    /* NULL text with length 0 is an empty document. */
-    CHECK_INT_EQ(moe_cfg_parse(NULL, 0, "cfg.yaml", 1, &cfg, &err), MOE_OK);
-    CHECK_INT_EQ(cfg.hidden_dim, 1024);
+    /* A file with no content is a mistake (a truncated copy, the wrong file), not a job. */
+    const char *empties[] = {"", " \n\n  \n", "# only a comment\n", "\n# a\n  # b\n",
+                             "~\n", "null\n", "---\n", "---\n...\n", "--- # c\n"};
+    for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
+        CHECK_CFG_ERROR(empties[i], 1, "cfg.yaml: ",
+                        "the file is empty (no configuration keys): start from "
+                        "configs/experts.yaml");
+    }
+    /* NULL text with length 0 is empty too. */
+    CHECK_INT_EQ(moe_cfg_parse(NULL, 0, "cfg.yaml", 1, &cfg, &err), MOE_ERR_CONFIG);
+    CHECK_STR_CONTAINS(err.msg, "cfg.yaml: the file is empty");
     CHECK_INT_EQ(moe_cfg_parse("", 0, "cfg.yaml", 0, &cfg, &err), MOE_ERR_INVALID_ARG);
     CHECK_INT_EQ(moe_cfg_parse("", 0, "cfg.yaml", 1, NULL, &err), MOE_ERR_INVALID_ARG);
     /* Text is taken by length, not up to a NUL: only "model:\n  top_k: 3" is read. */
@@ -453,12 +462,12 @@ static void test_world_one(void)
 static void test_auto_placement(void)
 {
     /* master routing, world 3: master 0 routes, ranks 1 and 2 share 8 experts. */
-    CHECK_INT_EQ(parse("", 3), MOE_OK);
+    CHECK_INT_EQ(parse("{}", 3), MOE_OK);
     check_block(0, 0, 0);
     check_block(1, 0, 4);
     check_block(2, 4, 4);
     /* master routing, world 4: 8 over 3 hosts = 3, 3, 2. */
-    CHECK_INT_EQ(parse("", 4), MOE_OK);
+    CHECK_INT_EQ(parse("{}", 4), MOE_OK);
     check_block(0, 0, 0);
     check_block(1, 0, 3);
     check_block(2, 3, 3);
@@ -505,7 +514,7 @@ static void test_profiled_ranks(void)
     CHECK(moe_cfg_rank_profiled(&cfg, 3));
     CHECK(!moe_cfg_rank_profiled(&cfg, 0));
 
-    CHECK_INT_EQ(parse("", 4), MOE_OK);
+    CHECK_INT_EQ(parse("{}", 4), MOE_OK);
     for (int r = 0; r < 4; r++) {
         CHECK(moe_cfg_rank_profiled(&cfg, r));
     }

@@ -1031,7 +1031,13 @@ static moe_status_t document_load(cfg_parse_t *p)
     moe_status_t st = MOE_OK;
     const yaml_node_t *root = yaml_document_get_root_node(p->doc);
     if (root == NULL || node_is_null(root)) {
-        return MOE_OK; /* empty file or only comments: all defaults */
+        /* No document, or one that is nothing but a null: a truncated copy, a failed
+         * redirect or the wrong file, never a deliberate "all defaults" (`{}` or sections
+         * set to null still say that, and stay valid). */
+        return cfg_fail(p, (moe_cfg_mark_t){0},
+                        "the file is empty (no configuration keys): start from "
+                        "configs/experts.yaml, or write `{}` to run every default "
+                        "(moed --help-config lists the keys)");
     }
     if (root->type != YAML_MAPPING_NODE) {
         node_describe(found, sizeof(found), root);
