@@ -3,9 +3,9 @@
  * format of this build. Rerun it when the record format changes (README.md):
  *
  *   cc -std=c11 -D_POSIX_C_SOURCE=200809L -Iruntime/include -Iprofiler/include \
- *      -Iproto/include tests/fuzz/gen_prof_seeds.c runtime/src/status.c \
- *      runtime/src/config.c proto/src/prof_record.c proto/src/wire.c \
- *      profiler/src/hist.c -lyaml -lm -o /tmp/gen_prof_seeds
+ *      -Iproto/include tests/fuzz/gen_prof_seeds.c runtime/src/base/status.c \
+ *      runtime/src/base/hash.c proto/src/prof_record.c proto/src/wire.c \
+ *      proto/src/hist.c -lm -o /tmp/gen_prof_seeds
  *   /tmp/gen_prof_seeds tests/fuzz/corpus/prof_record
  *
  * Not built by CMake or run_fuzz.sh. `typical_v1` in the corpus is `typical` as version 1
