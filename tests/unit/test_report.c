@@ -15,6 +15,7 @@
 #include "report/report.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -690,6 +691,128 @@ static void check_trace_lanes(const moe_json_t *doc, const moe_report_t *r)
                        "2 exchange, 3 + local expert index");
 }
 
+/* One complete event, in integer ns (the writer prints whole ns as us with 3 decimals). */
+typedef struct span_ns {
+    int64_t tid, ts, end;
+} span_ns_t;
+
+static int cmp_span_ns(const void *a, const void *b)
+{
+    const span_ns_t *x = a, *y = b;
+    if (x->tid != y->tid) {
+        return x->tid < y->tid ? -1 : 1;
+    }
+    if (x->ts != y->ts) {
+        return x->ts < y->ts ? -1 : 1;
+    }
+    return (x->end < y->end) - (x->end > y->end); /* the longer first */
+}
+
+/* Spans of every lane (pid, tid; tids are unique across pids) nest: walking one lane in
+ * start order, each span either starts after the open ones ended or ends inside the
+ * innermost open one. Returns the spans checked; *bad counts the ones that partly overlap. */
+static size_t check_trace_nesting(const moe_json_t *doc, size_t *bad)
+{
+    const moe_json_t *ev = moe_json_get(doc, "traceEvents");
+    size_t n = 0, cap = moe_json_count(ev);
+    span_ns_t *v = malloc(sizeof(*v) * (cap > 0 ? cap : 1));
+    int64_t *open = malloc(sizeof(int64_t) * (cap > 0 ? cap : 1));
+    *bad = 0;
+    CHECK(v != NULL && open != NULL);
+    for (size_t i = 0; v != NULL && open != NULL && i < cap; i++) {
+        const moe_json_t *e = moe_json_at(ev, i);
+        if (strcmp(moe_json_string(moe_json_get(e, "ph"), ""), "X") == 0) {
+            int64_t ts = llround(moe_json_number(moe_json_get(e, "ts"), 0) * 1000.0);
+            int64_t dur = llround(moe_json_number(moe_json_get(e, "dur"), 0) * 1000.0);
+            v[n++] = (span_ns_t){(int64_t)moe_json_number(moe_json_get(e, "tid"), -1), ts, ts + dur};
+        }
+    }
+    if (v != NULL) {
+        qsort(v, n, sizeof(*v), cmp_span_ns);
+    }
+    size_t depth = 0;
+    for (size_t i = 0; open != NULL && i < n; i++) {
+        if (i > 0 && v[i].tid != v[i - 1].tid) {
+            depth = 0;
+        }
+        while (depth > 0 && open[depth - 1] <= v[i].ts) {
+            depth--;
+        }
+        if (depth > 0 && v[i].end > open[depth - 1]) {
+            (*bad)++;
+            continue;
+        }
+        open[depth++] = v[i].end;
+    }
+    free(v);
+    free(open);
+    return n;
+}
+
+/* runtime.chunks > 1: row exchanges of several chunks overlap in time on one rank. Every
+ * lane of trace.json must still nest (Perfetto drops events that do not), and no span is
+ * lost on the way: those that overlap go to extra lanes named after their lane. */
+static void test_trace_nesting(fixture_t *fx)
+{
+    /* rank 1, exchange lane: [ts, dur] in ns; d0/d1 and c0/c1 overlap partly, c2 inside c1,
+     * the step holds them all; rank 2 has the same on its lane, disjoint from rank 1's tid */
+    static const int64_t spans[][3] = {
+        {0, 1000, 0}, {100, 400, 0}, {300, 500, 1}, {600, 300, 1}, {650, 100, 1}, {850, 120, 0},
+    };
+    moe_report_t *r = &fx->rep;
+    moe_rep_event_t *saved = r->events;
+    int64_t saved_n = r->num_events, saved_dropped = r->events_dropped;
+    moe_rep_event_t ev[2 * 6];
+    int n = 0;
+    for (int k = 1; k <= 2; k++) {
+        for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+            bool step = i == 0;
+            ev[n++] = (moe_rep_event_t){spans[i][0] + 7, spans[i][1], k,
+                                        step ? MOE_TEV_STEP : MOE_TEV_EXCHANGE, 0,
+                                        step ? 0 : (int)spans[i][2],
+                                        step ? MOE_LANE_STEPS : MOE_LANE_EXCHANGE, 5, (int64_t)i};
+        }
+    }
+    r->events = ev;
+    r->num_events = n;
+    r->events_dropped = 0;
+    moe_error_t err;
+    char path[MOE_PATH_MAX + 32];
+    moe_json_t *doc = NULL;
+    snprintf(path, sizeof(path), "%s/trace.json", r->run_dir);
+    CHECK_INT_EQ(moe_report_write_trace(r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    size_t bad = 0;
+    CHECK_INT_EQ(check_trace_nesting(doc, &bad), n); /* every span written */
+    CHECK_INT_EQ(bad, 0);
+    /* greedy by start: d [100,500) on lane 2; [300,800) overlaps it: extra #2; [600,900)
+     * fits lane 2 again, [650,750) inside it; [850,970) overlaps [600,900): lane #2, which
+     * ended at 800. So one extra lane per rank. */
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "otherData.extra_lanes"), -1), 2, 0);
+    const moe_json_t *all = moe_json_get(doc, "traceEvents");
+    int named = 0, placed = 0;
+    for (size_t i = 0; i < moe_json_count(all); i++) {
+        const moe_json_t *e = moe_json_at(all, i);
+        double pid = moe_json_number(moe_json_get(e, "pid"), -1);
+        double tid = moe_json_number(moe_json_get(e, "tid"), -1);
+        if (strcmp(moe_json_string(moe_json_get(e, "name"), ""), "thread_name") == 0 &&
+            strcmp(moe_json_string(moe_json_path(e, "args.name"), ""), "exchange #2") == 0) {
+            named += tid == pid * 10000 + 5000;
+        }
+        if (strcmp(moe_json_string(moe_json_get(e, "ph"), ""), "X") == 0 && tid == pid * 10000 + 5000) {
+            double which = moe_json_number(moe_json_path(e, "args.chunk"), -1); /* = index */
+            placed += which == 2 || which == 5;
+        }
+    }
+    CHECK_INT_EQ(named, 2);
+    CHECK_INT_EQ(placed, 4);
+    moe_json_free(doc);
+    r->events = saved;
+    r->num_events = saved_n;
+    r->events_dropped = saved_dropped;
+    CHECK_INT_EQ(moe_report_write_trace(r, &err), MOE_OK);
+}
+
 static void test_trace(fixture_t *fx)
 {
     moe_report_t *r = &fx->rep;
@@ -711,6 +834,9 @@ static void test_trace(fixture_t *fx)
     /* unbounded: every span, every memory sample, one tokens counter per (step, layer) */
     CHECK_INT_EQ(timeline, r->num_events + mem + REC_STEPS * r->num_layers);
     check_trace_lanes(doc, r);
+    size_t bad = 0;
+    CHECK_INT_EQ(check_trace_nesting(doc, &bad), r->num_events);
+    CHECK_INT_EQ(bad, 0);
     CHECK_NEAR(dropped, (double)r->events_dropped, 0);
     moe_json_free(doc);
 
@@ -1243,6 +1369,7 @@ int main(int argc, char **argv)
         test_files_exist(fx);
         test_summary_json(fx);
         test_trace(fx);
+        test_trace_nesting(fx);
         test_csv(fx);
         test_html(fx);
         test_summary_txt(fx);
