@@ -23,6 +23,7 @@
 
 #include "gather/balance.h"
 #include "compare/json_read.h"
+#include "record/prof_int.h"
 #include "test_util.h"
 
 #define HOT_LAYER 0
@@ -924,20 +925,20 @@ static void test_summary_txt(const fixture_t *fx)
     CHECK_STR_CONTAINS(t, "  chunks           2 (runtime.chunks; one chunk's exchange overlaps "
                           "another's expert compute)\n");
     CHECK_STR_CONTAINS(t, "Exchange hidden behind expert compute, by rank (ms per recorded step)");
-    CHECK_STR_CONTAINS(t, "  rank  host    device       steps  exchange ms    hidden ms  "
+    CHECK_STR_CONTAINS(t, "  rank  host    device       steps  in flight ms    hidden ms  "
                           "hidden %\n");
-    CHECK_STR_CONTAINS(t, "     0  node-a  NVIDIA H200     10        8.000        0.000      0.0%\n");
-    CHECK_STR_CONTAINS(t, "     1  node-a  NVIDIA H200     10        8.000        2.000     25.0%\n");
+    CHECK_STR_CONTAINS(t, "     0  node-a  NVIDIA H200     10         8.000        0.000      0.0%\n");
+    CHECK_STR_CONTAINS(t, "     1  node-a  NVIDIA H200     10         8.000        2.000     25.0%\n");
     if (fx->rep.partial) {
         CHECK_STR_CONTAINS(t, "     2  node-b  records missing\n");
-        CHECK_STR_CONTAINS(t, "  all ranks present: 12.5% of exchange time hidden behind expert "
-                              "compute (hidden / exchange summed over the ranks)\n");
+        CHECK_STR_CONTAINS(t, "  all ranks present: 12.5% of exchange time in flight hidden behind "
+                              "expert compute (hidden / in flight summed over the ranks)\n");
         CHECK_STR_CONTAINS(t, "  * Overlap: 12.5% of exchange time was hidden behind expert "
                               "compute (runtime.chunks 2; summed over the ranks present).\n");
     } else {
-        CHECK_STR_CONTAINS(t, "     2  node-b  NVIDIA H200     10        8.000        3.000     37.5%\n");
-        CHECK_STR_CONTAINS(t, "  all ranks present: 20.8% of exchange time hidden behind expert "
-                              "compute (hidden / exchange summed over the ranks)\n");
+        CHECK_STR_CONTAINS(t, "     2  node-b  NVIDIA H200     10         8.000        3.000     37.5%\n");
+        CHECK_STR_CONTAINS(t, "  all ranks present: 20.8% of exchange time in flight hidden behind "
+                              "expert compute (hidden / in flight summed over the ranks)\n");
         CHECK_STR_CONTAINS(t, "  * Overlap: 20.8% of exchange time was hidden behind expert "
                               "compute (runtime.chunks 2; summed over the ranks present).\n");
     }
@@ -1036,22 +1037,364 @@ static void test_write_errors(fixture_t *fx)
     memcpy(fx->rep.run_dir, saved, sizeof(saved));
 }
 
-static void test_headline(const fixture_t *fx)
+static char *headline_of(const moe_report_t *r)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     CHECK(f != NULL);
     if (f == NULL) {
-        return;
+        return NULL;
     }
-    moe_report_print_headline(&fx->rep, f);
+    moe_report_print_headline(r, f);
     fclose(f);
-    CHECK_STR_CONTAINS(buf, "11900 tokens/s");
+    return buf;
+}
+
+/* The headline: ranks that recorded (not the world), plurals, no second tokens/s line (the
+ * run's summary prints it), the hottest expert by demand with its kept and dropped. */
+static void test_headline(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    char *buf = headline_of(r);
+    CHECK(buf != NULL && strstr(buf, "tokens/s") == NULL);
     CHECK_STR_CONTAINS(buf, fx->rep.run_dir);
-    CHECK_STR_CONTAINS(buf, "hottest expert: layer 0 expert 3");
-    CHECK(count_lines(buf) >= 3 && count_lines(buf) <= 5);
+    CHECK_STR_CONTAINS(buf, "moed: profile: 10 steps recorded on 3 of 3 ranks\n");
+    /* by hand: layer 0 demand = kept + 40 for expert 3; mean over 8 experts */
+    double sum = 0.0;
+    for (int e = 0; e < r->num_experts; e++) {
+        sum += (double)(fx_tokens(0, e, r->num_experts) * REC_STEPS) + (e == HOT_EXPERT ? 40 : 0);
+    }
+    uint64_t kept = (uint64_t)fx_tokens(0, HOT_EXPERT, r->num_experts) * REC_STEPS;
+    char want[160];
+    snprintf(want, sizeof(want),
+             "hottest expert: layer 0 expert 3, demand %.2fx its layer's mean (kept %" PRIu64
+             ", dropped 40)",
+             (double)(kept + 40) / (sum / r->num_experts), kept);
+    CHECK_STR_CONTAINS(buf, want);
+    double all = sum; /* every layer's demand: layer 1 drops nothing */
+    for (int e = 0; e < r->num_experts; e++) {
+        all += (double)(fx_tokens(1, e, r->num_experts) * REC_STEPS);
+    }
+    snprintf(want, sizeof(want),
+             "  dropped: %.1f%% of %.0f expert choices (capacity limit); most: layer 0 expert 3 "
+             "(40 of %" PRIu64 ")\n",
+             100.0 * 40.0 / all, all, kept + 40);
+    CHECK_STR_CONTAINS(buf, want);
     free(buf);
+    /* rank 1 not profiled, 1 recorded step: "1 step recorded on 2 of 3 ranks" */
+    r->ranks[1].present = false;
+    r->ranks[1].profiled = false;
+    int64_t saved = r->recorded_steps;
+    r->recorded_steps = 1;
+    buf = headline_of(r);
+    CHECK_STR_CONTAINS(buf, "moed: profile: 1 step recorded on 2 of 3 ranks\n");
+    free(buf);
+    r->ranks[1].present = r->ranks[1].profiled = true;
+    r->recorded_steps = saved;
+}
+
+/* Drops: an expert whose overflow was dropped is the hottest by demand though others kept
+ * more; the findings name the drop share and the experts that dropped most, most first. */
+static void test_drops(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    moe_rep_layer_t *y = &r->layers[1];
+    uint64_t saved_d = y->demand[6], saved_x = y->dropped[6];
+    y->dropped[6] = 20000;
+    y->demand[6] = y->kept[6] + 20000;
+    moe_report_findings_t f;
+    moe_report_find(r, &f);
+    CHECK(f.hot_by_demand);
+    CHECK_INT_EQ(f.hot_layer, 1);
+    CHECK_INT_EQ(f.hot_expert, 6);
+    CHECK_INT_EQ(f.hot_kept, y->kept[6]);
+    CHECK_INT_EQ(f.hot_dropped, 20000);
+    CHECK_INT_EQ(f.dropped_total, 20040);
+    CHECK_INT_EQ(f.num_drops, 2);
+    CHECK(f.drop_layer[0] == 1 && f.drop_expert[0] == 6 && f.drop_count[0] == 20000);
+    CHECK(f.drop_layer[1] == 0 && f.drop_expert[1] == 3 && f.drop_count[1] == 40);
+    double share = 20040.0 / (double)f.demand_total;
+    moe_error_t err;
+    CHECK_INT_EQ(moe_report_write_summary(r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_html(r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_json(r, &err), MOE_OK);
+    char want[256];
+    char *t = slurp(r->run_dir, "summary.txt", NULL);
+    snprintf(want, sizeof(want), "  * Hottest expert: layer 1 expert 6 (rank 2): demand %" PRIu64
+             " choices, %.2fx the mean of its layer; kept %" PRIu64 ", dropped 20000.\n",
+             y->demand[6], f.hot_share, y->kept[6]);
+    CHECK_STR_CONTAINS(t, want);
+    snprintf(want, sizeof(want), "  * Drops: %.1f%% of expert choices were dropped by the capacity "
+             "limit (20040 of %" PRIu64 "); most: layer 1 expert 6 (20000 of %" PRIu64 "), layer 0 "
+             "expert 3 (40 of %" PRIu64 ").\n", 100.0 * share, f.demand_total, y->demand[6],
+             r->layers[0].demand[3]);
+    CHECK_STR_CONTAINS(t, want);
+    free(t);
+    t = slurp(r->run_dir, "report.html", NULL);
+    CHECK_STR_CONTAINS(t, "<li><b>Drops:</b>");
+    CHECK_STR_CONTAINS(t, "most: layer 1 expert 6 (20000 of");
+    for (size_t i = 0; i < 3; i++) {
+        static const char *const maps[3] = {"<svg id=\"chart-load\"", "<svg id=\"chart-demand\"",
+                                            "<svg id=\"chart-dropped\""};
+        CHECK_INT_EQ(count_substr(t, maps[i]), 1);
+    }
+    free(t);
+    char path[MOE_PATH_MAX + 32];
+    moe_json_t *doc = NULL;
+    snprintf(path, sizeof(path), "%s/summary.json", r->run_dir);
+    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.hot_expert"), -1), 6, 0);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.hot_dropped"), -1), 20000, 0);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.drop_share"), -1), share, 1e-9);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.top_drops.0.dropped"), -1), 20000, 0);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "findings.top_drops.1.expert"), -1), 3, 0);
+    CHECK_INT_EQ(moe_json_count(moe_json_path(doc, "findings.top_drops")), 2);
+    moe_json_free(doc);
+    y->demand[6] = saved_d;
+    y->dropped[6] = saved_x;
+    CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
+}
+
+/* The x extent of the element whose hover title starts with `title` inside chart `id`: the
+ * rect or text drawn for it (before the title for heatmap cells, after it for latency
+ * bars). False when the title is not in that chart. */
+static bool chart_item_x(const char *html, const char *id, const char *title, double *x0,
+                         double *x1)
+{
+    char open[64];
+    snprintf(open, sizeof(open), "<svg id=\"%s\"", id);
+    const char *svg = strstr(html, open), *end = svg != NULL ? strstr(svg, "</svg>") : NULL;
+    const char *t = svg != NULL ? strstr(svg, title) : NULL;
+    if (t == NULL || t > end) {
+        return false;
+    }
+    const char *tag = t;
+    while (tag > svg && strncmp(tag, "<rect", 5) != 0) { /* the cell this title is in */
+        tag--;
+    }
+    if (t - svg >= 3 && strncmp(t - 3, "<g>", 3) == 0) { /* a latency bar: after its title */
+        tag = strstr(t, "</title>") + 8;
+    }
+    const char *xs = strstr(tag, " x=\""), *ws = strstr(tag, " width=\"");
+    if (xs == NULL) {
+        return false;
+    }
+    *x0 = strtod(xs + 4, NULL);
+    *x1 = *x0 + (ws != NULL && ws < strchr(tag + 1, '>') ? strtod(ws + 8, NULL) : 0.0);
+    return true;
+}
+
+/* 256 and 1024 experts: every expert of every chart lies inside the drawing width (1200 px:
+ * the charts wrap experts into rows), so each can be seen and hovered. */
+static void test_html_wide(const char *root)
+{
+    static const int widths[2] = {256, 1024};
+    for (int w = 0; w < 2; w++) {
+        shape_t s = {3, 2, widths[w], false, 1000.0};
+        fixture_t *fx = fx_make(&s);
+        char name[32];
+        snprintf(name, sizeof(name), "wide%d", widths[w]);
+        CHECK(fx != NULL);
+        if (fx == NULL || !write_into(fx, root, name)) {
+            fx_free(fx);
+            continue;
+        }
+        char *h = slurp(fx->rep.run_dir, "report.html", NULL);
+        static const char *const charts[4] = {"chart-load", "chart-demand", "chart-dropped",
+                                              "chart-latency"};
+        int inside = 0, found = 0;
+        for (int c = 0; h != NULL && c < 4; c++) {
+            for (int l = 0; l < s.layers; l++) {
+                for (int e = 0; e < s.experts; e++) {
+                    char title[64];
+                    double x0 = -1, x1 = -1;
+                    snprintf(title, sizeof(title), "<title>layer %d expert %d (", l, e);
+                    bool ok = chart_item_x(h, charts[c], title, &x0, &x1);
+                    found += ok;
+                    inside += ok && x0 >= 0.0 && x1 <= 1200.0;
+                }
+            }
+        }
+        CHECK_INT_EQ(found, 4 * s.layers * s.experts);
+        CHECK_INT_EQ(inside, 4 * s.layers * s.experts);
+        free(h);
+        remove_report(fx->rep.run_dir, fx->rep.world_size);
+        fx_free(fx);
+    }
+}
+
+/* Memory lines of equal series are each drawn in their own dashes (no line hides
+ * another) and the legend says which coincide; the step bars end at summary.txt's step ms. */
+static void test_html_lines(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    moe_error_t err;
+    for (int i = 0; i < r->ranks[2].num_mem; i++) { /* rank 2's series = rank 1's */
+        r->ranks[2].mem[i] = r->ranks[1].mem[i];
+    }
+    CHECK_INT_EQ(moe_report_write_html(r, &err), MOE_OK);
+    char *h = slurp(r->run_dir, "report.html", NULL);
+    CHECK_STR_CONTAINS(h, "equal lines, drawn in alternating dashes: ranks 1, 2</text>");
+    CHECK_INT_EQ(count_substr(h, "stroke-dasharray=\"6 6\" stroke-dashoffset=\"0\" points="), 1);
+    CHECK_INT_EQ(count_substr(h, "stroke-dasharray=\"6 6\" stroke-dashoffset=\"6\" points="), 1);
+    for (int k = 0; k < r->world_size; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), ">%.3f ms</text>",
+                 r->ranks[k].phase[MOE_PHASE_STEP].sum / (double)r->ranks[k].steps / 1e6);
+        CHECK_STR_CONTAINS(h, want);
+    }
+    free(h);
+    fx_rank(r, &fx->cfg, 2, false); /* rank 2's own series again */
+    CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
+}
+
+/* Every step a warm-up step: the report says so instead of "records missing". */
+static void test_all_warmup(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    moe_error_t err;
+    int64_t steps[8];
+    for (int k = 0; k < r->world_size; k++) {
+        steps[k] = r->ranks[k].steps;
+        r->ranks[k].steps = 0;
+    }
+    r->all_warmup = true;
+    r->recorded_steps = 0;
+    CHECK_INT_EQ(moe_report_write_summary(r, &err), MOE_OK);
+    char *t = slurp(r->run_dir, "summary.txt", NULL);
+    CHECK(t != NULL && strstr(t, "records missing") == NULL);
+    CHECK_STR_CONTAINS(t, "     0  node-a  no step recorded (all steps were warm-up)\n");
+    CHECK_STR_CONTAINS(t, "none recorded: all steps were warm-up (profiler.warmup_steps 5)");
+    free(t);
+    t = headline_of(r);
+    CHECK_STR_CONTAINS(t, "no step recorded: all 20 steps were warm-up (profiler.warmup_steps 5)");
+    free(t);
+    for (int k = 0; k < r->world_size; k++) {
+        r->ranks[k].steps = steps[k];
+    }
+    r->all_warmup = false;
+    r->recorded_steps = REC_STEPS;
+    CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
+}
+
+/* Demand of expert e of layer l in the merge test's routing record; 30 kept at most. */
+static uint64_t mt_demand(int l, int e)
+{
+    return 10 * (uint64_t)(e + 1) + (uint64_t)l;
+}
+
+static uint64_t mt_kept(int l, int e)
+{
+    return mt_demand(l, e) < 30 ? mt_demand(l, e) : 30;
+}
+
+/* Records of ranks 0 (routes, no experts) and 2 (experts 4-7); rank 1 (experts 0-3) is not
+ * profiled. */
+static bool mt_records(moe_prof_record_t *recs)
+{
+    static const int local[3] = {0, 0, 4};
+    for (int k = 0; k < 3; k += 2) {
+        moe_prof_record_t *rec = &recs[k];
+        if (moe_prof_record_alloc(rec, 3, 2, 8, local[k]) != MOE_OK) {
+            return false;
+        }
+        rec->rank = k;
+        rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
+        rec->steps_recorded = 4;
+        for (int i = 0; i < local[k]; i++) {
+            rec->local_ids[i] = 4 + i;
+            for (int l = 0; l < 2; l++) {
+                moe_rec_expert_t *x = &rec->experts[l * local[k] + i];
+                moe_hist_reset(&x->hist);
+                moe_hist_add(&x->hist, 2000000);
+                x->tokens = mt_kept(l, 4 + i);
+                x->calls = 4;
+                x->flops = 1e9;
+            }
+        }
+        for (int i = 0; k == 0 && i < 2 * 8; i++) {
+            rec->demand[i] = mt_demand(i / 8, i % 8);
+            rec->kept[i] = mt_kept(i / 8, i % 8);
+            rec->dropped[i] = rec->demand[i] - rec->kept[i];
+        }
+    }
+    return true;
+}
+
+/* Experts of a rank outside profiled_ranks: their tokens are the router's count, marked as
+ * such in summary.txt and summary.json, their latency unknown ("-", null), not 0. */
+static void test_merge_router(const char *root)
+{
+    fixture_t fx;
+    memset(&fx, 0, sizeof(fx));
+    snprintf(fx.yaml, sizeof(fx.yaml),
+             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+             "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
+             "  experts: auto\nworkload:\n  tokens_per_step: 64\n  steps: 6\nprofiler:\n"
+             "  enabled: true\n  profiled_ranks: [0, 2]\n  warmup_steps: 2\n"
+             "  output_dir: %s/merged\n",
+             root);
+    moe_error_t err;
+    CHECK_INT_EQ(moe_cfg_parse(fx.yaml, strlen(fx.yaml), "m.yaml", 3, &fx.cfg, &err), MOE_OK);
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    moe_prof_record_t recs[3];
+    memset(recs, 0, sizeof(recs));
+    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
+    bool have[3] = {true, false, true};
+    CHECK(m != NULL && mt_records(recs));
+    CHECK_INT_EQ(m != NULL ? moe_merge_window(m, recs, have, 0, &err) : -1, MOE_OK);
+    moe_prof_run_t run = {6, 6, 1.0, fx.yaml, strlen(fx.yaml), false, 1.0};
+    moe_prof_static_t info;
+    memset(&info, 0, sizeof(info));
+    info.transport = "mpi";
+    info.blas = "openblas";
+    info.device = "cpu";
+    info.chunks = 1;
+    moe_report_t *r = m != NULL ? moe_merge_finish(m, &run, &info) : NULL;
+    for (int i = 0; r != NULL && i < 2 * 8; i++) {
+        const moe_rep_expert_t *x = &r->experts[i];
+        CHECK_INT_EQ(x->router_count, x->expert < 4);     /* rank 1's experts */
+        CHECK_INT_EQ(x->tokens, mt_kept(i / 8, i % 8)); /* both: what was kept */
+        CHECK_INT_EQ(x->calls, x->expert < 4 ? 0 : 4);
+    }
+    CHECK(r != NULL && !r->partial);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_summary(r, &err) : -1, MOE_OK);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_json(r, &err) : -1, MOE_OK);
+    char *t = r != NULL ? slurp(r->run_dir, "summary.txt", NULL) : NULL;
+    /* layer 0 expert 0: demand 10, all kept; rank 1's row: unknown calls and latency */
+    CHECK_STR_CONTAINS(t, "      0       0     1  h1            10          10           0        -"
+                          "          -          -          -          -          -         -"
+                          "  (router's count)\n");
+    CHECK_STR_CONTAINS(t, "      0       4     2  h2            50          30          20        4"
+                          "      2.");
+    CHECK_INT_EQ(count_substr(t, "(router's count)\n"), 2 * 4);
+    free(t);
+    char path[MOE_PATH_MAX + 32];
+    moe_json_t *doc = NULL;
+    snprintf(path, sizeof(path), "%s/summary.json", r != NULL ? r->run_dir : "");
+    CHECK_INT_EQ(moe_json_parse_file(path, &doc, &err), MOE_OK);
+    CHECK(moe_json_is(moe_json_path(doc, "experts.1.router_count"), MOE_JSON_BOOL) &&
+          moe_json_path(doc, "experts.1.router_count")->boolean);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "experts.1.tokens"), -1), 20, 0);
+    CHECK(moe_json_is(moe_json_path(doc, "experts.1.latency_ms.p50"), MOE_JSON_NULL));
+    CHECK(moe_json_is(moe_json_path(doc, "experts.1.calls"), MOE_JSON_NULL));
+    CHECK(!moe_json_path(doc, "experts.5.router_count")->boolean);
+    CHECK_NEAR(moe_json_number(moe_json_path(doc, "experts.5.latency_ms.p50"), -1), 2.0, 0.2);
+    moe_json_free(doc);
+    if (r != NULL) {
+        static const char *const files[3] = {"summary.txt", "summary.json", "metrics.csv"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof(path), "%s/%s", r->run_dir, files[i]);
+            unlink(path);
+        }
+        rmdir(r->run_dir);
+    }
+    snprintf(path, sizeof(path), "%s/merged", root);
+    rmdir(path);
+    moe_merge_destroy(m);
+    moe_prof_record_free(&recs[0]);
+    moe_prof_record_free(&recs[2]);
 }
 
 /* Runs compare into a string; returns its code. */
@@ -1375,6 +1718,9 @@ int main(int argc, char **argv)
         test_summary_txt(fx);
         test_find(fx);
         test_headline(fx);
+        test_drops(fx);
+        test_html_lines(fx);
+        test_all_warmup(fx);
         test_write_errors(fx);
         test_escaping(fx);
         test_json_mutations(fx);
@@ -1384,6 +1730,8 @@ int main(int argc, char **argv)
     }
     fx_free(fx);
     test_partial(root);
+    test_html_wide(root);
+    test_merge_router(root);
     rmdir(root);
     return moe_test_finish("test_report");
 }
