@@ -18,6 +18,19 @@ s = json.load(open(sys.argv[1] + "/summary.json"))
 present = [r["rank"] for r in s["ranks"] if r["present"]]
 assert present == [0, 2], present
 assert not s["partial"], "not partial: rank 1 was never asked for"
+# rank 1's experts: the router's count of kept choices (marked), latency unknown (null)
+for e in s["experts"]:
+    kept = s["layers"][e["layer"]]["kept"][e["expert"]]
+    assert e["router_count"] == (e["rank"] == 1), e
+    assert e["tokens"] == kept and kept > 0, (e, kept)
+    if e["rank"] == 1:
+        assert e["latency_ms"]["p50"] is None and e["calls"] is None, e
+    else:
+        assert e["latency_ms"]["p50"] > 0 and e["calls"] > 0, e
+assert any(e["rank"] == 1 for e in s["experts"]), "rank 1 hosts no expert: nothing checked"
+txt = open(sys.argv[1] + "/summary.txt").read()
+n1 = sum(1 for e in s["experts"] if e["rank"] == 1)
+assert txt.count("(router's count)\n") == n1, (txt.count("(router's count)\n"), n1)
 t = json.load(open(sys.argv[1] + "/trace.json"))
 pids = sorted({e["pid"] for e in t["traceEvents"] if e.get("ph") == "X"})
 assert pids == [1, 3], pids  # trace pid = rank + 1 (docs/report-files.md)

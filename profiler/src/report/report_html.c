@@ -1,13 +1,16 @@
 /* report.html: one self-contained page (inline CSS and SVG, no script, nothing fetched)
- * with the run facts, the findings and five charts:
- *   chart-load     expert load per layer (heatmap, tokens)
+ * with the run facts, the findings and the charts:
+ *   chart-demand, chart-load, chart-dropped
+ *                  expert load per layer (heatmaps: demand, kept, dropped)
  *   chart-latency  latency per expert (p50 bars, p90 ticks, p99 dots; ms)
  *   chart-comm     rank-to-rank volume (heatmap, MB)
  *   chart-memory   RSS (and device memory) over time per rank (MiB against s)
- *   chart-steps    step time per rank split into compute / exchange / idle (ms per step)
+ *   chart-steps    step time per rank split into compute / exchange / idle / other (ms
+ *                  per step), labelled with the step time summary.txt prints
  * After the charts: the exchange hidden behind expert compute per rank (table) and the
  * load balance per layer (table). Charts are sized from the data: cells shrink with the
- * number of experts or ranks, axis labels are thinned so they never overlap, and every cell
+ * number of experts or ranks (down to 8 px, then experts wrap into rows: none is drawn past
+ * the width), axis labels are thinned so they never overlap, and every cell
  * or bar has a hover title with its exact figures. All text from the run (hosts, paths) is HTML-escaped. */
 #include "report/report.h"
 
