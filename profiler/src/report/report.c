@@ -63,7 +63,8 @@ static void find_hot(const moe_report_t *r, moe_report_findings_t *f)
     uint64_t best = 0;
     f->hot_by_demand = f->demand_total > 0;
     for (int i = 0; r->experts != NULL && r->layers != NULL && i < r->num_layers * ne; i++) {
-        uint64_t v = f->hot_by_demand ? find_at(r->layers[i / ne].demand, i % ne) : r->experts[i].tokens;
+        uint64_t v = f->hot_by_demand ? find_at(r->layers[i / ne].demand, i % ne)
+                                      : r->experts[i].tokens;
         if (v > best) {
             best = v;
             f->hot_layer = i / ne;

@@ -115,7 +115,9 @@ static void trace_lane_name(int lane, const int32_t *ids, int n, char *buf, size
 {
     if (lane == MOE_LANE_STEPS || lane == MOE_LANE_PHASES || lane == MOE_LANE_EXCHANGE) {
         snprintf(buf, cap, "%s",
-                 lane == MOE_LANE_STEPS ? "steps" : lane == MOE_LANE_PHASES ? "phases" : "exchange");
+                 lane == MOE_LANE_STEPS    ? "steps"
+                 : lane == MOE_LANE_PHASES ? "phases"
+                                           : "exchange");
     } else if (lane >= MOE_LANE_EXPERT0 && lane - MOE_LANE_EXPERT0 < n) {
         snprintf(buf, cap, "expert %d", ids[lane - MOE_LANE_EXPERT0]);
     } else {
