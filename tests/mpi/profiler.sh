@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # profiler.sh CASE: what the merged report says on 3 ranks, checked against the run.
+DOCS=$(cd "$(dirname "$0")/../.." && pwd)/docs/report-files.md
 source "$(dirname "$0")/common.sh"
 command -v python3 > /dev/null || { echo "SKIP: python3 is needed to parse the JSON reports"; exit 77; }
 run_dir() { ls -d "$WORK"/experiments/*/ | sort | tail -1; }
@@ -17,6 +18,19 @@ s = json.load(open(sys.argv[1] + "/summary.json"))
 present = [r["rank"] for r in s["ranks"] if r["present"]]
 assert present == [0, 2], present
 assert not s["partial"], "not partial: rank 1 was never asked for"
+# rank 1's experts: the router's count of kept choices (marked), latency unknown (null)
+for e in s["experts"]:
+    kept = s["layers"][e["layer"]]["kept"][e["expert"]]
+    assert e["router_count"] == (e["rank"] == 1), e
+    assert e["tokens"] == kept and kept > 0, (e, kept)
+    if e["rank"] == 1:
+        assert e["latency_ms"]["p50"] is None and e["calls"] is None, e
+    else:
+        assert e["latency_ms"]["p50"] > 0 and e["calls"] > 0, e
+assert any(e["rank"] == 1 for e in s["experts"]), "rank 1 hosts no expert: nothing checked"
+txt = open(sys.argv[1] + "/summary.txt").read()
+n1 = sum(1 for e in s["experts"] if e["rank"] == 1)
+assert txt.count("(router's count)\n") == n1, (txt.count("(router's count)\n"), n1)
 t = json.load(open(sys.argv[1] + "/trace.json"))
 pids = sorted({e["pid"] for e in t["traceEvents"] if e.get("ph") == "X"})
 assert pids == [1, 3], pids  # trace pid = rank + 1 (docs/report-files.md)
@@ -60,8 +74,9 @@ assert off > 0, "no traffic between ranks"
 print("tokens conserved over", steps, "steps; dropped", dropped_total, "; byte matrix consistent")
 PY
     ;;
-  outputs)  # every file parses, the HTML holds its charts, compare runs on two folders
-    PROF=true small_model > c.yaml
+  outputs)  # every file parses, trace lanes nest, the HTML holds its charts, compare runs
+    PROF=true CHUNKS=4 STEPS=4 small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3/' > c.yaml
     mpirun_moed 3 --config c.yaml --no-progress > run1.log 2>&1 || { cat run1.log; fail "run 1 failed"; }
     sleep 1
     PROF=true ROUTING=symmetric small_model > c2.yaml
@@ -73,7 +88,7 @@ PY
       [[ -s $a/$f ]] || fail "$f missing or empty"
     done
     cmp -s c.yaml "$a/config.yaml" || fail "config.yaml is not the exact config text"
-    python3 - "$a" <<'PY' || fail "outputs"
+    python3 - "$a" "$DOCS" <<'PY' || fail "outputs"
 import json, sys
 d = sys.argv[1]
 s = json.load(open(d + "/summary.json"))
@@ -82,11 +97,45 @@ t = json.load(open(d + "/trace.json"))
 names = {e["args"]["name"] for e in t["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"}
 assert len(names) == 3, names
 assert any(e.get("ph") == "C" for e in t["traceEvents"]), "no counter tracks"
+# runtime.chunks 4: chunks' row exchanges overlap in time; every lane's X events must nest
+# (Perfetto drops the rest). Whole ns: the writer prints us with 3 decimals.
+lanes = {}
+for e in t["traceEvents"]:
+    if e.get("ph") == "X":
+        ts = round(e["ts"] * 1000); lanes.setdefault((e["pid"], e["tid"]), []).append((ts, ts + round(e["dur"] * 1000)))
+bad = 0
+for spans in lanes.values():
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    open_ends = []
+    for b, e in spans:
+        while open_ends and open_ends[-1] <= b:
+            open_ends.pop()
+        if open_ends and e > open_ends[-1]:
+            bad += 1
+        else:
+            open_ends.append(e)
+n = sum(len(v) for v in lanes.values())
+assert s["run"]["chunks"] == 4, s["run"]["chunks"]
+assert bad == 0, "%d of %d spans partly overlap another on their lane" % (bad, n)
+xch = sum(1 for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "exchange")
+assert xch > 0, "no exchange spans"
+# every summary.json key is documented (as `key`) in docs/report-files.md
+doc = open(sys.argv[2]).read()
+def keys(v):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield k
+            yield from keys(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from keys(x)
+missing = sorted({k for k in keys(s) if "`%s`" % k not in doc})
+assert not missing, "summary.json keys not in docs/report-files.md: %s" % missing
 h = open(d + "/report.html").read()
 for c in ("chart-load", "chart-latency", "chart-comm", "chart-memory", "chart-steps"):
     assert 'id="%s"' % c in h, c
 assert "<script src" not in h and "<link" not in h, "report.html must be self-contained"
-print("outputs parse; processes:", sorted(names))
+print("outputs parse; processes:", sorted(names), "; lanes nest:", n, "spans,", xch, "exchanges")
 PY
     "$MOED" compare "$a" "$b" > cmp.log 2>&1 || { cat cmp.log; fail "compare failed"; }
     grep -q "tokens/s" cmp.log || fail "compare shows no tokens/s"

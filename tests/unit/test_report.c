@@ -15,6 +15,7 @@
 #include "report/report.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 
 #include "gather/balance.h"
 #include "compare/json_lookup.h"
+#include "record/prof_int.h"
 #include "report/json_write.h"
 #include "test_util.h"
 
@@ -691,6 +693,128 @@ static void check_trace_lanes(const json_t *doc, const moe_report_t *r)
                        "2 exchange, 3 + local expert index");
 }
 
+/* One complete event, in integer ns (the writer prints whole ns as us with 3 decimals). */
+typedef struct span_ns {
+    int64_t tid, ts, end;
+} span_ns_t;
+
+static int cmp_span_ns(const void *a, const void *b)
+{
+    const span_ns_t *x = a, *y = b;
+    if (x->tid != y->tid) {
+        return x->tid < y->tid ? -1 : 1;
+    }
+    if (x->ts != y->ts) {
+        return x->ts < y->ts ? -1 : 1;
+    }
+    return (x->end < y->end) - (x->end > y->end); /* the longer first */
+}
+
+/* Spans of every lane (pid, tid; tids are unique across pids) nest: walking one lane in
+ * start order, each span either starts after the open ones ended or ends inside the
+ * innermost open one. Returns the spans checked; *bad counts the ones that partly overlap. */
+static size_t check_trace_nesting(const json_t *doc, size_t *bad)
+{
+    const json_t *ev = json_object_get(doc, "traceEvents");
+    size_t n = 0, cap = moe_json_count(ev);
+    span_ns_t *v = malloc(sizeof(*v) * (cap > 0 ? cap : 1));
+    int64_t *open = malloc(sizeof(int64_t) * (cap > 0 ? cap : 1));
+    *bad = 0;
+    CHECK(v != NULL && open != NULL);
+    for (size_t i = 0; v != NULL && open != NULL && i < cap; i++) {
+        const json_t *e = json_array_get(ev, i);
+        if (strcmp(moe_json_str(json_object_get(e, "ph"), ""), "X") == 0) {
+            int64_t ts = llround(moe_json_num(json_object_get(e, "ts"), 0) * 1000.0);
+            int64_t dur = llround(moe_json_num(json_object_get(e, "dur"), 0) * 1000.0);
+            v[n++] = (span_ns_t){(int64_t)moe_json_num(json_object_get(e, "tid"), -1), ts, ts + dur};
+        }
+    }
+    if (v != NULL) {
+        qsort(v, n, sizeof(*v), cmp_span_ns);
+    }
+    size_t depth = 0;
+    for (size_t i = 0; open != NULL && i < n; i++) {
+        if (i > 0 && v[i].tid != v[i - 1].tid) {
+            depth = 0;
+        }
+        while (depth > 0 && open[depth - 1] <= v[i].ts) {
+            depth--;
+        }
+        if (depth > 0 && v[i].end > open[depth - 1]) {
+            (*bad)++;
+            continue;
+        }
+        open[depth++] = v[i].end;
+    }
+    free(v);
+    free(open);
+    return n;
+}
+
+/* runtime.chunks > 1: row exchanges of several chunks overlap in time on one rank. Every
+ * lane of trace.json must still nest (Perfetto drops events that do not), and no span is
+ * lost on the way: those that overlap go to extra lanes named after their lane. */
+static void test_trace_nesting(fixture_t *fx)
+{
+    /* rank 1, exchange lane: [ts, dur] in ns; d0/d1 and c0/c1 overlap partly, c2 inside c1,
+     * the step holds them all; rank 2 has the same on its lane, disjoint from rank 1's tid */
+    static const int64_t spans[][3] = {
+        {0, 1000, 0}, {100, 400, 0}, {300, 500, 1}, {600, 300, 1}, {650, 100, 1}, {850, 120, 0},
+    };
+    moe_report_t *r = &fx->rep;
+    moe_rep_event_t *saved = r->events;
+    int64_t saved_n = r->num_events, saved_dropped = r->events_dropped;
+    moe_rep_event_t ev[2 * 6];
+    int n = 0;
+    for (int k = 1; k <= 2; k++) {
+        for (size_t i = 0; i < sizeof(spans) / sizeof(spans[0]); i++) {
+            bool step = i == 0;
+            ev[n++] = (moe_rep_event_t){spans[i][0] + 7, spans[i][1], k,
+                                        step ? MOE_TEV_STEP : MOE_TEV_EXCHANGE, 0,
+                                        step ? 0 : (int)spans[i][2],
+                                        step ? MOE_LANE_STEPS : MOE_LANE_EXCHANGE, 5, (int64_t)i};
+        }
+    }
+    r->events = ev;
+    r->num_events = n;
+    r->events_dropped = 0;
+    moe_error_t err;
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    snprintf(path, sizeof(path), "%s/trace.json", r->run_dir);
+    CHECK_INT_EQ(moe_report_write_trace(r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    size_t bad = 0;
+    CHECK_INT_EQ(check_trace_nesting(doc, &bad), n); /* every span written */
+    CHECK_INT_EQ(bad, 0);
+    /* greedy by start: d [100,500) on lane 2; [300,800) overlaps it: extra #2; [600,900)
+     * fits lane 2 again, [650,750) inside it; [850,970) overlaps [600,900): lane #2, which
+     * ended at 800. So one extra lane per rank. */
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "otherData.extra_lanes"), -1), 2, 0);
+    const json_t *all = json_object_get(doc, "traceEvents");
+    int named = 0, placed = 0;
+    for (size_t i = 0; i < moe_json_count(all); i++) {
+        const json_t *e = json_array_get(all, i);
+        double pid = moe_json_num(json_object_get(e, "pid"), -1);
+        double tid = moe_json_num(json_object_get(e, "tid"), -1);
+        if (strcmp(moe_json_str(json_object_get(e, "name"), ""), "thread_name") == 0 &&
+            strcmp(moe_json_str(moe_json_path(e, "args.name"), ""), "exchange #2") == 0) {
+            named += tid == pid * 10000 + 5000;
+        }
+        if (strcmp(moe_json_str(json_object_get(e, "ph"), ""), "X") == 0 && tid == pid * 10000 + 5000) {
+            double which = moe_json_num(moe_json_path(e, "args.chunk"), -1); /* = index */
+            placed += which == 2 || which == 5;
+        }
+    }
+    CHECK_INT_EQ(named, 2);
+    CHECK_INT_EQ(placed, 4);
+    json_decref(doc);
+    r->events = saved;
+    r->num_events = saved_n;
+    r->events_dropped = saved_dropped;
+    CHECK_INT_EQ(moe_report_write_trace(r, &err), MOE_OK);
+}
+
 static void test_trace(fixture_t *fx)
 {
     moe_report_t *r = &fx->rep;
@@ -712,6 +836,9 @@ static void test_trace(fixture_t *fx)
     /* unbounded: every span, every memory sample, one tokens counter per (step, layer) */
     CHECK_INT_EQ(timeline, r->num_events + mem + REC_STEPS * r->num_layers);
     check_trace_lanes(doc, r);
+    size_t bad = 0;
+    CHECK_INT_EQ(check_trace_nesting(doc, &bad), r->num_events);
+    CHECK_INT_EQ(bad, 0);
     CHECK_NEAR(dropped, (double)r->events_dropped, 0);
     json_decref(doc);
 
@@ -799,20 +926,20 @@ static void test_summary_txt(const fixture_t *fx)
     CHECK_STR_CONTAINS(t, "  chunks           2 (runtime.chunks; one chunk's exchange overlaps "
                           "another's expert compute)\n");
     CHECK_STR_CONTAINS(t, "Exchange hidden behind expert compute, by rank (ms per recorded step)");
-    CHECK_STR_CONTAINS(t, "  rank  host    device       steps  exchange ms    hidden ms  "
+    CHECK_STR_CONTAINS(t, "  rank  host    device       steps  in flight ms    hidden ms  "
                           "hidden %\n");
-    CHECK_STR_CONTAINS(t, "     0  node-a  NVIDIA H200     10        8.000        0.000      0.0%\n");
-    CHECK_STR_CONTAINS(t, "     1  node-a  NVIDIA H200     10        8.000        2.000     25.0%\n");
+    CHECK_STR_CONTAINS(t, "     0  node-a  NVIDIA H200     10         8.000        0.000      0.0%\n");
+    CHECK_STR_CONTAINS(t, "     1  node-a  NVIDIA H200     10         8.000        2.000     25.0%\n");
     if (fx->rep.partial) {
         CHECK_STR_CONTAINS(t, "     2  node-b  records missing\n");
-        CHECK_STR_CONTAINS(t, "  all ranks present: 12.5% of exchange time hidden behind expert "
-                              "compute (hidden / exchange summed over the ranks)\n");
+        CHECK_STR_CONTAINS(t, "  all ranks present: 12.5% of exchange time in flight hidden behind "
+                              "expert compute (hidden / in flight summed over the ranks)\n");
         CHECK_STR_CONTAINS(t, "  * Overlap: 12.5% of exchange time was hidden behind expert "
                               "compute (runtime.chunks 2; summed over the ranks present).\n");
     } else {
-        CHECK_STR_CONTAINS(t, "     2  node-b  NVIDIA H200     10        8.000        3.000     37.5%\n");
-        CHECK_STR_CONTAINS(t, "  all ranks present: 20.8% of exchange time hidden behind expert "
-                              "compute (hidden / exchange summed over the ranks)\n");
+        CHECK_STR_CONTAINS(t, "     2  node-b  NVIDIA H200     10         8.000        3.000     37.5%\n");
+        CHECK_STR_CONTAINS(t, "  all ranks present: 20.8% of exchange time in flight hidden behind "
+                              "expert compute (hidden / in flight summed over the ranks)\n");
         CHECK_STR_CONTAINS(t, "  * Overlap: 20.8% of exchange time was hidden behind expert "
                               "compute (runtime.chunks 2; summed over the ranks present).\n");
     }
@@ -911,22 +1038,363 @@ static void test_write_errors(fixture_t *fx)
     memcpy(fx->rep.run_dir, saved, sizeof(saved));
 }
 
-static void test_headline(const fixture_t *fx)
+static char *headline_of(const moe_report_t *r)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     CHECK(f != NULL);
     if (f == NULL) {
-        return;
+        return NULL;
     }
-    moe_report_print_headline(&fx->rep, f);
+    moe_report_print_headline(r, f);
     fclose(f);
-    CHECK_STR_CONTAINS(buf, "11900 tokens/s");
+    return buf;
+}
+
+/* The headline: ranks that recorded (not the world), plurals, no second tokens/s line (the
+ * run's summary prints it), the hottest expert by demand with its kept and dropped. */
+static void test_headline(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    char *buf = headline_of(r);
+    CHECK(buf != NULL && strstr(buf, "tokens/s") == NULL);
     CHECK_STR_CONTAINS(buf, fx->rep.run_dir);
-    CHECK_STR_CONTAINS(buf, "hottest expert: layer 0 expert 3");
-    CHECK(count_lines(buf) >= 3 && count_lines(buf) <= 5);
+    CHECK_STR_CONTAINS(buf, "moed: profile: 10 steps recorded on 3 of 3 ranks\n");
+    /* by hand: layer 0 demand = kept + 40 for expert 3; mean over 8 experts */
+    double sum = 0.0;
+    for (int e = 0; e < r->num_experts; e++) {
+        sum += (double)(fx_tokens(0, e, r->num_experts) * REC_STEPS) + (e == HOT_EXPERT ? 40 : 0);
+    }
+    uint64_t kept = (uint64_t)fx_tokens(0, HOT_EXPERT, r->num_experts) * REC_STEPS;
+    char want[160];
+    snprintf(want, sizeof(want),
+             "hottest expert: layer 0 expert 3, demand %.2fx its layer's mean (kept %" PRIu64
+             ", dropped 40)",
+             (double)(kept + 40) / (sum / r->num_experts), kept);
+    CHECK_STR_CONTAINS(buf, want);
+    double all = sum; /* every layer's demand: layer 1 drops nothing */
+    for (int e = 0; e < r->num_experts; e++) {
+        all += (double)(fx_tokens(1, e, r->num_experts) * REC_STEPS);
+    }
+    snprintf(want, sizeof(want),
+             "  dropped: %.1f%% of %.0f expert choices (capacity limit); most: layer 0 expert 3 "
+             "(40 of %" PRIu64 ")\n",
+             100.0 * 40.0 / all, all, kept + 40);
+    CHECK_STR_CONTAINS(buf, want);
     free(buf);
+    /* rank 1 not profiled, 1 recorded step: "1 step recorded on 2 of 3 ranks" */
+    r->ranks[1].present = false;
+    r->ranks[1].profiled = false;
+    int64_t saved = r->recorded_steps;
+    r->recorded_steps = 1;
+    buf = headline_of(r);
+    CHECK_STR_CONTAINS(buf, "moed: profile: 1 step recorded on 2 of 3 ranks\n");
+    free(buf);
+    r->ranks[1].present = r->ranks[1].profiled = true;
+    r->recorded_steps = saved;
+}
+
+/* Drops: an expert whose overflow was dropped is the hottest by demand though others kept
+ * more; the findings name the drop share and the experts that dropped most, most first. */
+static void test_drops(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    moe_rep_layer_t *y = &r->layers[1];
+    uint64_t saved_d = y->demand[6], saved_x = y->dropped[6];
+    y->dropped[6] = 20000;
+    y->demand[6] = y->kept[6] + 20000;
+    moe_report_findings_t f;
+    moe_report_find(r, &f);
+    CHECK(f.hot_by_demand);
+    CHECK_INT_EQ(f.hot_layer, 1);
+    CHECK_INT_EQ(f.hot_expert, 6);
+    CHECK_INT_EQ(f.hot_kept, y->kept[6]);
+    CHECK_INT_EQ(f.hot_dropped, 20000);
+    CHECK_INT_EQ(f.dropped_total, 20040);
+    CHECK_INT_EQ(f.num_drops, 2);
+    CHECK(f.drop_layer[0] == 1 && f.drop_expert[0] == 6 && f.drop_count[0] == 20000);
+    CHECK(f.drop_layer[1] == 0 && f.drop_expert[1] == 3 && f.drop_count[1] == 40);
+    double share = 20040.0 / (double)f.demand_total;
+    moe_error_t err;
+    CHECK_INT_EQ(moe_report_write_summary(r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_html(r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_json(r, &err), MOE_OK);
+    char want[256];
+    char *t = slurp(r->run_dir, "summary.txt", NULL);
+    snprintf(want, sizeof(want), "  * Hottest expert: layer 1 expert 6 (rank 2): demand %" PRIu64
+             " choices, %.2fx the mean of its layer; kept %" PRIu64 ", dropped 20000.\n",
+             y->demand[6], f.hot_share, y->kept[6]);
+    CHECK_STR_CONTAINS(t, want);
+    snprintf(want, sizeof(want), "  * Drops: %.1f%% of expert choices were dropped by the capacity "
+             "limit (20040 of %" PRIu64 "); most: layer 1 expert 6 (20000 of %" PRIu64 "), layer 0 "
+             "expert 3 (40 of %" PRIu64 ").\n", 100.0 * share, f.demand_total, y->demand[6],
+             r->layers[0].demand[3]);
+    CHECK_STR_CONTAINS(t, want);
+    free(t);
+    t = slurp(r->run_dir, "report.html", NULL);
+    CHECK_STR_CONTAINS(t, "<li><b>Drops:</b>");
+    CHECK_STR_CONTAINS(t, "most: layer 1 expert 6 (20000 of");
+    for (size_t i = 0; i < 3; i++) {
+        static const char *const maps[3] = {"<svg id=\"chart-load\"", "<svg id=\"chart-demand\"",
+                                            "<svg id=\"chart-dropped\""};
+        CHECK_INT_EQ(count_substr(t, maps[i]), 1);
+    }
+    free(t);
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    snprintf(path, sizeof(path), "%s/summary.json", r->run_dir);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "findings.hot_expert"), -1), 6, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "findings.hot_dropped"), -1), 20000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "findings.drop_share"), -1), share, 1e-9);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "findings.top_drops.0.dropped"), -1), 20000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "findings.top_drops.1.expert"), -1), 3, 0);
+    CHECK_INT_EQ(moe_json_count(moe_json_path(doc, "findings.top_drops")), 2);
+    json_decref(doc);
+    y->demand[6] = saved_d;
+    y->dropped[6] = saved_x;
+    CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
+}
+
+/* The x extent of the element whose hover title starts with `title` inside chart `id`: the
+ * rect or text drawn for it (before the title for heatmap cells, after it for latency
+ * bars). False when the title is not in that chart. */
+static bool chart_item_x(const char *html, const char *id, const char *title, double *x0,
+                         double *x1)
+{
+    char open[64];
+    snprintf(open, sizeof(open), "<svg id=\"%s\"", id);
+    const char *svg = strstr(html, open), *end = svg != NULL ? strstr(svg, "</svg>") : NULL;
+    const char *t = svg != NULL ? strstr(svg, title) : NULL;
+    if (t == NULL || t > end) {
+        return false;
+    }
+    const char *tag = t;
+    while (tag > svg && strncmp(tag, "<rect", 5) != 0) { /* the cell this title is in */
+        tag--;
+    }
+    if (t - svg >= 3 && strncmp(t - 3, "<g>", 3) == 0) { /* a latency bar: after its title */
+        tag = strstr(t, "</title>") + 8;
+    }
+    const char *xs = strstr(tag, " x=\""), *ws = strstr(tag, " width=\"");
+    if (xs == NULL) {
+        return false;
+    }
+    *x0 = strtod(xs + 4, NULL);
+    *x1 = *x0 + (ws != NULL && ws < strchr(tag + 1, '>') ? strtod(ws + 8, NULL) : 0.0);
+    return true;
+}
+
+/* 256 and 1024 experts: every expert of every chart lies inside the drawing width (1200 px:
+ * the charts wrap experts into rows), so each can be seen and hovered. */
+static void test_html_wide(const char *root)
+{
+    static const int widths[2] = {256, 1024};
+    for (int w = 0; w < 2; w++) {
+        shape_t s = {3, 2, widths[w], false, 1000.0};
+        fixture_t *fx = fx_make(&s);
+        char name[32];
+        snprintf(name, sizeof(name), "wide%d", widths[w]);
+        CHECK(fx != NULL);
+        if (fx == NULL || !write_into(fx, root, name)) {
+            fx_free(fx);
+            continue;
+        }
+        char *h = slurp(fx->rep.run_dir, "report.html", NULL);
+        static const char *const charts[4] = {"chart-load", "chart-demand", "chart-dropped",
+                                              "chart-latency"};
+        int inside = 0, found = 0;
+        for (int c = 0; h != NULL && c < 4; c++) {
+            for (int l = 0; l < s.layers; l++) {
+                for (int e = 0; e < s.experts; e++) {
+                    char title[64];
+                    double x0 = -1, x1 = -1;
+                    snprintf(title, sizeof(title), "<title>layer %d expert %d (", l, e);
+                    bool ok = chart_item_x(h, charts[c], title, &x0, &x1);
+                    found += ok;
+                    inside += ok && x0 >= 0.0 && x1 <= 1200.0;
+                }
+            }
+        }
+        CHECK_INT_EQ(found, 4 * s.layers * s.experts);
+        CHECK_INT_EQ(inside, 4 * s.layers * s.experts);
+        free(h);
+        remove_report(fx->rep.run_dir, fx->rep.world_size);
+        fx_free(fx);
+    }
+}
+
+/* Memory lines of equal series are each drawn in their own dashes (no line hides
+ * another) and the legend says which coincide; the step bars end at summary.txt's step ms. */
+static void test_html_lines(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    moe_error_t err;
+    for (int i = 0; i < r->ranks[2].num_mem; i++) { /* rank 2's series = rank 1's */
+        r->ranks[2].mem[i] = r->ranks[1].mem[i];
+    }
+    CHECK_INT_EQ(moe_report_write_html(r, &err), MOE_OK);
+    char *h = slurp(r->run_dir, "report.html", NULL);
+    CHECK_STR_CONTAINS(h, "equal lines, drawn in alternating dashes: ranks 1, 2</text>");
+    CHECK_INT_EQ(count_substr(h, "stroke-dasharray=\"6 6\" stroke-dashoffset=\"0\" points="), 1);
+    CHECK_INT_EQ(count_substr(h, "stroke-dasharray=\"6 6\" stroke-dashoffset=\"6\" points="), 1);
+    for (int k = 0; k < r->world_size; k++) {
+        char want[64];
+        snprintf(want, sizeof(want), ">%.3f ms</text>",
+                 r->ranks[k].phase[MOE_PHASE_STEP].sum / (double)r->ranks[k].steps / 1e6);
+        CHECK_STR_CONTAINS(h, want);
+    }
+    free(h);
+    fx_rank(r, &fx->cfg, 2, false); /* rank 2's own series again */
+    CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
+}
+
+/* Every step a warm-up step: the report says so instead of "records missing". */
+static void test_all_warmup(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    moe_error_t err;
+    int64_t steps[8];
+    for (int k = 0; k < r->world_size; k++) {
+        steps[k] = r->ranks[k].steps;
+        r->ranks[k].steps = 0;
+    }
+    r->all_warmup = true;
+    r->recorded_steps = 0;
+    CHECK_INT_EQ(moe_report_write_summary(r, &err), MOE_OK);
+    char *t = slurp(r->run_dir, "summary.txt", NULL);
+    CHECK(t != NULL && strstr(t, "records missing") == NULL);
+    CHECK_STR_CONTAINS(t, "     0  node-a  no step recorded (all steps were warm-up)\n");
+    CHECK_STR_CONTAINS(t, "none recorded: all steps were warm-up (profiler.warmup_steps 5)");
+    free(t);
+    t = headline_of(r);
+    CHECK_STR_CONTAINS(t, "no step recorded: all 20 steps were warm-up (profiler.warmup_steps 5)");
+    free(t);
+    for (int k = 0; k < r->world_size; k++) {
+        r->ranks[k].steps = steps[k];
+    }
+    r->all_warmup = false;
+    r->recorded_steps = REC_STEPS;
+    CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
+}
+
+/* Demand of expert e of layer l in the merge test's routing record; 30 kept at most. */
+static uint64_t mt_demand(int l, int e)
+{
+    return 10 * (uint64_t)(e + 1) + (uint64_t)l;
+}
+
+static uint64_t mt_kept(int l, int e)
+{
+    return mt_demand(l, e) < 30 ? mt_demand(l, e) : 30;
+}
+
+/* Records of ranks 0 (routes, no experts) and 2 (experts 4-7); rank 1 (experts 0-3) is not
+ * profiled. */
+static bool mt_records(moe_prof_record_t *recs)
+{
+    static const int local[3] = {0, 0, 4};
+    for (int k = 0; k < 3; k += 2) {
+        moe_prof_record_t *rec = &recs[k];
+        if (moe_prof_record_alloc(rec, 3, 2, 8, local[k]) != MOE_OK) {
+            return false;
+        }
+        rec->rank = k;
+        rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
+        rec->steps_recorded = 4;
+        for (int i = 0; i < local[k]; i++) {
+            rec->local_ids[i] = 4 + i;
+            for (int l = 0; l < 2; l++) {
+                moe_rec_expert_t *x = &rec->experts[l * local[k] + i];
+                moe_hist_reset(&x->hist);
+                moe_hist_add(&x->hist, 2000000);
+                x->tokens = mt_kept(l, 4 + i);
+                x->calls = 4;
+                x->flops = 1e9;
+            }
+        }
+        for (int i = 0; k == 0 && i < 2 * 8; i++) {
+            rec->demand[i] = mt_demand(i / 8, i % 8);
+            rec->kept[i] = mt_kept(i / 8, i % 8);
+            rec->dropped[i] = rec->demand[i] - rec->kept[i];
+        }
+    }
+    return true;
+}
+
+/* Experts of a rank outside profiled_ranks: their tokens are the router's count, marked as
+ * such in summary.txt and summary.json, their latency unknown ("-", null), not 0. */
+static void test_merge_router(const char *root)
+{
+    fixture_t fx;
+    memset(&fx, 0, sizeof(fx));
+    snprintf(fx.yaml, sizeof(fx.yaml),
+             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+             "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
+             "  experts: auto\nworkload:\n  tokens_per_step: 64\n  steps: 6\nprofiler:\n"
+             "  enabled: true\n  profiled_ranks: [0, 2]\n  warmup_steps: 2\n"
+             "  output_dir: %s/merged\n",
+             root);
+    moe_error_t err;
+    CHECK_INT_EQ(moe_cfg_parse(fx.yaml, strlen(fx.yaml), "m.yaml", 3, &fx.cfg, &err), MOE_OK);
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    moe_prof_record_t recs[3];
+    memset(recs, 0, sizeof(recs));
+    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
+    bool have[3] = {true, false, true};
+    CHECK(m != NULL && mt_records(recs));
+    CHECK_INT_EQ(m != NULL ? moe_merge_window(m, recs, have, 0, &err) : -1, MOE_OK);
+    moe_prof_run_t run = {6, 6, 1.0, fx.yaml, strlen(fx.yaml), false, 1.0};
+    moe_prof_static_t info;
+    memset(&info, 0, sizeof(info));
+    info.transport = "mpi";
+    info.blas = "openblas";
+    info.device = "cpu";
+    info.chunks = 1;
+    moe_report_t *r = m != NULL ? moe_merge_finish(m, &run, &info) : NULL;
+    for (int i = 0; r != NULL && i < 2 * 8; i++) {
+        const moe_rep_expert_t *x = &r->experts[i];
+        CHECK_INT_EQ(x->router_count, x->expert < 4);     /* rank 1's experts */
+        CHECK_INT_EQ(x->tokens, mt_kept(i / 8, i % 8)); /* both: what was kept */
+        CHECK_INT_EQ(x->calls, x->expert < 4 ? 0 : 4);
+    }
+    CHECK(r != NULL && !r->partial);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_summary(r, &err) : -1, MOE_OK);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_json(r, &err) : -1, MOE_OK);
+    char *t = r != NULL ? slurp(r->run_dir, "summary.txt", NULL) : NULL;
+    /* layer 0 expert 0: demand 10, all kept; rank 1's row: unknown calls and latency */
+    CHECK_STR_CONTAINS(t, "      0       0     1  h1            10          10           0        -"
+                          "          -          -          -          -          -         -"
+                          "  (router's count)\n");
+    CHECK_STR_CONTAINS(t, "      0       4     2  h2            50          30          20        4"
+                          "      2.");
+    CHECK_INT_EQ(count_substr(t, "(router's count)\n"), 2 * 4);
+    free(t);
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    snprintf(path, sizeof(path), "%s/summary.json", r != NULL ? r->run_dir : "");
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    CHECK(json_is_true(moe_json_path(doc, "experts.1.router_count")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.1.tokens"), -1), 20, 0);
+    CHECK(json_is_null(moe_json_path(doc, "experts.1.latency_ms.p50")));
+    CHECK(json_is_null(moe_json_path(doc, "experts.1.calls")));
+    CHECK(json_is_false(moe_json_path(doc, "experts.5.router_count")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.5.latency_ms.p50"), -1), 2.0, 0.2);
+    json_decref(doc);
+    if (r != NULL) {
+        static const char *const files[3] = {"summary.txt", "summary.json", "metrics.csv"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof(path), "%s/%s", r->run_dir, files[i]);
+            unlink(path);
+        }
+        rmdir(r->run_dir);
+    }
+    snprintf(path, sizeof(path), "%s/merged", root);
+    rmdir(path);
+    moe_merge_destroy(m);
+    moe_prof_record_free(&recs[0]);
+    moe_prof_record_free(&recs[2]);
 }
 
 /* Runs compare into a string; returns its code. */
@@ -1248,11 +1716,15 @@ int main(int argc, char **argv)
         test_files_exist(fx);
         test_summary_json(fx);
         test_trace(fx);
+        test_trace_nesting(fx);
         test_csv(fx);
         test_html(fx);
         test_summary_txt(fx);
         test_find(fx);
         test_headline(fx);
+        test_drops(fx);
+        test_html_lines(fx);
+        test_all_warmup(fx);
         test_write_errors(fx);
         test_escaping(fx);
         test_json_mutations(fx);
@@ -1262,6 +1734,8 @@ int main(int argc, char **argv)
     }
     fx_free(fx);
     test_partial(root);
+    test_html_wide(root);
+    test_merge_router(root);
     rmdir(root);
     return moe_test_finish("test_report");
 }

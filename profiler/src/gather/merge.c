@@ -516,6 +516,24 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
     r->chunks = r->chunks > 0 ? r->chunks : (int)m->cfg->chunks;
 }
 
+/* Experts whose host sent no records (not profiled, or lost) would show 0 tokens; the
+ * routing ranks counted the choices they kept for them, so those stand in, marked. */
+static void fill_router_counts(moe_merge_t *m)
+{
+    moe_report_t *r = &m->rep;
+    bool routed = false;
+    for (int i = 0; i < m->W; i++) {
+        routed = routed || (r->ranks[i].routes && r->ranks[i].present);
+    }
+    for (int i = 0; routed && i < m->L * m->E; i++) {
+        moe_rep_expert_t *x = &r->experts[i];
+        if (x->rank >= 0 && x->rank < m->W && !r->ranks[x->rank].present) {
+            x->tokens = r->layers[i / m->E].kept[i % m->E];
+            x->router_count = true;
+        }
+    }
+}
+
 void moe_merge_note_missing(moe_merge_t *m, int rank, const char *why)
 {
     if (rank >= 0 && rank < m->W) {
@@ -528,6 +546,9 @@ moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
 {
     moe_report_t *r = &m->rep;
     finish_facts(m, run, info);
+    fill_router_counts(m);
+    r->all_warmup = r->recorded_steps == 0 && r->steps_run > 0 &&
+                    r->steps_run <= m->cfg->prof_warmup_steps;
     for (int l = 0; l < m->L; l++) {
         moe_balance_t b;
         moe_balance_compute(r->layers[l].kept, m->E, &b);

@@ -51,13 +51,22 @@ static double find_gflops(const moe_rep_expert_t *e)
     return e->calls > 0 && e->hist.sum > 0.0 && e->flops > 0.0 ? e->flops / e->hist.sum : -1.0;
 }
 
+static uint64_t find_at(const uint64_t *v, int e)
+{
+    return v != NULL ? v[e] : 0;
+}
+
+/* By demand when the routing ranks recorded any, else by tokens computed. */
 static void find_hot(const moe_report_t *r, moe_report_findings_t *f)
 {
     int ne = r->num_experts;
     uint64_t best = 0;
-    for (int i = 0; r->experts != NULL && i < r->num_layers * ne; i++) {
-        if (r->experts[i].tokens > best) {
-            best = r->experts[i].tokens;
+    f->hot_by_demand = f->demand_total > 0;
+    for (int i = 0; r->experts != NULL && r->layers != NULL && i < r->num_layers * ne; i++) {
+        uint64_t v = f->hot_by_demand ? find_at(r->layers[i / ne].demand, i % ne)
+                                      : r->experts[i].tokens;
+        if (v > best) {
+            best = v;
             f->hot_layer = i / ne;
             f->hot_expert = i % ne;
         }
@@ -65,11 +74,54 @@ static void find_hot(const moe_report_t *r, moe_report_findings_t *f)
     if (f->hot_layer < 0) {
         return;
     }
+    const moe_rep_layer_t *y = &r->layers[f->hot_layer];
     double sum = 0.0;
     for (int e = 0; e < ne; e++) {
-        sum += (double)r->experts[f->hot_layer * ne + e].tokens;
+        sum += f->hot_by_demand ? (double)find_at(y->demand, e)
+                                : (double)r->experts[f->hot_layer * ne + e].tokens;
     }
     f->hot_share = (double)best / (sum / ne);
+    f->hot_demand = find_at(y->demand, f->hot_expert);
+    f->hot_kept = f->hot_by_demand ? find_at(y->kept, f->hot_expert) : best;
+    f->hot_dropped = find_at(y->dropped, f->hot_expert);
+}
+
+/* Totals, and the MOE_REPORT_TOP_DROPS experts with the most dropped choices. */
+static void find_drops(const moe_report_t *r, moe_report_findings_t *f)
+{
+    int ne = r->num_experts;
+    for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
+        for (int e = 0; e < ne; e++) {
+            uint64_t d = find_at(r->layers[l].dropped, e);
+            f->demand_total += find_at(r->layers[l].demand, e);
+            f->dropped_total += d;
+            int at = f->num_drops < MOE_REPORT_TOP_DROPS ? f->num_drops : MOE_REPORT_TOP_DROPS - 1;
+            if (d == 0 || (f->num_drops == MOE_REPORT_TOP_DROPS && d <= f->drop_count[at])) {
+                continue;
+            }
+            for (; at > 0 && f->drop_count[at - 1] < d; at--) { /* insert, most first */
+                f->drop_layer[at] = f->drop_layer[at - 1];
+                f->drop_expert[at] = f->drop_expert[at - 1];
+                f->drop_count[at] = f->drop_count[at - 1];
+                f->drop_demand[at] = f->drop_demand[at - 1];
+            }
+            f->drop_layer[at] = l;
+            f->drop_expert[at] = e;
+            f->drop_count[at] = d;
+            f->drop_demand[at] = find_at(r->layers[l].demand, e);
+            f->num_drops += f->num_drops < MOE_REPORT_TOP_DROPS;
+        }
+    }
+    f->drop_share = f->demand_total > 0 ? (double)f->dropped_total / (double)f->demand_total : NAN;
+}
+
+int moe_report_ranks_recorded(const moe_report_t *r)
+{
+    int n = 0;
+    for (int i = 0; r != NULL && r->ranks != NULL && i < r->world_size; i++) {
+        n += r->ranks[i].present && r->ranks[i].steps > 0;
+    }
+    return n;
 }
 
 static int find_cmp_double(const void *a, const void *b)
@@ -175,9 +227,11 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
     f->slow_layer = f->slow_expert = -1;
     f->straggler_rank = -1;
     f->hidden_share = NAN;
+    f->drop_share = NAN;
     if (r == NULL) {
         return;
     }
+    find_drops(r, f); /* first: find_hot needs demand_total */
     find_hot(r, f);
     find_slow(r, f);
     find_straggler(r, f);
@@ -256,6 +310,26 @@ moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err)
 
 /* ---- headline -------------------------------------------------------------------- */
 
+/* "s" unless n is 1. */
+static const char *plural(int64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
+/* The drops line: share of choices dropped and the experts that dropped most. */
+static void headline_drops(const moe_report_findings_t *f, FILE *out)
+{
+    fprintf(out, "  dropped: %.1f%% of %llu expert choices (capacity limit); most:",
+            100.0 * f->drop_share, (unsigned long long)f->demand_total);
+    for (int i = 0; i < f->num_drops; i++) {
+        fprintf(out, "%s layer %d expert %d (%llu of %llu)", i ? "," : "", f->drop_layer[i],
+                f->drop_expert[i], (unsigned long long)f->drop_count[i],
+                (unsigned long long)f->drop_demand[i]);
+    }
+    fputc('\n', out);
+}
+
+/* tokens/s is not repeated here: the run's own summary (app/main.c) prints it. */
 void moe_report_print_headline(const moe_report_t *r, FILE *out)
 {
     moe_report_findings_t f;
@@ -263,23 +337,36 @@ void moe_report_print_headline(const moe_report_t *r, FILE *out)
         return;
     }
     moe_report_find(r, &f);
-    fprintf(out,
-            "moed: %.0f tokens/s (%lld steps of %lld tokens in %.3f s); %lld steps "
-            "recorded on %d ranks\n",
-            r->tokens_per_s, (long long)r->steps_run, (long long)r->tokens_per_step, r->run_s,
-            (long long)r->recorded_steps, r->world_size);
+    int n = moe_report_ranks_recorded(r);
+    if (r->all_warmup) {
+        fprintf(out, "moed: profile: no step recorded: all %lld step%s were warm-up "
+                     "(profiler.warmup_steps %lld)\n",
+                (long long)r->steps_run, plural(r->steps_run),
+                r->cfg != NULL ? (long long)r->cfg->prof_warmup_steps : 0LL);
+    } else {
+        fprintf(out, "moed: profile: %lld step%s recorded on %d of %d rank%s\n",
+                (long long)r->recorded_steps, plural(r->recorded_steps), n, r->world_size,
+                plural(r->world_size));
+    }
     if (r->partial) {
         fprintf(out, "  PARTIAL report: missing %s\n", r->missing[0] ? r->missing : "some ranks");
     }
     if (f.hot_layer >= 0) {
-        fprintf(out, "  hottest expert: layer %d expert %d, %.2fx its layer's mean tokens",
-                f.hot_layer, f.hot_expert, f.hot_share);
+        fprintf(out, "  hottest expert: layer %d expert %d, %s %.2fx its layer's mean", f.hot_layer,
+                f.hot_expert, f.hot_by_demand ? "demand" : "tokens", f.hot_share);
+        if (f.hot_by_demand) {
+            fprintf(out, " (kept %llu, dropped %llu)", (unsigned long long)f.hot_kept,
+                    (unsigned long long)f.hot_dropped);
+        }
         if (f.straggler_rank >= 0 && f.straggler_ratio > 1.0 + 1e-9) { /* 1.00x: no outlier */
             fprintf(out, "; straggler: rank %d, %.2fx the mean compute", f.straggler_rank,
                     f.straggler_ratio);
         }
         fprintf(out, "; exchange: %.1f%% of step time moving bytes, %.1f%% waiting\n",
                 100.0 * f.exchange_share, 100.0 * f.idle_share);
+    }
+    if (f.dropped_total > 0) {
+        headline_drops(&f, out);
     }
     fprintf(out, "  report: %s/summary.txt (report.html, summary.json%s)\n", r->run_dir,
             r->cfg != NULL && r->cfg->prof_trace ? ", trace.json" : "");

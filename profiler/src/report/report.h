@@ -78,7 +78,11 @@ typedef struct moe_rep_expert {
     int layer;
     int expert;
     int rank;            /* host rank */
-    uint64_t tokens;     /* rows computed over recorded steps */
+    uint64_t tokens;     /* rows computed over recorded steps; see router_count */
+    /* The host rank's records are absent (not profiled, or lost): `tokens` is the routing
+     * ranks' count of the choices kept for this expert (moe_rep_layer_t.kept), and calls,
+     * flops and hist are unknown (0; the writers print "-" or null, never 0 ms). */
+    bool router_count;
     uint64_t calls;      /* (recorded step, layer) pairs with rows > 0; with runtime.chunks
                             N the expert's calls of one layer count once */
     double flops;
@@ -165,6 +169,7 @@ typedef struct moe_report {
     double run_s;                /* wall time of all steps on rank 0 */
     double tokens_per_s;
     int64_t recorded_steps;      /* steps inside measurement windows */
+    bool all_warmup;             /* nothing recorded: every step run was a warm-up step */
     int windows;
     bool partial;                /* some profiled rank's records are missing */
     char missing[512];           /* which and why, in words, when partial */
@@ -204,10 +209,24 @@ typedef struct moe_report {
 
 void moe_report_free(moe_report_t *r); /* accepts NULL; frees arrays, not cfg/config_text */
 
+#define MOE_REPORT_TOP_DROPS 3 /* experts named in the drops finding */
+
 /* Findings a person reads first (summary.txt, report.html, summary.json). */
 typedef struct moe_report_findings {
-    int hot_layer, hot_expert;       /* most tokens */
-    double hot_share;                /* its tokens / mean tokens of the layer */
+    /* The hottest expert: most demand (choices before the capacity limit, the routing
+     * ranks' counts), so an expert whose overflow was dropped still shows how hot it was;
+     * most tokens computed when no demand was recorded (hot_by_demand false). */
+    int hot_layer, hot_expert;
+    bool hot_by_demand;
+    double hot_share;                /* its demand / mean demand of the layer (or tokens) */
+    uint64_t hot_demand, hot_kept, hot_dropped;
+    /* Capacity drops over all layers: dropped / demand (NAN when no demand was recorded),
+     * and the experts that dropped most, most first (num_drops of them, dropped > 0). */
+    uint64_t demand_total, dropped_total;
+    double drop_share;
+    int num_drops;
+    int drop_layer[MOE_REPORT_TOP_DROPS], drop_expert[MOE_REPORT_TOP_DROPS];
+    uint64_t drop_count[MOE_REPORT_TOP_DROPS], drop_demand[MOE_REPORT_TOP_DROPS];
     int slow_layer, slow_expert;     /* lowest GFLOP/s (= most ns per token) among experts
                                         that ran; not the busiest one, the slowest one */
     double slow_gflops;
@@ -224,6 +243,8 @@ typedef struct moe_report_findings {
      * inflight_ns, present ranks; NAN when no exchange was recorded (older records). */
     double hidden_share;
 } moe_report_findings_t;
+/* Ranks whose records carry recorded steps (the "recorded on N ranks" of the headline). */
+int moe_report_ranks_recorded(const moe_report_t *r);
 /* hidden / inflight of one rank, NAN when it recorded no exchange. */
 double moe_report_hidden_share(const moe_rep_rank_t *k);
 void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);

@@ -1,13 +1,16 @@
 /* report.html: one self-contained page (inline CSS and SVG, no script, nothing fetched)
- * with the run facts, the findings and five charts:
- *   chart-load     expert load per layer (heatmap, tokens)
+ * with the run facts, the findings and the charts:
+ *   chart-demand, chart-load, chart-dropped
+ *                  expert load per layer (heatmaps: demand, kept, dropped)
  *   chart-latency  latency per expert (p50 bars, p90 ticks, p99 dots; ms)
  *   chart-comm     rank-to-rank volume (heatmap, MB)
  *   chart-memory   RSS (and device memory) over time per rank (MiB against s)
- *   chart-steps    step time per rank split into compute / exchange / idle (ms per step)
+ *   chart-steps    step time per rank split into compute / exchange / idle / other (ms
+ *                  per step), labelled with the step time summary.txt prints
  * After the charts: the exchange hidden behind expert compute per rank (table) and the
  * load balance per layer (table). Charts are sized from the data: cells shrink with the
- * number of experts or ranks, axis labels are thinned so they never overlap, and every cell
+ * number of experts or ranks (down to 8 px, then experts wrap into rows: none is drawn past
+ * the width), axis labels are thinned so they never overlap, and every cell
  * or bar has a hover title with its exact figures. All text from the run (hosts, paths) is HTML-escaped. */
 #include "report/report.h"
 
@@ -30,8 +33,8 @@ static const unsigned html_seq[9] = {0xffffd9, 0xedf8b1, 0xc7e9b4, 0x7fcdbb, 0x4
 /* Tableau 10 for categories (ranks). */
 static const unsigned html_cat[10] = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
                                       0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
-static const char *const html_split_colour[3] = {"#4e79a7", "#f28e2b", "#bab0ac"};
-static const char *const html_split_name[3] = {"compute", "exchange", "idle"};
+static const char *const html_split_colour[4] = {"#4e79a7", "#f28e2b", "#bab0ac", "#e9e4dc"};
+static const char *const html_split_name[4] = {"compute", "exchange", "idle", "other"};
 
 /* ---- text helpers ---------------------------------------------------------------- */
 
@@ -190,13 +193,14 @@ static void html_y_axis(FILE *f, double x, double y0, double h, double w, double
     fputs("</text>\n", f);
 }
 
-/* Labels 0..n-1 centred in slots of width `slot` from x0, thinned so they never touch. */
-static void html_x_labels(FILE *f, double x0, double slot, int n, double y)
+/* Labels first..first+n-1 centred in slots of width `slot` from x0, thinned so they never
+ * touch. */
+static void html_x_labels(FILE *f, double x0, double slot, int first, int n, double y)
 {
     char buf[16];
     int every = html_label_every(slot, 26.0);
     for (int i = 0; i < n; i += every) {
-        snprintf(buf, sizeof(buf), "%d", i);
+        snprintf(buf, sizeof(buf), "%d", first + i);
         html_text(f, x0 + slot * (i + 0.5), y, "middle", "", buf);
     }
 }
@@ -235,6 +239,12 @@ static void html_head(FILE *f, const moe_report_t *r)
     if (r->interrupted) {
         fprintf(f, "<div class=\"partial\">INTERRUPTED: stopped by a signal after %lld of %lld "
                    "steps.</div>\n", (long long)r->steps_run, (long long)r->steps_planned);
+    }
+    if (r->all_warmup) {
+        fprintf(f, "<div class=\"partial\">NOTHING RECORDED: all %lld step%s were warm-up "
+                   "(profiler.warmup_steps %lld); run more steps than that to profile.</div>\n",
+                (long long)r->steps_run, r->steps_run == 1 ? "" : "s",
+                (long long)r->cfg->prof_warmup_steps);
     }
     if (r->partial) {
         fputs("<div class=\"partial\">PARTIAL: missing ", f);
@@ -329,10 +339,17 @@ static void html_facts(FILE *f, const moe_report_t *r)
         snprintf(buf, sizeof(buf), "not recorded");
     }
     html_fact(f, "chunks", buf);
-    snprintf(buf, sizeof(buf),
-             "%" PRId64 " run of %" PRId64 " tokens; %" PRId64 " recorded in %d window%s",
-             r->steps_run, r->tokens_per_step, r->recorded_steps, r->windows,
-             r->windows == 1 ? "" : "s");
+    if (r->all_warmup) {
+        snprintf(buf, sizeof(buf),
+                 "%" PRId64 " run of %" PRId64 " tokens; none recorded: all steps were warm-up "
+                 "(profiler.warmup_steps %" PRId64 ")",
+                 r->steps_run, r->tokens_per_step, c->prof_warmup_steps);
+    } else {
+        snprintf(buf, sizeof(buf),
+                 "%" PRId64 " run of %" PRId64 " tokens; %" PRId64 " recorded in %d window%s",
+                 r->steps_run, r->tokens_per_step, r->recorded_steps, r->windows,
+                 r->windows == 1 ? "" : "s");
+    }
     html_fact(f, "steps", buf);
     snprintf(buf, sizeof(buf), "%.1f tokens/s (%.3f s for all steps on rank 0)", r->tokens_per_s,
              r->run_s);
@@ -351,10 +368,30 @@ static void html_findings(FILE *f, const moe_report_t *r)
     fputs("<h2>Findings</h2>\n<ul class=\"findings\">\n", f);
     if (x.hot_layer >= 0) {
         const moe_rep_expert_t *e = &r->experts[x.hot_layer * r->num_experts + x.hot_expert];
+        if (x.hot_by_demand) {
+            fprintf(f,
+                    "<li><b>Hottest expert:</b> layer %d expert %d (rank %d): demand %" PRIu64
+                    " choices, <b>%.2fx</b> the mean of its layer; kept %" PRIu64
+                    ", dropped %" PRIu64 ".</li>\n",
+                    x.hot_layer, x.hot_expert, e->rank, x.hot_demand, x.hot_share, x.hot_kept,
+                    x.hot_dropped);
+        } else {
+            fprintf(f,
+                    "<li><b>Hottest expert:</b> layer %d expert %d (rank %d) got %" PRIu64
+                    " tokens, <b>%.2fx</b> the mean of its layer (no demand recorded).</li>\n",
+                    x.hot_layer, x.hot_expert, e->rank, e->tokens, x.hot_share);
+        }
+    }
+    if (x.dropped_total > 0) {
         fprintf(f,
-                "<li><b>Hottest expert:</b> layer %d expert %d (rank %d) got %" PRIu64
-                " tokens, <b>%.2fx</b> the mean of its layer.</li>\n",
-                x.hot_layer, x.hot_expert, e->rank, e->tokens, x.hot_share);
+                "<li><b>Drops:</b> <b>%.1f%%</b> of expert choices were dropped by the capacity "
+                "limit (%" PRIu64 " of %" PRIu64 "); most:",
+                100.0 * x.drop_share, x.dropped_total, x.demand_total);
+        for (int i = 0; i < x.num_drops; i++) {
+            fprintf(f, "%s layer %d expert %d (%" PRIu64 " of %" PRIu64 ")", i ? "," : "",
+                    x.drop_layer[i], x.drop_expert[i], x.drop_count[i], x.drop_demand[i]);
+        }
+        fputs(".</li>\n", f);
     }
     if (x.slow_layer >= 0) {
         fprintf(f,
@@ -389,71 +426,140 @@ static void html_findings(FILE *f, const moe_report_t *r)
     fputs("</ul>\n", f);
 }
 
-/* ---- chart 1: expert load heatmap ------------------------------------------------ */
+/* ---- chart 1: expert load heatmaps (demand, kept, dropped) ----------------------- */
 
-static uint64_t html_layer_tokens(const moe_report_t *r, int l)
+/* Experts per row of a chart: all of them when they fit `avail` px at `min_slot` px each,
+ * else rows of equal length, so every expert lies inside the drawing (256 experts at 8 px
+ * do not fit 1200 px: two rows of 128). */
+static int html_per_row(int ne, double avail, double min_slot)
 {
-    uint64_t s = 0;
-    for (int e = 0; e < r->num_experts; e++) {
-        s += r->experts[l * r->num_experts + e].tokens;
-    }
-    return s;
+    int fit = (int)(avail / min_slot);
+    fit = fit > 0 ? fit : 1;
+    int rows = (ne + fit - 1) / fit;
+    return (ne + rows - 1) / rows;
 }
 
-/* One cell; mean = the layer's mean tokens per expert, max = the colour scale's top. */
-static void html_load_cell(FILE *f, const moe_report_t *r, int l, int e, double x, double y,
-                           double cw, double ch, double mean, double max)
+typedef enum { HTML_MAP_KEPT = 0, HTML_MAP_DEMAND = 1, HTML_MAP_DROPPED = 2 } html_map_t;
+
+static const char *const html_map_id[3] = {"chart-load", "chart-demand", "chart-dropped"};
+static const char *const html_map_name[3] = {"kept", "demand", "dropped"};
+
+static uint64_t html_u64_at(const uint64_t *v, int i)
+{
+    return v != NULL ? v[i] : 0;
+}
+
+/* Kept: the tokens each expert computed (the router's count where its host sent nothing);
+ * demand and dropped: the routing ranks' counts. */
+static uint64_t html_map_value(const moe_report_t *r, html_map_t kind, int l, int e)
+{
+    const moe_rep_layer_t *y = &r->layers[l];
+    return kind == HTML_MAP_DEMAND    ? html_u64_at(y->demand, e)
+           : kind == HTML_MAP_DROPPED ? html_u64_at(y->dropped, e)
+                                      : r->experts[l * r->num_experts + e].tokens;
+}
+
+/* One cell; mean = the layer's mean of this map's value, max = the colour scale's top. A
+ * kept cell from the router's count has a dashed red outline. */
+static void html_load_cell(FILE *f, const moe_report_t *r, html_map_t kind, int l, int e,
+                           double x, double y, double cw, double ch, double mean, double max)
 {
     const moe_rep_expert_t *ex = &r->experts[l * r->num_experts + e];
-    double t = (double)ex->tokens / max;
+    const moe_rep_layer_t *ly = &r->layers[l];
+    uint64_t v = html_map_value(r, kind, l, e);
+    bool router = kind == HTML_MAP_KEPT && ex->router_count;
+    double t = (double)v / max;
     char col[8], buf[32];
     html_seq_colour(t, col);
     fprintf(f,
-            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
-            "stroke=\"#fff\" stroke-width=\"0.5\"><title>layer %d expert %d (rank %d, ",
-            x, y, cw, ch, col, l, e, ex->rank);
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" %s>"
+            "<title>layer %d expert %d (rank %d, ",
+            x, y, cw, ch, col,
+            router ? "stroke=\"#c0392b\" stroke-width=\"1.2\" stroke-dasharray=\"2 1.5\""
+                   : "stroke=\"#fff\" stroke-width=\"0.5\"",
+            l, e, ex->rank);
     html_put(f, html_host(r, ex->rank));
-    fprintf(f, "): %" PRIu64 " tokens, %.2fx the layer mean</title></rect>\n", ex->tokens,
-            mean > 0.0 ? (double)ex->tokens / mean : 0.0);
+    fprintf(f,
+            "): demand %" PRIu64 ", kept %" PRIu64 "%s, dropped %" PRIu64 "; %s %.2fx the layer "
+            "mean</title></rect>\n",
+            html_u64_at(ly->demand, e), ex->tokens, ex->router_count ? " (router's count)" : "",
+            html_u64_at(ly->dropped, e), html_map_name[kind], mean > 0.0 ? (double)v / mean : 0.0);
     if (cw >= 40.0 && ch >= 16.0) {
-        html_compact((double)ex->tokens, buf, sizeof(buf));
+        html_compact((double)v, buf, sizeof(buf));
         html_text(f, x + cw / 2, y + ch / 2 + 4, "middle",
                   t > 0.55 ? "class=\"in dark\"" : "class=\"in\"", buf);
     }
 }
 
-static void html_chart_load(FILE *f, const moe_report_t *r)
+/* One block of experts [e0, e0 + n): a row per layer, from y = top. */
+static void html_map_block(FILE *f, const moe_report_t *r, html_map_t kind, int e0, int n,
+                           double top, double cw, double ch, double max)
 {
-    int ne = r->num_experts, nl = r->num_layers;
-    double left = 70, top = 8, cw = html_clamp((HTML_W - left - 20) / (double)ne, 8, 64);
-    double ch = html_clamp(cw * 0.7, 22, 36);
-    ch = nl * ch > 900 ? html_clamp(900.0 / nl, 3, ch) : ch;
-    double gw = cw * ne, gh = ch * nl, max = 1.0;
+    double left = 70;
     char buf[32];
-    for (int i = 0; i < nl * ne; i++) {
-        max = (double)r->experts[i].tokens > max ? (double)r->experts[i].tokens : max;
-    }
-    fputs("<h2>Expert load per layer (tokens over the recorded steps)</h2>\n<p class=\"note\">"
-          "Each cell is one expert of one layer; darker = more tokens. Hover a cell for its "
-          "figures.</p>\n",
-          f);
-    html_svg_open(f, "chart-load", HTML_W, (int)(top + gh + 90),
-                  "Heatmap of tokens per expert and layer");
-    for (int l = 0; l < nl; l++) {
-        double mean = (double)html_layer_tokens(r, l) / ne;
-        for (int e = 0; e < ne; e++) {
-            html_load_cell(f, r, l, e, left + e * cw, top + l * ch, cw, ch, mean, max);
+    for (int l = 0; l < r->num_layers; l++) {
+        double sum = 0.0;
+        for (int e = 0; e < r->num_experts; e++) {
+            sum += (double)html_map_value(r, kind, l, e);
+        }
+        for (int e = e0; e < e0 + n; e++) {
+            html_load_cell(f, r, kind, l, e, left + (e - e0) * cw, top + l * ch, cw, ch,
+                           sum / r->num_experts, max);
         }
     }
     int every = html_label_every(ch, 14.0);
-    for (int l = 0; l < nl; l += every) {
+    for (int l = 0; l < r->num_layers; l += every) {
         snprintf(buf, sizeof(buf), "layer %d", l);
         html_text(f, left - 8, top + ch * (l + 0.5) + 4, "end", "", buf);
     }
-    html_x_labels(f, left, cw, ne, top + gh + 16);
-    html_text(f, left + gw / 2, top + gh + 34, "middle", "", "expert");
-    html_legend(f, "grad-load", left, top + gh + 52, max, "tokens");
+    html_x_labels(f, left, cw, e0, n, top + ch * r->num_layers + 16);
+}
+
+static void html_chart_map(FILE *f, const moe_report_t *r, html_map_t kind)
+{
+    static const char *const what[3] = {
+        "kept: tokens each expert computed (choices within the capacity limit)",
+        "demand: choices of each expert before the capacity limit (the routing ranks' count)",
+        "dropped: choices the capacity limit dropped (demand - kept)"};
+    int ne = r->num_experts, nl = r->num_layers;
+    double left = 70, top = 8, avail = HTML_W - left - 20, max = 1.0;
+    int per = html_per_row(ne, avail, 8.0), blocks = (ne + per - 1) / per;
+    double cw = html_clamp(avail / per, 8, 64), ch = html_clamp(cw * 0.7, 22, 36);
+    ch = nl * blocks * ch > 900 ? html_clamp(900.0 / (nl * blocks), 3, ch) : ch;
+    double bh = ch * nl + 30; /* a block: its layers and its expert labels */
+    bool router = false;
+    for (int l = 0; l < nl; l++) {
+        for (int e = 0; e < ne; e++) {
+            max = fmax(max, (double)html_map_value(r, kind, l, e));
+            router = router || (kind == HTML_MAP_KEPT && r->experts[l * ne + e].router_count);
+        }
+    }
+    fprintf(f, "<p class=\"note\"><b>%s</b>%s</p>\n", what[kind],
+            router ? "; cells outlined in red dashes are the router's count (their host rank "
+                     "was not profiled or its records are missing)"
+                   : "");
+    html_svg_open(f, html_map_id[kind], HTML_W, (int)(top + blocks * bh + 70),
+                  "Heatmap of choices per expert and layer");
+    for (int b = 0; b < blocks; b++) {
+        int e0 = b * per, n = ne - e0 < per ? ne - e0 : per;
+        html_map_block(f, r, kind, e0, n, top + b * bh, cw, ch, max);
+    }
+    html_text(f, left + cw * per / 2, top + blocks * bh + 6, "middle", "", "expert");
+    html_legend(f, kind == HTML_MAP_KEPT ? "grad-load" : kind == HTML_MAP_DEMAND ? "grad-demand"
+                                                                                 : "grad-dropped",
+                left, top + blocks * bh + 24, max, "tokens");
     fputs("</svg>\n", f);
+}
+
+static void html_chart_load(FILE *f, const moe_report_t *r)
+{
+    fputs("<h2>Expert load per layer (tokens over the recorded steps)</h2>\n<p class=\"note\">"
+          "Each cell is one expert of one layer; darker = more. Three maps: demand, kept, "
+          "dropped. Hover a cell for its figures.</p>\n",
+          f);
+    html_chart_map(f, r, HTML_MAP_DEMAND);
+    html_chart_map(f, r, HTML_MAP_KEPT);
+    html_chart_map(f, r, HTML_MAP_DROPPED);
 }
 
 /* ---- chart 2: latency per expert ------------------------------------------------- */
@@ -462,7 +568,13 @@ static void html_latency_bar(FILE *f, const moe_report_t *r, const moe_rep_exper
                              double bw, double y0, double ph, double max)
 {
     const moe_hist_t *h = &e->hist;
-    if (h->count == 0) {
+    if (h->count == 0) { /* unknown, not 0 ms: a dash on the axis */
+        fprintf(f, "<g><title>layer %d expert %d (rank %d): latency unknown (%s)</title>",
+                e->layer, e->expert, e->rank,
+                e->router_count ? "its host rank was not profiled or its records are missing"
+                                : "no recorded call");
+        html_text(f, x + bw / 2, y0 - 4, "middle", "", "-");
+        fputs("</g>\n", f);
         return;
     }
     double q[3] = {moe_hist_quantile(h, 0.5) / 1e6, moe_hist_quantile(h, 0.9) / 1e6,
@@ -504,33 +616,41 @@ static void html_latency_legend(FILE *f, double x, double y)
 static void html_chart_latency(FILE *f, const moe_report_t *r)
 {
     int ne = r->num_experts, nl = r->num_layers;
-    double left = 80, slot = html_clamp((HTML_W - left - 20) / (double)ne, 8, 64);
-    double ph = nl > 8 ? 90 : 130, panel = ph + 52, top = 24, max = 0.0, step;
-    char buf[32];
+    double left = 80, avail = HTML_W - left - 20;
+    int per = html_per_row(ne, avail, 8.0), blocks = (ne + per - 1) / per;
+    double slot = html_clamp(avail / per, 8, 64);
+    double ph = nl * blocks > 8 ? 90 : 130, panel = ph + 52, top = 24, max = 0.0, step;
+    char buf[64];
     for (int i = 0; i < nl * ne; i++) {
         double p99 = moe_hist_quantile(&r->experts[i].hist, 0.99) / 1e6;
         max = p99 > max ? p99 : max;
     }
     max = html_nice_max(max > 0.0 ? max : 1.0, &step);
     fputs("<h2>Latency per expert (ms per forward call)</h2>\n<p class=\"note\">One panel per "
-          "layer, same scale; the line runs from p50 to p99. Hover a bar for all figures.</p>\n",
+          "layer (and per row of experts when they do not fit one), same scale; the line runs "
+          "from p50 to p99; - = unknown (no recorded call). Hover a bar for all figures.</p>\n",
           f);
-    html_svg_open(f, "chart-latency", HTML_W, (int)(top + nl * panel),
+    html_svg_open(f, "chart-latency", HTML_W, (int)(top + nl * blocks * panel),
                   "Latency per expert: p50, p90, p99 in ms");
     html_latency_legend(f, left, 14);
-    for (int l = 0; l < nl; l++) {
-        double y0 = top + l * panel + 20 + ph;
-        snprintf(buf, sizeof(buf), "layer %d", l);
-        html_text(f, left + ne * slot, y0 - ph - 6, "end", "font-weight=\"600\"", buf);
-        html_y_axis(f, left, y0, ph, ne * slot, max, step, "ms");
-        for (int e = 0; e < ne; e++) {
-            html_latency_bar(f, r, &r->experts[l * ne + e], left + e * slot + slot * 0.2,
+    for (int p = 0; p < nl * blocks; p++) {
+        int l = p / blocks, e0 = (p % blocks) * per, n = ne - e0 < per ? ne - e0 : per;
+        double y0 = top + p * panel + 20 + ph;
+        if (blocks > 1) {
+            snprintf(buf, sizeof(buf), "layer %d, experts %d-%d", l, e0, e0 + n - 1);
+        } else {
+            snprintf(buf, sizeof(buf), "layer %d", l);
+        }
+        html_text(f, left + n * slot, y0 - ph - 6, "end", "font-weight=\"600\"", buf);
+        html_y_axis(f, left, y0, ph, n * slot, max, step, "ms");
+        for (int e = e0; e < e0 + n; e++) {
+            html_latency_bar(f, r, &r->experts[l * ne + e], left + (e - e0) * slot + slot * 0.2,
                              slot * 0.6, y0, ph, max);
         }
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", left,
-                y0, left + ne * slot, y0);
-        html_x_labels(f, left, slot, ne, y0 + 15);
-        html_text(f, left + ne * slot / 2, y0 + 30, "middle", "", "expert");
+                y0, left + n * slot, y0);
+        html_x_labels(f, left, slot, e0, n, y0 + 15);
+        html_text(f, left + n * slot / 2, y0 + 30, "middle", "", "expert");
     }
     fputs("</svg>\n", f);
 }
@@ -590,7 +710,7 @@ static void html_chart_comm(FILE *f, const moe_report_t *r)
         }
     }
     html_text(f, left + cs * w / 2, 14, "middle", "", "to rank (receiver)");
-    html_x_labels(f, left, cs, w, top - 8);
+    html_x_labels(f, left, cs, 0, w, top - 8);
     int every = html_label_every(cs, 14.0);
     char buf[16];
     for (int i = 0; i < w; i += every) {
@@ -630,14 +750,16 @@ static bool html_mem_range(const moe_report_t *r, html_box_t *b)
     return any;
 }
 
-/* One series as a polyline, at most HTML_MEM_POINTS points: each point is the peak of its
- * window, so short spikes stay visible. */
-static void html_mem_line(FILE *f, const moe_rep_rank_t *rk, const html_box_t *b, bool dev,
-                          const char *col)
+#define HTML_MEM_POINT_CHARS 24 /* "1234.5,123.4 " with room to spare */
+
+/* The points of one series for a polyline (into buf, HTML_MEM_POINTS * HTML_MEM_POINT_CHARS
+ * + 1 bytes), at most HTML_MEM_POINTS points: each the peak of its window, so short spikes
+ * stay visible. */
+static void html_mem_points(const moe_rep_rank_t *rk, const html_box_t *b, bool dev, char *buf)
 {
     int n = rk->num_mem, win = (n + HTML_MEM_POINTS - 1) / HTML_MEM_POINTS;
-    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", col,
-            dev ? " stroke-dasharray=\"6 4\"" : "");
+    size_t at = 0;
+    buf[0] = '\0';
     for (int i = 0; i < n; i += win) {
         int best = i;
         for (int j = i; j < i + win && j < n; j++) {
@@ -647,10 +769,25 @@ static void html_mem_line(FILE *f, const moe_rep_rank_t *rk, const html_box_t *b
         }
         double t = (double)rk->mem[best].t_ns / 1e9;
         double v = (double)(dev ? rk->mem[best].dev_bytes : rk->mem[best].rss_bytes) / HTML_MIB;
-        fprintf(f, "%.1f,%.1f ", b->x0 + b->w * (t - b->tmin) / (b->tmax - b->tmin),
-                b->y0 - b->h * v / b->vmax);
+        int k = snprintf(buf + at, HTML_MEM_POINT_CHARS, "%.1f,%.1f ",
+                         b->x0 + b->w * (t - b->tmin) / (b->tmax - b->tmin),
+                         b->y0 - b->h * v / b->vmax);
+        at += k > 0 && k < HTML_MEM_POINT_CHARS ? (size_t)k : 0;
     }
-    fputs("\"/>\n", f);
+}
+
+/* One series; `of` > 1 lines drawn the same (equal series): this one is the `nth`, dashed
+ * so that each shows in turn along the line instead of the last hiding the others. */
+static void html_mem_line(FILE *f, const char *points, bool dev, const char *col, int nth, int of)
+{
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"", col);
+    if (of > 1) {
+        fprintf(f, " stroke-dasharray=\"6 %d\" stroke-dashoffset=\"%d\"", 6 * (of - 1),
+                (6 * of - 6 * nth) % (6 * of));
+    } else if (dev) {
+        fputs(" stroke-dasharray=\"6 4\"", f);
+    }
+    fprintf(f, " points=\"%s\"/>\n", points);
 }
 
 static void html_time_axis(FILE *f, const html_box_t *b)
@@ -668,27 +805,80 @@ static void html_time_axis(FILE *f, const html_box_t *b)
     html_text(f, b->x0 + b->w / 2, b->y0 + 34, "middle", "", "time since the first step (s)");
 }
 
-/* Legend entries in rows under the plot: colour swatch and "rank k (host)". */
-static void html_mem_legend(FILE *f, const moe_report_t *r, double x0, double y, bool any_dev)
+/* Legend entries in rows under the plot: colour swatch, "rank k (host)" and its peak; then
+ * which ranks' lines coincide. */
+static void html_mem_legend(FILE *f, const moe_report_t *r, double x0, double y, bool any_dev,
+                            const char *equal)
 {
-    char col[8], buf[96];
+    char col[8], buf[128];
     int shown = 0;
     for (int k = 0; k < r->world_size; k++) {
         if (!r->ranks[k].present || r->ranks[k].num_mem <= 0) {
             continue;
         }
-        double x = x0 + (shown % 6) * 180, yy = y + (shown / 6) * 18;
+        double x = x0 + (shown % 5) * 215, yy = y + (shown / 5) * 18;
         html_cat_colour(k, col);
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", x,
                 yy - 6, col);
-        snprintf(buf, sizeof(buf), "rank %d (%.40s)", k, r->ranks[k].host);
+        snprintf(buf, sizeof(buf), "rank %d (%.24s) peak %.1f", k, r->ranks[k].host,
+                 (double)r->ranks[k].rss_peak / HTML_MIB);
         html_text(f, x + 20, yy, "start", "", buf);
         shown++;
     }
+    y += ((shown + 4) / 5) * 18;
     if (any_dev) {
-        html_text(f, x0, y + ((shown + 5) / 6) * 18, "start", "",
-                  "solid = RSS, dashed = device memory");
+        html_text(f, x0, y, "start", "", "solid = RSS, dashed = device memory");
+        y += 18;
     }
+    if (equal[0] != '\0') {
+        html_text(f, x0, y, "start", "", equal);
+    }
+}
+
+/* Each present rank's RSS points into pts[k] (NULL where none), and which lines coincide:
+ * nth[k] of of[k] equal ones, named in `equal` ("equal lines, drawn in alternating dashes:
+ * ranks 1, 2"). False when out of memory. */
+static bool html_mem_series(const moe_report_t *r, const html_box_t *b, char **pts, int *nth,
+                            int *of, char *equal, size_t cap)
+{
+    size_t at = 0;
+    equal[0] = '\0';
+    for (int k = 0; k < r->world_size; k++) {
+        const moe_rep_rank_t *rk = &r->ranks[k];
+        nth[k] = 0;
+        of[k] = 1;
+        pts[k] = NULL;
+        if (!rk->present || rk->mem == NULL || rk->num_mem <= 0) {
+            continue;
+        }
+        pts[k] = malloc(HTML_MEM_POINTS * HTML_MEM_POINT_CHARS + 1);
+        if (pts[k] == NULL) {
+            return false;
+        }
+        html_mem_points(rk, b, false, pts[k]);
+        for (int j = 0; j < k; j++) {
+            if (pts[j] != NULL && nth[j] == 0 && strcmp(pts[j], pts[k]) == 0) {
+                nth[k] = of[j]++; /* j leads the group: it counts the members */
+                break;
+            }
+        }
+    }
+    for (int j = 0; j < r->world_size; j++) { /* each group, by its leader j */
+        if (pts[j] == NULL || nth[j] != 0 || of[j] < 2) {
+            continue;
+        }
+        int n = snprintf(equal + at, at < cap ? cap - at : 0, "%sranks %d",
+                         at ? "; " : "equal lines, drawn in alternating dashes: ", j);
+        at = n > 0 && at + (size_t)n < cap ? at + (size_t)n : cap; /* cap: full */
+        for (int k = j + 1; k < r->world_size; k++) {
+            if (pts[k] != NULL && nth[k] > 0 && strcmp(pts[j], pts[k]) == 0) {
+                of[k] = of[j]; /* members learn the group's size */
+                n = snprintf(equal + at, at < cap ? cap - at : 0, ", %d", k);
+                at = n > 0 && at + (size_t)n < cap ? at + (size_t)n : cap;
+            }
+        }
+    }
+    return true;
 }
 
 static void html_chart_memory(FILE *f, const moe_report_t *r)
@@ -701,17 +891,24 @@ static void html_chart_memory(FILE *f, const moe_report_t *r)
         any_dev |= r->ranks[k].present && r->ranks[k].dev_peak > 0;
     }
     fputs("<h2>Memory over time per rank (RSS, MiB = 2<sup>20</sup> bytes)</h2>\n", f);
-    if (!html_mem_range(r, &b)) {
-        html_svg_open(f, "chart-memory", HTML_W, 40, "Memory over time");
-        html_text(f, 10, 24, "start", "", "No memory samples were recorded.");
-        fputs("</svg>\n", f);
-        return;
-    }
+    char **pts = calloc((size_t)r->world_size, sizeof(char *));
+    int *nth = calloc((size_t)r->world_size, sizeof(int));
+    int *of = calloc((size_t)r->world_size, sizeof(int));
+    char equal[512];
     double step;
+    bool any = html_mem_range(r, &b);
     b.tmax = b.tmax > b.tmin ? b.tmax : b.tmin + 1e-3;
     b.vmax = html_nice_max(b.vmax > 0.0 ? b.vmax : 1.0, &step);
     b.y0 = 20 + b.h;
-    int legend_rows = (series + 5) / 6 + (any_dev ? 1 : 0);
+    if (!any || pts == NULL || nth == NULL || of == NULL ||
+        !html_mem_series(r, &b, pts, nth, of, equal, sizeof(equal))) {
+        html_svg_open(f, "chart-memory", HTML_W, 40, "Memory over time");
+        html_text(f, 10, 24, "start", "",
+                  any ? "Out of memory drawing the chart." : "No memory samples were recorded.");
+        fputs("</svg>\n", f);
+        goto cleanup;
+    }
+    int legend_rows = (series + 4) / 5 + (any_dev ? 1 : 0) + (equal[0] ? 1 : 0);
     html_svg_open(f, "chart-memory", HTML_W, (int)(b.y0 + 56 + 18 * legend_rows),
                   "Memory per rank over time in MiB");
     html_y_axis(f, b.x0, b.y0, b.h, b.w, b.vmax, step, "MiB");
@@ -719,43 +916,59 @@ static void html_chart_memory(FILE *f, const moe_report_t *r)
     for (int k = 0; k < r->world_size; k++) {
         const moe_rep_rank_t *rk = &r->ranks[k];
         char col[8];
-        if (!rk->present || rk->mem == NULL || rk->num_mem <= 0) {
+        if (pts[k] == NULL) {
             continue;
         }
         html_cat_colour(k, col);
-        html_mem_line(f, rk, &b, false, col);
+        html_mem_line(f, pts[k], false, col, nth[k], of[k]);
         if (rk->dev_peak > 0) {
-            html_mem_line(f, rk, &b, true, col);
+            html_mem_points(rk, &b, true, pts[k]);
+            html_mem_line(f, pts[k], true, col, 0, 1);
         }
     }
     fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n", b.x0,
             b.y0, b.x0 + b.w, b.y0);
-    html_mem_legend(f, r, b.x0, b.y0 + 58, any_dev);
+    html_mem_legend(f, r, b.x0, b.y0 + 58, any_dev, equal);
     fputs("</svg>\n", f);
+cleanup:
+    for (int k = 0; pts != NULL && k < r->world_size; k++) {
+        free(pts[k]);
+    }
+    free(pts);
+    free(nth);
+    free(of);
 }
 
 /* ---- chart 5: step time per rank ------------------------------------------------- */
 
+/* A rank's step split in ms per recorded step: compute, exchange, idle and the rest of
+ * the step (outside the phases: bookkeeping between layers, the profiler's hooks), so the
+ * bar ends at the step time summary.txt prints. Returns the step time. */
+static double html_step_split(const moe_rep_rank_t *rk, double v[4])
+{
+    double n = rk->steps > 0 ? (double)rk->steps : 1.0;
+    double step = rk->phase[MOE_PHASE_STEP].sum / n / 1e6;
+    v[0] = rk->compute_ns / n / 1e6;
+    v[1] = rk->exchange_ns / n / 1e6;
+    v[2] = rk->idle_ns / n / 1e6;
+    v[3] = fmax(step - v[0] - v[1] - v[2], 0.0);
+    return fmax(step, v[0] + v[1] + v[2]);
+}
+
 static void html_steps_row(FILE *f, const moe_report_t *r, int k, double x0, double y, double bh,
                            double scale)
 {
-    const moe_rep_rank_t *rk = &r->ranks[k];
-    double v[3] = {rk->compute_ns, rk->exchange_ns, rk->idle_ns}, step = rk->phase[MOE_PHASE_STEP].sum;
-    double x = x0, total = 0.0;
-    for (int i = 0; i < 3; i++) {
-        v[i] = rk->steps > 0 ? v[i] / (double)rk->steps / 1e6 : 0.0;
-        total += v[i];
-    }
-    for (int i = 0; i < 3; i++) {
+    double v[4], step = html_step_split(&r->ranks[k], v), x = x0;
+    for (int i = 0; i < 4; i++) {
         fprintf(f,
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
                 "<title>rank %d %s: %.3f ms per step (%.1f%% of the step)</title></rect>\n",
                 x, y, v[i] * scale, bh, html_split_colour[i], k, html_split_name[i], v[i],
-                step > 0.0 ? 100.0 * v[i] * 1e6 * (double)rk->steps / step : 0.0);
+                step > 0.0 ? 100.0 * v[i] / step : 0.0);
         x += v[i] * scale;
     }
     char buf[48];
-    snprintf(buf, sizeof(buf), "%.3f ms", total);
+    snprintf(buf, sizeof(buf), "%.3f ms", step); /* the "step ms" of summary.txt */
     if (bh >= 10.0) {
         html_text(f, x + 6, y + bh / 2 + 4, "start", "class=\"in\"", buf);
     }
@@ -763,7 +976,7 @@ static void html_steps_row(FILE *f, const moe_report_t *r, int k, double x0, dou
 
 static void html_steps_legend(FILE *f, double x, double y)
 {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
                 x + i * 120, y - 10, html_split_colour[i]);
         html_text(f, x + i * 120 + 18, y, "start", "", html_split_name[i]);
@@ -777,14 +990,15 @@ static void html_chart_steps(FILE *f, const moe_report_t *r)
     for (int k = 0; k < r->world_size; k++) {
         const moe_rep_rank_t *rk = &r->ranks[k];
         if (rk->present && rk->steps > 0) {
-            double t = (rk->compute_ns + rk->exchange_ns + rk->idle_ns) / (double)rk->steps / 1e6;
+            double v[4], t = html_step_split(rk, v);
             max = t > max ? t : max;
             rows++;
         }
     }
     fputs("<h2>Step time per rank (ms per recorded step)</h2>\n<p class=\"note\">compute = gate + "
           "expert + merge; exchange = dispatch + combine moving bytes; idle = waiting in the "
-          "exchange for slower ranks (load imbalance).</p>\n",
+          "exchange for slower ranks (load imbalance); other = the rest of the step (outside the "
+          "phases). The label is the step time, as in summary.txt.</p>\n",
           f);
     double left = 190, top = 30, rh = html_clamp(640.0 / (rows > 0 ? rows : 1), 4, 28);
     double pw = HTML_W - left - 110, bh = rh * 0.7;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,6 +153,7 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_num(w, "run_s", r->run_s);
     jw_num(w, "tokens_per_s", r->tokens_per_s);
     jw_i64(w, "recorded_steps", r->recorded_steps);
+    jw_bool(w, "all_warmup", r->all_warmup);
     jw_i64(w, "windows", r->windows);
     jw_num(w, "clock_skew_max_ns", r->clock_skew_max_ns);
     jw_num(w, "clock_uncertainty_max_ns", r->clock_uncertainty_max_ns);
@@ -265,16 +267,24 @@ static void json_expert(json_w_t *w, const moe_report_t *r, const moe_rep_expert
     jw_i64(w, "expert", e->expert);
     jw_i64(w, "rank", e->rank);
     jw_str(w, "host", host_ok ? r->ranks[e->rank].host : "");
+    /* unknown figures (no recorded call, or the host not profiled) are null, never 0 */
+    double known = h->count > 0 ? 1.0 : NAN;
     jw_u64(w, "tokens", e->tokens);
-    jw_u64(w, "calls", e->calls);
-    jw_num(w, "flops", e->flops);
-    jw_num(w, "gflops", h->sum > 0.0 ? e->flops / h->sum : 0.0);
+    jw_bool(w, "router_count", e->router_count);
+    if (e->router_count) {
+        jw_num(w, "calls", NAN);
+        jw_num(w, "flops", NAN);
+    } else {
+        jw_u64(w, "calls", e->calls);
+        jw_num(w, "flops", e->flops);
+    }
+    jw_num(w, "gflops", h->sum > 0.0 ? e->flops / h->sum : NAN);
     jw_open(w, "latency_ms", '{', true);
-    jw_num(w, "mean", moe_hist_mean(h) / 1e6);
-    jw_num(w, "p50", moe_hist_quantile(h, 0.5) / 1e6);
-    jw_num(w, "p90", moe_hist_quantile(h, 0.9) / 1e6);
-    jw_num(w, "p99", moe_hist_quantile(h, 0.99) / 1e6);
-    jw_num(w, "max", h->count > 0 ? (double)h->max / 1e6 : 0.0);
+    jw_num(w, "mean", known * moe_hist_mean(h) / 1e6);
+    jw_num(w, "p50", known * moe_hist_quantile(h, 0.5) / 1e6);
+    jw_num(w, "p90", known * moe_hist_quantile(h, 0.9) / 1e6);
+    jw_num(w, "p99", known * moe_hist_quantile(h, 0.99) / 1e6);
+    jw_num(w, "max", known * (double)h->max / 1e6);
     jw_close(w, '}');
     jw_close(w, '}');
 }
@@ -423,7 +433,24 @@ static void json_findings(json_w_t *w, const moe_report_t *r)
     jw_open(w, "findings", '{', false);
     jw_index(w, "hot_layer", x.hot_layer);
     jw_index(w, "hot_expert", x.hot_expert);
+    jw_bool(w, "hot_by_demand", x.hot_by_demand);
     jw_num(w, "hot_share", x.hot_share);
+    jw_u64(w, "hot_demand", x.hot_demand);
+    jw_u64(w, "hot_kept", x.hot_kept);
+    jw_u64(w, "hot_dropped", x.hot_dropped);
+    jw_u64(w, "demand_total", x.demand_total);
+    jw_u64(w, "dropped_total", x.dropped_total);
+    jw_num(w, "drop_share", x.drop_share);
+    jw_open(w, "top_drops", '[', false);
+    for (int i = 0; i < x.num_drops; i++) {
+        jw_open(w, NULL, '{', true);
+        jw_i64(w, "layer", x.drop_layer[i]);
+        jw_i64(w, "expert", x.drop_expert[i]);
+        jw_u64(w, "dropped", x.drop_count[i]);
+        jw_u64(w, "demand", x.drop_demand[i]);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
     jw_index(w, "slow_layer", x.slow_layer);
     jw_index(w, "slow_expert", x.slow_expert);
     jw_num(w, "slow_gflops", x.slow_gflops);

@@ -25,12 +25,16 @@ static const char *text_host(const moe_report_t *r, int rank)
     return r->ranks[rank].host;
 }
 
-/* The row of a rank with nothing to show: why (its records are missing, or it was not
- * profiled). */
+/* The row of a rank with nothing to show: why (not profiled, every step was a warm-up
+ * step, its records hold no step, or they are missing). */
 static void text_absent_row(FILE *f, const moe_report_t *r, int i, int hw)
 {
+    const moe_rep_rank_t *k = &r->ranks[i];
     fprintf(f, "  %4d  %-*.*s  %s\n", i, hw, hw, text_host(r, i),
-            r->ranks[i].profiled ? "records missing" : "not profiled");
+            !k->profiled    ? "not profiled"
+            : r->all_warmup ? "no step recorded (all steps were warm-up)"
+            : k->present    ? "no step recorded"
+                            : "records missing");
 }
 
 /* Width of the host column: the longest host name, within [4, 24]. */
@@ -121,6 +125,11 @@ static void text_share(char *buf, size_t n, double share)
 
 static void text_partial_banner(FILE *f, const moe_report_t *r)
 {
+    if (r->all_warmup) {
+        fprintf(f, "\n*** NOTHING RECORDED: all %" PRId64 " step%s were warm-up "
+                   "(profiler.warmup_steps %" PRId64 "); run more steps than that to profile. ***\n",
+                r->steps_run, r->steps_run == 1 ? "" : "s", r->cfg->prof_warmup_steps);
+    }
     if (r->interrupted) {
         fprintf(f, "\n*** INTERRUPTED: stopped by a signal after %lld of %lld steps; every "
                    "completed step that reached rank 0 is below. ***\n",
@@ -193,11 +202,15 @@ static void text_run_facts(FILE *f, const moe_report_t *r)
     } else {
         fprintf(f, "  %-16s not recorded\n", "chunks");
     }
-    fprintf(f,
-            "  %-16s %" PRId64 " run, %" PRId64 " tokens each; %" PRId64
-            " recorded in %d window%s\n",
-            "steps", r->steps_run, r->tokens_per_step, r->recorded_steps, r->windows,
-            r->windows == 1 ? "" : "s");
+    fprintf(f, "  %-16s %" PRId64 " run, %" PRId64 " tokens each; ", "steps", r->steps_run,
+            r->tokens_per_step);
+    if (r->all_warmup) {
+        fprintf(f, "none recorded: all steps were warm-up (profiler.warmup_steps %" PRId64 ")\n",
+                r->cfg->prof_warmup_steps);
+    } else {
+        fprintf(f, "%" PRId64 " recorded in %d window%s\n", r->recorded_steps, r->windows,
+                r->windows == 1 ? "" : "s");
+    }
     fprintf(f, "  %-16s %.1f tokens/s (%.3f s for all steps on rank 0)\n", "throughput",
             r->tokens_per_s, r->run_s);
     fprintf(f, "  %-16s skew max %.1f us, uncertainty max +/- %.1f us, drift max %.1f us\n",
@@ -303,12 +316,12 @@ static void text_overlap(FILE *f, const moe_report_t *r)
     moe_report_findings_t x;
     moe_report_find(r, &x);
     text_rule(f, "Exchange hidden behind expert compute, by rank (ms per recorded step)");
-    fprintf(f, "  exchange = time a row exchange was in flight (from its start until this rank saw "
-               "it complete;\n  the union over each layer's exchanges); hidden = the part of it "
-               "during this rank's own\n  expert calls; hidden %% = hidden / exchange "
-               "(0 by construction with chunks 1)\n\n");
-    fprintf(f, "  %4s  %-*s  %-*s  %5s  %11s  %11s  %8s\n", "rank", hw, "host", dw, "device",
-            "steps", "exchange ms", "hidden ms", "hidden %");
+    fprintf(f, "  in flight = time a row exchange was in flight (from its start until this rank saw "
+               "it complete;\n  the union over each layer's exchanges; not the exchange ms above, "
+               "which is phase time);\n  hidden = the part of it during this rank's own expert "
+               "calls; hidden %% = hidden / in flight\n  (0 by construction with chunks 1)\n\n");
+    fprintf(f, "  %4s  %-*s  %-*s  %5s  %12s  %11s  %8s\n", "rank", hw, "host", dw, "device",
+            "steps", "in flight ms", "hidden ms", "hidden %");
     for (int i = 0; i < r->world_size; i++) {
         const moe_rep_rank_t *k = &r->ranks[i];
         if (!k->present || k->steps <= 0) {
@@ -316,44 +329,70 @@ static void text_overlap(FILE *f, const moe_report_t *r)
             continue;
         }
         text_share(pct, sizeof(pct), moe_report_hidden_share(k));
-        fprintf(f, "  %4d  %-*.*s  %-*.*s  %5" PRId64 "  %11.3f  %11.3f  %8s\n", i, hw, hw,
+        fprintf(f, "  %4d  %-*.*s  %-*.*s  %5" PRId64 "  %12.3f  %11.3f  %8s\n", i, hw, hw,
                 text_host(r, i), dw, dw, k->device[0] ? k->device : "?", k->steps,
                 text_per_step_ms(k->inflight_ns, k->steps),
                 text_per_step_ms(k->hidden_ns, k->steps), pct);
     }
     text_share(pct, sizeof(pct), x.hidden_share);
-    fprintf(f, "\n  all ranks present: %s of exchange time hidden behind expert compute "
-               "(hidden / exchange summed over the ranks)\n", pct);
+    fprintf(f, "\n  all ranks present: %s of exchange time in flight hidden behind expert compute "
+               "(hidden / in flight summed over the ranks)\n", pct);
 }
 
 /* ---- experts --------------------------------------------------------------------- */
 
 static void text_expert_header(FILE *f, int hw)
 {
-    fprintf(f, "  %5s  %6s  %4s  %-*s  %10s  %7s  %9s  %9s  %9s  %9s  %9s  %8s\n", "layer",
-            "expert", "rank", hw, "host", "tokens", "calls", "mean ms", "p50 ms", "p90 ms",
-            "p99 ms", "max ms", "GFLOP/s");
+    fprintf(f, "  %5s  %6s  %4s  %-*s  %10s  %10s  %10s  %7s  %9s  %9s  %9s  %9s  %9s  %8s\n",
+            "layer", "expert", "rank", hw, "host", "demand", "tokens", "dropped", "calls",
+            "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "GFLOP/s");
+}
+
+/* A latency (ns) in ms, or "-" when the expert made no recorded call (unknown, not 0). */
+static void text_ms(FILE *f, const moe_hist_t *h, double ns)
+{
+    if (h->count > 0) {
+        fprintf(f, "  %9.3f", ns / 1e6);
+    } else {
+        fprintf(f, "  %9s", "-");
+    }
 }
 
 static void text_expert_row(FILE *f, const moe_report_t *r, const moe_rep_expert_t *e, int hw)
 {
     const moe_hist_t *h = &e->hist;
-    double g = h->sum > 0.0 ? e->flops / h->sum : 0.0; /* flops per ns = GFLOP/s */
-    fprintf(f,
-            "  %5d  %6d  %4d  %-*.*s  %10" PRIu64 "  %7" PRIu64 "  %9.3f  %9.3f  %9.3f  %9.3f"
-            "  %9.3f  %8.2f\n",
-            e->layer, e->expert, e->rank, hw, hw, text_host(r, e->rank), e->tokens, e->calls,
-            moe_hist_mean(h) / 1e6, moe_hist_quantile(h, 0.5) / 1e6,
-            moe_hist_quantile(h, 0.9) / 1e6, moe_hist_quantile(h, 0.99) / 1e6,
-            h->count > 0 ? (double)h->max / 1e6 : 0.0, g);
+    const moe_rep_layer_t *y = r->layers != NULL ? &r->layers[e->layer] : NULL;
+    fprintf(f, "  %5d  %6d  %4d  %-*.*s  %10" PRIu64 "  %10" PRIu64 "  %10" PRIu64, e->layer,
+            e->expert, e->rank, hw, hw, text_host(r, e->rank),
+            y != NULL && y->demand != NULL ? y->demand[e->expert] : 0, e->tokens,
+            y != NULL && y->dropped != NULL ? y->dropped[e->expert] : 0);
+    if (e->router_count) {
+        fprintf(f, "  %7s", "-");
+    } else {
+        fprintf(f, "  %7" PRIu64, e->calls);
+    }
+    text_ms(f, h, moe_hist_mean(h));
+    text_ms(f, h, moe_hist_quantile(h, 0.5));
+    text_ms(f, h, moe_hist_quantile(h, 0.9));
+    text_ms(f, h, moe_hist_quantile(h, 0.99));
+    text_ms(f, h, (double)h->max);
+    if (h->sum > 0.0) {
+        fprintf(f, "  %8.2f", e->flops / h->sum); /* flops per ns = GFLOP/s */
+    } else {
+        fprintf(f, "  %8s", "-");
+    }
+    fputs(e->router_count ? "  (router's count)\n" : "\n", f);
 }
 
 /* All experts (only_rank < 0) or those hosted by one rank; a blank line between layers. */
 static void text_experts(FILE *f, const moe_report_t *r, int only_rank)
 {
     int hw = text_host_width(r), last_layer = -1;
+    bool router = false;
     text_rule(f, "Experts (latency per forward call in ms over the recorded steps; "
                  "GFLOP/s = flops / sum of call times)");
+    fprintf(f, "  demand = choices before the capacity limit; tokens = rows computed (= kept); "
+               "dropped = demand - kept;\n  - = unknown (no recorded call)\n\n");
     text_expert_header(f, hw);
     for (int i = 0; r->experts != NULL && i < r->num_layers * r->num_experts; i++) {
         const moe_rep_expert_t *e = &r->experts[i];
@@ -364,10 +403,16 @@ static void text_experts(FILE *f, const moe_report_t *r, int only_rank)
             fputc('\n', f);
         }
         last_layer = e->layer;
+        router = router || e->router_count;
         text_expert_row(f, r, e, hw);
     }
     if (last_layer < 0) {
         fprintf(f, "  (none)\n");
+    }
+    if (router) {
+        fprintf(f, "\n  (router's count): the host rank was not profiled or its records are missing; "
+                   "its tokens are\n  the routing ranks' count of the choices kept for it, its "
+                   "latency is unknown.\n");
     }
 }
 
@@ -538,10 +583,29 @@ static void text_findings(FILE *f, const moe_report_t *r)
     text_rule(f, "Findings");
     if (x.hot_layer >= 0) {
         const moe_rep_expert_t *e = &r->experts[x.hot_layer * r->num_experts + x.hot_expert];
-        fprintf(f,
-                "  * Hottest expert: layer %d expert %d (rank %d) got %" PRIu64 " tokens, "
-                "%.2fx the mean of its layer.\n",
-                x.hot_layer, x.hot_expert, e->rank, e->tokens, x.hot_share);
+        if (x.hot_by_demand) {
+            fprintf(f,
+                    "  * Hottest expert: layer %d expert %d (rank %d): demand %" PRIu64
+                    " choices, %.2fx the mean of its layer; kept %" PRIu64 ", dropped %" PRIu64
+                    ".\n",
+                    x.hot_layer, x.hot_expert, e->rank, x.hot_demand, x.hot_share, x.hot_kept,
+                    x.hot_dropped);
+        } else {
+            fprintf(f,
+                    "  * Hottest expert: layer %d expert %d (rank %d) got %" PRIu64 " tokens, "
+                    "%.2fx the mean of its layer (no demand recorded).\n",
+                    x.hot_layer, x.hot_expert, e->rank, e->tokens, x.hot_share);
+        }
+    }
+    if (x.dropped_total > 0) {
+        fprintf(f, "  * Drops: %.1f%% of expert choices were dropped by the capacity limit (%" PRIu64
+                   " of %" PRIu64 "); most:",
+                100.0 * x.drop_share, x.dropped_total, x.demand_total);
+        for (int i = 0; i < x.num_drops; i++) {
+            fprintf(f, "%s layer %d expert %d (%" PRIu64 " of %" PRIu64 ")", i ? "," : "",
+                    x.drop_layer[i], x.drop_expert[i], x.drop_count[i], x.drop_demand[i]);
+        }
+        fputs(".\n", f);
     }
     if (x.slow_layer >= 0) {
         fprintf(f,

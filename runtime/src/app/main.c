@@ -396,6 +396,10 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     if (st == MOE_OK && opt.steps > 0) {
         cfg->steps = opt.steps; /* one number for the run loop and the profiler's bounds */
     }
+    if (st == MOE_OK && rank == 0 && cfg->prof_enabled && cfg->steps <= cfg->prof_warmup_steps) {
+        MOE_WARN("profiler: all %lld steps are warm-up (profiler.warmup_steps %lld): nothing "
+                 "will be recorded", (long long)cfg->steps, (long long)cfg->prof_warmup_steps);
+    }
     int code = EXIT_OK;
     if (st != MOE_OK) {
         if (rank == 0) {
