@@ -5,9 +5,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe/clock.h"
+#include "moe/log.h"
 #include "moe/safetensors.h"
 #include "layer/gate.h"
 #include "model/rng.h"
+
+/* A load this large takes seconds (F32 generation or reading runs at a few hundred MB/s
+ * per rank): below it nothing is printed, so small jobs keep their output short. */
+#define LOAD_REPORT_BYTES ((size_t)256 << 20)
+/* At most one progress line this often, so a log stays readable (lines, not '\r'). */
+#define LOAD_REPORT_NS 3000000000LL
+
+/* Progress of the expert weights of the rank that reports (rank 0). Every rank builds its
+ * own experts at the same time and no rank waits for another here, so rank 0 can only tell
+ * its own progress; the lines say so. Under placement auto rank 0 hosts as many experts as
+ * any rank, so its progress is the job's to within one expert. */
+typedef struct load_progress {
+    bool show;
+    int done, total; /* expert-layers built / to build here */
+    int64_t t0, last_ns;
+} load_progress_t;
 
 typedef struct names {
     const char *naming;
@@ -128,9 +146,104 @@ static moe_status_t load_gate(const moe_config_t *cfg, moe_st_file_t *f, const n
     return read_matrix(f, name, E, H, gate, err);
 }
 
+static double mib(size_t bytes)
+{
+    return (double)bytes / (double)(1 << 20);
+}
+
+/* "672 MiB" or "10.5 GiB". */
+static const char *size_text(char *buf, size_t cap, size_t bytes)
+{
+    if (bytes < ((size_t)1 << 30)) {
+        snprintf(buf, cap, "%.0f MiB", mib(bytes));
+    } else {
+        snprintf(buf, cap, "%.1f GiB", mib(bytes) / 1024.0);
+    }
+    return buf;
+}
+
+/* Largest expert count of any rank (world_size ranks), for the line rank 0 prints when it
+ * hosts no experts itself. */
+static int max_experts_per_rank(const moe_config_t *cfg)
+{
+    int most = 0;
+    for (int r = 0; r < cfg->world_size; r++) {
+        int n = moe_cfg_experts_of_rank(cfg, r, NULL);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* Say what rank 0 is about to build, and arm the progress lines when it is slow enough to
+ * need them. */
+static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_t per_expert,
+                           load_progress_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    int local = moe_cfg_experts_of_rank(cfg, rank, NULL);
+    int L = (int)cfg->num_layers, E = (int)cfg->num_experts, most = max_experts_per_rank(cfg);
+    const char *verb = random ? "generating" : "reading";
+    const char *from = random ? "" : " from ";
+    const char *file = random ? "" : cfg->weights;
+    size_t bytes = per_expert * (size_t)local * (size_t)L;
+    char sz[32];
+    if (rank != 0 || per_expert * (size_t)most * (size_t)L < LOAD_REPORT_BYTES) {
+        return;
+    }
+    if (local == 0) {
+        MOE_INFO("weights: rank 0 hosts no experts; the expert ranks are %s theirs%s%s (up to %d "
+                 "x %d layer%s, %s on one rank; F32, %.0f MiB per expert): no progress shown "
+                 "from them",
+                 verb, from, file, most, L, L == 1 ? "" : "s",
+                 size_text(sz, sizeof(sz), per_expert * (size_t)most * (size_t)L),
+                 mib(per_expert));
+        return;
+    }
+    if (local == E && cfg->world_size <= 1) {
+        MOE_INFO("weights: %s %d experts x %d layer%s%s%s (F32, %.0f MiB per expert, %s)", verb,
+                 E, L, L == 1 ? "" : "s", from, file, mib(per_expert),
+                 size_text(sz, sizeof(sz), bytes));
+    } else {
+        MOE_INFO("weights: rank 0 %s its %d of %d experts x %d layer%s%s%s (F32, %.0f MiB per "
+                 "expert, %s); the other ranks build theirs at the same time, progress below "
+                 "is rank 0's",
+                 verb, local, E, L, L == 1 ? "" : "s", from, file, mib(per_expert),
+                 size_text(sz, sizeof(sz), bytes));
+    }
+    p->show = true;
+    p->total = local * L;
+    p->t0 = moe_now_ns();
+    p->last_ns = p->t0;
+}
+
+/* One more expert-layer built; a line at most every LOAD_REPORT_NS. */
+static void progress_step(load_progress_t *p)
+{
+    if (!p->show) {
+        return;
+    }
+    p->done++;
+    int64_t now = moe_now_ns();
+    if (p->done == p->total || now - p->last_ns < LOAD_REPORT_NS) {
+        return;
+    }
+    p->last_ns = now;
+    MOE_INFO("weights: %d/%d (%d%%), %.0f s", p->done, p->total, 100 * p->done / p->total,
+             (double)(now - p->t0) * 1e-9);
+}
+
+static void progress_end(const load_progress_t *p, size_t bytes, moe_status_t st)
+{
+    if (p->show && st == MOE_OK) {
+        char sz[32];
+        MOE_INFO("weights: done, %s in %.1f s", size_text(sz, sizeof(sz), bytes),
+                 (double)(moe_now_ns() - p->t0) * 1e-9);
+    }
+}
+
 static moe_status_t load_layer(const moe_config_t *cfg, moe_st_file_t *f, const names_t *nm,
                                int rank, bool routes, int layer, moe_layer_weights_t *lw,
-                               moe_error_t *err)
+                               load_progress_t *prog, moe_error_t *err)
 {
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     int64_t up_rows = cfg->activation == MOE_ACT_SWIGLU ? 2 * F : F;
@@ -160,6 +273,9 @@ static moe_status_t load_layer(const moe_config_t *cfg, moe_st_file_t *f, const 
         } else if (st == MOE_OK) {
             st = file_expert(cfg, f, nm, layer, ew, err);
         }
+        if (st == MOE_OK) {
+            progress_step(prog);
+        }
     }
     return st;
 }
@@ -172,6 +288,10 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     const names_t *nm = NULL;
     moe_status_t st = MOE_OK;
     bool random = strcmp(cfg->weights, "random") == 0;
+    int64_t up_rows = cfg->activation == MOE_ACT_SWIGLU ? 2 * cfg->ffn_dim : cfg->ffn_dim;
+    size_t per_expert = (size_t)((up_rows + cfg->ffn_dim) * cfg->hidden_dim) * sizeof(float);
+    size_t local_bytes = per_expert * (size_t)moe_cfg_experts_of_rank(cfg, rank, NULL) *
+                         (size_t)cfg->num_layers;
     if (!random) {
         st = moe_st_open(cfg->weights, &f, err);
         if (st == MOE_OK) {
@@ -188,19 +308,20 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate layer table");
         goto out_close;
     }
+    load_progress_t prog;
+    progress_begin(cfg, rank, random, per_expert, &prog);
     for (int l = 0; l < w->num_layers && st == MOE_OK; l++) {
-        st = load_layer(cfg, f, nm, rank, routes, l, &w->layers[l], err);
+        st = load_layer(cfg, f, nm, rank, routes, l, &w->layers[l], &prog, err);
     }
+    progress_end(&prog, local_bytes, st);
     if (st == MOE_OK && random && cfg->routing_skew > 0.0) {
         st = alloc_floats(&w->gate_bias, (size_t)cfg->num_experts, err);
         if (st == MOE_OK) {
             moe_gate_skew_bias(w->gate_bias, (int)cfg->num_experts, cfg->routing_skew);
         }
     }
-    int64_t up_rows = cfg->activation == MOE_ACT_SWIGLU ? 2 * cfg->ffn_dim : cfg->ffn_dim;
-    w->bytes_per_expert = (size_t)((up_rows + cfg->ffn_dim) * cfg->hidden_dim) * sizeof(float);
-    w->expert_bytes = w->bytes_per_expert * (size_t)moe_cfg_experts_of_rank(cfg, rank, NULL) *
-                      (size_t)cfg->num_layers;
+    w->bytes_per_expert = per_expert;
+    w->expert_bytes = local_bytes;
 out_close:
     moe_st_close(f);
     if (st != MOE_OK) {
