@@ -32,7 +32,22 @@ case "$1" in
     want_code=3 want="/nonexistent/moed.yaml" ;;
   bad_flag)
     small_model > c.yaml; args=(--config c.yaml --steps many)
-    want_code=2 want="--steps needs a positive integer" ;;
+    want_code=2 want="--steps: 'many' is not a whole number (1..1000000000)" ;;
+  flag_range)
+    small_model > c.yaml; args=(--config c.yaml --steps=0)
+    want_code=2 want="--steps: 0 is outside 1..1000000000" ;;
+  flag_typo)
+    small_model > c.yaml; args=(--config c.yaml --stpes 3)
+    want_code=2 want="unknown option '--stpes' (did you mean --steps?)" ;;
+  flag_twice)
+    small_model > c.yaml; args=(--config c.yaml --steps 3 --no-progress --steps 4)
+    want_code=2 want="--steps given twice" ;;
+  flag_equals)  # --config=FILE reaches the loader, which names the file
+    args=(--config=/nonexistent/moed.yaml --no-progress)
+    want_code=3 want="/nonexistent/moed.yaml" ;;
+  ranks_without_check)
+    small_model > c.yaml; args=(--config c.yaml --ranks 3 --no-progress)
+    want_code=2 want="--ranks only applies with --check-config" ;;
   missing_weights)
     WEIGHTS=/nonexistent/w.safetensors small_model > c.yaml
     want_code=4 want="/nonexistent/w.safetensors" ;;

@@ -102,6 +102,10 @@ moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name
 /* Read a whole file into a malloc'd NUL-terminated buffer (caller frees). */
 moe_status_t moe_cfg_read_file(const char *path, char **text, size_t *len, moe_error_t *err);
 
+/* The name among names[0..n) closest to `word` by edit distance when close enough to be a
+ * typo of it (the config loader's "did you mean" rule), else NULL. For command-line flags. */
+const char *moe_cfg_suggest(const char *word, const char *const *names, size_t n);
+
 /* Print the key table (path, type, default, bounds, unit, doc) for --help-config. */
 void moe_cfg_print_reference(FILE *out);
 

@@ -57,12 +57,13 @@ static void print_usage(FILE *out)
             "\n"
             "options:\n"
             "  --config FILE         the YAML config (read by rank 0 only)\n"
-            "  --steps N             override workload.steps\n"
+            "                        (every option with a value also takes --name=VALUE)\n"
+            "  --steps N             override workload.steps (1..1000000000)\n"
             "  --dump-output FILE    write the last step's hidden states as tensor 'output'\n"
             "                        (F32, [tokens, hidden_dim]) to a .safetensors file\n"
             "  --check-config        validate the config, print the resolved placement, exit\n"
-            "  --ranks N             with --check-config: validate for N ranks (default: the\n"
-            "                        MPI world size)\n"
+            "  --ranks N             with --check-config only: validate for N ranks (1..4096;\n"
+            "                        default: the MPI world size)\n"
             "  --help-config         print every config key with its default, range and unit\n"
             "  --bench               after the run, print figures against this machine's limits\n"
             "  --progress / --no-progress\n"
@@ -76,56 +77,194 @@ static void print_usage(FILE *out)
             "130 interrupted\n");
 }
 
-/* Every rank parses the same argv, so every rank reaches the same verdict. */
+/* One row per command-line option: what it sets and, for numbers, the accepted range.
+ * The parser, "did you mean" and the repeat check all read this table. */
+typedef enum { OPT_FLAG, OPT_TEXT, OPT_NUMBER } opt_kind_t;
+
+typedef struct opt_def {
+    const char *name;
+    opt_kind_t kind;
+    const char **text;   /* OPT_TEXT */
+    long long *number;   /* OPT_NUMBER, within [min, max] */
+    long long min, max;
+    bool *flag;          /* OPT_FLAG: set to true ... */
+    int *choice;         /* ... or OPT_FLAG: *choice = value (--progress / --no-progress) */
+    int value;
+} opt_def_t;
+
+#define OPT_STEPS_MAX 1000000000LL
+
+/* The definition named like `a` up to its '=' (or its end), or NULL. */
+static const opt_def_t *opt_find(const opt_def_t *defs, size_t n, const char *a, size_t len)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strlen(defs[i].name) == len && strncmp(defs[i].name, a, len) == 0) {
+            return &defs[i];
+        }
+    }
+    return NULL;
+}
+
+static void opt_unknown(const opt_def_t *defs, size_t n, const char *a, size_t len, char *why,
+                        size_t why_len)
+{
+    const char *names[32];
+    char word[80];
+    size_t k = 0;
+    for (size_t i = 0; i < n && k < sizeof(names) / sizeof(names[0]); i++) {
+        names[k++] = defs[i].name;
+    }
+    snprintf(word, sizeof(word), "%.*s", (int)(len < sizeof(word) ? len : sizeof(word) - 1), a);
+    const char *hint = moe_cfg_suggest(word, names, k);
+    if (hint != NULL) {
+        snprintf(why, why_len, "unknown option '%s' (did you mean %s?)", word, hint);
+    } else {
+        snprintf(why, why_len, "unknown option '%s' (see moed --help)", word);
+    }
+}
+
+static int opt_number(const opt_def_t *d, const char *v, char *why, size_t why_len)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0') {
+        snprintf(why, why_len, "%s: '%s' is not a whole number (%lld..%lld)", d->name, v, d->min,
+                 d->max);
+        return -1;
+    }
+    if (errno == ERANGE || x < d->min || x > d->max) {
+        snprintf(why, why_len, "%s: %s is outside %lld..%lld", d->name, v, d->min, d->max);
+        return -1;
+    }
+    *d->number = x;
+    return 0;
+}
+
+/* Apply one definition; `v` is its value (NULL for flags). */
+static int opt_apply(const opt_def_t *d, const char *v, char *why, size_t why_len)
+{
+    switch (d->kind) {
+    case OPT_TEXT:
+        *d->text = v;
+        return 0;
+    case OPT_NUMBER:
+        return opt_number(d, v, why, why_len);
+    case OPT_FLAG:
+        if (d->flag != NULL) {
+            *d->flag = true;
+        } else {
+            *d->choice = d->value;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* Which definition already set the target of `d` (two flags may share one: --progress and
+ * --no-progress), or NULL. */
+static const opt_def_t *opt_seen_before(const opt_def_t *const *seen, size_t nseen,
+                                        const opt_def_t *d)
+{
+    for (size_t i = 0; i < nseen; i++) {
+        const opt_def_t *s = seen[i];
+        if (s->text == d->text && s->number == d->number && s->flag == d->flag &&
+            s->choice == d->choice) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* The value of option `d` given as argv[*i]: after '=' (`eq`), else the next argument. */
+static const char *opt_value(const opt_def_t *d, int argc, char **argv, int *i, const char *eq,
+                             char *why, size_t why_len)
+{
+    const char *v = eq != NULL ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (v == NULL || *v == '\0') {
+        snprintf(why, why_len, "%s needs a value (%s %s or %s=%s)", d->name, d->name,
+                 d->kind == OPT_NUMBER ? "N" : "FILE", d->name, d->kind == OPT_NUMBER ? "N" : "FILE");
+        return NULL;
+    }
+    if (eq == NULL && strncmp(v, "--", 2) == 0) {
+        /* `--config --steps 3`: the file name was left out. */
+        snprintf(why, why_len, "%s needs a value, got the option '%s'", d->name, v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Every rank parses the same argv, so every rank reaches the same verdict. Options take
+ * "--name VALUE" or "--name=VALUE"; an option given twice is an error (which one would
+ * win is not obvious from a long mpirun line). */
 static int parse_args(int argc, char **argv, options_t *o, char *why, size_t why_len)
 {
     memset(o, 0, sizeof(*o));
     o->steps = -1;
     o->progress = -1;
+    long long ranks = 0;
+    const opt_def_t defs[] = {
+        {.name = "--config", .kind = OPT_TEXT, .text = &o->config},
+        {.name = "--steps", .kind = OPT_NUMBER, .number = &o->steps, .min = 1,
+         .max = OPT_STEPS_MAX},
+        {.name = "--dump-output", .kind = OPT_TEXT, .text = &o->dump_output},
+        {.name = "--check-config", .kind = OPT_FLAG, .flag = &o->check_config},
+        {.name = "--ranks", .kind = OPT_NUMBER, .number = &ranks, .min = 1,
+         .max = MOE_MAX_RANKS},
+        {.name = "--help-config", .kind = OPT_FLAG, .flag = &o->help_config},
+        {.name = "--bench", .kind = OPT_FLAG, .flag = &o->bench},
+        {.name = "--progress", .kind = OPT_FLAG, .choice = &o->progress, .value = 1},
+        {.name = "--no-progress", .kind = OPT_FLAG, .choice = &o->progress, .value = 0},
+        {.name = "--version", .kind = OPT_FLAG, .flag = &o->version},
+        {.name = "--help", .kind = OPT_FLAG, .flag = &o->help},
+        {.name = "-h", .kind = OPT_FLAG, .flag = &o->help},
+    };
+    const size_t ndefs = sizeof(defs) / sizeof(defs[0]);
+    const opt_def_t *seen[sizeof(defs) / sizeof(defs[0])];
+    size_t nseen = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool has_next = i + 1 < argc;
-        if (strcmp(a, "--config") == 0 && has_next) {
-            o->config = argv[++i];
-        } else if (strcmp(a, "--dump-output") == 0 && has_next) {
-            o->dump_output = argv[++i];
-        } else if ((strcmp(a, "--steps") == 0 || strcmp(a, "--ranks") == 0) && has_next) {
-            char *end = NULL;
-            errno = 0;
-            long long v = strtoll(argv[++i], &end, 10);
-            if (errno != 0 || *end != '\0' || v < 1 || v > 1000000000LL) {
-                snprintf(why, why_len, "%s needs a positive integer, got '%s'", a, argv[i]);
-                return -1;
-            }
-            if (a[2] == 's') {
-                o->steps = v;
-            } else {
-                o->ranks = (int)(v > MOE_MAX_RANKS ? MOE_MAX_RANKS : v);
-            }
-        } else if (strcmp(a, "--check-config") == 0) {
-            o->check_config = true;
-        } else if (strcmp(a, "--help-config") == 0) {
-            o->help_config = true;
-        } else if (strcmp(a, "--bench") == 0) {
-            o->bench = true;
-        } else if (strcmp(a, "--progress") == 0) {
-            o->progress = 1;
-        } else if (strcmp(a, "--no-progress") == 0) {
-            o->progress = 0;
-        } else if (strcmp(a, "--version") == 0) {
-            o->version = true;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            o->help = true;
-        } else if (strncmp(a, "--", 2) == 0 && !has_next &&
-                   (strcmp(a, "--config") == 0 || strcmp(a, "--dump-output") == 0 ||
-                    strcmp(a, "--steps") == 0 || strcmp(a, "--ranks") == 0)) {
-            snprintf(why, why_len, "%s needs a value", a);
+        if (a[0] != '-') {
+            bool yaml = strstr(a, ".yaml") != NULL || strstr(a, ".yml") != NULL;
+            snprintf(why, why_len, "unexpected argument '%s'%s%s%s", a,
+                     yaml ? " (did you mean --config " : "", yaml ? a : "", yaml ? "?)" : "");
             return -1;
-        } else {
-            snprintf(why, why_len, "unknown option '%s' (see moed --help)", a);
+        }
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        size_t len = eq != NULL ? (size_t)(eq - a) : strlen(a);
+        const opt_def_t *d = opt_find(defs, ndefs, a, len);
+        if (d == NULL) {
+            opt_unknown(defs, ndefs, a, len, why, why_len);
+            return -1;
+        }
+        const opt_def_t *prev = opt_seen_before(seen, nseen, d);
+        if (prev != NULL) {
+            if (prev == d) {
+                snprintf(why, why_len, "%s given twice", d->name);
+            } else {
+                snprintf(why, why_len, "%s and %s both given (choose one)", prev->name, d->name);
+            }
+            return -1;
+        }
+        seen[nseen++] = d;
+        const char *v = NULL;
+        if (d->kind == OPT_FLAG && eq != NULL) {
+            snprintf(why, why_len, "%s takes no value, got '%s'", d->name, a);
+            return -1;
+        }
+        if (d->kind != OPT_FLAG && (v = opt_value(d, argc, argv, &i, eq, why, why_len)) == NULL) {
+            return -1;
+        }
+        if (opt_apply(d, v, why, why_len) != 0) {
             return -1;
         }
     }
+    if (ranks > 0 && !o->check_config) {
+        snprintf(why, why_len, "--ranks only applies with --check-config (a run has the ranks "
+                               "mpirun starts: mpirun -np N)");
+        return -1;
+    }
+    o->ranks = (int)ranks;
     if (!o->help && !o->help_config && !o->version && o->config == NULL) {
         snprintf(why, why_len, "--config FILE is required (try --config configs/experts.yaml)");
         return -1;

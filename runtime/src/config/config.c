@@ -346,6 +346,21 @@ static bool distance_close(size_t d, size_t len)
     return d <= limit;
 }
 
+const char *moe_cfg_suggest(const char *word, const char *const *names, size_t n)
+{
+    size_t len = strlen(word);
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = levenshtein(word, len, names[i], strlen(names[i]));
+        if (d < best_d) {
+            best_d = d;
+            best = names[i];
+        }
+    }
+    return best != NULL && distance_close(best_d, len) ? best : NULL;
+}
+
 /* The key closest to `leaf` typed in section `sec` (-1: typed at the top level). A key
  * in another section costs one edit more, so `runtime.top_k` suggests `model.top_k`. */
 static const cfg_key_t *suggest_key(int sec, const char *leaf, size_t len)

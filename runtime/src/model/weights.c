@@ -5,9 +5,140 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe/clock.h"
+#include "moe/log.h"
 #include "moe/safetensors.h"
 #include "layer/gate.h"
 #include "model/rng.h"
+
+/* A load this large takes seconds (F32 generation ran at 50-200 MB/s per rank on a 2-core
+ * machine): below it nothing is printed, so small jobs keep their output short. */
+#define LOAD_REPORT_BYTES ((size_t)256 << 20)
+/* At most one progress line this often, so a log stays readable (lines, not '\r'). */
+#define LOAD_REPORT_NS 5000000000LL
+
+/* Random tensors are filled this many values at a time, so progress moves within one
+ * expert too (a Mixtral expert is 672 MiB: tens of seconds on a loaded machine). */
+#define LOAD_PIECE_FLOATS ((size_t)16 << 20)
+
+/* Progress of the expert weights of the rank that reports (rank 0). Every rank builds its
+ * own experts at the same time and no rank waits for another here, so rank 0 can only tell
+ * its own progress; the lines say so. When placement auto gives rank 0 experts, it gives it
+ * as many as any rank, so its progress is the job's to within one expert. */
+typedef struct load_progress {
+    bool show;
+    size_t done, total; /* expert bytes built / to build here */
+    int64_t t0, last_ns;
+} load_progress_t;
+
+static double mib(size_t bytes)
+{
+    return (double)bytes / (double)(1 << 20);
+}
+
+/* "672 MiB" or "10.5 GiB". */
+static const char *size_text(char *buf, size_t cap, size_t bytes)
+{
+    if (bytes < ((size_t)1 << 30)) {
+        snprintf(buf, cap, "%.0f MiB", mib(bytes));
+    } else {
+        snprintf(buf, cap, "%.1f GiB", mib(bytes) / 1024.0);
+    }
+    return buf;
+}
+
+/* Largest expert count of any rank (world_size ranks), for the line rank 0 prints when it
+ * hosts no experts itself. */
+static int max_experts_per_rank(const moe_config_t *cfg)
+{
+    int most = 0;
+    for (int r = 0; r < cfg->world_size; r++) {
+        int n = moe_cfg_experts_of_rank(cfg, r, NULL);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* Say what rank 0 is about to build, and arm the progress lines when it is slow enough to
+ * need them. */
+static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_t per_expert,
+                           load_progress_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    int local = moe_cfg_experts_of_rank(cfg, rank, NULL);
+    int L = (int)cfg->num_layers, E = (int)cfg->num_experts, most = max_experts_per_rank(cfg);
+    const char *verb = random ? "generating" : "reading";
+    const char *from = random ? "" : " from ";
+    const char *file = random ? "" : cfg->weights;
+    size_t bytes = per_expert * (size_t)local * (size_t)L;
+    char sz[32];
+    if (rank != 0 || per_expert * (size_t)most * (size_t)L < LOAD_REPORT_BYTES) {
+        return;
+    }
+    if (local == 0) {
+        MOE_INFO("weights: rank 0 hosts no experts; the expert ranks are %s theirs%s%s (up to %d "
+                 "x %d layer%s, %s on one rank; F32, %.0f MiB per expert): no progress shown "
+                 "from them",
+                 verb, from, file, most, L, L == 1 ? "" : "s",
+                 size_text(sz, sizeof(sz), per_expert * (size_t)most * (size_t)L),
+                 mib(per_expert));
+        return;
+    }
+    if (local == E && cfg->world_size <= 1) {
+        MOE_INFO("weights: %s %d experts x %d layer%s%s%s (F32, %.0f MiB per expert, %s)", verb,
+                 E, L, L == 1 ? "" : "s", from, file, mib(per_expert),
+                 size_text(sz, sizeof(sz), bytes));
+    } else {
+        MOE_INFO("weights: rank 0 %s its %d of %d experts x %d layer%s%s%s (F32, %.0f MiB per "
+                 "expert, %s); the other ranks build theirs at the same time, progress below "
+                 "is rank 0's",
+                 verb, local, E, L, L == 1 ? "" : "s", from, file, mib(per_expert),
+                 size_text(sz, sizeof(sz), bytes));
+    }
+    p->show = true;
+    p->total = bytes;
+    p->t0 = moe_now_ns();
+    p->last_ns = p->t0;
+}
+
+/* `bytes` more of this rank's experts built; a line at most every LOAD_REPORT_NS. */
+static void progress_add(load_progress_t *p, size_t bytes)
+{
+    if (p == NULL || !p->show) {
+        return;
+    }
+    p->done += bytes;
+    int64_t now = moe_now_ns();
+    if (p->done >= p->total || now - p->last_ns < LOAD_REPORT_NS) {
+        return;
+    }
+    p->last_ns = now;
+    char a[32], b[32];
+    MOE_INFO("weights: %s of %s (%d%%), %.0f s", size_text(a, sizeof(a), p->done),
+             size_text(b, sizeof(b), p->total), (int)(100.0 * (double)p->done / (double)p->total),
+             (double)(now - p->t0) * 1e-9);
+}
+
+/* moe_rng_fill_uniform in pieces, reporting each: values depend only on their index, so the
+ * pieces make the same tensor as one call. */
+static void fill_reported(float *dst, size_t n, uint64_t seed, uint64_t stream, float scale,
+                          load_progress_t *p)
+{
+    for (size_t off = 0; off < n; off += LOAD_PIECE_FLOATS) {
+        size_t k = n - off < LOAD_PIECE_FLOATS ? n - off : LOAD_PIECE_FLOATS;
+        moe_rng_fill_uniform(dst + off, k, seed, stream, off, scale);
+        progress_add(p, k * sizeof(float));
+    }
+}
+
+static void progress_end(const load_progress_t *p, size_t bytes, moe_status_t st)
+{
+    if (p->show && st == MOE_OK) {
+        char sz[32];
+        MOE_INFO("weights: done, %s in %.1f s", size_text(sz, sizeof(sz), bytes),
+                 (double)(moe_now_ns() - p->t0) * 1e-9);
+    }
+}
 
 typedef struct names {
     const char *naming;
@@ -75,25 +206,27 @@ static moe_status_t alloc_floats(float **p, size_t n, moe_error_t *err)
     return MOE_OK;
 }
 
-static void random_expert(const moe_config_t *cfg, int layer, moe_expert_weights_t *ew)
+static void random_expert(const moe_config_t *cfg, int layer, moe_expert_weights_t *ew,
+                          load_progress_t *prog)
 {
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     /* Uniform with unit-variance outputs for unit-variance inputs: a = sqrt(3 / fan_in). */
     float a_in = sqrtf(3.0f / (float)H), a_out = sqrtf(3.0f / (float)F);
-    moe_rng_fill_uniform(ew->w13, (size_t)(F * H), cfg->seed,
-                         moe_rng_stream(MOE_RNG_W1, (uint64_t)layer, (uint64_t)ew->id), 0, a_in);
+    fill_reported(ew->w13, (size_t)(F * H), cfg->seed,
+                  moe_rng_stream(MOE_RNG_W1, (uint64_t)layer, (uint64_t)ew->id), a_in, prog);
     if (cfg->activation == MOE_ACT_SWIGLU) {
-        moe_rng_fill_uniform(ew->w13 + F * H, (size_t)(F * H), cfg->seed,
-                             moe_rng_stream(MOE_RNG_W3, (uint64_t)layer, (uint64_t)ew->id), 0,
-                             a_in);
+        fill_reported(ew->w13 + F * H, (size_t)(F * H), cfg->seed,
+                      moe_rng_stream(MOE_RNG_W3, (uint64_t)layer, (uint64_t)ew->id), a_in, prog);
     }
-    moe_rng_fill_uniform(ew->w2, (size_t)(H * F), cfg->seed,
-                         moe_rng_stream(MOE_RNG_W2, (uint64_t)layer, (uint64_t)ew->id), 0, a_out);
+    fill_reported(ew->w2, (size_t)(H * F), cfg->seed,
+                  moe_rng_stream(MOE_RNG_W2, (uint64_t)layer, (uint64_t)ew->id), a_out, prog);
 }
 
 static moe_status_t file_expert(const moe_config_t *cfg, moe_st_file_t *f, const names_t *nm,
-                                int layer, moe_expert_weights_t *ew, moe_error_t *err)
+                                int layer, moe_expert_weights_t *ew, load_progress_t *prog,
+                                moe_error_t *err)
 {
+    size_t tensor_bytes = (size_t)(cfg->hidden_dim * cfg->ffn_dim) * sizeof(float);
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     long long L = (long long)(cfg->first_layer + layer);
     char name[256], suffix[96];
@@ -101,14 +234,19 @@ static moe_status_t file_expert(const moe_config_t *cfg, moe_st_file_t *f, const
     tensor_name(name, sizeof(name), nm, L, suffix);
     moe_status_t st = read_matrix(f, name, F, H, ew->w13, err);
     if (st == MOE_OK && cfg->activation == MOE_ACT_SWIGLU) {
+        progress_add(prog, tensor_bytes);
         snprintf(suffix, sizeof(suffix), "experts.%d.%s.weight", ew->id, nm->w3);
         tensor_name(name, sizeof(name), nm, L, suffix);
         st = read_matrix(f, name, F, H, ew->w13 + F * H, err);
     }
     if (st == MOE_OK) {
+        progress_add(prog, tensor_bytes);
         snprintf(suffix, sizeof(suffix), "experts.%d.%s.weight", ew->id, nm->w2);
         tensor_name(name, sizeof(name), nm, L, suffix);
         st = read_matrix(f, name, H, F, ew->w2, err);
+    }
+    if (st == MOE_OK) {
+        progress_add(prog, tensor_bytes);
     }
     return st;
 }
@@ -130,7 +268,7 @@ static moe_status_t load_gate(const moe_config_t *cfg, moe_st_file_t *f, const n
 
 static moe_status_t load_layer(const moe_config_t *cfg, moe_st_file_t *f, const names_t *nm,
                                int rank, bool routes, int layer, moe_layer_weights_t *lw,
-                               moe_error_t *err)
+                               load_progress_t *prog, moe_error_t *err)
 {
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     int64_t up_rows = cfg->activation == MOE_ACT_SWIGLU ? 2 * F : F;
@@ -156,9 +294,9 @@ static moe_status_t load_layer(const moe_config_t *cfg, moe_st_file_t *f, const 
             st = alloc_floats(&ew->w2, (size_t)(H * F), err);
         }
         if (st == MOE_OK && f == NULL) {
-            random_expert(cfg, layer, ew);
+            random_expert(cfg, layer, ew, prog);
         } else if (st == MOE_OK) {
-            st = file_expert(cfg, f, nm, layer, ew, err);
+            st = file_expert(cfg, f, nm, layer, ew, prog, err);
         }
     }
     return st;
@@ -172,6 +310,10 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     const names_t *nm = NULL;
     moe_status_t st = MOE_OK;
     bool random = strcmp(cfg->weights, "random") == 0;
+    int64_t up_rows = cfg->activation == MOE_ACT_SWIGLU ? 2 * cfg->ffn_dim : cfg->ffn_dim;
+    size_t per_expert = (size_t)((up_rows + cfg->ffn_dim) * cfg->hidden_dim) * sizeof(float);
+    size_t local_bytes = per_expert * (size_t)moe_cfg_experts_of_rank(cfg, rank, NULL) *
+                         (size_t)cfg->num_layers;
     if (!random) {
         st = moe_st_open(cfg->weights, &f, err);
         if (st == MOE_OK) {
@@ -188,19 +330,20 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate layer table");
         goto out_close;
     }
+    load_progress_t prog;
+    progress_begin(cfg, rank, random, per_expert, &prog);
     for (int l = 0; l < w->num_layers && st == MOE_OK; l++) {
-        st = load_layer(cfg, f, nm, rank, routes, l, &w->layers[l], err);
+        st = load_layer(cfg, f, nm, rank, routes, l, &w->layers[l], &prog, err);
     }
+    progress_end(&prog, local_bytes, st);
     if (st == MOE_OK && random && cfg->routing_skew > 0.0) {
         st = alloc_floats(&w->gate_bias, (size_t)cfg->num_experts, err);
         if (st == MOE_OK) {
             moe_gate_skew_bias(w->gate_bias, (int)cfg->num_experts, cfg->routing_skew);
         }
     }
-    int64_t up_rows = cfg->activation == MOE_ACT_SWIGLU ? 2 * cfg->ffn_dim : cfg->ffn_dim;
-    w->bytes_per_expert = (size_t)((up_rows + cfg->ffn_dim) * cfg->hidden_dim) * sizeof(float);
-    w->expert_bytes = w->bytes_per_expert * (size_t)moe_cfg_experts_of_rank(cfg, rank, NULL) *
-                      (size_t)cfg->num_layers;
+    w->bytes_per_expert = per_expert;
+    w->expert_bytes = local_bytes;
 out_close:
     moe_st_close(f);
     if (st != MOE_OK) {

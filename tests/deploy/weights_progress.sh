@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# weights_progress.sh CASE: a weights load large enough to take seconds says what it builds
+# (rank 0, stdout) and when it is done; a small one prints nothing about weights.
+#   one_rank:   one rank builds all 8 experts of 1 layer (336 MiB)
+#   master:     3 ranks, rank 0 only routes: it says the expert ranks build theirs
+#   symmetric:  3 ranks, rank 0 hosts 3 experts: it reports its own progress, and says so
+#   small:      configs of the test size print no weights line
+source "$(dirname "$0")/../mpi/common.sh"
+# 8 experts of hidden 1024, ffn 3584 (SwiGLU): (2 x 3584 + 3584) x 1024 x 4 B = 42 MiB each.
+export H=1024 F=3584 TOKENS=32 STEPS=1
+case "$1" in
+  one_rank)
+    LAYERS=1 small_model > c.yaml
+    "$MOED" --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
+    want=("weights: generating 8 experts x 1 layer (F32, 42 MiB per expert, 336 MiB)"
+          "weights: done, 336 MiB in") ;;
+  master)
+    LAYERS=2 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' small_model > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
+    want=("weights: rank 0 hosts no experts; the expert ranks are generating theirs (up to 4 x 2 layers, 336 MiB on one rank") ;;
+  symmetric)
+    LAYERS=3 ROUTING=symmetric small_model > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
+    want=("weights: rank 0 generating its 3 of 8 experts x 3 layers (F32, 42 MiB per expert, 378 MiB); the other ranks build theirs at the same time, progress below is rank 0's"
+          "weights: done, 378 MiB in") ;;
+  small)
+    H=128 F=256 small_model > c.yaml
+    "$MOED" --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
+    if grep -q '^weights:' out.log; then cat out.log; fail "a small load printed weights lines"; fi
+    want=() ;;
+  *) fail "unknown case $1" ;;
+esac
+cat out.log
+for w in "${want[@]}"; do
+  grep -qF -- "$w" out.log || fail "stdout lacks '$w'"
+done
+n=$(grep -c '^weights:' out.log || true)
+[[ $1 == small || $n -ge 1 ]] || fail "no weights line"
+echo "PASS $1"
