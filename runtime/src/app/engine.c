@@ -93,9 +93,10 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     if (gethostname(me, sizeof(me) - 1) != 0) {
         snprintf(me, sizeof(me), "unknown");
     }
-    int rc = MPI_Allgather(me, 64, MPI_CHAR, eng->hosts, 64, MPI_CHAR, eng->comm);
-    if (rc != MPI_SUCCESS) {
-        return moe_mpi_check(rc, "MPI_Allgather (hosts)", err);
+    moe_status_t st = MOE_MPI(MPI_Allgather(me, 64, MPI_CHAR, eng->hosts, 64, MPI_CHAR,
+                                            eng->comm), err);
+    if (st != MOE_OK) {
+        return st;
     }
     moe_wait_configure(eng->cfg->step_timeout_s, eng->rank, eng->world_size,
                        (const char (*)[64])eng->hosts);
@@ -174,9 +175,8 @@ static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
     }
     MPI_Comm local;
     int local_rank = 0;
-    st = moe_mpi_check(MPI_Comm_split_type(eng->comm, MPI_COMM_TYPE_SHARED,
-                                                        eng->rank, MPI_INFO_NULL, &local),
-                                    "MPI_Comm_split_type (local ranks)", err);
+    st = MOE_MPI(MPI_Comm_split_type(eng->comm, MPI_COMM_TYPE_SHARED, eng->rank, MPI_INFO_NULL,
+                                     &local), err);
     if (st != MOE_OK) {
         return st;
     }
@@ -478,9 +478,8 @@ moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_
         MPI_Datatype row;
         MPI_Type_contiguous((int)H, MPI_FLOAT, &row);
         MPI_Type_commit(&row);
-        st = moe_mpi_check(MPI_Gatherv(eng->x, (int)eng->token_count, row, all, counts, displs,
-                                       row, 0, eng->comm),
-                           "MPI_Gatherv (output)", err);
+        st = MOE_MPI(MPI_Gatherv(eng->x, (int)eng->token_count, row, all, counts, displs, row, 0,
+                                 eng->comm), err);
         MPI_Type_free(&row);
     }
     free(counts);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "moe/clock.h"
+#include "moe/mpi_check.h"
 #include "expert/expert.h"
 #include "layer/gate.h"
 #include "moe/stop.h"
@@ -31,8 +32,13 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->backend = &k_cpu_backend;
     ctx->comm = comm;
     ctx->transport = transport;
-    MPI_Comm_rank(comm, &ctx->rank);
-    MPI_Comm_size(comm, &ctx->world_size);
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &ctx->rank), err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_size(comm, &ctx->world_size), err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
     int W = ctx->world_size, E = (int)cfg->num_experts, k = (int)cfg->top_k;
     int64_t H = cfg->hidden_dim, T = cfg->tokens_per_step;
     ctx->max_tokens = max_tokens;
@@ -105,7 +111,7 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->xback = ctx->back_buf;
     if (cfg->device == MOE_DEVICE_CUDA) {
 #ifdef MOE_HAVE_CUDA
-        moe_status_t st = moe_layer_cuda_attach(ctx, device, err);
+        st = moe_layer_cuda_attach(ctx, device, err);
         if (st != MOE_OK) {
             moe_layer_ctx_destroy(ctx);
             return st;
@@ -164,10 +170,11 @@ static moe_status_t layer_route(moe_layer_ctx_t *ctx, int layer, const float *x,
     if (ctx->capacity > 0) {
         /* Global token order decides who is dropped: lower routing ranks come first. */
         MPI_Request req;
-        int rc = MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E, MPI_INT32_T,
-                             MPI_SUM, ctx->comm, &req);
-        st = rc == MPI_SUCCESS ? moe_wait_request(&req, "the capacity scan", err)
-                               : moe_mpi_check(rc, "MPI_Iexscan (capacity)", err);
+        st = MOE_MPI(MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E, MPI_INT32_T,
+                                 MPI_SUM, ctx->comm, &req), err);
+        if (st == MOE_OK) {
+            st = moe_wait_request(&req, "the capacity scan", err);
+        }
         if (st != MOE_OK) {
             return st;
         }
@@ -188,23 +195,26 @@ enum { COUNTS_TAG = 4241 };
 static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
     moe_plan_t *p = &ctx->plan;
-    int W = ctx->world_size, me = ctx->rank, n = 0, rc = MPI_SUCCESS;
-    for (int s = 0; s < W && rc == MPI_SUCCESS; s++) {
+    int W = ctx->world_size, me = ctx->rank, n = 0;
+    moe_status_t st = MOE_OK;
+    for (int s = 0; s < W && st == MOE_OK; s++) {
         if (s != me && ctx->num_local > 0) {
-            rc = MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->num_local, MPI_INT32_T,
-                           s, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]);
+            st = MOE_MPI(MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->num_local,
+                                   MPI_INT32_T, s, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
+                         err);
             ctx->count_peers[n++] = s;
         }
     }
-    for (int d = 0; d < W && rc == MPI_SUCCESS; d++) {
+    for (int d = 0; d < W && st == MOE_OK; d++) {
         if (d != me && p->count_msg_len[d] > 0) {
-            rc = MPI_Isend(p->count_msg + p->count_msg_displs[d], p->count_msg_len[d],
-                           MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]);
+            st = MOE_MPI(MPI_Isend(p->count_msg + p->count_msg_displs[d], p->count_msg_len[d],
+                                   MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
+                         err);
             ctx->count_peers[n++] = d;
         }
     }
-    if (rc != MPI_SUCCESS) {
-        return moe_mpi_check(rc, "posting the counts exchange", err);
+    if (st != MOE_OK) {
+        return st;
     }
     memcpy(ctx->recv_counts + ctx->n_local_displs[me], p->count_msg + p->count_msg_displs[me],
            sizeof(int32_t) * (size_t)p->count_msg_len[me]);

@@ -72,13 +72,13 @@ static moe_status_t mpi_start(moe_transport_t *t, int slot, const float *send,
     if (impl->use_alltoallv) {
         s->req_peer[0] = -1;
         s->nreq = s->left = 1;
-        return moe_mpi_check(MPI_Ialltoallv(send, send_rows, send_displs, impl->row_type, recv,
-                                            recv_rows, recv_displs, impl->row_type, t->comm,
-                                            &s->reqs[0]),
-                             "MPI_Ialltoallv", err);
+        return MOE_MPI(MPI_Ialltoallv(send, send_rows, send_displs, impl->row_type, recv,
+                                      recv_rows, recv_displs, impl->row_type, t->comm,
+                                      &s->reqs[0]),
+                       err);
     }
-    int rc = post_p2p(t, slot, send, send_rows, send_displs, recv, recv_rows, recv_displs);
-    return moe_mpi_check(rc, "posting the row exchange", err);
+    return MOE_MPI(post_p2p(t, slot, send, send_rows, send_displs, recv, recv_rows, recv_displs),
+                   err);
 }
 
 static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error_t *err)
@@ -92,9 +92,10 @@ static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error
     }
     int ndone = 0;
     if (s->left > 0) {
-        int rc = MPI_Testsome(s->nreq, s->reqs, &ndone, impl->done_idx, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            return moe_mpi_check(rc, "MPI_Testsome (row exchange)", err);
+        moe_status_t st = MOE_MPI(MPI_Testsome(s->nreq, s->reqs, &ndone, impl->done_idx,
+                                               MPI_STATUSES_IGNORE), err);
+        if (st != MOE_OK) {
+            return st;
         }
     }
     int64_t now = moe_now_ns();
@@ -220,11 +221,10 @@ moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, int num_
         st = mpi_alloc(t, impl, err);
     }
     if (st == MOE_OK) {
-        st = moe_mpi_check(MPI_Type_contiguous((int)row_elems, MPI_FLOAT, &impl->row_type),
-                           "MPI_Type_contiguous", err);
+        st = MOE_MPI(MPI_Type_contiguous((int)row_elems, MPI_FLOAT, &impl->row_type), err);
     }
     if (st == MOE_OK) {
-        st = moe_mpi_check(MPI_Type_commit(&impl->row_type), "MPI_Type_commit", err);
+        st = MOE_MPI(MPI_Type_commit(&impl->row_type), err);
     }
     if (st != MOE_OK) {
         mpi_destroy(t);

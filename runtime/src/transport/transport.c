@@ -7,17 +7,6 @@
 #include "transport/transport.h"
 #include "transport/wait.h"
 
-moe_status_t moe_mpi_check(int mpi_rc, const char *what, moe_error_t *err)
-{
-    if (mpi_rc == MPI_SUCCESS) {
-        return MOE_OK;
-    }
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(mpi_rc, text, &len);
-    return moe_error_set(err, MOE_ERR_MPI, "%s failed: %s", what, text);
-}
-
 moe_status_t moe_transport_base_init(moe_transport_t *t, const moe_transport_ops_t *ops,
                                      MPI_Comm comm, int64_t row_elems, int num_slots,
                                      moe_error_t *err)

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "moe/config.h"
+#include "moe/mpi_check.h"
 #include "moe/status.h"
 
 typedef struct moe_transport moe_transport_t;
@@ -118,8 +119,5 @@ moe_status_t moe_transport_nccl_create(MPI_Comm comm, int64_t row_elems, int num
                                        const moe_transport_device_t *dev,
                                        moe_transport_t **out, moe_error_t *err);
 #endif
-
-/* Convert an MPI error code into moe_status_t with its MPI text; logs nothing. */
-moe_status_t moe_mpi_check(int mpi_rc, const char *what, moe_error_t *err);
 
 #endif /* MOE_TRANSPORT_H */

@@ -289,8 +289,7 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
     }
     MOE_UCX_CHECK(ucp_worker_get_address(impl->worker, &mine, &mine_len), "ucp_worker_get_address");
     int my_len = (int)mine_len;
-    st = moe_mpi_check(MPI_Allgather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, t->comm),
-                       "MPI_Allgather (UCX address lengths)", err);
+    st = MOE_MPI(MPI_Allgather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, t->comm), err);
     if (st != MOE_OK) {
         goto cleanup;
     }
@@ -304,9 +303,8 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX address table");
         goto cleanup;
     }
-    st = moe_mpi_check(MPI_Allgatherv(mine, my_len, MPI_BYTE, all, lens, displs, MPI_BYTE,
-                                      t->comm),
-                       "MPI_Allgatherv (UCX addresses)", err);
+    st = MOE_MPI(MPI_Allgatherv(mine, my_len, MPI_BYTE, all, lens, displs, MPI_BYTE, t->comm),
+                 err);
     for (int p = 0; p < W && st == MOE_OK; p++) {
         if (p == t->rank) {
             continue;
