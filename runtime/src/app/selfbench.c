@@ -91,12 +91,12 @@ static int64_t replay_exchange_ns(moe_engine_t *eng, int iters)
     int64_t t0 = moe_now_ns();
     moe_status_t st = MOE_OK;
     for (int i = 0; i < iters && st == MOE_OK; i++) { /* a failed exchange ends the replay */
-        st = moe_transport_exchange(t, ctx->xsend, ctx->plan.send_rows,
-                                    ctx->plan.send_row_displs, ctx->xrecv, ctx->recv_rows,
+        st = moe_transport_exchange(t, ctx->io.xsend, ctx->plan.send_rows,
+                                    ctx->plan.send_row_displs, ctx->io.xrecv, ctx->recv_rows,
                                     ctx->recv_displs, NULL);
         if (st == MOE_OK) {
-            st = moe_transport_exchange(t, ctx->xback, ctx->recv_rows, ctx->recv_displs,
-                                        ctx->xret, ctx->plan.send_rows,
+            st = moe_transport_exchange(t, ctx->io.xback, ctx->recv_rows, ctx->recv_displs,
+                                        ctx->io.xret, ctx->plan.send_rows,
                                         ctx->plan.send_row_displs, NULL);
         }
     }
