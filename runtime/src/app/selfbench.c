@@ -10,9 +10,6 @@
 #include "expert/gemm.h"
 #include "moe/log.h"
 #include "transport/wait.h"
-#ifdef MOE_HAVE_CUDA
-#include "expert/cuda/moe_cuda.h"
-#endif
 
 /* Best time of `reps` GEMMs C[m,n] = A[m,k] B[n,k]^T, in ns. */
 static int64_t best_gemm_ns(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
@@ -39,14 +36,12 @@ static double gemm_limit_gflops(const moe_engine_t *eng)
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     int64_t m = eng->expert_rows / eng->expert_calls;
     int64_t up_n = cfg->activation == MOE_ACT_SWIGLU ? 2 * F : F;
-#ifdef MOE_HAVE_CUDA
-    if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype */
+    if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype, in the plug-in */
         double tflops = 0.0;
-        moe_status_t st = moe_cuda_gemm_probe(eng->cuda, cfg->dtype, cfg->activation, H, F, m, 10,
-                                              &tflops, NULL);
+        moe_status_t st = eng->plugin->gemm_probe(eng->cuda, cfg->dtype, cfg->activation, H, F,
+                                                  m, 10, &tflops, NULL);
         return st == MOE_OK ? tflops * 1e3 : 0.0;
     }
-#endif
     float *a = calloc((size_t)(m * (H > F ? H : F)), sizeof(float));
     float *c = calloc((size_t)(m * (up_n > H ? up_n : H)), sizeof(float));
     double gflops = 0.0;

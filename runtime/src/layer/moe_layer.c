@@ -11,9 +11,6 @@
 #include "moe/stop.h"
 #include "expert/nvtx.h"
 #include "layer/arena.h"
-#ifdef MOE_HAVE_CUDA
-#include "expert/cuda/backend_cuda.h"
-#endif
 #include "transport/wait.h"
 
 /* Every host buffer of the step, carved from one arena (a sizing pass first: arena.h). */
@@ -112,8 +109,9 @@ static void layer_io_init(moe_layer_ctx_t *ctx)
     io->progress_arg = ctx;
 }
 
-/* The back-end the config asks for: the CPU's or the GPU's. */
-static moe_status_t layer_attach(moe_layer_ctx_t *ctx, void *device, moe_error_t *err)
+/* The back-end the config asks for: the CPU's, or the plug-in's GPU back-end. */
+static moe_status_t layer_attach(moe_layer_ctx_t *ctx, const moe_plugin_t *plugin,
+                                 void *device, moe_error_t *err)
 {
     moe_expert_io_t *io = &ctx->io;
     io->xsend = io->send_buf;
@@ -124,18 +122,17 @@ static moe_status_t layer_attach(moe_layer_ctx_t *ctx, void *device, moe_error_t
         moe_expert_cpu_attach(&ctx->backend, io);
         return MOE_OK;
     }
-#ifdef MOE_HAVE_CUDA
-    return moe_expert_cuda_attach(&ctx->backend, io, device, err);
-#else
-    (void)device;
-    return moe_error_set(err, MOE_ERR_UNSUPPORTED,
-                         "runtime.device: cuda is not available in this build; use cpu");
-#endif
+    if (plugin == NULL || device == NULL) {
+        return moe_error_set(err, MOE_ERR_INTERNAL,
+                             "runtime.device: cuda, but the layer got no CUDA plug-in or device");
+    }
+    return plugin->expert_attach(&ctx->backend, io, device, err);
 }
 
 moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, MPI_Comm comm,
                                 moe_transport_t *transport, const moe_weights_t *weights,
-                                int64_t max_tokens, void *device, moe_error_t *err)
+                                int64_t max_tokens, const moe_plugin_t *plugin, void *device,
+                                moe_error_t *err)
 {
     memset(ctx, 0, sizeof(*ctx));
     ctx->cfg = cfg;
@@ -165,7 +162,7 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     for (int r = 0; r < ctx->world_size; r++) {
         ctx->n_local_displs[r] = r * ctx->num_local;
     }
-    st = layer_attach(ctx, device, err);
+    st = layer_attach(ctx, plugin, device, err);
     if (st != MOE_OK) {
         moe_layer_ctx_destroy(ctx);
     }

@@ -15,6 +15,7 @@
 #include "moe/prof.h"
 #include "moe/status.h"
 #include "expert/backend.h"
+#include "expert/plugin.h"
 #include "layer/plan.h"
 #include "transport/transport.h"
 #include "model/weights.h"
@@ -37,7 +38,7 @@ typedef struct moe_layer_record {
 typedef struct moe_layer_ctx moe_layer_ctx_t;
 
 /* Where the layer's arithmetic runs is its expert back-end (expert/backend.h): the CPU, or
- * the GPU (expert/cuda/backend_cuda.h). The layer routes, plans, exchanges counts
+ * the GPU of the CUDA plug-in (expert/plugin.h). The layer routes, plans, exchanges counts
  * and rows chunk by chunk and records; it calls only the back-end's table. x given to
  * moe_layer_forward lives where the back-end computes (device memory for cuda).
  *
@@ -77,11 +78,13 @@ struct moe_layer_ctx {
     moe_layer_record_t rec;
 };
 
-/* Size every buffer for `max_tokens` routed tokens. device: the rank's moe_cuda_t * when
- * cfg->device is cuda (the GPU back-end uploads the weights), else NULL. */
+/* Size every buffer for `max_tokens` routed tokens. plugin and device: the CUDA plug-in
+ * and the rank's device context when cfg->device is cuda (the GPU back-end uploads the
+ * weights), else NULL. */
 moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, MPI_Comm comm,
                                 moe_transport_t *transport, const moe_weights_t *weights,
-                                int64_t max_tokens, void *device, moe_error_t *err);
+                                int64_t max_tokens, const moe_plugin_t *plugin, void *device,
+                                moe_error_t *err);
 void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx); /* accepts a zeroed ctx */
 
 /* x [tokens, H] in place: x = x + MoE(x) with layer `layer`'s weights. tokens <=
