@@ -12,7 +12,7 @@
 #include "test_util.h"
 
 #ifndef MOE_HAVE_CUDA
-#error "MOE_HAVE_CUDA must reach the tests of a CUDA build (PUBLIC on moe_runtime)"
+#error "MOE_HAVE_CUDA must reach the tests of a CUDA build (PUBLIC on the plug-in, moed_cuda)"
 #endif
 
 static void test_no_device(const char *why)

@@ -32,7 +32,7 @@
 
 #include "expert/cuda/moe_cuda.h"
 #include "expert/expert.h"
-#include "layer/gate.h"
+#include "expert/gate.h"
 #include "moe/safetensors.h"
 #include "model/rng.h"
 #include "test_util.h"

@@ -14,9 +14,6 @@
 #include "moe/stop.h"
 #include "expert/nvtx.h"
 #include "transport/wait.h"
-#ifdef MOE_HAVE_CUDA
-#include "expert/cuda/moe_cuda.h"
-#endif
 
 /* MOED_TEST_MPI_FAIL=agree:N: the Nth agreement of this process hands MPI_Allreduce an
  * invalid count, so the call fails for real, on every rank at once (ranks agree in the same
@@ -165,9 +162,7 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
         .hosts = (const char (*)[64])eng->hosts,
         .device = eng->device_name,
         .chunks = (int)cfg->chunks,
-#ifdef MOE_HAVE_CUDA
-        .device_memory = eng->cuda != NULL ? moe_cuda_mem_usage : NULL,
-#endif
+        .device_memory = eng->cuda != NULL ? eng->plugin->mem_usage : NULL,
     };
     return moe_prof_create(cfg, eng->comm, &info, &eng->prof, err);
 }
@@ -175,7 +170,7 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
 /* Options the config accepts but this build cannot do: say so instead of ignoring them. */
 static moe_status_t engine_check_supported(const moe_config_t *cfg, moe_error_t *err)
 {
-#ifndef MOE_HAVE_CUDA
+#ifndef MOED_HAVE_PLUGIN
     if (cfg->device == MOE_DEVICE_CUDA) {
         return moe_error_set(err, MOE_ERR_UNSUPPORTED,
                              "runtime.device: cuda is not available in this build (built "
@@ -190,18 +185,19 @@ static moe_status_t engine_check_supported(const moe_config_t *cfg, moe_error_t 
     return MOE_OK;
 }
 
-/* runtime.device: cuda: the GPU of this rank's local rank (ranks on one host, in rank
- * order) modulo the host's GPUs, a context on it, and the device copy of x. */
+/* runtime.device: cuda: the CUDA plug-in (loaded here, never on a CPU run), the GPU of this
+ * rank's local rank (ranks on one host, in rank order) modulo the host's GPUs, a context on
+ * it, and the device copy of x. */
 static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
 {
     snprintf(eng->device_name, sizeof(eng->device_name), "cpu");
     if (eng->cfg->device != MOE_DEVICE_CUDA) {
         return MOE_OK;
     }
-#ifdef MOE_HAVE_CUDA
     char why[256];
-    moe_status_t st = MOE_OK;
-    if (!moe_cuda_available(why, sizeof(why))) {
+    const moe_plugin_t *pl = NULL;
+    moe_status_t st = moe_plugin_get("runtime.device: cuda", &pl, err);
+    if (st == MOE_OK && !pl->available(why, sizeof(why))) {
         st = moe_error_set(err, MOE_ERR_CUDA, "runtime.device: cuda, but rank %d has no usable "
                            "GPU (%s)", eng->rank, why);
     }
@@ -209,6 +205,7 @@ static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
     if (st != MOE_OK) {
         return st;
     }
+    eng->plugin = pl;
     MPI_Comm local;
     int local_rank = 0;
     st = MOE_MPI(MPI_Comm_split_type(eng->comm, MPI_COMM_TYPE_SHARED, eng->rank, MPI_INFO_NULL,
@@ -223,36 +220,27 @@ static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
     if (st != MOE_OK) {
         return st;
     }
-    moe_cuda_t *cu = NULL;
-    st = moe_cuda_create(local_rank % moe_cuda_device_count(), &cu, err);
+    void *cu = NULL;
+    st = pl->open(local_rank % pl->device_count(), &cu, err);
     if (st != MOE_OK) {
         return st;
     }
     eng->cuda = cu;
-    snprintf(eng->device_name, sizeof(eng->device_name), "%s", moe_cuda_device_name(cu));
+    snprintf(eng->device_name, sizeof(eng->device_name), "%s", pl->device_name(cu));
     size_t bytes = sizeof(float) * (size_t)(eng->token_count * eng->cfg->hidden_dim);
-    return moe_cuda_alloc(cu, bytes, (void **)&eng->x_dev, err);
-#else
-    return moe_error_set(err, MOE_ERR_UNSUPPORTED, "runtime.device: cuda: built without CUDA");
-#endif
+    return pl->alloc(cu, bytes, (void **)&eng->x_dev, err);
 }
 
 /* Copy the hidden state between the host and the GPU (no-ops on the CPU). to_device: the
  * step's input in; else the result out. */
 static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t *err)
 {
-#ifdef MOE_HAVE_CUDA
     if (eng->cuda != NULL && eng->token_count > 0) {
         size_t bytes = sizeof(float) * (size_t)(eng->token_count * eng->cfg->hidden_dim);
-        moe_status_t st = moe_cuda_copy(eng->cuda, to_device ? (void *)eng->x_dev : eng->x,
-                                        to_device ? (void *)eng->x : eng->x_dev, bytes,
-                                        to_device ? MOE_CUDA_COPY_H2D : MOE_CUDA_COPY_D2H,
-                                        MOE_CUDA_STREAM_COMPUTE, err);
-        return st == MOE_OK ? moe_cuda_sync(eng->cuda, MOE_CUDA_STREAM_COMPUTE, err) : st;
+        return eng->plugin->copy_sync(eng->cuda, to_device ? (void *)eng->x_dev : eng->x,
+                                      to_device ? (void *)eng->x : eng->x_dev, bytes,
+                                      to_device, err);
     }
-#endif
-    (void)to_device;
-    (void)err;
     return MOE_OK;
 }
 
@@ -288,7 +276,7 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = engine_hosts(eng, err);
     }
     if (st == MOE_OK) {
-        moe_transport_device_t dev = {.cuda = eng->cuda};
+        moe_transport_device_t dev = {.cuda = eng->cuda, .plugin = eng->plugin};
         st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, 2 * (int)cfg->chunks,
                                   &dev, &eng->transport, err);
     }
@@ -300,7 +288,7 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     }
     if (st == MOE_OK) {
         st = moe_layer_ctx_init(&eng->layer, cfg, comm, eng->transport, &eng->weights,
-                                eng->token_count, eng->cuda, err);
+                                eng->token_count, eng->plugin, eng->cuda, err);
     }
     st = moe_agree(comm, st, err);
     if (st == MOE_OK && cfg->prof_enabled) {
@@ -325,10 +313,10 @@ void moe_engine_destroy(moe_engine_t *eng)
     moe_transport_destroy(eng->transport);
     moe_layer_ctx_destroy(&eng->layer);
     moe_weights_destroy(&eng->weights);
-#ifdef MOE_HAVE_CUDA
-    moe_cuda_free(eng->cuda, eng->x_dev);
-    moe_cuda_destroy(eng->cuda);
-#endif
+    if (eng->plugin != NULL) {
+        eng->plugin->free(eng->cuda, eng->x_dev);
+        eng->plugin->close(eng->cuda);
+    }
     free(eng->hosts);
     free(eng->x);
     free(eng->batches);

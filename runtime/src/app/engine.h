@@ -28,7 +28,8 @@ struct moe_engine {
     moe_transport_t *transport;
     moe_layer_ctx_t layer;
     float *x;              /* [token_count, H] hidden state of the current step */
-    void *cuda;            /* moe_cuda_t * of this rank's GPU (runtime.device: cuda) */
+    const moe_plugin_t *plugin; /* the CUDA plug-in (runtime.device: cuda), else NULL */
+    void *cuda;            /* the plug-in's context on this rank's GPU */
     float *x_dev;          /* [token_count, H] on the GPU: what the layers update */
     char device_name[64];  /* "cpu" or the GPU's name */
     float *batches;        /* [num_batches, token_count, H] inputs, cycled over steps */

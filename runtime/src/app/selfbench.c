@@ -11,9 +11,6 @@
 #include "moe/log.h"
 #include "moe/mpi_check.h"
 #include "transport/wait.h"
-#ifdef MOE_HAVE_CUDA
-#include "expert/cuda/moe_cuda.h"
-#endif
 
 /* Best time of `reps` GEMMs C[m,n] = A[m,k] B[n,k]^T, in ns. */
 static int64_t best_gemm_ns(int64_t m, int64_t n, int64_t k, const float *a, const float *b,
@@ -40,14 +37,12 @@ static double gemm_limit_gflops(const moe_engine_t *eng)
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     int64_t m = eng->expert_rows / eng->expert_calls;
     int64_t up_n = cfg->activation == MOE_ACT_SWIGLU ? 2 * F : F;
-#ifdef MOE_HAVE_CUDA
-    if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype */
+    if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype, in the plug-in */
         double tflops = 0.0;
-        moe_status_t st = moe_cuda_gemm_probe(eng->cuda, cfg->dtype, cfg->activation, H, F, m, 10,
-                                              &tflops, NULL);
+        moe_status_t st = eng->plugin->gemm_probe(eng->cuda, cfg->dtype, cfg->activation, H, F,
+                                                  m, 10, &tflops, NULL);
         return st == MOE_OK ? tflops * 1e3 : 0.0;
     }
-#endif
     float *a = calloc((size_t)(m * (H > F ? H : F)), sizeof(float));
     float *c = calloc((size_t)(m * (up_n > H ? up_n : H)), sizeof(float));
     double gflops = 0.0;
@@ -95,12 +90,12 @@ static moe_status_t replay_exchange_ns(moe_engine_t *eng, int iters, int64_t *sl
     }
     int64_t t0 = moe_now_ns();
     for (int i = 0; i < iters && st == MOE_OK; i++) { /* a failed exchange ends the replay */
-        st = moe_transport_exchange(t, ctx->xsend, ctx->plan.send_rows,
-                                    ctx->plan.send_row_displs, ctx->xrecv, ctx->recv_rows,
+        st = moe_transport_exchange(t, ctx->io.xsend, ctx->plan.send_rows,
+                                    ctx->plan.send_row_displs, ctx->io.xrecv, ctx->recv_rows,
                                     ctx->recv_displs, NULL);
         if (st == MOE_OK) {
-            st = moe_transport_exchange(t, ctx->xback, ctx->recv_rows, ctx->recv_displs,
-                                        ctx->xret, ctx->plan.send_rows,
+            st = moe_transport_exchange(t, ctx->io.xback, ctx->recv_rows, ctx->recv_displs,
+                                        ctx->io.xret, ctx->plan.send_rows,
                                         ctx->plan.send_row_displs, NULL);
         }
     }

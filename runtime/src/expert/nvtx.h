@@ -6,7 +6,7 @@
 #ifndef MOE_NVTX_H
 #define MOE_NVTX_H
 
-#if defined(MOE_HAVE_CUDA)
+#if defined(MOE_HAVE_CUDA) || defined(MOE_HAVE_NVTX)
 #include <nvtx3/nvToolsExt.h>
 
 /* Open a range named `name` (copied by NVTX; the caller may reuse the buffer). */

@@ -1,123 +1,172 @@
+/* One MoE layer: routing, the plan, the counts exchange, chunking, the exchanges and the
+ * record. The arithmetic is the expert back-end's (expert/backend.h), reached only through
+ * its table. */
 #include "layer/moe_layer.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "moe/clock.h"
-#include "expert/expert.h"
-#include "layer/gate.h"
+#include "moe/mpi_check.h"
 #include "moe/stop.h"
 #include "expert/nvtx.h"
+#include "layer/arena.h"
 #include "transport/wait.h"
 
-static void *alloc_n(size_t n, size_t size, int *failed)
+/* Every host buffer of the step, carved from one arena (a sizing pass first: arena.h). */
+static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
 {
-    void *p = calloc(n > 0 ? n : 1, size);
-    if (p == NULL) {
-        *failed = 1;
-    }
-    return p;
+    moe_expert_io_t *io = &ctx->io;
+    const moe_config_t *cfg = ctx->cfg;
+    size_t W = (size_t)ctx->world_size, E = (size_t)cfg->num_experts, k = (size_t)cfg->top_k;
+    size_t H = (size_t)cfg->hidden_dim, T = (size_t)ctx->max_tokens, f = sizeof(float);
+    size_t pairs = T * k, R = (size_t)io->max_recv, G = (size_t)io->gather_rows;
+    size_t cw = (size_t)ctx->chunks * W, nl = (size_t)ctx->num_local;
+    moe_plan_carve(&ctx->plan, (int)W, (int)E, (int)k, ctx->max_tokens, a);
+    io->logits = moe_arena_take(a, T * E, f);
+    io->topk_idx = moe_arena_take(a, pairs, sizeof(int32_t));
+    io->topk_w = moe_arena_take(a, pairs, f);
+    io->send_buf = moe_arena_take(a, pairs * H, f);
+    io->ret_buf = moe_arena_take(a, pairs * H, f);
+    io->recv_buf = moe_arena_take(a, R * H, f);
+    io->back_buf = moe_arena_take(a, R * H, f);
+    io->expert_in = moe_arena_take(a, G * H, f);
+    io->expert_out = moe_arena_take(a, G * H, f);
+    io->scratch = moe_arena_take(
+        a, (size_t)moe_expert_scratch_floats(cfg->activation, cfg->ffn_dim, io->tile_rows), f);
+    io->acc_row = moe_arena_take(a, H, f);
+    ctx->demand_before = moe_arena_take(a, E, sizeof(int32_t));
+    ctx->recv_counts = moe_arena_take(a, W * (nl + 1), sizeof(int32_t));
+    ctx->recv_rows = moe_arena_take(a, W, sizeof(int));
+    ctx->recv_displs = moe_arena_take(a, W, sizeof(int));
+    ctx->n_local_displs = moe_arena_take(a, W, sizeof(int));
+    ctx->chunk_send_rows = moe_arena_take(a, cw, sizeof(int));
+    ctx->chunk_send_displs = moe_arena_take(a, cw, sizeof(int));
+    ctx->chunk_recv_rows = moe_arena_take(a, cw, sizeof(int));
+    ctx->chunk_recv_displs = moe_arena_take(a, cw, sizeof(int));
+    ctx->count_reqs = moe_arena_take(a, 2 * W, sizeof(MPI_Request));
+    ctx->count_peers = moe_arena_take(a, 2 * W, sizeof(int));
+    ctx->src_from = moe_arena_take(a, W, sizeof(int64_t));
+    ctx->src_rows = moe_arena_take(a, W, sizeof(int64_t));
+    ctx->rec.expert_rows = moe_arena_take(a, nl, sizeof(int64_t));
+    ctx->rec.expert_ns = moe_arena_take(a, nl, sizeof(int64_t));
+    ctx->rec.calls = moe_arena_take(a, (size_t)ctx->chunks * nl, sizeof(moe_prof_call_t));
+    ctx->rec.spans = moe_arena_take(a, 2 * (size_t)ctx->chunks, sizeof(moe_prof_span_t));
+    ctx->rec.peer_wait_ns = moe_arena_take(a, W, sizeof(int64_t));
 }
 
-static const moe_layer_backend_t k_cpu_backend;
+/* The arena: size it, take one zeroed block aligned like its buffers, carve. */
+static moe_status_t layer_alloc(moe_layer_ctx_t *ctx, moe_error_t *err)
+{
+    moe_arena_t sizing = {0};
+    layer_carve(ctx, &sizing);
+    size_t bytes = moe_arena_size(&sizing);
+    void *block = aligned_alloc(MOE_ARENA_ALIGN, bytes);
+    if (block == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY,
+                             "cannot allocate the step buffers (%zu bytes for %lld tokens x "
+                             "%lld hidden)", bytes, (long long)ctx->max_tokens,
+                             (long long)ctx->cfg->hidden_dim);
+    }
+    memset(block, 0, bytes);
+    moe_arena_t arena = {.base = block};
+    layer_carve(ctx, &arena);
+    ctx->arena = block;
+    ctx->arena_bytes = bytes;
+    return MOE_OK;
+}
+
+/* The back-end's way to the transport (expert/backend.h: moe_expert_progress_fn). */
+static moe_status_t layer_progress(void *arg, const char *what, int64_t since_ns,
+                                   moe_error_t *err)
+{
+    moe_layer_ctx_t *ctx = arg;
+    moe_status_t st = moe_transport_progress(ctx->transport, err);
+    if (st == MOE_OK && what != NULL) {
+        st = moe_wait_poll(since_ns, what, NULL, 0, err);
+    }
+    return st;
+}
+
+/* What the back-end sees that does not change from step to step. */
+static void layer_io_init(moe_layer_ctx_t *ctx)
+{
+    const moe_config_t *cfg = ctx->cfg;
+    moe_expert_io_t *io = &ctx->io;
+    int64_t T = cfg->tokens_per_step, k = cfg->top_k;
+    io->cfg = cfg;
+    io->weights = ctx->weights;
+    io->world_size = ctx->world_size;
+    io->num_local = ctx->num_local;
+    io->chunks = ctx->chunks;
+    io->max_tokens = ctx->max_tokens;
+    /* A token picks an expert at most once: no local expert gets more than T rows. */
+    io->max_recv = T * k < ctx->num_local * T ? T * k : ctx->num_local * T;
+    io->gather_rows = ctx->num_local > 0 ? T : 0;
+    io->tile_rows = T < 1024 ? T : 1024;
+    io->host_transport = !ctx->transport->ops->device_memory;
+    io->progress = layer_progress;
+    io->progress_arg = ctx;
+}
+
+/* The back-end the config asks for: the CPU's, or the plug-in's GPU back-end. */
+static moe_status_t layer_attach(moe_layer_ctx_t *ctx, const moe_plugin_t *plugin,
+                                 void *device, moe_error_t *err)
+{
+    moe_expert_io_t *io = &ctx->io;
+    io->xsend = io->send_buf;
+    io->xret = io->ret_buf;
+    io->xrecv = io->recv_buf;
+    io->xback = io->back_buf;
+    if (ctx->cfg->device != MOE_DEVICE_CUDA) {
+        moe_expert_cpu_attach(&ctx->backend, io);
+        return MOE_OK;
+    }
+    if (plugin == NULL || device == NULL) {
+        return moe_error_set(err, MOE_ERR_INTERNAL,
+                             "runtime.device: cuda, but the layer got no CUDA plug-in or device");
+    }
+    return plugin->expert_attach(&ctx->backend, io, device, err);
+}
 
 moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, MPI_Comm comm,
                                 moe_transport_t *transport, const moe_weights_t *weights,
-                                int64_t max_tokens, void *device, moe_error_t *err)
+                                int64_t max_tokens, const moe_plugin_t *plugin, void *device,
+                                moe_error_t *err)
 {
     memset(ctx, 0, sizeof(*ctx));
     ctx->cfg = cfg;
     ctx->weights = weights;
-    ctx->backend = &k_cpu_backend;
     ctx->comm = comm;
     ctx->transport = transport;
-    MPI_Comm_rank(comm, &ctx->rank);
-    MPI_Comm_size(comm, &ctx->world_size);
-    int W = ctx->world_size, E = (int)cfg->num_experts, k = (int)cfg->top_k;
-    int64_t H = cfg->hidden_dim, T = cfg->tokens_per_step;
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &ctx->rank), err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_size(comm, &ctx->world_size), err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
     ctx->max_tokens = max_tokens;
     ctx->num_local = moe_cfg_experts_of_rank(cfg, ctx->rank, NULL);
-    ctx->capacity = moe_plan_capacity(cfg->capacity_factor, T, k, E);
-    /* A token picks an expert at most once: no local expert gets more than T rows. */
-    ctx->max_recv = T * k < ctx->num_local * T ? T * k : ctx->num_local * T;
-    ctx->tile_rows = T < 1024 ? T : 1024;
+    ctx->capacity = moe_plan_capacity(cfg->capacity_factor, cfg->tokens_per_step,
+                                      (int)cfg->top_k, (int)cfg->num_experts);
     ctx->chunks = (int)cfg->chunks;
     if (ctx->chunks * 2 > transport->num_slots) {
         return moe_error_set(err, MOE_ERR_INTERNAL, "the transport has %d slots, %d chunks need %d",
                              transport->num_slots, ctx->chunks, 2 * ctx->chunks);
     }
-
-    if (moe_plan_init(&ctx->plan, W, E, k, max_tokens) != 0) {
-        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the dispatch plan");
+    layer_io_init(ctx);
+    if ((st = layer_alloc(ctx, err)) != MOE_OK) {
+        return st;
     }
-    int failed = 0;
-    size_t pairs = (size_t)(max_tokens * k);
-    ctx->logits = alloc_n((size_t)(max_tokens * E), sizeof(float), &failed);
-    ctx->topk_idx = alloc_n(pairs, sizeof(int32_t), &failed);
-    ctx->topk_w = alloc_n(pairs, sizeof(float), &failed);
-    ctx->demand_before = alloc_n((size_t)E, sizeof(int32_t), &failed);
-    ctx->send_buf = alloc_n(pairs * (size_t)H, sizeof(float), &failed);
-    ctx->ret_buf = alloc_n(pairs * (size_t)H, sizeof(float), &failed);
-    ctx->recv_buf = alloc_n((size_t)(ctx->max_recv * H), sizeof(float), &failed);
-    ctx->back_buf = alloc_n((size_t)(ctx->max_recv * H), sizeof(float), &failed);
-    ctx->recv_counts = alloc_n((size_t)W * (size_t)(ctx->num_local + 1), sizeof(int32_t), &failed);
-    ctx->recv_rows = alloc_n((size_t)W, sizeof(int), &failed);
-    ctx->recv_displs = alloc_n((size_t)W, sizeof(int), &failed);
-    ctx->n_local_of = alloc_n((size_t)W, sizeof(int), &failed);
-    ctx->n_local_displs = alloc_n((size_t)W, sizeof(int), &failed);
-    ctx->recv_count_len = alloc_n((size_t)W, sizeof(int), &failed);
-    size_t cw = (size_t)ctx->chunks * (size_t)W;
-    ctx->chunk_send_rows = alloc_n(cw, sizeof(int), &failed);
-    ctx->chunk_send_displs = alloc_n(cw, sizeof(int), &failed);
-    ctx->chunk_recv_rows = alloc_n(cw, sizeof(int), &failed);
-    ctx->chunk_recv_displs = alloc_n(cw, sizeof(int), &failed);
-    ctx->count_reqs = alloc_n(2 * (size_t)W, sizeof(MPI_Request), &failed);
-    ctx->count_peers = alloc_n(2 * (size_t)W, sizeof(int), &failed);
-    ctx->src_from = alloc_n((size_t)W, sizeof(int64_t), &failed);
-    ctx->src_rows = alloc_n((size_t)W, sizeof(int64_t), &failed);
-    int64_t gather_rows = ctx->num_local > 0 ? T : 0;
-    ctx->expert_in = alloc_n((size_t)(gather_rows * H), sizeof(float), &failed);
-    ctx->expert_out = alloc_n((size_t)(gather_rows * H), sizeof(float), &failed);
-    ctx->scratch = alloc_n(
-        (size_t)moe_expert_scratch_floats(cfg->activation, cfg->ffn_dim, ctx->tile_rows),
-        sizeof(float), &failed);
-    ctx->acc_row = alloc_n((size_t)H, sizeof(float), &failed);
-    ctx->rec.expert_rows = alloc_n((size_t)ctx->num_local, sizeof(int64_t), &failed);
-    ctx->rec.expert_ns = alloc_n((size_t)ctx->num_local, sizeof(int64_t), &failed);
-    ctx->rec.calls = alloc_n((size_t)ctx->chunks * (size_t)ctx->num_local,
-                             sizeof(moe_prof_call_t), &failed);
-    ctx->rec.spans = alloc_n(2 * (size_t)ctx->chunks, sizeof(moe_prof_span_t), &failed);
-    ctx->rec.peer_wait_ns = alloc_n((size_t)W, sizeof(int64_t), &failed);
-    if (failed) {
-        moe_layer_ctx_destroy(ctx);
-        return moe_error_set(err, MOE_ERR_NO_MEMORY,
-                             "cannot allocate the step buffers (%lld tokens x %lld hidden)",
-                             (long long)T, (long long)H);
-    }
-    for (int r = 0; r < W; r++) {
-        ctx->n_local_of[r] = moe_cfg_experts_of_rank(cfg, r, NULL);
+    for (int r = 0; r < ctx->world_size; r++) {
         ctx->n_local_displs[r] = r * ctx->num_local;
-        ctx->recv_count_len[r] = ctx->num_local;
     }
-    ctx->xsend = ctx->send_buf;
-    ctx->xret = ctx->ret_buf;
-    ctx->xrecv = ctx->recv_buf;
-    ctx->xback = ctx->back_buf;
-    if (cfg->device == MOE_DEVICE_CUDA) {
-#ifdef MOE_HAVE_CUDA
-        moe_status_t st = moe_layer_cuda_attach(ctx, device, err);
-        if (st != MOE_OK) {
-            moe_layer_ctx_destroy(ctx);
-            return st;
-        }
-#else
-        (void)device;
+    st = layer_attach(ctx, plugin, device, err);
+    if (st != MOE_OK) {
         moe_layer_ctx_destroy(ctx);
-        return moe_error_set(err, MOE_ERR_UNSUPPORTED,
-                             "runtime.device: cuda is not available in this build; use cpu");
-#endif
     }
-    return MOE_OK;
+    return st;
 }
 
 void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx)
@@ -125,29 +174,14 @@ void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx)
     if (ctx == NULL) {
         return;
     }
-    if (ctx->backend != NULL && ctx->backend->destroy != NULL) {
-        ctx->backend->destroy(ctx);
-    }
-    moe_plan_destroy(&ctx->plan);
-    void *bufs[] = {ctx->logits,    ctx->topk_idx,      ctx->topk_w,     ctx->demand_before,
-                    ctx->send_buf,  ctx->ret_buf,       ctx->recv_buf,   ctx->back_buf,
-                    ctx->recv_counts, ctx->recv_rows,   ctx->recv_displs, ctx->n_local_of,
-                    ctx->n_local_displs, ctx->recv_count_len, ctx->count_reqs,
-                    ctx->count_peers, ctx->src_from, ctx->src_rows, ctx->expert_in, ctx->expert_out, ctx->scratch,
-                    ctx->acc_row,   ctx->chunk_send_rows, ctx->chunk_send_displs,
-                    ctx->chunk_recv_rows, ctx->chunk_recv_displs, ctx->rec.expert_rows,
-                    ctx->rec.expert_ns, ctx->rec.calls, ctx->rec.spans, ctx->rec.peer_wait_ns};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
-        free(bufs[i]);
-    }
+    moe_expert_backend_destroy(&ctx->backend);
+    free(ctx->arena); /* the plan and every buffer were carved from it */
     memset(ctx, 0, sizeof(*ctx));
 }
 
 size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx)
 {
-    size_t pairs = (size_t)(ctx->max_tokens * ctx->cfg->top_k);
-    size_t H = (size_t)ctx->cfg->hidden_dim;
-    return sizeof(float) * H * (2 * pairs + 2 * (size_t)ctx->max_recv);
+    return ctx->arena_bytes;
 }
 
 /* gate + capacity + plan: everything before bytes move. */
@@ -156,18 +190,20 @@ static moe_status_t layer_route(moe_layer_ctx_t *ctx, int layer, const float *x,
 {
     int E = (int)ctx->cfg->num_experts;
     moe_status_t st = MOE_OK;
-    if (tokens > 0 && (st = ctx->backend->gate(ctx, layer, x, tokens, err)) != MOE_OK) {
+    moe_expert_backend_t *be = &ctx->backend;
+    if (tokens > 0 && (st = be->ops->gate(be, layer, x, tokens, err)) != MOE_OK) {
         return st;
     }
-    moe_plan_count_demand(&ctx->plan, ctx->topk_idx, tokens);
+    moe_plan_count_demand(&ctx->plan, ctx->io.topk_idx, tokens);
     const int32_t *before = NULL;
     if (ctx->capacity > 0) {
         /* Global token order decides who is dropped: lower routing ranks come first. */
         MPI_Request req;
-        int rc = MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E, MPI_INT32_T,
-                             MPI_SUM, ctx->comm, &req);
-        st = rc == MPI_SUCCESS ? moe_wait_request(&req, "the capacity scan", err)
-                               : moe_mpi_check(rc, "MPI_Iexscan", __FILE__, __LINE__, err);
+        st = MOE_MPI(MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E, MPI_INT32_T,
+                                 MPI_SUM, ctx->comm, &req), err);
+        if (st == MOE_OK) {
+            st = moe_wait_request(&req, "the capacity scan", err);
+        }
         if (st != MOE_OK) {
             return st;
         }
@@ -176,7 +212,7 @@ static moe_status_t layer_route(moe_layer_ctx_t *ctx, int layer, const float *x,
         }
         before = ctx->demand_before;
     }
-    moe_plan_build(&ctx->plan, ctx->topk_idx, tokens, ctx->cfg->expert_owner, ctx->capacity,
+    moe_plan_build(&ctx->plan, ctx->io.topk_idx, tokens, ctx->cfg->expert_owner, ctx->capacity,
                    before);
     return MOE_OK;
 }
@@ -188,23 +224,26 @@ enum { COUNTS_TAG = 4241 };
 static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
     moe_plan_t *p = &ctx->plan;
-    int W = ctx->world_size, me = ctx->rank, n = 0, rc = MPI_SUCCESS;
-    for (int s = 0; s < W && rc == MPI_SUCCESS; s++) {
+    int W = ctx->world_size, me = ctx->rank, n = 0;
+    moe_status_t st = MOE_OK;
+    for (int s = 0; s < W && st == MOE_OK; s++) {
         if (s != me && ctx->num_local > 0) {
-            rc = MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->num_local, MPI_INT32_T,
-                           s, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]);
+            st = MOE_MPI(MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->num_local,
+                                   MPI_INT32_T, s, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
+                         err);
             ctx->count_peers[n++] = s;
         }
     }
-    for (int d = 0; d < W && rc == MPI_SUCCESS; d++) {
+    for (int d = 0; d < W && st == MOE_OK; d++) {
         if (d != me && p->count_msg_len[d] > 0) {
-            rc = MPI_Isend(p->count_msg + p->count_msg_displs[d], p->count_msg_len[d],
-                           MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]);
+            st = MOE_MPI(MPI_Isend(p->count_msg + p->count_msg_displs[d], p->count_msg_len[d],
+                                   MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
+                         err);
             ctx->count_peers[n++] = d;
         }
     }
-    if (rc != MPI_SUCCESS) {
-        return moe_mpi_check(rc, "MPI_Isend/MPI_Irecv", __FILE__, __LINE__, err);
+    if (st != MOE_OK) {
+        return st;
     }
     memcpy(ctx->recv_counts + ctx->n_local_displs[me], p->count_msg + p->count_msg_displs[me],
            sizeof(int32_t) * (size_t)p->count_msg_len[me]);
@@ -255,15 +294,23 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
         row += n;
     }
     layer_cut_chunks(ctx);
-    return ctx->backend->permute(ctx, x, after, err);
+    /* The step's plan, as the back-end reads it. */
+    moe_expert_io_t *io = &ctx->io;
+    io->tokens = ctx->plan.tokens;
+    io->num_send = ctx->plan.num_send;
+    io->send_token = ctx->plan.send_token;
+    io->slot_pos = ctx->plan.slot_pos;
+    io->chunk_recv_rows = ctx->chunk_recv_rows;
+    io->chunk_recv_displs = ctx->chunk_recv_displs;
+    return ctx->backend.ops->permute(&ctx->backend, x, after, err);
 }
 
 static moe_status_t start_dispatch(moe_layer_ctx_t *ctx, int c, const void *after,
                                    moe_error_t *err)
 {
     int i = c * ctx->world_size;
-    return ctx->transport->ops->start(ctx->transport, c, ctx->xsend, ctx->chunk_send_rows + i,
-                                      ctx->chunk_send_displs + i, ctx->xrecv,
+    return ctx->transport->ops->start(ctx->transport, c, ctx->io.xsend, ctx->chunk_send_rows + i,
+                                      ctx->chunk_send_displs + i, ctx->io.xrecv,
                                       ctx->chunk_recv_rows + i, ctx->chunk_recv_displs + i, after,
                                       err);
 }
@@ -272,31 +319,10 @@ static moe_status_t start_combine(moe_layer_ctx_t *ctx, int c, const void *after
                                   moe_error_t *err)
 {
     int i = c * ctx->world_size;
-    return ctx->transport->ops->start(ctx->transport, ctx->chunks + c, ctx->xback,
+    return ctx->transport->ops->start(ctx->transport, ctx->chunks + c, ctx->io.xback,
                                       ctx->chunk_recv_rows + i, ctx->chunk_recv_displs + i,
-                                      ctx->xret, ctx->chunk_send_rows + i,
+                                      ctx->io.xret, ctx->chunk_send_rows + i,
                                       ctx->chunk_send_displs + i, after, err);
-}
-
-/* The FFN over rows in tiles, driving the exchanges in flight between tiles. */
-static moe_status_t layer_ffn(moe_layer_ctx_t *ctx, const moe_expert_weights_t *ew,
-                              int64_t rows, const float *in, float *out, moe_error_t *err)
-{
-    const moe_config_t *cfg = ctx->cfg;
-    int64_t H = cfg->hidden_dim;
-    for (int64_t r0 = 0; r0 < rows; r0 += ctx->tile_rows) {
-        int64_t m = rows - r0 < ctx->tile_rows ? rows - r0 : ctx->tile_rows;
-        moe_status_t st = moe_expert_forward(ew, cfg->activation, H, cfg->ffn_dim, m,
-                                             in + r0 * H, out + r0 * H, ctx->scratch,
-                                             ctx->tile_rows);
-        if (st != MOE_OK) {
-            return moe_error_set(err, st, "expert %d FFN failed", ew->id);
-        }
-        if (ctx->chunks > 1 && (st = moe_transport_progress(ctx->transport, err)) != MOE_OK) {
-            return st;
-        }
-    }
-    return MOE_OK;
 }
 
 /* Local expert le's rows of chunk c: from each source s the part of its block [a, b)
@@ -321,20 +347,6 @@ static int64_t layer_expert_rows(moe_layer_ctx_t *ctx, int le, int c)
     return total;
 }
 
-int moe_layer_only_source(const moe_layer_ctx_t *ctx, const int64_t *n)
-{
-    int only = -1;
-    for (int s = 0; s < ctx->world_size; s++) {
-        if (n[s] > 0) {
-            if (only >= 0) {
-                return -1;
-            }
-            only = s;
-        }
-    }
-    return only;
-}
-
 /* Every local expert over chunk c, each call recorded (host times; a device back-end
  * corrects them in finish). */
 static moe_status_t layer_chunk_experts(moe_layer_ctx_t *ctx, int layer, int c,
@@ -350,8 +362,8 @@ static moe_status_t layer_chunk_experts(moe_layer_ctx_t *ctx, int layer, int c,
             continue;
         }
         int64_t b = moe_now_ns();
-        moe_status_t st = ctx->backend->expert(ctx, layer, le, rec->num_calls, ctx->src_from,
-                                               ctx->src_rows, rows, err);
+        moe_status_t st = ctx->backend.ops->expert(&ctx->backend, layer, le, rec->num_calls,
+                                                   ctx->src_from, ctx->src_rows, rows, err);
         int64_t e = moe_now_ns();
         if (st != MOE_OK) {
             return st;
@@ -362,33 +374,6 @@ static moe_status_t layer_chunk_experts(moe_layer_ctx_t *ctx, int layer, int c,
             .local = le, .chunk = c, .rows = rows, .begin_ns = b, .end_ns = e};
     }
     return MOE_OK;
-}
-
-/* x[t] += sum_j w[t,j] * out(t,j), choices in order j = 0..k-1 so the sum is the same
- * whatever the placement. */
-static void layer_merge(moe_layer_ctx_t *ctx, float *x, int64_t tokens)
-{
-    int k = (int)ctx->cfg->top_k;
-    int64_t H = ctx->cfg->hidden_dim;
-    float *acc = ctx->acc_row;
-    for (int64_t t = 0; t < tokens; t++) {
-        memset(acc, 0, sizeof(float) * (size_t)H);
-        for (int j = 0; j < k; j++) {
-            int32_t pos = ctx->plan.slot_pos[t * k + j];
-            if (pos < 0) {
-                continue; /* dropped by capacity: contributes nothing */
-            }
-            float w = ctx->topk_w[t * k + j];
-            const float *o = ctx->ret_buf + (int64_t)pos * H;
-            for (int64_t h = 0; h < H; h++) {
-                acc[h] += w * o[h];
-            }
-        }
-        float *xr = x + t * H;
-        for (int64_t h = 0; h < H; h++) {
-            xr[h] += acc[h];
-        }
-    }
 }
 
 /* The exchanges' spans and per-peer waits, once every slot has completed. */
@@ -420,13 +405,13 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const void *permuted, i
                                    int layer, moe_error_t *err)
 {
     moe_layer_record_t *rec = &ctx->rec;
-    const moe_layer_backend_t *be = ctx->backend;
+    moe_expert_backend_t *be = &ctx->backend;
     int N = ctx->chunks;
     moe_status_t st = start_dispatch(ctx, 0, permuted, err);
     for (int c = 0; c < N && st == MOE_OK; c++) {
         st = moe_transport_wait(ctx->transport, c, "the row dispatch", err);
         if (st == MOE_OK) {
-            st = be->arrived(ctx, c, err);
+            st = be->ops->arrived(be, c, err);
         }
         if (c == 0) {
             rec->phase_end_ns[MOE_PHASE_DISPATCH] = rec->phase_begin_ns[MOE_PHASE_EXPERT] =
@@ -441,7 +426,7 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const void *permuted, i
         }
         const void *computed = NULL;
         if (st == MOE_OK) {
-            st = be->computed(ctx, c, &computed, err);
+            st = be->ops->computed(be, c, &computed, err);
         }
         if (st == MOE_OK) {
             st = start_combine(ctx, c, computed, err);
@@ -494,99 +479,14 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
     rec->phase_begin_ns[MOE_PHASE_MERGE] = moe_now_ns();
     if (st == MOE_OK) {
         layer_record_exchanges(ctx);
-        st = ctx->backend->merge(ctx, x, tokens, err);
+        st = ctx->backend.ops->merge(&ctx->backend, x, tokens, err);
     }
     if (st == MOE_OK) {
-        st = ctx->backend->finish(ctx, err);
+        st = ctx->backend.ops->finish(&ctx->backend, rec->calls, rec->num_calls,
+                                      rec->expert_ns, err);
     }
     rec->phase_end_ns[MOE_PHASE_MERGE] = moe_now_ns();
     moe_nvtx_pop();
     return st;
 }
 
-/* ---- the CPU back-end ------------------------------------------------------------- */
-
-static moe_status_t cpu_gate(moe_layer_ctx_t *ctx, int layer, const float *x, int64_t tokens,
-                             moe_error_t *err)
-{
-    const moe_config_t *cfg = ctx->cfg;
-    moe_status_t st = moe_gate_forward(x, tokens, cfg->hidden_dim,
-                                       ctx->weights->layers[layer].gate, (int)cfg->num_experts,
-                                       (int)cfg->top_k, cfg->normalize_topk,
-                                       ctx->weights->gate_bias, ctx->logits, ctx->topk_idx,
-                                       ctx->topk_w);
-    return st == MOE_OK ? MOE_OK : moe_error_set(err, st, "gate GEMM failed");
-}
-
-static moe_status_t cpu_permute(moe_layer_ctx_t *ctx, const float *x, const void **after,
-                                moe_error_t *err)
-{
-    const moe_plan_t *p = &ctx->plan;
-    int64_t H = ctx->cfg->hidden_dim;
-    for (int64_t i = 0; i < p->num_send; i++) {
-        memcpy(ctx->send_buf + i * H, x + (int64_t)p->send_token[i] * H, sizeof(float) * (size_t)H);
-    }
-    *after = NULL;
-    return MOE_OK;
-}
-
-static moe_status_t cpu_nothing(moe_layer_ctx_t *ctx, int c, moe_error_t *err)
-{
-    return MOE_OK;
-}
-
-static moe_status_t cpu_computed(moe_layer_ctx_t *ctx, int c, const void **after,
-                                 moe_error_t *err)
-{
-    *after = NULL;
-    return MOE_OK;
-}
-
-/* Contiguous rows run in place; rows from several sources are gathered and scattered. */
-static moe_status_t cpu_expert(moe_layer_ctx_t *ctx, int layer, int le, int call,
-                               const int64_t *from, const int64_t *n, int64_t total,
-                               moe_error_t *err)
-{
-    const moe_expert_weights_t *ew = &ctx->weights->layers[layer].experts[le];
-    int W = ctx->world_size, only = moe_layer_only_source(ctx, n);
-    int64_t H = ctx->cfg->hidden_dim;
-    if (only >= 0) {
-        return layer_ffn(ctx, ew, total, ctx->recv_buf + from[only] * H,
-                         ctx->back_buf + from[only] * H, err);
-    }
-    int64_t r = 0;
-    for (int s = 0; s < W; s++) {
-        memcpy(ctx->expert_in + r * H, ctx->recv_buf + from[s] * H, (size_t)(n[s] * H) * sizeof(float));
-        r += n[s];
-    }
-    moe_status_t st = layer_ffn(ctx, ew, total, ctx->expert_in, ctx->expert_out, err);
-    r = 0;
-    for (int s = 0; s < W && st == MOE_OK; s++) {
-        memcpy(ctx->back_buf + from[s] * H, ctx->expert_out + r * H, (size_t)(n[s] * H) * sizeof(float));
-        r += n[s];
-    }
-    return st;
-}
-
-static moe_status_t cpu_merge(moe_layer_ctx_t *ctx, float *x, int64_t tokens, moe_error_t *err)
-{
-    layer_merge(ctx, x, tokens);
-    return MOE_OK;
-}
-
-static moe_status_t cpu_finish(moe_layer_ctx_t *ctx, moe_error_t *err)
-{
-    return MOE_OK;
-}
-
-static const moe_layer_backend_t k_cpu_backend = {
-    .name = "cpu",
-    .gate = cpu_gate,
-    .permute = cpu_permute,
-    .arrived = cpu_nothing,
-    .expert = cpu_expert,
-    .computed = cpu_computed,
-    .merge = cpu_merge,
-    .finish = cpu_finish,
-    .destroy = NULL,
-};

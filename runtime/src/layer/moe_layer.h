@@ -14,6 +14,8 @@
 #include "moe/phase.h"
 #include "moe/prof.h"
 #include "moe/status.h"
+#include "expert/backend.h"
+#include "expert/plugin.h"
 #include "layer/plan.h"
 #include "transport/transport.h"
 #include "model/weights.h"
@@ -35,41 +37,14 @@ typedef struct moe_layer_record {
 
 typedef struct moe_layer_ctx moe_layer_ctx_t;
 
-/* Where a layer's arithmetic runs: the CPU (moe_layer.c) or a GPU (layer_cuda.c). Routing
- * plan, counts, chunking and exchanges are shared; the back-end owns the rows' memory.
- * x given to moe_layer_forward lives where the back-end computes (device memory for cuda).
- * Slots return MOE_OK or an error with err filled.
- *   gate      route `tokens` rows of x with layer `layer`'s gate: ctx->topk_idx (host) and
- *             what merge needs
- *   permute   the plan's send rows, in send order, into ctx->xsend; *after: what a device
- *             transport must wait for (moe_cuda_event_t *), NULL on the host
- *   arrived   chunk c's pieces have landed in ctx->xrecv (a host transport feeding a GPU
- *             copies them in)
- *   expert    local expert le over n[s] rows at row from[s] of the received rows, for each
- *             source s (total rows in all); outputs go to the same rows of ctx->xback.
- *             `call` numbers the layer's calls (for device timing)
- *   computed  chunk c's experts are queued or done: *after as for permute, and its
- *             pieces of ctx->xback must be ready for the transport once *after completes
- *   merge     every combine is done: x[t] += sum_j w[t,j] * row(t,j) of ctx->xret
- *   finish    the layer is over: replace the calls' host times by true ones (device
- *             events) and wait for the device
- *   destroy   free the back-end's state (accepts a half-built one); NULL when none */
-typedef struct moe_layer_backend {
-    const char *name;
-    moe_status_t (*gate)(moe_layer_ctx_t *ctx, int layer, const float *x, int64_t tokens,
-                         moe_error_t *err);
-    moe_status_t (*permute)(moe_layer_ctx_t *ctx, const float *x, const void **after,
-                            moe_error_t *err);
-    moe_status_t (*arrived)(moe_layer_ctx_t *ctx, int c, moe_error_t *err);
-    moe_status_t (*expert)(moe_layer_ctx_t *ctx, int layer, int le, int call,
-                           const int64_t *from, const int64_t *n, int64_t total,
-                           moe_error_t *err);
-    moe_status_t (*computed)(moe_layer_ctx_t *ctx, int c, const void **after, moe_error_t *err);
-    moe_status_t (*merge)(moe_layer_ctx_t *ctx, float *x, int64_t tokens, moe_error_t *err);
-    moe_status_t (*finish)(moe_layer_ctx_t *ctx, moe_error_t *err);
-    void (*destroy)(moe_layer_ctx_t *ctx);
-} moe_layer_backend_t;
-
+/* Where the layer's arithmetic runs is its expert back-end (expert/backend.h): the CPU, or
+ * the GPU of the CUDA plug-in (expert/plugin.h). The layer routes, plans, exchanges counts
+ * and rows chunk by chunk and records; it calls only the back-end's table. x given to
+ * moe_layer_forward lives where the back-end computes (device memory for cuda).
+ *
+ * Memory: one arena. moe_layer_ctx_init sizes every buffer below (and the plan's) for the
+ * worst case, makes one allocation and carves them from it, each aligned to 64 bytes;
+ * destroy frees that one block. forward() never allocates. */
 struct moe_layer_ctx {
     const moe_config_t *cfg;
     const moe_weights_t *weights;
@@ -80,30 +55,17 @@ struct moe_layer_ctx {
     int64_t capacity;     /* per expert per layer, 0 = none */
     int chunks;           /* runtime.chunks: exchange slots 0..chunks-1 dispatch, then combine */
     moe_transport_t *transport;
-    const moe_layer_backend_t *backend;
-    void *backend_impl;
+    moe_expert_io_t io;   /* what the back-end sees: sizes, host buffers, rows, the step */
+    moe_expert_backend_t backend;
     moe_plan_t plan;
+    void *arena;          /* the one block every buffer is carved from */
+    size_t arena_bytes;
 
-    /* gate (host) */
-    float *logits;        /* [T, E] */
-    int32_t *topk_idx;    /* [T, k] */
-    float *topk_w;        /* [T, k] */
     int32_t *demand_before; /* [E] */
-    /* rows as the transport sees them: host buffers below, or the back-end's */
-    float *xsend, *xret;  /* [T*k, H] rows out in plan order; the same rows back computed */
-    float *xrecv, *xback; /* [max_recv, H] rows of the local experts; their outputs */
-    /* host rows */
-    float *send_buf;      /* [T*k, H] */
-    float *ret_buf;       /* [T*k, H] */
-    float *recv_buf;      /* [max_recv, H] */
-    float *back_buf;      /* [max_recv, H] */
-    int64_t max_recv;
     int32_t *recv_counts; /* [world, num_local] rows per source per local expert */
     int *recv_rows;       /* [world] */
     int *recv_displs;     /* [world] */
-    int *n_local_of;      /* [world] experts per rank (count message lengths) */
     int *n_local_displs;  /* [world] where each source's counts land */
-    int *recv_count_len;  /* [world] all num_local: counts expected from each source */
     int *chunk_send_rows;   /* [chunks * world] each chunk's piece of every send block */
     int *chunk_send_displs; /* [chunks * world] */
     int *chunk_recv_rows;   /* [chunks * world] */
@@ -112,21 +74,17 @@ struct moe_layer_ctx {
     int *count_peers;     /* [2 * world] */
     int64_t *src_from;    /* [world] an expert's rows per source in one chunk */
     int64_t *src_rows;    /* [world] */
-    /* CPU experts */
-    float *expert_in;     /* [T, H] gather when an expert's rows come from several ranks */
-    float *expert_out;    /* [T, H] */
-    float *scratch;       /* FFN hidden tile */
-    int64_t tile_rows;
-    float *acc_row;       /* [H] */
 
     moe_layer_record_t rec;
 };
 
-/* Size every buffer for `max_tokens` routed tokens. device: the rank's moe_cuda_t * when
- * cfg->device is cuda (the GPU back-end uploads the weights), else NULL. */
+/* Size every buffer for `max_tokens` routed tokens. plugin and device: the CUDA plug-in
+ * and the rank's device context when cfg->device is cuda (the GPU back-end uploads the
+ * weights), else NULL. */
 moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, MPI_Comm comm,
                                 moe_transport_t *transport, const moe_weights_t *weights,
-                                int64_t max_tokens, void *device, moe_error_t *err);
+                                int64_t max_tokens, const moe_plugin_t *plugin, void *device,
+                                moe_error_t *err);
 void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx); /* accepts a zeroed ctx */
 
 /* x [tokens, H] in place: x = x + MoE(x) with layer `layer`'s weights. tokens <=
@@ -140,18 +98,7 @@ void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx); /* accepts a zeroed ctx */
 moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, int64_t step,
                                int layer, moe_error_t *err);
 
-/* The one source rank all of an expert call's rows come from (n[s] rows per source, as
- * the back-end's expert slot gets them), or -1 when they come from several: then they
- * are not contiguous and must be gathered. */
-int moe_layer_only_source(const moe_layer_ctx_t *ctx, const int64_t *n);
-
-/* Bytes of the exchange buffers (for the memory report). */
+/* Bytes of the layer's arena: every host buffer of the step (for the memory report). */
 size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx);
-
-#ifdef MOE_HAVE_CUDA
-/* The GPU back-end (layer_cuda.c): uploads the weights ctx->weights in cfg->dtype, sizes
- * the device buffers and sets ctx->backend. */
-moe_status_t moe_layer_cuda_attach(moe_layer_ctx_t *ctx, void *cuda, moe_error_t *err);
-#endif
 
 #endif /* MOE_LAYER_H */

@@ -4,33 +4,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-int moe_plan_init(moe_plan_t *plan, int world_size, int num_experts, int top_k,
-                  int64_t max_tokens)
+void moe_plan_carve(moe_plan_t *plan, int world_size, int num_experts, int top_k,
+                    int64_t max_tokens, moe_arena_t *arena)
 {
     memset(plan, 0, sizeof(*plan));
     plan->world_size = world_size;
     plan->num_experts = num_experts;
     plan->top_k = top_k;
     size_t pairs = (size_t)(max_tokens > 0 ? max_tokens : 1) * (size_t)top_k;
-    plan->send_rows = calloc((size_t)world_size, sizeof(int));
-    plan->send_row_displs = calloc((size_t)world_size, sizeof(int));
-    plan->count_msg_len = calloc((size_t)world_size, sizeof(int));
-    plan->count_msg_displs = calloc((size_t)world_size, sizeof(int));
-    plan->expert_demand = calloc((size_t)num_experts, sizeof(int32_t));
-    plan->expert_kept = calloc((size_t)num_experts, sizeof(int32_t));
-    plan->expert_dropped = calloc((size_t)num_experts, sizeof(int32_t));
-    plan->expert_cursor = calloc((size_t)num_experts, sizeof(int32_t));
-    plan->dest_cursor = calloc((size_t)world_size, sizeof(int));
-    plan->count_msg = calloc((size_t)num_experts, sizeof(int32_t));
-    plan->slot_pos = calloc(pairs, sizeof(int32_t));
-    plan->send_token = calloc(pairs, sizeof(int32_t));
-    if (!plan->send_rows || !plan->send_row_displs || !plan->count_msg_len ||
-        !plan->count_msg_displs || !plan->expert_demand || !plan->expert_kept ||
-        !plan->expert_dropped || !plan->expert_cursor || !plan->dest_cursor || !plan->count_msg ||
-        !plan->slot_pos || !plan->send_token) {
-        moe_plan_destroy(plan);
+    size_t W = (size_t)world_size, E = (size_t)num_experts;
+    plan->send_rows = moe_arena_take(arena, W, sizeof(int));
+    plan->send_row_displs = moe_arena_take(arena, W, sizeof(int));
+    plan->count_msg_len = moe_arena_take(arena, W, sizeof(int));
+    plan->count_msg_displs = moe_arena_take(arena, W, sizeof(int));
+    plan->expert_demand = moe_arena_take(arena, E, sizeof(int32_t));
+    plan->expert_kept = moe_arena_take(arena, E, sizeof(int32_t));
+    plan->expert_dropped = moe_arena_take(arena, E, sizeof(int32_t));
+    plan->expert_cursor = moe_arena_take(arena, E, sizeof(int32_t));
+    plan->dest_cursor = moe_arena_take(arena, W, sizeof(int));
+    plan->count_msg = moe_arena_take(arena, E, sizeof(int32_t));
+    plan->slot_pos = moe_arena_take(arena, pairs, sizeof(int32_t));
+    plan->send_token = moe_arena_take(arena, pairs, sizeof(int32_t));
+}
+
+int moe_plan_init(moe_plan_t *plan, int world_size, int num_experts, int top_k,
+                  int64_t max_tokens)
+{
+    moe_arena_t sizing = {0};
+    moe_plan_carve(plan, world_size, num_experts, top_k, max_tokens, &sizing);
+    moe_arena_t arena = {.base = calloc(1, moe_arena_size(&sizing))};
+    if (arena.base == NULL) {
+        memset(plan, 0, sizeof(*plan));
         return -1;
     }
+    moe_plan_carve(plan, world_size, num_experts, top_k, max_tokens, &arena);
+    plan->block = arena.base;
     return 0;
 }
 
@@ -39,18 +47,7 @@ void moe_plan_destroy(moe_plan_t *plan)
     if (plan == NULL) {
         return;
     }
-    free(plan->send_rows);
-    free(plan->send_row_displs);
-    free(plan->count_msg_len);
-    free(plan->count_msg_displs);
-    free(plan->expert_demand);
-    free(plan->expert_kept);
-    free(plan->expert_dropped);
-    free(plan->expert_cursor);
-    free(plan->dest_cursor);
-    free(plan->count_msg);
-    free(plan->slot_pos);
-    free(plan->send_token);
+    free(plan->block);
     memset(plan, 0, sizeof(*plan));
 }
 

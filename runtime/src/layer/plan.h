@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "layer/arena.h"
+
 typedef struct moe_plan {
     int world_size;
     int num_experts;
@@ -33,12 +35,19 @@ typedef struct moe_plan {
     int *count_msg_displs;   /* [world] */
     int32_t *expert_cursor;  /* [E] scratch */
     int *dest_cursor;        /* [world] scratch */
+    void *block;             /* what moe_plan_init allocated; NULL when carved */
 } moe_plan_t;
 
-/* Allocate for up to max_tokens routed tokens. Returns 0 on success, -1 on no memory. */
+/* Carve the plan's arrays for up to max_tokens routed tokens from arena (layer/arena.h;
+ * with a sizing arena every pointer is NULL). The plan does not own them. */
+void moe_plan_carve(moe_plan_t *plan, int world_size, int num_experts, int top_k,
+                    int64_t max_tokens, moe_arena_t *arena);
+
+/* Allocate for up to max_tokens routed tokens, one block. Returns 0 on success, -1 on no
+ * memory. */
 int moe_plan_init(moe_plan_t *plan, int world_size, int num_experts, int top_k,
                   int64_t max_tokens);
-void moe_plan_destroy(moe_plan_t *plan); /* accepts a zeroed or destroyed plan */
+void moe_plan_destroy(moe_plan_t *plan); /* accepts a zeroed, destroyed or carved plan */
 
 /* Count the demand per expert of topk_idx [tokens, k] into plan->expert_demand. */
 void moe_plan_count_demand(moe_plan_t *plan, const int32_t *topk_idx, int64_t tokens);

@@ -449,8 +449,11 @@ static moe_status_t share_id(moe_transport_t *t, moe_status_t st, ncclUniqueId *
     }
 cleanup:
     ok = st == MOE_OK;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, t->comm);
-    if (st == MOE_OK && !ok) {
+    moe_status_t agreed = MOE_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, t->comm),
+                                  st == MOE_OK ? err : NULL);
+    if (st == MOE_OK && agreed != MOE_OK) {
+        st = agreed;
+    } else if (st == MOE_OK && !ok) {
         st = moe_error_set(err, MOE_ERR_NCCL,
                            "the NCCL transport failed to start on another rank");
     }
@@ -478,13 +481,14 @@ static moe_status_t await_init(nccl_impl_t *impl, MPI_Request *req, moe_error_t 
         if (state == ncclSuccess) {
             return MOE_OK;
         }
-        if (!heard && MPI_Test(req, &heard, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            return moe_error_set(err, MOE_ERR_MPI, "MPI_Test failed in the NCCL set-up");
+        moe_status_t st = heard ? MOE_OK : MOE_MPI(MPI_Test(req, &heard, MPI_STATUS_IGNORE), err);
+        if (st != MOE_OK) {
+            return st;
         }
         if (heard && !impl->init_ok[1]) {
             return moe_error_set(err, MOE_ERR_NCCL, "NCCL failed to start on another rank");
         }
-        moe_status_t st = moe_wait_poll(start, "the NCCL communicator set-up", NULL, 0, err);
+        st = moe_wait_poll(start, "the NCCL communicator set-up", NULL, 0, err);
         if (st != MOE_OK) {
             return st;
         }
@@ -512,7 +516,8 @@ static moe_status_t init_comm(moe_transport_t *t, nccl_impl_t *impl, const ncclU
     /* Every rank posts the reduction right after its init call, which returns at once on a
      * non-blocking communicator, so this wait is short. */
     if (req != MPI_REQUEST_NULL) {
-        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        moe_status_t waited = MOE_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE), st == MOE_OK ? err : NULL);
+        st = st == MOE_OK ? waited : st;
     }
     if (st != MOE_OK && impl->comm != NULL) {
         (void)ncclCommAbort(impl->comm);
@@ -549,8 +554,11 @@ moe_status_t moe_transport_nccl_create(MPI_Comm comm, int64_t row_elems, int num
     /* NCCL's set-up may fail on one rank only (its device, its network): agree before the
      * first exchange (failures before the set-up were agreed in share_id). */
     int ok = st == MOE_OK;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
-    if (st == MOE_OK && !ok) {
+    moe_status_t agreed = MOE_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm),
+                                  st == MOE_OK ? err : NULL);
+    if (st == MOE_OK && agreed != MOE_OK) {
+        st = agreed;
+    } else if (st == MOE_OK && !ok) {
         st = moe_error_set(err, MOE_ERR_NCCL, "the NCCL communicator failed on another rank");
     }
     if (st != MOE_OK) {

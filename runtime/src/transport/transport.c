@@ -5,6 +5,7 @@
 
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
+#include "expert/plugin.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
 
@@ -131,13 +132,18 @@ moe_status_t moe_transport_create(moe_transport_kind_t kind, MPI_Comm comm, int6
                              "without UCX: install libucx-dev and rebuild); use mpi");
 #endif
     case MOE_TRANSPORT_NCCL:
-#ifdef MOE_HAVE_NCCL
-        if (dev == NULL || dev->cuda == NULL) {
+#ifdef MOED_HAVE_PLUGIN
+        if (dev == NULL || dev->cuda == NULL || dev->plugin == NULL) {
             return moe_error_set(err, MOE_ERR_CONFIG,
                                  "runtime.transport: nccl moves device buffers; it needs "
                                  "runtime.device: cuda");
         }
-        return moe_transport_nccl_create(comm, row_elems, num_slots, dev, out, err);
+        if (dev->plugin->nccl_create == NULL) {
+            return moe_error_set(err, MOE_ERR_UNSUPPORTED,
+                                 "runtime.transport: nccl is not available: the CUDA plug-in "
+                                 "was built without NCCL; use mpi or ucx");
+        }
+        return dev->plugin->nccl_create(comm, row_elems, num_slots, dev->cuda, out, err);
 #else
         (void)dev;
         return moe_error_set(err, MOE_ERR_UNSUPPORTED,

@@ -75,9 +75,12 @@ struct moe_transport {
     void *impl;
 };
 
+struct moe_plugin; /* expert/plugin.h */
+
 /* What a device transport needs from the runtime (NULL for host transports). */
 typedef struct moe_transport_device {
-    void *cuda; /* moe_cuda_t * of this rank */
+    void *cuda;                      /* moe_cuda_t * of this rank */
+    const struct moe_plugin *plugin; /* the CUDA plug-in, which holds the NCCL transport */
 } moe_transport_device_t;
 
 /* Create the transport `kind` over comm (collective) with `num_slots` exchange slots. */
@@ -113,8 +116,9 @@ moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_
                                       moe_transport_t **out, moe_error_t *err);
 #endif
 #ifdef MOE_HAVE_NCCL
-/* Grouped ncclSend/ncclRecv on device buffers (transport_nccl.c); collective over comm
- * (the NCCL unique id travels over MPI). */
+/* Grouped ncclSend/ncclRecv on device buffers (nccl.c, in the CUDA plug-in: moed reaches
+ * it through the plug-in's table); collective over comm (the NCCL unique id travels over
+ * MPI). */
 moe_status_t moe_transport_nccl_create(MPI_Comm comm, int64_t row_elems, int num_slots,
                                        const moe_transport_device_t *dev,
                                        moe_transport_t **out, moe_error_t *err);

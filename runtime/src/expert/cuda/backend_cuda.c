@@ -1,5 +1,6 @@
-/* The GPU back-end of a MoE layer (runtime.device: cuda): the layer's arithmetic on one
- * GPU through moe_cuda.h, under the pipeline of moe_layer.c.
+/* The GPU expert back-end (expert/backend.h; runtime.device: cuda): a layer's arithmetic on
+ * one GPU through moe_cuda.h, under the pipeline of layer/moe_layer.c. Part of the CUDA
+ * plug-in (libmoed_cuda.so).
  *
  * Memory: expert weights live on the device in model.dtype; the gate (F32), the routed
  * tokens x, the permuted rows and every exchange buffer are device memory. A device
@@ -16,13 +17,13 @@
 #include <string.h>
 
 #include "moe/clock.h"
+#include "expert/backend.h"
+#include "expert/cuda/backend_cuda.h"
 #include "expert/cuda/moe_cuda.h"
-#include "layer/moe_layer.h"
-#include "transport/wait.h"
 
 typedef struct cuda_layer {
     moe_cuda_t *cu;
-    bool host_rows;            /* the transport moves host memory: stage through ctx's */
+    bool host_rows;            /* the transport moves host memory: stage through the io buffers */
     int num_layers;
     float **gate;              /* [L] device [E, H] on routing ranks */
     float *bias;               /* [E] or NULL */
@@ -42,24 +43,24 @@ typedef struct cuda_layer {
     int64_t anchor_ns;
 } cuda_layer_t;
 
-static cuda_layer_t *impl_of(moe_layer_ctx_t *ctx)
+static cuda_layer_t *impl_of(moe_expert_backend_t *be)
 {
-    return ctx->backend_impl;
+    return be->impl;
 }
 
 /* ---- the hooks ---------------------------------------------------------------------- */
 
-static moe_status_t gpu_gate(moe_layer_ctx_t *ctx, int layer, const float *x, int64_t tokens,
+static moe_status_t gpu_gate(moe_expert_backend_t *be, int layer, const float *x, int64_t tokens,
                              moe_error_t *err)
 {
-    cuda_layer_t *g = impl_of(ctx);
-    const moe_config_t *cfg = ctx->cfg;
+    cuda_layer_t *g = impl_of(be);
+    const moe_config_t *cfg = be->io->cfg;
     int k = (int)cfg->top_k;
     moe_status_t st = moe_cuda_gate(g->cu, x, tokens, cfg->hidden_dim, g->gate[layer],
                                     (int)cfg->num_experts, k, cfg->normalize_topk, g->bias,
                                     g->logits, g->topk_idx, g->topk_w, err);
     if (st == MOE_OK) { /* the plan is built on the host */
-        st = moe_cuda_copy(g->cu, ctx->topk_idx, g->topk_idx,
+        st = moe_cuda_copy(g->cu, be->io->topk_idx, g->topk_idx,
                            sizeof(int32_t) * (size_t)(tokens * k), MOE_CUDA_COPY_D2H,
                            MOE_CUDA_STREAM_COMPUTE, err);
     }
@@ -68,14 +69,14 @@ static moe_status_t gpu_gate(moe_layer_ctx_t *ctx, int layer, const float *x, in
 
 /* Copy rows [row, row + n) of H floats between a host and a device buffer on the compute
  * stream. */
-static moe_status_t copy_rows(moe_layer_ctx_t *ctx, float *dst, const float *src, int64_t row,
+static moe_status_t copy_rows(moe_expert_backend_t *be, float *dst, const float *src, int64_t row,
                               int64_t n, moe_cuda_copy_kind_t kind, moe_error_t *err)
 {
-    int64_t H = ctx->cfg->hidden_dim;
+    int64_t H = be->io->cfg->hidden_dim;
     if (n <= 0) {
         return MOE_OK;
     }
-    return moe_cuda_copy(impl_of(ctx)->cu, dst + row * H, src + row * H,
+    return moe_cuda_copy(impl_of(be)->cu, dst + row * H, src + row * H,
                          sizeof(float) * (size_t)(n * H), kind, MOE_CUDA_STREAM_COMPUTE, err);
 }
 
@@ -90,12 +91,12 @@ static moe_status_t set_anchor(cuda_layer_t *g, moe_error_t *err)
     return st;
 }
 
-static moe_status_t gpu_permute(moe_layer_ctx_t *ctx, const float *x, const void **after,
+static moe_status_t gpu_permute(moe_expert_backend_t *be, const float *x, const void **after,
                                 moe_error_t *err)
 {
-    cuda_layer_t *g = impl_of(ctx);
-    const moe_plan_t *p = &ctx->plan;
-    size_t pairs = (size_t)(p->tokens * ctx->cfg->top_k);
+    cuda_layer_t *g = impl_of(be);
+    const moe_expert_io_t *p = be->io;
+    size_t pairs = (size_t)(p->tokens * be->io->cfg->top_k);
     *after = NULL;
     g->num_call_ev = 0;
     moe_status_t st = set_anchor(g, err);
@@ -110,10 +111,10 @@ static moe_status_t gpu_permute(moe_layer_ctx_t *ctx, const float *x, const void
     }
     if (st == MOE_OK && p->num_send > 0) {
         st = moe_cuda_gather_rows(g->cu, g->send, x, g->send_token, p->num_send,
-                                  ctx->cfg->hidden_dim, err);
+                                  be->io->cfg->hidden_dim, err);
     }
     if (st == MOE_OK && g->host_rows) {
-        st = copy_rows(ctx, ctx->send_buf, g->send, 0, p->num_send, MOE_CUDA_COPY_D2H, err);
+        st = copy_rows(be, be->io->send_buf, g->send, 0, p->num_send, MOE_CUDA_COPY_D2H, err);
         return st == MOE_OK ? moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err) : st;
     }
     if (st == MOE_OK) {
@@ -124,28 +125,28 @@ static moe_status_t gpu_permute(moe_layer_ctx_t *ctx, const float *x, const void
 }
 
 /* Host transport: chunk c's pieces from every source into the device rows. */
-static moe_status_t gpu_arrived(moe_layer_ctx_t *ctx, int c, moe_error_t *err)
+static moe_status_t gpu_arrived(moe_expert_backend_t *be, int c, moe_error_t *err)
 {
-    cuda_layer_t *g = impl_of(ctx);
-    int W = ctx->world_size;
+    cuda_layer_t *g = impl_of(be);
+    int W = be->io->world_size;
     moe_status_t st = MOE_OK;
     for (int s = 0; s < W && st == MOE_OK && g->host_rows; s++) {
-        st = copy_rows(ctx, g->recv, ctx->recv_buf, ctx->chunk_recv_displs[c * W + s],
-                       ctx->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_H2D, err);
+        st = copy_rows(be, g->recv, be->io->recv_buf, be->io->chunk_recv_displs[c * W + s],
+                       be->io->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_H2D, err);
     }
     return st;
 }
 
 /* Queue rows n[s] at from[s] of every source through expert le: in place when they come
  * from one source, else gathered into exp_in and scattered back. */
-static moe_status_t gpu_ffn(moe_layer_ctx_t *ctx, const moe_cuda_expert_t *w,
+static moe_status_t gpu_ffn(moe_expert_backend_t *be, const moe_cuda_expert_t *w,
                             const int64_t *from, const int64_t *n, int64_t total,
                             moe_error_t *err)
 {
-    cuda_layer_t *g = impl_of(ctx);
-    const moe_config_t *cfg = ctx->cfg;
+    cuda_layer_t *g = impl_of(be);
+    const moe_config_t *cfg = be->io->cfg;
     int64_t H = cfg->hidden_dim;
-    int W = ctx->world_size, only = moe_layer_only_source(ctx, n);
+    int W = be->io->world_size, only = moe_expert_only_source(n, be->io->world_size);
     if (only >= 0) {
         return moe_cuda_expert_forward(g->cu, w, cfg->dtype, cfg->activation, H, cfg->ffn_dim,
                                        total, g->recv + from[only] * H, g->back + from[only] * H,
@@ -173,16 +174,16 @@ static moe_status_t gpu_ffn(moe_layer_ctx_t *ctx, const moe_cuda_expert_t *w,
     return st;
 }
 
-static moe_status_t gpu_expert(moe_layer_ctx_t *ctx, int layer, int le, int call,
+static moe_status_t gpu_expert(moe_expert_backend_t *be, int layer, int le, int call,
                                const int64_t *from, const int64_t *n, int64_t total,
                                moe_error_t *err)
 {
-    cuda_layer_t *g = impl_of(ctx);
-    const moe_cuda_expert_t *w = &g->experts[layer * ctx->num_local + le];
+    cuda_layer_t *g = impl_of(be);
+    const moe_cuda_expert_t *w = &g->experts[layer * be->io->num_local + le];
     moe_status_t st =
         moe_cuda_event_record(g->cu, g->call_ev[2 * call], MOE_CUDA_STREAM_COMPUTE, err);
     if (st == MOE_OK) {
-        st = gpu_ffn(ctx, w, from, n, total, err);
+        st = gpu_ffn(be, w, from, n, total, err);
     }
     if (st == MOE_OK) {
         st = moe_cuda_event_record(g->cu, g->call_ev[2 * call + 1], MOE_CUDA_STREAM_COMPUTE, err);
@@ -191,11 +192,11 @@ static moe_status_t gpu_expert(moe_layer_ctx_t *ctx, int layer, int le, int call
     return st;
 }
 
-static moe_status_t gpu_computed(moe_layer_ctx_t *ctx, int c, const void **after,
+static moe_status_t gpu_computed(moe_expert_backend_t *be, int c, const void **after,
                                  moe_error_t *err)
 {
-    cuda_layer_t *g = impl_of(ctx);
-    int W = ctx->world_size;
+    cuda_layer_t *g = impl_of(be);
+    int W = be->io->world_size;
     moe_status_t st = MOE_OK;
     *after = NULL;
     if (!g->host_rows) {
@@ -204,8 +205,8 @@ static moe_status_t gpu_computed(moe_layer_ctx_t *ctx, int c, const void **after
         return st;
     }
     for (int s = 0; s < W && st == MOE_OK; s++) {
-        st = copy_rows(ctx, ctx->back_buf, g->back, ctx->chunk_recv_displs[c * W + s],
-                       ctx->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_D2H, err);
+        st = copy_rows(be, be->io->back_buf, g->back, be->io->chunk_recv_displs[c * W + s],
+                       be->io->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_D2H, err);
     }
     if (st == MOE_OK) {
         st = moe_cuda_event_record(g->cu, g->chunk_done[c], MOE_CUDA_STREAM_COMPUTE, err);
@@ -217,60 +218,58 @@ static moe_status_t gpu_computed(moe_layer_ctx_t *ctx, int c, const void **after
     while (st == MOE_OK && !done) {
         st = moe_cuda_event_query(g->chunk_done[c], &done, err);
         if (st == MOE_OK && !done) {
-            st = moe_transport_progress(ctx->transport, err);
-        }
-        if (st == MOE_OK && !done) {
-            st = moe_wait_poll(since, "the GPU computing a chunk", NULL, 0, err);
+            st = be->io->progress(be->io->progress_arg, "the GPU computing a chunk", since,
+                                  err);
         }
     }
     return st;
 }
 
-static moe_status_t gpu_merge(moe_layer_ctx_t *ctx, float *x, int64_t tokens, moe_error_t *err)
+static moe_status_t gpu_merge(moe_expert_backend_t *be, float *x, int64_t tokens, moe_error_t *err)
 {
-    cuda_layer_t *g = impl_of(ctx);
+    cuda_layer_t *g = impl_of(be);
     moe_status_t st = MOE_OK;
     if (g->host_rows) {
-        st = copy_rows(ctx, g->ret, ctx->ret_buf, 0, ctx->plan.num_send, MOE_CUDA_COPY_H2D, err);
+        st = copy_rows(be, g->ret, be->io->ret_buf, 0, be->io->num_send, MOE_CUDA_COPY_H2D, err);
     }
     if (st == MOE_OK && tokens > 0) {
-        st = moe_cuda_merge(g->cu, x, tokens, ctx->cfg->hidden_dim, (int)ctx->cfg->top_k,
+        st = moe_cuda_merge(g->cu, x, tokens, be->io->cfg->hidden_dim, (int)be->io->cfg->top_k,
                             g->slot_pos, g->topk_w, g->ret, err);
     }
     return st;
 }
 
 /* Wait for the device, then put the calls on the host timeline by their events. */
-static moe_status_t gpu_finish(moe_layer_ctx_t *ctx, moe_error_t *err)
+static moe_status_t gpu_finish(moe_expert_backend_t *be, moe_prof_call_t *calls, int num_calls,
+                               int64_t *expert_ns, moe_error_t *err)
 {
-    cuda_layer_t *g = impl_of(ctx);
-    moe_layer_record_t *rec = &ctx->rec;
+    cuda_layer_t *g = impl_of(be);
     moe_status_t st = moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err);
     if (st == MOE_OK) {
-        memset(rec->expert_ns, 0, sizeof(int64_t) * (size_t)ctx->num_local);
+        memset(expert_ns, 0, sizeof(int64_t) * (size_t)be->io->num_local);
     }
-    for (int i = 0; i < rec->num_calls && 2 * i + 1 < g->num_call_ev && st == MOE_OK; i++) {
+    for (int i = 0; i < num_calls && 2 * i + 1 < g->num_call_ev && st == MOE_OK; i++) {
         int64_t b = 0, e = 0;
         st = moe_cuda_event_elapsed_ns(g->anchor, g->call_ev[2 * i], &b, err);
         if (st == MOE_OK) {
             st = moe_cuda_event_elapsed_ns(g->anchor, g->call_ev[2 * i + 1], &e, err);
         }
-        rec->calls[i].begin_ns = g->anchor_ns + b;
-        rec->calls[i].end_ns = g->anchor_ns + e;
-        rec->expert_ns[rec->calls[i].local] += e - b;
+        calls[i].begin_ns = g->anchor_ns + b;
+        calls[i].end_ns = g->anchor_ns + e;
+        expert_ns[calls[i].local] += e - b;
     }
     return st;
 }
 
 /* ---- set-up and teardown -------------------------------------------------------------- */
 
-static void gpu_destroy(moe_layer_ctx_t *ctx)
+static void gpu_destroy(moe_expert_backend_t *be)
 {
-    cuda_layer_t *g = impl_of(ctx);
+    cuda_layer_t *g = impl_of(be);
     if (g == NULL) {
         return;
     }
-    int nl = ctx->num_local, N = ctx->chunks;
+    int nl = be->io->num_local, N = be->io->chunks;
     for (int l = 0; g->gate != NULL && l < g->num_layers; l++) {
         moe_cuda_free(g->cu, g->gate[l]);
     }
@@ -296,17 +295,17 @@ static void gpu_destroy(moe_layer_ctx_t *ctx)
     free(g->chunk_done);
     free(g->call_ev);
     free(g);
-    ctx->backend_impl = NULL;
+    be->impl = NULL;
 }
 
 /* The gates (F32) and this rank's experts (model.dtype) of every layer onto the device. */
-static moe_status_t upload_weights(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_error_t *err)
+static moe_status_t upload_weights(moe_expert_backend_t *be, cuda_layer_t *g, moe_error_t *err)
 {
-    const moe_config_t *cfg = ctx->cfg;
-    const moe_weights_t *w = ctx->weights;
+    const moe_config_t *cfg = be->io->cfg;
+    const moe_weights_t *w = be->io->weights;
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim, E = cfg->num_experts;
     int64_t up = (cfg->activation == MOE_ACT_SWIGLU ? 2 : 1) * F;
-    int nl = ctx->num_local;
+    int nl = be->io->num_local;
     moe_status_t st = MOE_OK;
     if (w->gate_bias != NULL) {
         st = moe_cuda_upload(g->cu, w->gate_bias, E, MOE_DTYPE_F32, (void **)&g->bias, err);
@@ -329,12 +328,12 @@ static moe_status_t upload_weights(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_er
 }
 
 /* Device buffers for the worst case, as moe_layer_ctx_init sizes the host ones. */
-static moe_status_t alloc_buffers(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_error_t *err)
+static moe_status_t alloc_buffers(moe_expert_backend_t *be, cuda_layer_t *g, moe_error_t *err)
 {
-    const moe_config_t *cfg = ctx->cfg;
-    size_t T = (size_t)ctx->max_tokens, k = (size_t)cfg->top_k, E = (size_t)cfg->num_experts;
-    size_t H = (size_t)cfg->hidden_dim, R = (size_t)ctx->max_recv, f = sizeof(float);
-    size_t gather = ctx->num_local > 0 ? (size_t)cfg->tokens_per_step : 0;
+    const moe_config_t *cfg = be->io->cfg;
+    size_t T = (size_t)be->io->max_tokens, k = (size_t)cfg->top_k, E = (size_t)cfg->num_experts;
+    size_t H = (size_t)cfg->hidden_dim, R = (size_t)be->io->max_recv, f = sizeof(float);
+    size_t gather = (size_t)be->io->gather_rows;
     struct {
         void **p;
         size_t bytes;
@@ -355,9 +354,9 @@ static moe_status_t alloc_buffers(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_err
     return st;
 }
 
-static moe_status_t create_events(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_error_t *err)
+static moe_status_t create_events(moe_expert_backend_t *be, cuda_layer_t *g, moe_error_t *err)
 {
-    int N = ctx->chunks, calls = N * ctx->num_local;
+    int N = be->io->chunks, calls = N * be->io->num_local;
     moe_status_t st = moe_cuda_event_create(g->cu, &g->permuted, err);
     if (st == MOE_OK) {
         st = moe_cuda_event_create(g->cu, &g->anchor, err);
@@ -371,7 +370,7 @@ static moe_status_t create_events(moe_layer_ctx_t *ctx, cuda_layer_t *g, moe_err
     return st;
 }
 
-static const moe_layer_backend_t k_cuda_backend = {
+static const moe_expert_ops_t k_cuda_ops = {
     .name = "cuda",
     .gate = gpu_gate,
     .permute = gpu_permute,
@@ -383,21 +382,23 @@ static const moe_layer_backend_t k_cuda_backend = {
     .destroy = gpu_destroy,
 };
 
-moe_status_t moe_layer_cuda_attach(moe_layer_ctx_t *ctx, void *cuda, moe_error_t *err)
+moe_status_t moe_expert_cuda_attach(moe_expert_backend_t *be, moe_expert_io_t *io, void *cuda,
+                                    moe_error_t *err)
 {
     if (cuda == NULL) {
         return moe_error_set(err, MOE_ERR_INTERNAL, "the GPU back-end needs a CUDA context");
     }
     cuda_layer_t *g = calloc(1, sizeof(*g));
-    int L = (int)ctx->cfg->num_layers, nl = ctx->num_local, N = ctx->chunks;
+    int L = (int)io->cfg->num_layers, nl = io->num_local, N = io->chunks;
     if (g == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the GPU layer");
     }
-    ctx->backend = &k_cuda_backend; /* from here on, destroy frees g */
-    ctx->backend_impl = g;
+    be->ops = &k_cuda_ops; /* from here on, moe_expert_backend_destroy frees g */
+    be->io = io;
+    be->impl = g;
     g->cu = cuda;
     g->num_layers = L;
-    g->host_rows = !ctx->transport->ops->device_memory;
+    g->host_rows = io->host_transport;
     g->gate = calloc((size_t)L, sizeof(float *));
     g->experts = calloc((size_t)L * (size_t)(nl > 0 ? nl : 1), sizeof(moe_cuda_expert_t));
     g->chunk_done = calloc((size_t)N, sizeof(moe_cuda_event_t *));
@@ -405,18 +406,18 @@ moe_status_t moe_layer_cuda_attach(moe_layer_ctx_t *ctx, void *cuda, moe_error_t
     if (g->gate == NULL || g->experts == NULL || g->chunk_done == NULL || g->call_ev == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the GPU layer");
     }
-    moe_status_t st = upload_weights(ctx, g, err);
+    moe_status_t st = upload_weights(be, g, err);
     if (st == MOE_OK) {
-        st = alloc_buffers(ctx, g, err);
+        st = alloc_buffers(be, g, err);
     }
     if (st == MOE_OK) {
-        st = create_events(ctx, g, err);
+        st = create_events(be, g, err);
     }
     if (st == MOE_OK && !g->host_rows) { /* the transport moves the device rows */
-        ctx->xsend = g->send;
-        ctx->xrecv = g->recv;
-        ctx->xback = g->back;
-        ctx->xret = g->ret;
+        be->io->xsend = g->send;
+        be->io->xrecv = g->recv;
+        be->io->xback = g->back;
+        be->io->xret = g->ret;
     }
     return st;
 }

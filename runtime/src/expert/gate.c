@@ -1,4 +1,4 @@
-#include "layer/gate.h"
+#include "expert/gate.h"
 
 #include <math.h>
 #include <stddef.h>

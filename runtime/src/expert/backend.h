@@ -1,0 +1,128 @@
+/* Where a MoE layer's arithmetic runs: an expert back-end is a table of slots (CPU here,
+ * CUDA in the plug-in, expert/plugin.h) that the layer (layer/moe_layer.c) calls in a fixed
+ * order each forward. The layer owns routing, the plan, the counts exchange, chunking, the
+ * exchanges and the record; the back-end owns the rows' arithmetic and, for a device, their
+ * memory. expert/ includes neither layer/ nor transport/: what a back-end may read or
+ * write of the layer is passed explicitly in moe_expert_io_t, and the transport is reached
+ * only through io->progress.
+ *
+ * Order of the calls in one forward (c = chunk 0..chunks-1):
+ *   gate, permute, { arrived(c), expert(...)*, computed(c) } per chunk, merge, finish.
+ *
+ * Slots (moe_expert_ops_t). Each returns MOE_OK or an error with err filled, never exits;
+ * none allocates (everything is sized at attach).
+ *   name      short name for reports ("cpu", "cuda")
+ *   gate      route `tokens` rows of x (memory of the back-end) with layer `layer`'s gate:
+ *             io->topk_idx (host) and io->topk_w (host for the CPU; the back-end's own copy
+ *             for a device, used by its merge). tokens > 0.
+ *   permute   the plan's send rows (io->send_token[0..num_send)) of x, in send order, into
+ *             io->xsend; *after: what a device transport must wait for (a
+ *             moe_cuda_event_t *), NULL on the host. Called once per forward after the
+ *             layer has set io->tokens, io->num_send, io->send_token and io->slot_pos.
+ *   arrived   chunk c's pieces (io->chunk_recv_rows/displs) have landed in io->xrecv; a
+ *             device fed by a host transport copies them in.
+ *   expert    local expert le over n[s] rows at row from[s] of the received rows, for each
+ *             source s < io->world_size (total rows in all); outputs go to the same rows of
+ *             io->xback. `call` numbers the forward's calls (for device timing); at most
+ *             chunks * num_local calls per forward.
+ *   computed  chunk c's experts are queued or done: *after as for permute, and its pieces
+ *             of io->xback must be ready for the transport once *after completes.
+ *   merge     every combine is done: x[t] += sum_j w[t,j] * row(t,j) of io->xret, choices
+ *             j in order 0..k-1, skipping dropped ones (slot_pos < 0).
+ *   finish    the forward is over: wait for the device and replace calls[i]'s host times
+ *             (and expert_ns[local], [num_local]) by true device times. NULL-safe to call
+ *             with num_calls == 0.
+ *   destroy   free the back-end's state (accepts a half-built one; impl may be NULL);
+ *             NULL when the back-end has none. */
+#ifndef MOE_EXPERT_BACKEND_H
+#define MOE_EXPERT_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moe/config.h"
+#include "moe/prof.h"
+#include "moe/status.h"
+#include "model/weights.h"
+
+/* Drive the exchanges in flight once, never blocking. When what != NULL the caller is
+ * waiting for something (named by what) since since_ns: also run the watchdog, which
+ * fails with MOE_ERR_TIMEOUT or MOE_ERR_INTERRUPTED. */
+typedef moe_status_t (*moe_expert_progress_fn)(void *arg, const char *what, int64_t since_ns,
+                                               moe_error_t *err);
+
+/* The layer's side of the contract: sizes fixed at init, the host buffers the layer's
+ * arena holds, the rows as the transport sees them, and this step's plan. */
+typedef struct moe_expert_io {
+    const moe_config_t *cfg;
+    const moe_weights_t *weights;
+    int world_size;
+    int num_local;          /* experts on this rank */
+    int chunks;
+    int64_t max_tokens;     /* tokens this rank routes per step, at most */
+    int64_t max_recv;       /* rows of the local experts per step, at most */
+    int64_t gather_rows;    /* rows of expert_in/expert_out (one expert's rows, at most) */
+    int64_t tile_rows;      /* CPU FFN tile */
+    bool host_transport;    /* the transport moves host memory (mpi, ucx) */
+    moe_expert_progress_fn progress;
+    void *progress_arg;
+    /* host buffers (the layer's arena) */
+    float *logits;          /* [T, E] */
+    int32_t *topk_idx;      /* [T, k] */
+    float *topk_w;          /* [T, k] */
+    float *send_buf, *ret_buf;   /* [T*k, H] */
+    float *recv_buf, *back_buf;  /* [max_recv, H] */
+    float *expert_in, *expert_out; /* [gather_rows, H] */
+    float *scratch;         /* moe_expert_scratch_floats(.., tile_rows) */
+    float *acc_row;         /* [H] */
+    /* rows as the transport sees them: the host buffers above, or a device back-end's */
+    float *xsend, *xret;    /* [T*k, H] */
+    float *xrecv, *xback;   /* [max_recv, H] */
+    /* this step (set by the layer) */
+    int64_t tokens;
+    int64_t num_send;
+    const int32_t *send_token; /* [num_send] */
+    const int32_t *slot_pos;   /* [tokens * k] */
+    const int *chunk_recv_rows;   /* [chunks * world] */
+    const int *chunk_recv_displs; /* [chunks * world] */
+} moe_expert_io_t;
+
+typedef struct moe_expert_backend moe_expert_backend_t;
+
+typedef struct moe_expert_ops {
+    const char *name;
+    moe_status_t (*gate)(moe_expert_backend_t *be, int layer, const float *x, int64_t tokens,
+                         moe_error_t *err);
+    moe_status_t (*permute)(moe_expert_backend_t *be, const float *x, const void **after,
+                            moe_error_t *err);
+    moe_status_t (*arrived)(moe_expert_backend_t *be, int c, moe_error_t *err);
+    moe_status_t (*expert)(moe_expert_backend_t *be, int layer, int le, int call,
+                           const int64_t *from, const int64_t *n, int64_t total,
+                           moe_error_t *err);
+    moe_status_t (*computed)(moe_expert_backend_t *be, int c, const void **after,
+                             moe_error_t *err);
+    moe_status_t (*merge)(moe_expert_backend_t *be, float *x, int64_t tokens, moe_error_t *err);
+    moe_status_t (*finish)(moe_expert_backend_t *be, moe_prof_call_t *calls, int num_calls,
+                           int64_t *expert_ns, moe_error_t *err);
+    void (*destroy)(moe_expert_backend_t *be);
+} moe_expert_ops_t;
+
+/* One attached back-end: its table, the layer's io and its own state. */
+struct moe_expert_backend {
+    const moe_expert_ops_t *ops;
+    moe_expert_io_t *io;
+    void *impl;
+};
+
+/* The CPU back-end (expert_cpu.c): BLAS GEMMs on the host buffers of io. */
+void moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io);
+
+/* Free be's state through its destroy slot and zero be. Accepts a zeroed be. */
+void moe_expert_backend_destroy(moe_expert_backend_t *be);
+
+/* The one source rank all of an expert call's rows come from (n[s] rows per source s <
+ * world), or -1 when they come from several: then they are not contiguous and must be
+ * gathered. */
+int moe_expert_only_source(const int64_t *n, int world);
+
+#endif /* MOE_EXPERT_BACKEND_H */
