@@ -201,7 +201,7 @@ static void gate_inputs(const gate_case_t *gc, float **x, float **wg, float **bi
     *bias = NULL;
     if (gc->bias || gc->tie == TIE_GROUP) {
         *bias = xcalloc((size_t)E, sizeof(float));
-        moe_gate_skew_bias(*bias, (int)E, 1.2);
+        moe_weights_skew_bias(*bias, (int)E, 1.2);
     }
     for (int e = 0; e < E; e++) {
         bool zero = gc->tie == TIE_ALL || (gc->tie == TIE_GROUP && (e == 2 || e == 5 || e == 6));

@@ -1,7 +1,8 @@
 /* Softmax, top-k and the gate against hand-computed values. */
 #include <stdint.h>
 
-#include "layer/gate.h"
+#include "expert/gate.h"
+#include "model/weights.h"
 #include "test_util.h"
 
 static void test_softmax(void)
@@ -68,7 +69,7 @@ static void test_gate(void)
     CHECK_NEAR(w[0] + w[1], 1.0, 1e-6);
     /* A bias of -ln(e+1) * s (routing_skew) favours low ids. */
     float bias[3];
-    moe_gate_skew_bias(bias, 3, 2.0);
+    moe_weights_skew_bias(bias, 3, 2.0);
     CHECK_NEAR(bias[0], 0.0, 1e-7);
     CHECK_NEAR(bias[2], -2.0 * 1.0986123, 1e-5);
     CHECK(moe_gate_forward(x, 2, 2, wg, 3, 1, true, bias, logits, idx, w) == MOE_OK);

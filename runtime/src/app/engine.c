@@ -276,7 +276,8 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = engine_hosts(eng, err);
     }
     if (st == MOE_OK) {
-        moe_transport_device_t dev = {.cuda = eng->cuda, .plugin = eng->plugin};
+        moe_transport_device_t dev = {
+            .cuda = eng->cuda, .nccl_create = eng->plugin != NULL ? eng->plugin->nccl_create : NULL};
         st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, 2 * (int)cfg->chunks,
                                   &dev, &eng->transport, err);
     }

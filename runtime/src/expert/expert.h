@@ -8,14 +8,9 @@
 
 #include <stdint.h>
 
+#include "model/weights.h"
 #include "moe/config.h"
 #include "moe/status.h"
-
-typedef struct moe_expert_weights {
-    int32_t id;
-    float *w13; /* [2F, H] swiglu, [F, H] gelu */
-    float *w2;  /* [H, F] */
-} moe_expert_weights_t;
 
 /* Scratch floats the FFN needs for tile_rows rows. */
 int64_t moe_expert_scratch_floats(moe_activation_t act, int64_t ffn, int64_t tile_rows);

@@ -81,10 +81,3 @@ moe_status_t moe_gate_forward(const float *x, int64_t tokens, int64_t hidden, co
     }
     return MOE_OK;
 }
-
-void moe_gate_skew_bias(float *bias, int num_experts, double skew)
-{
-    for (int e = 0; e < num_experts; e++) {
-        bias[e] = (float)(-skew * log((double)e + 1.0));
-    }
-}

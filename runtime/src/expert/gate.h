@@ -22,8 +22,4 @@ moe_status_t moe_gate_forward(const float *x, int64_t tokens, int64_t hidden, co
                               int num_experts, int top_k, bool renormalize, const float *bias,
                               float *logits, int32_t *topk_idx, float *topk_w);
 
-/* Zipf-like log-prior for routing_skew s: bias[e] = -s * ln(e + 1), so softmax multiplies
- * expert e's probability by (e+1)^-s before normalising: expert 0 is the most popular. */
-void moe_gate_skew_bias(float *bias, int num_experts, double skew);
-
 #endif /* MOE_EXPERT_GATE_H */

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "expert/backend.h"
+#include "transport/transport.h"
 #include "moe/config.h"
 #include "moe/status.h"
 
@@ -44,7 +45,6 @@
 #define MOE_PLUGIN_ENTRY "moed_plugin_v1"
 #define MOE_PLUGIN_FILE "libmoed_cuda.so"
 
-struct moe_transport; /* transport/transport.h: the plug-in's NCCL transport */
 
 typedef struct moe_plugin {
     uint32_t size;
@@ -65,8 +65,7 @@ typedef struct moe_plugin {
                                double *tflops, moe_error_t *err);
     moe_status_t (*expert_attach)(moe_expert_backend_t *be, moe_expert_io_t *io, void *cu,
                                   moe_error_t *err);
-    moe_status_t (*nccl_create)(MPI_Comm comm, int64_t row_elems, int num_slots, void *cu,
-                                struct moe_transport **out, moe_error_t *err);
+    moe_transport_create_fn nccl_create;
 } moe_plugin_t;
 
 /* The entry point's type: the plug-in defines `const moe_plugin_t *moed_plugin_v1(void)`. */

@@ -9,6 +9,7 @@
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
 #include "moe/stop.h"
+#include "expert/expert.h"
 #include "expert/nvtx.h"
 #include "layer/arena.h"
 #include "transport/wait.h"

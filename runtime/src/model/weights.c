@@ -8,7 +8,6 @@
 #include "moe/clock.h"
 #include "moe/log.h"
 #include "moe/safetensors.h"
-#include "layer/gate.h"
 #include "model/rng.h"
 
 /* A load this large takes seconds (F32 generation ran at 50-200 MB/s per rank on a 2-core
@@ -339,7 +338,7 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     if (st == MOE_OK && random && cfg->routing_skew > 0.0) {
         st = alloc_floats(&w->gate_bias, (size_t)cfg->num_experts, err);
         if (st == MOE_OK) {
-            moe_gate_skew_bias(w->gate_bias, (int)cfg->num_experts, cfg->routing_skew);
+            moe_weights_skew_bias(w->gate_bias, (int)cfg->num_experts, cfg->routing_skew);
         }
     }
     w->bytes_per_expert = per_expert;
@@ -409,4 +408,11 @@ out:
     free(all);
     moe_st_close(f);
     return st;
+}
+
+void moe_weights_skew_bias(float *bias, int num_experts, double skew)
+{
+    for (int e = 0; e < num_experts; e++) {
+        bias[e] = (float)(-skew * log((double)e + 1.0));
+    }
 }

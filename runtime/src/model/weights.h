@@ -13,10 +13,17 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "expert/expert.h"
 #include "moe/config.h"
 #include "moe/status.h"
+
+/* One expert's F32 weights on the host (see expert/expert.h for the FFN they feed). */
+typedef struct moe_expert_weights {
+    int32_t id;
+    float *w13; /* [2F, H] swiglu (W1 and W3 stacked), [F, H] gelu */
+    float *w2;  /* [H, F] */
+} moe_expert_weights_t;
 
 typedef struct moe_layer_weights {
     float *gate;                   /* [E, H] on routing ranks, else NULL */
@@ -38,6 +45,11 @@ typedef struct moe_weights {
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_weights_t *w,
                               moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
+
+/* Zipf-like log-prior for workload.routing_skew s: bias[e] = -s * ln(e + 1), added to the
+ * gate's logits, so softmax multiplies expert e's probability by (e+1)^-s before
+ * normalising: expert 0 is the most popular. */
+void moe_weights_skew_bias(float *bias, int num_experts, double skew);
 
 /* Input tokens [count, H] starting at global token `first` of batch `batch`: seeded random
  * (every batch different), or rows of tensor "input" of workload.input. */

@@ -5,7 +5,6 @@
 
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
-#include "expert/plugin.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
 
@@ -133,17 +132,17 @@ moe_status_t moe_transport_create(moe_transport_kind_t kind, MPI_Comm comm, int6
 #endif
     case MOE_TRANSPORT_NCCL:
 #ifdef MOED_HAVE_PLUGIN
-        if (dev == NULL || dev->cuda == NULL || dev->plugin == NULL) {
+        if (dev == NULL || dev->cuda == NULL) {
             return moe_error_set(err, MOE_ERR_CONFIG,
                                  "runtime.transport: nccl moves device buffers; it needs "
                                  "runtime.device: cuda");
         }
-        if (dev->plugin->nccl_create == NULL) {
+        if (dev->nccl_create == NULL) {
             return moe_error_set(err, MOE_ERR_UNSUPPORTED,
                                  "runtime.transport: nccl is not available: the CUDA plug-in "
                                  "was built without NCCL; use mpi or ucx");
         }
-        return dev->plugin->nccl_create(comm, row_elems, num_slots, dev->cuda, out, err);
+        return dev->nccl_create(comm, row_elems, num_slots, dev->cuda, out, err);
 #else
         (void)dev;
         return moe_error_set(err, MOE_ERR_UNSUPPORTED,

@@ -75,12 +75,16 @@ struct moe_transport {
     void *impl;
 };
 
-struct moe_plugin; /* expert/plugin.h */
+/* The NCCL transport's constructor, which lives in the CUDA plug-in (expert/plugin.h). */
+typedef moe_status_t (*moe_transport_create_fn)(MPI_Comm comm, int64_t row_elems, int num_slots,
+                                                void *cuda, struct moe_transport **out,
+                                                moe_error_t *err);
 
-/* What a device transport needs from the runtime (NULL for host transports). */
+/* What a device transport needs from the runtime (NULL for host transports). The engine
+ * fills it from the plug-in it loaded, so transport/ never includes expert/. */
 typedef struct moe_transport_device {
-    void *cuda;                      /* moe_cuda_t * of this rank */
-    const struct moe_plugin *plugin; /* the CUDA plug-in, which holds the NCCL transport */
+    void *cuda;                          /* moe_cuda_t * of this rank */
+    moe_transport_create_fn nccl_create; /* NULL when the plug-in was built without NCCL */
 } moe_transport_device_t;
 
 /* Create the transport `kind` over comm (collective) with `num_slots` exchange slots. */
