@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# parts.sh [ROOT]: the parts of runtime/src and profiler/src include only what they say.
+# The first source file of each part's folder opens with "/* Part NAME (...): ... May
+# include: A B C (...)": this check reads that list and fails, naming file:line, on any
+# `#include "PART/..."` of a sibling part that is not in it, and on a folder whose first
+# file has no such comment. proto/ may include only the base headers (moe/...) and the
+# layouts under proto/include.
+set -euo pipefail
+root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
+bad=0
+for top in runtime/src profiler/src; do
+  for dir in "$root/$top"/*/; do
+    part=$(basename "$dir")
+    first=$(find "$dir" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+              -printf '%f\n' | LC_ALL=C sort | head -1)
+    [[ -n "$first" ]] || continue
+    head_text=$(awk '/\*\//{print; exit} {print}' "$dir/$first" | tr '\n' ' ' | tr -s ' ')
+    if [[ "$head_text" != "/* Part $part "* ]]; then
+      echo "$top/$part/$first:1: the first file of part '$part' must open with its /* Part $part ... May include: ... */ comment"
+      bad=1
+      continue
+    fi
+    allowed=$(sed -nE 's/.*May include: ([^.(]*).*/\1/p' <<< "$head_text")
+    [[ "$allowed" == "no other part"* ]] && allowed=""
+    siblings=$(find "$root/$top" -mindepth 1 -maxdepth 1 -type d -printf '%f\n')
+    while IFS= read -r hit; do
+      [[ -n "$hit" ]] || continue
+      file=${hit%%:*}; rest=${hit#*:}; line=${rest%%:*}
+      inc=$(sed -nE 's/.*#include "([a-z_]+)\/.*/\1/p' <<< "$hit")
+      [[ "$inc" == "$part" ]] && continue
+      grep -qx "$inc" <<< "$siblings" || continue
+      if ! grep -qw -- "$inc" <<< "$allowed"; then
+        echo "${file#"$root"/}:$line: part '$part' includes part '$inc' (allowed: ${allowed:-none})"
+        bad=1
+      fi
+    done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include "[a-z_]+/' "$dir" || true)
+  done
+done
+# proto/: layouts only, on the base layer
+while IFS= read -r hit; do
+  [[ -n "$hit" ]] || continue
+  inc=$(sed -nE 's/.*#include "([^"]+)".*/\1/p' <<< "$hit")
+  case "$inc" in
+    moe/status.h|moe/hash.h|moe/limits.h|moe/phase.h|moe/clock.h) ;;
+    moe/*) [[ -f "$root/proto/include/$inc" ]] || { hit=${hit#"$root"/}; echo "${hit%:*}: proto includes $inc (not a base or proto header)"; bad=1; } ;;
+    *) echo "${hit#"$root"/}: proto includes $inc"; bad=1 ;;
+  esac
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include "' "$root/proto" || true)
+if [[ $bad -ne 0 ]]; then
+  echo "FAIL: a part includes what its folder's first file does not allow" >&2
+  exit 1
+fi
+echo "OK: every part includes only the parts its first file names"
