@@ -750,7 +750,12 @@ static bool cmp_config_key(FILE *out, const char *key, const json_t *x, const js
     }
     cmp_value_text(x, vx, sizeof(vx));
     cmp_value_text(y, vy, sizeof(vy));
-    fprintf(out, "  %-36s %s -> %s\n", key, vx, vy);
+    if (strcmp(vx, vy) == 0) { /* long values (a placement) that differ past the cut */
+        fprintf(out, "  %-36s differs past the first %d characters (see summary.json config)\n",
+                key, CMP_VALUE_CHARS - 4);
+    } else {
+        fprintf(out, "  %-36s %s -> %s\n", key, vx, vy);
+    }
     return true;
 }
 
