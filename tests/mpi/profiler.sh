@@ -70,8 +70,22 @@ for i in range(W):
         recv = s["ranks"][j]["bytes_recv"][i]
         assert sent == recv == B[i][j], (i, j, sent, recv, B[i][j])
 off = sum(B[i][j] for i in range(W) for j in range(W) if i != j)
+diag = sum(B[i][i] for i in range(W))
 assert off > 0, "no traffic between ranks"
-print("tokens conserved over", steps, "steps; dropped", dropped_total, "; byte matrix consistent")
+# symmetric routing: every rank keeps the rows for its own experts (the diagonal), which
+# are not traffic: summary.json, comm.csv and summary.txt show the two apart
+c = s["comm"]
+assert diag > 0, "symmetric routing must leave local copies on the diagonal"
+assert c["bytes_local"] == diag, (c["bytes_local"], diag)
+assert c["bytes_between_ranks"] == off, (c["bytes_between_ranks"], off)
+assert c["bytes_between_ranks"] + c["bytes_local"] == c["bytes_total"] == off + diag
+for r in csv.DictReader(open(d + "/comm.csv")):
+    assert int(r["local"]) == (r["src"] == r["dst"]), r
+txt = open(d + "/summary.txt").read()
+assert "  between ranks %.3f MB" % (off / 1e6) in txt, "summary.txt: between ranks"
+assert "  local copies  %.3f MB" % (diag / 1e6) in txt, "summary.txt: local copies"
+print("tokens conserved over", steps, "steps; dropped", dropped_total, "; byte matrix consistent;",
+      off, "bytes between ranks,", diag, "local")
 PY
     ;;
   outputs)  # every file parses, trace lanes nest, the HTML holds its charts, compare runs
@@ -142,6 +156,40 @@ PY
     cat cmp.log | head -20
     set +e; "$MOED" compare "$a" "$WORK/nonexistent" > /dev/null 2>&1; code=$?; set -e
     [[ $code -ne 0 ]] || fail "compare of a missing folder must fail"
+    ;;
+  compare)  # compare reads resolved values and says what a run was; exit codes
+    # A: runtime.chunks absent and placement auto; B: chunks written at its default and the
+    # placement auto resolves to on 3 ranks (master 0 hosts none) written out
+    PROF=true STEPS=4 small_model | sed '/^  chunks: /d' \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1/' > a.yaml
+    PROF=true STEPS=4 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1/' > b.yaml
+    mpirun_moed 3 --config a.yaml --no-progress > a.log 2>&1 || { cat a.log; fail "run A failed"; }
+    a=$(run_dir); sleep 1
+    mpirun_moed 3 --config b.yaml --no-progress > b.log 2>&1 || { cat b.log; fail "run B failed"; }
+    b=$(run_dir); sleep 1
+    # C: A with --steps 1: the one step is a warm-up step, nothing is recorded
+    mpirun_moed 3 --config a.yaml --steps 1 --no-progress > c.log 2>&1 || { cat c.log; fail "run C failed"; }
+    c=$(run_dir)
+    [[ "$a" != "$b" && "$b" != "$c" ]] || fail "runs wrote one folder"
+    "$MOED" compare "$a" "$b" > ab.log 2>&1 || { cat ab.log; fail "compare A B failed"; }
+    grep -A1 "^Configuration" ab.log | grep -q "^  same configuration$" \
+      || { cat ab.log; fail "absent key vs its default, auto vs its placement: not the same configuration"; }
+    grep -q "^  runtime.chunks .*   same$" ab.log || { cat ab.log; fail "chunks: a knob shows same"; }
+    "$MOED" compare "$a" "$c" > ac.log 2>&1 || { cat ac.log; fail "compare A C failed"; }
+    grep -q "^  workload.steps  *4 -> 1$" ac.log || { cat ac.log; fail "--steps 1 not compared as workload.steps"; }
+    grep -q "RECORDED NOTHING" ac.log || { cat ac.log; fail "C recorded nothing: not said"; }
+    "$MOED" compare "$a" "$a/" > aa.log 2>&1 || { cat aa.log; fail "compare A A failed"; }
+    grep -q "A and B are the same folder" aa.log || { cat aa.log; fail "same folder not said"; }
+    mkdir -p "$WORK/random" && echo hi > "$WORK/random/notes.txt"
+    set +e; "$MOED" compare "$a" "$WORK/random" > rnd.log 2>&1; code=$?; set -e
+    [[ $code -eq 2 ]] || fail "compare with a random folder: exit $code, want 2"
+    grep -q "not a moed report folder" rnd.log || { cat rnd.log; fail "random folder not named"; }
+    "$MOED" compare --help > help.log 2>&1 || fail "compare --help must exit 0"
+    grep -q "exit status" help.log || fail "compare --help does not document its exit status"
+    set +e; "$MOED" compare "$a" > one.log 2>&1; code=$?; set -e
+    [[ $code -eq 2 ]] || fail "compare with one folder: exit $code, want 2"
+    head -12 ab.log
     ;;
   *) fail "unknown case $1" ;;
 esac

@@ -49,6 +49,8 @@ typedef struct shape {
     int world, layers, experts;
     bool partial;
     double tokens_per_s;
+    const char *runtime_extra; /* YAML lines added to the runtime section, or NULL */
+    const char *placement;     /* placement.experts as written; NULL: auto */
 } shape_t;
 
 /* ---- the synthetic profile ------------------------------------------------------- */
@@ -59,10 +61,11 @@ static bool fx_config(fixture_t *fx, const shape_t *s)
     snprintf(fx->yaml, sizeof(fx->yaml),
              "model:\n  hidden_dim: %d\n  ffn_dim: %d\n  num_experts: %d\n  top_k: 2\n"
              "  num_layers: %d\n  activation: swiglu\nplacement:\n  master_rank: 0\n"
-             "  experts: auto\nruntime:\n  routing: master\n  transport: mpi\n  threads: 1\n"
+             "  experts: %s\nruntime:\n  routing: master\n  transport: mpi\n  threads: 1\n%s"
              "workload:\n  tokens_per_step: 2048\n  steps: 20\nprofiler:\n  warmup_steps: 5\n"
              "  measurement_steps: %d\n  trace: true\n  memory_sample_ms: 10\n",
-             HIDDEN, FFN, s->experts, s->layers, REC_STEPS);
+             HIDDEN, FFN, s->experts, s->layers, s->placement ? s->placement : "auto",
+             s->runtime_extra ? s->runtime_extra : "", REC_STEPS);
     moe_status_t st =
         moe_cfg_parse(fx->yaml, strlen(fx->yaml), "synthetic.yaml", s->world, &fx->cfg, &err);
     if (st != MOE_OK) {
@@ -364,6 +367,7 @@ static fixture_t *fx_make(const shape_t *s)
     }
     moe_report_t *r = &fx->rep;
     fx->cfg.device = MOE_DEVICE_CUDA; /* the writers only print it */
+    fx->cfg.chunks = CHUNKS;          /* as the ranks report it (rk->chunks) */
     fx_facts(r, fx, s);
     r->ranks = calloc((size_t)s->world, sizeof(*r->ranks));
     bool ok = r->ranks != NULL;
@@ -393,7 +397,7 @@ static void fx_free(fixture_t *fx)
 
 /* ---- helpers --------------------------------------------------------------------- */
 
-static const shape_t small_shape = {3, 2, 8, false, 11900.0};
+static const shape_t small_shape = {3, 2, 8, false, 11900.0, NULL, NULL};
 
 static char *slurp(const char *dir, const char *name, size_t *len)
 {
@@ -865,11 +869,12 @@ static void test_csv(const fixture_t *fx)
     char *m = slurp(r->run_dir, "metrics.csv", NULL), *c = slurp(r->run_dir, "comm.csv", NULL);
     CHECK(m != NULL && strncmp(m, "step,layer,expert,rank,tokens,compute_ms,gflops\n", 48) == 0);
     CHECK_INT_EQ(count_lines(m), 1 + r->num_metrics);
-    CHECK(c != NULL && strncmp(c, "src,dst,bytes,messages,wait_ms\n", 31) == 0);
+    CHECK(c != NULL && strncmp(c, "src,dst,bytes,messages,wait_ms,local\n", 37) == 0);
     CHECK_INT_EQ(count_lines(c), 1 + r->world_size * r->world_size);
     char want[64];
     snprintf(want, sizeof(want), "\n0,1,%" PRIu64 ",", r->bytes[1]);
     CHECK_STR_CONTAINS(c, want);
+    CHECK_STR_CONTAINS(c, "\n1,1,0,0,0.000000,1\n"); /* the diagonal is marked local */
     free(m);
     free(c);
 }
@@ -1192,7 +1197,7 @@ static void test_html_wide(const char *root)
 {
     static const int widths[2] = {256, 1024};
     for (int w = 0; w < 2; w++) {
-        shape_t s = {3, 2, widths[w], false, 1000.0};
+        shape_t s = {3, 2, widths[w], false, 1000.0, NULL, NULL};
         fixture_t *fx = fx_make(&s);
         char name[32];
         snprintf(name, sizeof(name), "wide%d", widths[w]);
@@ -1435,6 +1440,7 @@ static void test_compare(const char *root, const fixture_t *a)
     }
     if (b != NULL) {
         b->rep.chunks = 1;
+        b->cfg.chunks = 1;
     }
     if (b == NULL || !write_into(b, root, "b")) {
         fx_free(b);
@@ -1450,14 +1456,18 @@ static void test_compare(const char *root, const fixture_t *a)
     CHECK_STR_CONTAINS(out, "     device cuda (NVIDIA H200), runtime.chunks 1\n");
     CHECK_STR_CONTAINS(out, "  device                             A: cuda (NVIDIA H200); B: cuda "
                             "(NVIDIA H200) (same)\n");
+    /* a knob: old -> new, never a percentage */
     CHECK_STR_CONTAINS(out, "  runtime.chunks                                  2              1"
-                            "   -1 (-50.0%)\n");
+                            "   2 -> 1\n");
+    CHECK_STR_CONTAINS(out, "Configuration (resolved values, A -> B)\n"
+                            "  runtime.chunks                       2 -> 1\n\nRun");
+    CHECK(strstr(out, "-50.0%") == NULL);
     CHECK_STR_CONTAINS(out, "  exchange in flight (ms/step, mean)          8.000          8.000"
                             "   +0.000 (+0.0%)\n");
     CHECK_STR_CONTAINS(out, "  exchange hidden by compute (%)               20.8            0.0"
                             "   -20.8 (-100.0%)\n");
     CHECK_STR_CONTAINS(out, "Experts");
-    CHECK_STR_CONTAINS(out, "Config differences");
+    CHECK_STR_CONTAINS(out, "Configuration");
     free(out);
 
     snprintf(missing, sizeof(missing), "%s/no-such-run", root);
@@ -1484,7 +1494,7 @@ static void test_compare(const char *root, const fixture_t *a)
 /* Different shapes: 16 experts against 8; compares what matches and says so. */
 static void test_compare_shapes(const char *root, const fixture_t *a)
 {
-    shape_t sb = {4, 2, 16, false, 50000.0};
+    shape_t sb = {4, 2, 16, false, 50000.0, NULL, NULL};
     fixture_t *b = fx_make(&sb);
     char *out = NULL;
     CHECK(b != NULL);
@@ -1500,6 +1510,271 @@ static void test_compare_shapes(const char *root, const fixture_t *a)
     free(out);
     remove_report(b->rep.run_dir, b->rep.world_size);
     fx_free(b);
+}
+
+/* ---- bytes between ranks apart from local copies --------------------------------- */
+
+/* A hand-made 3-rank matrix (bytes; row = sender). A: between ranks 4 MB, local 1 MB.
+ * B moves 26% of the traffic between ranks onto the diagonal: between 2.96 MB, local
+ * 2.04 MB, the same 5 MB in all, so a total would read +0.0%. */
+static const uint64_t bytes_a[9] = {400000, 1000000, 1000000, 1000000, 300000, 0,
+                                    1000000, 0, 300000};
+static const uint64_t bytes_b[9] = {1040000, 740000, 740000, 740000, 500000, 0,
+                                    740000, 0, 500000};
+
+static void plant_bytes(fixture_t *fx, const uint64_t *m)
+{
+    memcpy(fx->rep.bytes, m, 9 * sizeof(uint64_t));
+}
+
+static void check_bytes_json(const char *dir)
+{
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    moe_error_t err;
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_between_ranks"), -1), 4000000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_local"), -1), 1000000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_total"), -1), 5000000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_between_ranks_per_recorded_step"), -1),
+               400000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_local_per_recorded_step"), -1), 100000,
+               0);
+    json_decref(doc);
+}
+
+static void check_bytes_text(const moe_report_t *r)
+{
+    char *t = slurp(r->run_dir, "summary.txt", NULL);
+    char *k = slurp(r->run_dir, "summary_rank_0.txt", NULL);
+    char *c = slurp(r->run_dir, "comm.csv", NULL), *h = slurp(r->run_dir, "report.html", NULL);
+    char *line = headline_of(r);
+    CHECK_STR_CONTAINS(t, "  between ranks 4.000 MB (0.400 MB per recorded step)\n"
+                          "  local copies  1.000 MB (0.100 MB per recorded step)\n");
+    /* row 0: its own 0.4 MB in brackets, sent = 2 MB to the other ranks only */
+    CHECK_STR_CONTAINS(t, "         0     (0.400)       1.000       1.000       2.000\n");
+    CHECK_STR_CONTAINS(t, "  received       2.000       1.000       1.000       4.000\n");
+    CHECK_STR_CONTAINS(k, "to other ranks: sent 2.000 MB, received 2.000 MB; local copies "
+                          "0.400 MB");
+    CHECK_STR_CONTAINS(c, "\n0,0,400000,0,0.000000,1\n");
+    CHECK_STR_CONTAINS(c, "\n0,1,1000000,");
+    CHECK_STR_CONTAINS(h, "Between ranks <b>4.000 MB</b>; local copies 1.000 MB");
+    CHECK_STR_CONTAINS(h, "class=\"local\"><title>rank 0 to rank 0 (local copies");
+    CHECK_STR_CONTAINS(line, "bytes per recorded step: 0.400 MB between ranks, 0.100 MB local "
+                             "copies");
+    free(t);
+    free(k);
+    free(c);
+    free(h);
+    free(line);
+}
+
+static void test_bytes_split(const char *root)
+{
+    fixture_t *a = fx_make(&small_shape), *b = fx_make(&small_shape);
+    char *out = NULL;
+    CHECK(a != NULL && b != NULL);
+    if (a == NULL || b == NULL) {
+        goto free_fixtures;
+    }
+    plant_bytes(a, bytes_a);
+    plant_bytes(b, bytes_b);
+    moe_report_bytes_t s = moe_report_bytes_split(&a->rep);
+    CHECK_INT_EQ(s.between_ranks, 4000000);
+    CHECK_INT_EQ(s.local, 1000000);
+    moe_report_rank_bytes_t k = moe_report_rank_bytes(&b->rep, 1);
+    CHECK_INT_EQ(k.sent, 740000);
+    CHECK_INT_EQ(k.recv, 740000);
+    CHECK_INT_EQ(k.local, 500000);
+    if (!write_into(a, root, "bytes-a") || !write_into(b, root, "bytes-b")) {
+        goto free_fixtures;
+    }
+    check_bytes_json(a->rep.run_dir);
+    check_bytes_text(&a->rep);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "  between ranks (MB)                          4.000          2.960"
+                            "   -1.040 (-26.0%)\n");
+    CHECK_STR_CONTAINS(out, "  local copies (MB)                           1.000          2.040"
+                            "   +1.040 (+104.0%)\n");
+    CHECK_STR_CONTAINS(out, "  rank 0 local copies (MB)                    0.400          1.040");
+    CHECK_STR_CONTAINS(out, "  rank 0 -> rank 1 (MB)                       1.000          0.740");
+    free(out);
+free_fixtures:
+    if (a != NULL) {
+        remove_report(a->rep.run_dir, a->rep.world_size);
+    }
+    if (b != NULL) {
+        remove_report(b->rep.run_dir, b->rep.world_size);
+    }
+    fx_free(a);
+    fx_free(b);
+}
+
+/* ---- compare: resolved configuration, run states, folders ------------------------ */
+
+/* Writes a fixture of `s` (then `edit`ed) into root/name; NULL on failure. */
+static fixture_t *fx_written(const char *root, const char *name, const shape_t *s,
+                             void (*edit)(fixture_t *))
+{
+    fixture_t *fx = fx_make(s);
+    CHECK(fx != NULL);
+    if (fx != NULL && edit != NULL) {
+        edit(fx);
+    }
+    if (fx != NULL && !write_into(fx, root, name)) {
+        fx_free(fx);
+        return NULL;
+    }
+    return fx;
+}
+
+static void fx_drop(fixture_t *fx)
+{
+    if (fx != NULL) {
+        remove_report(fx->rep.run_dir, fx->rep.world_size);
+        fx_free(fx);
+    }
+}
+
+/* What compare prints after "Configuration (...)\n" up to the blank line. */
+static void check_config_section(const char *out, const char *want)
+{
+    const char *at = out != NULL ? strstr(out, "Configuration (resolved values, A -> B)\n") : NULL;
+    CHECK(at != NULL);
+    if (at != NULL) {
+        CHECK_STR_CONTAINS(at, want);
+    }
+}
+
+static void edit_steps_flag(fixture_t *fx)
+{
+    fx->cfg.steps = 30; /* what app/main.c does with --steps 30 */
+}
+
+static void edit_interrupted(fixture_t *fx)
+{
+    fx->rep.interrupted = true;
+    fx->rep.steps_run = 12;
+    fx->rep.steps_planned = 20;
+}
+
+static void edit_all_warmup(fixture_t *fx)
+{
+    fx->rep.all_warmup = true;
+    fx->rep.recorded_steps = 0;
+}
+
+static void edit_model(fixture_t *fx)
+{
+    fx->cfg.hidden_dim = 2048;
+    fx->cfg.dtype = MOE_DTYPE_BF16;
+}
+
+/* The resolved config in summary.json: defaults filled in, auto written out. */
+static void check_config_object(const char *dir)
+{
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    moe_error_t err;
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    const json_t *c = json_object_get(doc, "config");
+    CHECK(json_is_integer(json_object_get(c, "runtime.chunks")));
+    CHECK(strcmp(moe_json_str(json_object_get(c, "placement.experts"), ""),
+                 "{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}") == 0);
+    CHECK(strcmp(moe_json_str(json_object_get(c, "profiler.profiled_ranks"), ""), "[0, 1, 2]") ==
+          0);
+    CHECK(strcmp(moe_json_str(json_object_get(c, "runtime.routing"), ""), "master") == 0);
+    CHECK(json_is_true(json_object_get(c, "model.normalize_topk")));
+    CHECK_NEAR(moe_json_num(json_object_get(c, "runtime.step_timeout_s"), -1), 60, 0);
+    CHECK_NEAR(moe_json_num(json_object_get(c, "model.hidden_dim"), -1), HIDDEN, 0);
+    json_decref(doc);
+}
+
+static void test_compare_config(const char *root, const fixture_t *a)
+{
+    static const shape_t explicit_default = {3, 2, 8, false, 11900.0, "  chunks: 2\n", NULL};
+    static const shape_t written_out = {3, 2, 8, false, 11900.0, NULL,
+                                        "{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}"};
+    char *out = NULL;
+    check_config_object(a->rep.run_dir);
+    /* runtime.chunks absent in A's YAML (CHUNKS set as the ranks ran it) vs written in B */
+    fixture_t *b = fx_written(root, "cfg-default", &explicit_default, NULL);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    check_config_section(out, "\n  same configuration\n");
+    free(out);
+    fx_drop(b);
+    /* placement auto vs the map it resolves to */
+    b = fx_written(root, "cfg-placement", &written_out, NULL);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    check_config_section(out, "\n  same configuration\n");
+    free(out);
+    fx_drop(b);
+    /* --steps 30 over workload.steps 20 */
+    b = fx_written(root, "cfg-steps", &small_shape, edit_steps_flag);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    check_config_section(out, "\n  workload.steps                       20 -> 30\n\nRun");
+    free(out);
+    fx_drop(b);
+}
+
+static void test_compare_states(const char *root, const fixture_t *a)
+{
+    char *out = NULL;
+    fixture_t *b = fx_written(root, "interrupted", &small_shape, edit_interrupted);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    CHECK_STR_CONTAINS(out, "     INTERRUPTED: stopped after 12 of 20 steps; figures cover what "
+                            "ran\n");
+    free(out);
+    fx_drop(b);
+    b = fx_written(root, "warmup", &small_shape, edit_all_warmup);
+    CHECK_INT_EQ(run_compare(b ? b->rep.run_dir : "", a->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "     RECORDED NOTHING: all 20 steps run were warm-up steps");
+    free(out);
+    fx_drop(b);
+    b = fx_written(root, "model", &small_shape, edit_model);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    CHECK_STR_CONTAINS(out, "NOTE: the models differ (model.hidden_dim 1024 vs 2048, model.dtype "
+                            "f32 vs bf16)");
+    check_config_section(out, "  model.hidden_dim                     1024 -> 2048\n");
+    free(out);
+    fx_drop(b);
+}
+
+static void test_compare_folders(const char *root, const fixture_t *a)
+{
+    char *out = NULL, other[MOE_PATH_MAX + 16], dot[MOE_PATH_MAX + 64], dir[MOE_PATH_MAX];
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, a->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "A and B are the same folder");
+    free(out);
+    snprintf(dot, sizeof(dot), "%s/.", a->rep.run_dir);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, dot, &out), 0);
+    CHECK_STR_CONTAINS(out, "A and B are the same folder");
+    free(out);
+    CHECK(make_dir(root, "random", other, sizeof(other)));
+    write_text(other, "notes.txt", "not a report\n");
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, other, &out), 2);
+    CHECK(out == NULL || out[0] == '\0');
+    free(out);
+    snprintf(dot, sizeof(dot), "%s/notes.txt", other);
+    unlink(dot);
+    rmdir(other);
+    /* the command line: --help, and wrong argument counts */
+    snprintf(dir, sizeof(dir), "%s", a->rep.run_dir);
+    char *help[] = {"--help"}, *one[] = {"x"}, *two[] = {dir, dir};
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    CHECK(f != NULL);
+    if (f != NULL) {
+        CHECK_INT_EQ(moe_report_compare_main(1, help, f), 0);
+        CHECK_INT_EQ(moe_report_compare_main(1, one, f), 2);
+        CHECK_INT_EQ(moe_report_compare_main(2, two, f), 0);
+        fclose(f);
+        CHECK_STR_CONTAINS(out, "usage: moed compare RUN_DIR_A RUN_DIR_B\n");
+        CHECK_STR_CONTAINS(out, "exit status: 0 compared");
+        free(out);
+    }
 }
 
 /* ---- JSON: loading through jansson, lookups, the write helpers --------------------- */
@@ -1679,10 +1954,10 @@ static void test_partial(const char *root)
 
 static int demo(const char *dir)
 {
-    static const shape_t shapes[4] = {{3, 2, 8, false, 11900.0},
-                                      {8, 2, 64, false, 21234.5},
-                                      {3, 2, 8, true, 11900.0},
-                                      {16, 27, 64, false, 4321.0}};
+    static const shape_t shapes[4] = {{3, 2, 8, false, 11900.0, NULL, NULL},
+                                      {8, 2, 64, false, 21234.5, NULL, NULL},
+                                      {3, 2, 8, true, 11900.0, NULL, NULL},
+                                      {16, 27, 64, false, 4321.0, NULL, NULL}};
     static const char *const names[4] = {"small", "big", "partial", "deep"};
     mkdir(dir, 0755);
     for (int i = 0; i < 4; i++) {
@@ -1730,12 +2005,16 @@ int main(int argc, char **argv)
         test_json_mutations(fx);
         test_compare(root, fx);
         test_compare_shapes(root, fx);
+        test_compare_config(root, fx);
+        test_compare_states(root, fx);
+        test_compare_folders(root, fx);
         remove_report(fx->rep.run_dir, fx->rep.world_size);
     }
     fx_free(fx);
     test_partial(root);
     test_html_wide(root);
     test_merge_router(root);
+    test_bytes_split(root);
     rmdir(root);
     return moe_test_finish("test_report");
 }

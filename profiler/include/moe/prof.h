@@ -135,7 +135,10 @@ moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double *offset_ns,
                                  double *uncertainty_ns, moe_error_t *err);
 
 /* `moed compare DIR_A DIR_B`: two report folders side by side. Returns the process exit
- * code: 0, or 2 when a folder or its summary.json cannot be read. */
+ * code: 0, or 2 when a folder is missing, unreadable or not a moed report folder. */
 int moe_prof_compare(const char *dir_a, const char *dir_b, FILE *out);
+/* `moed compare ARGS...` (argv after "compare"): --help, or two folders; exit code as above,
+ * 2 also for bad arguments. */
+int moe_prof_compare_main(int argc, char **argv, FILE *out);
 
 #endif /* MOE_PROF_H */

@@ -8,9 +8,11 @@
 #include "report/report.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "compare/json_lookup.h"
 
@@ -19,6 +21,7 @@
 #define CMP_ALL_ROWS 32  /* up to this many rows, show all ... */
 #define CMP_TOP_ROWS 16  /* ... else the ones with the largest change */
 #define CMP_CONFIG_LINES 40
+#define CMP_VALUE_CHARS 72 /* a config value longer than this is cut with "..." */
 
 typedef struct cmp_run {
     const char *dir;
@@ -42,9 +45,9 @@ static moe_status_t cmp_check(cmp_run_t *c, moe_error_t *err)
     double version = moe_json_num(json_object_get(c->doc, "schema_version"), -1.0);
     if (schema == NULL || strcmp(schema, CMP_SCHEMA) != 0) {
         return moe_error_set(err, MOE_ERR_FORMAT,
-                             "%s: not a moed summary (\"schema\" is %s%s%s, "
-                             "expected \"%s\")",
-                             c->path, schema ? "\"" : "", schema ? schema : "missing",
+                             "%s: not a moed report folder (its summary.json's \"schema\" is "
+                             "%s%s%s, expected \"%s\")",
+                             c->dir, schema ? "\"" : "", schema ? schema : "missing",
                              schema ? "\"" : "", CMP_SCHEMA);
     }
     if (version < 1.0 || version != floor(version)) {
@@ -71,12 +74,36 @@ static moe_status_t cmp_check(cmp_run_t *c, moe_error_t *err)
     return MOE_OK;
 }
 
+/* The folder exists and holds a summary.json, else why not: "not a moed report folder"
+ * for a folder without one, so a wrong path and a wrong folder read differently. */
+static moe_status_t cmp_folder(const cmp_run_t *c, moe_error_t *err)
+{
+    struct stat st;
+    if (stat(c->dir, &st) != 0) {
+        return moe_error_set(err, MOE_ERR_IO, "%s: %s", c->dir, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return moe_error_set(err, MOE_ERR_FORMAT,
+                             "%s: not a moed report folder (not a folder; give the run's folder, "
+                             "such as experiments/2025-11-21__07-05-00_ab12cd34)",
+                             c->dir);
+    }
+    if (stat(c->path, &st) != 0) {
+        return moe_error_set(err, MOE_ERR_FORMAT,
+                             "%s: not a moed report folder (no summary.json in it)", c->dir);
+    }
+    return MOE_OK;
+}
+
 static moe_status_t cmp_load(cmp_run_t *c, const char *dir, moe_error_t *err)
 {
     memset(c, 0, sizeof(*c));
     c->dir = dir;
     snprintf(c->path, sizeof(c->path), "%s/summary.json", dir);
-    moe_status_t st = moe_json_load_file(c->path, &c->doc, err);
+    moe_status_t st = cmp_folder(c, err);
+    if (st == MOE_OK) {
+        st = moe_json_load_file(c->path, &c->doc, err);
+    }
     return st == MOE_OK ? cmp_check(c, err) : st;
 }
 
@@ -121,6 +148,39 @@ static void cmp_row(FILE *out, const char *name, double a, double b, int dec)
 static double cmp_num(const json_t *v, const char *path)
 {
     return moe_json_num(moe_json_path(v, path), NAN);
+}
+
+/* A JSON value as it reads in a config: strings bare, numbers as written, at most n - 1
+ * characters (cut with "..."). */
+static void cmp_value_text(const json_t *v, char *buf, size_t n)
+{
+    char *dumped = NULL;
+    if (json_is_string(v)) {
+        snprintf(buf, n, "%s", json_string_value(v));
+    } else if (v == NULL) {
+        snprintf(buf, n, "(absent)");
+    } else if (json_is_integer(v)) {
+        snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    } else if (json_is_real(v)) {
+        snprintf(buf, n, "%.15g", json_real_value(v));
+    } else if ((dumped = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT)) != NULL) {
+        snprintf(buf, n, "%s", dumped);
+    } else {
+        snprintf(buf, n, "?");
+    }
+    free(dumped);
+    if (n > 4 && strlen(buf) == n - 1) {
+        memcpy(buf + n - 4, "...", 4);
+    }
+}
+
+/* Equal values: numbers by value (2 and 2.0 are one value), the rest as JSON. */
+static bool cmp_same(const json_t *x, const json_t *y)
+{
+    if (json_is_number(x) && json_is_number(y)) {
+        return json_number_value(x) == json_number_value(y);
+    }
+    return x != NULL && y != NULL && json_equal(x, y);
 }
 
 /* ---- run-level figures ----------------------------------------------------------- */
@@ -171,6 +231,67 @@ static void cmp_device(const cmp_run_t *c, char *buf, size_t n)
     }
 }
 
+/* A resolved config value of the run as text (summary.json "config"), else NULL (a report
+ * from a moed that did not write it). */
+static const json_t *cmp_cfg(const cmp_run_t *c, const char *key)
+{
+    return json_object_get(json_object_get(c->doc, "config"), key);
+}
+
+/* How the run ended, when not as planned: stopped early, or nothing recorded. */
+static void cmp_run_state(FILE *out, const cmp_run_t *c)
+{
+    double run = cmp_num(c->run, "steps_run"), planned = cmp_num(c->run, "steps_planned");
+    double recorded = cmp_num(c->run, "recorded_steps");
+    if (json_is_true(json_object_get(c->run, "interrupted"))) {
+        fprintf(out, "     INTERRUPTED: stopped after %.0f of %.0f steps; figures cover what ran\n",
+                run, planned);
+    }
+    if (json_is_true(json_object_get(c->run, "all_warmup"))) {
+        fprintf(out, "     RECORDED NOTHING: all %.0f steps run were warm-up steps "
+                     "(profiler.warmup_steps); its figures are empty\n",
+                run);
+    } else if (recorded == 0.0) {
+        fprintf(out, "     RECORDED NOTHING: no step was recorded; its figures are empty\n");
+    }
+}
+
+/* The model's shape beyond what the header lists: a different width or weight type makes
+ * per-expert times and bytes not like for like. */
+static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    static const char *const keys[][2] = {
+        {"model.hidden_dim", "hidden_dim"}, {"model.ffn_dim", "ffn_dim"}, {"model.dtype", NULL},
+        {"model.top_k", "top_k"}};
+    char line[512];
+    size_t pos = 0;
+    line[0] = '\0';
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const json_t *x = cmp_cfg(a, keys[i][0]), *y = cmp_cfg(b, keys[i][0]);
+        if (x == NULL && keys[i][1] != NULL) { /* older report: its "run" object */
+            x = json_object_get(a->run, keys[i][1]);
+        }
+        if (y == NULL && keys[i][1] != NULL) {
+            y = json_object_get(b->run, keys[i][1]);
+        }
+        if (x == NULL || y == NULL || cmp_same(x, y)) {
+            continue;
+        }
+        char vx[64], vy[64];
+        cmp_value_text(x, vx, sizeof(vx));
+        cmp_value_text(y, vy, sizeof(vy));
+        int n = snprintf(line + pos, sizeof(line) - pos, "%s%s %s vs %s", pos ? ", " : "",
+                         keys[i][0], vx, vy);
+        pos = n > 0 && (size_t)n < sizeof(line) - pos ? pos + (size_t)n : pos;
+    }
+    if (pos > 0) {
+        fprintf(out,
+                "\n  NOTE: the models differ (%s):\n  expert times and bytes are not like for "
+                "like.\n",
+                line);
+    }
+}
+
 static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     const cmp_run_t *runs[2] = {a, b};
@@ -193,6 +314,7 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
             fprintf(out, "     PARTIAL: missing %s\n",
                     moe_json_str(json_object_get(c->doc, "missing"), "some ranks' records"));
         }
+        cmp_run_state(out, c);
     }
     if (a->world != b->world || a->layers != b->layers || a->experts != b->experts) {
         fprintf(out,
@@ -200,6 +322,18 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
                 "experts %d vs %d);\n  only what both have is compared: experts by (layer, "
                 "expert), layers by index, ranks by number.\n",
                 a->world, b->world, a->layers, b->layers, a->experts, b->experts);
+    }
+    cmp_model_note(out, a, b);
+}
+
+/* A setting (a knob) of A and B: "2 -> 4", or "same"; never a percentage: a knob's change
+ * is a choice, not a measured effect. */
+static void cmp_knob(FILE *out, const char *name, const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0) {
+        fprintf(out, "  %-34s %14s %14s   same\n", name, a, b);
+    } else {
+        fprintf(out, "  %-34s %14s %14s   %s -> %s\n", name, a, b, a, b);
     }
 }
 
@@ -212,7 +346,14 @@ static void cmp_overlap_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *
     fprintf(out, "  %-34s A: %s; B: %s (%s)\n", "device", da, db,
             strcmp(da, db) == 0 ? "same" : "differs");
     double ca = cmp_num(a->run, "chunks"), cb = cmp_num(b->run, "chunks");
-    cmp_row(out, "runtime.chunks", ca > 0.0 ? ca : NAN, cb > 0.0 ? cb : NAN, 0);
+    char ta[32] = "n/a", tb[32] = "n/a";
+    if (ca > 0.0) {
+        snprintf(ta, sizeof(ta), "%.0f", ca);
+    }
+    if (cb > 0.0) {
+        snprintf(tb, sizeof(tb), "%.0f", cb);
+    }
+    cmp_knob(out, "runtime.chunks", ta, tb);
     cmp_row(out, "exchange in flight (ms/step, mean)", cmp_rank_mean(a, "exchange_ms"),
             cmp_rank_mean(b, "exchange_ms"), 3);
     cmp_row(out, "exchange hidden by compute (%)",
@@ -375,7 +516,8 @@ static int cmp_pair_by_score(const void *x, const void *y)
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
-/* Rank pairs with bytes in either run (same world only). */
+/* Rank pairs with bytes in either run (same world only); the diagonal is a rank's local
+ * copies, named so. */
 static moe_status_t cmp_pairs(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     size_t w = (size_t)a->world, n = 0;
@@ -402,20 +544,59 @@ static moe_status_t cmp_pairs(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     }
     for (size_t i = 0; i < shown; i++) {
         char name[48];
-        snprintf(name, sizeof(name), "rank %d -> rank %d (MB)", p[i].src, p[i].dst);
+        if (p[i].src == p[i].dst) {
+            snprintf(name, sizeof(name), "rank %d local copies (MB)", p[i].src);
+        } else {
+            snprintf(name, sizeof(name), "rank %d -> rank %d (MB)", p[i].src, p[i].dst);
+        }
         cmp_row(out, name, p[i].a, p[i].b, 3);
     }
     free(p);
     return MOE_OK;
 }
 
+/* Bytes between ranks (local 0) or local copies (local 1) over the recorded steps:
+ * summary.json's figure, else (an older report) the matrix's cells off or on the diagonal. */
+static double cmp_bytes_of(const cmp_run_t *c, bool local)
+{
+    double v = cmp_num(c->doc, local ? "comm.bytes_local" : "comm.bytes_between_ranks");
+    if (isfinite(v)) {
+        return v;
+    }
+    const json_t *m = moe_json_path(c->doc, "comm.bytes");
+    if (m == NULL) {
+        return NAN;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < moe_json_count(m); i++) {
+        const json_t *row = json_array_get(m, i);
+        for (size_t j = 0; j < moe_json_count(row); j++) {
+            sum += (i == j) == local ? moe_json_num(json_array_get(row, j), 0.0) : 0.0;
+        }
+    }
+    return sum;
+}
+
+static double cmp_per_step(const cmp_run_t *c, double bytes)
+{
+    double steps = cmp_num(c->run, "recorded_steps");
+    return steps > 0.0 ? bytes / steps : NAN;
+}
+
+/* Traffic between ranks apart from local copies (a rank's rows to its own experts): a
+ * placement that moves rows onto their router changes the first, not the total. */
 static moe_status_t cmp_bytes(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
-    fprintf(out, "\nBytes moved (MB = 10^6 bytes over the recorded steps; row = sender)\n");
-    cmp_row(out, "total (MB)", cmp_num(a->doc, "comm.bytes_total") / 1e6,
-            cmp_num(b->doc, "comm.bytes_total") / 1e6, 3);
-    cmp_row(out, "per recorded step (MB)", cmp_num(a->doc, "comm.bytes_per_recorded_step") / 1e6,
-            cmp_num(b->doc, "comm.bytes_per_recorded_step") / 1e6, 3);
+    double ba = cmp_bytes_of(a, false), bb = cmp_bytes_of(b, false);
+    double la = cmp_bytes_of(a, true), lb = cmp_bytes_of(b, true);
+    fprintf(out, "\nBytes (MB = 10^6 bytes over the recorded steps; row = sender; local copies: "
+                 "a rank's rows\nto its own experts, never sent)\n");
+    cmp_row(out, "between ranks (MB)", ba / 1e6, bb / 1e6, 3);
+    cmp_row(out, "between ranks per recorded step (MB)", cmp_per_step(a, ba) / 1e6,
+            cmp_per_step(b, bb) / 1e6, 3);
+    cmp_row(out, "local copies (MB)", la / 1e6, lb / 1e6, 3);
+    cmp_row(out, "local copies per recorded step (MB)", cmp_per_step(a, la) / 1e6,
+            cmp_per_step(b, lb) / 1e6, 3);
     if (a->world != b->world) {
         fprintf(out, "  (per rank pair: not compared, the worlds differ: %d vs %d ranks)\n",
                 a->world, b->world);
@@ -530,11 +711,14 @@ static const cmp_kv_t *cmp_kv_find(const cmp_kv_t *kv, size_t n, const char *key
     return NULL;
 }
 
-static void cmp_config(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+/* Older reports (no resolved "config" in summary.json): the config.yaml texts line by line;
+ * a default and an absent key differ here, which is why summary.json now carries "config". */
+static void cmp_config_text(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     size_t na, nb, shown = 0;
     cmp_kv_t *ka = cmp_config_lines(a->dir, &na), *kb = cmp_config_lines(b->dir, &nb);
-    fprintf(out, "\nConfig differences (config.yaml, comments ignored)\n");
+    fprintf(out, "  (a report without the resolved config: config.yaml texts compared, comments "
+                 "ignored,\n  defaults not filled in)\n");
     if (ka == NULL || kb == NULL) {
         fprintf(out, "  (config.yaml missing or unreadable in %s)\n", ka == NULL ? a->dir : b->dir);
         goto free_lines;
@@ -542,26 +726,80 @@ static void cmp_config(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     for (size_t i = 0; i < na && shown < CMP_CONFIG_LINES; i++) {
         const cmp_kv_t *o = cmp_kv_find(kb, nb, ka[i].key);
         if (o == NULL || strcmp(o->value, ka[i].value) != 0) {
-            fprintf(out, "  %-36s A: %-24s B: %s\n", ka[i].key, ka[i].value,
-                    o ? o->value : "(absent)");
+            fprintf(out, "  %-36s %s -> %s\n", ka[i].key, ka[i].value, o ? o->value : "(absent)");
             shown++;
         }
     }
     for (size_t i = 0; i < nb && shown < CMP_CONFIG_LINES; i++) {
         if (cmp_kv_find(ka, na, kb[i].key) == NULL) {
-            fprintf(out, "  %-36s A: %-24s B: %s\n", kb[i].key, "(absent)", kb[i].value);
+            fprintf(out, "  %-36s %s -> %s\n", kb[i].key, "(absent)", kb[i].value);
             shown++;
         }
     }
     if (shown == 0) {
-        fprintf(out, "  none\n");
+        fprintf(out, "  same configuration\n");
     }
 free_lines:
     free(ka);
     free(kb);
 }
 
-/* ---- entry point ----------------------------------------------------------------- */
+/* One key's A and B, when they differ; returns whether it printed. */
+static bool cmp_config_key(FILE *out, const char *key, const json_t *x, const json_t *y)
+{
+    char vx[CMP_VALUE_CHARS], vy[CMP_VALUE_CHARS];
+    if (x != NULL && y != NULL && cmp_same(x, y)) {
+        return false;
+    }
+    cmp_value_text(x, vx, sizeof(vx));
+    cmp_value_text(y, vy, sizeof(vy));
+    if (strcmp(vx, vy) == 0) { /* long values (a placement) that differ past the cut */
+        fprintf(out, "  %-36s differs past the first %d characters (see summary.json config)\n",
+                key, CMP_VALUE_CHARS - 4);
+    } else {
+        fprintf(out, "  %-36s %s -> %s\n", key, vx, vy);
+    }
+    return true;
+}
+
+/* The resolved values (summary.json "config"): every key with its default filled in,
+ * placement `auto` as the experts each rank got, --steps applied. Settings show A -> B. */
+static void cmp_config(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    const json_t *ca = json_object_get(a->doc, "config"), *cb = json_object_get(b->doc, "config");
+    const char *key;
+    const json_t *v;
+    size_t shown = 0;
+    fprintf(out, "\nConfiguration (resolved values, A -> B)\n");
+    if (!json_is_object(ca) || !json_is_object(cb)) {
+        cmp_config_text(out, a, b);
+        return;
+    }
+    json_object_foreach((json_t *)ca, key, v)
+    {
+        shown += cmp_config_key(out, key, v, json_object_get(cb, key));
+    }
+    json_object_foreach((json_t *)cb, key, v)
+    {
+        if (json_object_get(ca, key) == NULL) { /* a key only a newer moed has */
+            shown += cmp_config_key(out, key, NULL, v);
+        }
+    }
+    if (shown == 0) {
+        fprintf(out, "  same configuration\n");
+    }
+}
+
+/* ---- entry points ---------------------------------------------------------------- */
+
+/* Both names lead to one folder (the same path written twice, "./x" and "x", or a link):
+ * the same device and inode. */
+static bool cmp_same_folder(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
 
 int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
 {
@@ -573,14 +811,21 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
         fprintf(stderr, "moed compare: usage: moed compare DIR_A DIR_B\n");
         return 2;
     }
+    b.doc = NULL;
     if (cmp_load(&a, dir_a, &err) != MOE_OK) {
-        b.doc = NULL;
         goto print_error;
+    }
+    if (cmp_same_folder(dir_a, dir_b)) {
+        fprintf(out, "moed compare: A and B are the same folder (%s): nothing to compare\n",
+                dir_a);
+        rc = 0;
+        goto free_docs;
     }
     if (cmp_load(&b, dir_b, &err) != MOE_OK) {
         goto print_error;
     }
     cmp_header(out, &a, &b);
+    cmp_config(out, &a, &b);
     cmp_run_figures(out, &a, &b);
     if (cmp_experts(out, &a, &b) != MOE_OK || cmp_bytes(out, &a, &b) != MOE_OK) {
         moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
@@ -588,7 +833,6 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
     }
     cmp_balance(out, &a, &b);
     cmp_memory(out, &a, &b);
-    cmp_config(out, &a, &b);
     rc = 0;
     goto free_docs;
 print_error:
@@ -597,4 +841,38 @@ free_docs:
     json_decref(a.doc);
     json_decref(b.doc);
     return rc;
+}
+
+static void cmp_usage(FILE *out)
+{
+    fputs("usage: moed compare RUN_DIR_A RUN_DIR_B\n"
+          "\n"
+          "Prints two profiler report folders (each holding a summary.json) side by side:\n"
+          "the resolved configuration where it differs (A -> B), then tokens/s, step, compute,\n"
+          "exchange and idle time, per-expert latency and tokens, bytes between ranks and\n"
+          "local copies apart, balance per layer and peak memory, each with its change B - A.\n"
+          "Measured figures show their change in percent; settings show A -> B.\n"
+          "It says when a run was interrupted, recorded nothing, is partial, or when the\n"
+          "runs' shapes or models differ.\n"
+          "\n"
+          "exit status: 0 compared (or A and B are the same folder, or --help);\n"
+          "             2 bad arguments, or a folder that is missing, unreadable or not a\n"
+          "               moed report folder\n",
+          out);
+}
+
+int moe_report_compare_main(int argc, char **argv, FILE *out)
+{
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            cmp_usage(out);
+            return 0;
+        }
+    }
+    if (argc != 2 || argv[0][0] == '-' || argv[1][0] == '-') {
+        fprintf(stderr, "moed compare: error: expected two report folders; "
+                        "usage: moed compare RUN_DIR_A RUN_DIR_B (moed compare --help)\n");
+        return 2;
+    }
+    return moe_report_compare(argv[0], argv[1], out);
 }

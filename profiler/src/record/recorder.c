@@ -808,3 +808,8 @@ int moe_prof_compare(const char *dir_a, const char *dir_b, FILE *out)
 {
     return moe_report_compare(dir_a, dir_b, out);
 }
+
+int moe_prof_compare_main(int argc, char **argv, FILE *out)
+{
+    return moe_report_compare_main(argc, argv, out);
+}

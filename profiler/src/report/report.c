@@ -42,6 +42,39 @@ void moe_report_free(moe_report_t *r)
     r->num_metrics = r->num_steps = r->num_events = 0;
 }
 
+/* ---- bytes --------------------------------------------------------------------- */
+
+moe_report_bytes_t moe_report_bytes_split(const moe_report_t *r)
+{
+    moe_report_bytes_t b = {0, 0};
+    int w = r != NULL && r->bytes != NULL ? r->world_size : 0;
+    for (int i = 0; i < w; i++) {
+        for (int j = 0; j < w; j++) {
+            uint64_t v = r->bytes[(size_t)i * (size_t)w + (size_t)j];
+            b.between_ranks += i != j ? v : 0;
+            b.local += i == j ? v : 0;
+        }
+    }
+    return b;
+}
+
+moe_report_rank_bytes_t moe_report_rank_bytes(const moe_report_t *r, int rank)
+{
+    moe_report_rank_bytes_t b = {0, 0, 0};
+    int w = r != NULL && r->bytes != NULL ? r->world_size : 0;
+    if (rank < 0 || rank >= w) {
+        return b;
+    }
+    for (int j = 0; j < w; j++) {
+        uint64_t out = r->bytes[(size_t)rank * (size_t)w + (size_t)j];
+        uint64_t in = r->bytes[(size_t)j * (size_t)w + (size_t)rank];
+        b.sent += j != rank ? out : 0;
+        b.recv += j != rank ? in : 0;
+        b.local += j == rank ? out : 0;
+    }
+    return b;
+}
+
 /* ---- findings -------------------------------------------------------------------- */
 
 /* GFLOP/s of an expert over its recorded calls (flops per ns = GFLOP/s), or -1 if it did
@@ -367,6 +400,13 @@ void moe_report_print_headline(const moe_report_t *r, FILE *out)
     }
     if (f.dropped_total > 0) {
         headline_drops(&f, out);
+    }
+    if (r->recorded_steps > 0 && r->bytes != NULL) {
+        moe_report_bytes_t b = moe_report_bytes_split(r);
+        double per = 1e6 * (double)r->recorded_steps; /* MB per recorded step */
+        fprintf(out, "  bytes per recorded step: %.3f MB between ranks, %.3f MB local copies "
+                     "(a rank's rows to its own experts, not sent)\n",
+                (double)b.between_ranks / per, (double)b.local / per);
     }
     fprintf(out, "  report: %s/summary.txt (report.html, summary.json%s)\n", r->run_dir,
             r->cfg != NULL && r->cfg->prof_trace ? ", trace.json" : "");

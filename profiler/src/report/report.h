@@ -243,6 +243,22 @@ typedef struct moe_report_findings {
      * inflight_ns, present ranks; NAN when no exchange was recorded (older records). */
     double hidden_share;
 } moe_report_findings_t;
+/* The byte matrix split in two: bytes between ranks (off the diagonal: rows sent to another
+ * rank) and local copies (the diagonal: a rank's rows to its own experts, which never leave
+ * it: the master hosting experts, every rank in symmetric routing). between + local is the
+ * matrix total. Both 0 without a matrix. */
+typedef struct moe_report_bytes {
+    uint64_t between_ranks;
+    uint64_t local;
+} moe_report_bytes_t;
+moe_report_bytes_t moe_report_bytes_split(const moe_report_t *r);
+/* The same for one rank: what it sent to / received from other ranks, and its diagonal. */
+typedef struct moe_report_rank_bytes {
+    uint64_t sent;
+    uint64_t recv;
+    uint64_t local;
+} moe_report_rank_bytes_t;
+moe_report_rank_bytes_t moe_report_rank_bytes(const moe_report_t *r, int rank);
 /* Ranks whose records carry recorded steps (the "recorded on N ranks" of the headline). */
 int moe_report_ranks_recorded(const moe_report_t *r);
 /* hidden / inflight of one rank, NAN when it recorded no exchange. */
@@ -272,7 +288,11 @@ void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m);
 void moe_report_print_headline(const moe_report_t *r, FILE *out);
 
 /* `moed compare DIR_A DIR_B`: reads both summary.json files, prints side by side. Returns
- * 0, or 2 on a read/parse error (message on stderr). */
+ * 0 (also when both name one folder: it says so), or 2 when a folder is missing, unreadable
+ * or not a moed report folder (message on stderr). */
 int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out);
+/* The command line after "compare": --help, or two folders; the same exit codes (2 also
+ * for bad arguments). */
+int moe_report_compare_main(int argc, char **argv, FILE *out);
 
 #endif /* MOE_REPORT_H */

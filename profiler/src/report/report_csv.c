@@ -38,14 +38,15 @@ static moe_status_t csv_comm(const moe_report_t *r, moe_error_t *err)
     if (f == NULL) {
         return MOE_ERR_IO;
     }
-    fputs("src,dst,bytes,messages,wait_ms\n", f);
+    fputs("src,dst,bytes,messages,wait_ms,local\n", f);
     int w = r->world_size;
     for (int i = 0; i < w; i++) {
         for (int j = 0; j < w; j++) {
             size_t at = (size_t)i * (size_t)w + (size_t)j;
-            fprintf(f, "%d,%d,%" PRIu64 ",%" PRIu64 ",%.6f\n", i, j,
+            /* local 1: the diagonal, a rank's rows to its own experts (not sent) */
+            fprintf(f, "%d,%d,%" PRIu64 ",%" PRIu64 ",%.6f,%d\n", i, j,
                     r->bytes != NULL ? r->bytes[at] : 0, r->msgs != NULL ? r->msgs[at] : 0,
-                    r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0);
+                    r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0, i == j);
         }
     }
     return moe_report_close(f, r, "comm.csv", err);

@@ -657,37 +657,54 @@ static void html_chart_latency(FILE *f, const moe_report_t *r)
 
 /* ---- chart 3: rank-to-rank volume ------------------------------------------------ */
 
+/* The diagonal (a rank's rows to its own experts, never sent) is drawn hatched-grey with
+ * its figure, outside the colour scale, so local copies never pass for traffic. */
 static void html_comm_cell(FILE *f, const moe_report_t *r, int i, int j, double x, double y,
                            double cs, double max)
 {
     size_t at = (size_t)i * (size_t)r->world_size + (size_t)j;
-    double mb = (double)r->bytes[at] / HTML_MB, t = mb / max;
+    double mb = (double)r->bytes[at] / HTML_MB, t = i != j ? mb / max : 0.0;
     char col[8], buf[32];
-    if (mb > 0.0) {
+    if (i == j) {
+        snprintf(col, sizeof(col), "#d9d9d9");
+    } else if (mb > 0.0) {
         html_seq_colour(t, col);
     } else {
         snprintf(col, sizeof(col), "#f2f2f2");
     }
     fprintf(f,
             "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
-            "stroke=\"#fff\"><title>rank %d to rank %d: %.3f MB in %" PRIu64
+            "stroke=\"#fff\"%s><title>rank %d to rank %d%s: %.3f MB in %" PRIu64
             " messages; rank %d waited %.3f ms for rank %d</title></rect>\n",
-            x, y, cs, cs, col, i, j, mb, r->msgs != NULL ? r->msgs[at] : 0, i,
-            r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0, j);
+            x, y, cs, cs, col, i == j ? " class=\"local\"" : "", i, j,
+            i == j ? " (local copies: rows to its own experts, not sent)" : "", mb,
+            r->msgs != NULL ? r->msgs[at] : 0, i, r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0,
+            j);
     if (cs >= 36.0 && mb > 0.0) {
         html_compact(mb, buf, sizeof(buf));
-        html_text(f, x + cs / 2, y + cs / 2 + 4, "middle",
-                  t > 0.55 ? "class=\"in dark\"" : "class=\"in\"", buf);
+        if (i == j) {
+            char paren[40];
+            snprintf(paren, sizeof(paren), "(%s)", buf);
+            html_text(f, x + cs / 2, y + cs / 2 + 4, "middle", "class=\"in\"", paren);
+        } else {
+            html_text(f, x + cs / 2, y + cs / 2 + 4, "middle",
+                      t > 0.55 ? "class=\"in dark\"" : "class=\"in\"", buf);
+        }
     }
 }
 
 static void html_chart_comm(FILE *f, const moe_report_t *r)
 {
     int w = r->world_size;
-    fputs("<h2>Bytes moved rank to rank (MB = 10<sup>6</sup> bytes, over the recorded steps)</h2>\n"
-          "<p class=\"note\">Row = sender, column = receiver; dispatch and combine both counted. "
-          "Hover a cell for messages and wait time.</p>\n",
+    moe_report_bytes_t b = moe_report_bytes_split(r);
+    fputs("<h2>Bytes rank to rank (MB = 10<sup>6</sup> bytes, over the recorded steps)</h2>\n",
           f);
+    fprintf(f,
+            "<p class=\"note\">Between ranks <b>%.3f MB</b>; local copies %.3f MB (the grey "
+            "diagonal, in brackets: a rank's rows to its own experts, never sent; outside the "
+            "colour scale). Row = sender, column = receiver; dispatch and combine both counted. "
+            "Hover a cell for messages and wait time.</p>\n",
+            (double)b.between_ranks / HTML_MB, (double)b.local / HTML_MB);
     if (w > HTML_COMM_MAX || r->bytes == NULL) {
         html_svg_open(f, "chart-comm", HTML_W, 40, "Rank-to-rank volume");
         html_text(f, 10, 24, "start", "",
@@ -699,11 +716,12 @@ static void html_chart_comm(FILE *f, const moe_report_t *r)
     }
     double cs = html_clamp(640.0 / w, 6, 72), left = 90, top = 44, max = 0.0;
     for (size_t i = 0; i < (size_t)w * (size_t)w; i++) {
-        max = (double)r->bytes[i] / HTML_MB > max ? (double)r->bytes[i] / HTML_MB : max;
+        double mb = (double)r->bytes[i] / HTML_MB;
+        max = i % ((size_t)w + 1) != 0 && mb > max ? mb : max; /* off the diagonal */
     }
     max = max > 0.0 ? max : 1.0;
     html_svg_open(f, "chart-comm", HTML_W, (int)(top + cs * w + 60),
-                  "Heatmap of MB sent from each rank to each rank");
+                  "Heatmap of MB sent from each rank to each other rank");
     for (int i = 0; i < w; i++) {
         for (int j = 0; j < w; j++) {
             html_comm_cell(f, r, i, j, left + j * cs, top + i * cs, cs, max);

@@ -166,6 +166,28 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_close(w, '}');
 }
 
+/* One key of the resolved config: numbers and booleans as JSON values, the rest as strings. */
+static void json_config_key(void *ctx, const char *path, const char *value, bool quoted)
+{
+    json_w_t *w = ctx;
+    if (quoted) {
+        jw_str(w, path, value);
+    } else {
+        jw_key(w, path);
+        fputs(value, w->f);
+    }
+}
+
+/* Every config key as this run resolved it (defaults filled in, `auto` placement and
+ * `all` ranks written out, --steps applied): what `moed compare` compares, so an absent
+ * key and its default, or `auto` and the placement it became, read the same. */
+static void json_config(json_w_t *w, const moe_report_t *r)
+{
+    jw_open(w, "config", '{', false);
+    moe_cfg_each_value(r->cfg, json_config_key, w);
+    jw_close(w, '}');
+}
+
 static double json_per_step_ms(double ns, int64_t steps)
 {
     return steps > 0 ? ns / (double)steps / 1e6 : 0.0;
@@ -367,18 +389,23 @@ static void json_matrix(json_w_t *w, const moe_report_t *r, const char *key, int
     jw_close(w, ']');
 }
 
+/* bytes_total is the whole matrix; bytes_between_ranks leaves out the diagonal (a rank's
+ * rows to its own experts), which is bytes_local: a change in traffic between ranks must
+ * not hide behind local copies that did not move. */
 static void json_comm(json_w_t *w, const moe_report_t *r)
 {
-    uint64_t total = 0;
-    size_t cells = (size_t)r->world_size * (size_t)r->world_size;
-    for (size_t i = 0; r->bytes != NULL && i < cells; i++) {
-        total += r->bytes[i];
-    }
+    moe_report_bytes_t b = moe_report_bytes_split(r);
+    double steps = r->recorded_steps > 0 ? (double)r->recorded_steps : 0.0;
     jw_open(w, "comm", '{', false);
     jw_i64(w, "world_size", r->world_size);
-    jw_u64(w, "bytes_total", total);
+    jw_u64(w, "bytes_between_ranks", b.between_ranks);
+    jw_u64(w, "bytes_local", b.local);
+    jw_u64(w, "bytes_total", b.between_ranks + b.local);
+    jw_num(w, "bytes_between_ranks_per_recorded_step",
+           steps > 0.0 ? (double)b.between_ranks / steps : 0.0);
+    jw_num(w, "bytes_local_per_recorded_step", steps > 0.0 ? (double)b.local / steps : 0.0);
     jw_num(w, "bytes_per_recorded_step",
-           r->recorded_steps > 0 ? (double)total / (double)r->recorded_steps : 0.0);
+           steps > 0.0 ? (double)(b.between_ranks + b.local) / steps : 0.0);
     json_matrix(w, r, "bytes", 0);
     json_matrix(w, r, "msgs", 1);
     json_matrix(w, r, "wait_ms", 2);
@@ -474,6 +501,7 @@ static moe_status_t json_document(FILE *f, const moe_report_t *r)
     jw_bool(&w, "partial", r->partial);
     jw_str(&w, "missing", r->partial ? r->missing : "");
     json_run(&w, r);
+    json_config(&w, r);
     moe_status_t st = json_ranks(&w, r);
     json_experts(&w, r);
     if (st == MOE_OK) {

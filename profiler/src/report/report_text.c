@@ -454,85 +454,93 @@ static double text_cell(const moe_report_t *r, int kind, int i, int j)
     return r->msgs != NULL ? (double)r->msgs[at] : 0.0;
 }
 
-/* One matrix (kind 0: MB, 1: messages) with the sent (row) and received (column) totals. */
+/* One matrix (kind 0: MB, 1: messages). The diagonal (a rank's rows to its own experts,
+ * never sent) is shown in brackets and left out of the sent / received totals, so they are
+ * traffic between ranks only. */
 static void text_matrix(FILE *f, const moe_report_t *r, int kind)
 {
     int w = r->world_size;
     int dec = kind == 0 ? 3 : 0; /* MB with 3 decimals, counts whole */
+    char cell[32];
     fprintf(f, "  %8s", "from\\to");
     for (int j = 0; j < w; j++) {
-        fprintf(f, " %10d", j);
+        fprintf(f, " %11d", j);
     }
-    fprintf(f, " %10s\n", "sent");
+    fprintf(f, " %11s\n", "sent");
     for (int i = 0; i < w; i++) {
         double tot = 0.0;
         fprintf(f, "  %8d", i);
         for (int j = 0; j < w; j++) {
             double v = text_cell(r, kind, i, j);
-            tot += v;
-            if (v > 0.0) {
-                fprintf(f, " %10.*f", dec, v);
-            } else {
-                fprintf(f, " %10s", "-");
-            }
+            tot += i != j ? v : 0.0;
+            snprintf(cell, sizeof(cell), i == j ? "(%.*f)" : "%.*f", dec, v);
+            fprintf(f, " %11s", v > 0.0 ? cell : "-");
         }
-        fprintf(f, " %10.*f", dec, tot);
-        fputc('\n', f);
+        fprintf(f, " %11.*f\n", dec, tot);
     }
     fprintf(f, "  %8s", "received");
     double all = 0.0;
     for (int j = 0; j < w; j++) {
         double tot = 0.0;
         for (int i = 0; i < w; i++) {
-            tot += text_cell(r, kind, i, j);
+            tot += i != j ? text_cell(r, kind, i, j) : 0.0;
         }
         all += tot;
-        fprintf(f, " %10.*f", dec, tot);
+        fprintf(f, " %11.*f", dec, tot);
     }
-    fprintf(f, " %10.*f", dec, all);
-    fputc('\n', f);
+    fprintf(f, " %11.*f\n", dec, all);
 }
 
-/* Past TEXT_MATRIX_MAX ranks: what each rank sent and received, one row per rank. */
+/* Past TEXT_MATRIX_MAX ranks: what each rank sent to and received from other ranks, and its
+ * local copies, one row per rank. */
 static void text_matrix_totals(FILE *f, const moe_report_t *r)
 {
     int w = r->world_size;
     fprintf(f, "  (%d ranks: the full matrices are in comm.csv)\n", w);
-    fprintf(f, "  %4s  %12s  %12s  %12s  %12s\n", "rank", "sent MB", "received MB", "msgs sent",
-            "msgs recv");
+    fprintf(f, "  %4s  %12s  %12s  %12s  %12s  %12s\n", "rank", "sent MB", "received MB",
+            "local MB", "msgs sent", "msgs recv");
     for (int i = 0; i < w; i++) {
-        double t[4] = {0, 0, 0, 0};
+        moe_report_rank_bytes_t b = moe_report_rank_bytes(r, i);
+        double m[2] = {0, 0};
         for (int j = 0; j < w; j++) {
-            t[0] += text_cell(r, 0, i, j);
-            t[1] += text_cell(r, 0, j, i);
-            t[2] += text_cell(r, 1, i, j);
-            t[3] += text_cell(r, 1, j, i);
+            m[0] += j != i ? text_cell(r, 1, i, j) : 0.0;
+            m[1] += j != i ? text_cell(r, 1, j, i) : 0.0;
         }
-        fprintf(f, "  %4d  %12.3f  %12.3f  %12.0f  %12.0f\n", i, t[0], t[1], t[2], t[3]);
+        fprintf(f, "  %4d  %12.3f  %12.3f  %12.3f  %12.0f  %12.0f\n", i,
+                (double)b.sent / TEXT_MB, (double)b.recv / TEXT_MB, (double)b.local / TEXT_MB,
+                m[0], m[1]);
+    }
+}
+
+/* "12.345 MB (= 1.234 MB per recorded step)" */
+static void text_mb(FILE *f, const moe_report_t *r, uint64_t bytes)
+{
+    fprintf(f, "%.3f MB", (double)bytes / TEXT_MB);
+    if (r->recorded_steps > 0) {
+        fprintf(f, " (%.3f MB per recorded step)",
+                (double)bytes / TEXT_MB / (double)r->recorded_steps);
     }
 }
 
 static void text_comm(FILE *f, const moe_report_t *r)
 {
-    double total = 0.0;
-    for (int i = 0; i < r->world_size; i++) {
-        for (int j = 0; j < r->world_size; j++) {
-            total += text_cell(r, 0, i, j);
-        }
-    }
-    text_rule(f, "Bytes moved rank to rank (MB = 10^6 bytes over the recorded steps; "
+    moe_report_bytes_t b = moe_report_bytes_split(r);
+    text_rule(f, "Bytes rank to rank (MB = 10^6 bytes over the recorded steps; "
                  "row = sender, column = receiver)");
-    fprintf(f, "  total %.3f MB", total);
-    if (r->recorded_steps > 0) {
-        fprintf(f, " = %.3f MB per recorded step", total / (double)r->recorded_steps);
-    }
-    fprintf(f, " (dispatch and combine both counted)\n\n");
+    fputs("  between ranks ", f);
+    text_mb(f, r, b.between_ranks);
+    fputs("\n  local copies  ", f);
+    text_mb(f, r, b.local);
+    fputs("\n  (dispatch and combine both counted; local copies, in brackets on the diagonal,\n"
+          "  are a rank's rows to its own experts: never sent, left out of the totals)\n\n",
+          f);
     if (r->world_size > TEXT_MATRIX_MAX) {
         text_matrix_totals(f, r);
         return;
     }
     text_matrix(f, r, 0);
-    text_rule(f, "Messages rank to rank (count over the recorded steps; row = sender)");
+    text_rule(f, "Messages rank to rank (count over the recorded steps; row = sender; "
+                 "diagonal in brackets: local)");
     text_matrix(f, r, 1);
 }
 
@@ -690,16 +698,21 @@ static void text_rank_phases(FILE *f, const moe_rep_rank_t *k)
 static void text_rank_peers(FILE *f, const moe_report_t *r, int me)
 {
     int w = r->world_size, hw = text_host_width(r);
+    moe_report_rank_bytes_t b = moe_report_rank_bytes(r, me);
     text_rule(f, "Exchange with each peer (MB = 10^6 bytes; wait = time until that peer's rows "
                  "had arrived)");
+    fprintf(f, "  to other ranks: sent %.3f MB, received %.3f MB; local copies %.3f MB (rows "
+               "to its own\n  experts, never sent: the row marked \"local\")\n\n",
+            (double)b.sent / TEXT_MB, (double)b.recv / TEXT_MB, (double)b.local / TEXT_MB);
     fprintf(f, "  %4s  %-*s  %10s  %10s  %9s  %9s  %10s\n", "peer", hw, "host", "sent MB",
             "recv MB", "msgs sent", "msgs recv", "wait ms");
     for (int j = 0; j < w; j++) {
         size_t out = (size_t)me * (size_t)w + (size_t)j, in = (size_t)j * (size_t)w + (size_t)me;
-        fprintf(f, "  %4d  %-*.*s  %10.3f  %10.3f  %9" PRIu64 "  %9" PRIu64 "  %10.3f\n", j, hw, hw,
-                text_host(r, j), r->bytes ? (double)r->bytes[out] / TEXT_MB : 0.0,
+        fprintf(f, "  %4d  %-*.*s  %10.3f  %10.3f  %9" PRIu64 "  %9" PRIu64 "  %10.3f%s\n", j, hw,
+                hw, text_host(r, j), r->bytes ? (double)r->bytes[out] / TEXT_MB : 0.0,
                 r->bytes ? (double)r->bytes[in] / TEXT_MB : 0.0, r->msgs ? r->msgs[out] : 0,
-                r->msgs ? r->msgs[in] : 0, r->wait_ns ? r->wait_ns[out] / 1e6 : 0.0);
+                r->msgs ? r->msgs[in] : 0, r->wait_ns ? r->wait_ns[out] / 1e6 : 0.0,
+                j == me ? "  local" : "");
     }
 }
 

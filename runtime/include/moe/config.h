@@ -109,6 +109,16 @@ const char *moe_cfg_suggest(const char *word, const char *const *names, size_t n
 /* Print the key table (path, type, default, bounds, unit, doc) for --help-config. */
 void moe_cfg_print_reference(FILE *out);
 
+/* Each key of the table, in table order, with its value as this run resolved it: how a
+ * value is written in YAML ("4", "0.5", "true", "master", a path), the placement as the
+ * owner of every expert ("{1: [0, 1], 2: [2, 3]}", whether `auto` or written out), the
+ * profiled ranks as a list ("[0, 1, 2]", whether `all` or written out). `quoted` is true
+ * for text a JSON writer must quote (strings, enums, placement, ranks), false for numbers
+ * and booleans. A value longer than the callback's buffer (MOE_CFG_VALUE_MAX) is cut. */
+#define MOE_CFG_VALUE_MAX 8192
+typedef void (*moe_cfg_value_fn)(void *ctx, const char *path, const char *value, bool quoted);
+void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx);
+
 /* Print the resolved placement, one line per rank: "rank 1: experts 0 1 2 3". */
 void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out);
 

@@ -561,12 +561,8 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "compare") == 0) {
-        /* Reads two report folders; needs no MPI. */
-        if (argc != 4) {
-            fprintf(stderr, "moed: error: usage: moed compare RUN_DIR_A RUN_DIR_B\n");
-            return EXIT_USAGE;
-        }
-        return moe_prof_compare(argv[2], argv[3], stdout);
+        /* Reads two report folders; needs no MPI. Exit codes: 0, or 2 (= EXIT_USAGE). */
+        return moe_prof_compare_main(argc - 2, argv + 2, stdout);
     }
     int provided = 0, rank = 0, world = 1;
     if (MOE_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), NULL) != MOE_OK) {

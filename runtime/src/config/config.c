@@ -1514,6 +1514,94 @@ void moe_cfg_print_reference(FILE *out)
     }
 }
 
+/* "{1: [0, 1], 2: [2, 3]}": the owner of every expert, ranks ascending, so `auto` and the
+ * map it resolves to read the same. */
+static void value_placement(const moe_config_t *cfg, char *buf, size_t n)
+{
+    size_t pos = 0;
+    int ne = cfg->num_experts < MOE_MAX_EXPERTS ? (int)cfg->num_experts : MOE_MAX_EXPERTS;
+    const char *sep = "";
+    buf_add(buf, n, &pos, "{");
+    for (int r = 0; r < cfg->world_size; r++) {
+        bool first = true;
+        for (int e = 0; e < ne; e++) {
+            if (cfg->expert_owner[e] != r) {
+                continue;
+            }
+            if (first) {
+                buf_add(buf, n, &pos, "%s%d: [%d", sep, r, e);
+            } else {
+                buf_add(buf, n, &pos, ", %d", e);
+            }
+            first = false;
+        }
+        if (!first) {
+            buf_add(buf, n, &pos, "]");
+            sep = ", ";
+        }
+    }
+    buf_add(buf, n, &pos, "}");
+}
+
+static void value_ranks(const moe_config_t *cfg, char *buf, size_t n)
+{
+    size_t pos = 0;
+    bool first = true;
+    buf_add(buf, n, &pos, "[");
+    for (int r = 0; r < cfg->world_size; r++) {
+        if (moe_cfg_rank_profiled(cfg, r)) {
+            buf_add(buf, n, &pos, first ? "%d" : ", %d", r);
+            first = false;
+        }
+    }
+    buf_add(buf, n, &pos, "]");
+}
+
+/* The value of key k in cfg as text; true when it is text a JSON writer quotes. */
+static bool key_value(const cfg_key_t *k, const moe_config_t *cfg, char *buf, size_t n)
+{
+    const char *field = (const char *)cfg + k->offset;
+    int64_t i64;
+    double d;
+    int e;
+    bool b;
+    switch (k->type) {
+    case CFG_INT:
+        memcpy(&i64, field, sizeof(i64));
+        snprintf(buf, n, "%lld", (long long)i64);
+        return false;
+    case CFG_DOUBLE:
+        memcpy(&d, field, sizeof(d));
+        snprintf(buf, n, "%.15g", d); /* "0.1", not 0.10000000000000001 ... */
+        if (strtod(buf, NULL) != d) {
+            snprintf(buf, n, "%.17g", d); /* ... unless it is needed to read back equal */
+        }
+        return false;
+    case CFG_BOOL:
+        memcpy(&b, field, sizeof(b));
+        snprintf(buf, n, "%s", b ? "true" : "false");
+        return false;
+    case CFG_ENUM:
+        memcpy(&e, field, sizeof(e));
+        snprintf(buf, n, "%s", e >= 0 && k->names[e] != NULL ? k->names[e] : "?");
+        return true;
+    case CFG_STRING: snprintf(buf, n, "%s", field); return true;
+    case CFG_PLACEMENT: value_placement(cfg, buf, n); return true;
+    case CFG_RANKS: value_ranks(cfg, buf, n); return true;
+    }
+    return true;
+}
+
+void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx)
+{
+    char *buf = cfg != NULL && fn != NULL ? malloc(MOE_CFG_VALUE_MAX) : NULL;
+    for (size_t i = 0; buf != NULL && i < CFG_NKEYS; i++) {
+        bool quoted = key_value(&cfg_keys[i], cfg, buf, MOE_CFG_VALUE_MAX);
+        fn(ctx, cfg_keys[i].path, buf, quoted);
+    }
+    free(buf);
+}
+
 void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out)
 {
     if (cfg == NULL || out == NULL) {
