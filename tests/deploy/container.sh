@@ -17,6 +17,6 @@ while read -r src; do
 done < <(sed -n 's/^COPY \(--[^ ]* \)*\([^ ]*\) .*/\2/p' "$df")
 [[ $n -ge 5 ]] || fail "found only $n COPY lines: the pattern no longer matches the Dockerfile"
 job=$REPO/deploy/k8s/base/mpijob.yaml
-grep -A1 -- '- btl_vader_single_copy_mechanism' "$job" | grep -q -- '- none' \
+grep -q -- '- none' <<< "$(grep -A1 -- '- btl_vader_single_copy_mechanism' "$job")" \
   || fail "$job: mpirun does not pass --mca btl_vader_single_copy_mechanism none"
 echo "PASS: $n COPY sources exist; the image and the MPIJob turn off CMA"

@@ -58,7 +58,7 @@ expect_error() {
 case "$CASE" in
   cpu_maps_no_cuda)
     if ldd "$MOED" | grep -E "$CUDA_LIBS"; then fail "moed links a CUDA library"; fi
-    ldd "$PLUGIN" | grep -q libcudart || fail "the plug-in does not link cudart (not the plug-in?)"
+    grep -q libcudart <<< "$(ldd "$PLUGIN")" || fail "the plug-in does not link cudart (not the plug-in?)"
     config cpu > c.yaml
     LD_DEBUG=files LD_DEBUG_OUTPUT="$WORK/ld" "$MOED" --version > /dev/null
     LD_DEBUG=files LD_DEBUG_OUTPUT="$WORK/ld" timeout -k 5 60 "$MOED" --config c.yaml \

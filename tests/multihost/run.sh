@@ -188,7 +188,7 @@ for i in 0 1 2; do
 done
 # Hosts only know their /24: no default route, so no packet can be sent anywhere else.
 for ns in "${NS[@]}"; do
-  if ip -n "$ns" route show default | grep -q .; then fail "$ns has a default route"; fi
+  if [[ -n "$(ip -n "$ns" route show default)" ]]; then fail "$ns has a default route"; fi
 done
 
 # Address -> namespace -> host name, for agent.sh; and the hostfile, one slot per host.
