@@ -2,7 +2,7 @@
  * the seeds follow the layout of this build, and the ways a hello goes wrong. Rerun it
  * when the hello layout changes (README.md):
  *
- *   cc -std=c11 -D_POSIX_C_SOURCE=200809L -Iruntime/include -Iproto/include \
+ *   cc -std=c11 -D_POSIX_C_SOURCE=200809L -Iruntime/include -Iproto/include -Itests/fuzz \
  *      tests/fuzz/gen_handshake_seeds.c runtime/src/base/status.c proto/src/handshake.c \
  *      proto/src/wire.c -o /tmp/gen_handshake_seeds
  *   /tmp/gen_handshake_seeds tests/fuzz/corpus/handshake
@@ -14,18 +14,7 @@
 
 #include "moe/handshake.h"
 
-static int write_file(const char *dir, const char *name, const void *data, size_t len)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (f == NULL || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
-        perror(path);
-        return 1;
-    }
-    printf("%s: %zu bytes\n", path, len);
-    return 0;
-}
+#include "seed_file.h"
 
 static moe_hello_t hello(int rank, const char *build, const char *host)
 {

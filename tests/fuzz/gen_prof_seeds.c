@@ -3,7 +3,7 @@
  * format of this build. Rerun it when the record format changes (README.md):
  *
  *   cc -std=c11 -D_POSIX_C_SOURCE=200809L -Iruntime/include -Iprofiler/include \
- *      -Iproto/include tests/fuzz/gen_prof_seeds.c runtime/src/base/status.c \
+ *      -Iproto/include -Itests/fuzz tests/fuzz/gen_prof_seeds.c runtime/src/base/status.c \
  *      runtime/src/base/hash.c proto/src/prof_record.c proto/src/wire.c \
  *      proto/src/hist.c -lm -o /tmp/gen_prof_seeds
  *   /tmp/gen_prof_seeds tests/fuzz/corpus/prof_record
@@ -19,18 +19,7 @@
 #include "moe/prof_record.h"
 #include "moe/wire.h"
 
-static int write_file(const char *dir, const char *name, const void *data, size_t len)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (f == NULL || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
-        perror(path);
-        return 1;
-    }
-    printf("%s: %zu bytes\n", path, len);
-    return 0;
-}
+#include "seed_file.h"
 
 /* Encode rec, check it decodes, write it; append_extra adds a section of an unknown tag
  * (a newer writer's), patching length and checksum, to seed the skip path. */
