@@ -52,7 +52,6 @@ static void wbuf_le(moe_wbuf_t *w, uint64_t v, int n)
     }
 }
 
-void moe_wbuf_u8(moe_wbuf_t *w, uint8_t v) { wbuf_le(w, v, 1); }
 void moe_wbuf_u16(moe_wbuf_t *w, uint16_t v) { wbuf_le(w, v, 2); }
 void moe_wbuf_u32(moe_wbuf_t *w, uint32_t v) { wbuf_le(w, v, 4); }
 void moe_wbuf_u64(moe_wbuf_t *w, uint64_t v) { wbuf_le(w, v, 8); }
@@ -70,13 +69,6 @@ void moe_wbuf_bytes(moe_wbuf_t *w, const void *p, size_t n)
     if (n > 0 && wbuf_reserve(w, n)) {
         memcpy(w->data + w->len, p, n);
         w->len += n;
-    }
-}
-
-void moe_wbuf_patch_u32(moe_wbuf_t *w, size_t at, uint32_t v)
-{
-    if (w->ok && at + 4 <= w->len) {
-        put_le(w->data + at, v, 4);
     }
 }
 
@@ -125,7 +117,6 @@ static uint64_t rbuf_le(moe_rbuf_t *r, int n)
     return v;
 }
 
-uint8_t moe_rbuf_u8(moe_rbuf_t *r) { return (uint8_t)rbuf_le(r, 1); }
 uint16_t moe_rbuf_u16(moe_rbuf_t *r) { return (uint16_t)rbuf_le(r, 2); }
 uint32_t moe_rbuf_u32(moe_rbuf_t *r) { return (uint32_t)rbuf_le(r, 4); }
 uint64_t moe_rbuf_u64(moe_rbuf_t *r) { return rbuf_le(r, 8); }

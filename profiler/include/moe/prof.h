@@ -106,8 +106,6 @@ moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
                              const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err);
 void moe_prof_destroy(moe_prof_t *p); /* accepts NULL; stops the sampler */
 
-/* True when `step` is inside a measurement window and sampled (local, pure). */
-bool moe_prof_step_recorded(const moe_prof_t *p, int64_t step);
 void moe_prof_step_begin(moe_prof_t *p, int64_t step);
 void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s);
 /* Every rank at every step: cheap unless the step closes a window. MOE_ERR_INTERRUPTED
@@ -134,9 +132,6 @@ int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded,
 moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double *offset_ns,
                                  double *uncertainty_ns, moe_error_t *err);
 
-/* `moed compare DIR_A DIR_B`: two report folders side by side. Returns the process exit
- * code: 0, or 2 when a folder is missing, unreadable or not a moed report folder. */
-int moe_prof_compare(const char *dir_a, const char *dir_b, FILE *out);
 /* `moed compare ARGS...` (argv after "compare"): --help, or two folders; exit code as above,
  * 2 also for bad arguments. */
 int moe_prof_compare_main(int argc, char **argv, FILE *out);

@@ -225,13 +225,6 @@ void moe_prof_destroy(moe_prof_t *p)
     free(p);
 }
 
-bool moe_prof_step_recorded(const moe_prof_t *p, int64_t step)
-{
-    bool rec, closes;
-    moe_prof_schedule(p->cfg, step, &rec, &closes);
-    return rec && p->profiled;
-}
-
 void moe_prof_step_begin(moe_prof_t *p, int64_t step)
 {
     bool rec;
@@ -802,11 +795,6 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
     fflush(stdout);
     announce_done(p);
     return st;
-}
-
-int moe_prof_compare(const char *dir_a, const char *dir_b, FILE *out)
-{
-    return moe_report_compare(dir_a, dir_b, out);
 }
 
 int moe_prof_compare_main(int argc, char **argv, FILE *out)

@@ -20,15 +20,12 @@ typedef struct moe_wbuf {
 
 void moe_wbuf_init(moe_wbuf_t *w);
 void moe_wbuf_free(moe_wbuf_t *w);
-void moe_wbuf_u8(moe_wbuf_t *w, uint8_t v);
 void moe_wbuf_u16(moe_wbuf_t *w, uint16_t v);
 void moe_wbuf_u32(moe_wbuf_t *w, uint32_t v);
 void moe_wbuf_u64(moe_wbuf_t *w, uint64_t v);
 void moe_wbuf_i64(moe_wbuf_t *w, int64_t v);
 void moe_wbuf_f64(moe_wbuf_t *w, double v);
 void moe_wbuf_bytes(moe_wbuf_t *w, const void *p, size_t n);
-/* Overwrite a u32 / u64 at an earlier offset (lengths known only afterwards). */
-void moe_wbuf_patch_u32(moe_wbuf_t *w, size_t at, uint32_t v);
 void moe_wbuf_patch_u64(moe_wbuf_t *w, size_t at, uint64_t v);
 
 typedef struct moe_rbuf {
@@ -39,7 +36,6 @@ typedef struct moe_rbuf {
 } moe_rbuf_t;
 
 void moe_rbuf_init(moe_rbuf_t *r, const void *data, size_t len);
-uint8_t moe_rbuf_u8(moe_rbuf_t *r);
 uint16_t moe_rbuf_u16(moe_rbuf_t *r);
 uint32_t moe_rbuf_u32(moe_rbuf_t *r);
 uint64_t moe_rbuf_u64(moe_rbuf_t *r);

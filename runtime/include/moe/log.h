@@ -12,7 +12,6 @@ typedef enum {
 } moe_log_level_t;
 
 void moe_log_init(int rank, int world_size);
-int moe_log_rank(void);
 void moe_log_write(moe_log_level_t level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -13,7 +13,5 @@ void moe_stop_install_handlers(void);
 bool moe_stop_requested(void);
 /* The signal that requested it, 0 if none. */
 int moe_stop_signal(void);
-/* Request a stop without a signal (tests, internal failures). */
-void moe_stop_request(int sig);
 
 #endif /* MOE_STOP_H */

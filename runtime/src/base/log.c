@@ -25,11 +25,6 @@ void moe_log_init(int rank, int world_size)
     }
 }
 
-int moe_log_rank(void)
-{
-    return g_rank;
-}
-
 void moe_log_write(moe_log_level_t level, const char *file, int line, const char *fmt, ...)
 {
     if (level > g_level || (level == MOE_LOG_LEVEL_INFO && g_rank != 0)) {

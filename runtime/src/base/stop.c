@@ -30,7 +30,3 @@ int moe_stop_signal(void)
     return g_stop_signal;
 }
 
-void moe_stop_request(int sig)
-{
-    g_stop_signal = sig != 0 ? sig : SIGTERM;
-}

@@ -27,11 +27,6 @@
 
 static const moe_plugin_t *g_plugin;
 
-const moe_plugin_t *moe_plugin_loaded(void)
-{
-    return g_plugin;
-}
-
 #ifndef MOED_HAVE_PLUGIN
 
 moe_status_t moe_plugin_get(const char *key, const moe_plugin_t **out, moe_error_t *err)

@@ -79,7 +79,5 @@ typedef const moe_plugin_t *(*moe_plugin_entry_fn)(void);
  * MOE_ERR_PEER when the plug-in is from another moed (size or version). */
 moe_status_t moe_plugin_get(const char *key, const moe_plugin_t **out, moe_error_t *err);
 
-/* The table if moe_plugin_get has loaded it, else NULL; never loads. */
-const moe_plugin_t *moe_plugin_loaded(void);
 
 #endif /* MOE_EXPERT_PLUGIN_H */

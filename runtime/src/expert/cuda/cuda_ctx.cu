@@ -134,22 +134,9 @@ void moe_cuda_destroy(moe_cuda_t *c)
     free(c);
 }
 
-moe_status_t moe_cuda_bind(moe_cuda_t *c, moe_error_t *err)
-{
-    moe_status_t st = MOE_OK;
-    MOE_CUDA_CHECK(cudaSetDevice(c->device));
-cleanup:
-    return st;
-}
-
 const char *moe_cuda_device_name(const moe_cuda_t *c)
 {
     return c != NULL ? c->name : "";
-}
-
-int moe_cuda_device(const moe_cuda_t *c)
-{
-    return c->device;
 }
 
 void *moe_cuda_stream(moe_cuda_t *c, moe_cuda_stream_t which)
@@ -215,29 +202,6 @@ void moe_cuda_free(moe_cuda_t *c, void *p)
         }
     }
     if (cudaFree(p) != cudaSuccess) {
-        (void)cudaGetLastError();
-    }
-}
-
-moe_status_t moe_cuda_host_alloc(moe_cuda_t *c, size_t bytes, void **p, moe_error_t *err)
-{
-    moe_status_t st = MOE_OK;
-    void *h = NULL;
-    (void)c;
-    if (bytes == 0) {
-        *p = NULL;
-        return MOE_OK;
-    }
-    MOE_CUDA_CHECK(cudaMallocHost(&h, bytes));
-    *p = h;
-cleanup:
-    return st;
-}
-
-void moe_cuda_host_free(moe_cuda_t *c, void *p)
-{
-    (void)c;
-    if (p != NULL && cudaFreeHost(p) != cudaSuccess) {
         (void)cudaGetLastError();
     }
 }
@@ -324,19 +288,6 @@ moe_status_t moe_cuda_event_query(moe_cuda_event_t *ev, bool *done, moe_error_t 
     (void)cudaGetLastError();
     return moe_error_set(err, MOE_ERR_CUDA, "cudaEventQuery failed: %s (%s:%d)",
                          cudaGetErrorString(rc), __FILE__, __LINE__);
-}
-
-moe_status_t moe_cuda_event_sync(moe_cuda_event_t *ev, moe_error_t *err)
-{
-    moe_status_t st = MOE_OK;
-    MOE_CUDA_CHECK(cudaEventSynchronize(ev->ev));
-cleanup:
-    return st;
-}
-
-void *moe_cuda_event_handle(moe_cuda_event_t *ev)
-{
-    return (void *)ev->ev;
 }
 
 moe_status_t moe_cuda_event_elapsed_ns(moe_cuda_event_t *begin, moe_cuda_event_t *end,

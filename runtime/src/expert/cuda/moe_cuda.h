@@ -1,9 +1,9 @@
 /* The CUDA device library: what the C runtime calls to run the gate, the permutation and
  * the experts on one GPU. C11, no CUDA types: streams, events and the context are opaque.
  *
- * Threads: a context is used by one thread at a time; a thread other than the one that
- * created it calls moe_cuda_bind() first. moe_cuda_available(), moe_cuda_device_count()
- * and moe_cuda_mem_usage() may be called from any thread at any time.
+ * Threads: a context is used by the thread that created it (the rank's main thread).
+ * moe_cuda_available(), moe_cuda_device_count() and moe_cuda_mem_usage() may be called
+ * from any thread at any time.
  *
  * Errors: every function that can fail returns a moe_status_t (MOE_ERR_CUDA for a failed
  * CUDA or cuBLAS call, with the call, the CUDA message and file:line in err), never exits.
@@ -68,14 +68,8 @@ moe_status_t moe_cuda_create(int device, moe_cuda_t **out, moe_error_t *err);
  * destroy the handle and streams. Accepts NULL. */
 void moe_cuda_destroy(moe_cuda_t *c);
 
-/* Make the calling thread use c's device (needed on threads other than the creator's). */
-moe_status_t moe_cuda_bind(moe_cuda_t *c, moe_error_t *err);
-
 /* The device's name ("NVIDIA H200"); "" for NULL. Valid while c lives. */
 const char *moe_cuda_device_name(const moe_cuda_t *c);
-
-/* The device ordinal c was created on. */
-int moe_cuda_device(const moe_cuda_t *c);
 
 /* The cudaStream_t behind `which`, as void * (for NCCL or another CUDA library). */
 void *moe_cuda_stream(moe_cuda_t *c, moe_cuda_stream_t which);
@@ -94,13 +88,6 @@ void moe_cuda_free(moe_cuda_t *c, void *p);
  * ever held at once. Lock-free; callable from any thread (the profiler's memory sampler).
  * Either pointer may be NULL. */
 void moe_cuda_mem_usage(uint64_t *current, uint64_t *peak);
-
-/* Page-locked host memory (cudaMallocHost), so copies are truly asynchronous. bytes == 0
- * gives *p = NULL. Not counted in moe_cuda_mem_usage(). */
-moe_status_t moe_cuda_host_alloc(moe_cuda_t *c, size_t bytes, void **p, moe_error_t *err);
-
-/* Free memory from moe_cuda_host_alloc(). Accepts NULL. */
-void moe_cuda_host_free(moe_cuda_t *c, void *p);
 
 /* Queue a copy of `bytes` bytes on stream `which`. Asynchronous for device memory and
  * pinned host memory; with pageable host memory CUDA may block the caller. */
@@ -130,13 +117,6 @@ moe_status_t moe_cuda_stream_wait_event(moe_cuda_t *c, moe_cuda_stream_t which,
 /* Non-blocking: *done = whether the work before ev's last record has finished (true for an
  * event never recorded). */
 moe_status_t moe_cuda_event_query(moe_cuda_event_t *ev, bool *done, moe_error_t *err);
-
-/* Block until ev has completed. */
-moe_status_t moe_cuda_event_sync(moe_cuda_event_t *ev, moe_error_t *err);
-
-/* The cudaEvent_t behind ev, as void * (for NCCL or another CUDA library). The event is
- * also the struct's first member, so a moe_cuda_event_t * may be read as a cudaEvent_t *. */
-void *moe_cuda_event_handle(moe_cuda_event_t *ev);
 
 /* Device time from begin to end in ns (CUDA resolves about 0.5 us). Both must have
  * completed. */
