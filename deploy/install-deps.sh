@@ -4,7 +4,7 @@
 #   deploy/install-deps.sh            build + run dependencies
 #   deploy/install-deps.sh --test     also what the test suite uses (clang for fuzzing,
 #                                     iproute2 for the multi-host test, procps (pgrep) and
-#                                     python3 for the multi-rank checks)
+#                                     python3 (+ yaml) for the multi-rank and deploy checks)
 set -euo pipefail
 
 want=(build-essential cmake pkg-config
@@ -12,7 +12,7 @@ want=(build-essential cmake pkg-config
       libopenblas-dev libblis-dev libdnnl-dev
       libucx-dev ucx-utils)
 if [[ "${1:-}" == "--test" ]]; then
-  want+=(clang libclang-rt-dev iproute2 procps python3)
+  want+=(clang libclang-rt-dev iproute2 procps python3 python3-yaml)
 fi
 
 missing=()
