@@ -37,6 +37,30 @@ assert pids == [1, 3], pids  # trace pid = rank + 1 (docs/report-files.md)
 print("present ranks", present, "trace pids", pids)
 PY
     ;;
+  wait_is_idle)  # waiting on the routing rank is idle, never compute, wherever it happens
+    # Master routing with a capacity limit: every rank joins the capacity scan, which waits
+    # for the master's gate. The master's gate is made 300 ms slower than it is; an expert
+    # rank then waits about 300 ms a layer, and that must be booked as idle (it was once
+    # booked as gate compute, naming a straggler that was only waiting).
+    PROF=true CF=1.0 STEPS=4 LAYERS=2 small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3/' > c.yaml
+    MOED_TEST_GATE_DELAY_MS=0:300 mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 \
+      || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" <<'PY' || fail "the wait for the master was not booked as idle"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+ranks = {r["rank"]: r for r in s["ranks"]}
+assert ranks[0]["phases_ms"]["gate"]["mean"] >= 2 * 300, ranks[0]["phases_ms"]["gate"]
+for r in (1, 2):
+    k = ranks[r]
+    gate, idle = k["phases_ms"]["gate"]["mean"], k["per_step_ms"]["idle"]
+    print("rank", r, "gate ms/step", gate, "idle ms/step", idle,
+          "compute share", k["share_of_step"]["compute"])
+    assert gate < 100, ("rank %d books its wait for the master as gate compute" % r, gate)
+    assert idle > 2 * 300 * 0.8, ("rank %d's wait for the master is not idle" % r, idle)
+    assert k["share_of_step"]["compute"] < 0.5, k["share_of_step"]
+PY
+    ;;
   conservation)  # experts receive tokens*k - dropped; bytes i->j sent == j-from-i received
     PROF=true CF=1.0 SKEW=1.5 ROUTING=symmetric TOKENS=120 STEPS=6 small_model \
       | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3\n  wait_steps: 1\n  repeat: 0/' > c.yaml

@@ -3,8 +3,10 @@
  * its table. */
 #include "layer/moe_layer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
@@ -152,6 +154,12 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->capacity = moe_plan_capacity(cfg->capacity_factor, cfg->tokens_per_step,
                                       (int)cfg->top_k, (int)cfg->num_experts);
     ctx->chunks = (int)cfg->chunks;
+    const char *delay = getenv("MOED_TEST_GATE_DELAY_MS"); /* "rank:ms", fault injection */
+    long long dr = -1, dms = 0;
+    if (delay != NULL && sscanf(delay, "%lld:%lld", &dr, &dms) == 2 && dr == ctx->rank &&
+        dms > 0) {
+        ctx->test_gate_delay_ns = (int64_t)dms * 1000000LL;
+    }
     if (ctx->chunks * 2 > transport->num_slots) {
         return moe_error_set(err, MOE_ERR_INTERNAL, "the transport has %d slots, %d chunks need %d",
                              transport->num_slots, ctx->chunks, 2 * ctx->chunks);
@@ -185,17 +193,31 @@ size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx)
     return ctx->arena_bytes;
 }
 
-/* gate + capacity + plan: everything before bytes move. */
-static moe_status_t layer_route(moe_layer_ctx_t *ctx, int layer, const float *x, int64_t tokens,
-                                moe_error_t *err)
+/* The gate: this rank's own compute, the whole of the gate phase. */
+static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, int64_t tokens,
+                               moe_error_t *err)
 {
-    int E = (int)ctx->cfg->num_experts;
     moe_status_t st = MOE_OK;
     moe_expert_backend_t *be = &ctx->backend;
     if (tokens > 0 && (st = be->ops->gate(be, layer, x, tokens, err)) != MOE_OK) {
         return st;
     }
     moe_plan_count_demand(&ctx->plan, ctx->io.topk_idx, tokens);
+    if (ctx->test_gate_delay_ns > 0) { /* MOED_TEST_GATE_DELAY_MS: a slow gate, for tests */
+        struct timespec ts = {(time_t)(ctx->test_gate_delay_ns / 1000000000LL),
+                              (long)(ctx->test_gate_delay_ns % 1000000000LL)};
+        nanosleep(&ts, NULL);
+    }
+    return MOE_OK;
+}
+
+/* Capacity and plan: the capacity scan waits for every lower routing rank's gate, so it
+ * runs in the dispatch phase, where the profiler books waiting on peers as idle (a rank
+ * that routes nothing would otherwise be booked as computing while it waits). */
+static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int64_t tokens, moe_error_t *err)
+{
+    int E = (int)ctx->cfg->num_experts;
+    moe_status_t st = MOE_OK;
     const int32_t *before = NULL;
     if (ctx->capacity > 0) {
         /* Global token order decides who is dropped: lower routing ranks come first. */
@@ -458,12 +480,15 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
     moe_wait_set_where(step, layer, "gate");
     moe_nvtx_push("gate");
     rec->phase_begin_ns[MOE_PHASE_GATE] = moe_now_ns();
-    moe_status_t st = layer_route(ctx, layer, x, tokens, err);
+    moe_status_t st = layer_gate(ctx, layer, x, tokens, err);
     rec->phase_end_ns[MOE_PHASE_GATE] = rec->phase_begin_ns[MOE_PHASE_DISPATCH] = moe_now_ns();
     moe_nvtx_pop();
     moe_wait_set_where(step, layer, "dispatch");
     moe_nvtx_push("exchange and experts");
     const void *permuted = NULL;
+    if (st == MOE_OK) {
+        st = layer_plan(ctx, tokens, err);
+    }
     if (st == MOE_OK) {
         st = layer_prepare_rows(ctx, x, &permuted, err);
     }
