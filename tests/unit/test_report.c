@@ -1230,6 +1230,52 @@ static void test_html_wide(const char *root)
     }
 }
 
+/* The longest line of the rank-to-rank part of summary.txt (from its "Bytes rank to rank"
+ * rule to the next section after the messages matrix). */
+static size_t matrix_section_width(const char *t, bool *full_matrix)
+{
+    const char *b = t != NULL ? strstr(t, "Bytes rank to rank") : NULL;
+    const char *e = b != NULL ? strstr(b, "\n\n\n") : NULL;
+    size_t widest = 0;
+    *full_matrix = b != NULL && strstr(b, "from\\to") != NULL &&
+                   (e == NULL || strstr(b, "from\\to") < e);
+    for (const char *l = b; l != NULL && (e == NULL || l < e);) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - l) : strlen(l);
+        widest = n > widest ? n : widest;
+        l = nl != NULL ? nl + 1 : NULL;
+    }
+    return widest;
+}
+
+/* 8 to 40 ranks: the rank matrices keep every line within 160 characters: columns as
+ * narrow as their widest cell while they fit (8 ranks of this profile: cells of 8
+ * characters fit 15 ranks), per-rank totals beyond. */
+static void test_text_wide(const char *root)
+{
+    static const int worlds[4] = {8, 17, 24, 40};
+    for (int w = 0; w < 4; w++) {
+        shape_t s = {worlds[w], 1, 64, false, 1000.0, NULL, NULL};
+        fixture_t *fx = fx_make(&s);
+        char name[32];
+        snprintf(name, sizeof(name), "ranks%d", worlds[w]);
+        CHECK(fx != NULL);
+        if (fx == NULL || !write_into(fx, root, name)) {
+            fx_free(fx);
+            continue;
+        }
+        char *t = slurp(fx->rep.run_dir, "summary.txt", NULL);
+        bool full = false;
+        size_t widest = matrix_section_width(t, &full);
+        CHECK(widest > 0 && widest <= 160);
+        CHECK_INT_EQ(full, worlds[w] <= 8);
+        CHECK_STR_CONTAINS(t, full ? "received" : "the full matrices are in comm.csv");
+        free(t);
+        remove_report(fx->rep.run_dir, fx->rep.world_size);
+        fx_free(fx);
+    }
+}
+
 /* Memory lines of equal series are each drawn in their own dashes (no line hides
  * another) and the legend says which coincide; the step bars end at summary.txt's step ms. */
 static void test_html_lines(fixture_t *fx)
@@ -1553,8 +1599,9 @@ static void check_bytes_text(const moe_report_t *r)
     CHECK_STR_CONTAINS(t, "  between ranks 4.000 MB (0.400 MB per recorded step)\n"
                           "  local copies  1.000 MB (0.100 MB per recorded step)\n");
     /* row 0: its own 0.4 MB in brackets, sent = 2 MB to the other ranks only */
-    CHECK_STR_CONTAINS(t, "         0     (0.400)       1.000       1.000       2.000\n");
-    CHECK_STR_CONTAINS(t, "  received       2.000       1.000       1.000       4.000\n");
+    CHECK_STR_CONTAINS(t, "   from\\to        0        1        2     sent\n"
+                          "         0  (0.400)    1.000    1.000    2.000\n");
+    CHECK_STR_CONTAINS(t, "  received    2.000    1.000    1.000    4.000\n");
     CHECK_STR_CONTAINS(k, "to other ranks: sent 2.000 MB, received 2.000 MB; local copies "
                           "0.400 MB");
     CHECK_STR_CONTAINS(c, "\n0,0,400000,0,0.000000,1\n");
@@ -2013,6 +2060,7 @@ int main(int argc, char **argv)
     fx_free(fx);
     test_partial(root);
     test_html_wide(root);
+    test_text_wide(root);
     test_merge_router(root);
     test_bytes_split(root);
     rmdir(root);

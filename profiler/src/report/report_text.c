@@ -1,8 +1,9 @@
 /* summary.txt and summary_rank_<r>.txt: the merged profile as aligned plain-text tables.
  *
  * Every column header carries its unit; tables that grow with the model (experts) are one
- * row per item, and those that grow with the world squared (the rank matrices) fall back to
- * per-rank totals past TEXT_MATRIX_MAX ranks, pointing at comm.csv for the full matrix. */
+ * row per item, and those that grow with the world squared (the rank matrices) are printed
+ * with columns as narrow as their widest cell, and fall back to per-rank totals when a row
+ * would pass TEXT_WIDTH_MAX characters, pointing at comm.csv for the full matrix. */
 #include "report/report.h"
 
 #include <errno.h>
@@ -11,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TEXT_MATRIX_MAX 32 /* ranks; a wider matrix does not fit a terminal */
+#define TEXT_WIDTH_MAX 160 /* characters a line of a rank matrix may take */
 #define TEXT_MB 1e6        /* MB = 10^6 bytes (network convention) */
 #define TEXT_MIB 1048576.0 /* MiB = 2^20 bytes (memory convention) */
 
@@ -457,41 +458,81 @@ static double text_cell(const moe_report_t *r, int kind, int i, int j)
 /* One matrix (kind 0: MB, 1: messages). The diagonal (a rank's rows to its own experts,
  * never sent) is shown in brackets and left out of the sent / received totals, so they are
  * traffic between ranks only. */
-static void text_matrix(FILE *f, const moe_report_t *r, int kind)
+/* Cell i,j of matrix `kind` as printed: "-" when zero, the diagonal in brackets. */
+static int text_matrix_cell(const moe_report_t *r, int kind, int i, int j, char *cell,
+                            size_t len)
 {
-    int w = r->world_size;
     int dec = kind == 0 ? 3 : 0; /* MB with 3 decimals, counts whole */
-    char cell[32];
-    fprintf(f, "  %8s", "from\\to");
-    for (int j = 0; j < w; j++) {
-        fprintf(f, " %11d", j);
-    }
-    fprintf(f, " %11s\n", "sent");
-    for (int i = 0; i < w; i++) {
-        double tot = 0.0;
-        fprintf(f, "  %8d", i);
-        for (int j = 0; j < w; j++) {
-            double v = text_cell(r, kind, i, j);
-            tot += i != j ? v : 0.0;
-            snprintf(cell, sizeof(cell), i == j ? "(%.*f)" : "%.*f", dec, v);
-            fprintf(f, " %11s", v > 0.0 ? cell : "-");
-        }
-        fprintf(f, " %11.*f\n", dec, tot);
-    }
-    fprintf(f, "  %8s", "received");
-    double all = 0.0;
-    for (int j = 0; j < w; j++) {
-        double tot = 0.0;
-        for (int i = 0; i < w; i++) {
-            tot += i != j ? text_cell(r, kind, i, j) : 0.0;
-        }
-        all += tot;
-        fprintf(f, " %11.*f", dec, tot);
-    }
-    fprintf(f, " %11.*f\n", dec, all);
+    double v = text_cell(r, kind, i, j);
+    return v > 0.0 ? snprintf(cell, len, i == j ? "(%.*f)" : "%.*f", dec, v)
+                   : snprintf(cell, len, "-");
 }
 
-/* Past TEXT_MATRIX_MAX ranks: what each rank sent to and received from other ranks, and its
+/* Sent (row) or received (column) total of rank k, the diagonal left out. */
+static double text_matrix_total(const moe_report_t *r, int kind, int k, bool row)
+{
+    double tot = 0.0;
+    for (int o = 0; o < r->world_size; o++) {
+        tot += o != k ? text_cell(r, kind, row ? k : o, row ? o : k) : 0.0;
+    }
+    return tot;
+}
+
+/* The column width matrix `kind` needs: its widest cell, total or header. */
+static int text_matrix_width(const moe_report_t *r, int kind)
+{
+    int w = r->world_size, dec = kind == 0 ? 3 : 0, cw = 8; /* "received" */
+    char cell[64];
+    double all = 0.0;
+    for (int i = 0; i < w; i++) {
+        for (int j = 0; j < w; j++) {
+            int n = text_matrix_cell(r, kind, i, j, cell, sizeof(cell));
+            cw = n > cw ? n : cw;
+        }
+        int n = snprintf(cell, sizeof(cell), "%.*f", dec, text_matrix_total(r, kind, i, true));
+        cw = n > cw ? n : cw;
+        all += text_matrix_total(r, kind, i, false);
+    }
+    int n = snprintf(cell, sizeof(cell), "%.*f", dec, all);
+    return n > cw ? n : cw;
+}
+
+/* One matrix (kind 0: MB, 1: messages), its columns as wide as its widest cell. */
+static void text_matrix(FILE *f, const moe_report_t *r, int kind, int cw)
+{
+    int w = r->world_size;
+    int dec = kind == 0 ? 3 : 0;
+    char cell[64];
+    fprintf(f, "  %*s", cw, "from\\to");
+    for (int j = 0; j < w; j++) {
+        fprintf(f, " %*d", cw, j);
+    }
+    fprintf(f, " %*s\n", cw, "sent");
+    for (int i = 0; i < w; i++) {
+        fprintf(f, "  %*d", cw, i);
+        for (int j = 0; j < w; j++) {
+            text_matrix_cell(r, kind, i, j, cell, sizeof(cell));
+            fprintf(f, " %*s", cw, cell);
+        }
+        fprintf(f, " %*.*f\n", cw, dec, text_matrix_total(r, kind, i, true));
+    }
+    fprintf(f, "  %*s", cw, "received");
+    double all = 0.0;
+    for (int j = 0; j < w; j++) {
+        double tot = text_matrix_total(r, kind, j, false);
+        all += tot;
+        fprintf(f, " %*.*f", cw, dec, tot);
+    }
+    fprintf(f, " %*.*f\n", cw, dec, all);
+}
+
+/* Characters of a matrix line with columns cw wide: label, w ranks, the total. */
+static int text_matrix_line(const moe_report_t *r, int cw)
+{
+    return 2 + (r->world_size + 2) * (cw + 1) - 1;
+}
+
+/* When a matrix line would pass TEXT_WIDTH_MAX: what each rank sent to and received from other ranks, and its
  * local copies, one row per rank. */
 static void text_matrix_totals(FILE *f, const moe_report_t *r)
 {
@@ -534,14 +575,16 @@ static void text_comm(FILE *f, const moe_report_t *r)
     fputs("\n  (dispatch and combine both counted; local copies, in brackets on the diagonal,\n"
           "  are a rank's rows to its own experts: never sent, left out of the totals)\n\n",
           f);
-    if (r->world_size > TEXT_MATRIX_MAX) {
+    int cw_mb = text_matrix_width(r, 0), cw_msg = text_matrix_width(r, 1);
+    if (text_matrix_line(r, cw_mb) > TEXT_WIDTH_MAX ||
+        text_matrix_line(r, cw_msg) > TEXT_WIDTH_MAX) {
         text_matrix_totals(f, r);
         return;
     }
-    text_matrix(f, r, 0);
+    text_matrix(f, r, 0, cw_mb);
     text_rule(f, "Messages rank to rank (count over the recorded steps; row = sender; "
                  "diagonal in brackets: local)");
-    text_matrix(f, r, 1);
+    text_matrix(f, r, 1, cw_msg);
 }
 
 /* ---- memory ---------------------------------------------------------------------- */
