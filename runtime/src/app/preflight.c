@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "expert/plugin.h"
 #include "moe/log.h"
 
 moe_build_caps_t moe_build_caps(void)
@@ -20,10 +21,11 @@ moe_build_caps_t moe_build_caps(void)
 #ifdef MOE_HAVE_UCX
     c.ucx = true;
 #endif
-#ifdef MOE_HAVE_CUDA
+#ifdef MOED_HAVE_PLUGIN
+    /* CUDA and NCCL live in the plug-in (expert/plugin.h), which is not loaded here: the
+     * build has it. Whether it was built with NCCL only the plug-in knows; if not, the
+     * run says so when it creates the transport. */
     c.cuda = true;
-#endif
-#ifdef MOE_HAVE_NCCL
     c.nccl = true;
 #endif
     return c;
@@ -31,8 +33,9 @@ moe_build_caps_t moe_build_caps(void)
 
 void moe_build_caps_print(const moe_build_caps_t *caps, FILE *out)
 {
-    fprintf(out, "transports: mpi%s%s; devices: cpu%s\n", caps->ucx ? " ucx" : "",
-            caps->nccl ? " nccl" : "", caps->cuda ? " cuda" : "");
+    fprintf(out, "transports: mpi%s%s; devices: cpu%s%s\n", caps->ucx ? " ucx" : "",
+            caps->nccl ? " nccl" : "", caps->cuda ? " cuda" : "",
+            caps->cuda || caps->nccl ? " (cuda and nccl: the plug-in " MOE_PLUGIN_FILE ")" : "");
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -47,7 +50,7 @@ static moe_preflight_fail_t check_build(const moe_config_t *cfg, const moe_build
     if (cfg->device == MOE_DEVICE_CUDA && !caps->cuda) {
         moe_error_set(err, MOE_ERR_CONFIG,
                       "runtime.device: cuda is not in this build (built without the CUDA "
-                      "Toolkit: MOED_WITH_CUDA); use cpu, or rebuild with CUDA");
+                      "plug-in: MOED_WITH_CUDA); use cpu, or rebuild with CUDA");
         return MOE_PREFLIGHT_CONFIG;
     }
     if (cfg->transport == MOE_TRANSPORT_NCCL && cfg->device != MOE_DEVICE_CUDA) {
@@ -63,7 +66,7 @@ static moe_preflight_fail_t check_build(const moe_config_t *cfg, const moe_build
                       "runtime.transport: %s is not in this build (%s); this build has mpi%s%s",
                       ucx ? "ucx" : "nccl",
                       ucx ? "built without UCX: install libucx-dev and rebuild"
-                          : "built without CUDA/NCCL",
+                          : "built without the CUDA plug-in: MOED_WITH_CUDA",
                       caps->ucx ? ", ucx" : "", caps->nccl ? ", nccl" : "");
         return MOE_PREFLIGHT_CONFIG;
     }

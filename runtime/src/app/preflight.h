@@ -15,8 +15,9 @@
 #include "moe/config.h"
 #include "moe/status.h"
 
-/* What this build can run, fixed at compile time (MOE_HAVE_* from runtime/CMakeLists.txt).
- * cuda: the build has the CUDA device code; nothing is loaded or probed to say so. */
+/* What this build can run, fixed at compile time (MOE_HAVE_UCX, MOED_HAVE_PLUGIN from
+ * runtime/CMakeLists.txt). cuda and nccl: the build has the CUDA plug-in; nothing is
+ * loaded or probed to say so (a plug-in built without NCCL is found when it is loaded). */
 typedef struct moe_build_caps {
     bool ucx;
     bool cuda;
