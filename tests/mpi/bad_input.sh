@@ -42,7 +42,7 @@ case "$1" in
       echo "SKIP: this build has CUDA (${caps##*$'\n'})"; exit 77
     fi
     small_model | sed 's/^runtime:/runtime:\n  device: cuda/' > c.yaml
-    want_code=3 want="runtime.device: cuda is not in this build" ;;
+    want_code=3 want="runtime.device: cuda is not available in this build" ;;
   empty_config)  # 0 bytes: a mistake (a truncated copy, the wrong file), not the default job
     : > c.yaml
     want_code=3 want="c.yaml: the file is empty (no configuration keys)" ;;

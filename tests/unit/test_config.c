@@ -722,18 +722,18 @@ static void test_preflight_build(const char *outdir)
     cfg.device = MOE_DEVICE_CUDA;
     CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_CONFIG);
     CHECK_INT_EQ(err.code, MOE_ERR_CONFIG);
-    CHECK_STR_CONTAINS(err.msg, "runtime.device: cuda is not in this build");
+    CHECK_STR_CONTAINS(err.msg, "runtime.device: cuda is not available in this build");
     CHECK_INT_EQ(preflight(&full, NULL), MOE_PREFLIGHT_OK);
     cfg.transport = MOE_TRANSPORT_NCCL;
     CHECK_INT_EQ(preflight(&cuda_no_nccl, NULL), MOE_PREFLIGHT_CONFIG);
-    CHECK_STR_CONTAINS(err.msg, "runtime.transport: nccl is not in this build");
+    CHECK_STR_CONTAINS(err.msg, "runtime.transport: nccl is not available in this build");
     CHECK_INT_EQ(preflight(&full, NULL), MOE_PREFLIGHT_OK);
     cfg.device = MOE_DEVICE_CPU;
     CHECK_INT_EQ(preflight(&full, NULL), MOE_PREFLIGHT_CONFIG); /* nccl moves GPU memory */
     CHECK_STR_CONTAINS(err.msg, "nccl moves GPU memory; it needs runtime.device: cuda");
     cfg.transport = MOE_TRANSPORT_UCX;
     CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_CONFIG);
-    CHECK_STR_CONTAINS(err.msg, "runtime.transport: ucx is not in this build");
+    CHECK_STR_CONTAINS(err.msg, "runtime.transport: ucx is not available in this build");
     CHECK_INT_EQ(preflight(&full, NULL), MOE_PREFLIGHT_OK);
     moe_build_caps_t mine = moe_build_caps();
     CHECK(!mine.nccl || mine.cuda); /* NCCL is only built with CUDA */
@@ -763,7 +763,8 @@ static void test_preflight_inputs(const char *outdir)
     if (f != NULL) {
         fclose(f);
     }
-    snprintf(cfg.weights, sizeof(cfg.weights), "%s", file); /* exists: its content is the loader's */
+    /* exists: its content is the loader's to judge */
+    snprintf(cfg.weights, sizeof(cfg.weights), "%s", file);
     CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_OK);
     snprintf(cfg.input, sizeof(cfg.input), "/nonexistent/in.safetensors");
     CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_INPUT);

@@ -49,7 +49,7 @@ static moe_preflight_fail_t check_build(const moe_config_t *cfg, const moe_build
 {
     if (cfg->device == MOE_DEVICE_CUDA && !caps->cuda) {
         moe_error_set(err, MOE_ERR_CONFIG,
-                      "runtime.device: cuda is not in this build (built without the CUDA "
+                      "runtime.device: cuda is not available in this build (built without the CUDA "
                       "plug-in: MOED_WITH_CUDA); use cpu, or rebuild with CUDA");
         return MOE_PREFLIGHT_CONFIG;
     }
@@ -63,7 +63,8 @@ static moe_preflight_fail_t check_build(const moe_config_t *cfg, const moe_build
         (cfg->transport == MOE_TRANSPORT_NCCL && !caps->nccl)) {
         bool ucx = cfg->transport == MOE_TRANSPORT_UCX;
         moe_error_set(err, MOE_ERR_CONFIG,
-                      "runtime.transport: %s is not in this build (%s); this build has mpi%s%s",
+                      "runtime.transport: %s is not available in this build (%s); this build "
+                      "has mpi%s%s",
                       ucx ? "ucx" : "nccl",
                       ucx ? "built without UCX: install libucx-dev and rebuild"
                           : "built without the CUDA plug-in: MOED_WITH_CUDA",
