@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# bad_input.sh CASE: on 3 ranks, a bad input is reported exactly once, by rank 0, with the
-# expected text and exit code, and every rank exits promptly (the timeout catches a hang).
+# bad_input.sh CASE [check]: on 3 ranks, a bad input is reported exactly once, by rank 0, with
+# the expected text and exit code, and every rank exits promptly (the timeout catches a hang).
+# With `check`: the same verdict from `moed --check-config --ranks 3`, one process, no mpirun.
+# Cases with want_code=0 expect no error and the warning `want` exactly once.
 source "$(dirname "$0")/common.sh"
 args=(--config c.yaml --no-progress)
 CK_H=64 CK_F=96 CK_E=4  # the checkpoint cases' model
 ckpt() { "$MAKE_CKPT" ckpt.safetensors mixtral f32 $CK_H $CK_F $CK_E 2 0 || fail "make_checkpoint"; }
+here=$(pwd -P)  # what getcwd() says: the absolute path moed's messages show
+# ro/: a read-only file system (root ignores chmod, so a mode cannot make "unwritable").
+ro_mount() {
+  mkdir ro
+  mount -t tmpfs -o ro,size=1m tmpfs ro 2>/dev/null \
+    || { echo "SKIP: cannot mount a read-only tmpfs here (needs root / CAP_SYS_ADMIN)"; exit 77; }
+  trap 'umount "$WORK/ro" 2>/dev/null || true; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
+}
+with_output_dir() { sed "s|^  output_dir: .*|  output_dir: $1|"; }
+fast=0  # 1: must end before any step (a run of a million steps would not)
 case "$1" in
   unknown_key)
     small_model | sed 's/  hidden_dim:/  hiden_dim:/' > c.yaml
@@ -24,6 +36,13 @@ case "$1" in
   nccl_on_cpu)
     small_model | sed 's/^runtime:/runtime:\n  transport: nccl/' > c.yaml
     want_code=3 want="needs runtime.device: cuda" ;;
+  cuda_on_cpu_build)  # a config error (3): nothing is wrong with a file
+    caps=$("$MOED" --version) || fail "moed --version"
+    if grep -q '^transports: .*; devices: .*cuda' <<< "$caps"; then
+      echo "SKIP: this build has CUDA (${caps##*$'\n'})"; exit 77
+    fi
+    small_model | sed 's/^runtime:/runtime:\n  device: cuda/' > c.yaml
+    want_code=3 want="runtime.device: cuda is not available in this build" ;;
   empty_config)  # 0 bytes: a mistake (a truncated copy, the wrong file), not the default job
     : > c.yaml
     want_code=3 want="c.yaml: the file is empty (no configuration keys)" ;;
@@ -50,7 +69,27 @@ case "$1" in
     want_code=2 want="--ranks only applies with --check-config" ;;
   missing_weights)
     WEIGHTS=/nonexistent/w.safetensors small_model > c.yaml
-    want_code=4 want="/nonexistent/w.safetensors" ;;
+    want_code=4
+    want="model.weights: cannot read '/nonexistent/w.safetensors': No such file or directory" ;;
+  missing_weights_relative)  # relative to the working directory, which the message shows
+    WEIGHTS=ckpt/w.safetensors small_model > c.yaml
+    want_code=4 want="model.weights: cannot read 'ckpt/w.safetensors' (tried $here/ckpt/w.safetensors)" ;;
+  missing_input)
+    INPUT=in.safetensors small_model > c.yaml
+    want_code=4 want="workload.input: cannot read 'in.safetensors' (tried $here/in.safetensors)" ;;
+  unwritable_output)  # found before the first of a million steps, not after the run
+    ro_mount; PROF=true STEPS=1000000 small_model | with_output_dir "$WORK/ro/experiments" > c.yaml
+    want_code=5 fast=1
+    want="profiler.output_dir: cannot write in '$WORK/ro/experiments'; it would be made in '$WORK/ro': Read-only file system" ;;
+  unwritable_dump)
+    ro_mount; STEPS=1000000 small_model > c.yaml; args+=(--dump-output ro/out.safetensors)
+    want_code=5 fast=1 want="--dump-output: cannot write in 'ro' (tried $here/ro): Read-only file system" ;;
+  idle_rank)  # a warning: the run goes on
+    PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model > c.yaml
+    want_code=0 want="placement.experts: rank 2 (of 3) hosts no experts" ;;
+  warmup_only)
+    PROF=true STEPS=2 small_model > c.yaml
+    want_code=0 want="profiler: all 2 steps are warm-up (profiler.warmup_steps 5)" ;;
   truncated_weights)
     ckpt; truncate -s 20000 ckpt.safetensors
     H=$CK_H F=$CK_F E=$CK_E WEIGHTS=ckpt.safetensors small_model > c.yaml
@@ -65,15 +104,30 @@ case "$1" in
 esac
 set +e
 start=$SECONDS
-mpirun_moed 3 "${args[@]}" > out.log 2> err.log
+if [[ "${2:-}" == check ]]; then
+  timeout -k 5 60 "$MOED" "${args[@]}" --check-config --ranks 3 > out.log 2> err.log
+else
+  mpirun_moed 3 "${args[@]}" > out.log 2> err.log
+fi
 code=$?
 set -e
 elapsed=$((SECONDS - start))
 cat err.log
 [[ $code -ne 124 && $code -ne 137 ]] || fail "moed hung (killed by timeout)"
 [[ $code -eq $want_code ]] || fail "exit code $code, want $want_code"
+if [[ $fast -eq 1 ]]; then
+  [[ $elapsed -le 60 ]] || fail "took ${elapsed}s: the check did not come before the steps"
+  ! grep -q 'report:' out.log || fail "a report: line was printed for a run that failed"
+fi
 n=$(grep -c 'moed: error' err.log || true)
+if [[ $want_code -eq 0 ]]; then
+  [[ $n -eq 0 ]] || fail "$n error lines, want none"
+  w=$(grep 'moed: warning' err.log | grep -cF -- "$want" || true)
+  [[ $w -eq 1 ]] || fail "warning '$want' printed $w times, want exactly once"
+  echo "PASS $1: exit 0 with the warning in ${elapsed}s"
+  exit 0
+fi
 [[ $n -eq 1 ]] || fail "error printed $n times, want exactly once"
 grep -qF -- "$want" err.log || fail "message lacks '$want'"
 grep -q 'moed: error:' err.log || fail "the error was not printed by rank 0 (no plain 'moed: error:' line)"
-echo "PASS $1: exit $code in ${elapsed}s"
+echo "PASS $1${2:+ ($2)}: exit $code in ${elapsed}s"

@@ -1,15 +1,21 @@
 /* Unit tests for the config loader: the example config, defaults, every error message
- * (code, line:col, key path), the placement for several world sizes, the queries, and a
- * small built-in mutation run so malformed input is exercised on every build. */
+ * (code, line:col, key path), the placement for several world sizes, the queries, a
+ * small built-in mutation run so malformed input is exercised on every build, and the
+ * checks made before the run (app/preflight.c) on a parsed config. */
 #include "moe/config.h"
 
+#include "app/preflight.h"
 #include "config/config_int.h"
 #include "test_util.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char example_yaml[] =
     "model:\n"
@@ -683,6 +689,138 @@ static void test_malformed(void)
     CHECK_INT_EQ(parse("placement:\n  experts: &a {1: *a}\n", 3), MOE_ERR_CONFIG);
 }
 
+/* Entries in a folder other than . and .. (the preflight must leave none behind). */
+static int dir_entries(const char *path)
+{
+    int n = 0;
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        return -1;
+    }
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    }
+    closedir(d);
+    return n;
+}
+
+static moe_preflight_fail_t preflight(const moe_build_caps_t *caps, const char *dump)
+{
+    moe_preflight_opts_t po = {.dump_output = dump, .caps = *caps};
+    moe_error_clear(&err);
+    return moe_preflight_run(&cfg, &po, &err);
+}
+
+/* The build against the config: each build kind pretended through opts.caps. */
+static void test_preflight_build(const char *outdir)
+{
+    const moe_build_caps_t cpu = {false, false, false}, full = {true, true, true};
+    moe_build_caps_t cuda_no_nccl = {false, true, false};
+    CHECK_INT_EQ(parse(example_yaml, 3), MOE_OK);
+    snprintf(cfg.prof_output_dir, sizeof(cfg.prof_output_dir), "%s", outdir);
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_OK);
+    cfg.device = MOE_DEVICE_CUDA;
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_CONFIG);
+    CHECK_INT_EQ(err.code, MOE_ERR_CONFIG);
+    CHECK_STR_CONTAINS(err.msg, "runtime.device: cuda is not available in this build");
+    CHECK_INT_EQ(preflight(&full, NULL), MOE_PREFLIGHT_OK);
+    cfg.transport = MOE_TRANSPORT_NCCL;
+    CHECK_INT_EQ(preflight(&cuda_no_nccl, NULL), MOE_PREFLIGHT_CONFIG);
+    CHECK_STR_CONTAINS(err.msg, "runtime.transport: nccl is not available in this build");
+    CHECK_INT_EQ(preflight(&full, NULL), MOE_PREFLIGHT_OK);
+    cfg.device = MOE_DEVICE_CPU;
+    CHECK_INT_EQ(preflight(&full, NULL), MOE_PREFLIGHT_CONFIG); /* nccl moves GPU memory */
+    CHECK_STR_CONTAINS(err.msg, "nccl moves GPU memory; it needs runtime.device: cuda");
+    cfg.transport = MOE_TRANSPORT_UCX;
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_CONFIG);
+    CHECK_STR_CONTAINS(err.msg, "runtime.transport: ucx is not available in this build");
+    CHECK_INT_EQ(preflight(&full, NULL), MOE_PREFLIGHT_OK);
+    moe_build_caps_t mine = moe_build_caps();
+    CHECK(!mine.nccl || mine.cuda); /* NCCL is only built with CUDA */
+}
+
+/* Input files: the key, the path as written, the absolute path a relative one led to. */
+static void test_preflight_inputs(const char *outdir)
+{
+    const moe_build_caps_t cpu = {false, false, false};
+    char cwd[MOE_PATH_MAX], want[2 * MOE_PATH_MAX], file[MOE_PATH_MAX / 2];
+    CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
+    CHECK_INT_EQ(parse(example_yaml, 3), MOE_OK);
+    snprintf(cfg.prof_output_dir, sizeof(cfg.prof_output_dir), "%s", outdir);
+    snprintf(cfg.weights, sizeof(cfg.weights), "./nope/w.safetensors");
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_INPUT);
+    CHECK_INT_EQ(err.code, MOE_ERR_IO);
+    snprintf(want, sizeof(want),
+             "model.weights: cannot read './nope/w.safetensors' (tried %s/nope/w.safetensors): "
+             "No such file or directory", cwd);
+    CHECK_STR_CONTAINS(err.msg, want);
+    snprintf(cfg.weights, sizeof(cfg.weights), "%s", outdir);
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_INPUT);
+    CHECK_STR_CONTAINS(err.msg, "is a folder, not a .safetensors file");
+    snprintf(file, sizeof(file), "%s/w.safetensors", outdir);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fclose(f);
+    }
+    /* exists: its content is the loader's to judge */
+    snprintf(cfg.weights, sizeof(cfg.weights), "%s", file);
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_OK);
+    snprintf(cfg.input, sizeof(cfg.input), "/nonexistent/in.safetensors");
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_INPUT);
+    CHECK_STR_CONTAINS(err.msg, "workload.input: cannot read '/nonexistent/in.safetensors': No "
+                                "such file or directory");
+    CHECK(strstr(err.msg, "tried") == NULL); /* an absolute path is shown once */
+    remove(file);
+}
+
+/* Output folders: judged without creating anything, and the probe file is removed. */
+static void test_preflight_outputs(const char *outdir)
+{
+    const moe_build_caps_t cpu = {false, false, false};
+    char path[MOE_PATH_MAX / 2], file[MOE_PATH_MAX / 2];
+    struct stat sb;
+    CHECK_INT_EQ(parse(example_yaml, 3), MOE_OK);
+    snprintf(cfg.prof_output_dir, sizeof(cfg.prof_output_dir), "%s/a/b/", outdir);
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_OK);
+    snprintf(path, sizeof(path), "%s/a", outdir);
+    CHECK(stat(path, &sb) != 0 && errno == ENOENT); /* the run makes it, not the check */
+    CHECK_INT_EQ(dir_entries(outdir), 0);
+    snprintf(file, sizeof(file), "%s/f", outdir);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fclose(f);
+    }
+    snprintf(cfg.prof_output_dir, sizeof(cfg.prof_output_dir), "%s/x/y", file);
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_OUTPUT);
+    CHECK_STR_CONTAINS(err.msg, "profiler.output_dir: cannot write in");
+    CHECK_STR_CONTAINS(err.msg, "/f' is a file: Not a directory");
+    cfg.prof_enabled = false; /* no profiler, no report folder */
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_OK);
+    snprintf(path, sizeof(path), "%s/none/out.safetensors", outdir);
+    CHECK_INT_EQ(preflight(&cpu, path), MOE_PREFLIGHT_OUTPUT);
+    CHECK_STR_CONTAINS(err.msg, "--dump-output: cannot write in");
+    CHECK_STR_CONTAINS(err.msg, "/none': No such file or directory");
+    CHECK_INT_EQ(preflight(&cpu, outdir), MOE_PREFLIGHT_OUTPUT);
+    CHECK_STR_CONTAINS(err.msg, "is a folder; name a file in it");
+    snprintf(path, sizeof(path), "%s/out.safetensors", outdir);
+    CHECK_INT_EQ(preflight(&cpu, path), MOE_PREFLIGHT_OK);
+    CHECK_INT_EQ(dir_entries(outdir), 1); /* only f: no probe file left */
+    remove(file);
+}
+
+static void test_preflight(void)
+{
+    char dir[] = "/tmp/moed_test_preflight_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    test_preflight_build(dir);
+    test_preflight_inputs(dir);
+    test_preflight_outputs(dir);
+    CHECK_INT_EQ(dir_entries(dir), 0);
+    rmdir(dir);
+}
+
 int main(void)
 {
     test_table();
@@ -702,5 +840,6 @@ int main(void)
     test_hash();
     test_print();
     test_malformed();
+    test_preflight();
     return moe_test_finish("test_config");
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "app/engine.h"
+#include "app/preflight.h"
 #include "expert/gemm.h"
 #include "moe/build_info.h"
 #include "moe/log.h"
@@ -61,7 +62,8 @@ static void print_usage(FILE *out)
             "  --steps N             override workload.steps (1..1000000000)\n"
             "  --dump-output FILE    write the last step's hidden states as tensor 'output'\n"
             "                        (F32, [tokens, hidden_dim]) to a .safetensors file\n"
-            "  --check-config        validate the config, print the resolved placement, exit\n"
+            "  --check-config        validate the config and what the run needs (build,\n"
+            "                        files, output folders), print the placement, exit\n"
             "  --ranks N             with --check-config only: validate for N ranks (1..4096;\n"
             "                        default: the MPI world size)\n"
             "  --help-config         print every config key with its default, range and unit\n"
@@ -493,6 +495,38 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
     return code;
 }
 
+/* Rank 0 checks what the run needs that no MPI or GPU work is needed to see (preflight.c),
+ * before any such work starts; every rank leaves with its verdict. */
+static int preflight(const options_t *opt, const moe_config_t *cfg, int rank)
+{
+    int code = EXIT_OK;
+    if (rank == 0) {
+        moe_error_t err;
+        moe_error_clear(&err);
+        moe_preflight_opts_t po = {.dump_output = opt->dump_output, .caps = moe_build_caps()};
+        switch (moe_preflight_run(cfg, &po, &err)) {
+        case MOE_PREFLIGHT_OK:
+            break;
+        case MOE_PREFLIGHT_CONFIG:
+            code = EXIT_CONFIG;
+            break;
+        case MOE_PREFLIGHT_INPUT:
+            code = EXIT_INPUT;
+            break;
+        case MOE_PREFLIGHT_OUTPUT:
+            code = EXIT_OUTPUT;
+            break;
+        }
+        if (code != EXIT_OK) {
+            MOE_ERROR("%s", err.msg);
+        }
+    }
+    if (MOE_MPI(MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD), NULL) != MOE_OK) {
+        return EXIT_RUNTIME;
+    }
+    return code;
+}
+
 static int run_main(int argc, char **argv, int rank, int world, bool *skip_finalize)
 {
     options_t opt;
@@ -509,6 +543,8 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
         } else if (rank == 0 && opt.version) {
             printf("moed %s (build %s, BLAS %s, C11)\n", moe_version(), moe_build_id(),
                    moe_gemm_backend_name());
+            moe_build_caps_t caps = moe_build_caps();
+            moe_build_caps_print(&caps, stdout);
         } else if (rank == 0) {
             moe_cfg_print_reference(stdout);
         }
@@ -535,22 +571,21 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     if (st == MOE_OK && opt.steps > 0) {
         cfg->steps = opt.steps; /* one number for the run loop and the profiler's bounds */
     }
-    if (st == MOE_OK && rank == 0 && cfg->prof_enabled && cfg->steps <= cfg->prof_warmup_steps) {
-        MOE_WARN("profiler: all %lld steps are warm-up (profiler.warmup_steps %lld): nothing "
-                 "will be recorded", (long long)cfg->steps, (long long)cfg->prof_warmup_steps);
-    }
     int code = EXIT_OK;
     if (st != MOE_OK) {
         if (rank == 0) {
             MOE_ERROR("%s", err.msg);
         }
         code = st == MOE_ERR_IO ? EXIT_CONFIG : exit_code_for(st);
-    } else if (opt.check_config) {
+    } else {
+        code = preflight(&opt, cfg, rank);
+    }
+    if (code == EXIT_OK && opt.check_config) {
         if (rank == 0) {
             printf("%s: valid for %d rank%s\n", opt.config, check_world, check_world == 1 ? "" : "s");
             moe_cfg_print_placement(cfg, stdout);
         }
-    } else {
+    } else if (code == EXIT_OK) {
         code = run_job(&opt, cfg, text, len, rank, skip_finalize);
     }
     free(text);

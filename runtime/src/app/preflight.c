@@ -1,0 +1,303 @@
+/* Checks before the run (preflight.h): the build against the config, the files the run will
+ * read, the folders it will write, and warnings about a run that would measure little.
+ *
+ * Each check is a function that returns MOE_PREFLIGHT_OK or the kind of its failure with
+ * err filled; moe_preflight_run stops at the first failure, as the config loader does. */
+#include "app/preflight.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "expert/plugin.h"
+#include "moe/log.h"
+
+moe_build_caps_t moe_build_caps(void)
+{
+    moe_build_caps_t c = {false, false, false};
+#ifdef MOE_HAVE_UCX
+    c.ucx = true;
+#endif
+#ifdef MOED_HAVE_PLUGIN
+    /* CUDA and NCCL live in the plug-in (expert/plugin.h), which is not loaded here: the
+     * build has it. Whether it was built with NCCL only the plug-in knows; if not, the
+     * run says so when it creates the transport. */
+    c.cuda = true;
+    c.nccl = true;
+#endif
+    return c;
+}
+
+void moe_build_caps_print(const moe_build_caps_t *caps, FILE *out)
+{
+    fprintf(out, "transports: mpi%s%s; devices: cpu%s%s\n", caps->ucx ? " ucx" : "",
+            caps->nccl ? " nccl" : "", caps->cuda ? " cuda" : "",
+            caps->cuda || caps->nccl ? " (cuda and nccl: the plug-in " MOE_PLUGIN_FILE ")" : "");
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The build against the config                                                          */
+/* ------------------------------------------------------------------------------------ */
+
+/* A request this build cannot serve is a config error (exit 3): the config asks for the
+ * impossible here, no file is wrong. */
+static moe_preflight_fail_t check_build(const moe_config_t *cfg, const moe_build_caps_t *caps,
+                                        moe_error_t *err)
+{
+    if (cfg->device == MOE_DEVICE_CUDA && !caps->cuda) {
+        moe_error_set(err, MOE_ERR_CONFIG,
+                      "runtime.device: cuda is not available in this build (built without the CUDA "
+                      "plug-in: MOED_WITH_CUDA); use cpu, or rebuild with CUDA");
+        return MOE_PREFLIGHT_CONFIG;
+    }
+    if (cfg->transport == MOE_TRANSPORT_NCCL && cfg->device != MOE_DEVICE_CUDA) {
+        moe_error_set(err, MOE_ERR_CONFIG,
+                      "runtime.transport: nccl moves GPU memory; it needs runtime.device: cuda "
+                      "(use mpi or ucx on the CPU)");
+        return MOE_PREFLIGHT_CONFIG;
+    }
+    if ((cfg->transport == MOE_TRANSPORT_UCX && !caps->ucx) ||
+        (cfg->transport == MOE_TRANSPORT_NCCL && !caps->nccl)) {
+        bool ucx = cfg->transport == MOE_TRANSPORT_UCX;
+        moe_error_set(err, MOE_ERR_CONFIG,
+                      "runtime.transport: %s is not available in this build (%s); this build "
+                      "has mpi%s%s",
+                      ucx ? "ucx" : "nccl",
+                      ucx ? "built without UCX: install libucx-dev and rebuild"
+                          : "built without the CUDA plug-in: MOED_WITH_CUDA",
+                      caps->ucx ? ", ucx" : "", caps->nccl ? ", nccl" : "");
+        return MOE_PREFLIGHT_CONFIG;
+    }
+    return MOE_PREFLIGHT_OK;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Paths                                                                                 */
+/* ------------------------------------------------------------------------------------ */
+
+/* The system's text for errno e (XSI strerror_r: thread-safe). */
+static void errno_text(int e, char *buf, size_t n)
+{
+    if (strerror_r(e, buf, n) != 0) {
+        snprintf(buf, n, "error %d", e);
+    }
+}
+
+/* " (tried /abs/path)" for a relative path, "" for an absolute one: the message shows where
+ * a relative path led. Relative paths start at the working directory, as open() takes them. */
+static void tried_text(const char *path, char *buf, size_t n)
+{
+    char cwd[MOE_PATH_MAX];
+    if (path[0] == '/') {
+        buf[0] = '\0';
+        return;
+    }
+    while (strncmp(path, "./", 2) == 0) {
+        path += 2;
+    }
+    if (getcwd(cwd, sizeof(cwd)) == NULL) {
+        snprintf(buf, n, " (relative to a working directory that cannot be named)");
+        return;
+    }
+    snprintf(buf, n, " (tried %s%s%s)", cwd, strcmp(cwd, "/") == 0 ? "" : "/",
+             path[0] != '\0' ? path : ".");
+}
+
+/* A file the run reads: it must open for reading and be a regular file. */
+static moe_preflight_fail_t check_input_file(const char *key, const char *path, moe_error_t *err)
+{
+    char tried[MOE_PATH_MAX + 64], why[128];
+    if (strcmp(path, "random") == 0) {
+        return MOE_PREFLIGHT_OK;
+    }
+    tried_text(path, tried, sizeof(tried));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno_text(errno, why, sizeof(why));
+        moe_error_set(err, MOE_ERR_IO, "%s: cannot read '%s'%s: %s", key, path, tried, why);
+        return MOE_PREFLIGHT_INPUT;
+    }
+    struct stat sb;
+    int rc = fstat(fd, &sb);
+    int e = errno;
+    close(fd);
+    if (rc != 0) {
+        errno_text(e, why, sizeof(why));
+        moe_error_set(err, MOE_ERR_IO, "%s: cannot read '%s'%s: %s", key, path, tried, why);
+        return MOE_PREFLIGHT_INPUT;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        moe_error_set(err, MOE_ERR_IO, "%s: '%s'%s is %s, not a .safetensors file", key, path,
+                      tried, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
+        return MOE_PREFLIGHT_INPUT;
+    }
+    return MOE_PREFLIGHT_OK;
+}
+
+/* Cut the last component off `dir` in place ("a/b" -> "a", "b" -> ".", "/a" -> "/"). */
+static void path_parent(char *dir)
+{
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL) {
+        snprintf(dir, 2, ".");
+    } else if (slash == dir) {
+        dir[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+}
+
+/* The nearest existing folder at or above `dir` into `found`, and how many components were
+ * cut off to reach it; 0, or an errno (ENOTDIR when what exists there is a file). */
+static int nearest_existing(const char *dir, char *found, size_t n, int *cut)
+{
+    snprintf(found, n, "%s", dir[0] != '\0' ? dir : ".");
+    for (size_t len = strlen(found); len > 1 && found[len - 1] == '/'; len--) {
+        found[len - 1] = '\0'; /* "out/" is "out" */
+    }
+    struct stat sb;
+    *cut = 0;
+    while (stat(found, &sb) != 0) {
+        /* ENOTDIR: a file stands where a folder should; go up to it */
+        if ((errno != ENOENT && errno != ENOTDIR) || strcmp(found, ".") == 0 ||
+            strcmp(found, "/") == 0) {
+            return errno;
+        }
+        path_parent(found);
+        (*cut)++;
+    }
+    return S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+}
+
+/* Whether a file can be made in the folder `dir`: make one, remove it. 0 or an errno. */
+static int probe_write(const char *dir)
+{
+    char tmpl[MOE_PATH_MAX + 32];
+    int n = snprintf(tmpl, sizeof(tmpl), "%s/.moed-write-test-XXXXXX", dir);
+    if (n < 0 || (size_t)n >= sizeof(tmpl)) {
+        return ENAMETOOLONG;
+    }
+    int fd = mkstemp(tmpl);
+    if (fd < 0) {
+        return errno;
+    }
+    close(fd);
+    unlink(tmpl);
+    return 0;
+}
+
+/* A folder the run writes into (made by the run when missing: judged by the nearest folder
+ * that exists, so nothing is created here). `what` names the key or option. */
+static moe_preflight_fail_t check_output_dir(const char *what, const char *dir, bool must_exist,
+                                             moe_error_t *err)
+{
+    char found[MOE_PATH_MAX], tried[MOE_PATH_MAX + 64], why[128], where[MOE_PATH_MAX + 64];
+    int cut = 0;
+    int e = nearest_existing(dir, found, sizeof(found), &cut);
+    if (e == 0 && must_exist && cut > 0) {
+        e = ENOENT;
+    }
+    if (e == 0) {
+        e = probe_write(found);
+    }
+    if (e == 0) {
+        return MOE_PREFLIGHT_OK;
+    }
+    errno_text(e, why, sizeof(why));
+    where[0] = '\0';
+    if (e == ENOTDIR) {
+        snprintf(where, sizeof(where), "; '%s' is a file", found);
+    } else if (cut > 0 && !must_exist) {
+        snprintf(where, sizeof(where), "; it would be made in '%s'", found);
+    }
+    tried_text(dir, tried, sizeof(tried));
+    moe_error_set(err, MOE_ERR_IO, "%s: cannot write in '%s'%s%s: %s", what, dir, tried, where,
+                  why);
+    return MOE_PREFLIGHT_OUTPUT;
+}
+
+/* --dump-output FILE: the file is written (through a temporary beside it) into its folder,
+ * which must exist; FILE itself must not be a folder. */
+static moe_preflight_fail_t check_dump_output(const char *path, moe_error_t *err)
+{
+    char dir[MOE_PATH_MAX], tried[MOE_PATH_MAX + 64];
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        tried_text(path, tried, sizeof(tried));
+        moe_error_set(err, MOE_ERR_IO, "--dump-output: '%s'%s is a folder; name a file in it "
+                      "(e.g. %s/output.safetensors)", path, tried, path);
+        return MOE_PREFLIGHT_OUTPUT;
+    }
+    snprintf(dir, sizeof(dir), "%s", path);
+    path_parent(dir);
+    return check_output_dir("--dump-output", dir, true, err);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Warnings                                                                              */
+/* ------------------------------------------------------------------------------------ */
+
+/* A run whose steps are all profiler warm-up records nothing; it still runs (a short
+ * smoke run with --steps 2 is legitimate), so a warning, in --check-config too. */
+static void warn_warmup(const moe_config_t *cfg)
+{
+    if (cfg->prof_enabled && cfg->steps <= cfg->prof_warmup_steps) {
+        MOE_WARN("profiler: all %lld steps are warm-up (profiler.warmup_steps %lld): nothing "
+                 "will be recorded; run more steps or lower the warm-up",
+                 (long long)cfg->steps, (long long)cfg->prof_warmup_steps);
+    }
+}
+
+/* A rank that hosts no expert still takes part in every exchange: usually a placement
+ * written for another -np. The master of master routing is meant to host none. */
+static void warn_idle_ranks(const moe_config_t *cfg)
+{
+    char list[256];
+    size_t pos = 0;
+    int idle = 0;
+    for (int r = 0; cfg->world_size > 1 && r < cfg->world_size; r++) {
+        if ((cfg->routing == MOE_ROUTING_MASTER && r == cfg->master_rank) ||
+            moe_cfg_experts_of_rank(cfg, r, NULL) > 0) {
+            continue;
+        }
+        if (idle < 16 && pos < sizeof(list)) {
+            int w = snprintf(list + pos, sizeof(list) - pos, "%s%d", idle == 0 ? "" : " ", r);
+            pos += w > 0 ? (size_t)w : 0;
+        }
+        idle++;
+    }
+    if (idle > 0) {
+        MOE_WARN("placement.experts: rank%s %s%s (of %d) host%s no experts%s; check the "
+                 "placement against mpirun -np",
+                 idle == 1 ? "" : "s", list, idle > 16 ? " ..." : "", cfg->world_size,
+                 idle == 1 ? "s" : "", cfg->placement_auto ? " (more ranks than experts)" : "");
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+
+moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_preflight_opts_t *opt,
+                                       moe_error_t *err)
+{
+    moe_preflight_fail_t f = check_build(cfg, &opt->caps, err);
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_input_file("model.weights", cfg->weights, err);
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_input_file("workload.input", cfg->input, err);
+    }
+    if (f == MOE_PREFLIGHT_OK && cfg->prof_enabled) {
+        f = check_output_dir("profiler.output_dir", cfg->prof_output_dir, false, err);
+    }
+    if (f == MOE_PREFLIGHT_OK && opt->dump_output != NULL) {
+        f = check_dump_output(opt->dump_output, err);
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        warn_warmup(cfg);
+        warn_idle_ranks(cfg);
+    }
+    return f;
+}
