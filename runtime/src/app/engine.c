@@ -171,24 +171,6 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
     return moe_prof_create(cfg, eng->comm, &info, &eng->prof, err);
 }
 
-/* Options the config accepts but this build cannot do: say so instead of ignoring them. */
-static moe_status_t engine_check_supported(const moe_config_t *cfg, moe_error_t *err)
-{
-#ifndef MOED_HAVE_PLUGIN
-    if (cfg->device == MOE_DEVICE_CUDA) {
-        return moe_error_set(err, MOE_ERR_UNSUPPORTED,
-                             "runtime.device: cuda is not available in this build (built "
-                             "without the CUDA Toolkit: MOED_WITH_CUDA); use cpu");
-    }
-#endif
-    if (cfg->transport == MOE_TRANSPORT_NCCL && cfg->device != MOE_DEVICE_CUDA) {
-        return moe_error_set(err, MOE_ERR_CONFIG,
-                             "runtime.transport: nccl moves GPU memory; it needs "
-                             "runtime.device: cuda (use mpi or ucx on the CPU)");
-    }
-    return MOE_OK;
-}
-
 /* runtime.device: cuda: the CUDA plug-in (loaded here, never on a CPU run), the GPU of this
  * rank's local rank (ranks on one host, in rank order) modulo the host's GPUs, a context on
  * it, and the device copy of x. */
@@ -251,10 +233,8 @@ static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t
 moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
                                moe_error_t *err)
 {
-    moe_status_t st = engine_check_supported(cfg, err);
-    if (st != MOE_OK) {
-        return st; /* every rank reaches the same verdict from the same config */
-    }
+    /* What this build supports was checked before (app/preflight.c). */
+    moe_status_t st = MOE_OK;
     moe_engine_t *eng = calloc(1, sizeof(*eng));
     if (eng == NULL) {
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the engine");
