@@ -23,9 +23,10 @@ moe_build_caps_t moe_build_caps(void)
 #endif
 #ifdef MOED_HAVE_PLUGIN
     /* CUDA and NCCL live in the plug-in (expert/plugin.h), which is not loaded here: the
-     * build has it. Whether it was built with NCCL only the plug-in knows; if not, the
-     * run says so when it creates the transport. */
+     * build has it, and CMake says whether it was built with NCCL. */
     c.cuda = true;
+#endif
+#ifdef MOED_PLUGIN_NCCL
     c.nccl = true;
 #endif
     return c;
