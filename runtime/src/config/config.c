@@ -1,7 +1,7 @@
 /* Part config (runtime/src/config/): the YAML config: one key table drives the loader, the
- * checks, --help-config and the did-you-mean. May include: base (and the public headers
- * moe/ headers). This comment heads the first file of each part's folder;
- * tests/lint/parts.sh holds every part to its list. */
+ * checks, --help-config and the did-you-mean. May include: base (and the public headers in
+ * moe/). This comment heads the first file of each part's folder; tests/lint/parts.sh
+ * holds every part to its list. */
 /* moed configuration: the key table, the YAML loader, the cross checks and the placement.
  *
  * cfg_keys[] below is the only place a key is declared. moe_cfg_defaults() parses each
