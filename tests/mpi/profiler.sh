@@ -37,16 +37,17 @@ assert pids == [1, 3], pids  # trace pid = rank + 1 (docs/report-files.md)
 print("present ranks", present, "trace pids", pids)
 PY
     ;;
-  wait_is_idle)  # waiting on the routing rank is idle, never compute, wherever it happens
+  wait_is_idle)  # waiting on the routing rank is a wait, never compute: the designed wait
     # Master routing with a capacity limit: every rank joins the capacity scan, which waits
     # for the master's gate. The master's gate is made 300 ms slower than it is; an expert
-    # rank then waits about 300 ms a layer, and that must be booked as idle (it was once
-    # booked as gate compute, naming a straggler that was only waiting).
+    # rank then waits about 300 ms a layer, and that must be booked as a wait (it was once
+    # booked as gate compute, naming a straggler that was only waiting), and as the routing
+    # rank's designed wait, not idle (load imbalance): an expert rank routes no tokens.
     PROF=true CF=1.0 STEPS=4 LAYERS=2 small_model \
       | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3/' > c.yaml
     MOED_TEST_GATE_DELAY_MS=0:300 mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 \
       || { cat run.log; fail "run failed"; }
-    python3 - "$(run_dir)" <<'PY' || fail "the wait for the master was not booked as idle"
+    python3 - "$(run_dir)" <<'PY' || fail "the wait for the master was not booked as designed wait"
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
 ranks = {r["rank"]: r for r in s["ranks"]}
@@ -54,11 +55,18 @@ assert ranks[0]["phases_ms"]["gate"]["mean"] >= 2 * 300, ranks[0]["phases_ms"]["
 for r in (1, 2):
     k = ranks[r]
     gate, idle = k["phases_ms"]["gate"]["mean"], k["per_step_ms"]["idle"]
-    print("rank", r, "gate ms/step", gate, "idle ms/step", idle,
-          "compute share", k["share_of_step"]["compute"])
+    designed = k["per_step_ms"]["structural_wait"]
+    print("rank", r, "gate ms/step", gate, "idle ms/step", idle, "designed wait ms/step",
+          designed, "compute share", k["share_of_step"]["compute"])
     assert gate < 100, ("rank %d books its wait for the master as gate compute" % r, gate)
-    assert idle > 2 * 300 * 0.8, ("rank %d's wait for the master is not idle" % r, idle)
+    assert designed > 2 * 300 * 0.8, ("rank %d's wait for the master is not designed wait" % r,
+                                      designed)
+    assert idle < designed / 4, ("rank %d's wait for the master is booked as imbalance" % r, idle)
     assert k["share_of_step"]["compute"] < 0.5, k["share_of_step"]
+f = s["findings"]
+assert f["structural_wait_share"] > f["idle_share"], f
+assert f["straggler_threshold"] == 1.1, f
+assert (f["straggler_rank"] is None) == (f["straggler_ratio"] < 1.1), f
 PY
     ;;
   conservation)  # experts receive tokens*k - dropped; bytes i->j sent == j-from-i received

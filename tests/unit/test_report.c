@@ -916,7 +916,9 @@ static void test_summary_txt(const fixture_t *fx)
     CHECK_STR_CONTAINS(t, "Hottest expert: layer 0 expert 3");
     CHECK_STR_CONTAINS(t, "Slowest expert: layer 1 expert 5");
     /* the straggler (rank 2) is the missing rank of the partial variant */
-    CHECK_STR_CONTAINS(t, fx->rep.partial ? "Straggler rank: rank 1" : "Straggler rank: rank 2");
+    CHECK_STR_CONTAINS(t, fx->rep.partial ? "Straggler: no straggler (1 rank with experts present: "
+                                            "nothing to compare)."
+                                          : "Straggler rank: rank 2");
     CHECK_STR_CONTAINS(t, "Exchange:");
     CHECK_STR_CONTAINS(t, "tokens/s");
     CHECK_STR_CONTAINS(t, "p99 ms");
@@ -1446,6 +1448,272 @@ static void test_merge_router(const char *root)
     moe_merge_destroy(m);
     moe_prof_record_free(&recs[0]);
     moe_prof_record_free(&recs[2]);
+}
+
+/* The wait tests' job: 3 ranks, master routing; rank 0 routes and hosts no experts, ranks
+ * 1 and 2 host experts 0-3 and 4-7. One recorded step of one layer. */
+typedef struct wt_case {
+    const char *name;
+    double disp_us[3], comb_us[3]; /* arrivals on rank 0's clock */
+    double compute_us[3];          /* gate (rank 0) or expert (ranks 1, 2) per step */
+} wt_case_t;
+
+#define WT_STEP_US 2000.0
+#define WT_TAIL_US 50.0 /* every phase ends this long after the last arrival */
+
+static double wt_last(const double *a)
+{
+    return fmax(a[0], fmax(a[1], a[2]));
+}
+
+/* Rank k's record for case c; rank 2's clock runs 1 ms ahead of rank 0's, so arrivals
+ * must be aligned before they are compared. */
+static bool wt_record(moe_prof_record_t *rec, const wt_case_t *c, int k)
+{
+    int local = k == 0 ? 0 : 4;
+    if (moe_prof_record_alloc(rec, 3, 1, 8, local) != MOE_OK) {
+        return false;
+    }
+    rec->exchanges = calloc(1, sizeof(*rec->exchanges));
+    if (rec->exchanges == NULL) {
+        return false;
+    }
+    rec->num_exchanges = 1;
+    rec->rank = k;
+    rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
+    rec->steps_recorded = 1;
+    rec->clock_offset_ns = k == 2 ? 1e6 : 0.0;
+    int64_t off = (int64_t)rec->clock_offset_ns;
+    moe_rec_exchange_t *x = &rec->exchanges[0];
+    x->dispatch_begin_ns = (int64_t)(c->disp_us[k] * 1e3) + off;
+    x->dispatch_end_ns = (int64_t)((wt_last(c->disp_us) + WT_TAIL_US) * 1e3) + off;
+    x->combine_begin_ns = (int64_t)(c->comb_us[k] * 1e3) + off;
+    x->combine_end_ns = (int64_t)((wt_last(c->comb_us) + WT_TAIL_US) * 1e3) + off;
+    double phase[MOE_PHASE_COUNT] = {0};
+    phase[MOE_PHASE_STEP] = WT_STEP_US * 1e3;
+    phase[k == 0 ? MOE_PHASE_GATE : MOE_PHASE_EXPERT] = c->compute_us[k] * 1e3;
+    phase[MOE_PHASE_DISPATCH] = (double)(x->dispatch_end_ns - x->dispatch_begin_ns);
+    phase[MOE_PHASE_COMBINE] = (double)(x->combine_end_ns - x->combine_begin_ns);
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) {
+        rec->phase_sum[p] = rec->phase_min[p] = rec->phase_max[p] = phase[p];
+    }
+    for (int i = 0; i < local; i++) {
+        rec->local_ids[i] = 4 * (k - 1) + i;
+        moe_hist_reset(&rec->experts[i].hist);
+    }
+    for (int e = 0; k == 0 && e < 8; e++) { /* the router's counts: the headline needs some */
+        rec->demand[e] = rec->kept[e] = 10 + (uint64_t)e;
+    }
+    return true;
+}
+
+typedef struct wt_run {
+    moe_config_t cfg;
+    char yaml[512];
+    moe_merge_t *m;
+    moe_prof_record_t recs[3];
+    moe_report_t *r;
+    json_t *doc;
+    char *headline, *summary;
+} wt_run_t;
+
+/* Merge case c's records, write summary.txt and summary.json, read them back. */
+static bool wt_run(wt_run_t *w, const char *root, const wt_case_t *c)
+{
+    memset(w, 0, sizeof(*w));
+    snprintf(w->yaml, sizeof(w->yaml),
+             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+             "  num_layers: 1\nplacement:\n  master_rank: 0\n  experts: auto\n"
+             "workload:\n  tokens_per_step: 64\n  steps: 2\nprofiler:\n  enabled: true\n"
+             "  warmup_steps: 1\n  output_dir: %s/waits\n",
+             root);
+    moe_error_t err;
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    static const bool have[3] = {true, true, true};
+    if (moe_cfg_parse(w->yaml, strlen(w->yaml), "w.yaml", 3, &w->cfg, &err) != MOE_OK ||
+        (w->m = moe_merge_create(&w->cfg, 3, hosts)) == NULL) {
+        return false;
+    }
+    for (int k = 0; k < 3; k++) {
+        if (!wt_record(&w->recs[k], c, k)) {
+            return false;
+        }
+    }
+    if (moe_merge_window(w->m, w->recs, have, 0, &err) != MOE_OK) {
+        return false;
+    }
+    moe_prof_run_t run = {2, 2, 1.0, w->yaml, strlen(w->yaml), false, 1.0};
+    moe_prof_static_t info;
+    memset(&info, 0, sizeof(info));
+    info.transport = "mpi";
+    info.blas = "openblas";
+    info.device = "cpu";
+    info.chunks = 1;
+    w->r = moe_merge_finish(w->m, &run, &info);
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/summary.json", w->r->run_dir);
+    if (moe_report_write_summary(w->r, &err) != MOE_OK ||
+        moe_report_write_json(w->r, &err) != MOE_OK ||
+        moe_report_write_html(w->r, &err) != MOE_OK ||
+        moe_json_load_file(path, &w->doc, &err) != MOE_OK) {
+        fprintf(stderr, "%s: %s\n", c->name, err.msg);
+        return false;
+    }
+    w->headline = headline_of(w->r);
+    w->summary = slurp(w->r->run_dir, "summary.txt", NULL);
+    return w->headline != NULL && w->summary != NULL;
+}
+
+static void wt_done(wt_run_t *w, const char *root)
+{
+    if (w->r != NULL) {
+        static const char *const files[4] = {"summary.txt", "summary.json", "report.html",
+                                             "metrics.csv"};
+        char path[MOE_PATH_MAX + 32];
+        for (int i = 0; i < 4; i++) {
+            snprintf(path, sizeof(path), "%s/%s", w->r->run_dir, files[i]);
+            unlink(path);
+        }
+        rmdir(w->r->run_dir);
+        snprintf(path, sizeof(path), "%s/waits", root);
+        rmdir(path);
+    }
+    json_decref(w->doc);
+    free(w->headline);
+    free(w->summary);
+    moe_merge_destroy(w->m);
+    for (int k = 0; k < 3; k++) {
+        moe_prof_record_free(&w->recs[k]);
+    }
+}
+
+/* ms per step of one rank's figure in summary.json. */
+static double wt_ms(const wt_run_t *w, int k, const char *what)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "ranks.%d.per_step_ms.%s", k, what);
+    return moe_json_num(moe_json_path(w->doc, path), NAN);
+}
+
+/* Combine: the routing rank (no experts) waits for the expert ranks by design; the part of
+ * its wait past their mean arrival, and every expert rank's wait for a slower expert rank,
+ * is imbalance. A straggler only from 1.10x. */
+static void test_merge_waits_combine(const char *root)
+{
+    static const wt_case_t cases[2] = {
+        {"combine 1.05x", {0, 0, 0}, {0, 100, 300}, {100, 950, 1050}},
+        {"combine 1.5x", {0, 0, 0}, {0, 100, 300}, {100, 500, 1500}},
+    };
+    for (int i = 0; i < 2; i++) {
+        wt_run_t w;
+        bool ok = wt_run(&w, root, &cases[i]);
+        CHECK(ok);
+        if (!ok) {
+            wt_done(&w, root);
+            continue;
+        }
+        CHECK(w.r->ranks[0].num_local == 0 && w.r->ranks[0].routes);
+        CHECK(w.r->ranks[1].num_local == 4 && !w.r->ranks[1].routes);
+        CHECK_NEAR(wt_ms(&w, 0, "structural_wait"), 0.200, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 0, "idle"), 0.100, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 1, "structural_wait"), 0.0, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 1, "idle"), 0.200, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 2, "structural_wait"), 0.0, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 2, "idle"), 0.0, 1e-9);
+        for (int k = 0; k < 3; k++) { /* moving bytes: 50 us of each phase */
+            CHECK_NEAR(wt_ms(&w, k, "exchange"), 0.100, 1e-9);
+        }
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.0.share_of_step.structural_wait"), -1),
+                   0.1, 1e-12);
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_share"), -1),
+                   (0.1 + 0.2) / 2.0 / 3.0, 1e-9);
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.structural_wait_share"), -1),
+                   0.2 / 2.0 / 3.0, 1e-9); /* summary.json keeps 10 digits */
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_threshold"), -1), 1.1,
+                   1e-12);
+        CHECK_STR_CONTAINS(w.headline, "; exchange: 5.0% of step time moving bytes, 5.0% waiting "
+                                       "for slower ranks (routing rank's designed wait: 3.3%, "
+                                       "not imbalance)\n");
+        CHECK_STR_CONTAINS(w.summary, "  * Exchange: 5.0% of step time goes to moving bytes and "
+                                      "5.0% to waiting in the exchange for slower ranks (load "
+                                      "imbalance); the routing rank's designed wait, not "
+                                      "imbalance, is 3.3%");
+        if (i == 0) {
+            CHECK(json_is_null(moe_json_path(w.doc, "findings.straggler_rank")));
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_ratio"), -1), 1.05,
+                       1e-9);
+            CHECK_STR_CONTAINS(w.headline, "; no straggler (ranks with experts within 1.05x of "
+                                           "their mean compute; named from 1.10x);");
+            CHECK_STR_CONTAINS(w.summary, "  * Straggler: no straggler (ranks with experts within "
+                                          "1.05x of their mean compute; named from 1.10x).\n");
+        } else {
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_rank"), -1), 2, 0);
+            CHECK_STR_CONTAINS(w.headline, "; straggler: rank 2, 1.50x the mean compute of the "
+                                           "ranks with experts (named from 1.10x);");
+            CHECK_STR_CONTAINS(w.summary, "  * Straggler rank: rank 2 (h2) computes 1.500 ms per "
+                                          "step, 1.50x the mean of the ranks with experts (a "
+                                          "straggler is named from 1.10x).\n");
+        }
+        wt_done(&w, root);
+    }
+}
+
+/* Balanced: the expert ranks arrive together; all of the routing rank's wait is by design,
+ * nothing is imbalance, no straggler; every writer shows the designed wait apart. */
+static void test_merge_waits_balanced(const char *root)
+{
+    static const wt_case_t c = {"balanced", {0, 0, 0}, {0, 200, 200}, {100, 1000, 1000}};
+    wt_run_t w;
+    bool ok = wt_run(&w, root, &c);
+    CHECK(ok);
+    if (ok) {
+        CHECK_NEAR(wt_ms(&w, 0, "structural_wait"), 0.200, 1e-9);
+        for (int k = 0; k < 3; k++) {
+            CHECK_NEAR(wt_ms(&w, k, "idle"), 0.0, 1e-9);
+        }
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_share"), -1), 0.0, 1e-12);
+        CHECK(json_is_null(moe_json_path(w.doc, "findings.straggler_rank")));
+        CHECK_STR_CONTAINS(w.headline, "; no straggler (ranks with experts within 1.00x of their "
+                                       "mean compute; named from 1.10x); exchange: 5.0% of step "
+                                       "time moving bytes, 0.0% waiting for slower ranks "
+                                       "(routing rank's designed wait: 3.3%, not imbalance)\n");
+        /* summary.txt's table: rank 0's 0.200 ms designed wait, 10% of its step */
+        CHECK_STR_CONTAINS(w.summary, "designed ms      %\n");
+        CHECK_STR_CONTAINS(w.summary, "  0.000   0.0%        0.200  10.0%\n");
+        char *h = slurp(w.r->run_dir, "report.html", NULL);
+        CHECK_STR_CONTAINS(h, "<title>rank 0 designed wait: 0.200 ms per step (10.0% of the "
+                              "step)</title>");
+        CHECK_STR_CONTAINS(h, ">designed wait</text>");
+        free(h);
+    }
+    wt_done(&w, root);
+}
+
+/* Dispatch: an expert-only rank (routes nothing) waits for the routing rank's gate by
+ * design; waiting past the router's arrival for a slower expert rank is imbalance, and so
+ * is the router's own wait for an expert rank. */
+static void test_merge_waits_dispatch(const char *root)
+{
+    static const wt_case_t cases[2] = {
+        {"dispatch early", {500, 0, 100}, {0, 0, 0}, {100, 1000, 1000}},
+        {"dispatch late", {300, 0, 500}, {0, 0, 0}, {100, 1000, 1000}},
+    };
+    /* [case][rank]: structural, idle (ms per step) */
+    static const double want[2][3][2] = {
+        {{0.0, 0.0}, {0.500, 0.0}, {0.400, 0.0}},
+        {{0.0, 0.200}, {0.300, 0.200}, {0.0, 0.0}},
+    };
+    for (int i = 0; i < 2; i++) {
+        wt_run_t w;
+        bool ok = wt_run(&w, root, &cases[i]);
+        CHECK(ok);
+        for (int k = 0; ok && k < 3; k++) {
+            CHECK_NEAR(wt_ms(&w, k, "structural_wait"), want[i][k][0], 1e-9);
+            CHECK_NEAR(wt_ms(&w, k, "idle"), want[i][k][1], 1e-9);
+            CHECK_NEAR(wt_ms(&w, k, "exchange"), 0.100, 1e-9);
+        }
+        wt_done(&w, root);
+    }
 }
 
 /* Runs compare into a string; returns its code. */
@@ -2062,6 +2330,9 @@ int main(int argc, char **argv)
     test_html_wide(root);
     test_text_wide(root);
     test_merge_router(root);
+    test_merge_waits_combine(root);
+    test_merge_waits_balanced(root);
+    test_merge_waits_dispatch(root);
     test_bytes_split(root);
     rmdir(root);
     return moe_test_finish("test_report");

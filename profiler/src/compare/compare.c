@@ -374,8 +374,16 @@ static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
             cmp_rank_mean(b, "per_step_ms.exchange"), 3);
     cmp_row(out, "idle (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.idle"),
             cmp_rank_mean(b, "per_step_ms.idle"), 3);
+    /* n/a for a report from before the split, whose idle still holds the designed wait */
+    cmp_row(out, "designed wait (ms/step, mean)", cmp_rank_mean(a, "per_step_ms.structural_wait"),
+            cmp_rank_mean(b, "per_step_ms.structural_wait"), 3);
     cmp_row(out, "exchange share of step (%)", 100.0 * cmp_num(a->doc, "findings.exchange_share"),
             100.0 * cmp_num(b->doc, "findings.exchange_share"), 1);
+    cmp_row(out, "idle share of step (%)", 100.0 * cmp_num(a->doc, "findings.idle_share"),
+            100.0 * cmp_num(b->doc, "findings.idle_share"), 1);
+    cmp_row(out, "designed wait share of step (%)",
+            100.0 * cmp_num(a->doc, "findings.structural_wait_share"),
+            100.0 * cmp_num(b->doc, "findings.structural_wait_share"), 1);
     cmp_overlap_figures(out, a, b);
 }
 

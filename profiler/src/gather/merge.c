@@ -361,8 +361,67 @@ static void merge_lists(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0
     r->events_dropped += rec->events_dropped;
 }
 
-/* Idle: the part of each exchange a rank spent before the last (profiled) rank had arrived
- * at it, on rank 0's clock; capped by the exchange's own length. */
+/* One phase of one exchange on rank 0's clock: where rank r arrived and how long it took. */
+typedef struct {
+    double arrive, len;
+} merge_phase_t;
+
+static merge_phase_t merge_phase_of(const moe_prof_record_t *rec, int64_t i, bool combine)
+{
+    const moe_rec_exchange_t *x = &rec->exchanges[i];
+    int64_t b = combine ? x->combine_begin_ns : x->dispatch_begin_ns;
+    int64_t e = combine ? x->combine_end_ns : x->dispatch_end_ns;
+    return (merge_phase_t){(double)b - rec->clock_offset_ns, (double)(e - b)};
+}
+
+/* A rank whose wait in this phase is by design: in the combine, a rank hosting no experts
+ * (it waits for the expert ranks to compute); in the dispatch, a rank that routes nothing
+ * (it waits for the routing ranks' gate). The ranks it waits for are those for which this
+ * is false. */
+static bool merge_waits_by_design(const moe_rep_rank_t *k, bool combine)
+{
+    return combine ? k->num_local == 0 : !k->routes;
+}
+
+/* The wait of every present rank in one phase of exchange i, split in two:
+ *   wait       = clamp(last arrival - own arrival, 0, phase length)
+ *   structural = for a rank that waits by design, clamp(mean arrival of the ranks it waits
+ *                for by design - own arrival, 0, wait): what a perfectly balanced placement
+ *                would still make it wait; 0 when none of those ranks is present
+ *   imbalance  = wait - structural (waiting for a slower peer: idle) */
+static void merge_idle_phase(moe_merge_t *m, const moe_prof_record_t *recs, const bool *have,
+                             int64_t i, bool combine)
+{
+    double last = -INFINITY, role_sum = 0.0;
+    int role_n = 0;
+    for (int r = 0; r < m->W; r++) {
+        if (!have[r]) {
+            continue;
+        }
+        double a = merge_phase_of(&recs[r], i, combine).arrive;
+        last = fmax(last, a);
+        if (!merge_waits_by_design(&m->rep.ranks[r], combine)) {
+            role_sum += a;
+            role_n++;
+        }
+    }
+    for (int r = 0; r < m->W; r++) {
+        if (!have[r]) {
+            continue;
+        }
+        moe_rep_rank_t *k = &m->rep.ranks[r];
+        merge_phase_t p = merge_phase_of(&recs[r], i, combine);
+        double wait = fmin(fmax(last - p.arrive, 0.0), p.len), designed = 0.0;
+        if (role_n > 0 && merge_waits_by_design(k, combine)) {
+            designed = fmin(fmax(role_sum / role_n - p.arrive, 0.0), wait);
+        }
+        k->structural_wait_ns += designed;
+        k->idle_ns += wait - designed;
+        k->exchange_ns -= wait;
+    }
+}
+
+/* Idle and designed wait of each exchange every present rank recorded, on rank 0's clock. */
 static void merge_idle(moe_merge_t *m, const moe_prof_record_t *recs, const bool *have)
 {
     int64_t n = INT64_MAX;
@@ -372,28 +431,8 @@ static void merge_idle(moe_merge_t *m, const moe_prof_record_t *recs, const bool
         }
     }
     for (int64_t i = 0; n != INT64_MAX && i < n; i++) {
-        double last_d = -INFINITY, last_c = -INFINITY;
-        for (int r = 0; r < m->W; r++) {
-            if (have[r]) {
-                const moe_rec_exchange_t *x = &recs[r].exchanges[i];
-                double off = recs[r].clock_offset_ns;
-                last_d = fmax(last_d, (double)x->dispatch_begin_ns - off);
-                last_c = fmax(last_c, (double)x->combine_begin_ns - off);
-            }
-        }
-        for (int r = 0; r < m->W; r++) {
-            if (!have[r]) {
-                continue;
-            }
-            const moe_rec_exchange_t *x = &recs[r].exchanges[i];
-            double off = recs[r].clock_offset_ns;
-            double d_len = (double)(x->dispatch_end_ns - x->dispatch_begin_ns);
-            double c_len = (double)(x->combine_end_ns - x->combine_begin_ns);
-            double idle = fmin(fmax(last_d - ((double)x->dispatch_begin_ns - off), 0.0), d_len) +
-                          fmin(fmax(last_c - ((double)x->combine_begin_ns - off), 0.0), c_len);
-            m->rep.ranks[r].idle_ns += idle;
-            m->rep.ranks[r].exchange_ns -= idle;
-        }
+        merge_idle_phase(m, recs, have, i, false);
+        merge_idle_phase(m, recs, have, i, true);
     }
 }
 

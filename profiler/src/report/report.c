@@ -206,7 +206,7 @@ static double find_compute_per_step(const moe_rep_rank_t *k)
 static void find_straggler(const moe_report_t *r, moe_report_findings_t *f)
 {
     double sum = 0.0, best = -1.0;
-    int n = 0;
+    int n = 0, top = -1;
     for (int i = 0; r->ranks != NULL && i < r->world_size; i++) {
         const moe_rep_rank_t *k = &r->ranks[i];
         if (!k->present || k->num_local <= 0 || k->steps <= 0) {
@@ -217,11 +217,13 @@ static void find_straggler(const moe_report_t *r, moe_report_findings_t *f)
         n++;
         if (c > best) {
             best = c;
-            f->straggler_rank = k->rank;
+            top = k->rank;
         }
     }
     f->straggler_ratio = n > 0 && sum > 0.0 ? best / (sum / n) : 0.0;
     f->straggler_n = n;
+    /* the threshold less a rounding margin, so a printed "1.10x" is never "no straggler" */
+    f->straggler_rank = f->straggler_ratio >= MOE_STRAGGLER_MIN_RATIO - 1e-9 ? top : -1;
 }
 
 double moe_report_hidden_share(const moe_rep_rank_t *k)
@@ -231,7 +233,7 @@ double moe_report_hidden_share(const moe_rep_rank_t *k)
 
 static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
 {
-    double ex = 0.0, idle = 0.0, inflight = 0.0, hidden = 0.0;
+    double ex = 0.0, idle = 0.0, designed = 0.0, inflight = 0.0, hidden = 0.0;
     int n = 0;
     for (int i = 0; r->ranks != NULL && i < r->world_size; i++) {
         const moe_rep_rank_t *k = &r->ranks[i];
@@ -245,12 +247,40 @@ static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
         }
         ex += k->exchange_ns / step;
         idle += k->idle_ns / step;
+        designed += k->structural_wait_ns / step;
         n++;
     }
     f->exchange_share = n > 0 ? ex / n : 0.0;
     f->idle_share = n > 0 ? idle / n : 0.0;
+    f->structural_wait_share = n > 0 ? designed / n : 0.0;
     /* sums, not a mean of shares: a rank that exchanges more weighs more */
     f->hidden_share = inflight > 0.0 ? hidden / inflight : NAN;
+}
+
+void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out)
+{
+    if (f->straggler_rank >= 0) {
+        fprintf(out, "straggler: rank %d, %.2fx the mean compute of the ranks with experts "
+                     "(named from %.2fx)",
+                f->straggler_rank, f->straggler_ratio, MOE_STRAGGLER_MIN_RATIO);
+    } else if (f->straggler_n > 1) {
+        fprintf(out, "no straggler (ranks with experts within %.2fx of their mean compute; "
+                     "named from %.2fx)",
+                f->straggler_ratio, MOE_STRAGGLER_MIN_RATIO);
+    } else {
+        fprintf(out, "no straggler (%d rank%s with experts present: nothing to compare)",
+                f->straggler_n, f->straggler_n == 1 ? "" : "s");
+    }
+}
+
+void moe_report_print_waits(const moe_report_findings_t *f, FILE *out)
+{
+    fprintf(out, "%.1f%% of step time moving bytes, %.1f%% waiting for slower ranks",
+            100.0 * f->exchange_share, 100.0 * f->idle_share);
+    if (f->structural_wait_share > 0.0005) { /* shows as 0.1% or more */
+        fprintf(out, " (routing rank's designed wait: %.1f%%, not imbalance)",
+                100.0 * f->structural_wait_share);
+    }
 }
 
 void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
@@ -391,12 +421,11 @@ void moe_report_print_headline(const moe_report_t *r, FILE *out)
             fprintf(out, " (kept %llu, dropped %llu)", (unsigned long long)f.hot_kept,
                     (unsigned long long)f.hot_dropped);
         }
-        if (f.straggler_rank >= 0 && f.straggler_ratio > 1.0 + 1e-9) { /* 1.00x: no outlier */
-            fprintf(out, "; straggler: rank %d, %.2fx the mean compute", f.straggler_rank,
-                    f.straggler_ratio);
-        }
-        fprintf(out, "; exchange: %.1f%% of step time moving bytes, %.1f%% waiting\n",
-                100.0 * f.exchange_share, 100.0 * f.idle_share);
+        fputs("; ", out);
+        moe_report_print_straggler(&f, out);
+        fputs("; exchange: ", out);
+        moe_report_print_waits(&f, out);
+        fputc('\n', out);
     }
     if (f.dropped_total > 0) {
         headline_drops(&f, out);

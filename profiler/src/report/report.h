@@ -40,14 +40,22 @@ typedef struct moe_rep_rank {
     int num_local;       /* experts hosted */
     int64_t steps;       /* recorded steps */
     moe_rep_stat_t phase[MOE_PHASE_COUNT]; /* per recorded step, summed over layers */
-    /* The step split three ways (sums over recorded steps):
+    /* The step split four ways (sums over recorded steps). Per exchange and phase (dispatch,
+     * combine), from clock-aligned arrivals (the phase's begin): a rank's wait is
+     * clamp(last arrival - own arrival, 0, phase length), split in two:
+     *   structural_wait = the routing rank's designed wait, not imbalance: in the combine, a
+     *              rank hosting no experts waits for the expert ranks to compute; in the
+     *              dispatch, a rank routing no tokens waits for the routing ranks' gate.
+     *              clamp(mean arrival of the ranks waited for - own arrival, 0, wait); 0
+     *              for every other rank, and when none of those ranks is present
+     *   idle     = wait - structural_wait: waiting for slower ranks (load imbalance), the
+     *              part a perfectly balanced placement would have saved
      *   compute  = gate + expert + merge
-     *   idle     = time in the exchange before the last peer had arrived at it (waiting
-     *              for slower ranks: load imbalance), from clock-aligned exchange starts
-     *   exchange = dispatch + combine - idle (moving bytes) */
+     *   exchange = dispatch + combine - idle - structural_wait (moving bytes) */
     double compute_ns;
     double exchange_ns;
     double idle_ns;
+    double structural_wait_ns;
     /* Overlap of exchange and compute (sums over recorded layers; records of version 2):
      *   inflight_ns = per layer, the union of the row exchanges' spans (each from its start
      *                 until this rank saw it complete), whatever phase they fall in
@@ -210,6 +218,9 @@ typedef struct moe_report {
 void moe_report_free(moe_report_t *r); /* accepts NULL; frees arrays, not cfg/config_text */
 
 #define MOE_REPORT_TOP_DROPS 3 /* experts named in the drops finding */
+/* A straggler is named only from this ratio of its compute to the mean compute of the ranks
+ * with experts: below it, the spread is noise (a balanced job measures 1.0x to 1.07x). */
+#define MOE_STRAGGLER_MIN_RATIO 1.10
 
 /* Findings a person reads first (summary.txt, report.html, summary.json). */
 typedef struct moe_report_findings {
@@ -232,13 +243,18 @@ typedef struct moe_report_findings {
     double slow_gflops;
     double slow_vs_median;           /* its GFLOP/s / median expert GFLOP/s */
     double slow_p99_ns;
-    int straggler_rank;              /* largest compute time among ranks with experts */
-    double straggler_ratio;          /* its compute / mean compute of those ranks */
+    /* The rank with experts that computes most per step, named only when its compute is at
+     * least MOE_STRAGGLER_MIN_RATIO times the mean of the ranks with experts; else -1. */
+    int straggler_rank;
+    double straggler_ratio;          /* the largest compute / that mean (also when none is
+                                        named: "within 1.03x"); 0 with no rank to compare */
     int straggler_n;                 /* ranks with experts compared */
     /* Shares of step time, averaged over the present ranks (each rank's sum over its
      * recorded steps divided by its step time): */
     double exchange_share;           /* moving bytes (exchange) */
-    double idle_share;               /* waiting in an exchange for slower ranks (idle) */
+    double idle_share;               /* waiting in an exchange for slower ranks (idle:
+                                        imbalance only) */
+    double structural_wait_share;    /* the designed wait (structural_wait_ns), apart */
     /* Share of exchange time hidden behind expert compute: sum of hidden_ns over sum of
      * inflight_ns, present ranks; NAN when no exchange was recorded (older records). */
     double hidden_share;
@@ -264,6 +280,13 @@ int moe_report_ranks_recorded(const moe_report_t *r);
 /* hidden / inflight of one rank, NAN when it recorded no exchange. */
 double moe_report_hidden_share(const moe_rep_rank_t *k);
 void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
+/* The findings' wording shared by the headline and summary.txt, without a newline:
+ * "straggler: rank 2, 1.50x the mean compute of the ranks with experts (named from 1.10x)"
+ * or "no straggler (ranks with experts within 1.03x of their mean compute; named from
+ * 1.10x)"; and "0.7% of step time moving bytes, 2.1% waiting for slower ranks (routing
+ * rank's designed wait: 31.0%, not imbalance)" (the parenthesis only when there is one). */
+void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out);
+void moe_report_print_waits(const moe_report_findings_t *f, FILE *out);
 
 /* Writers: each writes one file into r->run_dir; err names the file on failure. */
 moe_status_t moe_report_write_config(const moe_report_t *r, moe_error_t *err);   /* config.yaml */

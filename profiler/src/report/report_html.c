@@ -5,8 +5,8 @@
  *   chart-latency  latency per expert (p50 bars, p90 ticks, p99 dots; ms)
  *   chart-comm     rank-to-rank volume (heatmap, MB)
  *   chart-memory   RSS (and device memory) over time per rank (MiB against s)
- *   chart-steps    step time per rank split into compute / exchange / idle / other (ms
- *                  per step), labelled with the step time summary.txt prints
+ *   chart-steps    step time per rank split into compute / exchange / idle / designed
+ *                  wait / other (ms per step), labelled with the step time summary.txt prints
  * After the charts: the exchange hidden behind expert compute per rank (table) and the
  * load balance per layer (table). Charts are sized from the data: cells shrink with the
  * number of experts or ranks (down to 8 px, then experts wrap into rows: none is drawn past
@@ -33,8 +33,12 @@ static const unsigned html_seq[9] = {0xffffd9, 0xedf8b1, 0xc7e9b4, 0x7fcdbb, 0x4
 /* Tableau 10 for categories (ranks). */
 static const unsigned html_cat[10] = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
                                       0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
-static const char *const html_split_colour[4] = {"#4e79a7", "#f28e2b", "#bab0ac", "#e9e4dc"};
-static const char *const html_split_name[4] = {"compute", "exchange", "idle", "other"};
+/* The step bar's segments: idle (imbalance) and the designed wait in their own colours. */
+#define HTML_SPLIT 5
+static const char *const html_split_colour[HTML_SPLIT] = {"#4e79a7", "#f28e2b", "#bab0ac",
+                                                          "#76b7b2", "#e9e4dc"};
+static const char *const html_split_name[HTML_SPLIT] = {"compute", "exchange", "idle",
+                                                        "designed wait", "other"};
 
 /* ---- text helpers ---------------------------------------------------------------- */
 
@@ -403,20 +407,21 @@ static void html_findings(FILE *f, const moe_report_t *r)
         const moe_rep_rank_t *k = &r->ranks[x.straggler_rank];
         fprintf(f, "<li><b>Straggler rank:</b> rank %d (", x.straggler_rank);
         html_put(f, k->host);
-        fprintf(f, ") computes %.3f ms per step, ",
-                k->steps > 0 ? k->compute_ns / (double)k->steps / 1e6 : 0.0);
-        if (x.straggler_n > 1) {
-            fprintf(f, "<b>%.2fx</b> the mean of the ranks with experts.</li>\n",
-                    x.straggler_ratio);
-        } else {
-            fputs("but it is the only rank with experts present: nothing to compare.</li>\n", f);
-        }
+        fprintf(f, ") computes %.3f ms per step, <b>%.2fx</b> the mean of the ranks with "
+                   "experts (a straggler is named from %.2fx).</li>\n",
+                k->steps > 0 ? k->compute_ns / (double)k->steps / 1e6 : 0.0, x.straggler_ratio,
+                MOE_STRAGGLER_MIN_RATIO);
+    } else {
+        fputs("<li><b>Straggler:</b> ", f);
+        moe_report_print_straggler(&x, f); /* numbers and fixed words only: nothing to escape */
+        fputs(".</li>\n", f);
     }
     fprintf(f,
             "<li><b>Exchange:</b> <b>%.1f%%</b> of step time goes to moving bytes and "
-            "<b>%.1f%%</b> to waiting in the exchange for slower ranks (mean over the ranks "
+            "<b>%.1f%%</b> to waiting in the exchange for slower ranks (load imbalance); the "
+            "routing rank's designed wait, not imbalance, is <b>%.1f%%</b> (mean over the ranks "
             "present).</li>\n",
-            100.0 * x.exchange_share, 100.0 * x.idle_share);
+            100.0 * x.exchange_share, 100.0 * x.idle_share, 100.0 * x.structural_wait_share);
     if (isfinite(x.hidden_share)) {
         fprintf(f,
                 "<li><b>Overlap:</b> <b>%.1f%%</b> of exchange time was hidden behind expert "
@@ -959,25 +964,27 @@ cleanup:
 
 /* ---- chart 5: step time per rank ------------------------------------------------- */
 
-/* A rank's step split in ms per recorded step: compute, exchange, idle and the rest of
- * the step (outside the phases: bookkeeping between layers, the profiler's hooks), so the
- * bar ends at the step time summary.txt prints. Returns the step time. */
-static double html_step_split(const moe_rep_rank_t *rk, double v[4])
+/* A rank's step split in ms per recorded step: compute, exchange, idle, designed wait and
+ * the rest of the step (outside the phases: bookkeeping between layers, the profiler's
+ * hooks), so the bar ends at the step time summary.txt prints. Returns the step time. */
+static double html_step_split(const moe_rep_rank_t *rk, double v[HTML_SPLIT])
 {
     double n = rk->steps > 0 ? (double)rk->steps : 1.0;
     double step = rk->phase[MOE_PHASE_STEP].sum / n / 1e6;
     v[0] = rk->compute_ns / n / 1e6;
     v[1] = rk->exchange_ns / n / 1e6;
     v[2] = rk->idle_ns / n / 1e6;
-    v[3] = fmax(step - v[0] - v[1] - v[2], 0.0);
-    return fmax(step, v[0] + v[1] + v[2]);
+    v[3] = rk->structural_wait_ns / n / 1e6;
+    double phases = v[0] + v[1] + v[2] + v[3];
+    v[4] = fmax(step - phases, 0.0);
+    return fmax(step, phases);
 }
 
 static void html_steps_row(FILE *f, const moe_report_t *r, int k, double x0, double y, double bh,
                            double scale)
 {
-    double v[4], step = html_step_split(&r->ranks[k], v), x = x0;
-    for (int i = 0; i < 4; i++) {
+    double v[HTML_SPLIT], step = html_step_split(&r->ranks[k], v), x = x0;
+    for (int i = 0; i < HTML_SPLIT; i++) {
         fprintf(f,
                 "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\">"
                 "<title>rank %d %s: %.3f ms per step (%.1f%% of the step)</title></rect>\n",
@@ -994,7 +1001,7 @@ static void html_steps_row(FILE *f, const moe_report_t *r, int k, double x0, dou
 
 static void html_steps_legend(FILE *f, double x, double y)
 {
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < HTML_SPLIT; i++) {
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n",
                 x + i * 120, y - 10, html_split_colour[i]);
         html_text(f, x + i * 120 + 18, y, "start", "", html_split_name[i]);
@@ -1008,21 +1015,24 @@ static void html_chart_steps(FILE *f, const moe_report_t *r)
     for (int k = 0; k < r->world_size; k++) {
         const moe_rep_rank_t *rk = &r->ranks[k];
         if (rk->present && rk->steps > 0) {
-            double v[4], t = html_step_split(rk, v);
+            double v[HTML_SPLIT], t = html_step_split(rk, v);
             max = t > max ? t : max;
             rows++;
         }
     }
     fputs("<h2>Step time per rank (ms per recorded step)</h2>\n<p class=\"note\">compute = gate + "
           "expert + merge; exchange = dispatch + combine moving bytes; idle = waiting in the "
-          "exchange for slower ranks (load imbalance); other = the rest of the step (outside the "
-          "phases). The label is the step time, as in summary.txt.</p>\n",
+          "exchange for slower ranks (load imbalance); designed wait = the routing rank's designed "
+          "wait, not imbalance (a rank with no experts waiting in the combine for the expert "
+          "ranks, a rank routing nothing waiting in the dispatch for the routing ranks' gate); "
+          "other = the rest of the step (outside the phases). The label is the step time, as in "
+          "summary.txt.</p>\n",
           f);
     double left = 190, top = 30, rh = html_clamp(640.0 / (rows > 0 ? rows : 1), 4, 28);
     double pw = HTML_W - left - 110, bh = rh * 0.7;
     max = html_nice_max(max > 0.0 ? max : 1.0, &step);
     html_svg_open(f, "chart-steps", HTML_W, (int)(top + rh * rows + 50),
-                  "Step time per rank split into compute, exchange and idle");
+                  "Step time per rank split into compute, exchange, idle and designed wait");
     html_steps_legend(f, left, 14);
     double y0 = top + rh * rows;
     for (int i = 0; i * step <= max * 1.0001; i++) {

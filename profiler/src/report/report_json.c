@@ -222,11 +222,13 @@ static void json_rank_split(json_w_t *w, const moe_rep_rank_t *k)
     jw_num(w, "compute", json_per_step_ms(k->compute_ns, k->steps));
     jw_num(w, "exchange", json_per_step_ms(k->exchange_ns, k->steps));
     jw_num(w, "idle", json_per_step_ms(k->idle_ns, k->steps));
+    jw_num(w, "structural_wait", json_per_step_ms(k->structural_wait_ns, k->steps));
     jw_close(w, '}');
     jw_open(w, "share_of_step", '{', true);
     jw_num(w, "compute", json_share(k->compute_ns, step));
     jw_num(w, "exchange", json_share(k->exchange_ns, step));
     jw_num(w, "idle", json_share(k->idle_ns, step));
+    jw_num(w, "structural_wait", json_share(k->structural_wait_ns, step));
     jw_close(w, '}');
 }
 
@@ -485,8 +487,10 @@ static void json_findings(json_w_t *w, const moe_report_t *r)
     jw_num(w, "slow_p99_ms", x.slow_p99_ns / 1e6);
     jw_index(w, "straggler_rank", x.straggler_rank);
     jw_num(w, "straggler_ratio", x.straggler_ratio);
+    jw_num(w, "straggler_threshold", MOE_STRAGGLER_MIN_RATIO);
     jw_num(w, "exchange_share", x.exchange_share);
     jw_num(w, "idle_share", x.idle_share);
+    jw_num(w, "structural_wait_share", x.structural_wait_share);
     jw_close(w, '}');
 }
 

@@ -253,46 +253,55 @@ static void text_spread_row(FILE *f, const char *name, const text_spread_t *s)
             s->sum / s->n, s->max, s->max_rank);
 }
 
-/* The four per-step figures of a rank: step, compute, exchange, idle (ms per step). */
-static void text_rank_split(const moe_rep_rank_t *k, double out[4])
+/* The five per-step figures of a rank: step, compute, exchange, idle, designed wait (ms
+ * per step). */
+#define TEXT_SPLIT 5
+static void text_rank_split(const moe_rep_rank_t *k, double out[TEXT_SPLIT])
 {
     out[0] = text_per_step_ms(k->phase[MOE_PHASE_STEP].sum, k->steps);
     out[1] = text_per_step_ms(k->compute_ns, k->steps);
     out[2] = text_per_step_ms(k->exchange_ns, k->steps);
     out[3] = text_per_step_ms(k->idle_ns, k->steps);
+    out[4] = text_per_step_ms(k->structural_wait_ns, k->steps);
 }
 
 static void text_time_split(FILE *f, const moe_report_t *r)
 {
-    static const char *const names[4] = {"step ms", "compute ms", "exchange ms", "idle ms"};
+    static const char *const names[TEXT_SPLIT] = {"step ms", "compute ms", "exchange ms",
+                                                  "idle ms", "designed ms"};
     int hw = text_host_width(r);
-    text_spread_t s[4];
+    text_spread_t s[TEXT_SPLIT];
     memset(s, 0, sizeof(s));
     text_rule(f, "Time per recorded step, by rank (ms per step; % of that rank's step time)");
     fprintf(f, "  compute = gate + expert + merge; exchange = dispatch + combine moving bytes;\n"
-               "  idle = time in the exchange waiting for slower ranks (load imbalance)\n\n");
-    fprintf(f, "  %4s  %-*s  %5s  %9s  %11s %6s  %11s %6s  %11s %6s\n", "rank", hw, "host", "steps",
-            "step ms", "compute ms", "%", "exchange ms", "%", "idle ms", "%");
+               "  idle = time in the exchange waiting for slower ranks (load imbalance);\n"
+               "  designed = the routing rank's designed wait, not imbalance (a rank with no\n"
+               "  experts waiting in the combine for the expert ranks, a rank routing nothing\n"
+               "  waiting in the dispatch for the routing ranks' gate)\n\n");
+    fprintf(f, "  %4s  %-*s  %5s  %9s  %11s %6s  %11s %6s  %11s %6s  %11s %6s\n", "rank", hw,
+            "host", "steps", "step ms", "compute ms", "%", "exchange ms", "%", "idle ms", "%",
+            "designed ms", "%");
     for (int i = 0; i < r->world_size; i++) {
         const moe_rep_rank_t *k = &r->ranks[i];
         if (!k->present || k->steps <= 0) {
             text_absent_row(f, r, i, hw);
             continue;
         }
-        double v[4];
+        double v[TEXT_SPLIT];
         text_rank_split(k, v);
-        fprintf(f,
-                "  %4d  %-*.*s  %5" PRId64
-                "  %9.3f  %11.3f %5.1f%%  %11.3f %5.1f%%  %11.3f %5.1f%%\n",
-                i, hw, hw, text_host(r, i), k->steps, v[0], v[1], text_pct(v[1], v[0]), v[2],
-                text_pct(v[2], v[0]), v[3], text_pct(v[3], v[0]));
-        for (int j = 0; j < 4; j++) {
+        fprintf(f, "  %4d  %-*.*s  %5" PRId64 "  %9.3f", i, hw, hw, text_host(r, i), k->steps,
+                v[0]);
+        for (int j = 1; j < TEXT_SPLIT; j++) {
+            fprintf(f, "  %11.3f %5.1f%%", v[j], text_pct(v[j], v[0]));
+        }
+        fputc('\n', f);
+        for (int j = 0; j < TEXT_SPLIT; j++) {
             text_spread_add(&s[j], v[j], i);
         }
     }
     fprintf(f, "\n  %-12s %10s  %11s %10s %10s  %11s\n", "across ranks", "min", "(which)", "mean",
             "max", "(which)");
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < TEXT_SPLIT; j++) {
         text_spread_row(f, names[j], &s[j]);
     }
 }
@@ -666,18 +675,21 @@ static void text_findings(FILE *f, const moe_report_t *r)
     }
     if (x.straggler_rank >= 0) {
         const moe_rep_rank_t *k = &r->ranks[x.straggler_rank];
-        fprintf(f, "  * Straggler rank: rank %d (%s) computes %.3f ms per step, ", x.straggler_rank,
-                text_host(r, x.straggler_rank), text_per_step_ms(k->compute_ns, k->steps));
-        if (x.straggler_n > 1) {
-            fprintf(f, "%.2fx the mean of the ranks with experts.\n", x.straggler_ratio);
-        } else {
-            fprintf(f, "but it is the only rank with experts present: nothing to compare.\n");
-        }
+        fprintf(f, "  * Straggler rank: rank %d (%s) computes %.3f ms per step, %.2fx the mean of "
+                   "the ranks with experts (a straggler is named from %.2fx).\n",
+                x.straggler_rank, text_host(r, x.straggler_rank),
+                text_per_step_ms(k->compute_ns, k->steps), x.straggler_ratio,
+                MOE_STRAGGLER_MIN_RATIO);
+    } else {
+        fputs("  * Straggler: ", f);
+        moe_report_print_straggler(&x, f);
+        fputs(".\n", f);
     }
     fprintf(f,
             "  * Exchange: %.1f%% of step time goes to moving bytes and %.1f%% to waiting in "
-            "the exchange for slower ranks (mean over the ranks present).\n",
-            100.0 * x.exchange_share, 100.0 * x.idle_share);
+            "the exchange for slower ranks (load imbalance); the routing rank's designed wait, "
+            "not imbalance, is %.1f%% (mean over the ranks present).\n",
+            100.0 * x.exchange_share, 100.0 * x.idle_share, 100.0 * x.structural_wait_share);
     if (isfinite(x.hidden_share)) {
         fprintf(f,
                 "  * Overlap: %.1f%% of exchange time was hidden behind expert compute "
@@ -722,13 +734,13 @@ static void text_rank_phases(FILE *f, const moe_rep_rank_t *k)
         fprintf(f, "  %-10s %10.3f %10.3f %10.3f %12.3f\n", moe_phase_name(p), s->min / 1e6,
                 mean / 1e6, s->max / 1e6, s->sum / 1e6);
     }
-    double v[4];
+    double v[TEXT_SPLIT];
     text_rank_split(k, v);
     fprintf(f,
             "\n  per step: compute %.3f ms (%.1f%%), exchange %.3f ms (%.1f%%), "
-            "idle %.3f ms (%.1f%%) of %.3f ms\n",
+            "idle (imbalance) %.3f ms (%.1f%%), designed wait %.3f ms (%.1f%%) of %.3f ms\n",
             v[1], text_pct(v[1], v[0]), v[2], text_pct(v[2], v[0]), v[3], text_pct(v[3], v[0]),
-            v[0]);
+            v[4], text_pct(v[4], v[0]), v[0]);
     char pct[16];
     text_share(pct, sizeof(pct), moe_report_hidden_share(k));
     fprintf(f,
