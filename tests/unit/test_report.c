@@ -1233,11 +1233,11 @@ static void test_html_wide(const char *root)
 }
 
 /* The longest line of the rank-to-rank part of summary.txt (from its "Bytes rank to rank"
- * rule to the next section after the messages matrix). */
+ * rule to the next section, "Memory per rank"). */
 static size_t matrix_section_width(const char *t, bool *full_matrix)
 {
     const char *b = t != NULL ? strstr(t, "Bytes rank to rank") : NULL;
-    const char *e = b != NULL ? strstr(b, "\n\n\n") : NULL;
+    const char *e = b != NULL ? strstr(b, "\nMemory per rank") : NULL;
     size_t widest = 0;
     *full_matrix = b != NULL && strstr(b, "from\\to") != NULL &&
                    (e == NULL || strstr(b, "from\\to") < e);
