@@ -30,7 +30,7 @@ import csv, glob, json, os, sys
 d = sys.argv[1]
 names = ["summary.json", "summary.txt", "config.yaml", "comm.csv", "metrics.csv",
          "report.html", "trace.json"] + ["summary_rank_%d.txt" % r for r in range(int(sys.argv[2]))]
-left = [f for f in os.listdir(d) if f.endswith(".part")]
+left = [f for f in os.listdir(d) if f.endswith(".part") or f == ".reserve"]
 assert not left, "partial files left: %s" % left
 for f in glob.glob(d + "/*.json"):
     json.load(open(f))

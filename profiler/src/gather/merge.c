@@ -370,6 +370,9 @@ void moe_merge_destroy(moe_merge_t *m)
         close(m->metrics_fd); /* the .part stays: INCOMPLETE says metrics.csv is missing */
     }
     free(m->metrics_buf);
+    if (m->rep.run_dir[0] != '\0' && m->rep.dir_error[0] == '\0') {
+        moe_report_unreserve(&m->rep); /* no report written: the room is not needed */
+    }
     moe_report_free(&m->rep);
     free(m->lost);
     free(m);
@@ -599,6 +602,7 @@ static uint64_t run_dir_hash(const moe_config_t *cfg)
     return moe_hash64_update(cfg->text_hash, over, (size_t)n);
 }
 
+#define RUN_DIR_RESERVE (64 * 1024)
 #define RUN_DIR_TRIES 100000 /* -2 ... -99999: a name is taken only by a run that made it */
 
 /* <output_dir>/<YYYY-MM-DD__HH-MM-SS>_<hash>, with -2, -3... if the name is taken. mkdir
@@ -635,6 +639,8 @@ static void make_run_dir(moe_report_t *r)
         }
         if (mkdir(r->run_dir, 0755) == 0) {
             moe_report_mark_incomplete(r);
+            /* metrics.csv may fill the disk: the summaries' room is kept from the start */
+            moe_report_reserve(r, RUN_DIR_RESERVE);
             return;
         }
         if (errno != EEXIST) {

@@ -4,6 +4,8 @@
 #include "report/atomic_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
@@ -313,6 +315,22 @@ bool moe_report_incomplete(const moe_report_t *r)
     return missing;
 }
 
+/* A full disk has no block for INCOMPLETE.part: overwrite the marker written at start in
+ * its own blocks instead (not atomic, but a marker that is there says "incomplete"
+ * whatever its state; better than one that lists as pending what was written). */
+static void incomplete_in_place(const char *path, const char *text, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    bool ok = pwrite(fd, text, n, 0) == (ssize_t)n;
+    if (ok && ftruncate(fd, (off_t)n) == 0) {
+        fsync(fd);
+    }
+    close(fd);
+}
+
 void moe_report_mark_incomplete(const moe_report_t *r)
 {
     char text[MOE_RFILE_COUNT * 200 + 512], path[MOE_PATH_MAX + 16];
@@ -338,7 +356,9 @@ void moe_report_mark_incomplete(const moe_report_t *r)
     }
     n = n < sizeof(text) ? n : sizeof(text) - 1;
     snprintf(path, sizeof(path), "%s/INCOMPLETE", r->run_dir);
-    moe_afile_write(path, text, n); /* if even this fails, the marker written at start stays */
+    if (moe_afile_write(path, text, n) == ENOSPC) {
+        incomplete_in_place(path, text, n);
+    }
 }
 
 /* The last act of a complete report: nothing is missing any more. */
@@ -449,6 +469,41 @@ static void rewrite_summary_json(const moe_report_t *r)
     t->state[MOE_RFILE_SUMMARY_JSON] = MOE_RFILE_WRITTEN;
 }
 
+void moe_report_reserve(const moe_report_t *r, int64_t bytes)
+{
+    char path[MOE_PATH_MAX + 32];
+    off_t want = (off_t)bytes;
+    snprintf(path, sizeof(path), "%s/" MOE_REPORT_RESERVE, r->run_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return;
+    }
+    if (posix_fallocate(fd, 0, want) != 0) { /* not every file system can: write zeros */
+        static const char zeros[4096];
+        for (off_t at = 0; at < want && write(fd, zeros, sizeof(zeros)) > 0;) {
+            at += (off_t)sizeof(zeros);
+        }
+    }
+    close(fd);
+}
+
+void moe_report_unreserve(const moe_report_t *r)
+{
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/" MOE_REPORT_RESERVE, r->run_dir);
+    unlink(path);
+}
+
+/* Room kept for the last acts (summary.json again, INCOMPLETE) while the large files may
+ * take the rest of a full disk: the size of summary.json and 16 KiB. */
+static void reserve_for_last(const moe_report_t *r)
+{
+    char path[MOE_PATH_MAX + 32];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/summary.json", r->run_dir);
+    moe_report_reserve(r, (stat(path, &st) == 0 ? (int64_t)st.st_size : 0) + 16 * 1024);
+}
+
 /* Writes in moe_rfile_t order, keeps going after a failure (the other files may still be
  * written and useful) and returns the first error. Each file is whole or absent; INCOMPLETE
  * stays, naming what is missing and why, unless every file was written. */
@@ -467,13 +522,18 @@ static moe_status_t write_all_files(const moe_report_t *r, moe_error_t *err)
         {moe_report_write_trace, MOE_RFILE_TRACE}, /* last: the largest, least needed */
     };
     moe_status_t first = MOE_OK;
+    moe_report_unreserve(r); /* the room the merge kept for the summaries */
     moe_report_mark_incomplete(r); /* the merge made one already; a fixture's folder not */
     for (size_t i = 0; i < sizeof(writers) / sizeof(writers[0]); i++) {
         if (writers[i].file == MOE_RFILE_TRACE && !r->cfg->prof_trace) {
             continue;
         }
+        if (writers[i].file == MOE_RFILE_HTML) {
+            reserve_for_last(r); /* before the large files */
+        }
         write_one(r, writers[i].fn, writers[i].file, &first, err);
     }
+    moe_report_unreserve(r);
     rewrite_summary_json(r);
     if (first == MOE_OK && r->metrics_write_failed) {
         first = moe_error_set(err, MOE_ERR_IO,

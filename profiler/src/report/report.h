@@ -312,6 +312,11 @@ void moe_report_files_init(moe_report_files_t *t, const moe_config_t *cfg);
 void moe_report_file_done(const moe_report_t *r, moe_rfile_t which, int errnum);
 /* Write <run_dir>/INCOMPLETE: every file not written, and why. */
 void moe_report_mark_incomplete(const moe_report_t *r);
+/* Room kept on the disk for the small files that must come last: <run_dir>/.reserve of
+ * `bytes` (allocated, best effort), and given back. */
+#define MOE_REPORT_RESERVE ".reserve"
+void moe_report_reserve(const moe_report_t *r, int64_t bytes);
+void moe_report_unreserve(const moe_report_t *r);
 /* Whether the report lacks anything: a file not written, or metrics rows a write lost. */
 bool moe_report_incomplete(const moe_report_t *r);
 
