@@ -28,8 +28,9 @@ check_folder() {
   python3 - "$1" "$2" <<'PY'
 import csv, glob, json, os, sys
 d = sys.argv[1]
+trace = "trace: false" not in open("c.yaml").read()
 names = ["summary.json", "summary.txt", "config.yaml", "comm.csv", "metrics.csv",
-         "report.html", "trace.json"] + ["summary_rank_%d.txt" % r for r in range(int(sys.argv[2]))]
+         "report.html"] + ["trace.json"] * trace + ["summary_rank_%d.txt" % r for r in range(int(sys.argv[2]))]
 left = [f for f in os.listdir(d) if f.endswith(".part") or f == ".reserve"]
 assert not left, "partial files left: %s" % left
 for f in glob.glob(d + "/*.json"):
@@ -86,6 +87,49 @@ if run["metrics_lost"] > 0:
     assert "rows not written" in open(d + "/summary.txt").read()
 print("metrics.csv:", rows, "rows;", run["metrics_lost"], "lost from step", run["metrics_stop_step"],
       "; not written:", run["files_not_written"])
+PY
+    ;;
+  disk_freed)  # the disk is full for a while, then freed: rows lost are counted, exit 5
+    tmpfs 1m
+    H=64 F=128 STEPS=3000 PROF=true small_model |
+      sed -e "s|output_dir: .*|output_dir: $MNT/exp|" \
+          -e 's/^  enabled: true/  enabled: true\n  measurement_steps: 100\n  repeat: 0\n  trace: false/' > c.yaml
+    head -c $((1024 * 1024 - 160 * 1024)) /dev/zero > "$MNT/filler"  # 160 KiB left
+    set +e
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 &
+    pid=$!
+    # rows merge every 100-step window; metrics.csv.part stops growing when a write
+    # fails: then free the disk, mid-run
+    last=-1; still=0
+    for _ in $(seq 150); do
+      size=$(stat -c %s "$MNT"/exp/*/metrics.csv.part 2> /dev/null || echo -1)
+      if [[ $size -gt 0 && $size -eq $last ]]; then still=$((still + 1)); else still=0; fi
+      last=$size
+      [[ $still -ge 10 ]] && break
+      sleep 0.1
+    done
+    rm -f "$MNT/filler"
+    echo "disk freed with metrics.csv.part at $last bytes"
+    wait $pid; code=$?
+    set -e
+    grep -E "moed: error|report: |INCOMPLETE" run.log || true
+    [[ $code -eq 5 ]] || { cat run.log; fail "exit $code after metrics.csv lost rows, expected 5"; }
+    d=$(ls -d "$MNT"/exp/*/ | head -1)
+    check_folder "$d" 3 || fail "a file is torn or INCOMPLETE is wrong"
+    cat "$d/INCOMPLETE"
+    python3 - "$d" <<'PY' || fail "the lost rows are not reported"
+import json, sys
+d = sys.argv[1]
+run = json.load(open(d + "/summary.json"))["run"]
+rows = sum(1 for _ in open(d + "/metrics.csv")) - 1
+inc = open(d + "/INCOMPLETE").read().splitlines()
+assert run["metrics_lost"] > 0 and run["metrics_rows"] == rows and not run["complete"], run
+assert inc[1:] == ["metrics.csv: %d rows from step %d on not written: No space left on device"
+                   % (run["metrics_lost"], run["metrics_stop_step"])], inc
+txt = open(d + "/summary.txt").read()
+assert "%d rows not written" % run["metrics_lost"] in txt, "summary.txt does not count them"
+print("metrics.csv:", rows, "rows whole,", run["metrics_lost"], "lost from step",
+      run["metrics_stop_step"], "; every other file written")
 PY
     ;;
   read_only)  # a read-only (and an immutable) output_dir: the real errno, exit 5

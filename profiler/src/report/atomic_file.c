@@ -41,17 +41,25 @@ void moe_afile_abort(FILE *f, const char *path)
     }
 }
 
-/* The first failure of flush, fsync, close; stdio does not keep the errno of a write that
- * failed earlier, so a stream in error whose flush now succeeds says EIO. */
+/* Whether e is what a failed write says (so errno still holding it can be believed). */
+static bool afile_write_errno(int e)
+{
+    return e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO || e == EROFS || e == EPERM ||
+           e == EACCES;
+}
+
+/* The first failure of flush, fsync, close. stdio keeps no errno of a write that failed
+ * earlier (the disk may have room again by now): errno still holding a write's error is
+ * taken as the cause, else EIO. */
 static int afile_finish(FILE *f)
 {
-    int e = 0;
+    int e = 0, before = errno;
     bool had_error = ferror(f) != 0;
     errno = 0;
     if (fflush(f) != 0) {
         e = errno != 0 ? errno : EIO;
     } else if (had_error) {
-        e = EIO;
+        e = afile_write_errno(before) ? before : EIO;
     }
     if (e == 0 && fsync(fileno(f)) != 0) {
         e = errno;
