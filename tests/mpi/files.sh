@@ -132,6 +132,31 @@ print("metrics.csv:", rows, "rows whole,", run["metrics_lost"], "lost from step"
       run["metrics_stop_step"], "; every other file written")
 PY
     ;;
+  killed_writing)  # SIGKILL while trace.json (12 MB) is written: no torn trace.json
+    STEPS=3000 PROF=true small_model |
+      sed 's/^  enabled: true/  enabled: true\n  measurement_steps: 3000/' > c.yaml
+    python3 - "$MOED" "$WORK/experiments" <<'PY' || fail "could not kill moed while it wrote trace.json"
+import glob, os, signal, subprocess, sys, time
+p = subprocess.Popen([sys.argv[1], "--config", "c.yaml", "--no-progress"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+end = time.time() + 100
+while p.poll() is None and time.time() < end:
+    if glob.glob(sys.argv[2] + "/*/trace.json.part"):
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        print("killed while trace.json.part was being written")
+        sys.exit(0)
+    time.sleep(0.001)
+sys.exit(1)
+PY
+    d=$(ls -d "$WORK"/experiments/*/ | head -1)
+    [[ ! -e $d/trace.json ]] || fail "trace.json exists after a kill during its write"
+    cat "$d/INCOMPLETE"
+    [[ $(grep -c "not yet written" "$d/INCOMPLETE") -eq 1 ]] && grep -q "^trace.json: not yet written" "$d/INCOMPLETE" \
+      || fail "INCOMPLETE should list trace.json only"
+    rm -f "$d"/*.part "$d/.reserve"  # a kill's leftovers, named as such; the rest must be whole
+    check_folder "$d" 1 || fail "a file is torn after the kill"
+    ;;
   read_only)  # a read-only (and an immutable) output_dir: the real errno, exit 5
     tmpfs 1m
     mkdir -p "$MNT/exp"

@@ -532,6 +532,7 @@ static moe_status_t write_all_files(const moe_report_t *r, moe_error_t *err)
             reserve_for_last(r); /* before the large files */
         }
         write_one(r, writers[i].fn, writers[i].file, &first, err);
+        moe_report_mark_incomplete(r); /* a kill from here on leaves the right list */
     }
     moe_report_unreserve(r);
     rewrite_summary_json(r);
