@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "gather/balance.h"
-#include "moe/hash.h"
 #include "moe/build_info.h"
+#include "moe/hash.h"
 #include "record/prof_int.h"
 #include "report/atomic_file.h"
 
