@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # parts.sh [ROOT]: the parts of runtime/src and profiler/src include only what they say.
-# The first source file of each part's folder opens with "/* Part NAME (...): ... May
+# Exactly one source file of each part's folder opens with "/* Part NAME (...): ... May
 # include: A B C (...)": this check reads that list and fails, naming file:line, on any
-# `#include "PART/..."` of a sibling part that is not in it, and on a folder whose first
-# file has no such comment. proto/ may include only the base headers (moe/...) and the
+# `#include "PART/..."` of a sibling part that is not in it, and on a folder with no such
+# comment or more than one. proto/ may include only the base headers (moe/...) and the
 # layouts under proto/include.
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -11,12 +11,21 @@ bad=0
 for top in runtime/src profiler/src; do
   for dir in "$root/$top"/*/; do
     part=$(basename "$dir")
-    first=$(find "$dir" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
-              -printf '%f\n' | LC_ALL=C sort | head -1)
-    [[ -n "$first" ]] || continue
-    head_text=$(awk '/\*\//{print; exit} {print}' "$dir/$first" | tr '\n' ' ' | tr -s ' ')
+    # the one file of the folder that opens with the part's comment
+    heads=()
+    while IFS= read -r f; do
+      [[ -n "$f" ]] || continue
+      if awk 'NR==1{exit !/^\/\* Part /}' "$dir/$f"; then heads+=("$f"); fi
+    done < <(find "$dir" -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+               -printf '%f\n' | LC_ALL=C sort)
+    if [[ ${#heads[@]} -ne 1 ]]; then
+      echo "$top/$part/: ${#heads[@]} files open with a /* Part ... */ comment (want exactly one: what part '$part' does and what it may include)"
+      bad=1
+      continue
+    fi
+    head_text=$(awk '/\*\//{print; exit} {print}' "$dir/${heads[0]}" | tr '\n' ' ' | tr -s ' ')
     if [[ "$head_text" != "/* Part $part "* ]]; then
-      echo "$top/$part/$first:1: the first file of part '$part' must open with its /* Part $part ... May include: ... */ comment"
+      echo "$top/$part/${heads[0]}:1: the part comment names another part (want /* Part $part ...)"
       bad=1
       continue
     fi
@@ -47,7 +56,7 @@ while IFS= read -r hit; do
   esac
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include "' "$root/proto" || true)
 if [[ $bad -ne 0 ]]; then
-  echo "FAIL: a part includes what its folder's first file does not allow" >&2
+  echo "FAIL: a part comment is missing or a part includes what its comment does not allow" >&2
   exit 1
 fi
-echo "OK: every part includes only the parts its first file names"
+echo "OK: every part includes only the parts its part comment names"

@@ -1034,7 +1034,7 @@ static void test_write_errors(fixture_t *fx)
     memcpy(saved, fx->rep.run_dir, sizeof(saved));
     snprintf(fx->rep.run_dir, sizeof(fx->rep.run_dir), "/nonexistent/moed-report");
     CHECK_INT_EQ(moe_report_write_all(&fx->rep, &err), MOE_ERR_IO);
-    CHECK_STR_CONTAINS(err.msg, "/nonexistent/moed-report/config.yaml");
+    CHECK_STR_CONTAINS(err.msg, "/nonexistent/moed-report/summary.json");
     CHECK_INT_EQ(moe_report_write_html(&fx->rep, &err), MOE_ERR_IO);
     CHECK_STR_CONTAINS(err.msg, "report.html");
     CHECK_INT_EQ(moe_report_write_trace(&fx->rep, &err), MOE_ERR_IO);

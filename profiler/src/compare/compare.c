@@ -1,6 +1,6 @@
 /* Part compare (profiler/src/compare/): `moed compare A B`: two report folders side by
- * side. May include: report (and the public headers in moe/). This comment heads the first
- * file of each part's folder; tests/lint/parts.sh holds every part to its list. */
+ * side. May include: report (and the public headers in moe/). One file of each part's
+ * folder opens with such a comment; tests/lint/parts.sh holds every part to its list. */
 /* `moed compare DIR_A DIR_B`: two runs' summary.json side by side, with the change from A
  * to B (absolute and relative). Figures are matched by identity, never by position: experts
  * by (layer, expert), layers by index, ranks by number; when the two runs differ in shape the

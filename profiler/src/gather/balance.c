@@ -1,7 +1,3 @@
-/* Part gather (profiler/src/gather/): on rank 0: records received and merged into one
- * report, balance figures. May include: record report (and the public headers in moe/).
- * This comment heads the first file of each part's folder; tests/lint/parts.sh holds every
- * part to its list. */
 #include "gather/balance.h"
 
 #include <math.h>

@@ -1,16 +1,24 @@
+/* Part gather (profiler/src/gather/): on rank 0: records received and merged into one
+ * report, balance figures. May include: record report (and the public headers in moe/).
+ * One file of each part's folder opens with such a comment; tests/lint/parts.sh holds
+ * every part to its list. */
 /* Rank 0: merge the windows' records of every profiled rank into one report. Lists grow
  * geometrically here (rank 0, window ends only), bounded by the config. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gather/balance.h"
 #include "moe/build_info.h"
+#include "moe/hash.h"
 #include "record/prof_int.h"
+#include "report/atomic_file.h"
 
 /* Kept in rank 0's memory (the rest of metrics.csv goes straight to disk): enough for the
  * trace's token counters and the step-time chart, small enough for flat memory. */
@@ -24,23 +32,164 @@ struct moe_merge {
     int W, L, E;
     double flops_per_row;
     int64_t cap_metrics, cap_steps, cap_events;
-    FILE *metrics_csv;    /* <run_dir>/metrics.csv, written as windows merge */
+    moe_report_files_t files; /* rep.files: which report files are whole */
+    /* metrics.csv streams into <run_dir>/metrics.csv.part as windows merge: whole rows
+     * gathered in buf, one write() each time it fills; on a failed write the file is cut
+     * back to the last whole row (at `off`) and streaming stops (fd -1, rows counted). */
+    int metrics_fd;
+    char *metrics_buf;
+    size_t metrics_len;
+    int64_t metrics_buf_rows;
+    int64_t metrics_buf_step; /* the least step in buf */
+    int64_t metrics_off;      /* bytes of whole rows on disk; -1: could not cut back */
+    int metrics_errno;        /* why streaming stopped, when a write failed */
 };
+
+#define METRICS_BUF_BYTES (64 * 1024)
 
 static void make_run_dir(moe_report_t *r);
 
-/* Open metrics.csv in the run folder (made at start, so rows can stream into it). */
+static void metrics_path(const moe_report_t *r, char *path, size_t n)
+{
+    snprintf(path, n, "%s/metrics.csv", r->run_dir);
+}
+
+/* Open metrics.csv.part in the run folder (made at start, so rows can stream into it). */
 static void open_metrics_stream(moe_merge_t *m)
 {
     moe_report_t *r = &m->rep;
+    char path[MOE_PATH_MAX + 32], part[MOE_PATH_MAX + 48];
+    m->metrics_fd = -1;
     make_run_dir(r);
-    char path[MOE_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/metrics.csv", r->run_dir);
-    m->metrics_csv = r->run_dir[0] != '\0' ? fopen(path, "w") : NULL;
-    if (m->metrics_csv != NULL) {
-        fputs(moe_report_metrics_header, m->metrics_csv);
-        r->metrics_streamed = true;
+    metrics_path(r, path, sizeof(path));
+    m->metrics_buf = malloc(METRICS_BUF_BYTES);
+    if (r->dir_error[0] != '\0' || m->metrics_buf == NULL ||
+        !moe_afile_part_name(part, sizeof(part), path)) {
+        return; /* the writer writes metrics.csv from memory at the end, or reports why not */
     }
+    m->metrics_fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (m->metrics_fd < 0) {
+        return;
+    }
+    r->metrics_streamed = true;
+    size_t n = strlen(moe_report_metrics_header);
+    memcpy(m->metrics_buf, moe_report_metrics_header, n);
+    m->metrics_len = n;
+}
+
+/* No more rows go to disk from here: the file keeps its whole rows. */
+static void metrics_stop(moe_merge_t *m, int64_t step, bool failed, const char *why)
+{
+    moe_report_t *r = &m->rep;
+    close(m->metrics_fd);
+    m->metrics_fd = -1;
+    if (step != INT64_MAX && (r->metrics_stop_step < 0 || step < r->metrics_stop_step)) {
+        r->metrics_stop_step = step;
+    }
+    r->metrics_write_failed = failed;
+    snprintf(r->metrics_stop_why, sizeof(r->metrics_stop_why), "%s", why);
+}
+
+/* One write of the buffered whole rows; a short or failed one is cut back to the last
+ * whole row, which also gives a full disk back the partial block. */
+static bool metrics_flush(moe_merge_t *m)
+{
+    moe_report_t *r = &m->rep;
+    size_t done = 0;
+    int e = 0;
+    while (done < m->metrics_len) {
+        ssize_t w = write(m->metrics_fd, m->metrics_buf + done, m->metrics_len - done);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            e = w < 0 ? errno : ENOSPC;
+            break;
+        }
+        done += (size_t)w;
+    }
+    if (e == 0) {
+        m->metrics_off += (int64_t)m->metrics_len;
+        m->metrics_len = 0;
+        m->metrics_buf_rows = 0;
+        return true;
+    }
+    if (ftruncate(m->metrics_fd, (off_t)m->metrics_off) != 0) {
+        e = errno; /* cannot cut it back: the file goes (see moe_merge_finish) */
+        m->metrics_off = -1;
+    }
+    m->metrics_errno = e;
+    r->metrics_rows -= m->metrics_buf_rows;
+    r->metrics_lost += m->metrics_buf_rows;
+    metrics_stop(m, m->metrics_buf_rows > 0 ? m->metrics_buf_step : INT64_MAX, true,
+                 strerror(e));
+    m->metrics_len = 0;
+    m->metrics_buf_rows = 0;
+    return false;
+}
+
+/* One row to metrics.csv, whole or not at all (then counted as lost). */
+static void metrics_put(moe_merge_t *m, const moe_rep_metric_t *row)
+{
+    moe_report_t *r = &m->rep;
+    char line[256];
+    int n = m->metrics_fd >= 0 ? moe_report_metrics_format(line, sizeof(line), row) : -1;
+    int64_t bound = m->cfg->prof_metrics_max_mb * 1024 * 1024;
+    if (n > 0 && bound > 0 && m->metrics_off + (int64_t)m->metrics_len + n > bound) {
+        char why[96];
+        snprintf(why, sizeof(why), "profiler.metrics_max_mb (%lld MiB) reached",
+                 (long long)m->cfg->prof_metrics_max_mb);
+        if (metrics_flush(m)) {
+            metrics_stop(m, row->step, false, why);
+        }
+        n = -1;
+    }
+    if (n > 0 && m->metrics_len + (size_t)n > METRICS_BUF_BYTES && !metrics_flush(m)) {
+        n = -1;
+    }
+    if (n <= 0) {
+        r->metrics_lost++;
+        r->metrics_stop_step = r->metrics_stop_step < 0 || row->step < r->metrics_stop_step
+                                   ? row->step : r->metrics_stop_step;
+        return;
+    }
+    memcpy(m->metrics_buf + m->metrics_len, line, (size_t)n);
+    m->metrics_len += (size_t)n;
+    m->metrics_buf_step = m->metrics_buf_rows == 0 || row->step < m->metrics_buf_step
+                              ? row->step : m->metrics_buf_step;
+    m->metrics_buf_rows++;
+    r->metrics_rows++;
+}
+
+/* At the end: the rest of the rows, then metrics.csv.part becomes metrics.csv (whole rows,
+ * however far it got); the file's state goes to the report's table. */
+static void close_metrics_stream(moe_merge_t *m)
+{
+    moe_report_t *r = &m->rep;
+    char path[MOE_PATH_MAX + 32], part[MOE_PATH_MAX + 48];
+    if (!r->metrics_streamed) {
+        return;
+    }
+    int e = 0;
+    if (m->metrics_fd >= 0 && metrics_flush(m)) {
+        e = fsync(m->metrics_fd) != 0 ? errno : 0;
+        e = close(m->metrics_fd) != 0 && e == 0 ? errno : e;
+        m->metrics_fd = -1;
+    }
+    metrics_path(r, path, sizeof(path));
+    moe_afile_part_name(part, sizeof(part), path);
+    if (e == 0 && m->metrics_off <= 0) {
+        /* not even the header reached the disk, or a failed write could not be cut back
+         * (the file may hold a torn row): no file rather than a wrong one */
+        e = m->metrics_errno != 0 ? m->metrics_errno : EIO;
+    }
+    if (e == 0 && rename(part, path) != 0) {
+        e = errno;
+    }
+    if (e != 0) {
+        unlink(part);
+    }
+    moe_report_file_done(r, MOE_RFILE_METRICS_CSV, e);
 }
 
 /* Grow *arr (of `size`-byte items) to hold n + 1, up to `limit`; false when full or OOM. */
@@ -148,6 +297,7 @@ moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const cha
     if (m == NULL) {
         return NULL;
     }
+    m->metrics_fd = -1;
     int W = world_size, L = (int)cfg->num_layers, E = (int)cfg->num_experts;
     m->cfg = cfg;
     m->W = W;
@@ -208,6 +358,9 @@ moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const cha
     memset(r->steps, 0, STEPS_BOUND * sizeof(*r->steps));
     m->cap_metrics = METRICS_BOUND;
     m->cap_steps = STEPS_BOUND;
+    moe_report_files_init(&m->files, cfg);
+    r->files = &m->files;
+    r->metrics_stop_step = -1;
     open_metrics_stream(m);
     return m;
 }
@@ -217,8 +370,12 @@ void moe_merge_destroy(moe_merge_t *m)
     if (m == NULL) {
         return;
     }
-    if (m->metrics_csv != NULL) {
-        fclose(m->metrics_csv);
+    if (m->metrics_fd >= 0) {
+        close(m->metrics_fd); /* the .part stays: INCOMPLETE says metrics.csv is missing */
+    }
+    free(m->metrics_buf);
+    if (m->rep.run_dir[0] != '\0' && m->rep.dir_error[0] == '\0') {
+        moe_report_unreserve(&m->rep); /* no report written: the room is not needed */
     }
     moe_report_free(&m->rep);
     free(m->lost);
@@ -322,14 +479,13 @@ static void merge_lists(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0
                                 .expert = rec->local_ids[s->local], .rank = rec->rank,
                                 .tokens = s->tokens, .ns = s->ns,
                                 .flops = (double)s->tokens * m->flops_per_row};
-        if (m->metrics_csv != NULL) {
-            moe_report_metrics_row(m->metrics_csv, &row);
-            r->metrics_rows++;
+        if (r->metrics_streamed) {
+            metrics_put(m, &row);
         }
         if (grow((void **)&r->metrics, &m->cap_metrics, r->num_metrics, METRICS_BOUND,
                  sizeof(*r->metrics))) {
             r->metrics[r->num_metrics++] = row;
-        } else if (m->metrics_csv == NULL) {
+        } else if (!r->metrics_streamed) {
             r->metrics_dropped++; /* neither on disk nor in memory */
         }
     }
@@ -462,6 +618,7 @@ moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const boo
     return MOE_OK;
 }
 
+/* mkdir -p; 0, or the errno of the component that could not be made. */
 static int mkdir_p(const char *path)
 {
     char tmp[MOE_PATH_MAX];
@@ -470,42 +627,73 @@ static int mkdir_p(const char *path)
         if (*p == '/') {
             *p = '\0';
             if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-                return -1;
+                return errno;
             }
             *p = '/';
         }
     }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? errno : 0;
 }
 
-/* <output_dir>/<YYYY-MM-DD__HH-MM-SS>_<hash>, with -2, -3... if two runs share a second. */
+/* The folder's hash: the resolved configuration, i.e. the config text and every
+ * command-line override (--steps is the one there is), so two runs that differ only in
+ * an override do not share a name. */
+static uint64_t run_dir_hash(const moe_config_t *cfg)
+{
+    char over[64];
+    int n = snprintf(over, sizeof(over), "\nsteps=%lld\n", (long long)cfg->steps);
+    return moe_hash64_update(cfg->text_hash, over, (size_t)n);
+}
+
+#define RUN_DIR_RESERVE (64 * 1024)
+#define RUN_DIR_TRIES 100000 /* -2 ... -99999: a name is taken only by a run that made it */
+
+/* <output_dir>/<YYYY-MM-DD__HH-MM-SS>_<hash>, with -2, -3... if the name is taken. mkdir
+ * fails when the folder exists, so a folder is never shared with another run. On failure
+ * r->dir_error says why, with the real errno. Then INCOMPLETE lists every file, not yet
+ * written: it goes when the report is complete. */
 static void make_run_dir(moe_report_t *r)
 {
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
     char stamp[32];
+    r->run_dir[0] = r->dir_error[0] = '\0';
     strftime(stamp, sizeof(stamp), "%Y-%m-%d__%H-%M-%S", &tm);
     strftime(r->started_at, sizeof(r->started_at), "%Y-%m-%dT%H:%M:%S", &tm);
-    mkdir_p(r->cfg->prof_output_dir);
-    for (int k = 1; k < 100; k++) {
-        char suffix[8] = "";
+    const char *out = r->cfg->prof_output_dir;
+    int e = mkdir_p(out);
+    if (e != 0) {
+        snprintf(r->dir_error, sizeof(r->dir_error), "%s: cannot create the output folder: %s",
+                 out, strerror(e));
+        return;
+    }
+    unsigned long long h = (unsigned long long)(run_dir_hash(r->cfg) & 0xffffffffULL);
+    for (int k = 1; k < RUN_DIR_TRIES; k++) {
+        char suffix[16] = "";
         if (k > 1) {
             snprintf(suffix, sizeof(suffix), "-%d", k);
         }
-        int n = snprintf(r->run_dir, sizeof(r->run_dir), "%s/%s_%08llx%s",
-                         r->cfg->prof_output_dir, stamp,
-                         (unsigned long long)(r->cfg->text_hash & 0xffffffffULL), suffix);
+        int n = snprintf(r->run_dir, sizeof(r->run_dir), "%s/%s_%08llx%s", out, stamp, h, suffix);
         if (n < 0 || (size_t)n >= sizeof(r->run_dir)) {
-            return; /* too long a path: the writers report it */
+            snprintf(r->dir_error, sizeof(r->dir_error), "%s: path too long for a run folder",
+                     out);
+            return;
         }
         if (mkdir(r->run_dir, 0755) == 0) {
+            moe_report_mark_incomplete(r);
+            /* metrics.csv may fill the disk: the summaries' room is kept from the start */
+            moe_report_reserve(r, RUN_DIR_RESERVE);
             return;
         }
         if (errno != EEXIST) {
-            return; /* the writers report the failure with the path */
+            snprintf(r->dir_error, sizeof(r->dir_error), "%s: cannot create the run folder: %s",
+                     r->run_dir, strerror(errno));
+            return;
         }
     }
+    snprintf(r->dir_error, sizeof(r->dir_error), "%s/%s_%08llx: every suffix up to -%d is taken",
+             out, stamp, h, RUN_DIR_TRIES - 1);
 }
 
 static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_prof_static_t *info)
@@ -596,15 +784,9 @@ moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
         r->layers[l].entropy_norm = b.entropy_norm;
         r->layers[l].max_mean = b.max_mean;
     }
-    if (r->run_dir[0] == '\0') {
-        make_run_dir(r);
+    if (r->run_dir[0] == '\0' || r->dir_error[0] != '\0') {
+        make_run_dir(r); /* one more try: the folder may be writable by now */
     }
-    if (m->metrics_csv != NULL) {
-        if (ferror(m->metrics_csv) || fclose(m->metrics_csv) != 0) {
-            fprintf(stderr, "moed: warning: %s/metrics.csv: write failed (disk full?)\n",
-                    r->run_dir);
-        }
-        m->metrics_csv = NULL;
-    }
+    close_metrics_stream(m);
     return r;
 }

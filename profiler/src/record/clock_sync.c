@@ -1,7 +1,3 @@
-/* Part record (profiler/src/record/): on every rank: the recorder's spans and counters,
- * the memory sampler, clock alignment, measurement windows, overlap; rank 0's side of the
- * record stream. May include: report (and the public headers in moe/). This comment heads
- * the first file of each part's folder; tests/lint/parts.sh holds every part to its list. */
 /* Clock offsets to rank 0 by ping-pong (Cristian's method): rank 0 stamps t0, rank r
  * answers with its clock t_r, rank 0 stamps t1; if the two legs take equal time,
  * offset = t_r - (t0 + t1) / 2, wrong by at most (t1 - t0) / 2. The round with the

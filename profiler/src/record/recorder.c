@@ -1,3 +1,8 @@
+/* Part record (profiler/src/record/): on every rank: the recorder's spans and counters,
+ * the memory sampler, clock alignment, measurement windows, overlap; rank 0's side of the
+ * record stream. May include: report (and the public headers in moe/). One file of each
+ * part's folder opens with such a comment; tests/lint/parts.sh holds every part to its
+ * list. */
 /* The per-rank recorder: the hot-path entry points and the window gather. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,3 @@
-/* Part report (profiler/src/report/): the merged report (report.h) and its writers:
- * summary.txt, summary.json, metrics.csv, comm.csv, trace.json, report.html. May include:
- * no other part (and the public headers in moe/). This comment heads the first file of
- * each part's folder; tests/lint/parts.sh holds every part to its list. */
 /* JSON writers' helpers: strings escaped as RFC 8259 asks, numbers that read back exactly
  * where they are integers. */
 #include "report/json_write.h"

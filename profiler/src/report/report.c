@@ -1,8 +1,12 @@
 /* The report's common part: phase names, freeing, the findings every writer shows,
  * config.yaml, the headline printed at the end of a run, and the order of the writers. */
 #include "report/report.h"
+#include "report/atomic_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,25 +305,163 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
     find_exchange(r, f);
 }
 
+/* ---- the report's files: whole or absent, and the INCOMPLETE marker ------------ */
+
+static const char *const rfile_names[MOE_RFILE_COUNT] = {
+    [MOE_RFILE_SUMMARY_JSON] = "summary.json",  [MOE_RFILE_SUMMARY_TXT] = "summary.txt",
+    [MOE_RFILE_RANK_SUMMARIES] = "summary_rank_*.txt", [MOE_RFILE_CONFIG] = "config.yaml",
+    [MOE_RFILE_COMM_CSV] = "comm.csv",          [MOE_RFILE_METRICS_CSV] = "metrics.csv",
+    [MOE_RFILE_HTML] = "report.html",           [MOE_RFILE_TRACE] = "trace.json",
+};
+
+const char *moe_report_file_name(moe_rfile_t which)
+{
+    return which >= 0 && which < MOE_RFILE_COUNT ? rfile_names[which] : "?";
+}
+
+void moe_report_files_init(moe_report_files_t *t, const moe_config_t *cfg)
+{
+    memset(t, 0, sizeof(*t));
+    if (cfg != NULL && !cfg->prof_trace) {
+        t->state[MOE_RFILE_TRACE] = MOE_RFILE_OFF;
+    }
+}
+
+/* Which entry a writer's file name belongs to; MOE_RFILE_COUNT for none. */
+static moe_rfile_t rfile_of(const char *name)
+{
+    if (strncmp(name, "summary_rank_", 13) == 0) {
+        return MOE_RFILE_RANK_SUMMARIES;
+    }
+    for (int i = 0; i < MOE_RFILE_COUNT; i++) {
+        if (strcmp(name, rfile_names[i]) == 0) {
+            return (moe_rfile_t)i;
+        }
+    }
+    return MOE_RFILE_COUNT;
+}
+
+/* A failure stays: of several rank summaries, one lost one makes the entry failed. */
+static void rfile_set(const moe_report_t *r, moe_rfile_t which, const char *name, int errnum)
+{
+    moe_report_files_t *t = r->files;
+    if (t == NULL || which >= MOE_RFILE_COUNT) {
+        return;
+    }
+    if (errnum != 0 && t->state[which] != MOE_RFILE_FAILED) {
+        t->state[which] = MOE_RFILE_FAILED;
+        bool group = which == MOE_RFILE_RANK_SUMMARIES; /* name the one that failed */
+        snprintf(t->why[which], sizeof(t->why[which]), "%s%snot written: %s%s",
+                 group ? name : "", group ? " " : "", strerror(errnum),
+                 group ? " (and the ranks after it)" : "");
+    } else if (errnum != 0) {
+        return;
+    } else if (t->state[which] != MOE_RFILE_FAILED) {
+        t->state[which] = MOE_RFILE_WRITTEN;
+    }
+}
+
+void moe_report_file_done(const moe_report_t *r, moe_rfile_t which, int errnum)
+{
+    if (r != NULL) {
+        rfile_set(r, which, rfile_names[which < MOE_RFILE_COUNT ? which : 0], errnum);
+    }
+}
+
+bool moe_report_incomplete(const moe_report_t *r)
+{
+    bool missing = r->metrics_write_failed;
+    for (int i = 0; r->files != NULL && i < MOE_RFILE_COUNT; i++) {
+        missing = missing || r->files->state[i] == MOE_RFILE_PENDING ||
+                  r->files->state[i] == MOE_RFILE_FAILED;
+    }
+    return missing;
+}
+
+/* A full disk has no block for INCOMPLETE.part: overwrite the marker written at start in
+ * its own blocks instead (not atomic, but a marker that is there says "incomplete"
+ * whatever its state; better than one that lists as pending what was written). */
+static void incomplete_in_place(const char *path, const char *text, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    bool ok = pwrite(fd, text, n, 0) == (ssize_t)n;
+    if (ok && ftruncate(fd, (off_t)n) == 0) {
+        fsync(fd);
+    }
+    close(fd);
+}
+
+void moe_report_mark_incomplete(const moe_report_t *r)
+{
+    char text[MOE_RFILE_COUNT * 200 + 512], path[MOE_PATH_MAX + 16];
+    size_t n = 0;
+    if (r->files == NULL || r->run_dir[0] == '\0') {
+        return;
+    }
+    n += (size_t)snprintf(text, sizeof(text),
+                          "This report is not complete: the files below are missing (a file "
+                          "that is here is whole).\n");
+    for (int i = 0; i < MOE_RFILE_COUNT && n < sizeof(text); i++) {
+        moe_rfile_state_t s = r->files->state[i];
+        if (s == MOE_RFILE_PENDING || s == MOE_RFILE_FAILED) {
+            const char *why = s == MOE_RFILE_PENDING ? "not yet written" : r->files->why[i];
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "%s: %s\n", rfile_names[i], why);
+        }
+    }
+    if (r->metrics_write_failed && n < sizeof(text)) {
+        n += (size_t)snprintf(text + n, sizeof(text) - n,
+                              "metrics.csv: %lld rows from step %lld on not written: %s\n",
+                              (long long)r->metrics_lost, (long long)r->metrics_stop_step,
+                              r->metrics_stop_why);
+    }
+    n = n < sizeof(text) ? n : sizeof(text) - 1;
+    snprintf(path, sizeof(path), "%s/INCOMPLETE", r->run_dir);
+    if (moe_afile_write(path, text, n) == ENOSPC) {
+        incomplete_in_place(path, text, n);
+    }
+}
+
+/* The last act of a complete report: nothing is missing any more. */
+static void report_mark_complete(const moe_report_t *r)
+{
+    char path[MOE_PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/INCOMPLETE", r->run_dir);
+    if (unlink(path) == 0 || errno == ENOENT) {
+        moe_afile_sync_dir(r->run_dir);
+    }
+}
+
 /* ---- config.yaml and the writers' order ------------------------------------------ */
 
 FILE *moe_report_open(const moe_report_t *r, const char *name, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 64];
+    if (r->dir_error[0] != '\0') {
+        rfile_set(r, rfile_of(name), name, ENOENT);
+        moe_error_set(err, MOE_ERR_IO, "%s", r->dir_error);
+        return NULL;
+    }
     snprintf(path, sizeof(path), "%s/%s", r->run_dir, name);
-    FILE *f = fopen(path, "w");
+    int e = 0;
+    FILE *f = moe_afile_open(path, &e);
     if (f == NULL) {
-        moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        rfile_set(r, rfile_of(name), name, e);
+        moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", path, strerror(e));
     }
     return f;
 }
 
 moe_status_t moe_report_close(FILE *f, const moe_report_t *r, const char *name, moe_error_t *err)
 {
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        return moe_error_set(err, MOE_ERR_IO, "%s/%s: write failed (disk full?)", r->run_dir, name);
+    char path[MOE_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", r->run_dir, name);
+    int e = moe_afile_commit(f, path);
+    rfile_set(r, rfile_of(name), name, e);
+    if (e != 0) {
+        return moe_error_set(err, MOE_ERR_IO, "%s: not written: %s", path, strerror(e));
     }
     return MOE_OK;
 }
@@ -340,35 +482,161 @@ moe_status_t moe_report_write_config(const moe_report_t *r, moe_error_t *err)
     return moe_report_close(f, r, "config.yaml", err);
 }
 
+typedef moe_status_t (*report_writer_fn)(const moe_report_t *, moe_error_t *);
+
+/* A writer that returned without opening its file: it had nothing to write (no rank's
+ * records for summary_rank_*.txt), or it failed before (then why is its error). */
+static void writer_left(const moe_report_t *r, moe_rfile_t which, moe_status_t st,
+                        const moe_error_t *e)
+{
+    moe_report_files_t *t = r->files;
+    if (t->state[which] != MOE_RFILE_PENDING) {
+        return;
+    }
+    t->state[which] = st == MOE_OK ? MOE_RFILE_OFF : MOE_RFILE_FAILED;
+    snprintf(t->why[which], sizeof(t->why[which]), "not written: %.140s", e->msg);
+}
+
+/* Run one writer; keep the first error in *first / *err. */
+static void write_one(const moe_report_t *r, report_writer_fn fn, moe_rfile_t which,
+                      moe_status_t *first, moe_error_t *err)
+{
+    moe_error_t e;
+    moe_error_clear(&e);
+    moe_status_t st = fn(r, &e);
+    writer_left(r, which, st, &e);
+    if (which == MOE_RFILE_COMM_CSV) {
+        writer_left(r, MOE_RFILE_METRICS_CSV, st, &e); /* the csv writer writes both */
+    }
+    if (st != MOE_OK && *first == MOE_OK) {
+        *first = st;
+        if (err != NULL) {
+            *err = e;
+        }
+    }
+}
+
+/* summary.json went first, before later files failed: write it again so that it says so.
+ * If that fails the first one stays, whole; INCOMPLETE says the rest. */
+static void rewrite_summary_json(const moe_report_t *r)
+{
+    moe_report_files_t *t = r->files;
+    bool later_failed = false;
+    for (int i = MOE_RFILE_SUMMARY_JSON + 1; i < MOE_RFILE_COUNT; i++) {
+        later_failed = later_failed || t->state[i] == MOE_RFILE_FAILED;
+    }
+    if (!later_failed || t->state[MOE_RFILE_SUMMARY_JSON] != MOE_RFILE_WRITTEN) {
+        return;
+    }
+    moe_report_write_json(r, NULL);
+    t->state[MOE_RFILE_SUMMARY_JSON] = MOE_RFILE_WRITTEN;
+}
+
+void moe_report_reserve(const moe_report_t *r, int64_t bytes)
+{
+    char path[MOE_PATH_MAX + 32];
+    off_t want = (off_t)bytes;
+    snprintf(path, sizeof(path), "%s/" MOE_REPORT_RESERVE, r->run_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return;
+    }
+    if (posix_fallocate(fd, 0, want) != 0) { /* not every file system can: write zeros */
+        static const char zeros[4096];
+        for (off_t at = 0; at < want && write(fd, zeros, sizeof(zeros)) > 0;) {
+            at += (off_t)sizeof(zeros);
+        }
+    }
+    close(fd);
+}
+
+void moe_report_unreserve(const moe_report_t *r)
+{
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/" MOE_REPORT_RESERVE, r->run_dir);
+    unlink(path);
+}
+
+/* Room kept for the last acts (summary.json again, INCOMPLETE) while the large files may
+ * take the rest of a full disk: the size of summary.json and 16 KiB. */
+static void reserve_for_last(const moe_report_t *r)
+{
+    char path[MOE_PATH_MAX + 32];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/summary.json", r->run_dir);
+    moe_report_reserve(r, (stat(path, &st) == 0 ? (int64_t)st.st_size : 0) + 16 * 1024);
+}
+
+/* Writes in moe_rfile_t order, keeps going after a failure (the other files may still be
+ * written and useful) and returns the first error. Each file is whole or absent; INCOMPLETE
+ * stays, naming what is missing and why, unless every file was written. */
+static moe_status_t write_all_files(const moe_report_t *r, moe_error_t *err)
+{
+    static const struct {
+        report_writer_fn fn;
+        moe_rfile_t file;
+    } writers[] = {
+        {moe_report_write_json, MOE_RFILE_SUMMARY_JSON},
+        {moe_report_write_summary, MOE_RFILE_SUMMARY_TXT},
+        {moe_report_write_rank_summaries, MOE_RFILE_RANK_SUMMARIES},
+        {moe_report_write_config, MOE_RFILE_CONFIG},
+        {moe_report_write_csv, MOE_RFILE_COMM_CSV}, /* and metrics.csv, unless streamed */
+        {moe_report_write_html, MOE_RFILE_HTML},
+        {moe_report_write_trace, MOE_RFILE_TRACE}, /* last: the largest, least needed */
+    };
+    moe_status_t first = MOE_OK;
+    moe_report_unreserve(r); /* the room the merge kept for the summaries */
+    moe_report_mark_incomplete(r); /* the merge made one already; a fixture's folder not */
+    for (size_t i = 0; i < sizeof(writers) / sizeof(writers[0]); i++) {
+        if (writers[i].file == MOE_RFILE_TRACE && !r->cfg->prof_trace) {
+            continue;
+        }
+        if (writers[i].file == MOE_RFILE_HTML) {
+            reserve_for_last(r); /* before the large files */
+        }
+        write_one(r, writers[i].fn, writers[i].file, &first, err);
+        moe_report_mark_incomplete(r); /* a kill from here on leaves the right list */
+    }
+    moe_report_unreserve(r);
+    rewrite_summary_json(r);
+    if (first == MOE_OK && r->metrics_write_failed) {
+        first = moe_error_set(err, MOE_ERR_IO,
+                              "%s/metrics.csv: %lld rows from step %lld on not written: %s",
+                              r->run_dir, (long long)r->metrics_lost,
+                              (long long)r->metrics_stop_step, r->metrics_stop_why);
+    }
+    if (first == MOE_OK && r->files->state[MOE_RFILE_METRICS_CSV] == MOE_RFILE_FAILED) {
+        first = moe_error_set(err, MOE_ERR_IO, "%s/metrics.csv: %s", r->run_dir,
+                              r->files->why[MOE_RFILE_METRICS_CSV]);
+    }
+    if (moe_report_incomplete(r)) {
+        moe_report_mark_incomplete(r);
+    } else {
+        report_mark_complete(r);
+    }
+    return first;
+}
+
 moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err)
 {
-    typedef moe_status_t (*writer_fn)(const moe_report_t *, moe_error_t *);
-    const writer_fn writers[] = {
-        moe_report_write_config, moe_report_write_summary, moe_report_write_rank_summaries,
-        moe_report_write_json,   moe_report_write_csv,     moe_report_write_html,
-        moe_report_write_trace, /* last: the largest, and the least needed after a signal */
-    };
     if (r == NULL || r->cfg == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "report: no report or no config");
     }
-    /* Keep going after a failure: the other files may still be written and useful; the
-     * first error is the one returned. */
-    moe_status_t first = MOE_OK;
-    for (size_t i = 0; i < sizeof(writers) / sizeof(writers[0]); i++) {
-        if (writers[i] == moe_report_write_trace && !r->cfg->prof_trace) {
-            continue;
-        }
-        moe_error_t e;
-        moe_error_clear(&e);
-        moe_status_t st = writers[i](r, &e);
-        if (st != MOE_OK && first == MOE_OK) {
-            first = st;
-            if (err != NULL) {
-                *err = e;
-            }
-        }
+    if (r->dir_error[0] != '\0') {
+        return moe_error_set(err, MOE_ERR_IO, "%s", r->dir_error);
     }
-    return first;
+    if (r->files != NULL) {
+        return write_all_files(r, err);
+    }
+    /* A report made without the merge (tests): the same, with a table of its own. */
+    moe_report_files_t own;
+    moe_report_files_init(&own, r->cfg);
+    moe_report_t copy = *r;
+    copy.files = &own;
+    if (r->metrics_streamed) {
+        own.state[MOE_RFILE_METRICS_CSV] = MOE_RFILE_WRITTEN; /* whoever streamed it closed it */
+    }
+    return write_all_files(&copy, err);
 }
 
 /* ---- headline -------------------------------------------------------------------- */
@@ -390,6 +658,47 @@ static void headline_drops(const moe_report_findings_t *f, FILE *out)
                 (unsigned long long)f->drop_demand[i]);
     }
     fputc('\n', out);
+}
+
+/* The files written, and only those; then what is missing and why. */
+static void headline_files(const moe_report_t *r, FILE *out)
+{
+    static const moe_rfile_t listed[] = {MOE_RFILE_HTML, MOE_RFILE_SUMMARY_JSON, MOE_RFILE_TRACE};
+    const moe_report_files_t *t = r->files;
+    if (r->dir_error[0] != '\0') {
+        fprintf(out, "  report: not written: %s\n", r->dir_error);
+        return;
+    }
+    if (t == NULL) {
+        fprintf(out, "  report: %s/summary.txt (report.html, summary.json%s)\n", r->run_dir,
+                r->cfg != NULL && r->cfg->prof_trace ? ", trace.json" : "");
+        return;
+    }
+    bool txt = t->state[MOE_RFILE_SUMMARY_TXT] == MOE_RFILE_WRITTEN;
+    int n = 0;
+    fprintf(out, "  report: %s%s", r->run_dir, txt ? "/summary.txt" : "");
+    for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++) {
+        if (t->state[listed[i]] == MOE_RFILE_WRITTEN) {
+            fprintf(out, "%s%s", n++ ? ", " : " (", rfile_names[listed[i]]);
+        }
+    }
+    fputs(n ? ")\n" : "\n", out);
+    if (!moe_report_incomplete(r)) {
+        return;
+    }
+    fputs("  INCOMPLETE report:", out);
+    n = 0;
+    for (int i = 0; i < MOE_RFILE_COUNT; i++) {
+        if (t->state[i] == MOE_RFILE_FAILED || t->state[i] == MOE_RFILE_PENDING) {
+            fprintf(out, "%s %s: %s", n++ ? ";" : "", rfile_names[i],
+                    t->state[i] == MOE_RFILE_FAILED ? t->why[i] : "not written");
+        }
+    }
+    if (r->metrics_write_failed) {
+        fprintf(out, "%s metrics.csv: stopped at step %lld: %s", n++ ? ";" : "",
+                (long long)r->metrics_stop_step, r->metrics_stop_why);
+    }
+    fprintf(out, "; see %s/INCOMPLETE\n", r->run_dir);
 }
 
 /* tokens/s is not repeated here: the run's own summary (app/main.c) prints it. */
@@ -437,6 +746,5 @@ void moe_report_print_headline(const moe_report_t *r, FILE *out)
                      "(a rank's rows to its own experts, not sent)\n",
                 (double)b.between_ranks / per, (double)b.local / per);
     }
-    fprintf(out, "  report: %s/summary.txt (report.html, summary.json%s)\n", r->run_dir,
-            r->cfg != NULL && r->cfg->prof_trace ? ", trace.json" : "");
+    headline_files(r, out);
 }

@@ -1,3 +1,7 @@
+/* Part report (profiler/src/report/): the merged report (report.h) and its writers:
+ * summary.txt, summary.json, metrics.csv, comm.csv, trace.json, report.html. May include:
+ * no other part (and the public headers in moe/). One file of each part's folder opens
+ * with such a comment; tests/lint/parts.sh holds every part to its list. */
 /* The merged profile on rank 0: what every report writer reads.
  *
  * Filled by merge.c from the records the profiled ranks sent (proto/prof_record.h); the
@@ -157,12 +161,42 @@ typedef struct moe_rep_event {
     int64_t arg;
 } moe_rep_event_t;
 
+/* The report's files, in the order they are written: the small summaries first, so a full
+ * disk takes the large files, not the ones read first. metrics.csv streams during the run. */
+typedef enum {
+    MOE_RFILE_SUMMARY_JSON,
+    MOE_RFILE_SUMMARY_TXT,
+    MOE_RFILE_RANK_SUMMARIES, /* summary_rank_<r>.txt, one state for all */
+    MOE_RFILE_CONFIG,
+    MOE_RFILE_COMM_CSV,
+    MOE_RFILE_METRICS_CSV,
+    MOE_RFILE_HTML,
+    MOE_RFILE_TRACE,
+    MOE_RFILE_COUNT
+} moe_rfile_t;
+
+typedef enum {
+    MOE_RFILE_PENDING = 0, /* not yet written */
+    MOE_RFILE_WRITTEN,
+    MOE_RFILE_FAILED,      /* why[] says why */
+    MOE_RFILE_OFF,         /* not asked for (profiler.trace: false) */
+} moe_rfile_state_t;
+
+/* Which files are whole in the run folder; the INCOMPLETE marker and the headline come
+ * from it. Owned by whoever made the run folder (the merge), or by moe_report_write_all. */
+typedef struct moe_report_files {
+    moe_rfile_state_t state[MOE_RFILE_COUNT];
+    char why[MOE_RFILE_COUNT][160];
+} moe_report_files_t;
+
 typedef struct moe_report {
     /* run facts */
     const moe_config_t *cfg;
     const char *config_text;
     size_t config_len;
-    char run_dir[MOE_PATH_MAX];  /* <output_dir>/<YYYY-MM-DD__HH-MM-SS>_<hash> */
+    char run_dir[MOE_PATH_MAX];  /* <output_dir>/<YYYY-MM-DD__HH-MM-SS>_<hash>[-N] */
+    char dir_error[MOE_PATH_MAX + 96]; /* why run_dir could not be made; "" if it was */
+    moe_report_files_t *files;   /* NULL: moe_report_write_all keeps its own */
     char started_at[32];         /* ISO-8601 local time */
     char version[32];
     char build_id[48];
@@ -208,6 +242,12 @@ typedef struct moe_report {
      * counters) and the csv writer leaves the file alone. */
     bool metrics_streamed;
     int64_t metrics_rows;        /* rows in metrics.csv */
+    /* Rows that are not in metrics.csv although recorded: over profiler.metrics_max_mb, or
+     * a write failed (then the file holds whole rows up to there and streaming stopped). */
+    int64_t metrics_lost;
+    int64_t metrics_stop_step;   /* the first step with a row not written; -1 if none */
+    bool metrics_write_failed;   /* stopped by a failed write (an error), not the bound */
+    char metrics_stop_why[160];  /* "No space left on device", "profiler.metrics_max_mb ..." */
     int64_t num_steps;
     moe_rep_step_t *steps;
     int64_t num_events;
@@ -303,9 +343,25 @@ moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err);
 FILE *moe_report_open(const moe_report_t *r, const char *name, moe_error_t *err);
 moe_status_t moe_report_close(FILE *f, const moe_report_t *r, const char *name, moe_error_t *err);
 
-/* metrics.csv's header line and one row, shared by the streaming merge and the writer. */
+/* metrics.csv's header line and one row, shared by the streaming merge and the writer.
+ * moe_report_metrics_format: the row into buf[n]; its length, or -1 if it does not fit. */
 extern const char moe_report_metrics_header[];
 void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m);
+int moe_report_metrics_format(char *buf, size_t n, const moe_rep_metric_t *m);
+
+/* The report's files and the INCOMPLETE marker (report.c). */
+const char *moe_report_file_name(moe_rfile_t which);
+void moe_report_files_init(moe_report_files_t *t, const moe_config_t *cfg);
+void moe_report_file_done(const moe_report_t *r, moe_rfile_t which, int errnum);
+/* Write <run_dir>/INCOMPLETE: every file not written, and why. */
+void moe_report_mark_incomplete(const moe_report_t *r);
+/* Room kept on the disk for the small files that must come last: <run_dir>/.reserve of
+ * `bytes` (allocated, best effort), and given back. */
+#define MOE_REPORT_RESERVE ".reserve"
+void moe_report_reserve(const moe_report_t *r, int64_t bytes);
+void moe_report_unreserve(const moe_report_t *r);
+/* Whether the report lacks anything: a file not written, or metrics rows a write lost. */
+bool moe_report_incomplete(const moe_report_t *r);
 
 /* The headline lines printed at the end of a run (to `out`). */
 void moe_report_print_headline(const moe_report_t *r, FILE *out);

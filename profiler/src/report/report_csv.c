@@ -9,11 +9,21 @@
 
 const char moe_report_metrics_header[] = "step,layer,expert,rank,tokens,compute_ms,gflops\n";
 
-void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m)
+int moe_report_metrics_format(char *buf, size_t n, const moe_rep_metric_t *m)
 {
     double g = m->ns > 0 ? m->flops / (double)m->ns : 0.0; /* flops per ns = GFLOP/s */
-    fprintf(f, "%" PRId64 ",%d,%d,%d,%" PRId64 ",%.6f,%.3f\n", m->step, m->layer, m->expert,
-            m->rank, m->tokens, (double)m->ns / 1e6, g);
+    int k = snprintf(buf, n, "%" PRId64 ",%d,%d,%d,%" PRId64 ",%.6f,%.3f\n", m->step, m->layer,
+                     m->expert, m->rank, m->tokens, (double)m->ns / 1e6, g);
+    return k >= 0 && (size_t)k < n ? k : -1;
+}
+
+void moe_report_metrics_row(FILE *f, const moe_rep_metric_t *m)
+{
+    char line[256];
+    int k = moe_report_metrics_format(line, sizeof(line), m);
+    if (k > 0) {
+        fwrite(line, 1, (size_t)k, f); /* a short write shows in ferror at close */
+    }
 }
 
 static moe_status_t csv_metrics(const moe_report_t *r, moe_error_t *err)
@@ -57,6 +67,13 @@ moe_status_t moe_report_write_csv(const moe_report_t *r, moe_error_t *err)
     if (r == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "metrics.csv: no report");
     }
-    moe_status_t st = csv_metrics(r, err);
-    return st == MOE_OK ? csv_comm(r, err) : st;
+    /* comm.csv first: it is small; metrics.csv may be large */
+    moe_status_t st = csv_comm(r, err);
+    moe_error_t e2;
+    moe_error_clear(&e2);
+    moe_status_t st2 = csv_metrics(r, &e2);
+    if (st == MOE_OK && st2 != MOE_OK && err != NULL) {
+        *err = e2;
+    }
+    return st != MOE_OK ? st : st2;
 }

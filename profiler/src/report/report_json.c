@@ -117,6 +117,31 @@ static const char *json_routing(const moe_config_t *c)
     return c->routing == MOE_ROUTING_SYMMETRIC ? "symmetric" : "master";
 }
 
+/* Whether the run and its report are complete, as far as known when this is written:
+ * summary.json goes first and is written again if a later file fails; INCOMPLETE, if
+ * present in the folder, is the last word. metrics.csv's own bound and losses too. */
+static void json_files(json_w_t *w, const moe_report_t *r)
+{
+    bool failed = r->metrics_write_failed;
+    for (int i = 0; r->files != NULL && i < MOE_RFILE_COUNT; i++) {
+        failed = failed || r->files->state[i] == MOE_RFILE_FAILED;
+    }
+    jw_bool(w, "complete", !r->interrupted && !r->partial && !failed);
+    jw_i64(w, "metrics_rows", r->metrics_rows);
+    jw_i64(w, "metrics_lost", r->metrics_lost);
+    jw_i64(w, "metrics_stop_step", r->metrics_stop_step);
+    jw_str(w, "metrics_stop_reason", r->metrics_stop_why);
+    jw_open(w, "files_not_written", '[', false);
+    for (int i = 0; r->files != NULL && i < MOE_RFILE_COUNT; i++) {
+        if (r->files->state[i] == MOE_RFILE_FAILED) {
+            char line[200];
+            snprintf(line, sizeof(line), "%s: %s", moe_report_file_name(i), r->files->why[i]);
+            jw_str(w, NULL, line);
+        }
+    }
+    jw_close(w, ']');
+}
+
 static void json_run(json_w_t *w, const moe_report_t *r)
 {
     const moe_config_t *c = r->cfg;
@@ -160,6 +185,7 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_num(w, "clock_drift_max_ns", r->clock_drift_max_ns);
     jw_i64(w, "metrics_dropped", r->metrics_dropped);
     jw_i64(w, "events_dropped", r->events_dropped);
+    json_files(w, r);
     moe_report_findings_t x;
     moe_report_find(r, &x);
     jw_num(w, "exchange_hidden_share", x.hidden_share); /* NAN: null */

@@ -221,6 +221,12 @@ static void text_run_facts(FILE *f, const moe_report_t *r)
         fprintf(f, "  %-16s %" PRId64 " metrics rows, %" PRId64 " trace events (over the bounds)\n",
                 "dropped", r->metrics_dropped, r->events_dropped);
     }
+    if (r->metrics_lost > 0 || r->metrics_write_failed) {
+        fprintf(f, "  %-16s %" PRId64 " rows written; stopped at step %" PRId64 ": %s; %" PRId64
+                   " rows not written%s\n", "metrics.csv", r->metrics_rows, r->metrics_stop_step,
+                r->metrics_stop_why, r->metrics_lost,
+                r->metrics_write_failed ? " (an error: the report is INCOMPLETE)" : "");
+    }
 }
 
 /* ---- time split ------------------------------------------------------------------ */

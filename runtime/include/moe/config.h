@@ -77,6 +77,7 @@ typedef struct moe_config {
     int64_t prof_memory_sample_ms;
     bool prof_trace;
     int64_t prof_trace_max_events;
+    int64_t prof_metrics_max_mb;    /* 0 = no bound */
     char prof_output_dir[MOE_PATH_MAX];
 
     /* Provenance, filled by moe_cfg_parse(). */

@@ -1,7 +1,3 @@
-/* Part app (runtime/src/app/): the program: main, the start-up handshake, the engine that
- * runs steps, --bench. May include: base config model transport expert layer (and the
- * public headers in moe/). This comment heads the first file of each part's folder;
- * tests/lint/parts.sh holds every part to its list. */
 #include "app/engine.h"
 
 #include <stdio.h>

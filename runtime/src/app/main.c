@@ -1,3 +1,7 @@
+/* Part app (runtime/src/app/): the program: main, the start-up handshake, the engine that
+ * runs steps, --bench. May include: base config model transport expert layer (and the
+ * public headers in moe/). One file of each part's folder opens with such a comment;
+ * tests/lint/parts.sh holds every part to its list. */
 /* moed: run MoE layers across MPI ranks.  See `moed --help` and README.md. */
 #include <errno.h>
 #include <mpi.h>

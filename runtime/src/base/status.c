@@ -1,3 +1,8 @@
+/* Part base (runtime/src/base/): the base layer every part uses: status codes and
+ * messages, logging, the monotonic clock, the FNV-1a hash, phase ids, limits, build id,
+ * the stop flag and MOE_MPI (the one checked form of an MPI call). Public headers:
+ * runtime/include/moe/. May include: no other part. One file of each part's folder opens
+ * with such a comment; tests/lint/parts.sh holds every part to its list. */
 #include "moe/status.h"
 
 #include <stdio.h>

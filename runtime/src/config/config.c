@@ -1,6 +1,6 @@
 /* Part config (runtime/src/config/): the YAML config: one key table drives the loader, the
  * checks, --help-config and the did-you-mean. May include: base (and the public headers in
- * moe/). This comment heads the first file of each part's folder; tests/lint/parts.sh
+ * moe/). One file of each part's folder opens with such a comment; tests/lint/parts.sh
  * holds every part to its list. */
 /* moed configuration: the key table, the YAML loader, the cross checks and the placement.
  *
@@ -146,6 +146,9 @@ static const cfg_key_t cfg_keys[] = {
     KEY_BOOL("profiler.trace", prof_trace, "true", "write trace.json"),
     KEY_INT("profiler.trace_max_events", prof_trace_max_events, "1000000", 1000, 100000000,
             "events", "bound on trace.json events; extra events are counted as dropped"),
+    KEY_INT("profiler.metrics_max_mb", prof_metrics_max_mb, "256", 0, 1048576, "MiB",
+            "bound on metrics.csv (about 500 B per step); 0 = no bound; the report says at "
+            "which step the file stopped"),
     KEY_STR("profiler.output_dir", prof_output_dir, "experiments",
             "directory for reports and traces"),
 };

@@ -1,8 +1,8 @@
 /* Part expert (runtime/src/expert/): an expert back-end computes a layer's arithmetic
  * behind one table (backend.h): the CPU back-end here, the CUDA one in cuda/ (built into
  * the plug-in libmoed_cuda.so, which plugin.c loads only when asked). May include: base
- * config model transport (and the public headers in moe/). This comment heads the first
- * file of each part's folder; tests/lint/parts.sh holds every part to its list. */
+ * config model transport (and the public headers in moe/). One file of each part's folder
+ * opens with such a comment; tests/lint/parts.sh holds every part to its list. */
 /* Where a MoE layer's arithmetic runs: an expert back-end is a table of slots (CPU here,
  * CUDA in the plug-in, expert/plugin.h) that the layer (layer/moe_layer.c) calls in a fixed
  * order each forward. The layer owns routing, the plan, the counts exchange, chunking, the

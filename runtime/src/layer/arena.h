@@ -1,8 +1,3 @@
-/* Part layer (runtime/src/layer/): the MoE layer: routing plan, counts exchange, chunked
- * exchanges and the record, calling the expert back-end through its table; its buffers
- * come from one arena. May include: base config model transport expert (and the public
- * headers in moe/). This comment heads the first file of each part's folder;
- * tests/lint/parts.sh holds every part to its list. */
 /* A bump arena for buffers sized once: run the same carving code twice, first with
  * base == NULL to learn the size (every pointer it hands out is NULL), then on one block of
  * that size. Each buffer starts on a 64-byte boundary (a cache line; what AVX-512 loads

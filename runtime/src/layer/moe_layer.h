@@ -1,3 +1,8 @@
+/* Part layer (runtime/src/layer/): the MoE layer: routing plan, counts exchange, chunked
+ * exchanges and the record, calling the expert back-end through its table; its buffers
+ * come from one arena. May include: base config model transport expert (and the public
+ * headers in moe/). One file of each part's folder opens with such a comment;
+ * tests/lint/parts.sh holds every part to its list. */
 /* One MoE layer on one rank: gate, plan, dispatch, experts, combine, merge, residual.
  * Master and symmetric routing share this one path: a rank that routes no tokens
  * (a non-master rank in master mode) simply has tokens == 0.

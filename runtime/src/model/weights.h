@@ -1,3 +1,7 @@
+/* Part model (runtime/src/model/): the weights and inputs: seeded random or read from
+ * safetensors checkpoints. May include: base config (and the public headers in moe/). One
+ * file of each part's folder opens with such a comment; tests/lint/parts.sh holds every
+ * part to its list. */
 /* Model weights of one rank: the gate of every layer (on routing ranks) and the experts
  * this rank hosts, seeded-random or read from a safetensors checkpoint.
  *

@@ -1,8 +1,3 @@
-/* Part transport (runtime/src/transport/): the exchange of rows between ranks behind one
- * table (transport.h: mpi, ucx; nccl is built into the CUDA plug-in) and the watchdog-
- * guarded waits. May include: base config (and the public headers in moe/). This comment
- * heads the first file of each part's folder; tests/lint/parts.sh holds every part to its
- * list. */
 /* The MPI transport. Default: one non-blocking receive and send per peer with rows to
  * move, completed with MPI_Testsome so the time each peer's rows arrive is known (the
  * profiler's wait matrix). MOED_MPI_EXCHANGE=alltoallv uses one MPI_Ialltoallv per

@@ -1,3 +1,8 @@
+/* Part transport (runtime/src/transport/): the exchange of rows between ranks behind one
+ * table (transport.h: mpi, ucx; nccl is built into the CUDA plug-in) and the watchdog-
+ * guarded waits. May include: base config (and the public headers in moe/). One file of
+ * each part's folder opens with such a comment; tests/lint/parts.sh holds every part to
+ * its list. */
 /* Token-row transports behind one interface.
  *
  * A transport moves rows of `row_elems` floats between all ranks of a communicator in

@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# files.sh CASE: report files are whole or absent, and the folder says which are missing.
+# Real faults: a full file system (a small tmpfs), a read-only and an immutable output
+# folder, many runs in one second, and metrics.csv over profiler.metrics_max_mb.
+source "$(dirname "$0")/common.sh"
+command -v python3 > /dev/null || { echo "SKIP: python3 is needed to parse the JSON reports"; exit 77; }
+MNT=$WORK/mnt
+IMM=$WORK/immutable
+cleanup() {
+  mountpoint -q "$MNT" 2> /dev/null && umount "$MNT"
+  [[ -d $IMM ]] && chattr -i "$IMM" 2> /dev/null
+  [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# tmpfs SIZE: a file system of that size at $MNT, or skip (77) saying why.
+tmpfs() {
+  mkdir -p "$MNT"
+  if [[ $(id -u) -ne 0 ]] || ! mount -t tmpfs -o "size=$1" tmpfs "$MNT" 2> /dev/null; then
+    echo "SKIP: cannot mount a tmpfs here (needs root and mount rights)"
+    exit 77
+  fi
+}
+
+# check_folder DIR NP: every file is whole (JSON parses, CSV rows complete, HTML ends) or
+# absent, no .part is left, and INCOMPLETE names every file that is absent.
+check_folder() {
+  python3 - "$1" "$2" <<'PY'
+import csv, glob, json, os, sys
+d = sys.argv[1]
+trace = "trace: false" not in open("c.yaml").read()
+names = ["summary.json", "summary.txt", "config.yaml", "comm.csv", "metrics.csv",
+         "report.html"] + ["trace.json"] * trace + ["summary_rank_%d.txt" % r for r in range(int(sys.argv[2]))]
+left = [f for f in os.listdir(d) if f.endswith(".part") or f == ".reserve"]
+assert not left, "partial files left: %s" % left
+for f in glob.glob(d + "/*.json"):
+    json.load(open(f))
+for f in glob.glob(d + "/*.csv"):
+    text = open(f).read()
+    assert text.endswith("\n"), f + ": last row torn"
+    rows = list(csv.reader(text.splitlines()))
+    bad = [r for r in rows if len(r) != len(rows[0]) or any(x == "" for x in r)]
+    assert not bad, "%s: torn rows %s" % (f, bad[:3])
+if os.path.exists(d + "/report.html"):
+    assert open(d + "/report.html").read().rstrip().endswith("</html>"), "report.html torn"
+absent = [n for n in names if not os.path.exists(os.path.join(d, n))]
+if absent:
+    inc = open(d + "/INCOMPLETE").read()
+    for n in absent:
+        name = "summary_rank_*.txt" if n.startswith("summary_rank_") else n
+        assert n in inc or name in inc, "%s is absent but INCOMPLETE does not say so:\n%s" % (n, inc)
+print("whole or absent; absent:", absent)
+PY
+}
+
+case "$1" in
+  full_disk)  # the report does not fit: summaries first, the rest whole or absent, exit != 0
+    tmpfs 256k
+    H=64 F=128 STEPS=800 PROF=true small_model |
+      sed -e "s|output_dir: .*|output_dir: $MNT/exp|" \
+          -e 's/^  enabled: true/  enabled: true\n  measurement_steps: 800/' > c.yaml
+    set +e; mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1; code=$?; set -e
+    cat run.log | grep -v "^ *$" | tail -6
+    [[ $code -ne 0 ]] || fail "the report did not fit, yet moed exited 0"
+    d=$(ls -d "$MNT"/exp/*/ | head -1)
+    [[ -f $d/INCOMPLETE ]] || fail "no INCOMPLETE marker in $d"
+    cat "$d/INCOMPLETE"
+    grep -q "No space left on device" "$d/INCOMPLETE" || fail "INCOMPLETE does not say why"
+    for f in summary.json summary.txt summary_rank_0.txt summary_rank_1.txt summary_rank_2.txt; do
+      [[ -s $d/$f ]] || fail "$f missing: the summaries must be written first"
+    done
+    check_folder "$d" 3 || fail "a file is torn or INCOMPLETE is wrong"
+    # the headline lists only files that are there; metrics.csv agrees with summary.json
+    grep "^  report: " run.log | grep -o '[a-z_]*\.\(json\|html\|txt\)' | while read -r f; do
+      [[ -f $d/$f ]] || fail "the headline lists $f, which was not written"
+    done
+    python3 - "$d" <<'PY' || fail "summary.json does not match the files"
+import json, sys
+d = sys.argv[1]
+run = json.load(open(d + "/summary.json"))["run"]
+rows = sum(1 for _ in open(d + "/metrics.csv")) - 1
+assert run["metrics_rows"] == rows, (run["metrics_rows"], rows)
+assert run["complete"] is False, "complete, with files missing"
+inc = open(d + "/INCOMPLETE").read()
+if run["metrics_lost"] > 0:
+    assert "metrics.csv: %d rows from step %d on" % (run["metrics_lost"], run["metrics_stop_step"]) in inc, inc
+    assert "rows not written" in open(d + "/summary.txt").read()
+print("metrics.csv:", rows, "rows;", run["metrics_lost"], "lost from step", run["metrics_stop_step"],
+      "; not written:", run["files_not_written"])
+PY
+    ;;
+  disk_freed)  # the disk is full for a while, then freed: rows lost are counted, exit 5
+    tmpfs 1m
+    H=64 F=128 STEPS=3000 PROF=true small_model |
+      sed -e "s|output_dir: .*|output_dir: $MNT/exp|" \
+          -e 's/^  enabled: true/  enabled: true\n  measurement_steps: 100\n  repeat: 0\n  trace: false/' > c.yaml
+    head -c $((1024 * 1024 - 160 * 1024)) /dev/zero > "$MNT/filler"  # 160 KiB left
+    set +e
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 &
+    pid=$!
+    # rows merge every 100-step window; metrics.csv.part stops growing when a write
+    # fails: then free the disk, mid-run
+    last=-1; still=0
+    for _ in $(seq 150); do
+      size=$(stat -c %s "$MNT"/exp/*/metrics.csv.part 2> /dev/null || echo -1)
+      if [[ $size -gt 0 && $size -eq $last ]]; then still=$((still + 1)); else still=0; fi
+      last=$size
+      [[ $still -ge 10 ]] && break
+      sleep 0.1
+    done
+    rm -f "$MNT/filler"
+    echo "disk freed with metrics.csv.part at $last bytes"
+    wait $pid; code=$?
+    set -e
+    grep -E "moed: error|report: |INCOMPLETE" run.log || true
+    [[ $code -eq 5 ]] || { cat run.log; fail "exit $code after metrics.csv lost rows, expected 5"; }
+    d=$(ls -d "$MNT"/exp/*/ | head -1)
+    check_folder "$d" 3 || fail "a file is torn or INCOMPLETE is wrong"
+    cat "$d/INCOMPLETE"
+    python3 - "$d" <<'PY' || fail "the lost rows are not reported"
+import json, sys
+d = sys.argv[1]
+run = json.load(open(d + "/summary.json"))["run"]
+rows = sum(1 for _ in open(d + "/metrics.csv")) - 1
+inc = open(d + "/INCOMPLETE").read().splitlines()
+assert run["metrics_lost"] > 0 and run["metrics_rows"] == rows and not run["complete"], run
+assert inc[1:] == ["metrics.csv: %d rows from step %d on not written: No space left on device"
+                   % (run["metrics_lost"], run["metrics_stop_step"])], inc
+txt = open(d + "/summary.txt").read()
+assert "%d rows not written" % run["metrics_lost"] in txt, "summary.txt does not count them"
+print("metrics.csv:", rows, "rows whole,", run["metrics_lost"], "lost from step",
+      run["metrics_stop_step"], "; every other file written")
+PY
+    ;;
+  killed_writing)  # SIGKILL while trace.json (12 MB) is written: no torn trace.json
+    STEPS=3000 PROF=true small_model |
+      sed 's/^  enabled: true/  enabled: true\n  measurement_steps: 3000/' > c.yaml
+    python3 - "$MOED" "$WORK/experiments" <<'PY' || fail "could not kill moed while it wrote trace.json"
+import glob, os, signal, subprocess, sys, time
+p = subprocess.Popen([sys.argv[1], "--config", "c.yaml", "--no-progress"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+end = time.time() + 100
+while p.poll() is None and time.time() < end:
+    if glob.glob(sys.argv[2] + "/*/trace.json.part"):
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        print("killed while trace.json.part was being written")
+        sys.exit(0)
+    time.sleep(0.001)
+sys.exit(1)
+PY
+    d=$(ls -d "$WORK"/experiments/*/ | head -1)
+    [[ ! -e $d/trace.json ]] || fail "trace.json exists after a kill during its write"
+    cat "$d/INCOMPLETE"
+    [[ $(grep -c "not yet written" "$d/INCOMPLETE") -eq 1 ]] && grep -q "^trace.json: not yet written" "$d/INCOMPLETE" \
+      || fail "INCOMPLETE should list trace.json only"
+    rm -f "$d"/*.part "$d/.reserve"  # a kill's leftovers, named as such; the rest must be whole
+    check_folder "$d" 1 || fail "a file is torn after the kill"
+    ;;
+  read_only)  # a read-only (and an immutable) output_dir: the real errno, exit 5
+    tmpfs 1m
+    mkdir -p "$MNT/exp"
+    mount -o remount,ro "$MNT" || { echo "SKIP: cannot remount the tmpfs read-only"; exit 77; }
+    PROF=true small_model | sed "s|output_dir: .*|output_dir: $MNT/exp|" > c.yaml
+    set +e; mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1; code=$?; set -e
+    grep "moed" run.log | grep -i "report" || true
+    [[ $code -eq 5 ]] || { cat run.log; fail "exit $code, expected 5 (output not written)"; }
+    grep -q "Read-only file system" run.log || { cat run.log; fail "the real errno is not reported"; }
+    ! grep -q "No such file or directory" run.log || fail "'No such file or directory' for a read-only folder"
+    mkdir -p "$IMM"
+    if chattr +i "$IMM" 2> /dev/null; then
+      PROF=true small_model | sed "s|output_dir: .*|output_dir: $IMM/exp|" > i.yaml
+      set +e; "$MOED" --config i.yaml --no-progress > imm.log 2>&1; code=$?; set -e
+      grep "moed" imm.log | grep -i "report" || true
+      [[ $code -eq 5 ]] || { cat imm.log; fail "immutable folder: exit $code, expected 5"; }
+      grep -q "Operation not permitted" imm.log || { cat imm.log; fail "immutable: errno not reported"; }
+    else
+      echo "note: chattr +i is not supported here; the immutable folder is not checked"
+    fi
+    ;;
+  same_second)  # every name for the next seconds taken, runs at once: each its own folder
+    PROF=true small_model > c.yaml
+    "$MOED" --config c.yaml --no-progress > first.log 2>&1 || { cat first.log; fail "first run failed"; }
+    first=$(ls -d "$WORK"/experiments/*/ | head -1)
+    hash=$(basename "$first" | sed 's/.*_\([0-9a-f]*\)$/\1/')
+    "$MOED" --config c.yaml --steps 4 --no-progress > steps.log 2>&1 || fail "--steps run failed"
+    ls "$WORK"/experiments | grep -v "_$hash" > /dev/null || fail "--steps 4 is not in the folder's hash"
+    python3 - "$WORK/experiments" "$hash" <<'PY'  # one process: forks are slow here
+import os, sys, time
+now = int(time.time())
+for s in range(20):
+    stamp = time.strftime("%Y-%m-%d__%H-%M-%S", time.localtime(now + s))
+    for k in [""] + ["-%d" % i for i in range(2, 100)]:
+        d = "%s/%s_%s%s" % (sys.argv[1], stamp, sys.argv[2], k)
+        os.makedirs(d, exist_ok=True)
+        open(d + "/taken", "w").close()
+PY
+    pids=()
+    for i in 1 2 3 4; do
+      "$MOED" --config c.yaml --no-progress > "run$i.log" 2>&1 & pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || fail "a concurrent run failed"; done
+    dirs=$(grep -h "report: " run?.log | sed 's|.*report: \(.*\)/summary.txt.*|\1|' | sort -u)
+    [[ $(echo "$dirs" | wc -l) -eq 4 ]] || { echo "$dirs"; fail "4 runs did not get 4 folders"; }
+    for d in $dirs; do
+      [[ ! -e $d/taken ]] || fail "$d was another run's folder"
+      [[ ! -e $d/INCOMPLETE ]] || fail "$d: INCOMPLETE after a complete run"
+      python3 -c "import json,sys; assert json.load(open(sys.argv[1]+'/summary.json'))['run']['run_dir']==sys.argv[1]" "$d" \
+        || fail "$d/summary.json names another folder"
+    done
+    python3 - "$WORK/experiments" <<'PY' || fail "a taken folder was written into"
+import os, sys
+taken = [d for d in os.scandir(sys.argv[1]) if os.path.exists(d.path + "/taken")]
+bad = [d.name for d in taken if os.listdir(d.path) != ["taken"]]
+assert taken and not bad, bad
+print("pre-taken folders untouched:", len(taken))
+PY
+    echo "own folders: $(for d in $dirs; do basename "$d"; done | tr '\n' ' ')"
+    ;;
+  metrics_bound)  # profiler.metrics_max_mb: 1 stops metrics.csv at 1 MiB, says at which step
+    LAYERS=8 E=16 STEPS=600 PROF=true small_model |
+      sed 's/^  enabled: true/  enabled: true\n  measurement_steps: 600\n  metrics_max_mb: 1/' > c.yaml
+    "$MOED" --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed (a bound is not an error)"; }
+    d=$(ls -d "$WORK"/experiments/*/ | head -1)
+    size=$(stat -c %s "$d/metrics.csv")
+    [[ $size -le 1048576 ]] || fail "metrics.csv is $size bytes, over 1 MiB"
+    [[ ! -e $d/INCOMPLETE ]] || fail "INCOMPLETE after a run that only reached the bound"
+    check_folder "$d" 1 > /dev/null || fail "a file is torn"
+    grep "metrics.csv" "$d/summary.txt" || fail "summary.txt does not say metrics.csv stopped"
+    python3 - "$d" <<'PY' || fail "summary.json: the stop is not reported right"
+import json, sys
+d = sys.argv[1]
+run = json.load(open(d + "/summary.json"))["run"]
+steps = [int(l.split(",")[0]) for l in open(d + "/metrics.csv").read().splitlines()[1:]]
+assert run["metrics_lost"] > 0 and "metrics_max_mb" in run["metrics_stop_reason"], run
+assert run["metrics_stop_step"] > 0 and max(steps) <= run["metrics_stop_step"], (max(steps), run)
+assert run["metrics_rows"] == len(steps) and run["complete"] is True, run
+print("metrics.csv stopped at step", run["metrics_stop_step"], "after", len(steps), "rows;",
+      run["metrics_lost"], "not written")
+PY
+    ;;
+  *) fail "unknown case $1" ;;
+esac
+echo "PASS files $1"
