@@ -9,8 +9,17 @@
 
 #include <stdbool.h>
 
-/* Install the SIGINT/SIGTERM/SIGHUP handlers (main, once). */
+#include <stdint.h>
+
+/* Install the SIGINT/SIGTERM/SIGHUP handlers (main, once), and SIGCONT's: mpirun's first
+ * signal when it ends a job, a stop for a rank that was running (see stop.c). */
 void moe_stop_install_handlers(void);
+/* This process runs at now_ns (every poll says so): tells mpirun's SIGCONT from a resume. */
+void moe_stop_alive(int64_t now_ns);
+/* Around MPI_Init: the handlers are installed, and a stop signal meanwhile ends the process
+ * at once (rank 0 says so), since MPI_Init may never return once mpirun ends the job. */
+void moe_stop_mpi_init_begin(void);
+void moe_stop_mpi_init_end(void);
 /* True once a stop was requested (signal-safe flag; cheap: one load). */
 bool moe_stop_requested(void);
 /* The signal that requested it, 0 if none. */

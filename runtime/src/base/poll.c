@@ -46,6 +46,7 @@ moe_status_t moe_poll_next(moe_poll_t *p)
         p->deadline_ns += p->deadline_ns > 0 ? gap : 0;
     }
     p->last_ns = now;
+    moe_stop_alive(now);
     if (p->honour_stop && moe_stop_requested()) {
         return MOE_ERR_INTERRUPTED;
     }

@@ -25,8 +25,8 @@ static struct {
 static void send_free(const void *buf, int n, MPI_Datatype type, int to, int tag)
 {
     MPI_Request req;
-    if (MPI_Isend(buf, n, type, to, tag, g.comm, &req) == MPI_SUCCESS) {
-        MPI_Request_free(&req);
+    if (MOE_MPI(MPI_Isend(buf, n, type, to, tag, g.comm, &req), NULL) == MOE_OK) {
+        MOE_MPI(MPI_Request_free(&req), NULL);
     }
 }
 
@@ -47,7 +47,9 @@ moe_status_t moe_watchdog_init(MPI_Comm comm, double timeout_s, moe_error_t *err
     moe_poll_begin(&poll, timeout_s, true);
     st = moe_poll_request(&req, &poll, err);
     if (st == MOE_OK) {
-        MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
+        st = MOE_MPI(MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN), err);
+    }
+    if (st == MOE_OK) {
         g.ready = true;
         moe_poll_set_hook(moe_watchdog_tick);
     } else if (st == MOE_ERR_TIMEOUT) {
@@ -63,10 +65,15 @@ static int take_int(int tag, int *value)
 {
     int flag = 0;
     MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, tag, g.comm, &flag, &status) != MPI_SUCCESS || !flag) {
+    if (MOE_MPI(MPI_Iprobe(MPI_ANY_SOURCE, tag, g.comm, &flag, &status), NULL) != MOE_OK ||
+        !flag) {
         return -1;
     }
-    MPI_Recv(value, 1, MPI_INT, status.MPI_SOURCE, tag, g.comm, MPI_STATUS_IGNORE);
+    /* matched by the probe: the message is here, the receive does not wait */
+    if (MOE_MPI(MPI_Recv(value, 1, MPI_INT, status.MPI_SOURCE, tag, g.comm, MPI_STATUS_IGNORE),
+                NULL) != MOE_OK) {
+        return -1;
+    }
     return status.MPI_SOURCE;
 }
 
@@ -74,13 +81,23 @@ static void take_fault(void)
 {
     int flag = 0, n = 0;
     MPI_Status status;
-    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAULT, g.comm, &flag, &status) != MPI_SUCCESS || !flag) {
+    if (MOE_MPI(MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAULT, g.comm, &flag, &status), NULL) !=
+            MOE_OK ||
+        !flag) {
         return;
     }
     char msg[MOE_ERROR_MSG_MAX];
-    MPI_Get_count(&status, MPI_CHAR, &n);
+    if (MOE_MPI(MPI_Get_count(&status, MPI_CHAR, &n), NULL) != MOE_OK) {
+        n = 0;
+    }
     n = n < 0 ? 0 : n > MOE_ERROR_MSG_MAX - 1 ? MOE_ERROR_MSG_MAX - 1 : n;
-    MPI_Recv(msg, n, MPI_CHAR, status.MPI_SOURCE, TAG_FAULT, g.comm, MPI_STATUS_IGNORE);
+    /* a longer message is truncated by MPI (an error here, logged); the text is kept */
+    if (MOE_MPI(MPI_Recv(msg, n, MPI_CHAR, status.MPI_SOURCE, TAG_FAULT, g.comm,
+                         MPI_STATUS_IGNORE),
+                NULL) != MOE_OK) {
+        snprintf(msg, sizeof(msg), "a rank's watchdog fired (its message was lost)");
+        n = (int)strlen(msg);
+    }
     msg[n] = '\0';
     if (!g.fault) { /* the first report wins; the others are the same fault seen later */
         snprintf(g.fault_msg, sizeof(g.fault_msg), "%s", msg);
@@ -142,8 +159,9 @@ int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
     int ping = 1;
     for (int r = 0; r < g.world; r++) {
         reqs[r] = MPI_REQUEST_NULL;
-        if (r != g.rank && MPI_Irecv(&answer[r], 1, MPI_INT, r, TAG_PONG, g.comm, &reqs[r]) ==
-                               MPI_SUCCESS) {
+        if (r != g.rank && MOE_MPI(MPI_Irecv(&answer[r], 1, MPI_INT, r, TAG_PONG, g.comm,
+                                             &reqs[r]),
+                                   NULL) == MOE_OK) {
             send_free(&ping, 1, MPI_INT, r, TAG_PING);
         }
     }
@@ -155,8 +173,9 @@ int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
         left = 0;
         for (int r = 0; r < g.world; r++) {
             int done = 1;
-            if (reqs[r] != MPI_REQUEST_NULL) {
-                MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE);
+            if (reqs[r] != MPI_REQUEST_NULL &&
+                MOE_MPI(MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE), NULL) != MOE_OK) {
+                done = 0; /* no answer from that rank */
             }
             left += !done;
         }
@@ -164,8 +183,8 @@ int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
     int n = 0;
     for (int r = 0; r < g.world; r++) {
         if (reqs[r] != MPI_REQUEST_NULL) { /* no answer: that rank does not run */
-            MPI_Cancel(&reqs[r]);
-            MPI_Request_free(&reqs[r]);
+            MOE_MPI(MPI_Cancel(&reqs[r]), NULL);
+            MOE_MPI(MPI_Request_free(&reqs[r]), NULL);
             if (n < cap) {
                 dead[n++] = r;
             }
@@ -208,7 +227,7 @@ void moe_watchdog_defer(const char *msg, const int *dead, int ndead, double wait
     if (reporter == 0) {
         MPI_Request req;
         int n = (int)strlen(msg) + 1;
-        if (MPI_Isend(msg, n, MPI_CHAR, 0, TAG_FAULT, g.comm, &req) != MPI_SUCCESS) {
+        if (MOE_MPI(MPI_Isend(msg, n, MPI_CHAR, 0, TAG_FAULT, g.comm, &req), NULL) != MOE_OK) {
             return;
         }
         moe_poll_begin(&poll, wait_s, false);

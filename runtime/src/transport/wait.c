@@ -38,9 +38,15 @@ void moe_wait_set_where(int64_t step, int layer, const char *phase)
     g_wait.phase = phase;
 }
 
-static const char *host_of(int r)
+/* "rank 2 (node3)", or "rank 2" before the hosts are known (start-up). */
+static const char *rank_text(char *buf, size_t len, int r)
 {
-    return g_wait.hosts != NULL && r >= 0 && r < g_wait.world ? g_wait.hosts[r] : "?";
+    if (g_wait.hosts != NULL && r >= 0 && r < g_wait.world) {
+        snprintf(buf, len, "rank %d (%s)", r, g_wait.hosts[r]);
+    } else {
+        snprintf(buf, len, "rank %d", r);
+    }
+    return buf;
 }
 
 /* The peers named in a message: "rank 1 (host), rank 2 (host)". */
@@ -49,8 +55,9 @@ static void name_ranks(char *out, size_t len, const int *ranks, int n)
     size_t used = 0;
     out[0] = '\0';
     for (int i = 0; i < n && used + 80 < len; i++) {
-        used += (size_t)snprintf(out + used, len - used, "%srank %d (%s)", i ? ", " : "",
-                                 ranks[i], host_of(ranks[i]));
+        char one[96];
+        used += (size_t)snprintf(out + used, len - used, "%s%s", i ? ", " : "",
+                                 rank_text(one, sizeof(one), ranks[i]));
     }
 }
 
@@ -64,14 +71,14 @@ static moe_status_t watchdog_fire(double waited_s, const char *what, const int *
     }
     int dead[64];
     int ndead = moe_watchdog_unresponsive(1.0, dead, 64);
-    char peers[512], culprits[512];
+    char peers[512], culprits[512], me[96];
     name_ranks(peers, sizeof(peers), pending, npending);
     name_ranks(culprits, sizeof(culprits), dead, ndead);
     moe_error_set(err, MOE_ERR_TIMEOUT,
-                  "watchdog: rank %d (%s) made no progress for %.1f s in step %lld, layer %d, "
+                  "watchdog: %s made no progress for %.1f s in step %lld, layer %d, "
                   "phase %s: waiting in %s on %s; %s%s (runtime.step_timeout_s = %g); "
                   "aborting the job",
-                  g_wait.rank, host_of(g_wait.rank), waited_s, (long long)g_wait.step,
+                  rank_text(me, sizeof(me), g_wait.rank), waited_s, (long long)g_wait.step,
                   g_wait.layer, g_wait.phase, what,
                   npending > 0 ? peers : "all ranks (a collective)",
                   ndead > 0 ? culprits : "every rank answers (they wait too: a rank too slow?)",
