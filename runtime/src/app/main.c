@@ -17,6 +17,8 @@
 #include "moe/prof.h"
 #include "moe/safetensors.h"
 #include "moe/stop.h"
+#include "moe/watchdog.h"
+#include "transport/wait.h"
 #include "app/selfbench.h"
 #include "app/startup.h"
 
@@ -30,7 +32,7 @@ enum {
     EXIT_OUTPUT = 5,   /* an output file could not be written */
     EXIT_MISMATCH = 6, /* the ranks are not the same moed (build, protocol) or not one job */
     EXIT_WATCHDOG = 7, /* a step made no progress for runtime.step_timeout_s */
-    EXIT_SIGNAL = 130, /* stopped by SIGINT / SIGTERM after a step boundary */
+    EXIT_SIGNAL = 130, /* stopped by SIGINT / SIGTERM / SIGHUP (at start-up or mid-run) */
 };
 
 typedef struct options {
@@ -310,15 +312,23 @@ static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *to
     long long drop = eng->dropped;
     double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
     *tot = (summary_totals_t){{0, 0}, 0, 0.0};
-    moe_status_t st = MOE_MPI(MPI_Reduce(mine, tot->expert, 2, MPI_DOUBLE, MPI_SUM, 0, eng->comm),
+    /* non-blocking and polled: a rank stopped after the last step trips the watchdog */
+    MPI_Request req[3];
+    moe_status_t st = MOE_MPI(MPI_Ireduce(mine, tot->expert, 2, MPI_DOUBLE, MPI_SUM, 0,
+                                          eng->comm, &req[0]),
                               err);
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Reduce(&drop, &tot->dropped, 1, MPI_LONG_LONG, MPI_SUM, 0, eng->comm),
+        st = MOE_MPI(MPI_Ireduce(&drop, &tot->dropped, 1, MPI_LONG_LONG, MPI_SUM, 0, eng->comm,
+                                 &req[1]),
                      err);
     }
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Reduce(&prof_share, &tot->prof_max, 1, MPI_DOUBLE, MPI_MAX, 0, eng->comm),
+        st = MOE_MPI(MPI_Ireduce(&prof_share, &tot->prof_max, 1, MPI_DOUBLE, MPI_MAX, 0,
+                                 eng->comm, &req[2]),
                      err);
+    }
+    for (int i = 0; i < 3 && st == MOE_OK; i++) {
+        st = moe_wait_request(&req[i], "the summary's reduction", err);
     }
     return st;
 }
@@ -426,18 +436,70 @@ static double profile_deadline_s(const moe_config_t *cfg, bool interrupted)
 }
 
 static int finish_profile(moe_engine_t *eng, const moe_config_t *cfg, const char *text,
-                          size_t len, bool interrupted, int rank)
+                          size_t len, bool interrupted, const char *missing_why, int rank)
 {
     moe_error_t perr;
     moe_error_clear(&perr);
     char run_dir[MOE_PATH_MAX] = "";
-    moe_status_t st = moe_engine_finish_profile(eng, text, len, interrupted,
-                                                profile_deadline_s(cfg, interrupted), run_dir,
-                                                sizeof(run_dir), &perr);
+    double deadline = missing_why != NULL ? 0.2 : profile_deadline_s(cfg, interrupted);
+    moe_status_t st = moe_engine_finish_profile(eng, text, len, interrupted, deadline,
+                                                missing_why, run_dir, sizeof(run_dir), &perr);
+    if (st == MOE_ERR_TIMEOUT && !interrupted) {
+        /* a rank stopped after the last step: the report (partial) is written; end the job */
+        MOE_ERROR("%s", perr.msg);
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+    }
     if (st != MOE_OK && rank == 0) {
         MOE_ERROR("profile report: %s", perr.msg);
     }
     return st == MOE_OK ? EXIT_OK : EXIT_OUTPUT;
+}
+
+/* Who stopped the job, for the one line rank 0 prints: "SIGINT" or "SIGTERM on rank 2". */
+static void stop_cause(char *out, size_t len)
+{
+    int origin = moe_stop_origin();
+    if (origin >= 0) {
+        snprintf(out, len, "%s on rank %d", moe_stop_signal_name(moe_stop_signal()), origin);
+    } else {
+        snprintf(out, len, "%s", moe_stop_signal_name(moe_stop_signal()));
+    }
+}
+
+/* mpirun ends the job for a Ctrl-C or for a rank it lost (killed, crashed): the ranks that
+ * do not answer a ping within 0.3 s are the lost ones, named in rank 0's line ("" if none,
+ * or when a rank's own signal stopped the job). */
+static void stop_lost_ranks(const moe_engine_t *eng, char *out, size_t len)
+{
+    int dead[16];
+    out[0] = '\0';
+    int n = moe_stop_origin() < 0 ? moe_watchdog_unresponsive(0.3, dead, 16) : 0;
+    size_t used = 0;
+    for (int i = 0; i < n && used + 80 < len; i++) {
+        used += (size_t)snprintf(out + used, len - used, "%srank %d (%s)%s",
+                                 i ? ", " : "; lost: ", dead[i], eng->hosts[dead[i]],
+                                 i + 1 == n ? " (does not answer)" : "");
+    }
+}
+
+/* The watchdog fired here or on another rank (err says where; printed once, by the rank that
+ * reports it). Rank 0 first writes the report of the completed steps, marked partial; then
+ * the job ends, whichever rank's watchdog it was. */
+static void abort_on_watchdog(moe_engine_t *eng, const moe_config_t *cfg, const char *text,
+                              size_t len, int rank, const moe_error_t *err)
+{
+    MOE_ERROR("%s", err->msg);
+    if (rank == 0 && eng != NULL) {
+        fflush(stderr);
+        finish_profile(eng, cfg, text, len, true,
+                       "the watchdog ended the run before its last record (see the error)",
+                       rank);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
 }
 
 static int run_job(const options_t *opt, const moe_config_t *cfg, const char *text, size_t len,
@@ -447,6 +509,18 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
     moe_error_clear(&err);
     moe_engine_t *eng = NULL;
     moe_status_t st = moe_engine_create(cfg, MPI_COMM_WORLD, &eng, &err);
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
+    }
+    if (st == MOE_ERR_INTERRUPTED) {
+        *skip_finalize = true; /* ranks may have left different collectives in flight */
+        if (rank == 0) {
+            char cause[128];
+            stop_cause(cause, sizeof(cause));
+            MOE_ERROR("stopped by %s during start-up, before any step", cause);
+        }
+        return EXIT_SIGNAL;
+    }
     if (st != MOE_OK) {
         if (rank == 0) {
             MOE_ERROR("%s", err.msg);
@@ -456,8 +530,19 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
     bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
     int64_t steps = cfg->steps; /* --steps already applied */
     st = moe_engine_run(eng, steps, progress, &err);
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(eng, cfg, text, len, rank, &err);
+    }
+    if (st == MOE_OK) {
+        /* the summary's reduction waits on every rank: a stop there is a stop like any */
+        moe_wait_set_where(eng->steps_done, 0, "summary");
+        st = print_summary(eng, &err);
+    }
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(eng, cfg, text, len, rank, &err);
+    }
     if (st != MOE_OK && st != MOE_ERR_INTERRUPTED) {
-        /* A failure or the watchdog, printed by the rank that saw it; the job cannot go on. */
+        /* A failure, printed by the rank that saw it; the job cannot go on. */
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, exit_code_for(st));
     }
@@ -466,19 +551,19 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         /* Ranks left different collectives in flight: from here on point to point only. */
         *skip_finalize = true;
         if (rank == 0) {
-            MOE_ERROR("stopped by signal %d after %lld of %lld steps; writing what was measured",
-                      moe_stop_signal(), (long long)eng->steps_done, (long long)steps);
+            char cause[128], lost[256];
+            stop_cause(cause, sizeof(cause));
+            stop_lost_ranks(eng, lost, sizeof(lost));
+            MOE_ERROR("stopped by %s after %lld of %lld steps%s%s", cause,
+                      (long long)eng->steps_done, (long long)steps, lost,
+                      eng->prof != NULL ? "; writing what was measured" : "");
         }
-        finish_profile(eng, cfg, text, len, true, rank);
+        finish_profile(eng, cfg, text, len, true, NULL, rank);
         moe_engine_destroy(eng);
         return code;
     }
-    if (print_summary(eng, &err) != MOE_OK) {
-        /* a collective failed: the ranks are no longer in step, so no more collectives */
-        MOE_ERROR("%s", err.msg);
-        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
-    }
-    code = finish_profile(eng, cfg, text, len, false, rank);
+    moe_engine_test_pause(eng, "report");
+    code = finish_profile(eng, cfg, text, len, false, NULL, rank);
     if (opt->bench && moe_selfbench_run(eng, &err) != MOE_OK) {
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
@@ -488,6 +573,14 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
             MOE_ERROR("%s", err.msg);
         }
         code = EXIT_OUTPUT;
+    }
+    /* MPI_Finalize would wait without a bound for a rank stopped by now: meet first, polled */
+    moe_wait_set_where(eng->steps_done, 0, "the end (the report is written)");
+    st = moe_wait_barrier(eng->comm, &err);
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
+    } else if (st == MOE_ERR_INTERRUPTED) {
+        *skip_finalize = true; /* a stop after the report: nothing is lost */
     }
     moe_engine_destroy(eng);
     return code;
@@ -569,9 +662,13 @@ int main(int argc, char **argv)
         return moe_prof_compare(argv[2], argv[3], stdout);
     }
     int provided = 0, rank = 0, world = 1;
+    /* MPI_Init takes most of a small job's first second, and a Ctrl-C then left it waiting
+     * until mpirun's SIGKILL: no output at all. Now the rank leaves at once and says so. */
+    moe_stop_mpi_init_begin();
     if (MOE_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), NULL) != MOE_OK) {
         return EXIT_RUNTIME;
     }
+    moe_stop_mpi_init_end();
     /* Errors come back as codes (and become moe_status_t) instead of aborting in MPI. */
     if (MOE_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), NULL) != MOE_OK ||
         MOE_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank), NULL) != MOE_OK ||
@@ -579,7 +676,22 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME); /* a rank without its place cannot go on */
     }
     moe_log_init(rank, world);
-    moe_stop_install_handlers();
+    moe_wait_configure(MOE_WATCHDOG_STARTUP_S, rank, world, NULL);
+    moe_error_t werr;
+    moe_error_clear(&werr);
+    moe_status_t wst = moe_watchdog_init(MPI_COMM_WORLD, MOE_WATCHDOG_STARTUP_S, &werr);
+    if (wst == MOE_ERR_INTERRUPTED) {
+        if (rank == 0) {
+            MOE_ERROR("stopped by %s during start-up, before any step",
+                      moe_stop_signal_name(moe_stop_signal()));
+        }
+        fflush(stderr);
+        _exit(EXIT_SIGNAL); /* MPI_Finalize could wait for a rank that is gone */
+    }
+    if (wst != MOE_OK) {
+        MOE_ERROR("%s", werr.msg);
+        MPI_Abort(MPI_COMM_WORLD, exit_code_for(wst));
+    }
     bool skip_finalize = false;
     int code = run_main(argc, argv, rank, world, &skip_finalize);
     fflush(stdout);
