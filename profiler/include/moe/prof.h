@@ -142,7 +142,7 @@ int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded,
  * world size, filled on rank 0 (others get their own entry). Collective. A failed MPI call
  * returns MOE_ERR_MPI with its line in err (logged when err is NULL). Non-blocking and
  * polled: after timeout_s (<= 0: none) MOE_ERR_TIMEOUT (err not set) with *waited_on the
- * rank it was waiting for (-1: a collective, all ranks). */
+ * rank it was waiting for (-1: a collective, all ranks); on a stop MOE_ERR_INTERRUPTED. */
 moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, double *offset_ns,
                                  double *uncertainty_ns, int *waited_on, moe_error_t *err);
 

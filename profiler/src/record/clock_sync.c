@@ -4,7 +4,8 @@
  * smallest round trip gives the tightest bound.
  *
  * Every message is non-blocking and polled (moe/poll.h) against one deadline for the whole
- * sync, so a rank stopped or hung here ends it with MOE_ERR_TIMEOUT instead of a hang. */
+ * sync, so a rank stopped or hung here ends it with MOE_ERR_TIMEOUT instead of a hang, and
+ * a stop request with MOE_ERR_INTERRUPTED. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -89,7 +90,7 @@ moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, do
         st = MOE_MPI(MPI_Comm_size(comm, &world), err);
     }
     moe_poll_t poll;
-    moe_poll_begin(&poll, timeout_s, false);
+    moe_poll_begin(&poll, timeout_s, true); /* a Ctrl-C here must not wait for the deadline */
     offset_ns[0] = 0.0;
     uncertainty_ns[0] = 0.0;
     *waited_on = 0;

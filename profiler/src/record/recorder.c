@@ -190,7 +190,15 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe
         return MOE_ERR_NO_MEMORY;
     }
     snprintf(p->rec.host, sizeof(p->rec.host), "%s", info->hosts[p->rank]);
-    st = MOE_MPI(MPI_Comm_dup(p->comm, &p->pcomm), err);
+    MPI_Request req;
+    st = MOE_MPI(MPI_Comm_idup(p->comm, &p->pcomm, &req), err);
+    if (st == MOE_OK) {
+        moe_poll_t poll;
+        moe_poll_begin(&poll, prof_timeout_s(p), true);
+        st = moe_poll_request(&req, &poll, err);
+        st = st == MOE_ERR_TIMEOUT ? prof_fire(p, "the profiler's start-up", prof_timeout_s(p), err)
+                                   : st;
+    }
     if (st == MOE_OK) {
         st = MOE_MPI(MPI_Comm_set_errhandler(p->pcomm, MPI_ERRORS_RETURN), err);
     }

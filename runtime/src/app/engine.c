@@ -539,9 +539,13 @@ static moe_status_t engine_gather_rows(moe_engine_t *eng, float *all, const int 
     }
     st = MOE_MPI(MPI_Type_commit(&row), err);
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Gatherv(eng->x, (int)eng->token_count, row, all, counts, displs, row, 0,
-                                 eng->comm),
+        MPI_Request req;
+        st = MOE_MPI(MPI_Igatherv(eng->x, (int)eng->token_count, row, all, counts, displs, row,
+                                  0, eng->comm, &req),
                      err);
+        if (st == MOE_OK) {
+            st = moe_wait_request(&req, "the output gather", err);
+        }
     }
     moe_status_t freed = MOE_MPI(MPI_Type_free(&row), st == MOE_OK ? err : NULL);
     return st != MOE_OK ? st : freed;
