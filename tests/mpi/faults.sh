@@ -54,12 +54,12 @@ wait_steps() {
 }
 expect_code() { [[ $code -eq $1 ]] || fail "exit $code, expected $1"; }
 # one_error REGEX: exactly one 'moed: error' line that says why, and it matches. Besides
-# it, a rank that mpirun's SIGTERM finds (a stopped one it resumes to end it) may say it
-# stopped; nothing else.
+# it, a rank that mpirun resumes to end it (SIGCONT) may say it stopped; nothing else.
 one_error() {
-  local n; n=$(grep 'moed: error' err.log | grep -vc 'stopped by SIG\|stop requested' || true)
+  local stopped='stopped by SIG\|stopped by mpirun\|stop requested'
+  local n; n=$(grep 'moed: error' err.log | grep -vc "$stopped" || true)
   [[ $n -eq 1 ]] || fail "want one error line, got $n"
-  grep 'moed: error' err.log | grep -v 'stopped by SIG\|stop requested' | grep -qE "$1" \
+  grep 'moed: error' err.log | grep -v "$stopped" | grep -qE "$1" \
     || fail "the error line does not match: $1"
 }
 # only_error REGEX: exactly one 'moed: error' line at all, and it matches.

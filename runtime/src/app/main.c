@@ -502,6 +502,56 @@ static void abort_on_watchdog(moe_engine_t *eng, const moe_config_t *cfg, const 
     MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
 }
 
+/* The run stopped (a signal here or on another rank, mpirun ending the job): rank 0 says
+ * why and writes the report of the completed steps. Point to point only from here (ranks
+ * left different collectives in flight), and no MPI_Finalize. */
+static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *text, size_t len,
+                       int rank, bool *skip_finalize)
+{
+    *skip_finalize = true;
+    if (rank == 0) {
+        char cause[128], lost[256];
+        stop_cause(cause, sizeof(cause));
+        stop_lost_ranks(eng, lost, sizeof(lost));
+        MOE_ERROR("stopped by %s after %lld of %lld steps%s%s", cause,
+                  (long long)eng->steps_done, (long long)cfg->steps, lost,
+                  eng->prof != NULL ? "; writing what was measured" : "");
+    }
+    finish_profile(eng, cfg, text, len, true, NULL, rank);
+    moe_engine_destroy(eng);
+    return EXIT_SIGNAL;
+}
+
+/* After every step ran and the summary is out: the report, --bench, --dump-output, and a
+ * last barrier, polled, so MPI_Finalize never waits for a rank stopped by now. */
+static int run_finish(const options_t *opt, moe_engine_t *eng, const moe_config_t *cfg,
+                      const char *text, size_t len, int rank, bool *skip_finalize)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_engine_test_pause(eng, "report");
+    int code = finish_profile(eng, cfg, text, len, false, NULL, rank);
+    if (opt->bench && moe_selfbench_run(eng, &err) != MOE_OK) {
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
+    }
+    if (opt->dump_output != NULL && dump_output(eng, opt->dump_output, &err) != MOE_OK) {
+        if (rank == 0) {
+            MOE_ERROR("%s", err.msg);
+        }
+        code = EXIT_OUTPUT;
+    }
+    moe_wait_set_where(eng->steps_done, 0, "the end (the report is written)");
+    moe_status_t st = moe_wait_barrier(eng->comm, &err);
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
+    } else if (st == MOE_ERR_INTERRUPTED) {
+        *skip_finalize = true; /* a stop after the report: nothing is lost */
+    }
+    moe_engine_destroy(eng);
+    return code;
+}
+
 static int run_job(const options_t *opt, const moe_config_t *cfg, const char *text, size_t len,
                    int rank, bool *skip_finalize)
 {
@@ -528,11 +578,7 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         return exit_code_for(st);
     }
     bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
-    int64_t steps = cfg->steps; /* --steps already applied */
-    st = moe_engine_run(eng, steps, progress, &err);
-    if (st == MOE_ERR_TIMEOUT) {
-        abort_on_watchdog(eng, cfg, text, len, rank, &err);
-    }
+    st = moe_engine_run(eng, cfg->steps, progress, &err); /* --steps already applied */
     if (st == MOE_OK) {
         /* the summary's reduction waits on every rank: a stop there is a stop like any */
         moe_wait_set_where(eng->steps_done, 0, "summary");
@@ -541,49 +587,15 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
     if (st == MOE_ERR_TIMEOUT) {
         abort_on_watchdog(eng, cfg, text, len, rank, &err);
     }
-    if (st != MOE_OK && st != MOE_ERR_INTERRUPTED) {
+    if (st == MOE_ERR_INTERRUPTED) {
+        return run_stopped(eng, cfg, text, len, rank, skip_finalize);
+    }
+    if (st != MOE_OK) {
         /* A failure, printed by the rank that saw it; the job cannot go on. */
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, exit_code_for(st));
     }
-    int code = exit_code_for(st);
-    if (st == MOE_ERR_INTERRUPTED) {
-        /* Ranks left different collectives in flight: from here on point to point only. */
-        *skip_finalize = true;
-        if (rank == 0) {
-            char cause[128], lost[256];
-            stop_cause(cause, sizeof(cause));
-            stop_lost_ranks(eng, lost, sizeof(lost));
-            MOE_ERROR("stopped by %s after %lld of %lld steps%s%s", cause,
-                      (long long)eng->steps_done, (long long)steps, lost,
-                      eng->prof != NULL ? "; writing what was measured" : "");
-        }
-        finish_profile(eng, cfg, text, len, true, NULL, rank);
-        moe_engine_destroy(eng);
-        return code;
-    }
-    moe_engine_test_pause(eng, "report");
-    code = finish_profile(eng, cfg, text, len, false, NULL, rank);
-    if (opt->bench && moe_selfbench_run(eng, &err) != MOE_OK) {
-        MOE_ERROR("%s", err.msg);
-        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
-    }
-    if (opt->dump_output != NULL && dump_output(eng, opt->dump_output, &err) != MOE_OK) {
-        if (rank == 0) {
-            MOE_ERROR("%s", err.msg);
-        }
-        code = EXIT_OUTPUT;
-    }
-    /* MPI_Finalize would wait without a bound for a rank stopped by now: meet first, polled */
-    moe_wait_set_where(eng->steps_done, 0, "the end (the report is written)");
-    st = moe_wait_barrier(eng->comm, &err);
-    if (st == MOE_ERR_TIMEOUT) {
-        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
-    } else if (st == MOE_ERR_INTERRUPTED) {
-        *skip_finalize = true; /* a stop after the report: nothing is lost */
-    }
-    moe_engine_destroy(eng);
-    return code;
+    return run_finish(opt, eng, cfg, text, len, rank, skip_finalize);
 }
 
 static int run_main(int argc, char **argv, int rank, int world, bool *skip_finalize)
