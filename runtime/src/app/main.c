@@ -468,6 +468,18 @@ static void stop_cause(char *out, size_t len)
     }
 }
 
+/* A stop before any step: rank 0 says so; no MPI_Finalize (ranks may have left different
+ * collectives in flight). */
+static void stopped_at_startup(int rank, bool *skip_finalize)
+{
+    *skip_finalize = true;
+    if (rank == 0) {
+        char cause[128];
+        stop_cause(cause, sizeof(cause));
+        MOE_ERROR("stopped by %s during start-up, before any step", cause);
+    }
+}
+
 /* mpirun ends the job for a Ctrl-C or for a rank it lost (killed, crashed): the ranks that
  * do not answer a ping within 0.3 s are the lost ones, named in rank 0's line ("" if none,
  * or when a rank's own signal stopped the job). */
@@ -563,12 +575,7 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         abort_on_watchdog(NULL, cfg, text, len, rank, &err);
     }
     if (st == MOE_ERR_INTERRUPTED) {
-        *skip_finalize = true; /* ranks may have left different collectives in flight */
-        if (rank == 0) {
-            char cause[128];
-            stop_cause(cause, sizeof(cause));
-            MOE_ERROR("stopped by %s during start-up, before any step", cause);
-        }
+        stopped_at_startup(rank, skip_finalize);
         return EXIT_SIGNAL;
     }
     if (st != MOE_OK) {
@@ -645,7 +652,15 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
                  "will be recorded", (long long)cfg->steps, (long long)cfg->prof_warmup_steps);
     }
     int code = EXIT_OK;
-    if (st != MOE_OK) {
+    if (st == MOE_ERR_TIMEOUT) {
+        /* the config broadcast or the handshake: a rank does not answer (message once) */
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+    }
+    if (st == MOE_ERR_INTERRUPTED) {
+        stopped_at_startup(rank, skip_finalize);
+        code = EXIT_SIGNAL;
+    } else if (st != MOE_OK) {
         if (rank == 0) {
             MOE_ERROR("%s", err.msg);
         }
