@@ -52,6 +52,16 @@ wait_steps() {
   done
   fail "the run never reached its steps"
 }
+# wait_stopped R: until rank R has stopped itself (MOED_TEST_PAUSE): the job is in start-up.
+wait_stopped() {
+  local p
+  for _ in $(seq 1 200); do
+    p=$(rank_pid "$1")
+    [[ -n "$p" && $(awk '{print $3}' "/proc/$p/stat" 2> /dev/null) == T ]] && return
+    sleep 0.1
+  done
+  fail "rank $1 never stopped"
+}
 expect_code() { [[ $code -eq $1 ]] || fail "exit $code, expected $1"; }
 # one_error REGEX: exactly one 'moed: error' line that says why, and it matches. Besides
 # it, a rank that mpirun resumes to end it (SIGCONT) may say it stopped; nothing else.
@@ -207,7 +217,7 @@ PY
   int_startup)  # Ctrl-C on mpirun during start-up (rank 1 held there): says it stopped
     job > c.yaml
     run_bg MOED_TEST_PAUSE=1:startup
-    sleep 2
+    wait_stopped 1
     t_event=$(date +%s%N); kill -INT "$job"
     finish 6
     [[ $code -ne 0 ]] || fail "exit 0 after Ctrl-C"
