@@ -32,8 +32,22 @@ rank_pid() {
     fi
   done
 }
-# wait_steps N: until the run has recorded about N steps (parts reach rank 0 as it goes).
-wait_running() { sleep "${1:-4}"; }
+# wait_running N: until rank 0 has merged records of step N or later (metrics.csv, or its
+# .part while the run goes on, gets them as windows close), at most 90 s: a fixed sleep
+# was too short on a loaded machine or under sanitizers, where start-up alone can take it.
+wait_running() {
+  local want=${1:-6} waited=0 f last
+  while (( waited < 900 )); do
+    for f in "$WORK"/experiments/*/metrics.csv.part "$WORK"/experiments/*/metrics.csv; do
+      [[ -f $f ]] || continue
+      last=$(awk -F, 'NR > 1 && $1 + 0 > m { m = $1 + 0 } END { print m + 0 }' "$f")
+      (( last >= want )) && return 0
+    done
+    kill -0 "$job" 2> /dev/null || { cat err.log; fail "the run ended before step $want"; }
+    sleep 0.1; waited=$((waited + 1))
+  done
+  fail "no record of step $want within 90 s"
+}
 
 case "$1" in
   handshake)  # a rank of another build stops the job before any step
@@ -69,7 +83,7 @@ case "$1" in
   sigint)  # Ctrl-C on mpirun: stop at a step boundary, every completed step in the report
     long_job > c.yaml
     start_bg --config c.yaml --no-progress
-    wait_running 5
+    wait_running 6
     t=$(date +%s%N); kill -INT "$job"; wait_job "$t"
     cat err.log | grep moed || true
     [[ $code -ne 0 ]] || fail "an interrupted run must exit non-zero"
@@ -93,7 +107,7 @@ PY
   rank_killed)  # a rank dies: the job ends, names it, and rank 0 writes a partial report
     long_job > c.yaml
     start_bg --config c.yaml --no-progress
-    wait_running 5
+    wait_running 6
     victim=$(rank_pid 1); [[ -n "$victim" ]] || fail "cannot find rank 1's pid"
     t=$(date +%s%N); kill -9 "$victim"; wait_job "$t"
     cat err.log | grep -v '^\s*$' | head -12

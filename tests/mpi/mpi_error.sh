@@ -2,13 +2,13 @@
 # mpi_error.sh CASE: a failing MPI call stops the job with one message that names the MPI
 # function, where it was called and MPI's error text, and a non-zero exit, on 3 ranks.
 # MOED_TEST_MPI_FAIL=agree:N makes the Nth agreement (moe_agree, engine.c) of every rank
-# hand MPI_Allreduce an invalid count, so MPI itself fails the call (MPI_ERR_COUNT).
+# hand MPI_Iallreduce an invalid count, so MPI itself fails the call (MPI_ERR_COUNT).
 # Agreements in order, profiler off: 1 the config text, 2-3 the handshake, 4-5 creating
 # the engine, 6-7 gathering the output (--dump-output), 8 writing it.
 source "$(dirname "$0")/common.sh"
 
 # expect_mpi_error N [ARGS...]: run with the Nth agreement failing; checks the exit code
-# and that exactly one error line names MPI_Allreduce in engine.c with MPI's text.
+# and that exactly one error line names MPI_Iallreduce in engine.c with MPI's text.
 expect_mpi_error() {
   local nth=$1; shift
   small_model > c.yaml
@@ -21,8 +21,8 @@ expect_mpi_error() {
   cat err.log
   [[ $code -ne 0 && $code -ne 124 && $code -ne 137 ]] || fail "exit $code: the failed MPI call must fail the job"
   [[ $(grep -c 'moed: error' err.log) -eq 1 ]] || fail "want exactly one error line"
-  grep -Eq 'moed: error: .*MPI_Allreduce failed \(engine\.c:[0-9]+\): MPI_ERR_COUNT' err.log \
-    || fail "the message must name MPI_Allreduce, engine.c:line and MPI's error"
+  grep -Eq 'moed: error: .*MPI_Iallreduce failed \(engine\.c:[0-9]+\): MPI_ERR_COUNT' err.log \
+    || fail "the message must name MPI_Iallreduce, engine.c:line and MPI's error"
 }
 
 case "$1" in

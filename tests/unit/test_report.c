@@ -1398,7 +1398,7 @@ static void test_merge_router(const char *root)
     bool have[3] = {true, false, true};
     CHECK(m != NULL && mt_records(recs));
     CHECK_INT_EQ(m != NULL ? moe_merge_window(m, recs, have, 0, &err) : -1, MOE_OK);
-    moe_prof_run_t run = {6, 6, 1.0, fx.yaml, strlen(fx.yaml), false, 1.0};
+    moe_prof_run_t run = {6, 6, 1.0, fx.yaml, strlen(fx.yaml), false, 1.0, NULL};
     moe_prof_static_t info;
     memset(&info, 0, sizeof(info));
     info.transport = "mpi";
@@ -1542,7 +1542,7 @@ static bool wt_run(wt_run_t *w, const char *root, const wt_case_t *c)
     if (moe_merge_window(w->m, w->recs, have, 0, &err) != MOE_OK) {
         return false;
     }
-    moe_prof_run_t run = {2, 2, 1.0, w->yaml, strlen(w->yaml), false, 1.0};
+    moe_prof_run_t run = {2, 2, 1.0, w->yaml, strlen(w->yaml), false, 1.0, NULL};
     moe_prof_static_t info;
     memset(&info, 0, sizeof(info));
     info.transport = "mpi";

@@ -7,10 +7,16 @@
  *                     path) -> moe_prof_step_end: at the end of a window each profiled
  *                     rank sends its record to rank 0 (point to point, not waited for);
  *                     rank 0 waits for them and merges
- *   moe_prof_finish   (no collective) last records to rank 0, which waits for them at most
- *                     run->deadline_s and writes the report folder, partial if some are
- *                     missing; works after a signal or with a rank gone
+ *   moe_prof_finish   (no collective but the end's clock sync after a normal run) last
+ *                     records to rank 0, which waits for them at most run->deadline_s and
+ *                     writes the report folder, partial if some are missing; works after
+ *                     a signal or with a rank gone
  *   moe_prof_destroy  local
+ *
+ * A step's per-layer figures count only once the step completes: a step abandoned by a
+ * stop leaves the window as it was when the step began. Every wait on a peer is polled
+ * (moe/poll.h) against runtime.step_timeout_s; one that lasts it fires the watchdog
+ * (moe/watchdog.h): MOE_ERR_TIMEOUT with a message naming the ranks that do not answer.
  *
  * Hot path (moe_prof_layer, moe_prof_step_end outside a window end): reads clocks already
  * taken by the runtime and writes into storage allocated at create; no lock, no
@@ -100,6 +106,7 @@ typedef struct moe_prof_run {
     size_t config_len;
     bool interrupted;               /* stopped by a signal: steps_run < steps_planned */
     double deadline_s;              /* how long rank 0 waits for the last records */
+    const char *missing_why;        /* why a rank's last record may not come (NULL: lost) */
 } moe_prof_run_t;
 
 moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
@@ -113,7 +120,10 @@ void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s);
 moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
                                moe_error_t *err);
 /* On rank 0 writes the report; run_dir receives its path (may be NULL). Called once the
- * run has ended (normally or not) on every rank that is still alive. */
+ * run has ended (normally or not) on every rank that is still alive. After a normal run, a
+ * rank that does not answer in the clock sync, or whose last record does not come within
+ * run->deadline_s, is the watchdog's: rank 0 writes the report (partial) first, then
+ * returns MOE_ERR_TIMEOUT with the message; the caller ends the job. */
 moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
                              size_t run_dir_len, moe_error_t *err);
 
@@ -128,9 +138,11 @@ int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded,
  * (used at start, collective; at the end of a run that was not interrupted)
  * offset[r] = clock_r - clock_0, uncertainty[r] = half the smallest round trip. Arrays of
  * world size, filled on rank 0 (others get their own entry). Collective. A failed MPI call
- * returns MOE_ERR_MPI with its line in err (logged when err is NULL). */
-moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double *offset_ns,
-                                 double *uncertainty_ns, moe_error_t *err);
+ * returns MOE_ERR_MPI with its line in err (logged when err is NULL). Non-blocking and
+ * polled: after timeout_s (<= 0: none) MOE_ERR_TIMEOUT (err not set) with *waited_on the
+ * rank it was waiting for (-1: a collective, all ranks); on a stop MOE_ERR_INTERRUPTED. */
+moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, double *offset_ns,
+                                 double *uncertainty_ns, int *waited_on, moe_error_t *err);
 
 /* `moed compare ARGS...` (argv after "compare"): --help, or two folders; exit code as above,
  * 2 also for bad arguments. */

@@ -1,27 +1,52 @@
 /* Clock offsets to rank 0 by ping-pong (Cristian's method): rank 0 stamps t0, rank r
  * answers with its clock t_r, rank 0 stamps t1; if the two legs take equal time,
  * offset = t_r - (t0 + t1) / 2, wrong by at most (t1 - t0) / 2. The round with the
- * smallest round trip gives the tightest bound. */
+ * smallest round trip gives the tightest bound.
+ *
+ * Every message is non-blocking and polled (moe/poll.h) against one deadline for the whole
+ * sync, so a rank stopped or hung here ends it with MOE_ERR_TIMEOUT instead of a hang, and
+ * a stop request with MOE_ERR_INTERRUPTED. */
 #include <stdlib.h>
 #include <time.h>
 
 #include "moe/prof.h"
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
+#include "moe/poll.h"
 
 enum { SYNC_TAG = 4343 };
 
+/* One message each way, polled: send `out` to peer, then receive `in` from it. With
+ * send_first false, receive first (the leaf answers after rank 0's stamp arrived). */
+static moe_status_t exchange(MPI_Comm comm, int peer, int64_t *out, int64_t *in,
+                             bool send_first, moe_poll_t *poll, moe_error_t *err)
+{
+    MPI_Request req;
+    for (int leg = 0; leg < 2; leg++) {
+        bool sending = (leg == 0) == send_first;
+        moe_status_t st =
+            sending ? MOE_MPI(MPI_Isend(out, 1, MPI_INT64_T, peer, SYNC_TAG, comm, &req), err)
+                    : MOE_MPI(MPI_Irecv(in, 1, MPI_INT64_T, peer, SYNC_TAG, comm, &req), err);
+        if (st == MOE_OK) {
+            st = moe_poll_request(&req, poll, err);
+        }
+        if (st != MOE_OK) {
+            return st; /* a pending request is abandoned with the job */
+        }
+        if (!send_first && leg == 0) {
+            *out = moe_now_ns(); /* the leaf's stamp, taken when rank 0's arrived */
+        }
+    }
+    return MOE_OK;
+}
+
 static moe_status_t sync_peer_root(MPI_Comm comm, int peer, int rounds, double *offset,
-                                   double *unc, moe_error_t *err)
+                                   double *unc, moe_poll_t *poll, moe_error_t *err)
 {
     int64_t best_rtt = INT64_MAX;
     for (int i = 0; i < rounds; i++) {
         int64_t t0 = moe_now_ns(), tr = 0;
-        moe_status_t st = MOE_MPI(MPI_Send(&t0, 1, MPI_INT64_T, peer, SYNC_TAG, comm), err);
-        if (st == MOE_OK) {
-            st = MOE_MPI(MPI_Recv(&tr, 1, MPI_INT64_T, peer, SYNC_TAG, comm, MPI_STATUS_IGNORE),
-                         err);
-        }
+        moe_status_t st = exchange(comm, peer, &t0, &tr, true, poll, err);
         if (st != MOE_OK) {
             return st;
         }
@@ -35,16 +60,12 @@ static moe_status_t sync_peer_root(MPI_Comm comm, int peer, int rounds, double *
     return MOE_OK;
 }
 
-static moe_status_t sync_peer_leaf(MPI_Comm comm, int rounds, moe_error_t *err)
+static moe_status_t sync_peer_leaf(MPI_Comm comm, int rounds, moe_poll_t *poll,
+                                   moe_error_t *err)
 {
     for (int i = 0; i < rounds; i++) {
-        int64_t t0 = 0;
-        moe_status_t st =
-            MOE_MPI(MPI_Recv(&t0, 1, MPI_INT64_T, 0, SYNC_TAG, comm, MPI_STATUS_IGNORE), err);
-        int64_t tr = moe_now_ns();
-        if (st == MOE_OK) {
-            st = MOE_MPI(MPI_Send(&tr, 1, MPI_INT64_T, 0, SYNC_TAG, comm), err);
-        }
+        int64_t t0 = 0, tr = 0;
+        moe_status_t st = exchange(comm, 0, &tr, &t0, false, poll, err);
         if (st != MOE_OK) {
             return st;
         }
@@ -52,29 +73,42 @@ static moe_status_t sync_peer_leaf(MPI_Comm comm, int rounds, moe_error_t *err)
     return MOE_OK;
 }
 
-moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double *offset_ns,
-                                 double *uncertainty_ns, moe_error_t *err)
+static moe_status_t bcast_polled(double *buf, int n, MPI_Comm comm, moe_poll_t *poll,
+                                 moe_error_t *err)
+{
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Ibcast(buf, n, MPI_DOUBLE, 0, comm, &req), err);
+    return st == MOE_OK ? moe_poll_request(&req, poll, err) : st;
+}
+
+moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, double *offset_ns,
+                                 double *uncertainty_ns, int *waited_on, moe_error_t *err)
 {
     int rank = 0, world = 0;
     moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &rank), err);
     if (st == MOE_OK) {
         st = MOE_MPI(MPI_Comm_size(comm, &world), err);
     }
+    moe_poll_t poll;
+    moe_poll_begin(&poll, timeout_s, true); /* a Ctrl-C here must not wait for the deadline */
     offset_ns[0] = 0.0;
     uncertainty_ns[0] = 0.0;
+    *waited_on = 0;
     for (int r = 1; r < world && st == MOE_OK; r++) {
         if (rank == 0) {
-            st = sync_peer_root(comm, r, rounds, &offset_ns[r], &uncertainty_ns[r], err);
+            *waited_on = r;
+            st = sync_peer_root(comm, r, rounds, &offset_ns[r], &uncertainty_ns[r], &poll, err);
         } else if (rank == r) {
-            st = sync_peer_leaf(comm, rounds, err);
+            st = sync_peer_leaf(comm, rounds, &poll, err);
         }
     }
     /* every rank learns every estimate (each needs its own; the report needs all) */
+    *waited_on = rank == 0 ? -1 : 0;
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Bcast(offset_ns, world, MPI_DOUBLE, 0, comm), err);
+        st = bcast_polled(offset_ns, world, comm, &poll, err);
     }
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Bcast(uncertainty_ns, world, MPI_DOUBLE, 0, comm), err);
+        st = bcast_polled(uncertainty_ns, world, comm, &poll, err);
     }
     return st;
 }

@@ -13,6 +13,8 @@
 #include "moe/stop.h"
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
+#include "moe/poll.h"
+#include "moe/watchdog.h"
 #include "record/overlap.h"
 #include "record/prof_int.h"
 
@@ -52,6 +54,10 @@ struct moe_prof {
     bool *final_seen;            /* [world] its last record arrived, or it was given up */
     int64_t merged_windows;      /* windows merged so far */
     int64_t last_send_ns;        /* non-root: when the last part left */
+    /* the step in flight: its per-layer figures count only when it completes */
+    moe_prof_record_t mark;      /* the accumulators as they were at its begin */
+    int64_t mark_budget;         /* events_budget then */
+    bool step_open;
 };
 
 /* A rank that may be SIGKILLed about 1 s after a signal must not sit on much data: parts
@@ -124,12 +130,54 @@ static void reset_window(moe_prof_t *p)
     r->metrics_dropped = r->events_dropped = 0;
 }
 
+/* The profiler's bound on one wait for a peer: the step watchdog's (0: none). */
+static double prof_timeout_s(const moe_prof_t *p)
+{
+    return p->cfg->step_timeout_s;
+}
+
+/* A wait of the profiler lasted its bound (what: the wait; waited_on: the rank it waited
+ * for, -1 for several). As the step watchdog does: a fault another rank reported to rank 0
+ * is taken as is; else ask every rank whether it runs, name those that do not, and let one
+ * rank report it (moe/watchdog.h). Returns MOE_ERR_TIMEOUT with err set. */
+static moe_status_t prof_fire(moe_prof_t *p, const char *what, double waited_s,
+                              moe_error_t *err)
+{
+    if (moe_watchdog_notice(err) != MOE_OK) {
+        return MOE_ERR_TIMEOUT;
+    }
+    int dead[64];
+    int ndead = moe_watchdog_unresponsive(1.0, dead, 64);
+    char who[512] = "";
+    size_t used = 0;
+    for (int i = 0; i < ndead && used + 80 < sizeof(who); i++) {
+        used += (size_t)snprintf(who + used, sizeof(who) - used, "%srank %d (%s)", i ? ", " : "",
+                                 dead[i], p->info.hosts[dead[i]]);
+    }
+    moe_error_set(err, MOE_ERR_TIMEOUT,
+                  "watchdog: rank %d (%s) made no progress for %.1f s %s %lld: waiting "
+                  "in %s; %s%s (runtime.step_timeout_s = %g); aborting the job",
+                  p->rank, p->info.hosts[p->rank], waited_s,
+                  p->step < 0 ? "before step" : "after step", (long long)(p->step < 0 ? 0 : p->step), what,
+                  ndead > 0 ? who : "every rank answers (they wait too: a rank too slow?)",
+                  ndead == 1 ? " does not answer (stopped, hung or lost)"
+                  : ndead > 1 ? " do not answer (stopped, hung or lost)" : "",
+                  p->cfg->step_timeout_s);
+    moe_watchdog_defer(err->msg, dead, ndead, MOE_WATCHDOG_REPORT_S);
+    return MOE_ERR_TIMEOUT;
+}
+
 static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe_error_t *err)
 {
     const moe_config_t *cfg = p->cfg;
     int nl = info->num_local;
     moe_status_t st = moe_prof_record_alloc(&p->rec, p->world, (int)cfg->num_layers,
                                             (int)cfg->num_experts, nl);
+    if (st != MOE_OK) {
+        return st;
+    }
+    st = moe_prof_record_alloc(&p->mark, p->world, (int)cfg->num_layers, (int)cfg->num_experts,
+                               nl);
     if (st != MOE_OK) {
         return st;
     }
@@ -147,12 +195,25 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe
         return MOE_ERR_NO_MEMORY;
     }
     snprintf(p->rec.host, sizeof(p->rec.host), "%s", info->hosts[p->rank]);
-    st = MOE_MPI(MPI_Comm_dup(p->comm, &p->pcomm), err);
+    MPI_Request req;
+    st = MOE_MPI(MPI_Comm_idup(p->comm, &p->pcomm, &req), err);
+    if (st == MOE_OK) {
+        moe_poll_t poll;
+        moe_poll_begin(&poll, prof_timeout_s(p), true);
+        st = moe_poll_request(&req, &poll, err);
+        st = st == MOE_ERR_TIMEOUT ? prof_fire(p, "the profiler's start-up", prof_timeout_s(p), err)
+                                   : st;
+    }
     if (st == MOE_OK) {
         st = MOE_MPI(MPI_Comm_set_errhandler(p->pcomm, MPI_ERRORS_RETURN), err);
     }
     if (st == MOE_OK) {
-        st = moe_prof_clock_sync(p->pcomm, 20, p->offsets, p->uncert, err);
+        int waited_on = -1;
+        st = moe_prof_clock_sync(p->pcomm, 20, prof_timeout_s(p), p->offsets, p->uncert,
+                                 &waited_on, err);
+        if (st == MOE_ERR_TIMEOUT) {
+            st = prof_fire(p, "the clock sync at start-up", prof_timeout_s(p), err);
+        }
     }
     p->final_seen = calloc((size_t)p->world, sizeof(bool));
     if (p->final_seen == NULL) {
@@ -212,6 +273,7 @@ void moe_prof_destroy(moe_prof_t *p)
     moe_sampler_stop(&p->sampler);
     moe_sampler_free(&p->sampler);
     moe_prof_record_free(&p->rec);
+    moe_prof_record_free(&p->mark);
     moe_merge_destroy(p->merge);
     for (int i = 0; i < p->num_pending; i++) {
         moe_prof_record_free(&p->pending[i]);
@@ -230,6 +292,41 @@ void moe_prof_destroy(moe_prof_t *p)
     free(p);
 }
 
+/* What moe_prof_layer accumulates, from src into dst (same dims): a step's mark. */
+static void copy_layer_figures(moe_prof_record_t *dst, const moe_prof_record_t *src)
+{
+    size_t ll = (size_t)src->num_layers * (size_t)src->num_local;
+    size_t le = (size_t)src->num_layers * (size_t)src->num_experts;
+    size_t W = (size_t)src->world_size;
+    memcpy(dst->experts, src->experts, ll * sizeof(*src->experts));
+    memcpy(dst->demand, src->demand, le * sizeof(uint64_t));
+    memcpy(dst->kept, src->kept, le * sizeof(uint64_t));
+    memcpy(dst->dropped, src->dropped, le * sizeof(uint64_t));
+    memcpy(dst->bytes_sent, src->bytes_sent, W * sizeof(uint64_t));
+    memcpy(dst->bytes_recv, src->bytes_recv, W * sizeof(uint64_t));
+    memcpy(dst->msgs_sent, src->msgs_sent, W * sizeof(uint64_t));
+    memcpy(dst->msgs_recv, src->msgs_recv, W * sizeof(uint64_t));
+    memcpy(dst->wait_ns, src->wait_ns, W * sizeof(double));
+    dst->exchange_ns = src->exchange_ns;
+    dst->hidden_ns = src->hidden_ns;
+    dst->num_exchanges = src->num_exchanges;
+    dst->num_metrics = src->num_metrics;
+    dst->metrics_dropped = src->metrics_dropped;
+    dst->num_events = src->num_events;
+    dst->events_dropped = src->events_dropped;
+}
+
+/* A recorded step's layers add to the window as they run; if the step never completes (a
+ * stop mid-step), the window goes back to its mark, so only completed steps count. */
+static void step_abandon(moe_prof_t *p)
+{
+    if (p->step_open) {
+        copy_layer_figures(&p->rec, &p->mark);
+        p->events_budget = p->mark_budget;
+        p->step_open = false;
+    }
+}
+
 void moe_prof_step_begin(moe_prof_t *p, int64_t step)
 {
     bool rec;
@@ -237,6 +334,11 @@ void moe_prof_step_begin(moe_prof_t *p, int64_t step)
     p->window = moe_prof_schedule(p->cfg, step, &rec, &p->closes);
     p->recorded = rec && p->profiled;
     memset(p->phase_acc, 0, sizeof(p->phase_acc));
+    if (p->recorded) {
+        copy_layer_figures(&p->mark, &p->rec);
+        p->mark_budget = p->events_budget;
+        p->step_open = true;
+    }
 }
 
 static void add_event(moe_prof_t *p, int kind, int layer, int id, int lane, int64_t ts,
@@ -382,39 +484,20 @@ static void record_step(moe_prof_t *p, int64_t begin_ns, int64_t end_ns)
 
 /* ---- records to rank 0 ----------------------------------------------------------- */
 
-/* One poll of a wait: nap after a short spin. Returns false when the wait must end: a
- * stop request (when honoured) or the deadline (deadline_ns 0: none). */
-static bool prof_poll(int64_t start_ns, int64_t deadline_ns, bool honour_stop)
-{
-    int64_t now = moe_now_ns();
-    if ((honour_stop && moe_stop_requested()) || (deadline_ns > 0 && now >= deadline_ns)) {
-        return false;
-    }
-    if (now - start_ns > 50000) {
-        struct timespec nap = {0, 20000};
-        nanosleep(&nap, NULL);
-    }
-    return true;
-}
-
 /* Non-root: finish the previous send before reusing its buffer. */
 static moe_status_t send_wait(moe_prof_t *p, int64_t deadline_ns, bool honour_stop,
                               moe_error_t *err)
 {
-    int64_t start = moe_now_ns();
-    while (p->sending) {
-        int done = 0;
-        moe_status_t st = MOE_MPI(MPI_Test(&p->sendreq, &done, MPI_STATUS_IGNORE), err);
-        if (st != MOE_OK) {
-            return st;
-        }
-        if (done) {
-            p->sending = false;
-        } else if (!prof_poll(start, deadline_ns, honour_stop)) {
-            return moe_stop_requested() && honour_stop ? MOE_ERR_INTERRUPTED : MOE_ERR_TIMEOUT;
-        }
+    if (!p->sending) {
+        return MOE_OK;
     }
-    return MOE_OK;
+    moe_poll_t poll;
+    moe_poll_begin_at(&poll, deadline_ns, honour_stop);
+    moe_status_t st = moe_poll_request(&p->sendreq, &poll, err);
+    if (st == MOE_OK) {
+        p->sending = false;
+    }
+    return st;
 }
 
 /* Send what was recorded since the last part (then cleared). flags: MOE_PROF_FLAG_*. */
@@ -476,9 +559,9 @@ static void give_up_rank(moe_prof_t *p, int r, const moe_error_t *why)
 /* Rank 0: receive one record if one is there. Returns true if it took one.
  * A record above the eager size is read from the sender's memory after the match; if the
  * sender died in between, that read never completes. So the receive is non-blocking and
- * abandoned at deadline_ns (0: none) or on a stop request when honour_stop. A failed MPI
+ * abandoned when `poll` ends (its deadline, a stop it honours, a fault notice). A failed MPI
  * call gives up the sender; a failed probe (no sender known) every rank still awaited. */
-static bool receive_one(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
+static bool receive_one(moe_prof_t *p, moe_poll_t *poll)
 {
     int flag = 0;
     MPI_Message msg;
@@ -511,13 +594,12 @@ static bool receive_one(moe_prof_t *p, int64_t deadline_ns, bool honour_stop)
         give_up_rank(p, src, &why);
         return false;
     }
-    int64_t start = moe_now_ns();
     while (!done) {
         if (MOE_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE), &why) != MOE_OK) {
             give_up_rank(p, src, &why);
             return false; /* buf stays with MPI */
         }
-        if (!done && !prof_poll(start, deadline_ns, honour_stop)) {
+        if (!done && moe_poll_next(poll) != MOE_OK) {
             return false; /* a sender gone mid-message: buf stays with the pending receive */
         }
     }
@@ -607,22 +689,6 @@ static moe_status_t merge_group(moe_prof_t *p, int64_t w, moe_prof_record_t *own
     return st;
 }
 
-/* The watchdog on rank 0's wait for window w: name the ranks whose last part is missing. */
-static moe_status_t window_timeout(moe_prof_t *p, int64_t w, moe_error_t *err)
-{
-    char who[256] = "";
-    size_t used = 0;
-    for (int r = 1; r < p->world && used < sizeof(who) - 32; r++) {
-        if (awaits_window_end(p, r, w)) {
-            used += (size_t)snprintf(who + used, sizeof(who) - used, "%s%d", used ? ", " : "", r);
-        }
-    }
-    return moe_error_set(err, MOE_ERR_TIMEOUT,
-                         "watchdog: rank 0 waited %g s for the profile of window %lld from "
-                         "rank(s) %s (runtime.step_timeout_s); aborting the job",
-                         p->cfg->step_timeout_s, (long long)w, who);
-}
-
 /* The end of a window: non-root ranks send its last part, rank 0 waits for every rank's
  * last part and merges the window. */
 static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
@@ -630,17 +696,23 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
     moe_status_t st = MOE_OK;
     int64_t w = p->windows_gathered;
     if (p->rank != 0) {
-        st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, 0, err) : MOE_OK;
+        int64_t deadline = prof_timeout_s(p) > 0
+                               ? moe_now_ns() + (int64_t)(prof_timeout_s(p) * 1e9) : 0;
+        st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, deadline, err) : MOE_OK;
+        if (st == MOE_ERR_TIMEOUT) {
+            st = prof_fire(p, "the profile window's send to rank 0", prof_timeout_s(p), err);
+        }
     } else {
-        int64_t start = moe_now_ns();
-        int64_t deadline = p->cfg->step_timeout_s > 0
-                               ? start + (int64_t)(p->cfg->step_timeout_s * 1e9) : 0;
+        moe_poll_t poll;
+        moe_poll_begin(&poll, prof_timeout_s(p), true);
         while (!window_complete(p, w)) {
-            if (!receive_one(p, deadline, true) && !prof_poll(start, deadline, true)) {
-                if (moe_stop_requested()) { /* what came is kept for the final merge */
-                    return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested");
-                }
-                return window_timeout(p, w, err);
+            moe_status_t pst = receive_one(p, &poll) ? MOE_OK : moe_poll_next(&poll);
+            if (pst == MOE_ERR_INTERRUPTED) { /* what came is kept for the final merge */
+                return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested");
+            }
+            if (pst != MOE_OK) {
+                return prof_fire(p, "the profile window's gather", moe_poll_waited_s(&poll),
+                                 err);
             }
         }
         st = merge_group(p, w, p->profiled ? &p->rec : NULL, err);
@@ -657,13 +729,20 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
 static moe_status_t stream_parts(moe_prof_t *p, moe_error_t *err)
 {
     if (p->rank == 0) {
-        while (receive_one(p, 0, true)) {
+        moe_poll_t poll;
+        moe_poll_begin(&poll, prof_timeout_s(p), true);
+        while (receive_one(p, &poll)) {
         }
         return MOE_OK;
     }
     if (p->profiled && p->rec.steps_recorded > 0 &&
         moe_now_ns() - p->last_send_ns >= PART_INTERVAL_NS) {
-        return send_part(p, 0, 0, err);
+        int64_t deadline = prof_timeout_s(p) > 0
+                               ? moe_now_ns() + (int64_t)(prof_timeout_s(p) * 1e9) : 0;
+        moe_status_t st = send_part(p, 0, deadline, err);
+        return st == MOE_ERR_TIMEOUT
+                   ? prof_fire(p, "a profile part's send to rank 0", prof_timeout_s(p), err)
+                   : st;
     }
     return MOE_OK;
 }
@@ -675,6 +754,7 @@ moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, in
         p->t0_ns = begin_ns;
         p->have_t0 = true;
     }
+    p->step_open = false; /* completed: its layers count */
     if (p->recorded) {
         record_step(p, begin_ns, end_ns);
     }
@@ -686,25 +766,35 @@ moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, in
 }
 
 /* Rank 0 at the end: collect the records still on their way until every profiled rank's
- * last one is here or the deadline passes; then merge what came, window by window. */
-static moe_status_t collect_final(moe_prof_t *p, double deadline_s, moe_error_t *err)
+ * last one is here or the deadline passes; then merge what came, window by window. The
+ * ranks whose last record did not come are noted in the report (why: the cause when known)
+ * and counted in *missing. */
+static moe_status_t collect_final(moe_prof_t *p, double deadline_s, const char *why_known,
+                                  int *missing, moe_error_t *err)
 {
-    int64_t start = moe_now_ns(), deadline = start + (int64_t)(deadline_s * 1e9);
+    moe_poll_t poll;
+    moe_poll_begin(&poll, deadline_s, false);
     for (;;) {
         bool all = true;
         for (int r = 1; r < p->world; r++) {
             all = all && (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]);
         }
-        if (all || (!receive_one(p, deadline, false) && !prof_poll(start, deadline, false))) {
-            break;
+        if (all || (!receive_one(p, &poll) && moe_poll_next(&poll) != MOE_OK)) {
+            break; /* its deadline, or a fault another rank reported: write what is here */
         }
     }
-    char why[96];
-    snprintf(why, sizeof(why), "no last record within %.1f s (rank lost, killed or hung)",
-             deadline_s);
+    char why[160];
+    if (why_known != NULL) {
+        snprintf(why, sizeof(why), "%s", why_known);
+    } else {
+        snprintf(why, sizeof(why), "no last record within %.1f s (rank lost, killed or hung)",
+                 deadline_s);
+    }
+    *missing = 0;
     for (int r = 1; r < p->world; r++) {
         if (moe_cfg_rank_profiled(p->cfg, r) && !p->final_seen[r]) {
             moe_merge_note_missing(p->merge, r, why);
+            ++*missing;
         }
     }
     /* windows in order; rank 0's own last data joins the group of its own window index */
@@ -719,65 +809,95 @@ static moe_status_t collect_final(moe_prof_t *p, double deadline_s, moe_error_t 
     return st;
 }
 
-/* Rank 0 has written the report: tell every rank (not waited for; a rank may be gone). */
+/* Rank 0 has written the report: tell every rank, and see the notes leave (for at most
+ * 0.5 s: a rank may be gone), so no rank waits for one that died with rank 0's exit. */
 static void announce_done(moe_prof_t *p)
 {
-    int one = 1;
+    static const int one = 1;
+    MPI_Request *reqs = calloc((size_t)p->world, sizeof(MPI_Request));
+    if (reqs == NULL) {
+        return; /* the ranks' wait ends at its deadline */
+    }
     for (int r = 1; r < p->world; r++) {
-        MPI_Request req;
         /* a failure is logged: the report is written, the ranks' wait ends at its deadline */
-        if (MOE_MPI(MPI_Isend(&one, 1, MPI_INT, r, TAG_DONE, p->pcomm, &req), NULL) == MOE_OK) {
-            MOE_MPI(MPI_Request_free(&req), NULL);
+        if (MOE_MPI(MPI_Isend(&one, 1, MPI_INT, r, TAG_DONE, p->pcomm, &reqs[r]), NULL) !=
+            MOE_OK) {
+            reqs[r] = MPI_REQUEST_NULL;
         }
     }
+    moe_poll_t poll;
+    moe_poll_begin(&poll, 0.5, false);
+    for (int r = 1; r < p->world; r++) {
+        if (reqs[r] != MPI_REQUEST_NULL && moe_poll_request(&reqs[r], &poll, NULL) != MOE_OK) {
+            break; /* left to the process's end */
+        }
+    }
+    free(reqs);
 }
 
 /* The other ranks stay until rank 0 has written the report: a rank that exits non-zero
  * first makes mpirun kill the whole job at once, rank 0 included. */
 static void await_done(moe_prof_t *p, int64_t deadline_ns)
 {
-    int64_t start = moe_now_ns();
-    for (;;) {
-        int flag = 0;
-        MPI_Status status;
-        /* a failure is logged and ends the wait: this rank's part is done either way */
-        if (MOE_MPI(MPI_Iprobe(0, TAG_DONE, p->pcomm, &flag, &status), NULL) != MOE_OK) {
-            return;
-        }
-        if (flag) {
-            int one;
-            MOE_MPI(MPI_Recv(&one, 1, MPI_INT, 0, TAG_DONE, p->pcomm, MPI_STATUS_IGNORE), NULL);
-            return;
-        }
-        if (!prof_poll(start, deadline_ns, false)) {
-            return;
-        }
+    static int one;
+    MPI_Request req;
+    /* a failure is logged and ends the wait: this rank's part is done either way */
+    if (MOE_MPI(MPI_Irecv(&one, 1, MPI_INT, 0, TAG_DONE, p->pcomm, &req), NULL) != MOE_OK) {
+        return;
     }
+    moe_poll_t poll;
+    moe_poll_begin_at(&poll, deadline_ns, false);
+    if (moe_poll_request(&req, &poll, NULL) != MOE_OK) {
+        /* rank 0 gone or slow: this rank's part is done */
+        MOE_MPI(MPI_Cancel(&req), NULL);
+        MOE_MPI(MPI_Request_free(&req), NULL);
+    }
+}
+
+/* The second clock estimate, for the drift; needs every rank alive and in step. A rank that
+ * does not answer within step_timeout_s is the watchdog's (err set, MOE_ERR_TIMEOUT); a stop
+ * or a failed MPI call only costs the estimate (the start's is kept). */
+static moe_status_t end_clock_sync(moe_prof_t *p, moe_error_t *err)
+{
+    double *end_off = calloc((size_t)p->world, sizeof(double));
+    double *end_unc = calloc((size_t)p->world, sizeof(double));
+    int64_t start = moe_now_ns();
+    int waited_on = -1;
+    moe_status_t st = end_off != NULL && end_unc != NULL
+                          ? moe_prof_clock_sync(p->pcomm, 20, prof_timeout_s(p), end_off,
+                                                end_unc, &waited_on, NULL)
+                          : MOE_ERR_NO_MEMORY;
+    if (st == MOE_OK) {
+        p->rec.clock_offset_end_ns = end_off[p->rank];
+    }
+    free(end_off);
+    free(end_unc);
+    if (st == MOE_ERR_TIMEOUT) {
+        return prof_fire(p, "the clock sync after the last step",
+                         (double)(moe_now_ns() - start) * 1e-9, err);
+    }
+    return MOE_OK;
 }
 
 moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
                              size_t run_dir_len, moe_error_t *err)
 {
     moe_sampler_stop(&p->sampler);
-    moe_status_t st = MOE_OK;
-    if (!run->interrupted) {
-        /* a second clock estimate, for the drift; needs every rank alive and in step */
-        double *end_off = calloc((size_t)p->world, sizeof(double));
-        double *end_unc = calloc((size_t)p->world, sizeof(double));
-        if (end_off != NULL && end_unc != NULL &&
-            moe_prof_clock_sync(p->pcomm, 20, end_off, end_unc, NULL) == MOE_OK) {
-            p->rec.clock_offset_end_ns = end_off[p->rank];
-        }
-        free(end_off);
-        free(end_unc);
-    } else {
-        p->rec.clock_offset_end_ns = p->rec.clock_offset_ns;
+    step_abandon(p);
+    p->rec.clock_offset_end_ns = p->rec.clock_offset_ns;
+    moe_error_t fault; /* the watchdog's verdict, reported once the report is written */
+    moe_error_clear(&fault);
+    moe_status_t fst = run->interrupted ? MOE_OK : end_clock_sync(p, &fault);
+    if (fst != MOE_OK && p->rank != 0) {
+        *err = fault;
+        return fst;
     }
     p->rec.rss_peak = atomic_load(&p->sampler.rss_peak);
     p->rec.dev_peak = atomic_load(&p->sampler.dev_peak);
     moe_sampler_collect(&p->sampler, &p->rec);
     p->rec.flags = MOE_PROF_FLAG_FINAL;
     int64_t deadline = moe_now_ns() + (int64_t)(run->deadline_s * 1e9);
+    moe_status_t st = MOE_OK;
     if (p->rank != 0) {
         if (p->profiled) {
             st = send_part(p, MOE_PROF_FLAG_FINAL, deadline, err);
@@ -788,7 +908,11 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
                    ? moe_error_set(err, st, "rank 0 did not take the last profile record")
                    : st;
     }
-    st = collect_final(p, run->deadline_s, err);
+    int missing = 0;
+    const char *why = fst != MOE_OK ? "the watchdog ended the run before its last record "
+                                      "(see the error)"
+                                    : run->missing_why;
+    st = collect_final(p, fst != MOE_OK ? 0.2 : run->deadline_s, why, &missing, err);
     moe_report_t *rep = st == MOE_OK ? moe_merge_finish(p->merge, run, &p->info) : NULL;
     if (rep != NULL) {
         st = moe_report_write_all(rep, err);
@@ -799,6 +923,14 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
     }
     fflush(stdout);
     announce_done(p);
+    if (fst == MOE_OK && missing > 0 && !run->interrupted && run->missing_why == NULL) {
+        /* a complete run whose ranks do not all end: the watchdog names them */
+        fst = prof_fire(p, "the last profile records", run->deadline_s, &fault);
+    }
+    if (fst != MOE_OK) {
+        *err = fault;
+        return fst;
+    }
     return st;
 }
 

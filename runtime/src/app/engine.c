@@ -1,5 +1,6 @@
 #include "app/engine.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "moe/log.h"
 #include "moe/mpi_check.h"
 #include "moe/stop.h"
+#include "moe/watchdog.h"
 #include "expert/nvtx.h"
 #include "transport/wait.h"
 
@@ -37,9 +39,14 @@ static moe_status_t agree_first(MPI_Comm comm, bool failed, int *rank, int *worl
         st = MOE_MPI(MPI_Comm_size(comm, world), mpi_err);
     }
     if (st == MOE_OK) {
+        /* non-blocking and polled: a rank stopped or hung here trips the watchdog */
         int mine = failed ? *rank : *world;
-        st = MOE_MPI(MPI_Allreduce(&mine, first, agree_count(), MPI_INT, MPI_MIN, comm),
+        MPI_Request req;
+        st = MOE_MPI(MPI_Iallreduce(&mine, first, agree_count(), MPI_INT, MPI_MIN, comm, &req),
                      mpi_err);
+        if (st == MOE_OK) {
+            st = moe_wait_request(&req, "the agreement (every rank's verdict)", mpi_err);
+        }
     }
     return st;
 }
@@ -48,6 +55,9 @@ static moe_status_t agree_first(MPI_Comm comm, bool failed, int *rank, int *worl
  * keeps its own cause and the MPI failure is logged. */
 moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
 {
+    if (st == MOE_ERR_TIMEOUT || st == MOE_ERR_INTERRUPTED) {
+        return st; /* the job ends: the other ranks learn it from the watchdog or the stop */
+    }
     moe_error_t *mpi_err = st == MOE_OK ? err : NULL;
     int rank = 0, world = 0, first = 0;
     moe_status_t mst = agree_first(comm, st != MOE_OK, &rank, &world, &first, mpi_err);
@@ -65,7 +75,8 @@ moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
             snprintf(shared.msg, sizeof(shared.msg), "%s", moe_status_string(st));
         }
     }
-    mst = MOE_MPI(MPI_Bcast(&shared, (int)sizeof(shared), MPI_BYTE, first, comm), mpi_err);
+    mst = moe_wait_bcast(&shared, (int)sizeof(shared), MPI_BYTE, first, comm,
+                         "the agreement (the failing rank's message)", mpi_err);
     if (mst != MOE_OK) {
         return st != MOE_OK ? st : mst;
     }
@@ -126,8 +137,13 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     if (gethostname(me, sizeof(me) - 1) != 0) {
         snprintf(me, sizeof(me), "unknown");
     }
-    moe_status_t st =
-        MOE_MPI(MPI_Allgather(me, 64, MPI_CHAR, eng->hosts, 64, MPI_CHAR, eng->comm), err);
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Iallgather(me, 64, MPI_CHAR, eng->hosts, 64, MPI_CHAR,
+                                             eng->comm, &req),
+                              err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the hosts exchange", err);
+    }
     if (st != MOE_OK) {
         return st;
     }
@@ -226,6 +242,25 @@ static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t
     return MOE_OK;
 }
 
+/* MOED_TEST_PAUSE=rank:phase (fault injection for tests/mpi/faults.sh): that rank stops
+ * itself (SIGSTOP) at that phase: "startup" (before the first agreement of the engine),
+ * "end" (after the last step's barrier), "report" (before the profile's last records). */
+static void test_pause(int rank, const char *phase)
+{
+    const char *pause = getenv("MOED_TEST_PAUSE");
+    char want[32];
+    int r = -1;
+    if (pause != NULL && sscanf(pause, "%d:%31s", &r, want) == 2 && r == rank &&
+        strcmp(want, phase) == 0) {
+        raise(SIGSTOP);
+    }
+}
+
+void moe_engine_test_pause(const moe_engine_t *eng, const char *phase)
+{
+    test_pause(eng->rank, phase);
+}
+
 moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
                                moe_error_t *err)
 {
@@ -243,6 +278,9 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = MOE_MPI(MPI_Comm_size(comm, &eng->world_size), err);
     }
     if (st == MOE_OK) {
+        /* the config's bound from here on (the hosts for the messages come below) */
+        moe_wait_configure(cfg->step_timeout_s, eng->rank, eng->world_size, NULL);
+        test_pause(eng->rank, "startup");
         moe_tokens_of_rank(cfg, eng->world_size, eng->rank, &eng->token_first,
                            &eng->token_count);
         eng->routes = eng->token_count > 0;
@@ -263,6 +301,9 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     }
     if (st == MOE_OK) {
         st = moe_weights_load(cfg, eng->rank, eng->routes, &eng->weights, err);
+    }
+    if (st == MOE_OK && moe_stop_requested()) {
+        st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped during start-up");
     }
     if (st == MOE_OK) {
         st = engine_load_inputs(eng, err);
@@ -402,9 +443,11 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
     moe_status_t st = moe_wait_barrier(eng->comm, err);
     int64_t t0 = moe_now_ns(), last_print = t0;
     for (int64_t s = 0; s < steps && st == MOE_OK; s++) {
+        moe_stop_alive(moe_now_ns());
+        moe_watchdog_tick(); /* a stop passed on by another rank, a fault to report */
         if (moe_stop_requested()) {
-            st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped by signal %d",
-                               moe_stop_signal());
+            st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped by %s",
+                               moe_stop_signal_name(moe_stop_signal()));
             break;
         }
         if (eng->prof != NULL) {
@@ -435,6 +478,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
     if (st == MOE_OK) {
         moe_wait_set_where(eng->steps_done, 0, "end barrier");
         st = moe_wait_barrier(eng->comm, err);
+        test_pause(eng->rank, "end");
     }
     eng->run_ns = moe_now_ns() - t0;
     if (show && eng->steps_done > 0) {
@@ -445,7 +489,8 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
 
 moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_text,
                                        size_t config_len, bool interrupted, double deadline_s,
-                                       char *run_dir, size_t run_dir_len, moe_error_t *err)
+                                       const char *missing_why, char *run_dir,
+                                       size_t run_dir_len, moe_error_t *err)
 {
     if (eng->prof == NULL) {
         return MOE_OK;
@@ -458,6 +503,7 @@ moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_tex
         .config_len = config_len,
         .interrupted = interrupted,
         .deadline_s = deadline_s,
+        .missing_why = missing_why,
     };
     return moe_prof_finish(eng->prof, &run, run_dir, run_dir_len, err);
 }
@@ -474,9 +520,13 @@ static moe_status_t engine_gather_rows(moe_engine_t *eng, float *all, const int 
     }
     st = MOE_MPI(MPI_Type_commit(&row), err);
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Gatherv(eng->x, (int)eng->token_count, row, all, counts, displs, row, 0,
-                                 eng->comm),
+        MPI_Request req;
+        st = MOE_MPI(MPI_Igatherv(eng->x, (int)eng->token_count, row, all, counts, displs, row,
+                                  0, eng->comm, &req),
                      err);
+        if (st == MOE_OK) {
+            st = moe_wait_request(&req, "the output gather", err);
+        }
     }
     moe_status_t freed = MOE_MPI(MPI_Type_free(&row), st == MOE_OK ? err : NULL);
     return st != MOE_OK ? st : freed;

@@ -54,6 +54,9 @@ struct moe_engine {
 
 /* Agree on a status across comm: if any rank failed, every rank returns the error of the
  * lowest failing rank, with its message copied into err on every rank. Collective. */
+/* MOED_TEST_PAUSE=rank:phase: this rank stops itself (SIGSTOP) here when phase matches. */
+void moe_engine_test_pause(const moe_engine_t *eng, const char *phase);
+
 moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err);
 
 /* Tokens routed by `rank`: all on the master in master routing, an even split (lower
@@ -73,12 +76,14 @@ void moe_engine_destroy(moe_engine_t *eng); /* accepts NULL */
 moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err);
 
 /* End the profile: last records to rank 0 (point to point, waiting at most
- * deadline_s for ranks that may be gone) and, on rank 0, the report folder (path into
+ * deadline_s for ranks that may be gone; missing_why, if not NULL, says why in the report)
+ * and, on rank 0, the report folder (path into
  * run_dir). A no-op returning MOE_OK when profiling is off. Uses no collective, so it
  * works after an interruption or a lost rank. */
 moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_text,
                                        size_t config_len, bool interrupted, double deadline_s,
-                                       char *run_dir, size_t run_dir_len, moe_error_t *err);
+                                       const char *missing_why, char *run_dir,
+                                       size_t run_dir_len, moe_error_t *err);
 
 /* Gather the hidden state of the last step to rank 0 in global token order: on rank 0
  * *out receives a malloc'd [T, H] array (caller frees); NULL elsewhere. Collective. */

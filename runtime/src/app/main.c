@@ -22,6 +22,8 @@
 #include "moe/prof.h"
 #include "moe/safetensors.h"
 #include "moe/stop.h"
+#include "moe/watchdog.h"
+#include "transport/wait.h"
 #include "app/selfbench.h"
 #include "app/startup.h"
 
@@ -35,7 +37,7 @@ enum {
     EXIT_OUTPUT = 5,   /* an output file could not be written */
     EXIT_MISMATCH = 6, /* the ranks are not the same moed (build, protocol) or not one job */
     EXIT_WATCHDOG = 7, /* a step made no progress for runtime.step_timeout_s */
-    EXIT_SIGNAL = 130, /* stopped by SIGINT / SIGTERM after a step boundary */
+    EXIT_SIGNAL = 130, /* stopped by SIGINT / SIGTERM / SIGHUP (at start-up or mid-run) */
 };
 
 typedef struct options {
@@ -316,15 +318,23 @@ static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *to
     long long drop = eng->dropped;
     double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
     *tot = (summary_totals_t){{0, 0}, 0, 0.0};
-    moe_status_t st = MOE_MPI(MPI_Reduce(mine, tot->expert, 2, MPI_DOUBLE, MPI_SUM, 0, eng->comm),
+    /* non-blocking and polled: a rank stopped after the last step trips the watchdog */
+    MPI_Request req[3];
+    moe_status_t st = MOE_MPI(MPI_Ireduce(mine, tot->expert, 2, MPI_DOUBLE, MPI_SUM, 0,
+                                          eng->comm, &req[0]),
                               err);
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Reduce(&drop, &tot->dropped, 1, MPI_LONG_LONG, MPI_SUM, 0, eng->comm),
+        st = MOE_MPI(MPI_Ireduce(&drop, &tot->dropped, 1, MPI_LONG_LONG, MPI_SUM, 0, eng->comm,
+                                 &req[1]),
                      err);
     }
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Reduce(&prof_share, &tot->prof_max, 1, MPI_DOUBLE, MPI_MAX, 0, eng->comm),
+        st = MOE_MPI(MPI_Ireduce(&prof_share, &tot->prof_max, 1, MPI_DOUBLE, MPI_MAX, 0,
+                                 eng->comm, &req[2]),
                      err);
+    }
+    for (int i = 0; i < 3 && st == MOE_OK; i++) {
+        st = moe_wait_request(&req[i], "the summary's reduction", err);
     }
     return st;
 }
@@ -432,59 +442,113 @@ static double profile_deadline_s(const moe_config_t *cfg, bool interrupted)
 }
 
 static int finish_profile(moe_engine_t *eng, const moe_config_t *cfg, const char *text,
-                          size_t len, bool interrupted, int rank)
+                          size_t len, bool interrupted, const char *missing_why, int rank)
 {
     moe_error_t perr;
     moe_error_clear(&perr);
     char run_dir[MOE_PATH_MAX] = "";
-    moe_status_t st = moe_engine_finish_profile(eng, text, len, interrupted,
-                                                profile_deadline_s(cfg, interrupted), run_dir,
-                                                sizeof(run_dir), &perr);
+    double deadline = missing_why != NULL ? 0.2 : profile_deadline_s(cfg, interrupted);
+    moe_status_t st = moe_engine_finish_profile(eng, text, len, interrupted, deadline,
+                                                missing_why, run_dir, sizeof(run_dir), &perr);
+    if (st == MOE_ERR_TIMEOUT && !interrupted) {
+        /* a rank stopped after the last step: the report (partial) is written; end the job */
+        MOE_ERROR("%s", perr.msg);
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+    }
     if (st != MOE_OK && rank == 0) {
         MOE_ERROR("profile report: %s", perr.msg);
     }
     return st == MOE_OK ? EXIT_OK : EXIT_OUTPUT;
 }
 
-static int run_job(const options_t *opt, const moe_config_t *cfg, const char *text, size_t len,
-                   int rank, bool *skip_finalize)
+/* Who stopped the job, for the one line rank 0 prints: "SIGINT" or "SIGTERM on rank 2". */
+static void stop_cause(char *out, size_t len)
+{
+    int origin = moe_stop_origin();
+    if (origin >= 0) {
+        snprintf(out, len, "%s on rank %d", moe_stop_signal_name(moe_stop_signal()), origin);
+    } else {
+        snprintf(out, len, "%s", moe_stop_signal_name(moe_stop_signal()));
+    }
+}
+
+/* A stop before any step: rank 0 says so; no MPI_Finalize (ranks may have left different
+ * collectives in flight). */
+static void stopped_at_startup(int rank, bool *skip_finalize)
+{
+    *skip_finalize = true;
+    if (rank == 0) {
+        char cause[128];
+        stop_cause(cause, sizeof(cause));
+        MOE_ERROR("stopped by %s during start-up, before any step", cause);
+    }
+}
+
+/* mpirun ends the job for a Ctrl-C or for a rank it lost (killed, crashed): the ranks that
+ * do not answer a ping within 0.3 s are the lost ones, named in rank 0's line ("" if none,
+ * or when a rank's own signal stopped the job). */
+static void stop_lost_ranks(const moe_engine_t *eng, char *out, size_t len)
+{
+    int dead[16];
+    out[0] = '\0';
+    int n = moe_stop_origin() < 0 ? moe_watchdog_unresponsive(0.3, dead, 16) : 0;
+    size_t used = 0;
+    for (int i = 0; i < n && used + 80 < len; i++) {
+        used += (size_t)snprintf(out + used, len - used, "%srank %d (%s)%s",
+                                 i ? ", " : "; lost: ", dead[i], eng->hosts[dead[i]],
+                                 i + 1 == n ? " (does not answer)" : "");
+    }
+}
+
+/* The watchdog fired here or on another rank (err says where; printed once, by the rank that
+ * reports it). Rank 0 first writes the report of the completed steps, marked partial; then
+ * the job ends, whichever rank's watchdog it was. */
+static void abort_on_watchdog(moe_engine_t *eng, const moe_config_t *cfg, const char *text,
+                              size_t len, int rank, const moe_error_t *err)
+{
+    MOE_ERROR("%s", err->msg);
+    if (rank == 0 && eng != NULL) {
+        fflush(stderr);
+        finish_profile(eng, cfg, text, len, true,
+                       "the watchdog ended the run before its last record (see the error)",
+                       rank);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+}
+
+/* The run stopped (a signal here or on another rank, mpirun ending the job): rank 0 says
+ * why and writes the report of the completed steps. Point to point only from here (ranks
+ * left different collectives in flight), and no MPI_Finalize. */
+static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *text, size_t len,
+                       int rank, bool *skip_finalize)
+{
+    *skip_finalize = true;
+    if (rank == 0) {
+        char cause[128], lost[256];
+        stop_cause(cause, sizeof(cause));
+        stop_lost_ranks(eng, lost, sizeof(lost));
+        MOE_ERROR("stopped by %s after %lld of %lld steps%s%s", cause,
+                  (long long)eng->steps_done, (long long)cfg->steps, lost,
+                  eng->prof != NULL ? "; writing what was measured" : "");
+    }
+    finish_profile(eng, cfg, text, len, true, NULL, rank);
+    moe_engine_destroy(eng);
+    return EXIT_SIGNAL;
+}
+
+/* After every step ran and the summary is out: the report, --bench, --dump-output, and a
+ * last barrier, polled, so MPI_Finalize never waits for a rank stopped by now. */
+static int run_finish(const options_t *opt, moe_engine_t *eng, const moe_config_t *cfg,
+                      const char *text, size_t len, int rank, bool *skip_finalize)
 {
     moe_error_t err;
     moe_error_clear(&err);
-    moe_engine_t *eng = NULL;
-    moe_status_t st = moe_engine_create(cfg, MPI_COMM_WORLD, &eng, &err);
-    if (st != MOE_OK) {
-        if (rank == 0) {
-            MOE_ERROR("%s", err.msg);
-        }
-        return exit_code_for(st);
-    }
-    bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
-    int64_t steps = cfg->steps; /* --steps already applied */
-    st = moe_engine_run(eng, steps, progress, &err);
-    if (st != MOE_OK && st != MOE_ERR_INTERRUPTED) {
-        /* A failure or the watchdog, printed by the rank that saw it; the job cannot go on. */
-        MOE_ERROR("%s", err.msg);
-        MPI_Abort(MPI_COMM_WORLD, exit_code_for(st));
-    }
-    int code = exit_code_for(st);
-    if (st == MOE_ERR_INTERRUPTED) {
-        /* Ranks left different collectives in flight: from here on point to point only. */
-        *skip_finalize = true;
-        if (rank == 0) {
-            MOE_ERROR("stopped by signal %d after %lld of %lld steps; writing what was measured",
-                      moe_stop_signal(), (long long)eng->steps_done, (long long)steps);
-        }
-        finish_profile(eng, cfg, text, len, true, rank);
-        moe_engine_destroy(eng);
-        return code;
-    }
-    if (print_summary(eng, &err) != MOE_OK) {
-        /* a collective failed: the ranks are no longer in step, so no more collectives */
-        MOE_ERROR("%s", err.msg);
-        MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
-    }
-    code = finish_profile(eng, cfg, text, len, false, rank);
+    moe_engine_test_pause(eng, "report");
+    int code = finish_profile(eng, cfg, text, len, false, NULL, rank);
     if (opt->bench && moe_selfbench_run(eng, &err) != MOE_OK) {
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
@@ -495,13 +559,63 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         }
         code = EXIT_OUTPUT;
     }
+    moe_wait_set_where(eng->steps_done, 0, "the end (the report is written)");
+    moe_status_t st = moe_wait_barrier(eng->comm, &err);
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
+    } else if (st == MOE_ERR_INTERRUPTED) {
+        *skip_finalize = true; /* a stop after the report: nothing is lost */
+    }
     moe_engine_destroy(eng);
     return code;
 }
 
+static int run_job(const options_t *opt, const moe_config_t *cfg, const char *text, size_t len,
+                   int rank, bool *skip_finalize)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_engine_t *eng = NULL;
+    moe_status_t st = moe_engine_create(cfg, MPI_COMM_WORLD, &eng, &err);
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
+    }
+    if (st == MOE_ERR_INTERRUPTED) {
+        stopped_at_startup(rank, skip_finalize);
+        return EXIT_SIGNAL;
+    }
+    if (st != MOE_OK) {
+        if (rank == 0) {
+            MOE_ERROR("%s", err.msg);
+        }
+        return exit_code_for(st);
+    }
+    bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
+    st = moe_engine_run(eng, cfg->steps, progress, &err); /* --steps already applied */
+    if (st == MOE_OK) {
+        /* the summary's reduction waits on every rank: a stop there is a stop like any */
+        moe_wait_set_where(eng->steps_done, 0, "summary");
+        st = print_summary(eng, &err);
+    }
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(eng, cfg, text, len, rank, &err);
+    }
+    if (st == MOE_ERR_INTERRUPTED) {
+        return run_stopped(eng, cfg, text, len, rank, skip_finalize);
+    }
+    if (st != MOE_OK) {
+        /* A failure, printed by the rank that saw it; the job cannot go on. */
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, exit_code_for(st));
+    }
+    return run_finish(opt, eng, cfg, text, len, rank, skip_finalize);
+}
+
 /* Rank 0 checks what the run needs that no MPI or GPU work is needed to see (preflight.c),
- * before any such work starts; every rank leaves with its verdict. */
-static int preflight(const options_t *opt, const moe_config_t *cfg, int rank)
+ * before any such work starts; every rank leaves with its verdict (a bounded, polled
+ * broadcast like every start-up wait). */
+static int preflight(const options_t *opt, const moe_config_t *cfg, int rank,
+                     bool *skip_finalize)
 {
     int code = EXIT_OK;
     if (rank == 0) {
@@ -525,8 +639,17 @@ static int preflight(const options_t *opt, const moe_config_t *cfg, int rank)
             MOE_ERROR("%s", err.msg);
         }
     }
-    if (MOE_MPI(MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD), NULL) != MOE_OK) {
-        return EXIT_RUNTIME;
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_status_t st = moe_wait_bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD,
+                                     "the start-up checks' verdict", &err);
+    if (st == MOE_ERR_INTERRUPTED) {
+        stopped_at_startup(rank, skip_finalize);
+        return EXIT_SIGNAL;
+    }
+    if (st != MOE_OK) { /* a rank that does not answer (MOE_ERR_TIMEOUT) or MPI failing */
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, st == MOE_ERR_TIMEOUT ? EXIT_WATCHDOG : EXIT_RUNTIME);
     }
     return code;
 }
@@ -576,13 +699,21 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
         cfg->steps = opt.steps; /* one number for the run loop and the profiler's bounds */
     }
     int code = EXIT_OK;
-    if (st != MOE_OK) {
+    if (st == MOE_ERR_TIMEOUT) {
+        /* the config broadcast or the handshake: a rank does not answer (message once) */
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+    }
+    if (st == MOE_ERR_INTERRUPTED) {
+        stopped_at_startup(rank, skip_finalize);
+        code = EXIT_SIGNAL;
+    } else if (st != MOE_OK) {
         if (rank == 0) {
             MOE_ERROR("%s", err.msg);
         }
         code = st == MOE_ERR_IO ? EXIT_CONFIG : exit_code_for(st);
     } else {
-        code = preflight(&opt, cfg, rank);
+        code = preflight(&opt, cfg, rank, skip_finalize);
     }
     if (code == EXIT_OK && opt.check_config) {
         if (rank == 0) {
@@ -604,9 +735,13 @@ int main(int argc, char **argv)
         return moe_prof_compare_main(argc - 2, argv + 2, stdout);
     }
     int provided = 0, rank = 0, world = 1;
+    /* MPI_Init takes most of a small job's first second, and a Ctrl-C then left it waiting
+     * until mpirun's SIGKILL: no output at all. Now the rank leaves at once and says so. */
+    moe_stop_mpi_init_begin();
     if (MOE_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), NULL) != MOE_OK) {
         return EXIT_RUNTIME;
     }
+    moe_stop_mpi_init_end();
     /* Errors come back as codes (and become moe_status_t) instead of aborting in MPI. */
     if (MOE_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), NULL) != MOE_OK ||
         MOE_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank), NULL) != MOE_OK ||
@@ -614,7 +749,22 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME); /* a rank without its place cannot go on */
     }
     moe_log_init(rank, world);
-    moe_stop_install_handlers();
+    moe_wait_configure(MOE_WATCHDOG_STARTUP_S, rank, world, NULL);
+    moe_error_t werr;
+    moe_error_clear(&werr);
+    moe_status_t wst = moe_watchdog_init(MPI_COMM_WORLD, MOE_WATCHDOG_STARTUP_S, &werr);
+    if (wst == MOE_ERR_INTERRUPTED) {
+        if (rank == 0) {
+            MOE_ERROR("stopped by %s during start-up, before any step",
+                      moe_stop_signal_name(moe_stop_signal()));
+        }
+        fflush(stderr);
+        _exit(EXIT_SIGNAL); /* MPI_Finalize could wait for a rank that is gone */
+    }
+    if (wst != MOE_OK) {
+        MOE_ERROR("%s", werr.msg);
+        MPI_Abort(MPI_COMM_WORLD, exit_code_for(wst));
+    }
     bool skip_finalize = false;
     int code = run_main(argc, argv, rank, world, &skip_finalize);
     fflush(stdout);

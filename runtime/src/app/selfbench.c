@@ -101,7 +101,9 @@ static moe_status_t replay_exchange_ns(moe_engine_t *eng, int iters, int64_t *sl
     }
     int64_t mine = (moe_now_ns() - t0) / iters;
     *slowest = 0;
-    return MOE_MPI(MPI_Allreduce(&mine, slowest, 1, MPI_INT64_T, MPI_MAX, eng->comm), err);
+    MPI_Request req;
+    st = MOE_MPI(MPI_Iallreduce(&mine, slowest, 1, MPI_INT64_T, MPI_MAX, eng->comm, &req), err);
+    return st == MOE_OK ? moe_wait_request(&req, "the bench's reduction", err) : st;
 }
 
 /* The collective part: sum[3] on rank 0 (run GFLOP/s, GEMM limit, ranks with experts), the
@@ -115,11 +117,19 @@ static moe_status_t bench_measure(moe_engine_t *eng, double sum[3], int64_t *all
     double limit = st == MOE_OK ? gemm_limit_gflops(eng) : 0.0;
     double mine[3] = {run_gflops, limit, run_gflops > 0 ? 1.0 : 0.0};
     int64_t pairs = eng->layer.plan.num_send;
+    MPI_Request req;
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Reduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, eng->comm), err);
+        st = MOE_MPI(MPI_Ireduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, eng->comm, &req), err);
     }
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Allreduce(&pairs, all_pairs, 1, MPI_INT64_T, MPI_SUM, eng->comm), err);
+        st = moe_wait_request(&req, "the bench's reduction", err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Iallreduce(&pairs, all_pairs, 1, MPI_INT64_T, MPI_SUM, eng->comm, &req),
+                     err);
+    }
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the bench's reduction", err);
     }
     if (st == MOE_OK) {
         st = replay_exchange_ns(eng, 10, ex_ns, err);

@@ -10,6 +10,7 @@
 #include "moe/build_info.h"
 #include "moe/handshake.h"
 #include "moe/mpi_check.h"
+#include "transport/wait.h"
 
 moe_status_t moe_startup_config_text(MPI_Comm comm, const char *path, char **text, size_t *len,
                                      moe_error_t *err)
@@ -25,7 +26,8 @@ moe_status_t moe_startup_config_text(MPI_Comm comm, const char *path, char **tex
         st = moe_cfg_read_file(path, &buf, len, err);
         n = st == MOE_OK ? (long long)*len : -1;
     }
-    moe_status_t mst = MOE_MPI(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm), st == MOE_OK ? err : NULL);
+    moe_status_t mst = moe_wait_bcast(&n, 1, MPI_LONG_LONG, 0, comm, "the config broadcast",
+                                      st == MOE_OK ? err : NULL);
     if (mst != MOE_OK) {
         free(buf);
         return st != MOE_OK ? st : mst;
@@ -43,7 +45,7 @@ moe_status_t moe_startup_config_text(MPI_Comm comm, const char *path, char **tex
         free(buf);
         return st;
     }
-    st = MOE_MPI(MPI_Bcast(buf, (int)n, MPI_CHAR, 0, comm), err);
+    st = moe_wait_bcast(buf, (int)n, MPI_CHAR, 0, comm, "the config broadcast", err);
     if (st != MOE_OK) {
         free(buf);
         return st;
@@ -87,9 +89,13 @@ moe_status_t moe_startup_handshake(MPI_Comm comm, uint64_t config_hash, moe_erro
     if (st != MOE_OK) {
         return st;
     }
-    st = MOE_MPI(MPI_Gather(bytes, MOE_HELLO_SIZE, MPI_BYTE, all, MOE_HELLO_SIZE, MPI_BYTE, 0,
-                            comm),
+    MPI_Request req;
+    st = MOE_MPI(MPI_Igather(bytes, MOE_HELLO_SIZE, MPI_BYTE, all, MOE_HELLO_SIZE, MPI_BYTE, 0,
+                             comm, &req),
                  err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the start-up handshake", err);
+    }
     if (st == MOE_OK && mine.rank == 0) {
         st = moe_hello_decode(all, MOE_HELLO_SIZE, &ref, err);
         for (int r = 1; r < mine.world_size && st == MOE_OK; r++) {

@@ -7,6 +7,7 @@
 
 #include "moe/clock.h"
 #include "moe/log.h"
+#include "moe/stop.h"
 #include "moe/safetensors.h"
 #include "model/rng.h"
 
@@ -123,7 +124,7 @@ static void progress_add(load_progress_t *p, size_t bytes)
 static void fill_reported(float *dst, size_t n, uint64_t seed, uint64_t stream, float scale,
                           load_progress_t *p)
 {
-    for (size_t off = 0; off < n; off += LOAD_PIECE_FLOATS) {
+    for (size_t off = 0; off < n && !moe_stop_requested(); off += LOAD_PIECE_FLOATS) {
         size_t k = n - off < LOAD_PIECE_FLOATS ? n - off : LOAD_PIECE_FLOATS;
         moe_rng_fill_uniform(dst + off, k, seed, stream, off, scale);
         progress_add(p, k * sizeof(float));
@@ -296,6 +297,10 @@ static moe_status_t load_layer(const moe_config_t *cfg, moe_st_file_t *f, const 
             random_expert(cfg, layer, ew, prog);
         } else if (st == MOE_OK) {
             st = file_expert(cfg, f, nm, layer, ew, prog, err);
+        }
+        if (st == MOE_OK && moe_stop_requested()) {
+            /* Ctrl-C while a large model builds: stop here, not after every expert */
+            st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped while building the weights");
         }
     }
     return st;

@@ -289,7 +289,11 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
     }
     MOE_UCX_CHECK(ucp_worker_get_address(impl->worker, &mine, &mine_len), "ucp_worker_get_address");
     int my_len = (int)mine_len;
-    st = MOE_MPI(MPI_Allgather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, t->comm), err);
+    MPI_Request req;
+    st = MOE_MPI(MPI_Iallgather(&my_len, 1, MPI_INT, lens, 1, MPI_INT, t->comm, &req), err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the UCX address sizes exchange", err);
+    }
     if (st != MOE_OK) {
         goto cleanup;
     }
@@ -303,8 +307,12 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the UCX address table");
         goto cleanup;
     }
-    st = MOE_MPI(MPI_Allgatherv(mine, my_len, MPI_BYTE, all, lens, displs, MPI_BYTE, t->comm),
+    st = MOE_MPI(MPI_Iallgatherv(mine, my_len, MPI_BYTE, all, lens, displs, MPI_BYTE, t->comm,
+                                 &req),
                  err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the UCX address exchange", err);
+    }
     for (int p = 0; p < W && st == MOE_OK; p++) {
         if (p == t->rank) {
             continue;
@@ -355,8 +363,13 @@ moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_
     /* Every rank must agree before the collective address swap, or the others would wait
      * in it for one that failed. */
     int ok = st == MOE_OK;
-    moe_status_t agreed = MOE_MPI(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm),
-                                  st == MOE_OK ? err : NULL); /* keep this rank's own error */
+    MPI_Request req;
+    moe_error_t *mine = st == MOE_OK ? err : NULL; /* keep this rank's own error */
+    moe_status_t agreed =
+        MOE_MPI(MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm, &req), mine);
+    if (agreed == MOE_OK) {
+        agreed = moe_wait_request(&req, "the UCX start-up agreement", mine);
+    }
     if (st == MOE_OK && agreed != MOE_OK) {
         st = agreed;
     } else if (st == MOE_OK && !ok) {

@@ -8,7 +8,9 @@
 
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
+#include "moe/poll.h"
 #include "moe/stop.h"
+#include "moe/watchdog.h"
 
 static struct {
     double timeout_s;
@@ -17,7 +19,7 @@ static struct {
     int64_t step;
     int layer;
     const char *phase;
-} g_wait = {.phase = "start-up"};
+} g_wait = {.timeout_s = MOE_WATCHDOG_STARTUP_S, .phase = "start-up"};
 
 void moe_wait_configure(double timeout_s, int rank, int world, const char (*hosts)[64])
 {
@@ -36,45 +38,81 @@ void moe_wait_set_where(int64_t step, int layer, const char *phase)
     g_wait.phase = phase;
 }
 
-static const char *host_of(int r)
+/* "rank 2 (node3)", or "rank 2" before the hosts are known (start-up). */
+static const char *rank_text(char *buf, size_t len, int r)
 {
-    return g_wait.hosts != NULL && r >= 0 && r < g_wait.world ? g_wait.hosts[r] : "?";
+    if (g_wait.hosts != NULL && r >= 0 && r < g_wait.world) {
+        snprintf(buf, len, "rank %d (%s)", r, g_wait.hosts[r]);
+    } else {
+        snprintf(buf, len, "rank %d", r);
+    }
+    return buf;
 }
 
+/* The peers named in a message: "rank 1 (host), rank 2 (host)". */
+static void name_ranks(char *out, size_t len, const int *ranks, int n)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && used + 80 < len; i++) {
+        char one[96];
+        used += (size_t)snprintf(out + used, len - used, "%s%s", i ? ", " : "",
+                                 rank_text(one, sizeof(one), ranks[i]));
+    }
+}
+
+/* The wait lasted step_timeout_s. Ask every rank whether it still runs, so the message names
+ * the ranks at fault (a peer that waits too is not one), then let one rank report it. */
 static moe_status_t watchdog_fire(double waited_s, const char *what, const int *pending,
                                   int npending, moe_error_t *err)
 {
-    char peers[512] = "";
-    size_t used = 0;
-    for (int i = 0; i < npending && used < sizeof(peers) - 64; i++) {
-        used += (size_t)snprintf(peers + used, sizeof(peers) - used, "%srank %d (%s)",
-                                 i ? ", " : "", pending[i], host_of(pending[i]));
+    if (moe_watchdog_notice(err) != MOE_OK) {
+        return MOE_ERR_TIMEOUT; /* rank 0: another rank's watchdog fired first; its words */
     }
-    return moe_error_set(err, MOE_ERR_TIMEOUT,
-                         "watchdog: rank %d (%s) made no progress for %.1f s in step %lld, "
-                         "layer %d, phase %s: waiting in %s on %s "
-                         "(runtime.step_timeout_s = %g); aborting the job",
-                         g_wait.rank, host_of(g_wait.rank), waited_s, (long long)g_wait.step,
-                         g_wait.layer, g_wait.phase, what,
-                         npending > 0 ? peers : "all ranks (a collective)", g_wait.timeout_s);
+    int dead[64];
+    int ndead = moe_watchdog_unresponsive(1.0, dead, 64);
+    char peers[512], culprits[512], me[96];
+    name_ranks(peers, sizeof(peers), pending, npending);
+    name_ranks(culprits, sizeof(culprits), dead, ndead);
+    moe_error_set(err, MOE_ERR_TIMEOUT,
+                  "watchdog: %s made no progress for %.1f s in step %lld, layer %d, "
+                  "phase %s: waiting in %s on %s; %s%s (runtime.step_timeout_s = %g); "
+                  "aborting the job",
+                  rank_text(me, sizeof(me), g_wait.rank), waited_s, (long long)g_wait.step,
+                  g_wait.layer, g_wait.phase, what,
+                  npending > 0 ? peers : "all ranks (a collective)",
+                  ndead > 0 ? culprits : "every rank answers (they wait too: a rank too slow?)",
+                  ndead == 1 ? " does not answer (stopped, hung or lost)"
+                  : ndead > 1 ? " do not answer (stopped, hung or lost)" : "",
+                  g_wait.timeout_s);
+    moe_watchdog_defer(err->msg, dead, ndead, MOE_WATCHDOG_REPORT_S);
+    return MOE_ERR_TIMEOUT;
 }
+
+/* The wait in progress (waits do not nest): moe_wait_poll's callers keep only its start. */
+static moe_poll_t g_poll;
+static int64_t g_poll_start = -1;
 
 moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pending, int npending,
                            moe_error_t *err)
 {
-    if (moe_stop_requested()) {
-        return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested (signal %d) in step %lld, phase %s",
-                             moe_stop_signal(), (long long)g_wait.step, g_wait.phase);
+    if (start_ns != g_poll_start) {
+        moe_poll_begin(&g_poll, 0, true);
+        g_poll.start_ns = start_ns;
+        g_poll.deadline_ns = g_wait.timeout_s > 0 ? start_ns + (int64_t)(g_wait.timeout_s * 1e9)
+                                                  : 0;
+        g_poll_start = start_ns;
     }
-    int64_t waited = moe_now_ns() - start_ns;
-    if (g_wait.timeout_s > 0 && (double)waited * 1e-9 >= g_wait.timeout_s) {
-        return watchdog_fire((double)waited * 1e-9, what, pending, npending, err);
+    moe_status_t st = moe_poll_next(&g_poll);
+    if (st == MOE_ERR_INTERRUPTED) {
+        return moe_error_set(err, st, "stop requested (%s) in step %lld, phase %s",
+                             moe_stop_signal_name(moe_stop_signal()), (long long)g_wait.step,
+                             g_wait.phase);
     }
-    if (waited > 50000) {
-        struct timespec nap = {0, 20000};
-        nanosleep(&nap, NULL);
+    if (st == MOE_ERR_TIMEOUT) {
+        return watchdog_fire(moe_poll_waited_s(&g_poll), what, pending, npending, err);
     }
-    return MOE_OK;
+    return st;
 }
 
 /* A failed MPI call in a wait: its MOE_MPI message, plus what the wait was for. */
@@ -157,4 +195,12 @@ moe_status_t moe_wait_barrier(MPI_Comm comm, moe_error_t *err)
         return st;
     }
     return moe_wait_request(&req, "a barrier", err);
+}
+
+moe_status_t moe_wait_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                            const char *what, moe_error_t *err)
+{
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Ibcast(buf, count, type, root, comm, &req), err);
+    return st == MOE_OK ? moe_wait_request(&req, what, err) : st;
 }

@@ -1,10 +1,11 @@
 /* Waiting on MPI without wasting a core, without hanging, and without ignoring Ctrl-C.
  *
- * Every wait in the step loop goes through here: it spins for 50 us (latency), then polls
- * with 20 us naps (so a rank that only waits leaves the core to ranks that compute); it
- * returns MOE_ERR_INTERRUPTED as soon as a stop is requested (moe/stop.h); and, as the step
- * watchdog, MOE_ERR_TIMEOUT once one wait has lasted runtime.step_timeout_s, with a message
- * naming this rank, the step, layer and phase, and the peers it is still waiting on. */
+ * Every wait of the runtime on a peer goes through here, from the start-up agreement to the
+ * end barrier: each is a non-blocking MPI call polled by moe/poll.h (50 us spin, then 20 us
+ * naps); it returns MOE_ERR_INTERRUPTED as soon as a stop is requested (moe/stop.h); and, as
+ * the watchdog, MOE_ERR_TIMEOUT once one wait has lasted runtime.step_timeout_s (60 s until
+ * the config is read), with a message naming this rank, the step, layer and phase, what it
+ * waits on, and the ranks that no longer answer (moe/watchdog.h), reported once. */
 #ifndef MOE_WAIT_H
 #define MOE_WAIT_H
 
@@ -36,6 +37,9 @@ moe_status_t moe_wait_all(MPI_Request *reqs, const int *peers, int n, const char
 
 /* Wait for one request (a non-blocking collective, typically). */
 moe_status_t moe_wait_request(MPI_Request *req, const char *what, moe_error_t *err);
+/* MPI_Ibcast, waited for the same way (what: for the watchdog's message). */
+moe_status_t moe_wait_bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                            const char *what, moe_error_t *err);
 /* MPI_Barrier, waited for the same way. */
 moe_status_t moe_wait_barrier(MPI_Comm comm, moe_error_t *err);
 

@@ -1,0 +1,77 @@
+#include "moe/poll.h"
+
+#include <time.h>
+
+#include "moe/clock.h"
+#include "moe/mpi_check.h"
+#include "moe/stop.h"
+
+/* A gap this long between two polls means this process was stopped, not its peers. */
+#define STOPPED_GAP_NS 1000000000LL
+
+static moe_poll_hook_t g_hook;
+
+void moe_poll_set_hook(moe_poll_hook_t hook)
+{
+    g_hook = hook;
+}
+
+void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop)
+{
+    p->start_ns = moe_now_ns();
+    p->last_ns = p->start_ns;
+    p->deadline_ns = deadline_ns;
+    p->stopped_ns = 0;
+    p->honour_stop = honour_stop;
+}
+
+void moe_poll_begin(moe_poll_t *p, double timeout_s, bool honour_stop)
+{
+    int64_t now = moe_now_ns();
+    moe_poll_begin_at(p, timeout_s > 0 ? now + (int64_t)(timeout_s * 1e9) : 0, honour_stop);
+}
+
+double moe_poll_waited_s(const moe_poll_t *p)
+{
+    return (double)(moe_now_ns() - p->start_ns - p->stopped_ns) * 1e-9;
+}
+
+moe_status_t moe_poll_next(moe_poll_t *p)
+{
+    int64_t now = moe_now_ns();
+    if (now - p->last_ns > STOPPED_GAP_NS) {
+        /* SIGSTOP (or a starved machine): the peers had no chance to answer meanwhile */
+        int64_t gap = now - p->last_ns;
+        p->stopped_ns += gap;
+        p->deadline_ns += p->deadline_ns > 0 ? gap : 0;
+    }
+    p->last_ns = now;
+    moe_stop_alive(now);
+    if (p->honour_stop && moe_stop_requested()) {
+        return MOE_ERR_INTERRUPTED;
+    }
+    moe_status_t st = g_hook != NULL ? g_hook() : MOE_OK;
+    if (p->deadline_ns > 0 && now >= p->deadline_ns) {
+        return MOE_ERR_TIMEOUT;
+    }
+    if (now - p->start_ns > 50000) {
+        struct timespec nap = {0, 20000};
+        nanosleep(&nap, NULL);
+    }
+    return st;
+}
+
+moe_status_t moe_poll_request(MPI_Request *req, moe_poll_t *p, moe_error_t *err)
+{
+    for (;;) {
+        int done = 0;
+        moe_status_t st = MOE_MPI(MPI_Test(req, &done, MPI_STATUS_IGNORE), err);
+        if (st != MOE_OK || done) {
+            return st;
+        }
+        st = moe_poll_next(p);
+        if (st != MOE_OK) {
+            return st;
+        }
+    }
+}

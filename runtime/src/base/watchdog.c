@@ -1,0 +1,243 @@
+#include "moe/watchdog.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe/clock.h"
+#include "moe/mpi_check.h"
+#include "moe/poll.h"
+#include "moe/stop.h"
+
+enum { TAG_PING = 7101, TAG_PONG = 7102, TAG_STOP = 7103, TAG_FAULT = 7104 };
+#define TICK_NS 1000000LL /* the channel is looked at once a millisecond at most */
+
+static struct {
+    MPI_Comm comm;
+    int rank, world;
+    bool ready, in_tick, stop_sent, fault;
+    int64_t last_tick_ns;
+    char fault_msg[MOE_ERROR_MSG_MAX];
+    int pong; /* the payload of pongs and stops */
+} g = {.comm = MPI_COMM_NULL};
+
+/* Send a small message nobody waits for: it either goes or dies with the job. */
+static void send_free(const void *buf, int n, MPI_Datatype type, int to, int tag)
+{
+    MPI_Request req;
+    if (MOE_MPI(MPI_Isend(buf, n, type, to, tag, g.comm, &req), NULL) == MOE_OK) {
+        MOE_MPI(MPI_Request_free(&req), NULL);
+    }
+}
+
+moe_status_t moe_watchdog_init(MPI_Comm comm, double timeout_s, moe_error_t *err)
+{
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Comm_rank(comm, &g.rank), err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_size(comm, &g.world), err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_idup(comm, &g.comm, &req), err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    moe_poll_t poll;
+    moe_poll_begin(&poll, timeout_s, true);
+    st = moe_poll_request(&req, &poll, err);
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN), err);
+    }
+    if (st == MOE_OK) {
+        g.ready = true;
+        moe_poll_set_hook(moe_watchdog_tick);
+    } else if (st == MOE_ERR_TIMEOUT) {
+        st = moe_error_set(err, st, "watchdog: rank %d waited %.0f s for the other ranks to "
+                           "start (a rank stopped or hung in MPI_Init?); aborting the job",
+                           g.rank, timeout_s);
+    }
+    return st;
+}
+
+/* Take in one pending message of `tag` (int payload) if there is one: its source, or -1. */
+static int take_int(int tag, int *value)
+{
+    int flag = 0;
+    MPI_Status status;
+    if (MOE_MPI(MPI_Iprobe(MPI_ANY_SOURCE, tag, g.comm, &flag, &status), NULL) != MOE_OK ||
+        !flag) {
+        return -1;
+    }
+    /* matched by the probe: the message is here, the receive does not wait */
+    if (MOE_MPI(MPI_Recv(value, 1, MPI_INT, status.MPI_SOURCE, tag, g.comm, MPI_STATUS_IGNORE),
+                NULL) != MOE_OK) {
+        return -1;
+    }
+    return status.MPI_SOURCE;
+}
+
+static void take_fault(void)
+{
+    int flag = 0, n = 0;
+    MPI_Status status;
+    if (MOE_MPI(MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAULT, g.comm, &flag, &status), NULL) !=
+            MOE_OK ||
+        !flag) {
+        return;
+    }
+    char msg[MOE_ERROR_MSG_MAX];
+    if (MOE_MPI(MPI_Get_count(&status, MPI_CHAR, &n), NULL) != MOE_OK) {
+        n = 0;
+    }
+    n = n < 0 ? 0 : n > MOE_ERROR_MSG_MAX - 1 ? MOE_ERROR_MSG_MAX - 1 : n;
+    /* a longer message is truncated by MPI (an error here, logged); the text is kept */
+    if (MOE_MPI(MPI_Recv(msg, n, MPI_CHAR, status.MPI_SOURCE, TAG_FAULT, g.comm,
+                         MPI_STATUS_IGNORE),
+                NULL) != MOE_OK) {
+        snprintf(msg, sizeof(msg), "a rank's watchdog fired (its message was lost)");
+        n = (int)strlen(msg);
+    }
+    msg[n] = '\0';
+    if (!g.fault) { /* the first report wins; the others are the same fault seen later */
+        snprintf(g.fault_msg, sizeof(g.fault_msg), "%s", msg);
+        g.fault = true;
+    }
+}
+
+/* A stop of this process's own (a signal) goes to every other rank once. */
+static void pass_stop_on(void)
+{
+    if (g.stop_sent || !moe_stop_requested() || moe_stop_origin() >= 0) {
+        return;
+    }
+    g.stop_sent = true;
+    g.pong = moe_stop_signal();
+    for (int r = 0; r < g.world; r++) {
+        if (r != g.rank) {
+            send_free(&g.pong, 1, MPI_INT, r, TAG_STOP);
+        }
+    }
+}
+
+moe_status_t moe_watchdog_tick(void)
+{
+    int64_t now = moe_now_ns();
+    if (!g.ready || g.in_tick || now - g.last_tick_ns < TICK_NS) {
+        return g.fault ? MOE_ERR_TIMEOUT : MOE_OK;
+    }
+    g.in_tick = true;
+    g.last_tick_ns = now;
+    pass_stop_on();
+    int v = 0, src;
+    while ((src = take_int(TAG_PING, &v)) >= 0) {
+        send_free(&g.pong, 1, MPI_INT, src, TAG_PONG);
+    }
+    while ((src = take_int(TAG_STOP, &v)) >= 0) {
+        moe_stop_request_from(v, src);
+        g.stop_sent = true; /* that rank told everyone */
+    }
+    if (g.rank == 0) {
+        take_fault();
+    }
+    g.in_tick = false;
+    return g.fault ? MOE_ERR_TIMEOUT : MOE_OK;
+}
+
+int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
+{
+    if (!g.ready) {
+        return 0;
+    }
+    MPI_Request *reqs = calloc((size_t)g.world, sizeof(MPI_Request));
+    int *answer = calloc((size_t)g.world, sizeof(int));
+    if (reqs == NULL || answer == NULL) {
+        free(reqs);
+        free(answer);
+        return 0;
+    }
+    int ping = 1;
+    for (int r = 0; r < g.world; r++) {
+        reqs[r] = MPI_REQUEST_NULL;
+        if (r != g.rank && MOE_MPI(MPI_Irecv(&answer[r], 1, MPI_INT, r, TAG_PONG, g.comm,
+                                             &reqs[r]),
+                                   NULL) == MOE_OK) {
+            send_free(&ping, 1, MPI_INT, r, TAG_PING);
+        }
+    }
+    moe_poll_t poll;
+    moe_poll_begin(&poll, grace_s, false);
+    int left = 1;
+    while (left > 0 && moe_now_ns() < poll.deadline_ns) {
+        (void)moe_poll_next(&poll); /* only the deadline ends this wait, not a fault notice */
+        left = 0;
+        for (int r = 0; r < g.world; r++) {
+            int done = 1;
+            if (reqs[r] != MPI_REQUEST_NULL &&
+                MOE_MPI(MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE), NULL) != MOE_OK) {
+                done = 0; /* no answer from that rank */
+            }
+            left += !done;
+        }
+    }
+    int n = 0;
+    for (int r = 0; r < g.world; r++) {
+        if (reqs[r] != MPI_REQUEST_NULL) { /* no answer: that rank does not run */
+            MOE_MPI(MPI_Cancel(&reqs[r]), NULL);
+            MOE_MPI(MPI_Request_free(&reqs[r]), NULL);
+            if (n < cap) {
+                dead[n++] = r;
+            }
+        }
+    }
+    free(reqs);
+    free(answer);
+    return n;
+}
+
+moe_status_t moe_watchdog_notice(moe_error_t *err)
+{
+    moe_watchdog_tick();
+    if (!g.fault) {
+        return MOE_OK;
+    }
+    return moe_error_set(err, MOE_ERR_TIMEOUT, "%s", g.fault_msg);
+}
+
+static bool is_dead(const int *dead, int ndead, int r)
+{
+    for (int i = 0; i < ndead; i++) {
+        if (dead[i] == r) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void moe_watchdog_defer(const char *msg, const int *dead, int ndead, double wait_s)
+{
+    int reporter = 0;
+    while (reporter < g.world && is_dead(dead, ndead, reporter)) {
+        reporter++;
+    }
+    if (!g.ready || reporter == g.rank || reporter >= g.world) {
+        return;
+    }
+    moe_poll_t poll;
+    if (reporter == 0) {
+        MPI_Request req;
+        int n = (int)strlen(msg) + 1;
+        if (MOE_MPI(MPI_Isend(msg, n, MPI_CHAR, 0, TAG_FAULT, g.comm, &req), NULL) != MOE_OK) {
+            return;
+        }
+        moe_poll_begin(&poll, wait_s, false);
+        if (moe_poll_request(&req, &poll, NULL) != MOE_OK) {
+            return; /* rank 0 did not take it: this rank reports it */
+        }
+    }
+    /* the reporter ends the job; if it has not within wait_s, this rank does */
+    moe_poll_begin(&poll, wait_s, false);
+    while (moe_now_ns() < poll.deadline_ns) {
+        (void)moe_poll_next(&poll);
+    }
+}

@@ -1,0 +1,111 @@
+/* The waiting primitive (moe/poll.h), the fault channel on one rank (moe/watchdog.h) and
+ * the stop signals (moe/stop.h): deadlines, a process's own stop not counted, SIGCONT. */
+#include <mpi.h>
+#include <signal.h>
+#include <time.h>
+
+#include "moe/clock.h"
+#include "moe/poll.h"
+#include "moe/stop.h"
+#include "moe/watchdog.h"
+#include "test_util.h"
+
+static void nap_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* A wait ends at its deadline, not before, and not much after. */
+static void test_deadline(void)
+{
+    moe_poll_t p;
+    moe_poll_begin(&p, 0.05, true);
+    int64_t t0 = moe_now_ns();
+    moe_status_t st;
+    while ((st = moe_poll_next(&p)) == MOE_OK) {
+    }
+    double took = (double)(moe_now_ns() - t0) * 1e-9;
+    CHECK_INT_EQ(st, MOE_ERR_TIMEOUT);
+    CHECK(took >= 0.05 && took < 0.5);
+}
+
+/* A gap of over a second between two polls is this process stopped: the deadline moves and
+ * the time is not counted as waited (a resumed rank does not blame its peers). */
+static void test_stopped_gap(void)
+{
+    moe_poll_t p;
+    moe_poll_begin(&p, 0.3, true);
+    CHECK_INT_EQ(moe_poll_next(&p), MOE_OK);
+    nap_ms(1200);
+    CHECK_INT_EQ(moe_poll_next(&p), MOE_OK);
+    CHECK(moe_poll_waited_s(&p) < 0.2);
+}
+
+/* A request polled to completion; one that never completes ends at the deadline. */
+static void test_request(void)
+{
+    int out = 7, in = 0;
+    MPI_Request rr, sr;
+    CHECK_INT_EQ(MPI_Irecv(&in, 1, MPI_INT, 0, 1, MPI_COMM_SELF, &rr), MPI_SUCCESS);
+    CHECK_INT_EQ(MPI_Isend(&out, 1, MPI_INT, 0, 1, MPI_COMM_SELF, &sr), MPI_SUCCESS);
+    moe_poll_t p;
+    moe_poll_begin(&p, 5.0, true);
+    CHECK_INT_EQ(moe_poll_request(&rr, &p, NULL), MOE_OK);
+    CHECK_INT_EQ(moe_poll_request(&sr, &p, NULL), MOE_OK);
+    CHECK_INT_EQ(in, 7);
+    MPI_Request never;
+    CHECK_INT_EQ(MPI_Irecv(&in, 1, MPI_INT, 0, 2, MPI_COMM_SELF, &never), MPI_SUCCESS);
+    moe_poll_begin(&p, 0.05, true);
+    CHECK_INT_EQ(moe_poll_request(&never, &p, NULL), MOE_ERR_TIMEOUT);
+    CHECK_INT_EQ(MPI_Cancel(&never), MPI_SUCCESS);
+    CHECK_INT_EQ(MPI_Request_free(&never), MPI_SUCCESS);
+}
+
+/* One rank: everyone answers (there is no one else), and no fault was reported. */
+static void test_watchdog_alone(void)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    CHECK_INT_EQ(moe_watchdog_init(MPI_COMM_WORLD, 5.0, &err), MOE_OK);
+    int dead[4];
+    CHECK_INT_EQ(moe_watchdog_unresponsive(0.1, dead, 4), 0);
+    CHECK_INT_EQ(moe_watchdog_notice(&err), MOE_OK);
+    CHECK_INT_EQ(moe_watchdog_tick(), MOE_OK);
+}
+
+/* mpirun's SIGCONT stops a rank that was running, not one that is being resumed; a stop
+ * ends a wait that honours it, and only such a wait. */
+static void test_signals(void)
+{
+    moe_stop_alive(moe_now_ns() - 2000000000LL); /* last seen running 2 s ago: resumed */
+    raise(SIGCONT);
+    CHECK(!moe_stop_requested());
+    moe_stop_alive(moe_now_ns());
+    raise(SIGCONT);
+    CHECK(moe_stop_requested());
+    CHECK_INT_EQ(moe_stop_signal(), SIGCONT);
+    CHECK_INT_EQ(moe_stop_origin(), -1);
+    raise(SIGHUP); /* a signal of its own outranks the first cause only if that was passed on */
+    CHECK_INT_EQ(moe_stop_signal(), SIGCONT);
+    moe_poll_t p;
+    moe_poll_begin(&p, 0.05, true);
+    CHECK_INT_EQ(moe_poll_next(&p), MOE_ERR_INTERRUPTED);
+    moe_poll_begin(&p, 0.05, false);
+    CHECK_INT_EQ(moe_poll_next(&p), MOE_OK);
+}
+
+int main(int argc, char **argv)
+{
+    moe_stop_mpi_init_begin();
+    MPI_Init(&argc, &argv);
+    moe_stop_mpi_init_end();
+    test_deadline();
+    test_stopped_gap();
+    test_request();
+    test_watchdog_alone();
+    test_signals();
+    int rc = moe_test_finish("test_poll");
+    MPI_Finalize();
+    return rc;
+}
