@@ -25,8 +25,6 @@
 #include <dlfcn.h>
 #endif
 
-static const moe_plugin_t *g_plugin;
-
 #ifndef MOED_HAVE_PLUGIN
 
 moe_status_t moe_plugin_get(const char *key, const moe_plugin_t **out, moe_error_t *err)
@@ -41,6 +39,8 @@ moe_status_t moe_plugin_get(const char *key, const moe_plugin_t **out, moe_error
 #ifndef MOED_PLUGIN_INSTALL_DIR
 #define MOED_PLUGIN_INSTALL_DIR "/usr/local/lib"
 #endif
+
+static const moe_plugin_t *g_plugin; /* loaded once, on first use */
 
 /* The directory of the running executable into dir ("" when unknown). */
 static void exe_dir(char *dir, size_t len)
