@@ -19,6 +19,7 @@
 #include "moe/stop.h"
 #include "app/selfbench.h"
 #include "app/startup.h"
+#include "model/checkpoint.h"
 
 /* Exit codes (README "Exit codes"). */
 enum {
@@ -529,6 +530,7 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
     int check_world = opt.check_config && opt.ranks > 0 ? opt.ranks : world;
+    moe_cfg_set_checkpoint_reader(moe_ckpt_read_info); /* model.checkpoint's config.json */
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
     }

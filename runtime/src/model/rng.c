@@ -1,7 +1,3 @@
-/* Part model (runtime/src/model/): the weights and inputs: seeded random or read from
- * safetensors checkpoints. May include: base config (and the public headers moe/ headers).
- * This comment heads the first file of each part's folder; tests/lint/parts.sh holds every
- * part to its list. */
 #include "model/rng.h"
 
 /* splitmix64 finaliser: a bijective mix with good avalanche, cheap enough to run per
