@@ -321,12 +321,16 @@ static int write_index(const char *dir, int shards, const char *brk)
     }
     fprintf(f, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
     for (int i = 0; i < g_n; i++) {
-        fprintf(f, "%s\n  \"%s\": \"model-%05d-of-%05d.safetensors\"", i ? "," : "", g_t[i].name,
-                strcmp(brk, "index_file") == 0 && i == g_n - 1 ? 99 : g_t[i].shard + 1, shards);
-    }
-    if (strcmp(brk, "index_tensor") == 0) {
-        fprintf(f, ",\n  \"model.layers.1.mlp.gate.weight\": \"model-00001-of-%05d.safetensors\"",
-                shards);
+        int file = g_t[i].shard + 1;
+        if (strcmp(brk, "index_file") == 0 && i == g_n - 1) {
+            file = 99; /* a shard that is not there */
+        }
+        if (strcmp(brk, "index_tensor") == 0 &&
+            strcmp(g_t[i].name, "model.layers.1.mlp.gate.weight") == 0) {
+            file = g_t[i].shard == 0 ? 2 : 1; /* the wrong shard */
+        }
+        fprintf(f, "%s\n  \"%s\": \"model-%05d-of-%05d.safetensors\"", i ? "," : "",
+                g_t[i].name, file, shards);
     }
     fprintf(f, "\n}}\n");
     return fclose(f) == 0 ? 0 : 1;

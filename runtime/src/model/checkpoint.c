@@ -381,6 +381,14 @@ static moe_status_t ck_index(moe_ckpt_t *ck, moe_error_t *err)
             return st;
         }
     }
+    /* Every shard the index names must be there, even one this rank never reads: a missing
+     * shard is a broken download, better said at once than by whichever rank needs it. */
+    for (int i = 0; i < ck->nfiles; i++) {
+        if (!file_exists(ck->files[i])) {
+            return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: names shard %s, which is not "
+                                 "there", ck->index_path, ck->files[i]);
+        }
+    }
     return MOE_OK;
 }
 
