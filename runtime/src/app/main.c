@@ -345,7 +345,10 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
            eng->transport->ops->name, moe_gemm_backend_name(), (long long)cfg->threads);
     printf("model: %lld layers x %lld experts (top-%lld, %s), hidden %lld, ffn %lld, weights %s\n",
            (long long)cfg->num_layers, (long long)cfg->num_experts, (long long)cfg->top_k,
-           cfg->activation == MOE_ACT_SWIGLU ? "swiglu" : "gelu", (long long)cfg->hidden_dim,
+           cfg->activation == MOE_ACT_SWIGLU   ? "swiglu"
+           : cfg->activation == MOE_ACT_GELU ? "gelu"
+                                             : "swiglu_oai",
+           (long long)cfg->hidden_dim,
            (long long)cfg->ffn_dim, eng->weights.naming);
     printf("run: %lld steps x %lld tokens in %.3f s (%.2f ms/step)\n", (long long)eng->steps_done,
            (long long)cfg->tokens_per_step, secs, secs * 1e3 / steps);

@@ -70,7 +70,9 @@ static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_
     int L = (int)cfg->num_layers, E = (int)cfg->num_experts, most = max_experts_per_rank(cfg);
     const char *verb = random ? "generating" : "reading";
     const char *from = random ? "" : " from ";
-    const char *file = random ? "" : cfg->weights;
+    const char *file = random                                  ? ""
+                       : strcmp(cfg->checkpoint, "none") != 0 ? cfg->checkpoint
+                                                              : cfg->weights;
     size_t bytes = per_expert * (size_t)local * (size_t)L;
     char sz[32];
     if (rank != 0 || per_expert * (size_t)most * (size_t)L < LOAD_REPORT_BYTES) {
