@@ -26,7 +26,8 @@ enum {
     SEC_EVENTS = 10,
     SEC_MEMORY = 11,
     SEC_OVERLAP = 12, /* version 2 */
-    SEC_LAST = SEC_OVERLAP,
+    SEC_SHARED = 13,  /* version 2, added later: written before OVERLAP */
+    SEC_LAST = SEC_SHARED,
 };
 
 /* Bounds a decoder accepts, beyond which a record is rejected as corrupt. */
@@ -55,7 +56,10 @@ moe_status_t moe_prof_record_alloc(moe_prof_record_t *rec, int world_size, int n
     rec->msgs_sent = calloc(W, sizeof(uint64_t));
     rec->msgs_recv = calloc(W, sizeof(uint64_t));
     rec->wait_ns = calloc(W, sizeof(double));
-    if (!rec->local_ids || !rec->experts || !rec->demand || !rec->kept || !rec->dropped ||
+    size_t nl = num_layers > 0 ? (size_t)num_layers : 1;
+    rec->shared_rows = calloc(nl, sizeof(int64_t));
+    rec->shared_ns = calloc(nl, sizeof(int64_t));
+    if (!rec->shared_rows || !rec->shared_ns || !rec->local_ids || !rec->experts || !rec->demand || !rec->kept || !rec->dropped ||
         !rec->bytes_sent || !rec->bytes_recv || !rec->msgs_sent || !rec->msgs_recv ||
         !rec->wait_ns) {
         moe_prof_record_free(rec);
@@ -72,7 +76,8 @@ void moe_prof_record_free(moe_prof_record_t *rec)
     void *arrays[] = {rec->local_ids, rec->experts,   rec->demand,    rec->kept,
                       rec->dropped,   rec->bytes_sent, rec->bytes_recv, rec->msgs_sent,
                       rec->msgs_recv, rec->wait_ns,   rec->steps,     rec->exchanges,
-                      rec->metrics,   rec->events,    rec->mem};
+                      rec->metrics,   rec->events,    rec->mem,       rec->shared_rows,
+                      rec->shared_ns};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
         free(arrays[i]);
     }
@@ -251,6 +256,17 @@ static void encode_overlap(const moe_prof_record_t *rec, moe_wbuf_t *w)
     section_end(w, at);
 }
 
+static void encode_shared(const moe_prof_record_t *rec, moe_wbuf_t *w)
+{
+    size_t at = section_begin(w, SEC_SHARED);
+    moe_wbuf_u32(w, (uint32_t)rec->num_layers);
+    for (int l = 0; l < rec->num_layers; l++) {
+        moe_wbuf_i64(w, rec->shared_rows[l]);
+        moe_wbuf_i64(w, rec->shared_ns[l]);
+    }
+    section_end(w, at);
+}
+
 void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
 {
     size_t start = w->len;
@@ -266,6 +282,7 @@ void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
     encode_static(rec, w);
     encode_stats(rec, w);
     encode_lists(rec, w);
+    encode_shared(rec, w);
     encode_overlap(rec, w);
     if (w->ok) {
         moe_wbuf_patch_u64(w, start + 16, (uint64_t)(w->len - payload));
@@ -510,6 +527,27 @@ static moe_status_t decode_lists(dec_t *d, uint16_t tag, moe_rbuf_t *r)
     return r->ok ? MOE_OK : dec_fail(d, r, MOE_ERR_TRUNCATED, "list cut short");
 }
 
+/* SHARED: one (rows, ns) pair per layer of the identity section. */
+static moe_status_t decode_shared(dec_t *d, moe_rbuf_t *r)
+{
+    moe_prof_record_t *rec = d->rec;
+    uint32_t n = moe_rbuf_u32(r);
+    if (r->ok && n != (uint32_t)rec->num_layers) {
+        return dec_fail(d, r, MOE_ERR_FORMAT, "shared section for another layer count");
+    }
+    if (!r->ok || moe_rbuf_left(r) < (size_t)n * 16) {
+        return dec_fail(d, r, MOE_ERR_TRUNCATED, "shared section cut short");
+    }
+    for (uint32_t l = 0; l < n; l++) {
+        rec->shared_rows[l] = moe_rbuf_i64(r);
+        rec->shared_ns[l] = moe_rbuf_i64(r);
+        if (rec->shared_rows[l] < 0 || rec->shared_ns[l] < 0) {
+            return dec_fail(d, r, MOE_ERR_FORMAT, "shared rows or time negative");
+        }
+    }
+    return MOE_OK;
+}
+
 /* OVERLAP: a later writer may append fields to the body; they are ignored. */
 static moe_status_t decode_overlap(dec_t *d, moe_rbuf_t *r)
 {
@@ -613,6 +651,8 @@ moe_status_t moe_prof_record_decode(const void *data, size_t len, moe_prof_recor
             st = decode_lists(&d, tag, &sec);
         } else if (tag == SEC_OVERLAP) {
             st = decode_overlap(&d, &sec);
+        } else if (tag == SEC_SHARED) {
+            st = decode_shared(&d, &sec);
         } /* else: a section from a newer writer; skipped */
     }
     if (st == MOE_OK && !d.have_ident) {

@@ -480,8 +480,9 @@ static void test_expert(moe_dtype_t dt, moe_activation_t act, int64_t H, int64_t
 {
     int64_t up_n = act == MOE_ACT_SWIGLU ? 2 * F : F;
     /* Scales as moed's random weights: ~1/sqrt(fan-in), so activations stay O(1). */
-    moe_expert_weights_t hw = {7, rand_floats((size_t)(up_n * H), 14, 1.7f / sqrtf((float)H)),
-                               rand_floats((size_t)(H * F), 15, 1.7f / sqrtf((float)F))};
+    moe_expert_weights_t hw = {.id = 7,
+                               .w13 = rand_floats((size_t)(up_n * H), 14, 1.7f / sqrtf((float)H)),
+                               .w2 = rand_floats((size_t)(H * F), 15, 1.7f / sqrtf((float)F))};
     float *in = rand_floats((size_t)(rows * H), 16, 1.0f);
     float *got = xcalloc((size_t)(rows * H), sizeof(float));
     gpu_expert(dt, act, H, F, rows, &hw, in, got);

@@ -17,6 +17,13 @@ ro_mount() {
 }
 with_output_dir() { sed "s|^  output_dir: .*|  output_dir: $1|"; }
 fast=0  # 1: must end before any step (a run of a million steps would not)
+# ckdir FAMILY DTYPE SHARDS [BREAK] [YAML model lines]: a checkpoint directory ck/ (layer 0
+# dense for deepseek/qwen) and c.yaml pointing at it.
+ckdir() {
+  mkdir -p ck
+  "$MAKE_CKPT" --dir ck "$1" "$2" 64 48 8 2 3 "$3" 12 ${4:-} || fail "make_checkpoint --dir"
+  printf 'model:\n  checkpoint: ck\n%bworkload:\n  tokens_per_step: 12\n  steps: 1\n  input: ck/input.safetensors\nprofiler:\n  enabled: false\n' "${5:-}" > c.yaml
+}
 case "$1" in
   unknown_key)
     small_model | sed 's/  hidden_dim:/  hiden_dim:/' > c.yaml
@@ -100,6 +107,42 @@ case "$1" in
   missing_tensor)
     ckpt; H=$CK_H F=$CK_F E=$CK_E LAYERS=3 WEIGHTS=ckpt.safetensors small_model > c.yaml
     want_code=4 want="model.layers.2." ;;
+  ckpt_no_config)
+    ckdir mixtral f32 1; rm ck/config.json
+    want_code=4 want="ck/config.json: no such file" ;;
+  ckpt_bad_json)
+    ckdir mixtral f32 1; printf '{\n  "hidden_size": 64,\n  oops\n}\n' > ck/config.json
+    want_code=4 want="ck/config.json:3:" ;;
+  ckpt_arch)
+    ckdir mixtral f32 1; sed -i 's/MixtralForCausalLM/LlamaForCausalLM/' ck/config.json
+    want_code=4 want="architecture 'LlamaForCausalLM' is not supported; moed supports MixtralForCausalLM, Qwen2MoeForCausalLM" ;;
+  ckpt_missing_shard)
+    ckdir qwen3_moe bf16 2; rm ck/model-00002-of-00002.safetensors
+    want_code=4 want="model-00002-of-00002.safetensors" ;;
+  ckpt_truncated_shard)
+    ckdir deepseek_v2 bf16 2; truncate -s 3000 ck/model-00001-of-00002.safetensors
+    want_code=4 want="model-00001-of-00002.safetensors" ;;
+  ckpt_index_file)
+    ckdir deepseek_v3 bf16 2 index_file
+    want_code=4 want="model-00099-of-00002.safetensors" ;;
+  ckpt_index_tensor)
+    ckdir qwen2_moe f32 2 index_tensor
+    want_code=4 want="although the index puts it there" ;;
+  ckpt_shape)
+    ckdir qwen3_moe f32 1 shape
+    want_code=4 want="has shape [49, 64] but [48, 64] was expected" ;;
+  ckpt_fp8_no_scale)
+    ckdir deepseek_v3 fp8 1 no_scale
+    want_code=4 want="has no scale tensor 'model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv'" ;;
+  ckpt_dense_layer)
+    ckdir deepseek_v3 f32 1 "" '  layers: [1, 0]\n'
+    want_code=4 want="c.yaml:3:15: model.layers: layer 0 is a dense layer" ;;
+  ckpt_layer_range)
+    ckdir gpt_oss f32 1 "" '  layers: [5]\n'
+    want_code=4 want="model.layers: layer 5 is out of range" ;;
+  ckpt_contradicts)
+    ckdir mixtral f32 1 "" '  hidden_dim: 128\n'
+    want_code=4 want="c.yaml:3:15: model.hidden_dim: 128 contradicts ck/config.json (key 'hidden_size' 64)" ;;
   *) fail "unknown case $1" ;;
 esac
 set +e

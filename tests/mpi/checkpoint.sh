@@ -1,7 +1,39 @@
 #!/usr/bin/env bash
 # checkpoint.sh NAMING DTYPE ROUTING: a tiny safetensors checkpoint with Hugging Face names
 # (a dense layer first, so model.first_layer: 1) runs, and 3 ranks equal 1 rank.
+# checkpoint.sh dir FAMILY DTYPE ROUTING SHARDS: a tiny Hugging Face checkpoint directory
+# of FAMILY (config.json, shards + index when SHARDS > 1, FP8 + _scale_inv for fp8) runs
+# every MoE layer from config.json, and 3 ranks equal 1 rank.
 source "$(dirname "$0")/common.sh"
+if [[ "$1" == dir ]]; then
+  family=$2 dtype=$3 routing=$4 shards=$5
+  H=64 F=48 E=8 K=2 T=40
+  [[ $dtype == fp8 ]] && H=160 F=136  # two 128-wide scale blocks each way
+  mkdir ck
+  "$MAKE_CKPT" --dir ck "$family" "$dtype" $H $F $E $K 3 "$shards" $T || fail "make_checkpoint failed"
+  cat > c.yaml <<EOC
+model:
+  checkpoint: $WORK/ck
+placement:
+  experts: auto
+runtime:
+  routing: $routing
+workload:
+  tokens_per_step: $T
+  steps: 2
+  input: $WORK/ck/input.safetensors
+profiler:
+  enabled: false
+  output_dir: $WORK/experiments
+EOC
+  same_as_one_rank 3
+  grep -q "weights $family (" one.log || { cat one.log; fail "family not reported"; }
+  moe_layers=2  # layer 0 is dense where the family has dense layers
+  [[ $family == mixtral || $family == gpt_oss ]] && moe_layers=3
+  grep -q "model: $moe_layers layers" one.log || { cat one.log; fail "not the $moe_layers MoE layers of 3"; }
+  echo "PASS checkpoint dir $family $dtype $routing $shards"
+  exit 0
+fi
 naming=$1 dtype=$2 routing=$3
 H=64 F=96 E=4 TOKENS=40
 "$MAKE_CKPT" ckpt.safetensors "$naming" "$dtype" $H $F $E 2 1 $TOKENS input.safetensors \
@@ -9,6 +41,6 @@ H=64 F=96 E=4 TOKENS=40
 H=$H F=$F E=$E TOKENS=$TOKENS FIRST=1 WEIGHTS=ckpt.safetensors INPUT=input.safetensors \
   ROUTING=$routing small_model > c.yaml
 same_as_one_rank 3
-grep -q "weights $( [[ $naming == mixtral ]] && echo mixtral || echo deepseek)" one.log \
+grep -q "weights $( [[ $naming == mixtral ]] && echo mixtral || echo qwen2_moe names)" one.log \
   || { cat one.log; fail "naming not detected"; }
 echo "PASS checkpoint $naming $dtype $routing"

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # equivalence.sh CASE: the distributed output equals the single-rank output.
 source "$(dirname "$0")/common.sh"
+# family NAME [KEY: VALUE]...: add model.family NAME and the knobs to the config on stdin.
+family() {
+  local lines="  family: $1"; shift
+  while [[ $# -ge 2 ]]; do lines+="\n  $1 $2"; shift 2; done
+  sed "s/^model:/model:\n$lines/"
+}
 case "$1" in
   master)      PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' small_model > c.yaml ;;
   master_hosts) MASTER=1 PLACEMENT='{0: [0, 2, 4, 6], 1: [1], 2: [3, 5, 7]}' small_model > c.yaml ;;
@@ -23,6 +29,16 @@ case "$1" in
     # start here (see below).
     export UCX_TLS=${MOED_TEST_UCX_TLS:-${UCX_TLS:-sm,self}}
     ROUTING=symmetric TOKENS=100 small_model | sed 's/^runtime:/runtime:\n  transport: ucx/' > c.yaml ;;
+  # model.family with random weights: each family's routing (and shared experts on the
+  # routing ranks: the master, or every rank in symmetric routing).
+  family_qwen2_moe)
+    ROUTING=symmetric TOKENS=100 NORM=false small_model | family qwen2_moe n_shared_experts: 1 shared_ffn_dim: 384 > c.yaml ;;
+  family_qwen3_moe)   K=4 small_model | family qwen3_moe > c.yaml ;;
+  family_deepseek_v2)
+    NORM=false small_model | family deepseek_v2 topk_method: group_limited_greedy n_group: 4 topk_group: 2 n_shared_experts: 2 routed_scaling_factor: 1.5 > c.yaml ;;
+  family_deepseek_v3)
+    ROUTING=symmetric TOKENS=100 K=3 small_model | family deepseek_v3 n_group: 4 topk_group: 2 n_shared_experts: 1 routed_scaling_factor: 2.5 > c.yaml ;;
+  family_gpt_oss)     ACT=swiglu_oai CHUNKS=3 small_model | family gpt_oss swiglu_limit: 7.0 > c.yaml ;;
   *) fail "unknown case $1" ;;
 esac
 # The UCX cases first try one step on 2 ranks, which opens a UCX worker and an endpoint to

@@ -279,7 +279,7 @@ static void test_wrong_types(void)
     CHECK_CFG_ERROR("runtime:\n  step_timeout_s: 1.5s\n", 1, "cfg.yaml:2:19: ",
                     "expected a number, found '1.5s'");
     CHECK_CFG_ERROR("model:\n  activation: relu\n", 1, "cfg.yaml:2:15: ",
-                    "model.activation: expected swiglu or gelu, found 'relu'");
+                    "model.activation: expected swiglu, gelu or swiglu_oai, found 'relu'");
     CHECK_CFG_ERROR("model:\n  dtype: fp8\n", 1, "cfg.yaml:2:10: ",
                     "model.dtype: expected f32, bf16 or f16, found 'fp8'");
     CHECK_CFG_ERROR("model:\n  weights: {a: 1}\n", 1, "cfg.yaml:2:12: ",

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "model/checkpoint.h"
 #include "test_util.h"
 
 static char g_dir[] = "/tmp/moe_test_st_XXXXXX";
@@ -829,6 +830,42 @@ static void remove_dir(void)
     CHECK(rmdir(g_dir) == 0);
 }
 
+/* One slab of a fused tensor (gpt-oss experts), raw bytes, and FP8 e4m3 decoding. */
+static void test_range_raw_fp8(void)
+{
+    char path[256];
+    moe_error_t err;
+    moe_st_file_t *f = NULL;
+    float v[12], got[4];
+    for (int i = 0; i < 12; i++) {
+        v[i] = 0.5f * (float)i; /* exact in BF16 */
+    }
+    moe_st_out_tensor_t t = {"fused", MOE_ST_BF16, 2, {3, 4}, v};
+    path_in(path, sizeof(path), "range.safetensors");
+    CHECK_INT_EQ(moe_st_write(path, &t, 1, &err), MOE_OK);
+    CHECK_INT_EQ(moe_st_open(path, &f, &err), MOE_OK);
+    if (f == NULL) {
+        return;
+    }
+    CHECK_INT_EQ(moe_st_read_f32_range(f, "fused", 4, 4, got, &err), MOE_OK);
+    for (int i = 0; i < 4; i++) {
+        CHECK_NEAR(got[i], v[4 + i], 0.0);
+    }
+    CHECK_INT_EQ(moe_st_read_f32_range(f, "fused", 10, 4, got, &err), MOE_ERR_WEIGHTS);
+    CHECK(strstr(err.msg, "past its end") != NULL);
+    unsigned char raw[24];
+    CHECK_INT_EQ(moe_st_read_raw(f, "fused", raw, sizeof(raw), &err), MOE_OK);
+    CHECK_INT_EQ(raw[2] | raw[3] << 8, moe_f32_to_bf16(0.5f));
+    CHECK_INT_EQ(moe_st_read_raw(f, "fused", raw, 8, &err), MOE_ERR_WEIGHTS);
+    moe_st_close(f);
+    CHECK_NEAR(moe_fp8_e4m3_to_f32(0x38), 1.0, 0.0);         /* exponent 7: 2^0 */
+    CHECK_NEAR(moe_fp8_e4m3_to_f32(0xB8), -1.0, 0.0);
+    CHECK_NEAR(moe_fp8_e4m3_to_f32(0x7E), 448.0, 0.0);       /* the largest: 1.75 x 2^8 */
+    CHECK_NEAR(moe_fp8_e4m3_to_f32(0x01), 0.001953125, 0.0); /* subnormal: 1/8 x 2^-6 */
+    CHECK_NEAR(moe_fp8_e4m3_to_f32(0x45), 3.25, 0.0);        /* 1.625 x 2^1 */
+    CHECK(isnan(moe_fp8_e4m3_to_f32(0x7F)) && isnan(moe_fp8_e4m3_to_f32(0xFF)));
+}
+
 int main(void)
 {
     if (mkdtemp(g_dir) == NULL) {
@@ -847,6 +884,7 @@ int main(void)
     test_corrupt_json();
     test_truncated_and_io();
     test_writer_errors();
+    test_range_raw_fp8();
     remove_dir();
     return moe_test_finish("test_safetensors");
 }

@@ -95,6 +95,8 @@ typedef struct moe_prof_layer_sample {
     const int *recv_rows;           /* [world] dispatch rows from each rank */
     const int64_t *peer_wait_ns;    /* [world] waited for each peer's rows, summed over the
                                        layer's exchanges (from each start to arrival) */
+    int64_t shared_rows;            /* rows the shared experts ran over here (0: none) */
+    int64_t shared_begin_ns, shared_end_ns;
 } moe_prof_layer_sample_t;
 
 /* Run facts rank 0 puts in the report at finish. */

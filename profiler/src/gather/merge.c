@@ -282,6 +282,10 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
     dst->dev_peak = src->dev_peak > dst->dev_peak ? src->dev_peak : dst->dev_peak;
     dst->exchange_ns += src->exchange_ns;
     dst->hidden_ns += src->hidden_ns;
+    for (int l = 0; l < dst->num_layers; l++) {
+        dst->shared_rows[l] += src->shared_rows[l];
+        dst->shared_ns[l] += src->shared_ns[l];
+    }
     if (src->chunks > 0) { /* static facts: a part that has them wins */
         dst->chunks = src->chunks;
     }
@@ -407,6 +411,10 @@ static void merge_rank(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0)
     rk->exchange_ns += rec->phase_sum[MOE_PHASE_DISPATCH] + rec->phase_sum[MOE_PHASE_COMBINE];
     rk->inflight_ns += (double)rec->exchange_ns;
     rk->hidden_ns += (double)rec->hidden_ns;
+    for (int l = 0; l < rec->num_layers && l < m->rep.num_layers; l++) {
+        m->rep.layers[l].shared_rows += (uint64_t)rec->shared_rows[l];
+        m->rep.layers[l].shared_ns += (double)rec->shared_ns[l];
+    }
     if (rec->chunks > 0) {
         rk->chunks = rec->chunks;
     }

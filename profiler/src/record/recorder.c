@@ -126,6 +126,8 @@ static void reset_window(moe_prof_t *p)
     memset(r->msgs_recv, 0, W * sizeof(uint64_t));
     memset(r->wait_ns, 0, W * sizeof(double));
     r->exchange_ns = r->hidden_ns = 0;
+    memset(r->shared_rows, 0, (size_t)r->num_layers * sizeof(int64_t));
+    memset(r->shared_ns, 0, (size_t)r->num_layers * sizeof(int64_t));
     r->num_steps = r->num_exchanges = r->num_metrics = r->num_events = 0;
     r->metrics_dropped = r->events_dropped = 0;
 }
@@ -453,6 +455,10 @@ void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s)
         r->dropped[base + e] += (uint64_t)s->dropped[e];
     }
     record_comm(p, s);
+    if (s->shared_rows > 0) {
+        r->shared_rows[s->layer] += s->shared_rows;
+        r->shared_ns[s->layer] += s->shared_end_ns - s->shared_begin_ns;
+    }
     if (r->num_exchanges < p->cap_exchanges) {
         r->exchanges[r->num_exchanges++] = (moe_rec_exchange_t){
             .step = p->step, .layer = s->layer,

@@ -110,6 +110,9 @@ typedef struct moe_rep_layer {
     double cv;
     double entropy_norm;
     double max_mean;
+    /* The shared experts, summed over the routing ranks and recorded steps (0: none). */
+    uint64_t shared_rows;
+    double shared_ns;
 } moe_rep_layer_t;
 
 /* One row of metrics.csv. */

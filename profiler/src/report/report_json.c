@@ -377,6 +377,16 @@ static void json_layer(json_w_t *w, const moe_report_t *r, int l, uint64_t *toke
     jw_u64_array(w, "kept", y->kept, ne);
     jw_u64_array(w, "dropped", y->dropped, ne);
     jw_u64_array(w, "tokens", tokens, ne);
+    if (y->shared_rows > 0) { /* the shared experts' row: models that have them */
+        int64_t steps = 0;
+        for (int k = 0; r->ranks != NULL && k < r->world_size; k++) {
+            steps = r->ranks[k].steps > steps ? r->ranks[k].steps : steps;
+        }
+        jw_open(w, "shared", '{', false);
+        jw_u64(w, "tokens", y->shared_rows);
+        jw_num(w, "busy_ms_per_step", steps > 0 ? y->shared_ns / 1e6 / (double)steps : 0.0);
+        jw_close(w, '}');
+    }
     jw_close(w, '}');
 }
 

@@ -459,6 +459,30 @@ static void text_balance(FILE *f, const moe_report_t *r)
     }
 }
 
+/* The shared experts' own rows (models with shared experts only): per recorded step,
+ * summed over the routing ranks, which run them while the dispatch is in flight. */
+static void text_shared(FILE *f, const moe_report_t *r)
+{
+    int64_t steps = 0;
+    bool any = false;
+    for (int k = 0; r->ranks != NULL && k < r->world_size; k++) {
+        steps = r->ranks[k].steps > steps ? r->ranks[k].steps : steps;
+    }
+    for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
+        any = any || r->layers[l].shared_rows > 0;
+    }
+    if (!any || steps <= 0) {
+        return;
+    }
+    text_rule(f, "Shared experts per layer (routing ranks, during the dispatch)");
+    fprintf(f, "  %5s  %-6s  %14s  %12s\n", "layer", "", "tokens/step", "busy ms/step");
+    for (int l = 0; l < r->num_layers; l++) {
+        const moe_rep_layer_t *y = &r->layers[l];
+        fprintf(f, "  %5d  %-6s  %14.1f  %12.3f\n", l, "shared",
+                (double)y->shared_rows / (double)steps, y->shared_ns / 1e6 / (double)steps);
+    }
+}
+
 /* ---- rank-to-rank matrices ------------------------------------------------------- */
 
 static double text_cell(const moe_report_t *r, int kind, int i, int j)
@@ -722,6 +746,7 @@ moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
     text_overlap(f, r);
     text_experts(f, r, -1);
     text_balance(f, r);
+    text_shared(f, r);
     text_comm(f, r);
     text_memory(f, r);
     text_findings(f, r);

@@ -10,8 +10,10 @@
  *   with every count checked against the bytes that remain before anything is allocated.
  *
  * Versions: 1 had sections 1..11; 2 adds OVERLAP (12: exchange in flight, the part of it
- * hidden behind expert compute, runtime.chunks, the device's name) and changes no byte of
- * the others, so a version-2 record still says min_version 1 (a version-1 reader skips
+ * hidden behind expert compute, runtime.chunks, the device's name) and SHARED (13: the
+ * shared experts' rows and busy ns per layer, added later within version 2: a reader
+ * without it skips the unknown tag, and a record without it reads as no shared experts).
+ * Neither changes a byte of the others, so a version-2 record still says min_version 1 (a version-1 reader skips
  * OVERLAP as an unknown tag) and this reader takes version 1 records (OVERLAP absent: its
  * fields stay 0, chunks 0 meaning "not recorded").
  *
@@ -112,6 +114,10 @@ typedef struct moe_prof_record {
     int64_t exchange_ns, hidden_ns;
     int32_t chunks;                     /* runtime.chunks; 0: not recorded (version 1) */
     char device[64];                    /* "cpu" or the GPU's name; "" not recorded */
+    /* SHARED (version 2, tag 13): the shared experts this rank ran (a routing rank of a model with
+     * shared experts), per layer; zeros when none or not recorded. */
+    int64_t *shared_rows;               /* [num_layers] */
+    int64_t *shared_ns;                 /* [num_layers] */
 } moe_prof_record_t;
 
 /* Allocate the fixed-size arrays of a record for these dims (variable-length lists are

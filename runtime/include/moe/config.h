@@ -16,7 +16,27 @@
 #include "moe/limits.h"
 #include "moe/status.h"
 
-typedef enum { MOE_ACT_SWIGLU = 0, MOE_ACT_GELU = 1 } moe_activation_t;
+/* model.layers entries, and decoder layers of a checkpoint, at most. */
+#define MOE_MAX_LAYER_IDS 1024
+
+/* swiglu_oai: gpt-oss's clamped SwiGLU with biases (expert/expert.h). */
+typedef enum { MOE_ACT_SWIGLU = 0, MOE_ACT_GELU = 1, MOE_ACT_SWIGLU_OAI = 2 } moe_activation_t;
+/* The model families moed routes exactly (model/family.h holds one row per family). */
+typedef enum {
+    MOE_FAMILY_MIXTRAL = 0,
+    MOE_FAMILY_QWEN2_MOE = 1,
+    MOE_FAMILY_QWEN3_MOE = 2,
+    MOE_FAMILY_DEEPSEEK_V2 = 3,
+    MOE_FAMILY_DEEPSEEK_V3 = 4,
+    MOE_FAMILY_GPT_OSS = 5,
+} moe_family_id_t;
+/* DeepSeek expert selection: plain top-k, top-k inside the topk_group best groups (group
+ * score: best expert, V2), or V3's noaux_tc (group score: sum of its best two). */
+typedef enum {
+    MOE_TOPK_GREEDY = 0,
+    MOE_TOPK_GROUP_LIMITED = 1,
+    MOE_TOPK_NOAUX_TC = 2,
+} moe_topk_method_t;
 typedef enum { MOE_ROUTING_MASTER = 0, MOE_ROUTING_SYMMETRIC = 1 } moe_routing_t;
 typedef enum { MOE_TRANSPORT_MPI = 0, MOE_TRANSPORT_UCX = 1, MOE_TRANSPORT_NCCL = 2 } moe_transport_kind_t;
 typedef enum { MOE_DEVICE_CPU = 0, MOE_DEVICE_CUDA = 1 } moe_device_kind_t;
@@ -43,6 +63,19 @@ typedef struct moe_config {
     int64_t first_layer;            /* model.first_layer: index of moed's layer 0 in the file */
     moe_dtype_t dtype;              /* model.dtype: storage type of expert weights (cuda) */
     uint64_t seed;
+    moe_family_id_t family;         /* model.family: routing, shared experts, tensor names */
+    char checkpoint[MOE_PATH_MAX];  /* model.checkpoint: a Hugging Face directory, "" = none */
+    int32_t num_layer_ids;          /* model.layers as written (0: not given) */
+    /* Decoder layer index of each moed layer 0..num_layers-1 (checkpoint runs: model.layers
+     * or every MoE layer of config.json; otherwise first_layer + l). */
+    int32_t layer_ids[MOE_MAX_LAYER_IDS];
+    moe_topk_method_t topk_method;  /* model.topk_method (deepseek_v2; v3 is noaux_tc) */
+    int64_t n_group;                /* model.n_group: expert groups (deepseek) */
+    int64_t topk_group;             /* model.topk_group: groups kept per token */
+    double routed_scaling_factor;   /* model.routed_scaling_factor: routed weights times this */
+    int64_t n_shared_experts;       /* model.n_shared_experts (deepseek; qwen2_moe: 1) */
+    int64_t shared_ffn_dim;         /* model.shared_ffn_dim: 0 = ffn_dim * n_shared_experts */
+    double swiglu_limit;            /* model.swiglu_limit (gpt_oss) */
 
     /* placement */
     int64_t master_rank;
@@ -119,6 +152,31 @@ void moe_cfg_print_reference(FILE *out);
 #define MOE_CFG_VALUE_MAX 8192
 typedef void (*moe_cfg_value_fn)(void *ctx, const char *path, const char *value, bool quoted);
 void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx);
+
+/* What a checkpoint directory's config.json says (model/checkpoint.c reads it): values
+ * as YAML text for the key table's own parsers, each with where it came from, and which
+ * decoder layers are MoE. moe_cfg_parse applies them after the YAML: a key the YAML also
+ * gives must agree, else the parse fails (MOE_ERR_WEIGHTS, exit 4) citing both. */
+#define MOE_CFG_FACTS_MAX 24
+typedef struct moe_cfg_fact {
+    char path[40];    /* a key of the table, "model.hidden_dim" */
+    char value[40];   /* YAML text, "7168" */
+    char source[96];  /* "config.json key 'hidden_size'" */
+} moe_cfg_fact_t;
+typedef struct moe_cfg_checkpoint_info {
+    char config_path[MOE_PATH_MAX]; /* DIR/config.json, for messages */
+    int num_facts;
+    moe_cfg_fact_t facts[MOE_CFG_FACTS_MAX];
+    int num_hidden_layers;
+    bool is_moe[MOE_MAX_LAYER_IDS];
+    char moe_rule[160];             /* "layers >= first_k_dense_replace 3 ...", for messages */
+} moe_cfg_checkpoint_info_t;
+typedef moe_status_t (*moe_cfg_checkpoint_fn)(const char *dir, moe_cfg_checkpoint_info_t *out,
+                                              moe_error_t *err);
+/* The reader moe_cfg_parse calls for model.checkpoint (the config part cannot include the
+ * model part: the app registers model/checkpoint.c's reader). Without one, model.checkpoint
+ * is rejected. */
+void moe_cfg_set_checkpoint_reader(moe_cfg_checkpoint_fn fn);
 
 /* Print the resolved placement, one line per rank: "rank 1: experts 0 1 2 3". */
 void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out);

@@ -61,6 +61,16 @@ moe_status_t moe_st_read_f32(moe_st_file_t *f, const char *name, float *dst, siz
 moe_status_t moe_st_read_f32_shaped(moe_st_file_t *f, const char *name, int ndim,
                                     const int64_t *shape, float *dst, moe_error_t *err);
 
+/* The stored bytes of tensor `name` (any dtype) into dst, which holds len bytes: len must
+ * be the tensor's byte size. For formats read elsewhere (FP8 + scales, model/checkpoint.c). */
+moe_status_t moe_st_read_raw(moe_st_file_t *f, const char *name, void *dst, size_t len,
+                             moe_error_t *err);
+
+/* Elements [first, first + count) of tensor `name` (F32/BF16/F16, in storage order) into
+ * dst as F32: one expert's slab of a fused [E, ...] tensor without reading the others. */
+moe_status_t moe_st_read_f32_range(moe_st_file_t *f, const char *name, uint64_t first,
+                                   size_t count, float *dst, moe_error_t *err);
+
 /* Writer: a file of F32 / BF16 / F16 tensors. Tensors are given as F32 and stored in
  * `dtype` (round to nearest even). Written to path atomically (tmp + rename). */
 typedef struct moe_st_out_tensor {

@@ -386,6 +386,9 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .send_rows = ctx->plan.send_rows,
         .recv_rows = ctx->recv_rows,
         .peer_wait_ns = rec->peer_wait_ns,
+        .shared_rows = rec->shared_rows,
+        .shared_begin_ns = rec->shared_begin_ns,
+        .shared_end_ns = rec->shared_end_ns,
     };
     moe_prof_layer(eng->prof, &s);
 }

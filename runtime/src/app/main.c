@@ -26,6 +26,7 @@
 #include "transport/wait.h"
 #include "app/selfbench.h"
 #include "app/startup.h"
+#include "model/checkpoint.h"
 
 /* Exit codes (README "Exit codes"). */
 enum {
@@ -360,7 +361,10 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
            eng->transport->ops->name, moe_gemm_backend_name(), (long long)cfg->threads);
     printf("model: %lld layers x %lld experts (top-%lld, %s), hidden %lld, ffn %lld, weights %s\n",
            (long long)cfg->num_layers, (long long)cfg->num_experts, (long long)cfg->top_k,
-           cfg->activation == MOE_ACT_SWIGLU ? "swiglu" : "gelu", (long long)cfg->hidden_dim,
+           cfg->activation == MOE_ACT_SWIGLU   ? "swiglu"
+           : cfg->activation == MOE_ACT_GELU ? "gelu"
+                                             : "swiglu_oai",
+           (long long)cfg->hidden_dim,
            (long long)cfg->ffn_dim, eng->weights.naming);
     printf("run: %lld steps x %lld tokens in %.3f s (%.2f ms/step)\n", (long long)eng->steps_done,
            (long long)cfg->tokens_per_step, secs, secs * 1e3 / steps);
@@ -692,6 +696,7 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
     int check_world = opt.check_config && opt.ranks > 0 ? opt.ranks : world;
+    moe_cfg_set_checkpoint_reader(moe_ckpt_read_info); /* model.checkpoint's config.json */
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
     }

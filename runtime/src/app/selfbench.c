@@ -36,7 +36,7 @@ static double gemm_limit_gflops(const moe_engine_t *eng)
     }
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     int64_t m = eng->expert_rows / eng->expert_calls;
-    int64_t up_n = cfg->activation == MOE_ACT_SWIGLU ? 2 * F : F;
+    int64_t up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype, in the plug-in */
         double tflops = 0.0;
         moe_status_t st = eng->plugin->gemm_probe(eng->cuda, cfg->dtype, cfg->activation, H, F,

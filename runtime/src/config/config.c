@@ -44,6 +44,7 @@ typedef enum {
     CFG_STRING,    /* char[MOE_PATH_MAX] */
     CFG_PLACEMENT, /* placement.experts: `auto` or {rank: [expert ids]}; field placement_auto */
     CFG_RANKS,     /* profiler.profiled_ranks: `all` or [rank, ...]; field prof_all_ranks */
+    CFG_LAYERS,    /* model.layers: `all` or [layer, ...]; field num_layer_ids */
 } cfg_type_t;
 
 typedef struct cfg_key {
@@ -59,14 +60,25 @@ typedef struct cfg_key {
     size_t size;              /* of that field, checked against the type */
 } cfg_key_t;
 
-static const char *const cfg_activation_names[] = {"swiglu", "gelu", NULL};
+static const char *const cfg_activation_names[] = {"swiglu", "gelu", "swiglu_oai", NULL};
+static const char *const cfg_family_names[] = {"mixtral",     "qwen2_moe",   "qwen3_moe",
+                                               "deepseek_v2", "deepseek_v3", "gpt_oss", NULL};
+static const char *const cfg_topk_method_names[] = {"greedy", "group_limited_greedy",
+                                                    "noaux_tc", NULL};
 static const char *const cfg_dtype_names[] = {"f32", "bf16", "f16", NULL};
 static const char *const cfg_routing_names[] = {"master", "symmetric", NULL};
 static const char *const cfg_transport_names[] = {"mpi", "ucx", "nccl", NULL};
 static const char *const cfg_device_names[] = {"cpu", "cuda", NULL};
 
 /* The name arrays above are indexed by enum value. */
-_Static_assert(MOE_ACT_SWIGLU == 0 && MOE_ACT_GELU == 1, "cfg_activation_names order");
+_Static_assert(MOE_ACT_SWIGLU == 0 && MOE_ACT_GELU == 1 && MOE_ACT_SWIGLU_OAI == 2,
+               "cfg_activation_names order");
+_Static_assert(MOE_FAMILY_MIXTRAL == 0 && MOE_FAMILY_QWEN2_MOE == 1 && MOE_FAMILY_QWEN3_MOE == 2 &&
+                   MOE_FAMILY_DEEPSEEK_V2 == 3 && MOE_FAMILY_DEEPSEEK_V3 == 4 &&
+                   MOE_FAMILY_GPT_OSS == 5,
+               "cfg_family_names order");
+_Static_assert(MOE_TOPK_GREEDY == 0 && MOE_TOPK_GROUP_LIMITED == 1 && MOE_TOPK_NOAUX_TC == 2,
+               "cfg_topk_method_names order");
 _Static_assert(MOE_DTYPE_F32 == 0 && MOE_DTYPE_BF16 == 1 && MOE_DTYPE_F16 == 2,
                "cfg_dtype_names order");
 _Static_assert(MOE_ROUTING_MASTER == 0 && MOE_ROUTING_SYMMETRIC == 1, "cfg_routing_names order");
@@ -102,6 +114,28 @@ static const cfg_key_t cfg_keys[] = {
     KEY_ENUM("model.dtype", dtype, cfg_dtype_names, "f32",
              "storage type of expert weights on the device"),
     KEY_INT("model.seed", seed, "42", 0, INT64_MAX, "", "seed of random weights and inputs"),
+    KEY_STR("model.checkpoint", checkpoint, "none",
+            "'none' or a Hugging Face model directory (config.json + safetensors shards); its "
+            "config.json sets the model keys, which the YAML may repeat but not contradict"),
+    KEY_SPECIAL("model.layers", CFG_LAYERS, num_layer_ids, "all",
+                "decoder layers whose MoE blocks run, in order, like [3, 4, 5]; 'all' = every "
+                "MoE layer of the checkpoint (else model.num_layers from model.first_layer)"),
+    KEY_ENUM("model.family", family, cfg_family_names, "mixtral",
+             "routing, shared experts and tensor names (a checkpoint's config.json sets it)"),
+    KEY_ENUM("model.topk_method", topk_method, cfg_topk_method_names, "greedy",
+             "deepseek_v2 selection: greedy or group_limited_greedy; deepseek_v3: noaux_tc"),
+    KEY_INT("model.n_group", n_group, "1", 1, MOE_MAX_EXPERTS, "",
+            "expert groups (deepseek group-limited routing)"),
+    KEY_INT("model.topk_group", topk_group, "1", 1, MOE_MAX_EXPERTS, "",
+            "groups a token may pick experts from (deepseek)"),
+    KEY_DBL("model.routed_scaling_factor", routed_scaling_factor, "1", 0, 1e6, "",
+            "routed experts' weights are multiplied by this (deepseek)"),
+    KEY_INT("model.n_shared_experts", n_shared_experts, "0", 0, 64, "",
+            "shared experts every token runs on the routing rank (deepseek; qwen2_moe: 0 or 1)"),
+    KEY_INT("model.shared_ffn_dim", shared_ffn_dim, "0", 0, 1048576, "",
+            "inner width of the shared expert; 0 = model.ffn_dim * model.n_shared_experts"),
+    KEY_DBL("model.swiglu_limit", swiglu_limit, "7", 0, 1e6, "",
+            "gpt_oss: gate clamped to <= limit, up to [-limit, limit]"),
 
     KEY_INT("placement.master_rank", master_rank, "0", 0, MOE_MAX_RANKS - 1, "rank",
             "the rank that routes tokens in master routing"),
@@ -444,6 +478,7 @@ static void key_expected(char *buf, size_t n, const cfg_key_t *k)
                 "'auto' or a mapping rank -> [expert ids] like {1: [0, 1], 2: [2, 3]}");
         break;
     case CFG_RANKS: buf_add(buf, n, &pos, "'all' or a sequence of ranks like [0, 2]"); break;
+    case CFG_LAYERS: buf_add(buf, n, &pos, "'all' or a sequence of layers like [3, 4, 5]"); break;
     case CFG_ENUM:
         for (size_t i = 0; k->names[i] != NULL; i++) {
             const char *sep = i == 0 ? "" : (k->names[i + 1] == NULL ? " or " : ", ");
@@ -598,6 +633,10 @@ static bool set_special(const cfg_key_t *k, const char *s, moe_config_t *cfg, cf
         cfg->placement_auto = true;
         return true;
     }
+    if (k->type == CFG_LAYERS && strcmp(s, "all") == 0) {
+        cfg->num_layer_ids = 0;
+        return true;
+    }
     if (k->type == CFG_RANKS && strcmp(s, "all") == 0) {
         cfg->prof_all_ranks = true;
         cfg->prof_num_ranks = 0;
@@ -626,7 +665,8 @@ static bool key_set_text(const cfg_key_t *k, const char *s, size_t len, moe_conf
     case CFG_ENUM: return set_enum(k, s, field, why);
     case CFG_STRING: return set_string(k, s, field, why);
     case CFG_PLACEMENT:
-    case CFG_RANKS: return set_special(k, s, cfg, why);
+    case CFG_RANKS:
+    case CFG_LAYERS: return set_special(k, s, cfg, why);
     }
     return false;
 }
@@ -660,6 +700,7 @@ static size_t key_field_size(cfg_type_t t)
     case CFG_BOOL:
     case CFG_PLACEMENT:
     case CFG_RANKS: return sizeof(bool);
+    case CFG_LAYERS: return sizeof(int32_t);
     case CFG_ENUM: return sizeof(int);
     case CFG_STRING: return MOE_PATH_MAX;
     }
@@ -740,6 +781,7 @@ typedef struct cfg_parse {
     moe_cfg_mark_t expert_mark[MOE_MAX_EXPERTS];
     moe_cfg_mark_t rank_mark[MOE_MAX_RANKS];      /* rank keys of placement.experts */
     moe_cfg_mark_t prof_rank_mark[MOE_MAX_RANKS]; /* entries of profiled_ranks, by rank */
+    moe_cfg_mark_t layer_mark[MOE_MAX_LAYER_IDS]; /* entries of model.layers, in order */
 } cfg_parse_t;
 
 /* Fail with MOE_ERR_CONFIG: "src:line:col: message", or "src: message" without a mark. */
@@ -925,12 +967,48 @@ static moe_status_t ranks_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_no
     return MOE_OK;
 }
 
+/* model.layers as a sequence of decoder layer indices; checked against the model later. */
+static moe_status_t layers_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_node_t *seq)
+{
+    moe_config_t *c = &p->cfg;
+    c->num_layer_ids = 0;
+    for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
+         it++) {
+        const yaml_node_t *item = doc_node(p, *it);
+        int32_t l = -1;
+        if (item == NULL) {
+            return node_missing(p);
+        }
+        moe_status_t st = node_index(p, k, item, "a layer", MOE_MAX_LAYER_IDS, "layers", &l);
+        if (st != MOE_OK) {
+            return st;
+        }
+        for (int i = 0; i < c->num_layer_ids; i++) {
+            if (c->layer_ids[i] == l) {
+                return cfg_fail(p, node_mark(item),
+                                "%s: layer %d is listed twice (first at line %d)", k->path, l,
+                                p->layer_mark[i].line);
+            }
+        }
+        p->layer_mark[c->num_layer_ids] = node_mark(item);
+        c->layer_ids[c->num_layer_ids++] = l; /* distinct and < MOE_MAX_LAYER_IDS */
+    }
+    if (c->num_layer_ids == 0) {
+        return cfg_fail(p, node_mark(seq), "%s: the list is empty; write 'all' or name layers",
+                        k->path);
+    }
+    return MOE_OK;
+}
+
 /* Set key k from its value node. */
 static moe_status_t key_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_node_t *val)
 {
     char why[MOE_ERROR_MSG_MAX / 2], exp[256], found[4 * CFG_QUOTE_MAX + 16];
     if (k->type == CFG_PLACEMENT && val->type == YAML_MAPPING_NODE) {
         return placement_load(p, k, val);
+    }
+    if (k->type == CFG_LAYERS && val->type == YAML_SEQUENCE_NODE) {
+        return layers_load(p, k, val);
     }
     if (k->type == CFG_RANKS && val->type == YAML_SEQUENCE_NODE) {
         return ranks_load(p, k, val);
@@ -1342,9 +1420,228 @@ static void placement_resolve(cfg_parse_t *p, int world)
     }
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* model.checkpoint, model.layers and the family's knobs                                  */
+/* ------------------------------------------------------------------------------------ */
+
+static moe_cfg_checkpoint_fn cfg_checkpoint_reader;
+static bool key_value(const cfg_key_t *k, const moe_config_t *cfg, char *buf, size_t n);
+
+void moe_cfg_set_checkpoint_reader(moe_cfg_checkpoint_fn fn)
+{
+    cfg_checkpoint_reader = fn;
+}
+
+static bool key_given(cfg_parse_t *p, const char *path)
+{
+    return val_mark_of(p, path).line > 0;
+}
+
+/* A checkpoint problem is bad input (exit 4), not a config error: MOE_ERR_WEIGHTS. */
+static moe_status_t ckpt_fail(cfg_parse_t *p, moe_cfg_mark_t m, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static moe_status_t ckpt_fail(cfg_parse_t *p, moe_cfg_mark_t m, const char *fmt, ...)
+{
+    char msg[MOE_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (m.line > 0) {
+        return moe_error_set(p->err, MOE_ERR_WEIGHTS, "%s:%d:%d: %s", p->src, m.line, m.col, msg);
+    }
+    return moe_error_set(p->err, MOE_ERR_WEIGHTS, "%s: %s", p->src, msg);
+}
+
+/* One value of config.json: set it, or check the YAML's own value agrees. Both sides go
+ * through the key's parser, so "7168" and 7168.0 compare as the same number. */
+static moe_status_t fact_apply(cfg_parse_t *p, const moe_cfg_checkpoint_info_t *info,
+                               const moe_cfg_fact_t *f, moe_config_t *scratch)
+{
+    char why[MOE_ERROR_MSG_MAX / 2], mine[64];
+    const cfg_key_t *k = key_by_path(f->path);
+    if (k == NULL) {
+        return moe_error_set(p->err, MOE_ERR_INTERNAL, "checkpoint fact for unknown key %s",
+                             f->path);
+    }
+    memcpy(scratch, &p->cfg, sizeof(*scratch));
+    if (!key_set_text(k, f->value, strlen(f->value), scratch, (cfg_why_t){why, sizeof(why)})) {
+        return moe_error_set(p->err, MOE_ERR_WEIGHTS, "%s: %s: %s (moed's %s)",
+                             info->config_path, f->source, why, k->path);
+    }
+    if (!key_given(p, k->path)) {
+        memcpy((char *)&p->cfg + k->offset, (const char *)scratch + k->offset, k->size);
+        return MOE_OK;
+    }
+    if (memcmp((const char *)&p->cfg + k->offset, (const char *)scratch + k->offset, k->size) ==
+        0) {
+        return MOE_OK;
+    }
+    key_value(k, &p->cfg, mine, sizeof(mine));
+    return ckpt_fail(p, val_mark_of(p, k->path), "%s: %s contradicts %s (%s %s); remove the key "
+                     "or make it agree", k->path, mine, info->config_path, f->source, f->value);
+}
+
+/* model.layers against the checkpoint's MoE layers; 'all' takes every one of them. */
+static moe_status_t ckpt_layers(cfg_parse_t *p, const moe_cfg_checkpoint_info_t *info)
+{
+    moe_config_t *c = &p->cfg;
+    if (c->num_layer_ids == 0) {
+        for (int l = 0; l < info->num_hidden_layers && l < MOE_MAX_LAYER_IDS; l++) {
+            if (info->is_moe[l]) {
+                c->layer_ids[c->num_layer_ids++] = l;
+            }
+        }
+        if (c->num_layer_ids == 0) {
+            return ckpt_fail(p, val_mark_of(p, "model.checkpoint"), "%s: no decoder layer is "
+                             "MoE (%s)", info->config_path, info->moe_rule);
+        }
+        return MOE_OK;
+    }
+    for (int i = 0; i < c->num_layer_ids; i++) {
+        int l = c->layer_ids[i];
+        if (l >= info->num_hidden_layers) {
+            return ckpt_fail(p, p->layer_mark[i], "model.layers: layer %d is out of range: %s "
+                             "has num_hidden_layers %d (layers 0..%d)", l, info->config_path,
+                             info->num_hidden_layers, info->num_hidden_layers - 1);
+        }
+        if (!info->is_moe[l]) {
+            return ckpt_fail(p, p->layer_mark[i], "model.layers: layer %d is a dense layer, "
+                             "not MoE (%s: %s)", l, info->config_path, info->moe_rule);
+        }
+    }
+    return MOE_OK;
+}
+
+static moe_status_t ckpt_apply(cfg_parse_t *p)
+{
+    moe_config_t *c = &p->cfg;
+    moe_cfg_mark_t m = val_mark_of(p, "model.checkpoint");
+    if (cfg_checkpoint_reader == NULL) {
+        return cfg_fail(p, m, "model.checkpoint: this program reads no checkpoints");
+    }
+    if (strcmp(c->weights, "random") != 0 || key_given(p, "model.first_layer")) {
+        return cfg_fail(p, m, "model.checkpoint replaces model.weights and model.first_layer "
+                        "(use model.layers to pick layers): remove those keys");
+    }
+    moe_cfg_checkpoint_info_t *info = calloc(1, sizeof(*info));
+    moe_config_t *scratch = calloc(1, sizeof(*scratch));
+    moe_status_t st = MOE_OK;
+    if (info == NULL || scratch == NULL) {
+        st = moe_error_set(p->err, MOE_ERR_NO_MEMORY, "%s: out of memory", p->src);
+        goto out;
+    }
+    st = cfg_checkpoint_reader(c->checkpoint, info, p->err);
+    for (int i = 0; st == MOE_OK && i < info->num_facts; i++) {
+        st = fact_apply(p, info, &info->facts[i], scratch);
+    }
+    if (st == MOE_OK) {
+        st = ckpt_layers(p, info);
+    }
+out:
+    free(scratch);
+    free(info);
+    return st;
+}
+
+/* layer_ids and num_layers agree: a checkpoint's MoE layers, model.layers, or
+ * first_layer + l for model.num_layers layers. */
+static moe_status_t resolve_layers(cfg_parse_t *p)
+{
+    moe_config_t *c = &p->cfg;
+    bool ckpt = strcmp(c->checkpoint, "none") != 0;
+    moe_status_t st = ckpt ? ckpt_apply(p) : MOE_OK;
+    if (st != MOE_OK) {
+        return st;
+    }
+    if (c->num_layer_ids == 0) {
+        if (c->first_layer + c->num_layers > MOE_MAX_LAYER_IDS) {
+            return cfg_fail(p, val_mark_of(p, "model.first_layer"), "model.first_layer + "
+                            "model.num_layers passes moed's limit of %d layers",
+                            MOE_MAX_LAYER_IDS);
+        }
+        for (int64_t l = 0; l < c->num_layers; l++) {
+            c->layer_ids[l] = (int32_t)(c->first_layer + l);
+        }
+        return MOE_OK;
+    }
+    if (!ckpt && key_given(p, "model.first_layer")) {
+        return cfg_fail(p, val_mark_of(p, "model.layers"), "model.layers and model.first_layer "
+                        "both pick layers: keep one");
+    }
+    if (key_given(p, "model.num_layers") && c->num_layers != c->num_layer_ids) {
+        return (ckpt ? ckpt_fail : cfg_fail)(p, val_mark_of(p, "model.num_layers"),
+                        "model.num_layers: %lld, but %d layer%s run (model.layers%s): remove "
+                        "model.num_layers", (long long)c->num_layers, c->num_layer_ids,
+                        c->num_layer_ids == 1 ? "" : "s", ckpt ? " or the checkpoint's MoE "
+                        "layers" : "");
+    }
+    c->num_layers = c->num_layer_ids;
+    return MOE_OK;
+}
+
+/* Knobs that only some families have, and their bounds against the model's sizes. */
+static moe_status_t check_family(cfg_parse_t *p)
+{
+    moe_config_t *c = &p->cfg;
+    moe_family_id_t fam = c->family;
+    const char *name = cfg_family_names[fam];
+    moe_cfg_mark_t fm = val_mark_of(p, "model.family");
+    bool deepseek = fam == MOE_FAMILY_DEEPSEEK_V2 || fam == MOE_FAMILY_DEEPSEEK_V3;
+    if (fam == MOE_FAMILY_GPT_OSS && !key_given(p, "model.activation")) {
+        c->activation = MOE_ACT_SWIGLU_OAI;
+    }
+    if ((fam == MOE_FAMILY_GPT_OSS) != (c->activation == MOE_ACT_SWIGLU_OAI) ||
+        (fam != MOE_FAMILY_MIXTRAL && c->activation == MOE_ACT_GELU)) {
+        return cfg_fail(p, val_mark_of(p, "model.activation"), "model.activation: %s does not "
+                        "go with model.family %s (gpt_oss: swiglu_oai; mixtral: swiglu or gelu; "
+                        "others: swiglu)", cfg_activation_names[c->activation], name);
+    }
+    if (fam == MOE_FAMILY_DEEPSEEK_V3 && !key_given(p, "model.topk_method")) {
+        c->topk_method = MOE_TOPK_NOAUX_TC;
+    }
+    if ((fam == MOE_FAMILY_DEEPSEEK_V3) != (c->topk_method == MOE_TOPK_NOAUX_TC) ||
+        (!deepseek && c->topk_method != MOE_TOPK_GREEDY)) {
+        return cfg_fail(p, val_mark_of(p, "model.topk_method"), "model.topk_method: %s does "
+                        "not go with model.family %s (deepseek_v2: greedy or "
+                        "group_limited_greedy; deepseek_v3: noaux_tc; others: greedy)",
+                        cfg_topk_method_names[c->topk_method], name);
+    }
+    bool shared_ok = deepseek || (fam == MOE_FAMILY_QWEN2_MOE && c->n_shared_experts <= 1);
+    if (c->n_shared_experts > 0 && !shared_ok) {
+        return cfg_fail(p, val_mark_of(p, "model.n_shared_experts"), "model.n_shared_experts: "
+                        "%lld, but model.family %s has %s", (long long)c->n_shared_experts,
+                        name, fam == MOE_FAMILY_QWEN2_MOE ? "at most one shared expert"
+                                                          : "no shared experts");
+    }
+    bool grouped = c->topk_method != MOE_TOPK_GREEDY;
+    if (grouped && (c->num_experts % c->n_group != 0 || c->topk_group > c->n_group ||
+                    c->top_k > c->topk_group * (c->num_experts / c->n_group) ||
+                    (fam == MOE_FAMILY_DEEPSEEK_V3 && c->num_experts / c->n_group < 2))) {
+        return cfg_fail(p, key_given(p, "model.n_group") ? val_mark_of(p, "model.n_group") : fm,
+                        "model.n_group %lld / model.topk_group %lld: the %lld experts must split "
+                        "into n_group equal groups (of at least 2 for deepseek_v3), topk_group "
+                        "<= n_group, and the kept groups must hold top_k %lld experts",
+                        (long long)c->n_group, (long long)c->topk_group,
+                        (long long)c->num_experts, (long long)c->top_k);
+    }
+    if (fam != MOE_FAMILY_MIXTRAL && c->device == MOE_DEVICE_CUDA) {
+        return cfg_fail(p, val_mark_of(p, "runtime.device"), "runtime.device: cuda runs "
+                        "model.family mixtral only for now (the GPU back-end has no %s routing "
+                        "or shared experts yet); use runtime.device: cpu", name);
+    }
+    return MOE_OK;
+}
+
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
-    moe_status_t st = check_top_k(p);
+    moe_status_t st = resolve_layers(p);
+    if (st == MOE_OK) {
+        st = check_family(p);
+    }
+    if (st == MOE_OK) {
+        st = check_top_k(p);
+    }
     if (st == MOE_OK) {
         st = check_placement(p, world);
     }
@@ -1464,8 +1761,8 @@ moe_status_t moe_cfg_read_file(const char *path, char **text, size_t *len, moe_e
 
 static const char *key_type_name(const cfg_key_t *k)
 {
-    static const char *const names[] = {"int", "double", "bool", "enum", "string", "placement",
-                                        "ranks"};
+    static const char *const names[] = {"int",       "double", "bool",  "enum",
+                                        "string",    "placement", "ranks", "layers"};
     return names[k->type];
 }
 
@@ -1483,6 +1780,7 @@ static void key_range(char *buf, size_t n, const cfg_key_t *k)
     case CFG_STRING: buf_add(buf, n, &pos, "< %d bytes", MOE_PATH_MAX); break;
     case CFG_PLACEMENT: buf_add(buf, n, &pos, "auto | {rank: [ids]}"); break;
     case CFG_RANKS: buf_add(buf, n, &pos, "all | [rank, ...]"); break;
+    case CFG_LAYERS: buf_add(buf, n, &pos, "all | [layer, ...]"); break;
     case CFG_ENUM:
         for (size_t i = 0; k->names[i] != NULL; i++) {
             buf_add(buf, n, &pos, "%s%s", i == 0 ? "" : " | ", k->names[i]);
@@ -1560,6 +1858,17 @@ static void value_ranks(const moe_config_t *cfg, char *buf, size_t n)
     buf_add(buf, n, &pos, "]");
 }
 
+/* "[3, 4, 5]": the decoder layer of each moed layer, as this run resolved them. */
+static void value_layers(const moe_config_t *cfg, char *buf, size_t n)
+{
+    size_t pos = 0;
+    buf_add(buf, n, &pos, "[");
+    for (int64_t l = 0; l < cfg->num_layers && l < MOE_MAX_LAYER_IDS; l++) {
+        buf_add(buf, n, &pos, l == 0 ? "%d" : ", %d", cfg->layer_ids[l]);
+    }
+    buf_add(buf, n, &pos, "]");
+}
+
 /* The value of key k in cfg as text; true when it is text a JSON writer quotes. */
 static bool key_value(const cfg_key_t *k, const moe_config_t *cfg, char *buf, size_t n)
 {
@@ -1591,6 +1900,7 @@ static bool key_value(const cfg_key_t *k, const moe_config_t *cfg, char *buf, si
     case CFG_STRING: snprintf(buf, n, "%s", field); return true;
     case CFG_PLACEMENT: value_placement(cfg, buf, n); return true;
     case CFG_RANKS: value_ranks(cfg, buf, n); return true;
+    case CFG_LAYERS: value_layers(cfg, buf, n); return true;
     }
     return true;
 }

@@ -12,7 +12,9 @@
  * only through io->progress.
  *
  * Order of the calls in one forward (c = chunk 0..chunks-1):
- *   gate, permute, { arrived(c), expert(...)*, computed(c) } per chunk, merge, finish.
+ *   gate, permute, [shared], { arrived(c), expert(...)*, computed(c) } per chunk, merge,
+ *   finish. shared runs once chunk 0's dispatch is in flight, on ranks that route tokens
+ *   of a layer with shared experts.
  *
  * Slots (moe_expert_ops_t). Each returns MOE_OK or an error with err filled, never exits;
  * none allocates (everything is sized at attach).
@@ -32,8 +34,12 @@
  *             chunks * num_local calls per forward.
  *   computed  chunk c's experts are queued or done: *after as for permute, and its pieces
  *             of io->xback must be ready for the transport once *after completes.
+ *   shared    the layer's shared experts over all `tokens` rows of x into io->shared_out
+ *             (Qwen2-MoE: times sigmoid(x . shared_gate)); optional (NULL: the back-end
+ *             has none, and the config refuses families with shared experts for it).
  *   merge     every combine is done: x[t] += sum_j w[t,j] * row(t,j) of io->xret, choices
- *             j in order 0..k-1, skipping dropped ones (slot_pos < 0).
+ *             j in order 0..k-1, skipping dropped ones (slot_pos < 0), + shared_out[t]
+ *             when io->shared_ran.
  *   finish    the forward is over: wait for the device and replace calls[i]'s host times
  *             (and expert_ns[local], [num_local]) by true device times. NULL-safe to call
  *             with num_calls == 0.
@@ -80,6 +86,9 @@ typedef struct moe_expert_io {
     float *expert_in, *expert_out; /* [gather_rows, H] */
     float *scratch;         /* moe_expert_scratch_floats(.., tile_rows) */
     float *acc_row;         /* [H] */
+    float *shared_out;      /* [T, H] the shared experts' output (routing ranks) */
+    float *shared_scratch;  /* moe_expert_scratch_floats(.., shared_ffn, tile_rows) */
+    bool shared_ran;        /* this forward's shared_out is valid */
     /* rows as the transport sees them: the host buffers above, or a device back-end's */
     float *xsend, *xret;    /* [T*k, H] */
     float *xrecv, *xback;   /* [max_recv, H] */
@@ -106,6 +115,8 @@ typedef struct moe_expert_ops {
                            moe_error_t *err);
     moe_status_t (*computed)(moe_expert_backend_t *be, int c, const void **after,
                              moe_error_t *err);
+    moe_status_t (*shared)(moe_expert_backend_t *be, int layer, const float *x, int64_t tokens,
+                           moe_error_t *err);
     moe_status_t (*merge)(moe_expert_backend_t *be, float *x, int64_t tokens, moe_error_t *err);
     moe_status_t (*finish)(moe_expert_backend_t *be, moe_prof_call_t *calls, int num_calls,
                            int64_t *expert_ns, moe_error_t *err);

@@ -1,6 +1,7 @@
 /* The CPU expert back-end (backend.h): the gate, the permutation, the experts (BLAS, in
  * row tiles) and the merge on the host buffers the layer's arena holds. It has no state of
  * its own (impl stays NULL). */
+#include <math.h>
 #include <string.h>
 
 #include "expert/backend.h"
@@ -37,11 +38,20 @@ static moe_status_t cpu_gate(moe_expert_backend_t *be, int layer, const float *x
 {
     const moe_expert_io_t *io = be->io;
     const moe_config_t *cfg = io->cfg;
-    moe_status_t st = moe_gate_forward(x, tokens, cfg->hidden_dim,
-                                       io->weights->layers[layer].gate, (int)cfg->num_experts,
-                                       (int)cfg->top_k, cfg->normalize_topk,
-                                       io->weights->gate_bias, io->logits, io->topk_idx,
-                                       io->topk_w);
+    const moe_layer_weights_t *lw = &io->weights->layers[layer];
+    const moe_family_t *fam = moe_family_get(cfg->family);
+    moe_router_t r;
+    /* The router bias: gpt-oss's own (routing_skew folded in at load), V3's correction bias
+     * for selection only, else the routing_skew prior. */
+    const float *logit_bias = io->weights->gate_bias, *select_bias = NULL;
+    if (fam != NULL && fam->route == MOE_ROUTE_GPT_OSS) {
+        logit_bias = lw->gate_bias;
+    } else if (fam != NULL && fam->route == MOE_ROUTE_DEEPSEEK_V3) {
+        select_bias = lw->gate_bias;
+    }
+    moe_router_init(&r, cfg, logit_bias, select_bias);
+    moe_status_t st = moe_gate_route(&r, x, tokens, cfg->hidden_dim, lw->gate, io->logits,
+                                     io->topk_idx, io->topk_w);
     return st == MOE_OK ? MOE_OK : moe_error_set(err, st, "gate GEMM failed");
 }
 
@@ -120,6 +130,41 @@ static moe_status_t cpu_expert(moe_expert_backend_t *be, int layer, int le, int 
     return st;
 }
 
+/* The shared experts over every token, in row tiles (driving the exchange in flight between
+ * tiles), Qwen2-MoE's sigmoid gate applied per token. */
+static moe_status_t cpu_shared(moe_expert_backend_t *be, int layer, const float *x,
+                               int64_t tokens, moe_error_t *err)
+{
+    moe_expert_io_t *io = be->io;
+    const moe_config_t *cfg = io->cfg;
+    const moe_layer_weights_t *lw = &io->weights->layers[layer];
+    int64_t H = cfg->hidden_dim, Fs = io->weights->shared_ffn;
+    for (int64_t r0 = 0; r0 < tokens; r0 += io->tile_rows) {
+        int64_t m = tokens - r0 < io->tile_rows ? tokens - r0 : io->tile_rows;
+        moe_status_t st = moe_expert_forward(&lw->shared, cfg->activation, H, Fs, m,
+                                             x + r0 * H, io->shared_out + r0 * H,
+                                             io->shared_scratch, io->tile_rows);
+        if (st != MOE_OK) {
+            return moe_error_set(err, st, "shared expert FFN failed");
+        }
+        if ((st = io->progress(io->progress_arg, NULL, 0, err)) != MOE_OK) {
+            return st;
+        }
+    }
+    for (int64_t t = 0; lw->shared_gate != NULL && t < tokens; t++) {
+        double dot = 0.0;
+        for (int64_t h = 0; h < H; h++) {
+            dot += (double)x[t * H + h] * (double)lw->shared_gate[h];
+        }
+        float g = 1.0f / (1.0f + expf(-(float)dot));
+        for (int64_t h = 0; h < H; h++) {
+            io->shared_out[t * H + h] *= g;
+        }
+    }
+    io->shared_ran = true;
+    return MOE_OK;
+}
+
 /* x[t] += sum_j w[t,j] * out(t,j), choices in order j = 0..k-1 so the sum is the same
  * whatever the placement. */
 static moe_status_t cpu_merge(moe_expert_backend_t *be, float *x, int64_t tokens,
@@ -143,6 +188,10 @@ static moe_status_t cpu_merge(moe_expert_backend_t *be, float *x, int64_t tokens
             }
         }
         float *xr = x + t * H;
+        const float *sh = io->shared_ran ? io->shared_out + t * H : NULL;
+        for (int64_t h = 0; sh != NULL && h < H; h++) {
+            acc[h] += sh[h];
+        }
         for (int64_t h = 0; h < H; h++) {
             xr[h] += acc[h];
         }
@@ -163,6 +212,7 @@ static const moe_expert_ops_t k_cpu_ops = {
     .arrived = cpu_arrived,
     .expert = cpu_expert,
     .computed = cpu_computed,
+    .shared = cpu_shared,
     .merge = cpu_merge,
     .finish = cpu_finish,
     .destroy = NULL,

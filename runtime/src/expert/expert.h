@@ -1,6 +1,8 @@
 /* One expert's FFN on the CPU, as GEMMs through the build's BLAS.
  *   swiglu: out = W2 (silu(W1 x) * W3 x)   W1 and W3 stored stacked as W13 [2F, H]
  *   gelu:   out = W2 gelu(W1 x)            W13 holds W1 only [F, H]
+ *   swiglu_oai (gpt-oss): h = W13 x + b13; out = W2 ((clamp(up) + 1) * g * sigmoid(1.702 g))
+ *           + b2 with g = min(gate, limit) (w->b13, w->b2, w->limit)
  * Rows are processed in tiles of at most `tile_rows` so the hidden scratch stays bounded
  * for any batch. */
 #ifndef MOE_EXPERT_H

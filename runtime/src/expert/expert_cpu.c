@@ -5,13 +5,13 @@
 
 int64_t moe_expert_scratch_floats(moe_activation_t act, int64_t ffn, int64_t tile_rows)
 {
-    return tile_rows * (act == MOE_ACT_SWIGLU ? 2 * ffn : ffn);
+    return tile_rows * (act == MOE_ACT_GELU ? ffn : 2 * ffn);
 }
 
 double moe_expert_flops(moe_activation_t act, int64_t hidden, int64_t ffn, int64_t rows)
 {
     double up = 2.0 * (double)rows * (double)hidden * (double)ffn;
-    return (act == MOE_ACT_SWIGLU ? 2.0 * up : up) + up; /* + down projection */
+    return (act == MOE_ACT_GELU ? up : 2.0 * up) + up; /* + down projection */
 }
 
 /* h[r, 0:F] = silu(h[r, 0:F]) * h[r, F:2F], rows of stride 2F; result packed in place. */
@@ -23,6 +23,33 @@ static void swiglu_rows(float *h, int64_t rows, int64_t ffn)
         for (int64_t i = 0; i < ffn; i++) {
             float v = a[i];
             a[i] = v / (1.0f + expf(-v)) * b[i];
+        }
+    }
+}
+
+/* gpt-oss (transformers' modeling_gpt_oss.py GptOssExperts): gate = min(gate, limit),
+ * up = clamp(up, -limit, limit), out = (up + 1) * gate * sigmoid(1.702 * gate); the gate
+ * half was de-interleaved at load, so the layout is swiglu_rows'. */
+static void swiglu_oai_rows(float *h, int64_t rows, int64_t ffn, float limit)
+{
+    const float alpha = 1.702f;
+    for (int64_t r = 0; r < rows; r++) {
+        float *a = h + r * 2 * ffn;
+        const float *b = a + ffn;
+        for (int64_t i = 0; i < ffn; i++) {
+            float g = a[i] < limit ? a[i] : limit;
+            float u = b[i] < -limit ? -limit : (b[i] > limit ? limit : b[i]);
+            a[i] = (u + 1.0f) * (g / (1.0f + expf(-alpha * g)));
+        }
+    }
+}
+
+/* rows of width n at stride ld += bias[0..n). */
+static void add_bias(float *m, int64_t rows, int64_t n, int64_t ld, const float *bias)
+{
+    for (int64_t r = 0; bias != NULL && r < rows; r++) {
+        for (int64_t i = 0; i < n; i++) {
+            m[r * ld + i] += bias[i];
         }
     }
 }
@@ -40,7 +67,7 @@ moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t 
                                 int64_t hidden, int64_t ffn, int64_t rows, const float *in,
                                 float *out, float *scratch, int64_t tile_rows)
 {
-    int64_t up_n = act == MOE_ACT_SWIGLU ? 2 * ffn : ffn;
+    int64_t up_n = act == MOE_ACT_GELU ? ffn : 2 * ffn;
     for (int64_t r0 = 0; r0 < rows; r0 += tile_rows) {
         int64_t m = rows - r0 < tile_rows ? rows - r0 : tile_rows;
         const float *x = in + r0 * hidden;
@@ -49,8 +76,11 @@ moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t 
         if (st != MOE_OK) {
             return st;
         }
+        add_bias(scratch, m, up_n, up_n, w->b13);
         if (act == MOE_ACT_SWIGLU) {
             swiglu_rows(scratch, m, ffn);
+        } else if (act == MOE_ACT_SWIGLU_OAI) {
+            swiglu_oai_rows(scratch, m, ffn, w->limit);
         } else {
             gelu_rows(scratch, m * ffn);
         }
@@ -60,6 +90,7 @@ moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t 
         if (st != MOE_OK) {
             return st;
         }
+        add_bias(out + r0 * hidden, m, hidden, hidden, w->b2);
     }
     return MOE_OK;
 }

@@ -38,6 +38,11 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
     io->scratch = moe_arena_take(
         a, (size_t)moe_expert_scratch_floats(cfg->activation, cfg->ffn_dim, io->tile_rows), f);
     io->acc_row = moe_arena_take(a, H, f);
+    size_t Ts = ctx->weights->shared_ffn > 0 ? T : 0; /* shared experts: routing ranks */
+    io->shared_out = moe_arena_take(a, Ts * H, f);
+    io->shared_scratch = moe_arena_take(
+        a, Ts > 0 ? (size_t)moe_expert_scratch_floats(cfg->activation, ctx->weights->shared_ffn,
+                                                      io->tile_rows) : 0, f);
     ctx->demand_before = moe_arena_take(a, E, sizeof(int32_t));
     ctx->recv_counts = moe_arena_take(a, W * (nl + 1), sizeof(int32_t));
     ctx->recv_rows = moe_arena_take(a, W, sizeof(int));
@@ -423,14 +428,34 @@ static void layer_record_exchanges(moe_layer_ctx_t *ctx)
     }
 }
 
+/* The shared experts over this rank's tokens while chunk 0's rows travel. */
+static moe_status_t layer_shared(moe_layer_ctx_t *ctx, const float *x, int64_t tokens,
+                                 int layer, moe_error_t *err)
+{
+    moe_layer_record_t *rec = &ctx->rec;
+    moe_expert_backend_t *be = &ctx->backend;
+    if (tokens == 0 || ctx->weights->shared_ffn == 0 || be->ops->shared == NULL) {
+        return MOE_OK;
+    }
+    rec->shared_begin_ns = moe_now_ns();
+    moe_status_t st = be->ops->shared(be, layer, x, tokens, err);
+    rec->shared_end_ns = moe_now_ns();
+    rec->shared_rows = tokens;
+    return st;
+}
+
 /* Dispatch, experts and combine, chunk by chunk (see moe_layer.h). */
-static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const void *permuted, int64_t step,
-                                   int layer, moe_error_t *err)
+static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const float *x, int64_t tokens,
+                                   const void *permuted, int64_t step, int layer,
+                                   moe_error_t *err)
 {
     moe_layer_record_t *rec = &ctx->rec;
     moe_expert_backend_t *be = &ctx->backend;
     int N = ctx->chunks;
     moe_status_t st = start_dispatch(ctx, 0, permuted, err);
+    if (st == MOE_OK) {
+        st = layer_shared(ctx, x, tokens, layer, err);
+    }
     for (int c = 0; c < N && st == MOE_OK; c++) {
         st = moe_transport_wait(ctx->transport, c, "the row dispatch", err);
         if (st == MOE_OK) {
@@ -477,6 +502,9 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
     memset(rec->expert_ns, 0, sizeof(int64_t) * (size_t)ctx->num_local);
     rec->num_calls = 0;
     rec->num_spans = 0;
+    rec->shared_rows = 0;
+    rec->shared_begin_ns = rec->shared_end_ns = 0;
+    ctx->io.shared_ran = false;
     moe_wait_set_where(step, layer, "gate");
     moe_nvtx_push("gate");
     rec->phase_begin_ns[MOE_PHASE_GATE] = moe_now_ns();
@@ -493,7 +521,7 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
         st = layer_prepare_rows(ctx, x, &permuted, err);
     }
     if (st == MOE_OK) {
-        st = layer_pipeline(ctx, permuted, step, layer, err);
+        st = layer_pipeline(ctx, x, tokens, permuted, step, layer, err);
     } else {
         int64_t now = moe_now_ns();
         for (int ph = MOE_PHASE_DISPATCH; ph <= MOE_PHASE_COMBINE; ph++) {

@@ -38,6 +38,8 @@ typedef struct moe_layer_record {
     int num_spans;
     moe_prof_span_t *spans;   /* [2 * chunks] */
     int64_t *peer_wait_ns;    /* [world] waited for each peer's rows, summed */
+    int64_t shared_rows;      /* rows the shared experts ran over (0: none here) */
+    int64_t shared_begin_ns, shared_end_ns; /* inside the dispatch/expert phases */
 } moe_layer_record_t;
 
 typedef struct moe_layer_ctx moe_layer_ctx_t;

@@ -19,6 +19,7 @@ enum {
     MOE_RNG_W3 = 3,
     MOE_RNG_W2 = 4,
     MOE_RNG_INPUT = 5,
+    MOE_RNG_BIAS = 6, /* gate and expert biases, shared experts use expert id num_experts */
 };
 uint64_t moe_rng_stream(uint64_t kind, uint64_t layer, uint64_t expert);
 

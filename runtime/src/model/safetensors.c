@@ -1018,6 +1018,58 @@ moe_status_t moe_st_read_f32(moe_st_file_t *f, const char *name, float *dst, siz
     return st_read_tensor(f, t, dst, err);
 }
 
+moe_status_t moe_st_read_f32_range(moe_st_file_t *f, const char *name, uint64_t first,
+                                   size_t count, float *dst, moe_error_t *err)
+{
+    if (f == NULL || name == NULL || (dst == NULL && count > 0)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_read_f32_range: NULL argument");
+    }
+    const moe_st_tensor_info_t *t = moe_st_find(f, name);
+    if (t == NULL) {
+        return st_not_found(f, name, err);
+    }
+    if (t->dtype == MOE_ST_OTHER) {
+        return moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: tensor '%.200s' has dtype %s; "
+                             "only F32, BF16 and F16 can be read as float", f->name, t->name,
+                             t->dtype_name);
+    }
+    size_t esize = t->dtype == MOE_ST_F32 ? 4 : 2;
+    uint64_t nelem = (t->data_end - t->data_begin) / esize;
+    if (first > nelem || count > nelem - first) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' has %" PRIu64
+                             " elements; [%" PRIu64 ", +%zu) is past its end", f->name, name,
+                             nelem, first, count);
+    }
+    if (count == 0) {
+        return MOE_OK;
+    }
+    unsigned char *tail = (unsigned char *)dst + count * (sizeof(float) - esize);
+    moe_status_t rc = st_src_read(f, f->data_start + t->data_begin + first * esize, tail,
+                                  count * esize, err);
+    if (rc == MOE_OK) {
+        st_decode_in_place(t->dtype, dst, tail, count);
+    }
+    return rc;
+}
+
+moe_status_t moe_st_read_raw(moe_st_file_t *f, const char *name, void *dst, size_t len,
+                             moe_error_t *err)
+{
+    if (f == NULL || name == NULL || (dst == NULL && len > 0)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_read_raw: NULL argument");
+    }
+    const moe_st_tensor_info_t *t = moe_st_find(f, name);
+    if (t == NULL) {
+        return st_not_found(f, name, err);
+    }
+    if (t->data_end - t->data_begin != (uint64_t)len) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' holds %" PRIu64
+                             " bytes but %zu were expected", f->name, name,
+                             t->data_end - t->data_begin, len);
+    }
+    return len == 0 ? MOE_OK : st_src_read(f, f->data_start + t->data_begin, dst, len, err);
+}
+
 moe_status_t moe_st_read_f32_shaped(moe_st_file_t *f, const char *name, int ndim,
                                     const int64_t *shape, float *dst, moe_error_t *err)
 {

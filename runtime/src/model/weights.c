@@ -9,6 +9,8 @@
 #include "moe/log.h"
 #include "moe/stop.h"
 #include "moe/safetensors.h"
+#include "model/checkpoint.h"
+#include "model/family.h"
 #include "model/rng.h"
 
 /* A load this large takes seconds (F32 generation ran at 50-200 MB/s per rank on a 2-core
@@ -69,7 +71,9 @@ static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_
     int L = (int)cfg->num_layers, E = (int)cfg->num_experts, most = max_experts_per_rank(cfg);
     const char *verb = random ? "generating" : "reading";
     const char *from = random ? "" : " from ";
-    const char *file = random ? "" : cfg->weights;
+    const char *file = random                                  ? ""
+                       : strcmp(cfg->checkpoint, "none") != 0 ? cfg->checkpoint
+                                                              : cfg->weights;
     size_t bytes = per_expert * (size_t)local * (size_t)L;
     char sz[32];
     if (rank != 0 || per_expert * (size_t)most * (size_t)L < LOAD_REPORT_BYTES) {
@@ -140,65 +144,19 @@ static void progress_end(const load_progress_t *p, size_t bytes, moe_status_t st
     }
 }
 
-typedef struct names {
-    const char *naming;
-    const char *prefix; /* "model.layers.%d.block_sparse_moe" */
-    const char *w1, *w3, *w2;
-} names_t;
-
-static const names_t k_mixtral = {"mixtral", "model.layers.%lld.block_sparse_moe", "w1", "w3",
-                                  "w2"};
-static const names_t k_deepseek = {"deepseek/qwen", "model.layers.%lld.mlp", "gate_proj",
-                                   "up_proj", "down_proj"};
-
-static void tensor_name(char *out, size_t cap, const names_t *nm, long long layer,
-                        const char *suffix)
-{
-    char prefix[128];
-    snprintf(prefix, sizeof(prefix), nm->prefix, layer);
-    snprintf(out, cap, "%s.%s", prefix, suffix);
-}
-
-/* Which naming the checkpoint uses, from the gate tensor of the first MoE layer. */
-static moe_status_t detect_naming(const moe_config_t *cfg, moe_st_file_t *f,
-                                  const names_t **out, moe_error_t *err)
-{
-    char a[256], b[256];
-    tensor_name(a, sizeof(a), &k_mixtral, (long long)cfg->first_layer, "gate.weight");
-    tensor_name(b, sizeof(b), &k_deepseek, (long long)cfg->first_layer, "gate.weight");
-    if (moe_st_find(f, a) != NULL) {
-        *out = &k_mixtral;
-    } else if (moe_st_find(f, b) != NULL) {
-        *out = &k_deepseek;
-    } else {
-        return moe_error_set(err, MOE_ERR_WEIGHTS,
-                             "%s: no MoE gate tensor for layer %lld: looked for '%s' (Mixtral) "
-                             "and '%s' (DeepSeek/Qwen); check model.first_layer (now %lld)",
-                             cfg->weights, (long long)cfg->first_layer, a, b,
-                             (long long)cfg->first_layer);
-    }
-    return MOE_OK;
-}
-
-/* Read one [rows, cols] tensor, adding the config keys to a shape mismatch message. */
-static moe_status_t read_matrix(moe_st_file_t *f, const char *name, int64_t rows, int64_t cols,
-                                float *dst, moe_error_t *err)
-{
-    int64_t shape[2] = {rows, cols};
-    bool present = moe_st_find(f, name) != NULL;
-    moe_status_t st = moe_st_read_f32_shaped(f, name, 2, shape, dst, err);
-    if (st == MOE_ERR_WEIGHTS && err != NULL) {
-        size_t n = strlen(err->msg);
-        snprintf(err->msg + n, sizeof(err->msg) - n, "; check %s against the checkpoint",
-                 present ? "model.hidden_dim, model.ffn_dim and model.num_experts"
-                         : "model.num_layers, model.first_layer and model.num_experts");
-    }
-    return st;
-}
+/* What loading one rank's weights needs at every step. */
+typedef struct load_ctx {
+    const moe_config_t *cfg;
+    const moe_family_t *fam;   /* routing and shared experts: cfg->family */
+    const moe_family_t *names; /* the tensor names of the file (a single file may differ) */
+    moe_ckpt_t *ck;            /* NULL: random weights */
+    load_progress_t *prog;
+    moe_error_t *err;
+} load_ctx_t;
 
 static moe_status_t alloc_floats(float **p, size_t n, moe_error_t *err)
 {
-    *p = malloc(n * sizeof(float));
+    *p = malloc((n > 0 ? n : 1) * sizeof(float));
     if (*p == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %zu MiB for weights",
                              n * sizeof(float) >> 20);
@@ -206,150 +164,382 @@ static moe_status_t alloc_floats(float **p, size_t n, moe_error_t *err)
     return MOE_OK;
 }
 
-static void random_expert(const moe_config_t *cfg, int layer, moe_expert_weights_t *ew,
-                          load_progress_t *prog)
+/* A 2-D tensor; the checkpoint's message names the file, tensor and both shapes. */
+static moe_status_t read_matrix(load_ctx_t *c, const char *name, int64_t rows, int64_t cols,
+                                float *dst)
 {
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
-    /* Uniform with unit-variance outputs for unit-variance inputs: a = sqrt(3 / fan_in). */
-    float a_in = sqrtf(3.0f / (float)H), a_out = sqrtf(3.0f / (float)F);
-    fill_reported(ew->w13, (size_t)(F * H), cfg->seed,
-                  moe_rng_stream(MOE_RNG_W1, (uint64_t)layer, (uint64_t)ew->id), a_in, prog);
-    if (cfg->activation == MOE_ACT_SWIGLU) {
-        fill_reported(ew->w13 + F * H, (size_t)(F * H), cfg->seed,
-                      moe_rng_stream(MOE_RNG_W3, (uint64_t)layer, (uint64_t)ew->id), a_in, prog);
-    }
-    fill_reported(ew->w2, (size_t)(H * F), cfg->seed,
-                  moe_rng_stream(MOE_RNG_W2, (uint64_t)layer, (uint64_t)ew->id), a_out, prog);
+    int64_t shape[2] = {rows, cols};
+    return moe_ckpt_read(c->ck, name, 2, shape, dst, c->err);
 }
 
-static moe_status_t file_expert(const moe_config_t *cfg, moe_st_file_t *f, const names_t *nm,
-                                int layer, moe_expert_weights_t *ew, load_progress_t *prog,
-                                moe_error_t *err)
+static moe_status_t read_vector(load_ctx_t *c, const char *name, int64_t n, float *dst)
 {
-    size_t tensor_bytes = (size_t)(cfg->hidden_dim * cfg->ffn_dim) * sizeof(float);
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
-    long long L = (long long)(cfg->first_layer + layer);
-    char name[256], suffix[96];
-    snprintf(suffix, sizeof(suffix), "experts.%d.%s.weight", ew->id, nm->w1);
-    tensor_name(name, sizeof(name), nm, L, suffix);
-    moe_status_t st = read_matrix(f, name, F, H, ew->w13, err);
-    if (st == MOE_OK && cfg->activation == MOE_ACT_SWIGLU) {
-        progress_add(prog, tensor_bytes);
-        snprintf(suffix, sizeof(suffix), "experts.%d.%s.weight", ew->id, nm->w3);
-        tensor_name(name, sizeof(name), nm, L, suffix);
-        st = read_matrix(f, name, F, H, ew->w13 + F * H, err);
+    return moe_ckpt_read(c->ck, name, 1, &n, dst, c->err);
+}
+
+static int64_t up_rows(const moe_config_t *cfg, int64_t ffn)
+{
+    return cfg->activation == MOE_ACT_GELU ? ffn : 2 * ffn;
+}
+
+/* Uniform with unit-variance outputs for unit-variance inputs: a = sqrt(3 / fan_in). */
+static void random_ffn(const moe_config_t *cfg, int layer, int id, int64_t F,
+                       moe_expert_weights_t *ew, load_progress_t *prog)
+{
+    int64_t H = cfg->hidden_dim;
+    float a_in = sqrtf(3.0f / (float)H), a_out = sqrtf(3.0f / (float)F);
+    fill_reported(ew->w13, (size_t)(F * H), cfg->seed,
+                  moe_rng_stream(MOE_RNG_W1, (uint64_t)layer, (uint64_t)id), a_in, prog);
+    if (cfg->activation != MOE_ACT_GELU) {
+        fill_reported(ew->w13 + F * H, (size_t)(F * H), cfg->seed,
+                      moe_rng_stream(MOE_RNG_W3, (uint64_t)layer, (uint64_t)id), a_in, prog);
+    }
+    fill_reported(ew->w2, (size_t)(H * F), cfg->seed,
+                  moe_rng_stream(MOE_RNG_W2, (uint64_t)layer, (uint64_t)id), a_out, prog);
+    if (ew->b13 != NULL) {
+        moe_rng_fill_uniform(ew->b13, (size_t)(2 * F), cfg->seed,
+                             moe_rng_stream(MOE_RNG_BIAS, (uint64_t)layer, (uint64_t)id), 0,
+                             0.1f);
+        moe_rng_fill_uniform(ew->b2, (size_t)H, cfg->seed,
+                             moe_rng_stream(MOE_RNG_BIAS, (uint64_t)layer, (uint64_t)id),
+                             (uint64_t)(2 * F), 0.1f);
+    }
+}
+
+/* W1/W3/W2 (gate/up/down) of one separate expert or shared expert. */
+static moe_status_t file_ffn(load_ctx_t *c, const char *pattern, int decoder, int id, int64_t F,
+                             moe_expert_weights_t *ew)
+{
+    const moe_config_t *cfg = c->cfg;
+    const moe_family_t *nm = c->names;
+    int64_t H = cfg->hidden_dim;
+    size_t tensor_bytes = (size_t)(H * F) * sizeof(float);
+    char name[512];
+    /* Patterns take (layer, expert, proj) or, for shared experts (id < 0), (layer, proj). */
+#define TNAME(proj)                                                                          \
+    (id >= 0 ? snprintf(name, sizeof(name), pattern, decoder, id, proj)                      \
+             : snprintf(name, sizeof(name), pattern, decoder, proj))
+    TNAME(nm->proj_gate);
+    moe_status_t st = read_matrix(c, name, F, H, ew->w13);
+    if (st == MOE_OK && cfg->activation != MOE_ACT_GELU) {
+        progress_add(c->prog, tensor_bytes);
+        TNAME(nm->proj_up);
+        st = read_matrix(c, name, F, H, ew->w13 + F * H);
     }
     if (st == MOE_OK) {
-        progress_add(prog, tensor_bytes);
-        snprintf(suffix, sizeof(suffix), "experts.%d.%s.weight", ew->id, nm->w2);
-        tensor_name(name, sizeof(name), nm, L, suffix);
-        st = read_matrix(f, name, H, F, ew->w2, err);
+        progress_add(c->prog, tensor_bytes);
+        TNAME(nm->proj_down);
+        st = read_matrix(c, name, H, F, ew->w2);
     }
+#undef TNAME
     if (st == MOE_OK) {
-        progress_add(prog, tensor_bytes);
+        progress_add(c->prog, tensor_bytes);
     }
     return st;
 }
 
-static moe_status_t load_gate(const moe_config_t *cfg, moe_st_file_t *f, const names_t *nm,
-                              int layer, float *gate, moe_error_t *err)
+/* gpt-oss: expert e's slabs of the fused tensors, de-interleaved (gate = even columns of
+ * gate_up_proj[e] [H, 2F], up = odd) and transposed into W13 [2F, H], W2 [H, F]. */
+static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_t *ew)
 {
-    int64_t E = cfg->num_experts, H = cfg->hidden_dim;
-    if (f == NULL) {
-        moe_rng_fill_uniform(gate, (size_t)(E * H), cfg->seed,
-                             moe_rng_stream(MOE_RNG_GATE, (uint64_t)layer, 0), 0,
-                             sqrtf(3.0f / (float)H));
-        return MOE_OK;
+    const moe_config_t *cfg = c->cfg;
+    const moe_family_t *nm = c->names;
+    int64_t E = cfg->num_experts, H = cfg->hidden_dim, F = cfg->ffn_dim, e = ew->id;
+    int64_t gu[3] = {E, H, 2 * F}, gub[2] = {E, 2 * F}, dn[3] = {E, F, H}, dnb[2] = {E, H};
+    char name[512];
+    float *tmp = NULL;
+    moe_status_t st = alloc_floats(&tmp, (size_t)(H * 2 * F), c->err);
+    if (st == MOE_OK) {
+        snprintf(name, sizeof(name), nm->fused_gate_up, decoder);
+        st = moe_ckpt_read_slab(c->ck, name, 3, gu, e, tmp, c->err);
     }
-    char name[256];
-    tensor_name(name, sizeof(name), nm, (long long)(cfg->first_layer + layer), "gate.weight");
-    return read_matrix(f, name, E, H, gate, err);
+    for (int64_t h = 0; st == MOE_OK && h < H; h++) {
+        for (int64_t j = 0; j < F; j++) {
+            ew->w13[j * H + h] = tmp[h * 2 * F + 2 * j];
+            ew->w13[(F + j) * H + h] = tmp[h * 2 * F + 2 * j + 1];
+        }
+    }
+    if (st == MOE_OK) {
+        snprintf(name, sizeof(name), nm->fused_gate_up_bias, decoder);
+        st = moe_ckpt_read_slab(c->ck, name, 2, gub, e, tmp, c->err);
+    }
+    for (int64_t j = 0; st == MOE_OK && j < F; j++) {
+        ew->b13[j] = tmp[2 * j];
+        ew->b13[F + j] = tmp[2 * j + 1];
+    }
+    if (st == MOE_OK) {
+        snprintf(name, sizeof(name), nm->fused_down, decoder);
+        st = moe_ckpt_read_slab(c->ck, name, 3, dn, e, tmp, c->err);
+    }
+    for (int64_t f = 0; st == MOE_OK && f < F; f++) {
+        for (int64_t h = 0; h < H; h++) {
+            ew->w2[h * F + f] = tmp[f * H + h];
+        }
+    }
+    if (st == MOE_OK) {
+        snprintf(name, sizeof(name), nm->fused_down_bias, decoder);
+        st = moe_ckpt_read_slab(c->ck, name, 2, dnb, e, ew->b2, c->err);
+    }
+    free(tmp);
+    if (st == MOE_OK) {
+        progress_add(c->prog, (size_t)(3 * H * F) * sizeof(float));
+    }
+    return st;
 }
 
-static moe_status_t load_layer(const moe_config_t *cfg, moe_st_file_t *f, const names_t *nm,
-                               int rank, bool routes, int layer, moe_layer_weights_t *lw,
-                               load_progress_t *prog, moe_error_t *err)
+/* Buffers of one FFN of inner width F (biases for gpt-oss). */
+static moe_status_t alloc_ffn(const moe_config_t *cfg, int64_t F, moe_expert_weights_t *ew,
+                              moe_error_t *err)
 {
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
-    int64_t up_rows = cfg->activation == MOE_ACT_SWIGLU ? 2 * F : F;
-    moe_status_t st = MOE_OK;
-    if (routes) {
-        st = alloc_floats(&lw->gate, (size_t)(cfg->num_experts * H), err);
+    int64_t H = cfg->hidden_dim;
+    moe_status_t st = alloc_floats(&ew->w13, (size_t)(up_rows(cfg, F) * H), err);
+    if (st == MOE_OK) {
+        st = alloc_floats(&ew->w2, (size_t)(H * F), err);
+    }
+    if (st == MOE_OK && cfg->activation == MOE_ACT_SWIGLU_OAI) {
+        st = alloc_floats(&ew->b13, (size_t)(2 * F), err);
         if (st == MOE_OK) {
-            st = load_gate(cfg, f, nm, layer, lw->gate, err);
+            st = alloc_floats(&ew->b2, (size_t)H, err);
         }
+    }
+    ew->limit = (float)cfg->swiglu_limit;
+    return st;
+}
+
+static void free_ffn(moe_expert_weights_t *ew)
+{
+    free(ew->w13);
+    free(ew->w2);
+    free(ew->b13);
+    free(ew->b2);
+}
+
+/* The gate [E, H] and its bias [E] when the family has one. */
+static moe_status_t load_gate(load_ctx_t *c, int layer, moe_layer_weights_t *lw)
+{
+    const moe_config_t *cfg = c->cfg;
+    int64_t E = cfg->num_experts, H = cfg->hidden_dim;
+    int decoder = cfg->layer_ids[layer];
+    char name[512];
+    moe_status_t st = alloc_floats(&lw->gate, (size_t)(E * H), c->err);
+    if (st == MOE_OK && c->fam->gate_bias != NULL) {
+        st = alloc_floats(&lw->gate_bias, (size_t)E, c->err);
+    }
+    if (st != MOE_OK || c->ck == NULL) {
+        if (st == MOE_OK) {
+            moe_rng_fill_uniform(lw->gate, (size_t)(E * H), cfg->seed,
+                                 moe_rng_stream(MOE_RNG_GATE, (uint64_t)layer, 0), 0,
+                                 sqrtf(3.0f / (float)H));
+        }
+        if (st == MOE_OK && lw->gate_bias != NULL) {
+            moe_rng_fill_uniform(lw->gate_bias, (size_t)E, cfg->seed,
+                                 moe_rng_stream(MOE_RNG_BIAS, (uint64_t)layer, (uint64_t)E + 1),
+                                 0, c->fam->route == MOE_ROUTE_GPT_OSS ? 0.5f : 0.1f);
+        }
+        return st;
+    }
+    snprintf(name, sizeof(name), c->names->gate, decoder);
+    st = read_matrix(c, name, E, H, lw->gate);
+    if (st == MOE_OK && lw->gate_bias != NULL) {
+        snprintf(name, sizeof(name), c->names->gate_bias, decoder);
+        st = read_vector(c, name, E, lw->gate_bias);
+    }
+    return st;
+}
+
+/* Shared experts (all n_shared_experts as one FFN of width shared_ffn) and Qwen2-MoE's
+ * shared_expert_gate [1, H]. */
+static moe_status_t load_shared(load_ctx_t *c, int layer, int64_t Fs, moe_layer_weights_t *lw)
+{
+    const moe_config_t *cfg = c->cfg;
+    int64_t H = cfg->hidden_dim;
+    int decoder = cfg->layer_ids[layer];
+    char name[512];
+    lw->has_shared = true;
+    lw->shared.id = -1;
+    moe_status_t st = alloc_ffn(cfg, Fs, &lw->shared, c->err);
+    if (st == MOE_OK && c->fam->shared == MOE_SHARED_GATED) {
+        st = alloc_floats(&lw->shared_gate, (size_t)H, c->err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    if (c->ck == NULL) {
+        random_ffn(cfg, layer, (int)cfg->num_experts, Fs, &lw->shared, NULL);
+        if (lw->shared_gate != NULL) {
+            moe_rng_fill_uniform(lw->shared_gate, (size_t)H, cfg->seed,
+                                 moe_rng_stream(MOE_RNG_GATE, (uint64_t)layer, 1), 0,
+                                 sqrtf(3.0f / (float)H));
+        }
+        return MOE_OK;
+    }
+    st = file_ffn(c, c->names->shared_expert, decoder, -1, Fs, &lw->shared);
+    if (st == MOE_OK && lw->shared_gate != NULL) {
+        snprintf(name, sizeof(name), c->names->shared_gate, decoder);
+        st = read_matrix(c, name, 1, H, lw->shared_gate);
+    }
+    return st;
+}
+
+static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs, int layer,
+                               moe_layer_weights_t *lw)
+{
+    const moe_config_t *cfg = c->cfg;
+    moe_status_t st = routes ? load_gate(c, layer, lw) : MOE_OK;
+    if (st == MOE_OK && routes && Fs > 0) {
+        st = load_shared(c, layer, Fs, lw);
     }
     int32_t ids[MOE_MAX_EXPERTS];
     int n = moe_cfg_experts_of_rank(cfg, rank, ids);
     lw->experts = calloc((size_t)(n > 0 ? n : 1), sizeof(*lw->experts));
     if (st == MOE_OK && lw->experts == NULL) {
-        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate expert table");
+        st = moe_error_set(c->err, MOE_ERR_NO_MEMORY, "cannot allocate expert table");
     }
     for (int i = 0; st == MOE_OK && i < n; i++) {
         moe_expert_weights_t *ew = &lw->experts[i];
         ew->id = ids[i];
         lw->num_local = i + 1;
-        st = alloc_floats(&ew->w13, (size_t)(up_rows * H), err);
-        if (st == MOE_OK) {
-            st = alloc_floats(&ew->w2, (size_t)(H * F), err);
-        }
-        if (st == MOE_OK && f == NULL) {
-            random_expert(cfg, layer, ew, prog);
+        st = alloc_ffn(cfg, cfg->ffn_dim, ew, c->err);
+        if (st == MOE_OK && c->ck == NULL) {
+            random_ffn(cfg, layer, ew->id, cfg->ffn_dim, ew, c->prog);
+        } else if (st == MOE_OK && c->names->expert == NULL) {
+            st = fused_expert(c, cfg->layer_ids[layer], ew);
         } else if (st == MOE_OK) {
-            st = file_expert(cfg, f, nm, layer, ew, prog, err);
+            st = file_ffn(c, c->names->expert, cfg->layer_ids[layer], ew->id, cfg->ffn_dim, ew);
         }
         if (st == MOE_OK && moe_stop_requested()) {
             /* Ctrl-C while a large model builds: stop here, not after every expert */
-            st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped while building the weights");
+            st = moe_error_set(c->err, MOE_ERR_INTERRUPTED, "stopped while building the weights");
         }
     }
     return st;
+}
+
+/* The tensor names of the file: the family's, or (one model.weights file, written before
+ * model.family existed) the first family whose gate tensor the file holds. */
+static moe_status_t pick_names(load_ctx_t *c)
+{
+    char name[512];
+    int decoder = c->cfg->layer_ids[0];
+    snprintf(name, sizeof(name), c->fam->gate, decoder);
+    if (moe_ckpt_has(c->ck, name) || strcmp(c->cfg->checkpoint, "none") != 0) {
+        c->names = c->fam;
+        return MOE_OK;
+    }
+    for (int i = 0; i < moe_family_count(); i++) {
+        const moe_family_t *f = moe_family_at(i);
+        snprintf(name, sizeof(name), f->gate, decoder);
+        if (f->expert != NULL && moe_ckpt_has(c->ck, name)) {
+            c->names = f;
+            return MOE_OK;
+        }
+    }
+    snprintf(name, sizeof(name), c->fam->gate, decoder);
+    return moe_error_set(c->err, MOE_ERR_WEIGHTS,
+                         "%s: no MoE gate tensor for layer %d: looked for '%s' (model.family "
+                         "%s) and every other family's; check model.first_layer (now %lld)",
+                         moe_ckpt_name(c->ck), decoder, name, c->fam->name,
+                         (long long)c->cfg->first_layer);
+}
+
+/* Bytes of one FFN of inner width F as held here (F32, biases included). */
+static size_t ffn_bytes(const moe_config_t *cfg, int64_t F)
+{
+    int64_t H = cfg->hidden_dim;
+    int64_t n = (up_rows(cfg, F) + F) * H;
+    if (cfg->activation == MOE_ACT_SWIGLU_OAI) {
+        n += 2 * F + H;
+    }
+    return (size_t)n * sizeof(float);
+}
+
+static int64_t shared_ffn(const moe_config_t *cfg, const moe_family_t *fam)
+{
+    if (fam->shared == MOE_SHARED_NONE || cfg->n_shared_experts == 0) {
+        return 0;
+    }
+    return cfg->shared_ffn_dim > 0 ? cfg->shared_ffn_dim : cfg->ffn_dim * cfg->n_shared_experts;
+}
+
+/* skew as a log-prior: added to the gpt-oss router bias, else the router's own bias. */
+static moe_status_t apply_skew(const moe_config_t *cfg, const moe_family_t *fam,
+                               moe_weights_t *w, moe_error_t *err)
+{
+    int E = (int)cfg->num_experts;
+    moe_status_t st = alloc_floats(&w->gate_bias, (size_t)E, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    moe_weights_skew_bias(w->gate_bias, E, cfg->routing_skew);
+    for (int l = 0; fam->route == MOE_ROUTE_GPT_OSS && l < w->num_layers; l++) {
+        for (int e = 0; w->layers[l].gate_bias != NULL && e < E; e++) {
+            w->layers[l].gate_bias[e] += w->gate_bias[e];
+        }
+    }
+    return MOE_OK;
+}
+
+static void describe(const moe_config_t *cfg, const load_ctx_t *c, moe_weights_t *w)
+{
+    if (c->ck == NULL) {
+        snprintf(w->naming, sizeof(w->naming), "%s (random)", c->fam->name);
+        snprintf(w->dtype, sizeof(w->dtype), "random");
+        return;
+    }
+    snprintf(w->dtype, sizeof(w->dtype), "%s", moe_ckpt_dtypes(c->ck));
+    if (c->names == c->fam) {
+        snprintf(w->naming, sizeof(w->naming), "%s (%s)", c->fam->name, w->dtype);
+    } else {
+        snprintf(w->naming, sizeof(w->naming), "%s names, %s routing (%s)", c->names->name,
+                 c->fam->name, w->dtype);
+    }
+    (void)cfg;
 }
 
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_weights_t *w,
                               moe_error_t *err)
 {
     memset(w, 0, sizeof(*w));
-    moe_st_file_t *f = NULL;
-    const names_t *nm = NULL;
-    moe_status_t st = MOE_OK;
-    bool random = strcmp(cfg->weights, "random") == 0;
-    int64_t up_rows = cfg->activation == MOE_ACT_SWIGLU ? 2 * cfg->ffn_dim : cfg->ffn_dim;
-    size_t per_expert = (size_t)((up_rows + cfg->ffn_dim) * cfg->hidden_dim) * sizeof(float);
+    load_progress_t prog;
+    load_ctx_t c = {.cfg = cfg, .fam = moe_family_get(cfg->family), .prog = &prog, .err = err};
+    bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
+    size_t per_expert = ffn_bytes(cfg, cfg->ffn_dim);
+    int64_t Fs = shared_ffn(cfg, c.fam);
     size_t local_bytes = per_expert * (size_t)moe_cfg_experts_of_rank(cfg, rank, NULL) *
                          (size_t)cfg->num_layers;
-    if (!random) {
-        st = moe_st_open(cfg->weights, &f, err);
-        if (st == MOE_OK) {
-            st = detect_naming(cfg, f, &nm, err);
-        }
-        if (st != MOE_OK) {
-            goto out_close;
-        }
+    moe_status_t st = random ? MOE_OK : moe_ckpt_open(cfg, &c.ck, err);
+    if (st == MOE_OK && !random) {
+        st = pick_names(&c);
     }
-    w->naming = random ? "random" : nm->naming;
+    if (st != MOE_OK) {
+        goto out_close;
+    }
     w->num_layers = (int)cfg->num_layers;
     w->layers = calloc((size_t)w->num_layers, sizeof(*w->layers));
     if (w->layers == NULL) {
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate layer table");
         goto out_close;
     }
-    load_progress_t prog;
     progress_begin(cfg, rank, random, per_expert, &prog);
     for (int l = 0; l < w->num_layers && st == MOE_OK; l++) {
-        st = load_layer(cfg, f, nm, rank, routes, l, &w->layers[l], &prog, err);
+        st = load_layer(&c, rank, routes, Fs, l, &w->layers[l]);
     }
     progress_end(&prog, local_bytes, st);
     if (st == MOE_OK && random && cfg->routing_skew > 0.0) {
-        st = alloc_floats(&w->gate_bias, (size_t)cfg->num_experts, err);
-        if (st == MOE_OK) {
-            moe_weights_skew_bias(w->gate_bias, (int)cfg->num_experts, cfg->routing_skew);
-        }
+        st = apply_skew(cfg, c.fam, w, err);
     }
     w->bytes_per_expert = per_expert;
     w->expert_bytes = local_bytes;
+    w->shared_ffn = Fs;
+    if (routes) {
+        size_t gate = (size_t)(cfg->num_experts * (cfg->hidden_dim + 1)) * sizeof(float);
+        size_t shared = Fs > 0 ? ffn_bytes(cfg, Fs) + (size_t)cfg->hidden_dim * sizeof(float)
+                               : 0;
+        w->routing_bytes = (gate + shared) * (size_t)cfg->num_layers;
+    }
+    describe(cfg, &c, w);
 out_close:
-    moe_st_close(f);
+    moe_ckpt_close(c.ck);
     if (st != MOE_OK) {
         moe_weights_destroy(w);
     }
@@ -364,9 +554,11 @@ void moe_weights_destroy(moe_weights_t *w)
     for (int l = 0; w->layers != NULL && l < w->num_layers; l++) {
         moe_layer_weights_t *lw = &w->layers[l];
         free(lw->gate);
+        free(lw->gate_bias);
+        free_ffn(&lw->shared);
+        free(lw->shared_gate);
         for (int i = 0; lw->experts != NULL && i < lw->num_local; i++) {
-            free(lw->experts[i].w13);
-            free(lw->experts[i].w2);
+            free_ffn(&lw->experts[i]);
         }
         free(lw->experts);
     }

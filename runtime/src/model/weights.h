@@ -1,17 +1,17 @@
-/* Part model (runtime/src/model/): the weights and inputs: seeded random or read from
- * safetensors checkpoints. May include: base config (and the public headers in moe/). One
- * file of each part's folder opens with such a comment; tests/lint/parts.sh holds every
- * part to its list. */
-/* Model weights of one rank: the gate of every layer (on routing ranks) and the experts
- * this rank hosts, seeded-random or read from a safetensors checkpoint.
+/* Part model (runtime/src/model/): the weights and inputs: seeded random, or read from a
+ * Hugging Face checkpoint directory or one safetensors file, one row per model family
+ * (family.c). May include: base config (and the public headers in moe/). One file of each
+ * part's folder opens with such a comment; tests/lint/parts.sh holds every part to its
+ * list. */
+/* Model weights of one rank: the gate (and its bias) and the shared experts of every layer
+ * on routing ranks, and the experts this rank hosts; seeded-random, or read from a
+ * checkpoint directory (model.checkpoint) or one safetensors file (model.weights).
  *
- * Checkpoint names (layer L = model.first_layer + moed layer):
- *   Mixtral:        model.layers.L.block_sparse_moe.gate.weight [E, H]
- *                   model.layers.L.block_sparse_moe.experts.e.{w1,w3}.weight [F, H], w2 [H, F]
- *   DeepSeek/Qwen:  model.layers.L.mlp.gate.weight [E, H]
- *                   model.layers.L.mlp.experts.e.{gate_proj,up_proj}.weight [F, H],
- *                   down_proj [H, F]
- * gelu experts use w1/gate_proj and w2/down_proj only. Each rank reads only its tensors. */
+ * Tensor names are the family's (model/family.h), decoder layer cfg->layer_ids[l] for
+ * moed layer l. gelu experts use w1/gate_proj and w2/down_proj only. gpt-oss's fused
+ * gate_up_proj [E, H, 2F] (even columns gate, odd up) and down_proj [E, F, H] are read one
+ * expert's slab at a time and stored like the others (W13 [2F, H], W2 [H, F]) with biases.
+ * Each rank reads only its own tensors. */
 #ifndef MOE_WEIGHTS_H
 #define MOE_WEIGHTS_H
 
@@ -27,10 +27,17 @@ typedef struct moe_expert_weights {
     int32_t id;
     float *w13; /* [2F, H] swiglu (W1 and W3 stacked), [F, H] gelu */
     float *w2;  /* [H, F] */
+    float *b13; /* [2F] gpt-oss gate then up bias, else NULL */
+    float *b2;  /* [H] gpt-oss down bias, else NULL */
+    float limit; /* gpt-oss swiglu_limit (MOE_ACT_SWIGLU_OAI) */
 } moe_expert_weights_t;
 
 typedef struct moe_layer_weights {
     float *gate;                   /* [E, H] on routing ranks, else NULL */
+    float *gate_bias;              /* [E] gpt-oss router bias / V3 e_score_correction_bias */
+    bool has_shared;               /* shared experts (on routing ranks) */
+    moe_expert_weights_t shared;   /* [2Fs, H], [H, Fs] (id -1): all shared experts as one */
+    float *shared_gate;            /* [H] Qwen2-MoE shared_expert_gate, else NULL */
     int num_local;                 /* experts hosted here */
     moe_expert_weights_t *experts; /* [num_local], ids ascending */
 } moe_layer_weights_t;
@@ -41,7 +48,10 @@ typedef struct moe_weights {
     float *gate_bias;        /* [E] routing_skew log-prior, NULL when none */
     size_t bytes_per_expert; /* F32 bytes of one expert's weights */
     size_t expert_bytes;     /* all experts hosted here, all layers */
-    const char *naming;      /* "random", "mixtral" or "deepseek/qwen" */
+    size_t routing_bytes;    /* gates, biases and shared experts held here, all layers */
+    int64_t shared_ffn;      /* inner width of the shared expert, 0 = none */
+    char naming[96];         /* "mixtral", "deepseek_v3 (random)": the tensor names used */
+    char dtype[64];          /* on-disk dtypes read ("BF16", "F8_E4M3+F32"), "random" */
 } moe_weights_t;
 
 /* Load what `rank` needs. routes: whether this rank runs the gate. On error fills err with

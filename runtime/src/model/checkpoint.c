@@ -1,0 +1,627 @@
+/* Reading a Hugging Face checkpoint directory (config.json, the index, the shards) and
+ * single safetensors files: only the tensors a rank needs, converted to F32. */
+#include "model/checkpoint.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "moe/safetensors.h"
+#include "model/family.h"
+
+/* ------------------------------------------------------------------------------------ */
+/* config.json                                                                            */
+
+static bool file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Load a JSON object from path: a missing file, a syntax error (line:column) and a
+ * non-object are each one message naming the file. */
+static moe_status_t json_load_object(const char *path, const char *what, json_t **out,
+                                     moe_error_t *err)
+{
+    json_error_t je;
+    if (!file_exists(path)) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: no such file (%s)", path, what);
+    }
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s:%d:%d: not valid JSON: %s", path, je.line,
+                             je.column, je.text);
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: the top level is not a JSON object",
+                             path);
+    }
+    *out = root;
+    return MOE_OK;
+}
+
+static void fact_add(moe_cfg_checkpoint_info_t *info, const char *path, const char *value,
+                     const char *source)
+{
+    if (info->num_facts >= MOE_CFG_FACTS_MAX) {
+        return; /* the table below adds fewer than MOE_CFG_FACTS_MAX facts */
+    }
+    moe_cfg_fact_t *f = &info->facts[info->num_facts++];
+    snprintf(f->path, sizeof(f->path), "%s", path);
+    snprintf(f->value, sizeof(f->value), "%s", value);
+    snprintf(f->source, sizeof(f->source), "%s", source);
+}
+
+/* A scalar as YAML text; false for objects, arrays and over-long strings. */
+static bool json_text(const json_t *v, char *buf, size_t n)
+{
+    if (json_is_integer(v)) {
+        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+    } else if (json_is_real(v)) {
+        snprintf(buf, n, "%.17g", json_real_value(v));
+    } else if (json_is_boolean(v)) {
+        snprintf(buf, n, "%s", json_is_true(v) ? "true" : "false");
+    } else if (json_is_string(v) && json_string_length(v) < n) {
+        snprintf(buf, n, "%s", json_string_value(v));
+    } else {
+        return false;
+    }
+    return true;
+}
+
+typedef struct info_ctx {
+    moe_cfg_checkpoint_info_t *info;
+    const json_t *root;
+    const char *path;
+    moe_error_t *err;
+} info_ctx_t;
+
+/* config.json key `key` as moed's `cfg_path`; absent (or null): def, or an error when def
+ * is NULL. */
+static moe_status_t fact_key(info_ctx_t *c, const char *cfg_path, const char *key,
+                             const char *def)
+{
+    char text[40], src[96];
+    const json_t *v = key != NULL ? json_object_get(c->root, key) : NULL;
+    if (v == NULL || json_is_null(v)) {
+        if (def == NULL) {
+            return moe_error_set(c->err, MOE_ERR_WEIGHTS, "%s: no key '%s' (moed's %s needs it)",
+                                 c->path, key, cfg_path);
+        }
+        snprintf(src, sizeof(src), "default of absent key '%s'", key != NULL ? key : "-");
+        fact_add(c->info, cfg_path, def, src);
+        return MOE_OK;
+    }
+    if (!json_text(v, text, sizeof(text))) {
+        return moe_error_set(c->err, MOE_ERR_WEIGHTS, "%s: key '%s' is not a number, boolean "
+                             "or short string", c->path, key);
+    }
+    snprintf(src, sizeof(src), "key '%s'", key);
+    fact_add(c->info, cfg_path, text, src);
+    return MOE_OK;
+}
+
+static long long json_int_or(const json_t *root, const char *key, long long def)
+{
+    const json_t *v = json_object_get(root, key);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : def;
+}
+
+/* Which decoder layers are MoE, by the family's rule (transformers' decoder layer
+ * constructors: modeling_qwen2_moe.py, modeling_deepseek_v3.py). */
+static moe_status_t moe_layers(info_ctx_t *c, const moe_family_t *fam)
+{
+    moe_cfg_checkpoint_info_t *info = c->info;
+    long long n = json_int_or(c->root, "num_hidden_layers", -1);
+    if (n < 1 || n > MOE_MAX_LAYER_IDS) {
+        return moe_error_set(c->err, MOE_ERR_WEIGHTS, "%s: key 'num_hidden_layers' must be an "
+                             "integer in [1, %d]", c->path, MOE_MAX_LAYER_IDS);
+    }
+    info->num_hidden_layers = (int)n;
+    long long step = json_int_or(c->root, "decoder_sparse_step", 1);
+    long long first = json_int_or(c->root, "first_k_dense_replace", 0);
+    long long freq = json_int_or(c->root, "moe_layer_freq", 1);
+    const json_t *only = json_object_get(c->root, "mlp_only_layers");
+    if (step < 1 || freq < 1 || first < 0) {
+        return moe_error_set(c->err, MOE_ERR_WEIGHTS, "%s: decoder_sparse_step and "
+                             "moe_layer_freq must be >= 1, first_k_dense_replace >= 0", c->path);
+    }
+    for (int l = 0; l < info->num_hidden_layers; l++) {
+        bool moe = true;
+        if (fam->layer_rule == MOE_LAYERS_SPARSE_STEP) {
+            moe = (l + 1) % step == 0;
+            for (size_t i = 0; json_is_array(only) && i < json_array_size(only); i++) {
+                moe = moe && json_integer_value(json_array_get(only, i)) != l;
+            }
+        } else if (fam->layer_rule == MOE_LAYERS_DENSE_FIRST) {
+            moe = l >= first && l % freq == 0;
+        }
+        info->is_moe[l] = moe;
+    }
+    if (fam->layer_rule == MOE_LAYERS_SPARSE_STEP) {
+        snprintf(info->moe_rule, sizeof(info->moe_rule), "MoE where (layer + 1) %% "
+                 "decoder_sparse_step %lld == 0 and the layer is not in mlp_only_layers", step);
+    } else if (fam->layer_rule == MOE_LAYERS_DENSE_FIRST) {
+        snprintf(info->moe_rule, sizeof(info->moe_rule), "MoE from first_k_dense_replace %lld "
+                 "on, where layer %% moe_layer_freq %lld == 0", first, freq);
+    } else {
+        snprintf(info->moe_rule, sizeof(info->moe_rule), "every layer is MoE");
+    }
+    return MOE_OK;
+}
+
+/* The family's routing and shared-expert keys. */
+static moe_status_t family_facts(info_ctx_t *c, const moe_family_t *fam)
+{
+    moe_status_t st = MOE_OK;
+    char text[40];
+    if (fam->scoring_func != NULL) {
+        const char *sf = json_string_value(json_object_get(c->root, "scoring_func"));
+        if (sf != NULL && strcmp(sf, fam->scoring_func) != 0) {
+            return moe_error_set(c->err, MOE_ERR_UNSUPPORTED, "%s: scoring_func '%s': moed runs "
+                                 "%s with scoring_func '%s' only", c->path, sf, fam->name,
+                                 fam->scoring_func);
+        }
+    }
+    if (fam->route == MOE_ROUTE_DEEPSEEK_V2 || fam->route == MOE_ROUTE_DEEPSEEK_V3) {
+        st = fact_key(c, "model.n_group", "n_group", "1");
+        if (st == MOE_OK) {
+            st = fact_key(c, "model.topk_group", "topk_group", "1");
+        }
+        if (st == MOE_OK) {
+            st = fact_key(c, "model.routed_scaling_factor", "routed_scaling_factor", "1");
+        }
+        if (st == MOE_OK) {
+            st = fact_key(c, "model.topk_method", fam->route == MOE_ROUTE_DEEPSEEK_V2
+                          ? "topk_method" : NULL, fam->route == MOE_ROUTE_DEEPSEEK_V2
+                          ? "greedy" : "noaux_tc");
+        }
+        long long ns = json_int_or(c->root, "n_shared_experts", 0);
+        long long ffn = json_int_or(c->root, fam->key_ffn, 0);
+        if (st == MOE_OK) {
+            st = fact_key(c, "model.n_shared_experts", "n_shared_experts", "0");
+        }
+        snprintf(text, sizeof(text), "%lld", ns * ffn);
+        fact_add(c->info, "model.shared_ffn_dim", text, "moe_intermediate_size * n_shared_experts");
+    } else if (fam->shared == MOE_SHARED_GATED) {
+        long long sf = json_int_or(c->root, fam->key_shared_ffn, 0);
+        fact_add(c->info, "model.n_shared_experts", sf > 0 ? "1" : "0",
+                 "one shared expert when shared_expert_intermediate_size > 0");
+        st = fact_key(c, "model.shared_ffn_dim", fam->key_shared_ffn, "0");
+    }
+    if (st == MOE_OK && fam->route == MOE_ROUTE_GPT_OSS) {
+        fact_add(c->info, "model.activation", "swiglu_oai", "architecture GptOssForCausalLM");
+        st = fact_key(c, "model.swiglu_limit", "swiglu_limit", "7");
+    } else if (st == MOE_OK) {
+        const char *act = json_string_value(json_object_get(c->root, "hidden_act"));
+        if (act != NULL && strcmp(act, "silu") != 0) {
+            return moe_error_set(c->err, MOE_ERR_UNSUPPORTED, "%s: hidden_act '%s': moed's "
+                                 "experts are SwiGLU (silu)", c->path, act);
+        }
+        fact_add(c->info, "model.activation", "swiglu", "hidden_act silu");
+        st = fact_key(c, "model.normalize_topk", "norm_topk_prob",
+                      fam->id == MOE_FAMILY_MIXTRAL ? "true" : "false");
+    }
+    return st;
+}
+
+static moe_status_t family_of(info_ctx_t *c, const moe_family_t **out)
+{
+    const json_t *arch = json_object_get(c->root, "architectures");
+    const char *name = json_string_value(json_array_get(arch, 0));
+    char list[512];
+    moe_family_list_arch(list, sizeof(list));
+    if (name == NULL) {
+        return moe_error_set(c->err, MOE_ERR_WEIGHTS, "%s: no \"architectures\": [\"<name>\"] "
+                             "(moed supports %s)", c->path, list);
+    }
+    const moe_family_t *fam = moe_family_by_arch(name);
+    if (fam == NULL) {
+        return moe_error_set(c->err, MOE_ERR_UNSUPPORTED, "%s: architecture '%s' is not "
+                             "supported; moed supports %s", c->path, name, list);
+    }
+    *out = fam;
+    return MOE_OK;
+}
+
+moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
+                                moe_error_t *err)
+{
+    memset(out, 0, sizeof(*out));
+    snprintf(out->config_path, sizeof(out->config_path), "%s/config.json", dir);
+    json_t *root = NULL;
+    moe_status_t st = json_load_object(out->config_path, "a checkpoint directory needs it",
+                                       &root, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    info_ctx_t c = {.info = out, .root = root, .path = out->config_path, .err = err};
+    const moe_family_t *fam = NULL;
+    st = family_of(&c, &fam);
+    if (st == MOE_OK) {
+        fact_add(out, "model.family", fam->name, "architectures");
+        st = fact_key(&c, "model.hidden_dim", "hidden_size", NULL);
+    }
+    if (st == MOE_OK) {
+        st = fact_key(&c, "model.num_experts", fam->key_experts, NULL);
+    }
+    if (st == MOE_OK) {
+        const char *k = fam->key_top_k;
+        if (json_object_get(root, k) == NULL && fam->key_top_k_alt != NULL) {
+            k = fam->key_top_k_alt;
+        }
+        st = fact_key(&c, "model.top_k", k, NULL);
+    }
+    if (st == MOE_OK) {
+        st = fact_key(&c, "model.ffn_dim", fam->key_ffn, NULL);
+    }
+    if (st == MOE_OK) {
+        st = family_facts(&c, fam);
+    }
+    if (st == MOE_OK) {
+        st = moe_layers(&c, fam);
+    }
+    json_decref(root);
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Tensors                                                                                */
+
+#define CK_SHARDS_MAX 4096
+
+struct moe_ckpt {
+    char name[MOE_PATH_MAX];  /* the directory, or the single file */
+    char index_path[MOE_PATH_MAX];
+    json_t *index;            /* model.safetensors.index.json, NULL for one file */
+    json_t *weight_map;       /* borrowed from index */
+    int nfiles;
+    char *files[CK_SHARDS_MAX];         /* paths */
+    moe_st_file_t *st[CK_SHARDS_MAX];   /* opened on first use */
+    int64_t block[2];                   /* FP8 scale block (weight_block_size) */
+    char dtypes[64];
+};
+
+float moe_fp8_e4m3_to_f32(uint8_t b)
+{
+    int sign = b >> 7, exp = (b >> 3) & 0xF, mant = b & 0x7;
+    float v;
+    if (exp == 0xF && mant == 0x7) {
+        return NAN;
+    }
+    if (exp == 0) {
+        v = ldexpf((float)mant / 8.0f, -6);
+    } else {
+        v = ldexpf(1.0f + (float)mant / 8.0f, exp - 7);
+    }
+    return sign ? -v : v;
+}
+
+static moe_status_t ck_add_file(moe_ckpt_t *ck, const char *path, int *idx, moe_error_t *err)
+{
+    for (int i = 0; i < ck->nfiles; i++) {
+        if (strcmp(ck->files[i], path) == 0) {
+            *idx = i;
+            return MOE_OK;
+        }
+    }
+    if (ck->nfiles >= CK_SHARDS_MAX) {
+        return moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: more than %d shards",
+                             ck->index_path, CK_SHARDS_MAX);
+    }
+    ck->files[ck->nfiles] = strdup(path);
+    if (ck->files[ck->nfiles] == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory");
+    }
+    *idx = ck->nfiles++;
+    return MOE_OK;
+}
+
+/* The FP8 block from config.json's quantization_config (128 x 128 when absent). */
+static moe_status_t ck_quant(moe_ckpt_t *ck, const char *dir, moe_error_t *err)
+{
+    char path[MOE_PATH_MAX + 16];
+    json_t *root = NULL;
+    ck->block[0] = ck->block[1] = 128;
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    moe_status_t st = json_load_object(path, "a checkpoint directory needs it", &root, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    const json_t *bs = json_object_get(json_object_get(root, "quantization_config"),
+                                       "weight_block_size");
+    if (bs != NULL) {
+        long long a = json_integer_value(json_array_get(bs, 0));
+        long long b = json_integer_value(json_array_get(bs, 1));
+        if (json_array_size(bs) != 2 || a < 1 || b < 1) {
+            st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: quantization_config.weight_block_size "
+                               "must be [rows, cols] of positive integers", path);
+        }
+        ck->block[0] = a;
+        ck->block[1] = b;
+    }
+    json_decref(root);
+    return st;
+}
+
+/* The index: every weight_map value a plain file name in the directory. */
+static moe_status_t ck_index(moe_ckpt_t *ck, moe_error_t *err)
+{
+    moe_status_t st = json_load_object(ck->index_path, "the shard index", &ck->index, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    ck->weight_map = json_object_get(ck->index, "weight_map");
+    if (!json_is_object(ck->weight_map)) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: no \"weight_map\" object",
+                             ck->index_path);
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(ck->weight_map, key, v) {
+        const char *file = json_string_value(v);
+        char path[2 * MOE_PATH_MAX];
+        int idx;
+        if (file == NULL || file[0] == '\0' || strchr(file, '/') != NULL ||
+            strcmp(file, "..") == 0) {
+            return moe_error_set(err, MOE_ERR_FORMAT, "%s: weight_map entry '%.200s' is not a "
+                                 "file name in the directory", ck->index_path, key);
+        }
+        snprintf(path, sizeof(path), "%s/%s", ck->name, file);
+        if ((st = ck_add_file(ck, path, &idx, err)) != MOE_OK) {
+            return st;
+        }
+    }
+    /* Every shard the index names must be there, even one this rank never reads: a missing
+     * shard is a broken download, better said at once than by whichever rank needs it. */
+    for (int i = 0; i < ck->nfiles; i++) {
+        if (!file_exists(ck->files[i])) {
+            return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: names shard %s, which is not "
+                                 "there", ck->index_path, ck->files[i]);
+        }
+    }
+    return MOE_OK;
+}
+
+static moe_status_t ck_open_dir(moe_ckpt_t *ck, const char *dir, moe_error_t *err)
+{
+    char single[MOE_PATH_MAX + 32];
+    int idx;
+    snprintf(ck->name, sizeof(ck->name), "%s", dir);
+    snprintf(ck->index_path, sizeof(ck->index_path), "%s/model.safetensors.index.json", dir);
+    snprintf(single, sizeof(single), "%s/model.safetensors", dir);
+    moe_status_t st = ck_quant(ck, dir, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    if (file_exists(ck->index_path)) {
+        return ck_index(ck, err);
+    }
+    if (!file_exists(single)) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: neither model.safetensors nor "
+                             "model.safetensors.index.json is there", dir);
+    }
+    st = ck_add_file(ck, single, &idx, err);
+    return st == MOE_OK ? moe_st_open(single, &ck->st[0], err) : st;
+}
+
+moe_status_t moe_ckpt_open(const moe_config_t *cfg, moe_ckpt_t **out, moe_error_t *err)
+{
+    moe_ckpt_t *ck = calloc(1, sizeof(*ck));
+    moe_status_t st;
+    int idx;
+    if (ck == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory opening the weights");
+    }
+    if (strcmp(cfg->checkpoint, "none") != 0) {
+        st = ck_open_dir(ck, cfg->checkpoint, err);
+    } else {
+        snprintf(ck->name, sizeof(ck->name), "%s", cfg->weights);
+        ck->block[0] = ck->block[1] = 128;
+        st = ck_add_file(ck, cfg->weights, &idx, err);
+        if (st == MOE_OK) {
+            st = moe_st_open(cfg->weights, &ck->st[0], err);
+        }
+    }
+    if (st != MOE_OK) {
+        moe_ckpt_close(ck);
+        return st;
+    }
+    *out = ck;
+    return MOE_OK;
+}
+
+void moe_ckpt_close(moe_ckpt_t *ck)
+{
+    if (ck == NULL) {
+        return;
+    }
+    for (int i = 0; i < ck->nfiles; i++) {
+        moe_st_close(ck->st[i]);
+        free(ck->files[i]);
+    }
+    json_decref(ck->index);
+    free(ck);
+}
+
+const char *moe_ckpt_name(const moe_ckpt_t *ck)
+{
+    return ck->name;
+}
+
+const char *moe_ckpt_dtypes(const moe_ckpt_t *ck)
+{
+    return ck->dtypes[0] != '\0' ? ck->dtypes : "-";
+}
+
+static void ck_note_dtype(moe_ckpt_t *ck, const char *dtype)
+{
+    size_t len = strlen(ck->dtypes), dl = strlen(dtype);
+    for (const char *p = strstr(ck->dtypes, dtype); p != NULL; p = strstr(p + 1, dtype)) {
+        if ((p == ck->dtypes || p[-1] == '+') && (p[dl] == '\0' || p[dl] == '+')) {
+            return;
+        }
+    }
+    snprintf(ck->dtypes + len, sizeof(ck->dtypes) - len, "%s%s", len > 0 ? "+" : "", dtype);
+}
+
+bool moe_ckpt_has(moe_ckpt_t *ck, const char *name)
+{
+    if (ck->index != NULL) {
+        return json_object_get(ck->weight_map, name) != NULL;
+    }
+    return moe_st_find(ck->st[0], name) != NULL;
+}
+
+/* The file holding tensor `name` (opened now if it was not) and its entry. */
+static moe_status_t ck_locate(moe_ckpt_t *ck, const char *name, moe_st_file_t **f,
+                              const moe_st_tensor_info_t **ti, moe_error_t *err)
+{
+    int idx = 0;
+    if (ck->index != NULL) {
+        const char *file = json_string_value(json_object_get(ck->weight_map, name));
+        char path[2 * MOE_PATH_MAX];
+        if (file == NULL) {
+            return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: the index names no tensor '%.200s'",
+                                 ck->index_path, name);
+        }
+        snprintf(path, sizeof(path), "%s/%s", ck->name, file);
+        moe_status_t st = ck_add_file(ck, path, &idx, err); /* finds the one listed at open */
+        if (st == MOE_OK && ck->st[idx] == NULL) {
+            st = moe_st_open(path, &ck->st[idx], err);
+        }
+        if (st != MOE_OK) {
+            return st;
+        }
+    }
+    *f = ck->st[idx];
+    *ti = moe_st_find(*f, name);
+    if (*ti == NULL) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: no tensor '%.200s'%s", ck->files[idx],
+                             name, ck->index != NULL ? " although the index puts it there" : "");
+    }
+    return MOE_OK;
+}
+
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t pos = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ndim && pos < n; i++) {
+        int w = snprintf(buf + pos, n - pos, "%s%lld", i == 0 ? "[" : ", ", (long long)shape[i]);
+        pos += w > 0 ? (size_t)w : 0;
+    }
+    if (pos < n) {
+        snprintf(buf + pos, n - pos, "%s", ndim == 0 ? "[]" : "]");
+    }
+}
+
+static moe_status_t ck_shape_check(const moe_ckpt_t *ck, const char *file,
+                                   const moe_st_tensor_info_t *ti, int ndim,
+                                   const int64_t *shape, moe_error_t *err)
+{
+    bool same = ti->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) {
+        same = ti->shape[i] == shape[i];
+    }
+    if (same) {
+        return MOE_OK;
+    }
+    char have[128], want[128];
+    shape_text(have, sizeof(have), ti->ndim, ti->shape);
+    shape_text(want, sizeof(want), ndim, shape);
+    return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' has shape %s but %s was "
+                         "expected from %s's config", file, ti->name, have, want, ck->name);
+}
+
+/* weight [R, C] F8_E4M3 with name_scale_inv [ceil(R/b0), ceil(C/b1)] F32. */
+static moe_status_t ck_read_fp8(moe_ckpt_t *ck, moe_st_file_t *f, const char *name,
+                                const int64_t *shape, float *dst, moe_error_t *err)
+{
+    char sname[512];
+    int64_t R = shape[0], C = shape[1], b0 = ck->block[0], b1 = ck->block[1];
+    int64_t sshape[2] = {(R + b0 - 1) / b0, (C + b1 - 1) / b1};
+    moe_st_file_t *sf = NULL;
+    const moe_st_tensor_info_t *sti = NULL;
+    snprintf(sname, sizeof(sname), "%s_scale_inv", name);
+    if (!moe_ckpt_has(ck, sname)) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: FP8 weight '%.200s' has no scale "
+                             "tensor '%.200s'", ck->name, name, sname);
+    }
+    float *scale = malloc((size_t)(sshape[0] * sshape[1]) * sizeof(float));
+    uint8_t *raw = malloc((size_t)(R * C));
+    moe_status_t st = scale == NULL || raw == NULL
+                          ? moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory for FP8")
+                          : ck_locate(ck, sname, &sf, &sti, err);
+    if (st == MOE_OK) {
+        st = ck_shape_check(ck, moe_ckpt_name(ck), sti, 2, sshape, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_st_read_f32_shaped(sf, sname, 2, sshape, scale, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_st_read_raw(f, name, raw, (size_t)(R * C), err);
+    }
+    for (int64_t r = 0; st == MOE_OK && r < R; r++) {
+        for (int64_t c = 0; c < C; c++) {
+            dst[r * C + c] = moe_fp8_e4m3_to_f32(raw[r * C + c]) *
+                             scale[(r / b0) * sshape[1] + c / b1];
+        }
+    }
+    free(raw);
+    free(scale);
+    return st;
+}
+
+moe_status_t moe_ckpt_read(moe_ckpt_t *ck, const char *name, int ndim, const int64_t *shape,
+                           float *dst, moe_error_t *err)
+{
+    moe_st_file_t *f = NULL;
+    const moe_st_tensor_info_t *ti = NULL;
+    moe_status_t st = ck_locate(ck, name, &f, &ti, err);
+    if (st == MOE_OK) {
+        st = ck_shape_check(ck, moe_ckpt_name(ck), ti, ndim, shape, err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    if (strcmp(ti->dtype_name, "F8_E4M3") == 0 && ndim == 2) {
+        st = ck_read_fp8(ck, f, name, shape, dst, err);
+    } else {
+        st = moe_st_read_f32_shaped(f, name, ndim, shape, dst, err);
+    }
+    if (st == MOE_OK) {
+        ck_note_dtype(ck, ti->dtype_name);
+    }
+    return st;
+}
+
+moe_status_t moe_ckpt_read_slab(moe_ckpt_t *ck, const char *name, int ndim,
+                                const int64_t *shape, int64_t index, float *dst,
+                                moe_error_t *err)
+{
+    moe_st_file_t *f = NULL;
+    const moe_st_tensor_info_t *ti = NULL;
+    moe_status_t st = ck_locate(ck, name, &f, &ti, err);
+    if (st == MOE_OK) {
+        st = ck_shape_check(ck, moe_ckpt_name(ck), ti, ndim, shape, err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    uint64_t slab = 1;
+    for (int i = 1; i < ndim; i++) {
+        slab *= (uint64_t)shape[i];
+    }
+    st = moe_st_read_f32_range(f, name, (uint64_t)index * slab, (size_t)slab, dst, err);
+    if (st == MOE_OK) {
+        ck_note_dtype(ck, ti->dtype_name);
+    }
+    return st;
+}
