@@ -225,7 +225,9 @@ def family_config(family, dtype, a):
                  scoring_func="softmax", q_lora_rank=None, kv_lora_rank=16,
                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
     elif family in ("deepseek_v3", "kimi_k2"):
-        c.update(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3",
+        # Kimi-K2's config.json names the DeepSeek-V3 architecture with its own model_type.
+        c.update(architectures=["DeepseekV3ForCausalLM"],
+                 model_type="kimi_k2" if family == "kimi_k2" else "deepseek_v3",
                  num_hidden_layers=1 + (a.moe_layers or 3), n_routed_experts=E,
                  moe_intermediate_size=a.ffn or (160 if dtype == "fp8" else 32),
                  first_k_dense_replace=1, moe_layer_freq=1, intermediate_size=80,
@@ -251,10 +253,10 @@ def family_config(family, dtype, a):
 
 def moe_layers(c):
     """Decoder layers whose MLP is MoE, by each family's rule."""
-    L, mt = c["num_hidden_layers"], c["model_type"]
-    if mt in ("mixtral", "gpt_oss"):  # every layer
+    L, arch = c["num_hidden_layers"], c["architectures"][0]
+    if arch in ("MixtralForCausalLM", "GptOssForCausalLM"):  # every layer
         return list(range(L))
-    if mt in ("qwen2_moe", "qwen3_moe"):
+    if arch in ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM"):
         # modeling_qwen2_moe.py / modeling_qwen3_moe.py, Qwen*MoeDecoderLayer.__init__
         return [l for l in range(L) if l not in c["mlp_only_layers"] and c["num_experts"] > 0
                 and (l + 1) % c["decoder_sparse_step"] == 0]
@@ -301,7 +303,7 @@ def add_ignored_layer_tensors(st, rng, l, c):
     H, p = c["hidden_size"], "model.layers.%d" % l
     st.add(p + ".input_layernorm.weight", np.ones(H))
     st.add(p + ".post_attention_layernorm.weight", np.ones(H))
-    if c["model_type"].startswith("deepseek"):
+    if c["architectures"][0].startswith("Deepseek"):
         st.add(p + ".self_attn.kv_a_proj_with_mqa.weight", linear(rng, 24, H), quantize=True)
         st.add(p + ".self_attn.kv_a_layernorm.weight", np.ones(16))
         st.add(p + ".self_attn.o_proj.weight", linear(rng, H, 64), quantize=True)
@@ -309,7 +311,7 @@ def add_ignored_layer_tensors(st, rng, l, c):
         for n, o in (("q_proj", 64), ("k_proj", 32), ("v_proj", 32)):
             st.add(p + ".self_attn.%s.weight" % n, linear(rng, o, H))
         st.add(p + ".self_attn.o_proj.weight", linear(rng, H, 64))
-        if c["model_type"] == "gpt_oss":
+        if c["architectures"][0] == "GptOssForCausalLM":
             st.add(p + ".self_attn.sinks", rng.standard_normal(4))
 
 

@@ -228,17 +228,17 @@ class Routing(unittest.TestCase):
 
 class Layers(unittest.TestCase):
     def test_rules(self):
-        q = {"model_type": "qwen3_moe", "num_hidden_layers": 6, "num_experts": 8,
+        q = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 6, "num_experts": 8,
              "decoder_sparse_step": 2, "mlp_only_layers": [3]}
         self.assertEqual(mr.moe_layers(q), [1, 5])
         q.update(decoder_sparse_step=1, mlp_only_layers=[0])
         self.assertEqual(mr.moe_layers(q), [1, 2, 3, 4, 5])
-        d = {"model_type": "deepseek_v3", "num_hidden_layers": 7, "first_k_dense_replace": 3,
+        d = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 7, "first_k_dense_replace": 3,
              "moe_layer_freq": 1}
         self.assertEqual(mr.moe_layers(d), [3, 4, 5, 6])
         d["moe_layer_freq"] = 2
         self.assertEqual(mr.moe_layers(d), [4, 6])
-        self.assertEqual(mr.moe_layers({"model_type": "mixtral", "num_hidden_layers": 2}), [0, 1])
+        self.assertEqual(mr.moe_layers({"architectures": ["MixtralForCausalLM"], "num_hidden_layers": 2}), [0, 1])
 
 
 EXPERT_NAMES = {
