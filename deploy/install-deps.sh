@@ -12,7 +12,7 @@ want=(build-essential cmake pkg-config
       libopenblas-dev libblis-dev libdnnl-dev
       libucx-dev ucx-utils)
 if [[ "${1:-}" == "--test" ]]; then
-  want+=(clang libclang-rt-dev iproute2 procps python3 python3-yaml)
+  want+=(clang libclang-rt-dev iproute2 procps python3 python3-yaml python3-numpy)
 fi
 
 missing=()

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# run.sh CASE: a tiny Hugging Face checkpoint of one family (make_reference.py), run by moed
+# on 3 ranks and on 1 rank, each output compared with the NumPy reference's expected output.
+#   CASE = FAMILY_DTYPE_ROUTING[_layers]   e.g. deepseek_v3_fp8_master, qwen2_moe_f32_symmetric,
+#          mixtral_f32_master_layers (a subset of the MoE layers: model.layers)
+# Needs MOED and ST_DIFF (ctest sets them). Fails, printing what moed said, when moed cannot
+# run the checkpoint: never skips.
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../mpi/common.sh"   # cds into a fresh temporary directory
+source "$HERE/common.sh"
+
+case_name=$1
+subset=
+if [[ $case_name == *_layers ]]; then subset=1; case_name=${case_name%_layers}; fi
+routing=${case_name##*_}
+rest=${case_name%_*}
+dtype=${rest##*_}
+family=${rest%_*}
+[[ $routing == master || $routing == symmetric ]] || fail "case '$1': routing must be master or symmetric"
+
+# Relative tolerance of st_diff (max |moed - expected| / max |expected|). expected is computed
+# in float64 from the weights as stored (already rounded to BF16/F16, FP8 already
+# dequantised), so every dtype differs from moed only by F32 accumulation order: 1e-4.
+TOL=1e-4
+TOKENS=48
+
+DIR=$WORK/ckpt
+args=(--shards 3 --tokens $TOKENS --seed 11)
+layers_yaml=
+if [[ -n $subset ]]; then
+  # The reference's MoE layers minus the first, in order: model.layers names a subset.
+  make_ref "$DIR.all" "$family" "$dtype" "${args[@]}"
+  all=$(ref_info "$DIR.all" moe_layers)
+  sub=${all#*, }
+  [[ "$sub" != "$all" ]] || fail "$family has one MoE layer: no subset to test"
+  make_ref "$DIR" "$family" "$dtype" "${args[@]}" --layers "${sub// /}"
+  layers_yaml="  layers: [$sub]"
+else
+  make_ref "$DIR" "$family" "$dtype" "${args[@]}"
+fi
+echo "reference: $(cat make_reference.log)"
+
+cat > c.yaml <<EOC
+model:
+  checkpoint: $DIR
+$layers_yaml
+placement:
+  master_rank: 0
+  experts: auto
+runtime:
+  routing: $routing
+workload:
+  tokens_per_step: $TOKENS
+  steps: 1
+  input: $DIR/input.safetensors
+profiler:
+  enabled: false
+  output_dir: $WORK/experiments
+EOC
+
+status=0
+# run_and_compare NAME NP: moed on NP ranks, then its output against expected.
+run_and_compare() {
+  local name=$1 np=$2 rc=0
+  if [[ $np == 1 ]]; then
+    timeout -k 5 120 "$MOED" --config c.yaml --dump-output "$name.safetensors" --no-progress \
+      > "$name.log" 2>&1 || rc=$?
+  else
+    mpirun_moed "$np" --config c.yaml --dump-output "$name.safetensors" --no-progress \
+      > "$name.log" 2>&1 || rc=$?
+  fi
+  if ((rc != 0)); then
+    echo "---- moed on $np rank(s) exited $rc; it said:"
+    cat "$name.log"
+    echo "----"
+    echo "FAIL: $family $dtype $routing: moed on $np rank(s) exited $rc" >&2
+    status=1
+    return
+  fi
+  if ! "$ST_DIFF" "$DIR/expected.safetensors" "$name.safetensors" --tol $TOL; then
+    echo "---- moed's log ($np rank(s)):"
+    cat "$name.log"
+    echo "FAIL: $family $dtype $routing on $np rank(s): output differs from the reference" >&2
+    status=1
+  fi
+}
+run_and_compare many 3
+run_and_compare one 1
+((status == 0)) || exit 1
+echo "PASS models $1"
