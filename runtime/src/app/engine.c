@@ -97,7 +97,7 @@ static moe_status_t engine_load_inputs(moe_engine_t *eng, moe_error_t *err)
     bool random = strcmp(cfg->input, "random") == 0;
     /* A few distinct random batches, so routing varies from step to step, generated once:
      * the timed loop only copies. A file input is one batch. */
-    eng->num_batches = random ? (int)(cfg->steps < 4 ? cfg->steps : 4) : 1;
+    eng->num_batches = random ? (int)(cfg->steps > 0 && cfg->steps < 4 ? cfg->steps : 4) : 1;
     size_t floats = (size_t)(n * H);
     eng->x = calloc(floats > 0 ? floats : 1, sizeof(float));
     eng->batches = calloc(floats > 0 ? floats * (size_t)eng->num_batches : 1, sizeof(float));
@@ -154,7 +154,7 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
         .local_ids = ids,
         .expert_weight_bytes = eng->weights.expert_bytes,
         .exchange_buffer_bytes = moe_layer_ctx_buffer_bytes(&eng->layer),
-        .total_steps = cfg->steps,
+        .total_steps = cfg->steps > 0 ? cfg->steps : INT64_MAX, /* 0: until a signal */
         .row_bytes = cfg->hidden_dim * (int64_t)sizeof(float),
         .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
         .transport = eng->transport->ops->name,
@@ -275,6 +275,12 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     if (st == MOE_OK && cfg->prof_enabled) {
         st = moe_agree(comm, engine_create_profiler(eng, err), err);
     }
+    if (st == MOE_OK && strcmp(cfg->prof_listen, "off") != 0) {
+        st = moe_agree(comm, moe_live_create(cfg, comm, eng->routes,
+                                             cfg->hidden_dim * (int64_t)sizeof(float),
+                                             &eng->live, err),
+                       err);
+    }
     if (st != MOE_OK) {
         moe_engine_destroy(eng);
         return st;
@@ -289,6 +295,7 @@ void moe_engine_destroy(moe_engine_t *eng)
         return;
     }
     moe_prof_destroy(eng->prof);
+    moe_live_destroy(eng->live);
     /* The transport first: it may still own exchanges into the layer's buffers (a stop
      * leaves them in flight), and NCCL's abort must end before those are freed. */
     moe_transport_destroy(eng->transport);
@@ -346,7 +353,12 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .recv_rows = ctx->recv_rows,
         .peer_wait_ns = rec->peer_wait_ns,
     };
-    moe_prof_layer(eng->prof, &s);
+    if (eng->prof != NULL) {
+        moe_prof_layer(eng->prof, &s);
+    }
+    if (eng->live != NULL) {
+        moe_live_layer(eng->live, &s);
+    }
 }
 
 static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *err)
@@ -370,7 +382,7 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
             return st;
         }
         engine_account_layer(eng);
-        if (eng->prof != NULL) {
+        if (eng->prof != NULL || eng->live != NULL) {
             int64_t t = moe_now_ns();
             engine_profile_layer(eng, l);
             eng->prof_ns += moe_now_ns() - t;
@@ -401,7 +413,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
     moe_wait_set_where(0, 0, "start barrier");
     moe_status_t st = moe_wait_barrier(eng->comm, err);
     int64_t t0 = moe_now_ns(), last_print = t0;
-    for (int64_t s = 0; s < steps && st == MOE_OK; s++) {
+    for (int64_t s = 0; (steps == 0 || s < steps) && st == MOE_OK; s++) { /* 0: no end */
         if (moe_stop_requested()) {
             st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped by signal %d",
                                moe_stop_signal());
@@ -427,6 +439,11 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             if (st != MOE_OK) {
                 break;
             }
+        }
+        if (eng->live != NULL) {
+            int64_t t = moe_now_ns();
+            moe_live_step_end(eng->live, s, b, e);
+            eng->prof_ns += moe_now_ns() - t;
         }
         if (show) {
             engine_progress(eng, s, steps, t0, &last_print, false);

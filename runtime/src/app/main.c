@@ -57,6 +57,7 @@ static void print_usage(FILE *out)
             "usage: mpirun -np N moed --config FILE [options]\n"
             "       moed --config FILE [options]          (one rank hosting every expert)\n"
             "       moed compare RUN_DIR_A RUN_DIR_B       (two profiler reports side by side)\n"
+            "       moed top URL [--once]                  (a live endpoint in the terminal)\n"
             "\n"
             "Runs Mixture-of-Experts layers across MPI ranks as the YAML config says.\n"
             "\n"
@@ -369,7 +370,7 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
         printf("capacity: %lld of %.0f expert choices dropped (%.2f%%)\n", drop_all, choices,
                100.0 * (double)drop_all / choices);
     }
-    if (eng->prof != NULL) {
+    if (eng->prof != NULL || eng->live != NULL) {
         /* its direct cost: time inside its per-step hooks (the sampler thread and cache
          * effects are not in this; bench_profiler.sh compares tokens/s on and off) */
         printf("profiler: %.3f%% of run time in its hooks (the most of any rank)\n",
@@ -472,10 +473,17 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         /* Ranks left different collectives in flight: from here on point to point only. */
         *skip_finalize = true;
         if (rank == 0) {
-            MOE_ERROR("stopped by signal %d after %lld of %lld steps; writing what was measured",
-                      moe_stop_signal(), (long long)eng->steps_done, (long long)steps);
+            if (steps == 0) { /* workload.steps: 0, a run without end */
+                MOE_ERROR("stopped by signal %d after %lld steps; writing what was measured",
+                          moe_stop_signal(), (long long)eng->steps_done);
+            } else {
+                MOE_ERROR("stopped by signal %d after %lld of %lld steps; writing what was "
+                          "measured", moe_stop_signal(), (long long)eng->steps_done,
+                          (long long)steps);
+            }
         }
         finish_profile(eng, cfg, text, len, true, rank);
+        moe_live_finish(eng->live, true);
         moe_engine_destroy(eng);
         return code;
     }
@@ -485,6 +493,7 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
     code = finish_profile(eng, cfg, text, len, false, rank);
+    moe_live_finish(eng->live, false);
     if (opt->bench && moe_selfbench_run(eng, &err) != MOE_OK) {
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
@@ -599,6 +608,10 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "top") == 0) {
+        /* A terminal view of a live endpoint; needs no MPI. */
+        return moe_live_top_main(argc - 2, argv + 2, stdout);
+    }
     if (argc > 1 && strcmp(argv[1], "compare") == 0) {
         /* Reads two report folders; needs no MPI. Exit codes: 0, or 2 (= EXIT_USAGE). */
         return moe_prof_compare_main(argc - 2, argv + 2, stdout);
