@@ -25,7 +25,7 @@
 
 enum { TAG_DATA = 4501, TAG_CTRL = 4502 };
 #define LIVE_CTRL_LEN 4          /* window id, open boundary, close boundary, unused */
-#define LIVE_OPEN_LEAD 2         /* a window opens this many steps after rank 0's step */
+#define LIVE_POLL_NS 50000000LL  /* MPI is polled (control, arrivals) at most this often */
 #define LIVE_WINDOW_GRACE_NS 10000000000LL /* wait for late marks after the close */
 
 struct moe_live {
@@ -39,7 +39,7 @@ struct moe_live {
     int64_t *cur;                /* [lay.total] this rank's counters, message layout */
     int64_t *sendbuf;
     MPI_Request sreq;
-    int64_t last_send_ns;
+    int64_t last_send_ns, last_poll_ns;
     int64_t *markbuf[2];
     MPI_Request mreq[2];
     int64_t mark_window, mark_step[2];
@@ -132,7 +132,10 @@ static void rings_add_step(moe_live_t *lv, int64_t step, int64_t ns)
     lv->step_idx[lv->step_head] = step;
     lv->step_head = (lv->step_head + 1) % LIVE_STEP_RING;
     lv->step_n += lv->step_n < LIVE_STEP_RING;
-    int64_t now = moe_now_ns();
+}
+
+static void rings_add_rate(moe_live_t *lv, int64_t now)
+{
     if (now - lv->last_rate_ns >= 100000000LL || lv->rate_n == 0) {
         lv->last_rate_ns = now;
         lv->rate_t[lv->rate_head] = now;
@@ -218,11 +221,25 @@ static void *writer_main(void *arg)
 
 static void fill_header(moe_live_t *lv, int64_t *m, int kind, int64_t window, int mark);
 
+/* Steps between now and a window's open boundary: every rank polls for control at most
+ * every LIVE_POLL_NS, so the lead covers three polls at the recent step time. */
+static int64_t open_lead(const moe_live_t *lv)
+{
+    double ms = 0;
+    int n = lv->step_n < 16 ? lv->step_n : 16;
+    for (int i = 1; i <= n; i++) {
+        ms += lv->step_ms[(lv->step_head + LIVE_STEP_RING - i) % LIVE_STEP_RING];
+    }
+    ms = n > 0 ? ms / n : 1.0;
+    double lead = 3.0 * (double)LIVE_POLL_NS * 1e-6 / (ms > 1e-3 ? ms : 1e-3) + 2.0;
+    return lead < 100000 ? (int64_t)lead : 100000;
+}
+
 /* Tell every other rank the boundaries of a new window (tiny eager messages, freed). */
 static void window_open(moe_live_t *lv, live_window_t *w)
 {
     lv->win_id = w->id;
-    w->open_step = lv->step + LIVE_OPEN_LEAD;
+    w->open_step = lv->step + open_lead(lv);
     w->close_step = w->open_step + w->steps;
     lv->win_close_step = w->close_step;
     lv->win_open_ns = 0;
@@ -398,6 +415,8 @@ void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
     }
 }
 
+/* Per step: counters only, and a clock compare; MPI at most every LIVE_POLL_NS (a poll
+ * can cost microseconds, and more when ranks share cores and Open MPI yields). */
 void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t end_ns)
 {
     int64_t *h = lv->cur + lv->lay.step_hist;
@@ -405,8 +424,12 @@ void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t e
     h[LIVE_NB] += end_ns - begin_ns;
     lv->step = step;
     lv->steps_done++;
-    if (lv->rank != 0) {
-        check_control(lv);
+    bool poll = end_ns - lv->last_poll_ns >= LIVE_POLL_NS;
+    if (poll) {
+        lv->last_poll_ns = end_ns;
+        if (lv->rank != 0) {
+            check_control(lv);
+        }
     }
     for (int m = 0; m < 2; m++) {
         if (lv->mark_due[m] && step >= lv->mark_step[m] &&
@@ -414,19 +437,22 @@ void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t e
             lv->mark_due[m] = false;
         }
     }
-    int64_t now = moe_now_ns();
-    if (now - lv->last_send_ns >= LIVE_SEND_MS * 1000000LL &&
+    if (end_ns - lv->last_send_ns >= LIVE_SEND_MS * 1000000LL &&
         emit(lv, lv->sendbuf, &lv->sreq, LIVE_KIND_PERIODIC, 0, 0)) {
-        lv->last_send_ns = now;
+        lv->last_send_ns = end_ns;
     }
-    if (lv->rank == 0) {
-        rings_add_step(lv, step, end_ns - begin_ns);
-        if (lv->win_open && lv->win_open_ns == 0 && step >= lv->mark_step[0]) {
-            lv->win_open_ns = end_ns;
-        }
-        if (lv->win_open && lv->win_close_ns == 0 && step >= lv->win_close_step) {
-            lv->win_close_ns = end_ns;
-        }
+    if (lv->rank != 0) {
+        return;
+    }
+    rings_add_step(lv, step, end_ns - begin_ns);
+    if (lv->win_open && lv->win_open_ns == 0 && step >= lv->mark_step[0]) {
+        lv->win_open_ns = end_ns;
+    }
+    if (lv->win_open && lv->win_close_ns == 0 && step >= lv->win_close_step) {
+        lv->win_close_ns = end_ns;
+    }
+    if (poll) {
+        rings_add_rate(lv, end_ns);
         drain(lv);
         publish(lv, false);
     }

@@ -357,7 +357,9 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         moe_prof_layer(eng->prof, &s);
     }
     if (eng->live != NULL) {
+        int64_t t = moe_now_ns();
         moe_live_layer(eng->live, &s);
+        eng->live_ns += moe_now_ns() - t;
     }
 }
 
@@ -444,6 +446,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             int64_t t = moe_now_ns();
             moe_live_step_end(eng->live, s, b, e);
             eng->prof_ns += moe_now_ns() - t;
+            eng->live_ns += moe_now_ns() - t;
         }
         if (show) {
             engine_progress(eng, s, steps, t0, &last_print, false);

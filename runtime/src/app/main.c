@@ -308,6 +308,7 @@ typedef struct summary_totals {
     double expert[2]; /* flops, ns: summed */
     long long dropped;
     double prof_max;  /* the largest share of run time in the profiler's hooks */
+    double live_max;  /* ... and in the live path's alone (part of prof_max) */
 } summary_totals_t;
 
 static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *tot,
@@ -316,7 +317,8 @@ static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *to
     double mine[2] = {eng->expert_flops, (double)eng->expert_ns};
     long long drop = eng->dropped;
     double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
-    *tot = (summary_totals_t){{0, 0}, 0, 0.0};
+    double live_share = eng->run_ns > 0 ? (double)eng->live_ns / (double)eng->run_ns : 0.0;
+    *tot = (summary_totals_t){{0, 0}, 0, 0.0, 0.0};
     moe_status_t st = MOE_MPI(MPI_Reduce(mine, tot->expert, 2, MPI_DOUBLE, MPI_SUM, 0, eng->comm),
                               err);
     if (st == MOE_OK) {
@@ -325,6 +327,10 @@ static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *to
     }
     if (st == MOE_OK) {
         st = MOE_MPI(MPI_Reduce(&prof_share, &tot->prof_max, 1, MPI_DOUBLE, MPI_MAX, 0, eng->comm),
+                     err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Reduce(&live_share, &tot->live_max, 1, MPI_DOUBLE, MPI_MAX, 0, eng->comm),
                      err);
     }
     return st;
@@ -375,6 +381,10 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
          * effects are not in this; bench_profiler.sh compares tokens/s on and off) */
         printf("profiler: %.3f%% of run time in its hooks (the most of any rank)\n",
                100.0 * prof_max);
+        if (eng->live != NULL) {
+            printf("live: %.3f%% of run time in its hooks (the most of any rank)\n",
+                   100.0 * totals.live_max);
+        }
     }
     printf("tokens/s: %.0f\n", tps);
     return MOE_OK;
