@@ -3,10 +3,12 @@
 # tokens/s. For two shapes (decode: ~1 ms steps; prefill: configs/experts.yaml's shape)
 # it runs PAIRS (default 5) interleaved pairs on NP ranks (default 2) pinned one per core
 # (mpirun --bind-to core:overload-allowed): profiling off (profiler.enabled false, no
-# listen) and on (profiler.enabled true, profiler.listen 127.0.0.1:0, and /metrics plus
-# /status scraped every 0.5 s during the run). Prints each pair, the medians and their
-# ratio, and the profiler's own accounting (share of run time inside its hooks, the most
-# of any rank). A benchmark, not a test.
+# listen) and on (profiler.enabled true with its default window schedule,
+# profiler.listen 127.0.0.1:0, and /metrics plus /status scraped every 0.5 s during the
+# run). Prints each pair, the medians and their ratio, and the profiler's own accounting:
+# the share of run time inside all its hooks and inside the live path's alone (the most of
+# any rank). SCRAPE=0: no client during the on runs; SHAPES="decode": one shape only.
+# A benchmark, not a test.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 moed=${1:-$here/build/moed}
@@ -20,8 +22,8 @@ MPIRUN=(mpirun --oversubscribe --bind-to core:overload-allowed -np "$np")
 # shape NAME: H F TOKENS LAYERS EXPERTS STEPS
 shape() {
   case $1 in
-    decode)  echo 256 512 32 4 16 6000 ;;
-    prefill) echo 1024 3584 2048 2 8 30 ;;
+    decode)  echo 256 512 32 4 16 1500 ;;
+    prefill) echo 1024 3584 2048 2 8 12 ;;
   esac
 }
 config() { # NAME on|off
@@ -33,9 +35,6 @@ runtime: {routing: symmetric}
 workload: {tokens_per_step: $T, steps: $S}
 profiler:
   enabled: $([[ $2 == on ]] && echo true || echo false)
-  warmup_steps: 5
-  repeat: 0
-  trace: false
   output_dir: $work/experiments
 EOC
   [[ $2 == on ]] && echo '  listen: "127.0.0.1:0"'
@@ -47,7 +46,7 @@ run() {
   local log=$work/run.log
   "${MPIRUN[@]}" "$moed" --config "$1" --no-progress > "$log" 2>&1 &
   local job=$! url=""
-  if grep -q listen "$1"; then
+  if grep -q listen "$1" && [[ ${SCRAPE:-1} != 0 ]]; then
     while kill -0 "$job" 2>/dev/null; do
       url=${url:-$(sed -nE 's/.*live: (http:[^ ]+).*/\1/p' "$log" | head -1)}
       if [[ -n "$url" ]]; then
@@ -58,11 +57,12 @@ run() {
     done
   fi
   wait "$job" || { cat "$log" >&2; exit 1; }
-  sed -n 's/^profiler: \([0-9.]*\)%.*/\1/p' "$log" > "$work/share"
+  { sed -n 's/^profiler: \([0-9.]*\)%.*/\1/p' "$log"; sed -n 's/^live: \([0-9.]*\)%.*/\1/p' "$log"; } \
+    | paste -sd/ > "$work/share"
   sed -n 's/^tokens\/s: //p' "$log"
 }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-for name in decode prefill; do
+for name in ${SHAPES:-decode prefill}; do
   config "$name" off > "$work/off.yaml"
   config "$name" on > "$work/on.yaml"
   on=() off=() share=()
@@ -70,10 +70,11 @@ for name in decode prefill; do
     off+=("$(run "$work/off.yaml")")
     on+=("$(run "$work/on.yaml")")
     share+=("$(cat "$work/share")")
-    echo "$name pair $i ($np ranks): off ${off[-1]} tokens/s, on ${on[-1]} tokens/s (hooks ${share[-1]}%)"
+    echo "$name pair $i ($np ranks): off ${off[-1]} tokens/s, on ${on[-1]} tokens/s (hooks all/live ${share[-1]} %)"
   done
-  m_off=$(median "${off[@]}") m_on=$(median "${on[@]}") m_share=$(median "${share[@]}")
-  awk -v n="$name" -v on="$m_on" -v off="$m_off" -v sh="$m_share" 'BEGIN {
-    printf "%s: median tokens/s off %.0f, on %.0f; on/off = %.4f (cost %.2f%%); hooks %.3f%% of run time\n",
-           n, off, on, on / off, 100 * (1 - on / off), sh }'
+  m_off=$(median "${off[@]}") m_on=$(median "${on[@]}")
+  m_all=$(median "${share[@]%/*}") m_live=$(median "${share[@]#*/}")
+  awk -v n="$name" -v on="$m_on" -v off="$m_off" -v a="$m_all" -v l="$m_live" 'BEGIN {
+    printf "%s: median tokens/s off %.0f, on %.0f; on/off = %.4f (cost %.2f%%); hooks: profiler %.3f%%, live %.3f%% of run time\n",
+           n, off, on, on / off, 100 * (1 - on / off), a, l }'
 done

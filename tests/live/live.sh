@@ -8,6 +8,8 @@
 #   abuse    garbage, a 200 kB header and idle connections: steps keep going and /metrics
 #            still answers fast
 #   page     the page in headless Chromium draws its charts (77 without Chromium)
+#   page_js  the page's script run by node against the live endpoint with a stub DOM: all
+#            four charts draw, no exception (77 without node 18+)
 #   top      `moed top URL --once` prints a frame
 #   stop     SIGTERM: every rank stops within seconds and rank 0 writes the report
 set -euo pipefail
@@ -15,6 +17,10 @@ source "$(dirname "$0")/../mpi/common.sh"
 case_name=${1:?case}
 TOKEN=t0ken-$$-live
 
+if [[ "$case_name" == page_js ]] && ! node -e 'if (typeof fetch !== "function") process.exit(1)' \
+   2>/dev/null; then
+  echo "SKIP: node 18+ (with fetch) not installed"; exit 77
+fi
 if [[ "$case_name" == page ]] && ! command -v chromium >/dev/null && \
    ! command -v chromium-browser >/dev/null; then
   echo "SKIP: chromium not installed"; exit 77
@@ -184,6 +190,45 @@ page)
   done
   grep -q "tokens/s" dom.html || fail "no header figures"
   echo "page ok"
+  ;;
+page_js)
+  curl -s -m 5 "$URL" > page.html || fail "GET /"
+  grep -q '<canvas id="heat"' page.html || fail "no heat map canvas"
+  ! grep -qE '(src|href)="(https?:)?//' page.html || fail "the page loads something from a network"
+  sed -n '/<script>/,/<\/script>/p' page.html | sed '1s/.*<script>//; $s/<\/script>.*//' > page.js
+  cat > run_page.js <<'JS'
+const fs = require("fs");
+const base = process.env.URL.replace(/\/$/, "");
+const els = {};
+function ctx2d() {
+  const c = {calls: 0};
+  for (const f of ["clearRect", "fillRect", "beginPath", "moveTo", "lineTo", "stroke", "fillText"])
+    c[f] = () => { c.calls++; };
+  return c;
+}
+global.document = {getElementById(id) {
+  if (!els[id]) els[id] = {id, width: 900, height: 200, attrs: {}, textContent: "", ctx: ctx2d(),
+    getContext() { return this.ctx; }, setAttribute(k, v) { this.attrs[k] = v; }};
+  return els[id];
+}};
+const realFetch = fetch;
+global.fetch = (p) => realFetch(base + p);
+let ticks = 0;
+const realSetInterval = setInterval;
+global.setInterval = (f) => { const h = realSetInterval(() => { ticks++; f(); }, 300); h.unref(); };
+eval(fs.readFileSync("page.js", "utf8"));
+setTimeout(() => {
+  for (const id of ["heat", "steps", "bytes", "mem"]) {
+    const e = els[id];
+    if (!e || e.attrs["data-drawn"] !== "1" || e.ctx.calls < 2) { console.log("chart not drawn:", id); process.exit(1); }
+  }
+  const h = els["hdr"].textContent;
+  if (!/tokens\/s/.test(h)) { console.log("header:", h); process.exit(1); }
+  console.log("page ok after", ticks, "refreshes:", h);
+  process.exit(0);
+}, 2500);
+JS
+  URL=$URL timeout 30 node run_page.js || fail "the page's script"
   ;;
 top)
   timeout 20 "$MOED" top "$URL" --once > top.txt || { cat top.txt; fail "moed top --once"; }

@@ -27,6 +27,7 @@ enum { TAG_DATA = 4501, TAG_CTRL = 4502 };
 #define LIVE_CTRL_LEN 4          /* window id, open boundary, close boundary, unused */
 #define LIVE_POLL_NS 50000000LL  /* MPI is polled (control, arrivals) at most this often */
 #define LIVE_WINDOW_GRACE_NS 10000000000LL /* wait for late marks after the close */
+#define LIVE_FINISH_NS 30000000000LL       /* at a normal end, for the last counters */
 
 struct moe_live {
     MPI_Comm comm;
@@ -370,21 +371,23 @@ static bool emit(moe_live_t *lv, int64_t *buf, MPI_Request *req, int kind, int64
            MPI_SUCCESS;
 }
 
-static void check_control(moe_live_t *lv)
+/* A window's boundaries from rank 0, if one came; true when one was taken. */
+static bool check_control(moe_live_t *lv)
 {
     int flag = 0;
     if (MPI_Iprobe(0, TAG_CTRL, lv->comm, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) {
-        return;
+        return false;
     }
     int64_t ctrl[LIVE_CTRL_LEN];
     if (MPI_Recv(ctrl, LIVE_CTRL_LEN, MPI_INT64_T, 0, TAG_CTRL, lv->comm, MPI_STATUS_IGNORE) !=
         MPI_SUCCESS) {
-        return;
+        return false;
     }
     lv->mark_window = ctrl[0];
     lv->mark_step[0] = ctrl[1];
     lv->mark_step[1] = ctrl[2];
     lv->mark_due[0] = lv->mark_due[1] = true;
+    return true;
 }
 
 void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
@@ -591,8 +594,12 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
         }
         return;
     }
-    int64_t deadline = moe_now_ns() + 5000000000LL;
+    /* rank 0 may still be writing the profiler's report: wait as long as it may take */
+    int64_t deadline = moe_now_ns() + LIVE_FINISH_NS;
     if (lv->rank != 0) {
+        while (check_control(lv)) {
+            /* a window asked for at the very end: taken, so no message stays unmatched */
+        }
         wait_or_cancel(&lv->sreq, deadline);
         emit(lv, lv->sendbuf, &lv->sreq, LIVE_KIND_FIN, 0, 0);
         for (int m = 0; m < 2; m++) {
