@@ -1611,6 +1611,9 @@ void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx)
     char *buf = cfg != NULL && fn != NULL ? malloc(MOE_CFG_VALUE_MAX) : NULL;
     for (size_t i = 0; buf != NULL && i < CFG_NKEYS; i++) {
         bool quoted = key_value(&cfg_keys[i], cfg, buf, MOE_CFG_VALUE_MAX);
+        if (strcmp(cfg_keys[i].path, "profiler.control_token") == 0 && strcmp(buf, "none") != 0) {
+            snprintf(buf, MOE_CFG_VALUE_MAX, "(set)"); /* a secret: never into a report */
+        }
         fn(ctx, cfg_keys[i].path, buf, quoted);
     }
     free(buf);
