@@ -72,6 +72,9 @@ for name in ${SHAPES:-decode prefill}; do
     share+=("$(cat "$work/share")")
     echo "$name pair $i ($np ranks): off ${off[-1]} tokens/s, on ${on[-1]} tokens/s (hooks all/live ${share[-1]} %)"
   done
+  ratios=()
+  for ((i = 0; i < pairs; i++)); do ratios+=("$(awk -v a="${on[i]}" -v b="${off[i]}" 'BEGIN {print a / b}')"); done
+  echo "$name: median of the per-pair on/off ratios $(median "${ratios[@]}") (robust to drift between pairs)"
   m_off=$(median "${off[@]}") m_on=$(median "${on[@]}")
   m_all=$(median "${share[@]%/*}") m_live=$(median "${share[@]#*/}")
   awk -v n="$name" -v on="$m_on" -v off="$m_off" -v a="$m_all" -v l="$m_live" 'BEGIN {
