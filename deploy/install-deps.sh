@@ -4,15 +4,17 @@
 #   deploy/install-deps.sh            build + run dependencies
 #   deploy/install-deps.sh --test     also what the test suite uses (clang for fuzzing,
 #                                     iproute2 for the multi-host test, procps (pgrep) and
-#                                     python3 (+ yaml) for the multi-rank and deploy checks)
+#                                     python3 (+ yaml) for the multi-rank and deploy checks,
+#                                     python3-prometheus-client for tests/live)
 set -euo pipefail
 
 want=(build-essential cmake pkg-config
-      openmpi-bin libopenmpi-dev libyaml-dev libjansson-dev
+      openmpi-bin libopenmpi-dev libyaml-dev libjansson-dev libmicrohttpd-dev
       libopenblas-dev libblis-dev libdnnl-dev
       libucx-dev ucx-utils)
 if [[ "${1:-}" == "--test" ]]; then
-  want+=(clang libclang-rt-dev iproute2 procps python3 python3-yaml python3-numpy)
+  want+=(clang libclang-rt-dev iproute2 procps python3 python3-yaml python3-numpy
+        python3-prometheus-client)
 fi
 
 missing=()

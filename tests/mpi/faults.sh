@@ -43,10 +43,12 @@ rank_pid() {
     fi
   done
 }
-# wait_steps N: until rank 0 has streamed N lines to metrics.csv (the run is in its steps).
+# wait_steps N: until rank 0 has streamed N lines to metrics.csv (the run is in its steps;
+# the file is metrics.csv.part until the report is complete), at most 60 s.
 wait_steps() {
-  for _ in $(seq 1 200); do
-    f=$(ls "$WORK"/experiments/*/metrics.csv 2> /dev/null | head -1 || true)
+  for _ in $(seq 1 600); do
+    f=$(ls "$WORK"/experiments/*/metrics.csv.part "$WORK"/experiments/*/metrics.csv \
+          2> /dev/null | head -1 || true)
     [[ -n "$f" && $(wc -l < "$f") -gt ${1:-5} ]] && return
     sleep 0.1
   done

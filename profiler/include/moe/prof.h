@@ -150,4 +150,24 @@ moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, do
  * 2 also for bad arguments. */
 int moe_prof_compare_main(int argc, char **argv, FILE *out);
 
+/* The live path (profiler.listen; README "Live endpoint"). Every rank keeps small
+ * cumulative counters and sends them to rank 0 at step boundaries (one non-blocking
+ * message at most every 200 ms); rank 0 serves them over HTTP from its own threads.
+ * Independent of profiler.enabled. */
+typedef struct moe_live moe_live_t;
+/* Collective. routes: this rank routes tokens (its router counts are the expert token
+ * counts). Rank 0 starts the HTTP server and prints its URL. */
+moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes,
+                             int64_t row_bytes, moe_live_t **out, moe_error_t *err);
+/* Hot path, per layer: adds to counters; no lock, no allocation, no system call. */
+void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s);
+/* Every step: bumps counters; may start one MPI_Isend; rank 0 also takes what arrived. */
+void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t end_ns);
+/* After the run: last counters to rank 0 (bounded wait); after a stop, nothing is sent.
+ * Accepts NULL. The HTTP server keeps answering until destroy. */
+void moe_live_finish(moe_live_t *lv, bool interrupted);
+void moe_live_destroy(moe_live_t *lv); /* accepts NULL */
+/* `moed top URL [--once]`: exit 0, 1 when the endpoint cannot be read, 2 bad arguments. */
+int moe_live_top_main(int argc, char **argv, FILE *out);
+
 #endif /* MOE_PROF_H */

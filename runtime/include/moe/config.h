@@ -40,6 +40,12 @@ typedef enum {
 typedef enum { MOE_ROUTING_MASTER = 0, MOE_ROUTING_SYMMETRIC = 1 } moe_routing_t;
 typedef enum { MOE_TRANSPORT_MPI = 0, MOE_TRANSPORT_UCX = 1, MOE_TRANSPORT_NCCL = 2 } moe_transport_kind_t;
 typedef enum { MOE_DEVICE_CPU = 0, MOE_DEVICE_CUDA = 1 } moe_device_kind_t;
+/* profiler.expert_histograms: moed_expert_seconds per (layer, expert) or per layer. */
+typedef enum {
+    MOE_EXPERT_HIST_AUTO = 0,
+    MOE_EXPERT_HIST_EXPERT = 1,
+    MOE_EXPERT_HIST_LAYER = 2
+} moe_expert_hist_t;
 typedef enum { MOE_DTYPE_F32 = 0, MOE_DTYPE_BF16 = 1, MOE_DTYPE_F16 = 2 } moe_dtype_t;
 
 /* Where a value came from in the YAML text (1-based, as editors count). line 0: not set
@@ -112,6 +118,9 @@ typedef struct moe_config {
     int64_t prof_trace_max_events;
     int64_t prof_metrics_max_mb;    /* 0 = no bound */
     char prof_output_dir[MOE_PATH_MAX];
+    char prof_listen[MOE_PATH_MAX];       /* "HOST:PORT" or "off" */
+    char prof_control_token[MOE_PATH_MAX]; /* "none": none (MOED_CONTROL_TOKEN may set one) */
+    moe_expert_hist_t prof_expert_hist;
 
     /* Provenance, filled by moe_cfg_parse(). */
     char source_name[MOE_PATH_MAX]; /* file name used in messages */

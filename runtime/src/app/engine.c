@@ -108,7 +108,7 @@ static moe_status_t engine_load_inputs(moe_engine_t *eng, moe_error_t *err)
     bool random = strcmp(cfg->input, "random") == 0;
     /* A few distinct random batches, so routing varies from step to step, generated once:
      * the timed loop only copies. A file input is one batch. */
-    eng->num_batches = random ? (int)(cfg->steps < 4 ? cfg->steps : 4) : 1;
+    eng->num_batches = random ? (int)(cfg->steps > 0 && cfg->steps < 4 ? cfg->steps : 4) : 1;
     size_t floats = (size_t)(n * H);
     eng->x = calloc(floats > 0 ? floats : 1, sizeof(float));
     eng->batches = calloc(floats > 0 ? floats * (size_t)eng->num_batches : 1, sizeof(float));
@@ -170,7 +170,7 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
         .local_ids = ids,
         .expert_weight_bytes = eng->weights.expert_bytes,
         .exchange_buffer_bytes = moe_layer_ctx_buffer_bytes(&eng->layer),
-        .total_steps = cfg->steps,
+        .total_steps = cfg->steps > 0 ? cfg->steps : INT64_MAX, /* 0: until a signal */
         .row_bytes = cfg->hidden_dim * (int64_t)sizeof(float),
         .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
         .transport = eng->transport->ops->name,
@@ -316,6 +316,12 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     if (st == MOE_OK && cfg->prof_enabled) {
         st = moe_agree(comm, engine_create_profiler(eng, err), err);
     }
+    if (st == MOE_OK && strcmp(cfg->prof_listen, "off") != 0) {
+        st = moe_agree(comm, moe_live_create(cfg, comm, eng->routes,
+                                             cfg->hidden_dim * (int64_t)sizeof(float),
+                                             &eng->live, err),
+                       err);
+    }
     if (st != MOE_OK) {
         moe_engine_destroy(eng);
         return st;
@@ -330,6 +336,7 @@ void moe_engine_destroy(moe_engine_t *eng)
         return;
     }
     moe_prof_destroy(eng->prof);
+    moe_live_destroy(eng->live);
     /* The transport first: it may still own exchanges into the layer's buffers (a stop
      * leaves them in flight), and NCCL's abort must end before those are freed. */
     moe_transport_destroy(eng->transport);
@@ -390,7 +397,14 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .shared_begin_ns = rec->shared_begin_ns,
         .shared_end_ns = rec->shared_end_ns,
     };
-    moe_prof_layer(eng->prof, &s);
+    if (eng->prof != NULL) {
+        moe_prof_layer(eng->prof, &s);
+    }
+    if (eng->live != NULL) {
+        int64_t t = moe_now_ns();
+        moe_live_layer(eng->live, &s);
+        eng->live_ns += moe_now_ns() - t;
+    }
 }
 
 static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *err)
@@ -414,7 +428,7 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
             return st;
         }
         engine_account_layer(eng);
-        if (eng->prof != NULL) {
+        if (eng->prof != NULL || eng->live != NULL) {
             int64_t t = moe_now_ns();
             engine_profile_layer(eng, l);
             eng->prof_ns += moe_now_ns() - t;
@@ -445,7 +459,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
     moe_wait_set_where(0, 0, "start barrier");
     moe_status_t st = moe_wait_barrier(eng->comm, err);
     int64_t t0 = moe_now_ns(), last_print = t0;
-    for (int64_t s = 0; s < steps && st == MOE_OK; s++) {
+    for (int64_t s = 0; (steps == 0 || s < steps) && st == MOE_OK; s++) { /* 0: no end */
         moe_stop_alive(moe_now_ns());
         moe_watchdog_tick(); /* a stop passed on by another rank, a fault to report */
         if (moe_stop_requested()) {
@@ -473,6 +487,12 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             if (st != MOE_OK) {
                 break;
             }
+        }
+        if (eng->live != NULL) {
+            int64_t t = moe_now_ns();
+            moe_live_step_end(eng->live, s, b, e);
+            eng->prof_ns += moe_now_ns() - t;
+            eng->live_ns += moe_now_ns() - t;
         }
         if (show) {
             engine_progress(eng, s, steps, t0, &last_print, false);

@@ -46,6 +46,8 @@ struct moe_engine {
     int64_t dropped;
     int64_t run_ns;        /* first step begin to last step end (between barriers) */
     moe_prof_t *prof;      /* NULL when profiler.enabled is false */
+    moe_live_t *live;      /* NULL when profiler.listen is off */
+    int64_t live_ns;       /* time inside the live path's hooks (also counted in prof_ns) */
     int64_t prof_ns;       /* time spent inside the profiler's per-step hooks */
     char (*hosts)[64];     /* [world] host of every rank, for messages */
     int stall_rank;        /* MOED_TEST_STALL=rank:step fault injection, -1 when unset */

@@ -60,6 +60,7 @@ static void print_usage(FILE *out)
             "usage: mpirun -np N moed --config FILE [options]\n"
             "       moed --config FILE [options]          (one rank hosting every expert)\n"
             "       moed compare RUN_DIR_A RUN_DIR_B       (two profiler reports side by side)\n"
+            "       moed top URL [--once]                  (a live endpoint in the terminal)\n"
             "\n"
             "Runs Mixture-of-Experts layers across MPI ranks as the YAML config says.\n"
             "\n"
@@ -310,6 +311,7 @@ typedef struct summary_totals {
     double expert[2]; /* flops, ns: summed */
     long long dropped;
     double prof_max;  /* the largest share of run time in the profiler's hooks */
+    double live_max;  /* ... and in the live path's alone (part of prof_max) */
 } summary_totals_t;
 
 static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *tot,
@@ -318,9 +320,10 @@ static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *to
     double mine[2] = {eng->expert_flops, (double)eng->expert_ns};
     long long drop = eng->dropped;
     double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
-    *tot = (summary_totals_t){{0, 0}, 0, 0.0};
+    double live_share = eng->run_ns > 0 ? (double)eng->live_ns / (double)eng->run_ns : 0.0;
+    *tot = (summary_totals_t){{0, 0}, 0, 0.0, 0.0};
     /* non-blocking and polled: a rank stopped after the last step trips the watchdog */
-    MPI_Request req[3];
+    MPI_Request req[4];
     moe_status_t st = MOE_MPI(MPI_Ireduce(mine, tot->expert, 2, MPI_DOUBLE, MPI_SUM, 0,
                                           eng->comm, &req[0]),
                               err);
@@ -334,7 +337,12 @@ static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *to
                                  eng->comm, &req[2]),
                      err);
     }
-    for (int i = 0; i < 3 && st == MOE_OK; i++) {
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Ireduce(&live_share, &tot->live_max, 1, MPI_DOUBLE, MPI_MAX, 0,
+                                 eng->comm, &req[3]),
+                     err);
+    }
+    for (int i = 0; i < 4 && st == MOE_OK; i++) {
         st = moe_wait_request(&req[i], "the summary's reduction", err);
     }
     return st;
@@ -383,11 +391,15 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
         printf("capacity: %lld of %.0f expert choices dropped (%.2f%%)\n", drop_all, choices,
                100.0 * (double)drop_all / choices);
     }
-    if (eng->prof != NULL) {
+    if (eng->prof != NULL || eng->live != NULL) {
         /* its direct cost: time inside its per-step hooks (the sampler thread and cache
          * effects are not in this; bench_profiler.sh compares tokens/s on and off) */
         printf("profiler: %.3f%% of run time in its hooks (the most of any rank)\n",
                100.0 * prof_max);
+        if (eng->live != NULL) {
+            printf("live: %.3f%% of run time in its hooks (the most of any rank)\n",
+                   100.0 * totals.live_max);
+        }
     }
     printf("tokens/s: %.0f\n", tps);
     return MOE_OK;
@@ -535,11 +547,15 @@ static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *t
         char cause[128], lost[256];
         stop_cause(cause, sizeof(cause));
         stop_lost_ranks(eng, lost, sizeof(lost));
-        MOE_ERROR("stopped by %s after %lld of %lld steps%s%s", cause,
-                  (long long)eng->steps_done, (long long)cfg->steps, lost,
-                  eng->prof != NULL ? "; writing what was measured" : "");
+        char of[48] = ""; /* workload.steps: 0 is a run without end */
+        if (cfg->steps > 0) {
+            snprintf(of, sizeof(of), " of %lld", (long long)cfg->steps);
+        }
+        MOE_ERROR("stopped by %s after %lld%s steps%s%s", cause, (long long)eng->steps_done, of,
+                  lost, eng->prof != NULL ? "; writing what was measured" : "");
     }
     finish_profile(eng, cfg, text, len, true, NULL, rank);
+    moe_live_finish(eng->live, true);
     moe_engine_destroy(eng);
     return EXIT_SIGNAL;
 }
@@ -553,6 +569,7 @@ static int run_finish(const options_t *opt, moe_engine_t *eng, const moe_config_
     moe_error_clear(&err);
     moe_engine_test_pause(eng, "report");
     int code = finish_profile(eng, cfg, text, len, false, NULL, rank);
+    moe_live_finish(eng->live, false);
     if (opt->bench && moe_selfbench_run(eng, &err) != MOE_OK) {
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
@@ -735,6 +752,10 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "top") == 0) {
+        /* A terminal view of a live endpoint; needs no MPI. */
+        return moe_live_top_main(argc - 2, argv + 2, stdout);
+    }
     if (argc > 1 && strcmp(argv[1], "compare") == 0) {
         /* Reads two report folders; needs no MPI. Exit codes: 0, or 2 (= EXIT_USAGE). */
         return moe_prof_compare_main(argc - 2, argv + 2, stdout);

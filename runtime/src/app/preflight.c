@@ -245,7 +245,7 @@ static moe_preflight_fail_t check_dump_output(const char *path, moe_error_t *err
  * smoke run with --steps 2 is legitimate), so a warning, in --check-config too. */
 static void warn_warmup(const moe_config_t *cfg)
 {
-    if (cfg->prof_enabled && cfg->steps <= cfg->prof_warmup_steps) {
+    if (cfg->prof_enabled && cfg->steps > 0 && cfg->steps <= cfg->prof_warmup_steps) {
         MOE_WARN("profiler: all %lld steps are warm-up (profiler.warmup_steps %lld): nothing "
                  "will be recorded; run more steps or lower the warm-up",
                  (long long)cfg->steps, (long long)cfg->prof_warmup_steps);

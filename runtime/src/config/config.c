@@ -69,6 +69,7 @@ static const char *const cfg_dtype_names[] = {"f32", "bf16", "f16", NULL};
 static const char *const cfg_routing_names[] = {"master", "symmetric", NULL};
 static const char *const cfg_transport_names[] = {"mpi", "ucx", "nccl", NULL};
 static const char *const cfg_device_names[] = {"cpu", "cuda", NULL};
+static const char *const cfg_expert_hist_names[] = {"auto", "expert", "layer", NULL};
 
 /* The name arrays above are indexed by enum value. */
 _Static_assert(MOE_ACT_SWIGLU == 0 && MOE_ACT_GELU == 1 && MOE_ACT_SWIGLU_OAI == 2,
@@ -85,6 +86,8 @@ _Static_assert(MOE_ROUTING_MASTER == 0 && MOE_ROUTING_SYMMETRIC == 1, "cfg_routi
 _Static_assert(MOE_TRANSPORT_MPI == 0 && MOE_TRANSPORT_UCX == 1 && MOE_TRANSPORT_NCCL == 2,
                "cfg_transport_names order");
 _Static_assert(MOE_DEVICE_CPU == 0 && MOE_DEVICE_CUDA == 1, "cfg_device_names order");
+_Static_assert(MOE_EXPERT_HIST_AUTO == 0 && MOE_EXPERT_HIST_EXPERT == 1 &&
+               MOE_EXPERT_HIST_LAYER == 2, "cfg_expert_hist_names order");
 
 #define CFG_FIELD(f) offsetof(moe_config_t, f), sizeof(((moe_config_t *)0)->f)
 #define KEY_INT(p, f, d, lo, hi, unit, doc) \
@@ -155,7 +158,8 @@ static const cfg_key_t cfg_keys[] = {
 
     KEY_INT("workload.tokens_per_step", tokens_per_step, "2048", 1, 4194304, "tokens",
             "tokens routed per step"),
-    KEY_INT("workload.steps", steps, "20", 1, 1000000000, "steps", "steps to run"),
+    KEY_INT("workload.steps", steps, "20", 0, 1000000000, "steps",
+            "steps to run; 0 = until SIGINT or SIGTERM"),
     KEY_STR("workload.input", input, "random",
             "'random' or a .safetensors file holding tensor \"input\" [tokens, hidden_dim]"),
     KEY_DBL("workload.routing_skew", routing_skew, "0", 0, 16, "",
@@ -185,6 +189,13 @@ static const cfg_key_t cfg_keys[] = {
             "which step the file stopped"),
     KEY_STR("profiler.output_dir", prof_output_dir, "experiments",
             "directory for reports and traces"),
+    KEY_STR("profiler.listen", prof_listen, "off",
+            "rank 0's live HTTP endpoint, HOST:PORT (port 0: any free port); 'off' = none"),
+    KEY_STR("profiler.control_token", prof_control_token, "none",
+            "bearer token for POST /profile (or env MOED_CONTROL_TOKEN); 'none' = control off"),
+    KEY_ENUM("profiler.expert_histograms", prof_expert_hist, cfg_expert_hist_names, "auto",
+             "moed_expert_seconds per expert or per layer; auto: per expert while "
+             "experts x layers <= 1024"),
 };
 
 #define CFG_NKEYS (sizeof(cfg_keys) / sizeof(cfg_keys[0]))
@@ -1910,6 +1921,9 @@ void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx)
     char *buf = cfg != NULL && fn != NULL ? malloc(MOE_CFG_VALUE_MAX) : NULL;
     for (size_t i = 0; buf != NULL && i < CFG_NKEYS; i++) {
         bool quoted = key_value(&cfg_keys[i], cfg, buf, MOE_CFG_VALUE_MAX);
+        if (strcmp(cfg_keys[i].path, "profiler.control_token") == 0 && strcmp(buf, "none") != 0) {
+            snprintf(buf, MOE_CFG_VALUE_MAX, "(set)"); /* a secret: never into a report */
+        }
         fn(ctx, cfg_keys[i].path, buf, quoted);
     }
     free(buf);

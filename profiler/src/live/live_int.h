@@ -1,0 +1,151 @@
+/* The live path's private layout: the counters every rank keeps, the message that carries
+ * them to rank 0, and rank 0's view that the HTTP threads read.
+ *
+ * Every rank keeps cumulative counters (so a message that is skipped loses nothing) and
+ * sends them at a step boundary at most every LIVE_SEND_MS, with one MPI_Isend that is not
+ * waited for; a send still in flight skips the turn. Rank 0 takes what has arrived at its
+ * own step boundaries (MPI_Iprobe) and publishes it under a mutex it only try-locks, so an
+ * HTTP client holding the lock never delays a step.
+ *
+ * The message is an array of int64 (all ranks run the same build: the start-up handshake
+ * checks it), little-endian on every platform moed supports:
+ *   header[LIVE_HDR]  (live_hdr_t below)
+ *   step_hist[LIVE_NB + 1]   this rank's step times: bucket counts, then the sum in ns
+ *   bytes[W]                 bytes this rank sent to each rank (dispatch + combine)
+ *   routed[L*E], dropped[L*E]  only when header.routes: the tokens this rank routed to
+ *                            each expert (after capacity) and those it dropped
+ *   ehist[G * (LIVE_NB + 1)] expert busy time per call: G = L * num_local (per expert) or
+ *                            L (per layer); bucket counts, then the sum in ns
+ * Rank 0 checks the length against the sender's rank and flags before reading. */
+#ifndef MOE_LIVE_INT_H
+#define MOE_LIVE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moe/config.h"
+
+#define LIVE_MAGIC 0x4d4f45444c495645LL /* "MOEDLIVE" */
+#define LIVE_VERSION 1
+#define LIVE_NB 20                       /* histogram buckets, the last one +Inf */
+#define LIVE_SEND_MS 200                 /* at most one periodic message per rank per this */
+#define LIVE_STEP_RING 240               /* rank 0's recent step times, for the page */
+#define LIVE_RATE_RING 64                /* rank 0's (time, step) samples, for tokens/s */
+#define LIVE_MAX_REPORTS 64              /* window folders listed by /status */
+
+enum { LIVE_KIND_PERIODIC = 0, LIVE_KIND_MARK = 1, LIVE_KIND_FIN = 2 };
+
+typedef enum {
+    LIVE_HDR_MAGIC = 0,
+    LIVE_HDR_RANK,
+    LIVE_HDR_STEP,      /* last completed step, -1 before the first */
+    LIVE_HDR_KIND,
+    LIVE_HDR_WINDOW,    /* mark: the window id */
+    LIVE_HDR_MARK,      /* mark: 0 open, 1 close */
+    LIVE_HDR_RSS,       /* resident bytes */
+    LIVE_HDR_ROUTES,    /* 1: routed and dropped follow */
+    LIVE_HDR_STEPS,     /* steps completed */
+    LIVE_HDR_COUNT
+} live_hdr_t;
+#define LIVE_HDR LIVE_HDR_COUNT
+
+/* Bucket upper bounds in seconds (LIVE_NB - 1 of them; the last bucket is +Inf). */
+extern const double live_bucket_s[LIVE_NB - 1];
+int live_bucket_of_ns(int64_t ns);
+
+/* The shape of the run, the same on every rank. */
+typedef struct live_dims {
+    int L, E, W;
+    bool per_expert;            /* expert histograms per (layer, expert), else per layer */
+    int64_t row_bytes;
+    int64_t tokens_per_step;
+    int32_t owner[MOE_MAX_EXPERTS]; /* owner rank of each expert */
+    int nlocal[MOE_MAX_RANKS];      /* experts each rank hosts */
+    int32_t *local_ids;             /* [W][E]: rank r's experts in local order, row r */
+} live_dims_t;
+
+/* Offsets of each part of a message, in int64 units. */
+typedef struct live_layout {
+    size_t step_hist, bytes, routed, dropped, ehist, total;
+    int groups;                 /* expert histogram groups */
+} live_layout_t;
+
+void live_layout_of(const live_dims_t *d, int rank, bool routes, live_layout_t *out);
+
+/* A window on rank 0, from the request to its folder. */
+typedef enum {
+    LIVE_WIN_IDLE = 0,
+    LIVE_WIN_REQUESTED,  /* by POST /profile; the main thread opens it at its next step */
+    LIVE_WIN_OPEN,       /* marks asked of every rank */
+    LIVE_WIN_WRITING,    /* the writer thread writes the folder */
+} live_win_state_t;
+
+typedef struct live_window {
+    live_win_state_t state;
+    int64_t id;
+    int64_t steps;             /* requested */
+    bool all_ranks;
+    bool *ranks;               /* [W] included when !all_ranks */
+    int64_t open_step, close_step; /* boundaries: after these steps */
+    char folder[512];          /* full path */
+    char name[128];            /* last component */
+} live_window_t;
+
+/* Rank 0's published view: what the HTTP threads read, under mu. */
+typedef struct live_view {
+    pthread_mutex_t mu;
+    live_dims_t dims;
+    int64_t **snap;            /* [W] the latest message of each rank (NULL: none yet) */
+    size_t *snap_len;          /* [W] int64s in it */
+    int64_t *recv_ns;          /* [W] when it arrived */
+    int64_t step;              /* rank 0's last completed step */
+    int64_t start_ns;
+    int64_t rate_t[LIVE_RATE_RING], rate_s[LIVE_RATE_RING];
+    int rate_n, rate_head;
+    double step_ms[LIVE_STEP_RING];
+    int64_t step_idx[LIVE_STEP_RING];
+    int step_n, step_head;
+    live_window_t win;
+    char reports[LIVE_MAX_REPORTS][128];
+    int num_reports;
+    char last_error[256];
+    char output_dir[MOE_PATH_MAX];
+    char token[MOE_PATH_MAX];  /* "" when control is off */
+    char url[128];
+    bool finished;
+} live_view_t;
+
+int live_view_init(live_view_t *v, const live_dims_t *d);
+void live_view_free(live_view_t *v);
+
+/* A growable text buffer; on allocation failure it keeps failed set and stops growing. */
+typedef struct live_buf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+} live_buf_t;
+void live_buf_printf(live_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void live_buf_free(live_buf_t *b);
+
+/* Renderers; the caller holds v->mu. */
+void live_render_metrics(const live_view_t *v, live_buf_t *out);
+char *live_render_status(const live_view_t *v);   /* malloc'd JSON, or NULL */
+char *live_render_data(const live_view_t *v);     /* malloc'd JSON for the page, or NULL */
+extern const char live_page_html[];
+
+/* The HTTP server (rank 0). */
+typedef struct live_http live_http_t;
+int live_http_start(live_view_t *v, const char *listen, live_http_t **out, char *why,
+                    size_t why_len);
+void live_http_stop(live_http_t *h);
+
+/* The window writer thread's work: the folder from the marks, then the view updated. */
+void moe_live_window_write(live_view_t *v, int64_t *const *open, int64_t *const *close,
+                           const size_t *lens, int64_t seconds_ns);
+
+/* Constant-time comparison of a presented token with the expected one. */
+bool live_token_equal(const char *given, size_t given_len, const char *want);
+
+#endif /* MOE_LIVE_INT_H */

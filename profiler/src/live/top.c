@@ -1,0 +1,237 @@
+/* `moed top URL [--once]`: the live figures in a terminal, for clusters without a browser.
+ * A minimal HTTP/1.0 client (getaddrinfo, connect, one GET, read to the end) with a
+ * bound on time and size; the answers are parsed with jansson. */
+#include <jansson.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moe/prof.h"
+
+#define TOP_MAX_BODY (64u << 20)
+#define TOP_TIMEOUT_MS 5000
+
+/* "http://host:port/..." -> host, port. */
+static int top_parse_url(const char *url, char *host, size_t hn, char *port, size_t pn)
+{
+    const char *p = strncmp(url, "http://", 7) == 0 ? url + 7 : url;
+    const char *end = p + strcspn(p, "/");
+    const char *colon = NULL;
+    if (*p == '[') {
+        const char *rb = memchr(p, ']', (size_t)(end - p));
+        if (rb == NULL) {
+            return -1;
+        }
+        snprintf(host, hn, "%.*s", (int)(rb - p - 1), p + 1);
+        colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+    } else {
+        colon = memchr(p, ':', (size_t)(end - p));
+        snprintf(host, hn, "%.*s", (int)((colon != NULL ? colon : end) - p), p);
+    }
+    snprintf(port, pn, "%.*s", colon != NULL ? (int)(end - colon - 1) : 2,
+             colon != NULL ? colon + 1 : "80");
+    return host[0] != '\0' && port[0] != '\0' ? 0 : -1;
+}
+
+static int top_connect(const char *host, const char *port)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host, port, &hints, &ai) != 0) {
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *a = ai; a != NULL && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* GET path; the body as a JSON value, or NULL with why. */
+static json_t *top_get(const char *host, const char *port, const char *path, char *why,
+                       size_t wn)
+{
+    int fd = top_connect(host, port);
+    if (fd < 0) {
+        snprintf(why, wn, "cannot connect to %s:%s", host, port);
+        return NULL;
+    }
+    char req[512];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                     path, host);
+    json_t *out = NULL;
+    size_t len = 0, cap = 65536;
+    char *buf = malloc(cap);
+    if (buf == NULL || write(fd, req, (size_t)n) != n) {
+        snprintf(why, wn, "cannot send the request");
+        goto done;
+    }
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, TOP_TIMEOUT_MS) <= 0) {
+            snprintf(why, wn, "no answer within %d ms", TOP_TIMEOUT_MS);
+            goto done;
+        }
+        if (len + 1 >= cap) {
+            char *p = cap < TOP_MAX_BODY ? realloc(buf, cap * 2) : NULL;
+            if (p == NULL) {
+                snprintf(why, wn, "answer too large");
+                goto done;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, buf + len, cap - len - 1);
+        if (got < 0) {
+            snprintf(why, wn, "read failed");
+            goto done;
+        }
+        if (got == 0) {
+            break;
+        }
+        len += (size_t)got;
+    }
+    buf[len] = '\0';
+    char *body = strstr(buf, "\r\n\r\n");
+    if (strncmp(buf, "HTTP/1.", 7) != 0 || strncmp(buf + 8, " 200", 4) != 0 || body == NULL) {
+        snprintf(why, wn, "unexpected answer: %.40s", buf);
+        goto done;
+    }
+    json_error_t jerr;
+    out = json_loads(body + 4, 0, &jerr);
+    if (out == NULL) {
+        snprintf(why, wn, "bad JSON: %s", jerr.text);
+    }
+done:
+    free(buf);
+    close(fd);
+    return out;
+}
+
+static void top_ranks(FILE *out, json_t *st, json_t *data)
+{
+    json_t *bytes = json_object_get(data, "bytes");
+    fprintf(out, "\n rank  alive  last step  resident MiB  sent MiB\n");
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(st, "ranks"), i, r) {
+        double sent = 0;
+        json_t *row = json_array_get(bytes, i), *b;
+        size_t k;
+        json_array_foreach(row, k, b) {
+            sent += (double)json_integer_value(b);
+        }
+        json_t *ls = json_object_get(r, "last_step");
+        fprintf(out, " %4zu  %-5s  %9lld  %12.1f  %8.1f\n", i,
+                json_is_true(json_object_get(r, "alive")) ? "yes" : "NO",
+                json_is_integer(ls) ? (long long)json_integer_value(ls) : -1LL,
+                (double)json_integer_value(json_object_get(r, "resident_bytes")) / 1048576.0,
+                sent / 1048576.0);
+    }
+}
+
+static void top_layers(FILE *out, json_t *data)
+{
+    fprintf(out, "\n layer  imbalance  busiest experts (tokens since start)\n");
+    size_t l;
+    json_t *row;
+    json_array_foreach(json_object_get(data, "tokens"), l, row) {
+        long long best[3] = {-1, -1, -1};
+        int who[3] = {-1, -1, -1};
+        size_t e;
+        json_t *v;
+        json_array_foreach(row, e, v) {
+            long long t = json_integer_value(v);
+            for (int k = 0; k < 3; k++) {
+                if (t > best[k]) {
+                    for (int j = 2; j > k; j--) {
+                        best[j] = best[j - 1];
+                        who[j] = who[j - 1];
+                    }
+                    best[k] = t;
+                    who[k] = (int)e;
+                    break;
+                }
+            }
+        }
+        fprintf(out, " %5zu  %9.2f ", l,
+                json_real_value(json_array_get(json_object_get(data, "imbalance"), l)));
+        for (int k = 0; k < 3 && who[k] >= 0; k++) {
+            fprintf(out, "  e%d:%lld", who[k], best[k]);
+        }
+        fprintf(out, "\n");
+    }
+}
+
+static int top_frame(FILE *out, const char *host, const char *port, bool clear)
+{
+    char why[256];
+    json_t *st = top_get(host, port, "/status", why, sizeof(why));
+    json_t *data = st != NULL ? top_get(host, port, "/live.json", why, sizeof(why)) : NULL;
+    if (clear) {
+        fprintf(out, "\033[H\033[2J");
+    }
+    if (st == NULL || data == NULL) {
+        fprintf(out, "moed top: %s\n", why);
+        json_decref(st);
+        return 1;
+    }
+    json_t *ms = json_object_get(data, "step_ms");
+    size_t nms = json_array_size(ms);
+    json_t *win = json_object_get(st, "window");
+    fprintf(out, "moed top  %s:%s  step %lld  %.0f tokens/s  last step %.2f ms  %s\n", host,
+            port, (long long)json_integer_value(json_object_get(st, "step")),
+            json_real_value(json_object_get(st, "tokens_per_s")),
+            nms > 0 ? json_real_value(json_array_get(ms, nms - 1)) : 0.0,
+            json_is_true(json_object_get(st, "finished")) ? "(run ended)" : "");
+    fprintf(out, "window: %s   reports: %zu\n",
+            json_string_value(json_object_get(win, "state")),
+            json_array_size(json_object_get(st, "reports")));
+    top_ranks(out, st, data);
+    top_layers(out, data);
+    fflush(out);
+    json_decref(st);
+    json_decref(data);
+    return 0;
+}
+
+int moe_live_top_main(int argc, char **argv, FILE *out)
+{
+    const char *url = NULL;
+    bool once = false;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--once") == 0) {
+            once = true;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fprintf(out, "usage: moed top URL [--once]   (URL: http://HOST:PORT/ as rank 0 "
+                         "printed it)\n");
+            return 0;
+        } else if (url == NULL && argv[i][0] != '-') {
+            url = argv[i];
+        } else {
+            fprintf(stderr, "moed top: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    char host[256], port[16];
+    if (url == NULL || top_parse_url(url, host, sizeof(host), port, sizeof(port)) != 0) {
+        fprintf(stderr, "moed top: usage: moed top http://HOST:PORT/ [--once]\n");
+        return 2;
+    }
+    if (once) {
+        return top_frame(out, host, port, false);
+    }
+    for (;;) {
+        top_frame(out, host, port, true);
+        sleep(1);
+    }
+}

@@ -1,0 +1,254 @@
+#!/usr/bin/env bash
+# live.sh CASE: the live endpoint of a run without end (workload.steps: 0) on 3 ranks,
+# over 127.0.0.1 only, every request bounded in time.
+#   metrics  /metrics parsed by prometheus_client's parser; counters rise between scrapes;
+#            /status is JSON with every rank
+#   window   POST /profile: 401 without a token, 403 with a wrong one (nothing changes),
+#            202 with the right one and then a window folder while the run goes on
+#   abuse    garbage, a 200 kB header and idle connections: steps keep going and /metrics
+#            still answers fast
+#   page     the page in headless Chromium draws its charts (77 without Chromium)
+#   page_js  the page's script run by node against the live endpoint with a stub DOM: all
+#            four charts draw, no exception (77 without node 18+)
+#   top      `moed top URL --once` prints a frame
+#   stop     SIGTERM: every rank stops within seconds and rank 0 writes the report
+set -euo pipefail
+source "$(dirname "$0")/../mpi/common.sh"
+case_name=${1:?case}
+TOKEN=t0ken-$$-live
+
+if [[ "$case_name" == page_js ]] && ! node -e 'if (typeof fetch !== "function") process.exit(1)' \
+   2>/dev/null; then
+  echo "SKIP: node 18+ (with fetch) not installed"; exit 77
+fi
+if [[ "$case_name" == page ]] && ! command -v chromium >/dev/null && \
+   ! command -v chromium-browser >/dev/null; then
+  echo "SKIP: chromium not installed"; exit 77
+fi
+# Debian's python3 (python3-prometheus-client), not whatever python3 comes first in PATH
+PYTHON=${MOED_PYTHON:-$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || command -v python3)}
+"$PYTHON" -c 'import prometheus_client' 2>/dev/null || \
+  { [[ "$case_name" == metrics ]] && { echo "SKIP: python3-prometheus-client not installed"; exit 77; }; true; }
+
+STEPS=0 PROF=true TOKENS=64 LAYERS=2 E=8 small_model > c.yaml
+cat >> c.yaml <<EOC
+  warmup_steps: 2
+  measurement_steps: 5
+  listen: "127.0.0.1:0"
+EOC
+export MOED_CONTROL_TOKEN=$TOKEN
+# --foreground: timeout passes SIGTERM on to mpirun only (see mpi/failures.sh)
+timeout --foreground -k 5 150 mpirun $MPIRUN_FLAGS -np 3 "$MOED" --config c.yaml --no-progress > run.log 2>&1 &
+RUN=$!
+stop_run() { kill -TERM "$RUN" 2>/dev/null || true; wait "$RUN" 2>/dev/null || true; }
+trap 'stop_run; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
+URL=""
+for _ in $(seq 1 300); do
+  URL=$(sed -nE 's/.*live: (http:[^ ]+).*/\1/p' run.log | head -1)
+  [[ -n "$URL" ]] && break
+  kill -0 "$RUN" 2>/dev/null || { cat run.log; fail "the run ended before its endpoint"; }
+  sleep 0.1
+done
+[[ -n "$URL" ]] || { cat run.log; fail "no endpoint URL printed by rank 0"; }
+[[ "$URL" == http://127.0.0.1:* ]] || fail "unexpected URL $URL"
+echo "endpoint $URL"
+export URL TOKEN
+sleep 1
+
+py() { timeout 60 "$PYTHON" - "$@"; }
+
+case "$case_name" in
+metrics)
+  py <<'PY' || fail "metrics check"
+import json, os, time, urllib.request
+from prometheus_client.parser import text_string_to_metric_families
+url = os.environ["URL"]
+def scrape():
+    with urllib.request.urlopen(url + "metrics", timeout=5) as r:
+        assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4"), r.headers
+        fams = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
+    return fams
+def total(f, name):
+    return sum(s.value for s in f.samples if s.name == name)
+a = scrape(); time.sleep(1.5); b = scrape()
+for name, typ in [("moed_steps", "counter"), ("moed_step_seconds", "histogram"),
+                  ("moed_expert_tokens", "counter"), ("moed_expert_seconds", "histogram"),
+                  ("moed_exchange_bytes", "counter"), ("moed_rank_resident_bytes", "gauge"),
+                  ("moed_tokens_dropped", "counter"), ("moed_layer_imbalance", "gauge")]:
+    assert name in b, name + " missing"
+    assert b[name].type == typ, (name, b[name].type)
+tok = [s for s in b["moed_expert_tokens"].samples if s.name == "moed_expert_tokens_total"]
+assert len(tok) == 2 * 8, len(tok)           # every expert of every layer
+assert {s.labels["rank"] for s in tok} == {"1", "2"}, "owner ranks"
+for n, s in [("moed_steps", "moed_steps_total"), ("moed_expert_tokens", "moed_expert_tokens_total"),
+             ("moed_exchange_bytes", "moed_exchange_bytes_total"),
+             ("moed_step_seconds", "moed_step_seconds_count")]:
+    assert total(b[n], s) > total(a[n], s) > 0, (s, total(a[n], s), total(b[n], s))
+assert total(b["moed_expert_tokens"], "moed_expert_tokens_total") > 0
+ranks = {s.labels["rank"] for s in b["moed_rank_resident_bytes"].samples}
+assert ranks == {"0", "1", "2"}, ranks
+with urllib.request.urlopen(url + "status", timeout=5) as r:
+    st = json.load(r)
+assert st["world"] == 3 and len(st["ranks"]) == 3 and st["tokens_per_s"] > 0, st
+assert all(r["alive"] for r in st["ranks"]), st["ranks"]
+print("metrics ok: %d families, steps %d -> %d" % (len(b), total(a["moed_steps"], "moed_steps_total"),
+      total(b["moed_steps"], "moed_steps_total")))
+PY
+  ;;
+window)
+  py <<'PY' || fail "window check"
+import json, os, time, urllib.request, urllib.error
+url, token = os.environ["URL"], os.environ["TOKEN"]
+def post(path, headers):
+    req = urllib.request.Request(url + path, data=b"", method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+def status():
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        return json.load(r)
+assert post("profile?steps=5", {})[0] == 401
+assert post("profile?steps=5", {"Authorization": "Bearer wrong"})[0] == 403
+assert post("profile?steps=5", {"Authorization": "Bearer " + token + "x"})[0] == 403
+assert post("profile?steps=5", {"Authorization": "Basic " + token})[0] == 403
+assert status()["window"]["state"] == "idle", "a refused request changed the window"
+assert post("profile?steps=0", {"Authorization": "Bearer " + token})[0] == 400
+assert post("profile?steps=5&ranks=7", {"Authorization": "Bearer " + token})[0] == 400
+folders = []
+for ranks in ["", "&ranks=0,2"]:
+    code, ans = post("profile?steps=6" + ranks, {"Authorization": "Bearer " + token})
+    assert code == 202, (code, ans)
+    folders.append(ans["folder"])
+    for _ in range(200):
+        st = status()
+        if ans["folder"] in st["reports"]:
+            break
+        time.sleep(0.1)
+    else:
+        raise SystemExit("window never written: %s" % st)
+    w = json.load(open(os.path.join(st["output_dir"], ans["folder"], "window.json")))
+    assert w["last_step"] - w["first_step"] + 1 == 6, w
+    assert sum(e["tokens"] for e in w["experts"]) == 6 * 64 * 2 * 2, "tokens in the window"
+    assert w["ranks_missing"] == [], w["ranks_missing"]
+    want = [0, 1, 2] if ranks == "" else [0, 2]
+    assert [r["rank"] for r in w["ranks"]] == want, w["ranks"]
+s1 = status()["step"]; time.sleep(0.5)
+assert status()["step"] > s1, "the run did not go on"
+print("windows ok:", folders)
+PY
+  ;;
+abuse)
+  py <<'PY' || fail "abuse check"
+import os, socket, time, urllib.request
+url = os.environ["URL"]
+host, port = url[len("http://"):].rstrip("/").split(":")
+port = int(port)
+def step():
+    import json
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        return json.load(r)["step"]
+idle = [socket.create_connection((host, port), timeout=5) for _ in range(16)]
+for s in idle[:8]:
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")        # never finished
+for _ in range(5):
+    g = socket.create_connection((host, port), timeout=5)
+    g.sendall(os.urandom(4096)); g.close()
+big = socket.create_connection((host, port), timeout=5)
+try:
+    big.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n")
+except OSError:
+    pass                                                      # closed on us: fine
+try:
+    ans = big.recv(200)
+    assert ans == b"" or b" 200 " not in ans.split(b"\r\n")[0], ans[:60]
+except OSError:
+    pass
+s0 = step(); time.sleep(1.0)
+worst = 0.0
+for _ in range(10):
+    t = time.monotonic()
+    with urllib.request.urlopen(url + "metrics", timeout=5) as r:
+        assert r.status == 200 and len(r.read()) > 0
+    worst = max(worst, time.monotonic() - t)
+s1 = step()
+assert s1 > s0 + 5, ("steps stalled", s0, s1)
+assert worst < 1.0, "metrics took %.3f s" % worst
+for s in idle:
+    s.close()
+print("abuse ok: steps %d -> %d, slowest /metrics %.3f s" % (s0, s1, worst))
+PY
+  ;;
+page)
+  CHROME=$(command -v chromium || command -v chromium-browser)
+  timeout 60 "$CHROME" --headless --no-sandbox --disable-gpu --virtual-time-budget=5000 \
+    --dump-dom "$URL" > dom.html 2>/dev/null || fail "chromium failed"
+  for id in heat steps bytes mem; do
+    grep -qE "id=\"$id\"[^>]*data-drawn=\"1\"|data-drawn=\"1\"[^>]*id=\"$id\"" dom.html || \
+      { head -c 2000 dom.html; fail "chart $id not drawn"; }
+  done
+  grep -q "tokens/s" dom.html || fail "no header figures"
+  echo "page ok"
+  ;;
+page_js)
+  curl -s -m 5 "$URL" > page.html || fail "GET /"
+  grep -q '<canvas id="heat"' page.html || fail "no heat map canvas"
+  ! grep -qE '(src|href)="(https?:)?//' page.html || fail "the page loads something from a network"
+  sed -n '/<script>/,/<\/script>/p' page.html | sed '1s/.*<script>//; $s/<\/script>.*//' > page.js
+  cat > run_page.js <<'JS'
+const fs = require("fs");
+const base = process.env.URL.replace(/\/$/, "");
+const els = {};
+function ctx2d() {
+  const c = {calls: 0};
+  for (const f of ["clearRect", "fillRect", "beginPath", "moveTo", "lineTo", "stroke", "fillText"])
+    c[f] = () => { c.calls++; };
+  return c;
+}
+global.document = {getElementById(id) {
+  if (!els[id]) els[id] = {id, width: 900, height: 200, attrs: {}, textContent: "", ctx: ctx2d(),
+    getContext() { return this.ctx; }, setAttribute(k, v) { this.attrs[k] = v; }};
+  return els[id];
+}};
+const realFetch = fetch;
+global.fetch = (p) => realFetch(base + p);
+let ticks = 0;
+const realSetInterval = setInterval;
+global.setInterval = (f) => { const h = realSetInterval(() => { ticks++; f(); }, 300); h.unref(); };
+eval(fs.readFileSync("page.js", "utf8"));
+setTimeout(() => {
+  for (const id of ["heat", "steps", "bytes", "mem"]) {
+    const e = els[id];
+    if (!e || e.attrs["data-drawn"] !== "1" || e.ctx.calls < 2) { console.log("chart not drawn:", id); process.exit(1); }
+  }
+  const h = els["hdr"].textContent;
+  if (!/tokens\/s/.test(h)) { console.log("header:", h); process.exit(1); }
+  console.log("page ok after", ticks, "refreshes:", h);
+  process.exit(0);
+}, 2500);
+JS
+  URL=$URL timeout 30 node run_page.js || fail "the page's script"
+  ;;
+top)
+  timeout 20 "$MOED" top "$URL" --once > top.txt || { cat top.txt; fail "moed top --once"; }
+  cat top.txt
+  grep -q "tokens/s" top.txt && grep -qE "^ +2 +yes" top.txt || fail "top frame incomplete"
+  ;;
+stop)
+  sleep 1
+  t0=$(date +%s)
+  kill -TERM "$RUN"
+  rc=0; wait "$RUN" || rc=$?
+  t1=$(date +%s)
+  cat run.log | tail -5
+  (( t1 - t0 <= 10 )) || fail "stopping took $((t1 - t0)) s"
+  [[ $rc -ne 0 ]] || fail "a stopped run must not exit 0"
+  compgen -G "experiments/*/summary.json" >/dev/null || { ls -R experiments | head; \
+    fail "no report written after SIGTERM"; }
+  grep -q '"interrupted": *true' experiments/*/summary.json || fail "report not marked interrupted"
+  pgrep -f "$WORK/c.yaml" >/dev/null && fail "a rank is still running"
+  echo "stop ok in $((t1 - t0)) s"
+  ;;
+*) fail "unknown case $case_name" ;;
+esac
