@@ -795,20 +795,28 @@ typedef struct cfg_parse {
     moe_cfg_mark_t layer_mark[MOE_MAX_LAYER_IDS]; /* entries of model.layers, in order */
 } cfg_parse_t;
 
-/* Fail with MOE_ERR_CONFIG: "src:line:col: message", or "src: message" without a mark. */
+/* Fail with `code`: "src:line:col: message", or "src: message" without a mark. */
+static moe_status_t cfg_failv(cfg_parse_t *p, moe_status_t code, moe_cfg_mark_t m,
+                              const char *fmt, va_list ap)
+{
+    char msg[MOE_ERROR_MSG_MAX];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (m.line > 0) {
+        return moe_error_set(p->err, code, "%s:%d:%d: %s", p->src, m.line, m.col, msg);
+    }
+    return moe_error_set(p->err, code, "%s: %s", p->src, msg);
+}
+
+/* A config error (MOE_ERR_CONFIG, exit 3) at mark m. */
 static moe_status_t cfg_fail(cfg_parse_t *p, moe_cfg_mark_t m, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static moe_status_t cfg_fail(cfg_parse_t *p, moe_cfg_mark_t m, const char *fmt, ...)
 {
-    char msg[MOE_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    moe_status_t st = cfg_failv(p, MOE_ERR_CONFIG, m, fmt, ap);
     va_end(ap);
-    if (m.line > 0) {
-        return moe_error_set(p->err, MOE_ERR_CONFIG, "%s:%d:%d: %s", p->src, m.line, m.col, msg);
-    }
-    return moe_error_set(p->err, MOE_ERR_CONFIG, "%s: %s", p->src, msg);
+    return st;
 }
 
 static yaml_node_t *doc_node(cfg_parse_t *p, int index)
@@ -1453,15 +1461,11 @@ static moe_status_t ckpt_fail(cfg_parse_t *p, moe_cfg_mark_t m, const char *fmt,
     __attribute__((format(printf, 3, 4)));
 static moe_status_t ckpt_fail(cfg_parse_t *p, moe_cfg_mark_t m, const char *fmt, ...)
 {
-    char msg[MOE_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    moe_status_t st = cfg_failv(p, MOE_ERR_WEIGHTS, m, fmt, ap);
     va_end(ap);
-    if (m.line > 0) {
-        return moe_error_set(p->err, MOE_ERR_WEIGHTS, "%s:%d:%d: %s", p->src, m.line, m.col, msg);
-    }
-    return moe_error_set(p->err, MOE_ERR_WEIGHTS, "%s: %s", p->src, msg);
+    return st;
 }
 
 /* One value of config.json: set it, or check the YAML's own value agrees. Both sides go

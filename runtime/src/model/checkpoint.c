@@ -579,15 +579,21 @@ static moe_status_t ck_read_fp8(moe_ckpt_t *ck, moe_st_file_t *f, const char *na
     return st;
 }
 
+/* The file and header entry of tensor `name`, which must have shape[ndim]. */
+static moe_status_t ck_find_shaped(moe_ckpt_t *ck, const char *name, int ndim,
+                                   const int64_t *shape, moe_st_file_t **f,
+                                   const moe_st_tensor_info_t **ti, moe_error_t *err)
+{
+    moe_status_t st = ck_locate(ck, name, f, ti, err);
+    return st == MOE_OK ? ck_shape_check(ck, moe_ckpt_name(ck), *ti, ndim, shape, err) : st;
+}
+
 moe_status_t moe_ckpt_read(moe_ckpt_t *ck, const char *name, int ndim, const int64_t *shape,
                            float *dst, moe_error_t *err)
 {
     moe_st_file_t *f = NULL;
     const moe_st_tensor_info_t *ti = NULL;
-    moe_status_t st = ck_locate(ck, name, &f, &ti, err);
-    if (st == MOE_OK) {
-        st = ck_shape_check(ck, moe_ckpt_name(ck), ti, ndim, shape, err);
-    }
+    moe_status_t st = ck_find_shaped(ck, name, ndim, shape, &f, &ti, err);
     if (st != MOE_OK) {
         return st;
     }
@@ -608,10 +614,7 @@ moe_status_t moe_ckpt_read_slab(moe_ckpt_t *ck, const char *name, int ndim,
 {
     moe_st_file_t *f = NULL;
     const moe_st_tensor_info_t *ti = NULL;
-    moe_status_t st = ck_locate(ck, name, &f, &ti, err);
-    if (st == MOE_OK) {
-        st = ck_shape_check(ck, moe_ckpt_name(ck), ti, ndim, shape, err);
-    }
+    moe_status_t st = ck_find_shaped(ck, name, ndim, shape, &f, &ti, err);
     if (st != MOE_OK) {
         return st;
     }
