@@ -31,6 +31,14 @@ EOC
   moe_layers=2  # layer 0 is dense where the family has dense layers
   [[ $family == mixtral || $family == gpt_oss ]] && moe_layers=3
   grep -q "model: $moe_layers layers" one.log || { cat one.log; fail "not the $moe_layers MoE layers of 3"; }
+  # the report says where the weights came from and their on-disk dtype
+  sed -i 's/^  enabled: false/  enabled: true\n  warmup_steps: 0/' c.yaml
+  mpirun_moed 3 --config c.yaml --no-progress > prof.log 2>&1 || { cat prof.log; fail "profiled run"; }
+  want=$(case $dtype in fp8) echo F8_E4M3 ;; bf16) echo BF16 ;; f16) echo F16 ;; *) echo F32 ;; esac)
+  d=$(ls -d "$WORK"/experiments/*/ | tail -1)
+  grep -q "^  weights  *$family (.*$want" "$d/summary.txt" \
+    || { grep -A3 '^  routing' "$d/summary.txt"; fail "summary.txt: no weights line with $family and $want"; }
+  grep -q "\"weights\": \"$family (.*$want" "$d/summary.json" || fail "summary.json: run.weights"
   echo "PASS checkpoint dir $family $dtype $routing $shards"
   exit 0
 fi

@@ -45,6 +45,9 @@ typedef struct moe_prof_static {
     double flops_per_row;           /* expert FFN FLOPs per token row */
     const char *transport;          /* "mpi" */
     const char *blas;
+    const char *weights;            /* rank 0's: where the weights came from and their on-disk
+                                       dtypes, "deepseek_v3 (F8_E4M3+F32)"; must outlive the
+                                       profiler */
     const char (*hosts)[64];        /* [world] every rank's host (read during create only) */
     const char *device;             /* "cpu" or the GPU's name ("NVIDIA H200") */
     int chunks;                     /* runtime.chunks */

@@ -712,6 +712,7 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
     snprintf(r->version, sizeof(r->version), "%s", moe_version());
     snprintf(r->build_id, sizeof(r->build_id), "%s", moe_build_id());
     snprintf(r->blas, sizeof(r->blas), "%s", info->blas ? info->blas : "");
+    snprintf(r->weights, sizeof(r->weights), "%s", info->weights ? info->weights : "");
     snprintf(r->transport, sizeof(r->transport), "%s", info->transport ? info->transport : "");
     snprintf(r->device, sizeof(r->device), "%.63s", info->device ? info->device : "");
     r->chunks = info->chunks;

@@ -204,6 +204,7 @@ typedef struct moe_report {
     char version[32];
     char build_id[48];
     char blas[32];
+    char weights[96];            /* where the weights came from, on-disk dtypes ("" unknown) */
     char transport[16];
     int world_size;
     int num_hosts;

@@ -169,6 +169,7 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_str(w, "device", c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu");
     jw_str(w, "device_name", r->device);
     jw_str(w, "blas", r->blas);
+    jw_str(w, "weights", r->weights);
     jw_i64(w, "threads", c->threads);
     jw_i64(w, "chunks", r->chunks);
     jw_i64(w, "steps_run", r->steps_run);

@@ -192,6 +192,9 @@ static void text_run_facts(FILE *f, const moe_report_t *r)
             "model", c->num_layers, c->num_experts, c->top_k, c->hidden_dim, c->ffn_dim,
             text_activation(c), c->capacity_factor, c->capacity_factor > 0 ? "" : " (no limit)");
     fprintf(f, "  %-16s %s\n", "routing", text_routing(c));
+    if (r->weights[0] != '\0') {
+        fprintf(f, "  %-16s %s\n", "weights", r->weights);
+    }
     char dev[96];
     text_device_name(r, dev, sizeof(dev));
     fprintf(f, "  %-16s %s, device %s, BLAS %s (%" PRId64 " thread%s per rank)\n", "transport",

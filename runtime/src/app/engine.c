@@ -175,6 +175,7 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
         .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
         .transport = eng->transport->ops->name,
         .blas = moe_gemm_backend_name(),
+        .weights = eng->weights.naming,
         .hosts = (const char (*)[64])eng->hosts,
         .device = eng->device_name,
         .chunks = (int)cfg->chunks,
