@@ -1299,6 +1299,7 @@ static void test_html_lines(fixture_t *fx)
         CHECK_STR_CONTAINS(h, want);
     }
     free(h);
+    free(r->ranks[2].mem); /* fx_rank allocates the series anew */
     fx_rank(r, &fx->cfg, 2, false); /* rank 2's own series again */
     CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
 }
