@@ -492,6 +492,30 @@ static bool write_into(fixture_t *fx, const char *parent, const char *name)
     return st == MOE_OK;
 }
 
+/* Writes a fixture of `s` (then `edit`ed) into root/name; NULL on failure. */
+static fixture_t *fx_written(const char *root, const char *name, const shape_t *s,
+                             void (*edit)(fixture_t *))
+{
+    fixture_t *fx = fx_make(s);
+    CHECK(fx != NULL);
+    if (fx != NULL && edit != NULL) {
+        edit(fx);
+    }
+    if (fx != NULL && !write_into(fx, root, name)) {
+        fx_free(fx);
+        return NULL;
+    }
+    return fx;
+}
+
+static void fx_drop(fixture_t *fx)
+{
+    if (fx != NULL) {
+        remove_report(fx->rep.run_dir, fx->rep.world_size);
+        fx_free(fx);
+    }
+}
+
 /* ---- tests ----------------------------------------------------------------------- */
 
 static void test_files_exist(const fixture_t *fx)
@@ -1200,12 +1224,10 @@ static void test_html_wide(const char *root)
     static const int widths[2] = {256, 1024};
     for (int w = 0; w < 2; w++) {
         shape_t s = {3, 2, widths[w], false, 1000.0, NULL, NULL};
-        fixture_t *fx = fx_make(&s);
         char name[32];
         snprintf(name, sizeof(name), "wide%d", widths[w]);
-        CHECK(fx != NULL);
-        if (fx == NULL || !write_into(fx, root, name)) {
-            fx_free(fx);
+        fixture_t *fx = fx_written(root, name, &s, NULL);
+        if (fx == NULL) {
             continue;
         }
         char *h = slurp(fx->rep.run_dir, "report.html", NULL);
@@ -1227,8 +1249,7 @@ static void test_html_wide(const char *root)
         CHECK_INT_EQ(found, 4 * s.layers * s.experts);
         CHECK_INT_EQ(inside, 4 * s.layers * s.experts);
         free(h);
-        remove_report(fx->rep.run_dir, fx->rep.world_size);
-        fx_free(fx);
+        fx_drop(fx);
     }
 }
 
@@ -1258,12 +1279,10 @@ static void test_text_wide(const char *root)
     static const int worlds[4] = {8, 17, 24, 40};
     for (int w = 0; w < 4; w++) {
         shape_t s = {worlds[w], 1, 64, false, 1000.0, NULL, NULL};
-        fixture_t *fx = fx_make(&s);
         char name[32];
         snprintf(name, sizeof(name), "ranks%d", worlds[w]);
-        CHECK(fx != NULL);
-        if (fx == NULL || !write_into(fx, root, name)) {
-            fx_free(fx);
+        fixture_t *fx = fx_written(root, name, &s, NULL);
+        if (fx == NULL) {
             continue;
         }
         char *t = slurp(fx->rep.run_dir, "summary.txt", NULL);
@@ -1273,8 +1292,7 @@ static void test_text_wide(const char *root)
         CHECK_INT_EQ(full, worlds[w] <= 8);
         CHECK_STR_CONTAINS(t, full ? "received" : "the full matrices are in comm.csv");
         free(t);
-        remove_report(fx->rep.run_dir, fx->rep.world_size);
-        fx_free(fx);
+        fx_drop(fx);
     }
 }
 
@@ -1928,30 +1946,6 @@ free_fixtures:
 }
 
 /* ---- compare: resolved configuration, run states, folders ------------------------ */
-
-/* Writes a fixture of `s` (then `edit`ed) into root/name; NULL on failure. */
-static fixture_t *fx_written(const char *root, const char *name, const shape_t *s,
-                             void (*edit)(fixture_t *))
-{
-    fixture_t *fx = fx_make(s);
-    CHECK(fx != NULL);
-    if (fx != NULL && edit != NULL) {
-        edit(fx);
-    }
-    if (fx != NULL && !write_into(fx, root, name)) {
-        fx_free(fx);
-        return NULL;
-    }
-    return fx;
-}
-
-static void fx_drop(fixture_t *fx)
-{
-    if (fx != NULL) {
-        remove_report(fx->rep.run_dir, fx->rep.world_size);
-        fx_free(fx);
-    }
-}
 
 /* What compare prints after "Configuration (...)\n" up to the blank line. */
 static void check_config_section(const char *out, const char *want)
