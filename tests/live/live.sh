@@ -4,7 +4,9 @@
 #   metrics  /metrics parsed by prometheus_client's parser; counters rise between scrapes;
 #            /status is JSON with every rank
 #   window   POST /profile: 401 without a token, 403 with a wrong one (nothing changes),
-#            202 with the right one and then a window folder while the run goes on
+#            202 with the right one; steps=3 (every rank) then steps=2&ranks=0,2: each a
+#            full report folder (summary.json with that many steps and those profiled
+#            ranks) while the run goes on; then SIGTERM and the end report is written too
 #   abuse    garbage, a 200 kB header and idle connections: steps keep going and /metrics
 #            still answers fast
 #   page     the page in headless Chromium draws its charts (77 without Chromium)
@@ -117,27 +119,42 @@ assert status()["window"]["state"] == "idle", "a refused request changed the win
 assert post("profile?steps=0", {"Authorization": "Bearer " + token})[0] == 400
 assert post("profile?steps=5&ranks=7", {"Authorization": "Bearer " + token})[0] == 400
 folders = []
-for ranks in ["", "&ranks=0,2"]:
-    code, ans = post("profile?steps=6" + ranks, {"Authorization": "Bearer " + token})
+for steps, ranks in [(3, ""), (2, "&ranks=0,2")]:
+    code, ans = post("profile?steps=%d%s" % (steps, ranks), {"Authorization": "Bearer " + token})
     assert code == 202, (code, ans)
     folders.append(ans["folder"])
-    for _ in range(200):
+    for _ in range(300):
         st = status()
         if ans["folder"] in st["reports"]:
             break
         time.sleep(0.1)
     else:
         raise SystemExit("window never written: %s" % st)
-    w = json.load(open(os.path.join(st["output_dir"], ans["folder"], "window.json")))
-    assert w["last_step"] - w["first_step"] + 1 == 6, w
-    assert sum(e["tokens"] for e in w["experts"]) == 6 * 64 * 2 * 2, "tokens in the window"
-    assert w["ranks_missing"] == [], w["ranks_missing"]
+    d = os.path.join(st["output_dir"], ans["folder"])
+    have = set(os.listdir(d))
+    for f in ["summary.txt", "summary.json", "report.html", "metrics.csv"]:
+        assert f in have, (f, sorted(have))
+    assert "INCOMPLETE" not in have, sorted(have)
+    j = json.load(open(os.path.join(d, "summary.json")))
+    assert j["run"]["steps_run"] == steps and j["run"]["recorded_steps"] == steps, j["run"]
     want = [0, 1, 2] if ranks == "" else [0, 2]
-    assert [r["rank"] for r in w["ranks"]] == want, w["ranks"]
+    got = [r["rank"] for r in j["ranks"] if r["profiled"]]
+    assert got == want, (got, want)
+    assert all(r["steps"] == steps for r in j["ranks"] if r["profiled"]), j["ranks"]
+    assert not j.get("partial", False), j.get("missing")
 s1 = status()["step"]; time.sleep(0.5)
 assert status()["step"] > s1, "the run did not go on"
+open("windows.txt", "w").write("\n".join(folders))
 print("windows ok:", folders)
 PY
+  kill -TERM "$RUN"; rc=0; wait "$RUN" || rc=$?
+  n=0
+  for f in experiments/*/summary.json; do
+    grep -qF "$(dirname "$f" | xargs basename)" windows.txt || n=$((n + 1))
+  done
+  (( n == 1 )) || { ls experiments; fail "no end-of-run report besides the windows ($n)"; }
+  grep -l '"interrupted": *true' experiments/*/summary.json >/dev/null || fail "end report not interrupted"
+  echo "end report written after the windows"
   ;;
 abuse)
   py <<'PY' || fail "abuse check"

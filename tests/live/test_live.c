@@ -24,16 +24,16 @@ static live_view_t *fake_view(int L, int E, int W, bool per_expert)
     live_view_t *v = calloc(1, sizeof(*v));
     CHECK(live_view_init(v, &d) == 0);
     for (int r = 0; r < W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         live_layout_of(&d, r, true, &lay);
         int64_t *m = v->snap[r];
         for (size_t i = 0; i < lay.total; i++) {
             m[i] = 1000000 + (int64_t)(i % 977) * 13;
         }
-        m[LIVE_HDR_MAGIC] = LIVE_MAGIC ^ LIVE_VERSION;
-        m[LIVE_HDR_RANK] = r;
-        m[LIVE_HDR_ROUTES] = 1;
-        m[LIVE_HDR_STEP] = 123456;
+        m[MOE_LIVE_HDR_MAGIC] = MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION;
+        m[MOE_LIVE_HDR_RANK] = r;
+        m[MOE_LIVE_HDR_ROUTES] = 1;
+        m[MOE_LIVE_HDR_STEP] = 123456;
         v->snap_len[r] = lay.total;
         v->recv_ns[r] = moe_now_ns();
     }
@@ -95,11 +95,11 @@ static void test_per_expert(void)
     live_view_t v;
     CHECK(live_view_init(&v, &d) == 0);
     for (int r = 0; r < 3; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         live_layout_of(&d, r, r == 0, &lay);
         CHECK_INT_EQ(lay.groups, 2 * d.nlocal[r]);
-        v.snap[r][LIVE_HDR_ROUTES] = r == 0;
-        v.snap[r][LIVE_HDR_RANK] = r;
+        v.snap[r][MOE_LIVE_HDR_ROUTES] = r == 0;
+        v.snap[r][MOE_LIVE_HDR_RANK] = r;
         v.snap_len[r] = lay.total;
         if (r == 0) {
             v.snap[0][lay.routed + 8 + 5] = 42; /* layer 1 expert 5 */
@@ -118,11 +118,11 @@ static void test_per_expert(void)
 
 static void test_buckets_and_token(void)
 {
-    CHECK_INT_EQ(live_bucket_of_ns(0), 0);
-    CHECK_INT_EQ(live_bucket_of_ns(10000), 0);
-    CHECK_INT_EQ(live_bucket_of_ns(10001), 1);
-    CHECK_INT_EQ(live_bucket_of_ns(1000000), 6);
-    CHECK_INT_EQ(live_bucket_of_ns(INT64_MAX), LIVE_NB - 1);
+    CHECK_INT_EQ(moe_live_bucket_of_ns(0), 0);
+    CHECK_INT_EQ(moe_live_bucket_of_ns(10000), 0);
+    CHECK_INT_EQ(moe_live_bucket_of_ns(10001), 1);
+    CHECK_INT_EQ(moe_live_bucket_of_ns(1000000), 6);
+    CHECK_INT_EQ(moe_live_bucket_of_ns(INT64_MAX), MOE_LIVE_NB - 1);
     CHECK(live_token_equal("secret", 6, "secret"));
     CHECK(!live_token_equal("secreT", 6, "secret"));
     CHECK(!live_token_equal("secret1", 7, "secret"));

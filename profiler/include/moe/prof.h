@@ -156,12 +156,17 @@ int moe_prof_compare_main(int argc, char **argv, FILE *out);
 /* The live path (profiler.listen; README "Live endpoint"). Every rank keeps small
  * cumulative counters and sends them to rank 0 at step boundaries (one non-blocking
  * message at most every 200 ms); rank 0 serves them over HTTP from its own threads.
- * Independent of profiler.enabled. */
+ * On-demand windows (POST /profile) record with a second recorder of the profiler's own
+ * kind, which records nothing outside a window. Independent of profiler.enabled. */
 typedef struct moe_live moe_live_t;
 /* Collective. routes: this rank routes tokens (its router counts are the expert token
- * counts). Rank 0 starts the HTTP server and prints its URL. */
+ * counts). info: as for moe_prof_create (read during create; its strings must outlive
+ * the live path). Rank 0 starts the HTTP server and prints its URL. */
 moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes,
-                             int64_t row_bytes, moe_live_t **out, moe_error_t *err);
+                             const moe_prof_static_t *info, moe_live_t **out,
+                             moe_error_t *err);
+/* Before every step: a window's recorder starts its step (a compare outside a window). */
+void moe_live_step_begin(moe_live_t *lv, int64_t step);
 /* Hot path, per layer: adds to counters; no lock, no allocation, no system call. */
 void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s);
 /* Every step: bumps counters; may start one MPI_Isend; rank 0 also takes what arrived. */

@@ -43,11 +43,12 @@ struct moe_merge {
     int64_t metrics_buf_step; /* the least step in buf */
     int64_t metrics_off;      /* bytes of whole rows on disk; -1: could not cut back */
     int metrics_errno;        /* why streaming stopped, when a write failed */
+    char fixed_dir[MOE_PATH_MAX]; /* the run folder's exact path; "" names it by time */
 };
 
 #define METRICS_BUF_BYTES (64 * 1024)
 
-static void make_run_dir(moe_report_t *r);
+static void make_run_dir(moe_merge_t *m);
 
 static void metrics_path(const moe_report_t *r, char *path, size_t n)
 {
@@ -60,7 +61,7 @@ static void open_metrics_stream(moe_merge_t *m)
     moe_report_t *r = &m->rep;
     char path[MOE_PATH_MAX + 32], part[MOE_PATH_MAX + 48];
     m->metrics_fd = -1;
-    make_run_dir(r);
+    make_run_dir(m);
     metrics_path(r, path, sizeof(path));
     m->metrics_buf = malloc(METRICS_BUF_BYTES);
     if (r->dir_error[0] != '\0' || m->metrics_buf == NULL ||
@@ -297,11 +298,18 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
 
 moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const char (*hosts)[64])
 {
+    return moe_merge_create_in(cfg, world_size, hosts, NULL);
+}
+
+moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
+                                 const char (*hosts)[64], const char *dir)
+{
     moe_merge_t *m = calloc(1, sizeof(*m));
     if (m == NULL) {
         return NULL;
     }
     m->metrics_fd = -1;
+    snprintf(m->fixed_dir, sizeof(m->fixed_dir), "%s", dir != NULL ? dir : "");
     int W = world_size, L = (int)cfg->num_layers, E = (int)cfg->num_experts;
     m->cfg = cfg;
     m->W = W;
@@ -660,8 +668,9 @@ static uint64_t run_dir_hash(const moe_config_t *cfg)
  * fails when the folder exists, so a folder is never shared with another run. On failure
  * r->dir_error says why, with the real errno. Then INCOMPLETE lists every file, not yet
  * written: it goes when the report is complete. */
-static void make_run_dir(moe_report_t *r)
+static void make_run_dir(moe_merge_t *m)
 {
+    moe_report_t *r = &m->rep;
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
@@ -674,6 +683,17 @@ static void make_run_dir(moe_report_t *r)
     if (e != 0) {
         snprintf(r->dir_error, sizeof(r->dir_error), "%s: cannot create the output folder: %s",
                  out, strerror(e));
+        return;
+    }
+    if (m->fixed_dir[0] != '\0') { /* an on-demand window's folder, named when asked for */
+        snprintf(r->run_dir, sizeof(r->run_dir), "%s", m->fixed_dir);
+        if (mkdir(r->run_dir, 0755) != 0) {
+            snprintf(r->dir_error, sizeof(r->dir_error), "%s: cannot create the folder: %s",
+                     r->run_dir, strerror(errno));
+            return;
+        }
+        moe_report_mark_incomplete(r);
+        moe_report_reserve(r, RUN_DIR_RESERVE);
         return;
     }
     unsigned long long h = (unsigned long long)(run_dir_hash(r->cfg) & 0xffffffffULL);
@@ -794,7 +814,7 @@ moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
         r->layers[l].max_mean = b.max_mean;
     }
     if (r->run_dir[0] == '\0' || r->dir_error[0] != '\0') {
-        make_run_dir(r); /* one more try: the folder may be writable by now */
+        make_run_dir(m); /* one more try: the folder may be writable by now */
     }
     close_metrics_stream(m);
     return r;

@@ -4,7 +4,15 @@
  * record report (and the public headers in moe/). One file of each part's folder opens
  * with such a comment; tests/lint/parts.sh holds every part to its list. */
 /* The live path on every rank: counters, messages, and on rank 0 their publication and
- * the on-demand windows (see live_int.h for the message).
+ * the on-demand windows (moe/live_msg.h for the messages, live_int.h for rank 0's view).
+ *
+ * An on-demand window is a profiling window of the normal recorder (record/, a second
+ * instance on its own communicator, moe_prof_od_*): rank 0 picks its first step far enough
+ * ahead that every rank has polled for the control message by then, every rank arms its
+ * recorder with those steps, the chosen ranks record them and send them to rank 0 in parts
+ * (gather path, non-blocking), and rank 0 takes what arrived at each step boundary. Once
+ * every chosen rank's last part is in, a writer thread merges them and writes the full
+ * report folder, so the steps never wait for the disk or for the report's formatting.
  *
  * Only the main thread calls MPI (MPI_THREAD_FUNNELED). The HTTP threads read rank 0's
  * view under its mutex; the main thread only try-locks it, so a slow client costs a
@@ -23,28 +31,25 @@
 #include "moe/prof.h"
 #include "record/prof_int.h"
 
-enum { TAG_DATA = 4501, TAG_CTRL = 4502 };
-#define LIVE_CTRL_LEN 4          /* window id, open boundary, close boundary, unused */
 #define LIVE_POLL_NS 50000000LL  /* MPI is polled (control, arrivals) at most this often */
-#define LIVE_WINDOW_GRACE_NS 10000000000LL /* wait for late marks after the close */
 #define LIVE_FINISH_NS 30000000000LL       /* at a normal end, for the last counters */
+#define LIVE_OD_LIST_STEPS 256   /* per-step lists a window's recorder reserves */
 
 struct moe_live {
     MPI_Comm comm;
     int rank, world;
     bool routes;
     live_dims_t dims;
-    live_layout_t lay;
+    moe_live_layout_t lay;
     int nl;
     const int32_t *local_ids;
     int64_t *cur;                /* [lay.total] this rank's counters, message layout */
     int64_t *sendbuf;
     MPI_Request sreq;
     int64_t last_send_ns, last_poll_ns;
-    int64_t *markbuf[2];
-    MPI_Request mreq[2];
-    int64_t mark_window, mark_step[2];
-    bool mark_due[2];
+    moe_prof_t *od;              /* the on-demand windows' recorder */
+    int64_t *ctrl;               /* [moe_live_ctrl_len(W)] */
+    bool *od_ranks;              /* [W] scratch: a window's ranks */
     int64_t step, steps_done;
     /* rank 0 */
     live_view_t *view;
@@ -54,11 +59,8 @@ struct moe_live {
     bool *dirty, *fin;
     int64_t *recvbuf;
     size_t max_len;
-    int64_t **wmark[2];          /* [W] the open window's marks */
-    size_t *wlen;
-    bool *whave[2];
-    int64_t win_id, win_close_step, win_close_ns, win_open_ns;
-    bool win_open;
+    MPI_Request *creq;           /* [W] control sends to each rank */
+    moe_od_set_t od_set;         /* a window's records, while the writer writes them */
     pthread_t writer;
     bool writer_started;
     double step_ms[LIVE_STEP_RING];
@@ -69,38 +71,10 @@ struct moe_live {
     int64_t last_rate_ns;
 };
 
-const double live_bucket_s[LIVE_NB - 1] = {1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3,
-                                           2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25,
-                                           0.5, 1, 2.5, 5, 10};
-
-int live_bucket_of_ns(int64_t ns)
+void live_layout_of(const live_dims_t *d, int rank, bool routes, moe_live_layout_t *out)
 {
-    static const int64_t bound_ns[LIVE_NB - 1] = {
-        10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
-        25000000, 50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000LL,
-        5000000000LL, 10000000000LL};
-    int b = 0;
-    while (b < LIVE_NB - 1 && ns > bound_ns[b]) {
-        b++;
-    }
-    return b;
-}
-
-void live_layout_of(const live_dims_t *d, int rank, bool routes, live_layout_t *out)
-{
-    size_t le = (size_t)d->L * (size_t)d->E, o = LIVE_HDR;
-    out->step_hist = o;
-    o += LIVE_NB + 1;
-    out->bytes = o;
-    o += (size_t)d->W;
-    out->routed = o;
-    o += routes ? le : 0;
-    out->dropped = o;
-    o += routes ? le : 0;
-    out->groups = d->per_expert ? d->L * d->nlocal[rank] : d->L;
-    out->ehist = o;
-    o += (size_t)out->groups * (LIVE_NB + 1);
-    out->total = o;
+    int groups = d->per_expert ? d->L * d->nlocal[rank] : d->L;
+    moe_live_layout_of(d->L, d->E, d->W, groups, routes, out);
 }
 
 static int dims_init(live_dims_t *d, const moe_config_t *cfg, int world, int64_t row_bytes)
@@ -150,31 +124,22 @@ static void rings_add_rate(moe_live_t *lv, int64_t now)
 
 static bool accept_message(moe_live_t *lv, int src, const int64_t *m, size_t n)
 {
-    if (n < LIVE_HDR || m[LIVE_HDR_MAGIC] != (LIVE_MAGIC ^ LIVE_VERSION) ||
-        m[LIVE_HDR_RANK] != src) {
+    if (n < MOE_LIVE_HDR || m[MOE_LIVE_HDR_MAGIC] != (MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION) ||
+        m[MOE_LIVE_HDR_RANK] != src) {
         return false;
     }
-    live_layout_t lay;
-    live_layout_of(&lv->dims, src, m[LIVE_HDR_ROUTES] != 0, &lay);
+    moe_live_layout_t lay;
+    live_layout_of(&lv->dims, src, m[MOE_LIVE_HDR_ROUTES] != 0, &lay);
     return lay.total == n;
 }
 
 static void store_message(moe_live_t *lv, int src, const int64_t *m, size_t n)
 {
-    int64_t kind = m[LIVE_HDR_KIND];
-    if (kind == LIVE_KIND_MARK) {
-        int mk = m[LIVE_HDR_MARK] != 0;
-        if (lv->win_open && m[LIVE_HDR_WINDOW] == lv->win_id && !lv->whave[mk][src]) {
-            memcpy(lv->wmark[mk][src], m, n * sizeof(int64_t));
-            lv->wlen[src] = n;
-            lv->whave[mk][src] = true;
-        }
-        return;
-    }
+    int64_t kind = m[MOE_LIVE_HDR_KIND];
     memcpy(lv->inbox[src], m, n * sizeof(int64_t));
     lv->inbox_len[src] = n;
     lv->dirty[src] = true;
-    if (kind == LIVE_KIND_FIN) {
+    if (kind == MOE_LIVE_KIND_FIN) {
         lv->fin[src] = true;
     }
 }
@@ -185,7 +150,7 @@ static void drain(moe_live_t *lv)
     for (int i = 0; i < 4 * lv->world; i++) {
         int flag = 0, n = 0;
         MPI_Status stt;
-        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_DATA, lv->comm, &flag, &stt) != MPI_SUCCESS ||
+        if (MPI_Iprobe(MPI_ANY_SOURCE, MOE_LIVE_TAG_DATA, lv->comm, &flag, &stt) != MPI_SUCCESS ||
             !flag) {
             return;
         }
@@ -197,7 +162,7 @@ static void drain(moe_live_t *lv)
             big = malloc(((size_t)(n > 0 ? n : 1)) * sizeof(int64_t)); /* consumed, dropped */
             buf = big;
         }
-        if (buf == NULL || MPI_Recv(buf, n, MPI_INT64_T, stt.MPI_SOURCE, TAG_DATA, lv->comm,
+        if (buf == NULL || MPI_Recv(buf, n, MPI_INT64_T, stt.MPI_SOURCE, MOE_LIVE_TAG_DATA, lv->comm,
                                     MPI_STATUS_IGNORE) != MPI_SUCCESS) {
             free(big);
             return;
@@ -215,79 +180,82 @@ static void drain(moe_live_t *lv)
 static void *writer_main(void *arg)
 {
     moe_live_t *lv = arg;
-    moe_live_window_write(lv->view, lv->wmark[0], lv->wmark[1], lv->wlen,
-                          lv->win_close_ns - lv->win_open_ns);
+    moe_live_window_write(lv->view, &lv->od_set);
     return NULL;
 }
 
-static void fill_header(moe_live_t *lv, int64_t *m, int kind, int64_t window, int mark);
-
-/* Steps between now and a window's open boundary: every rank polls for control at most
- * every LIVE_POLL_NS, so the lead covers three polls at the recent step time. */
+/* Steps between now and a window's first step: every rank polls for control at most
+ * every LIVE_POLL_NS, so the lead covers three polls at the fastest recent step time (a
+ * mean would be inflated by a slow step, and a lead too short leaves a rank out). */
 static int64_t open_lead(const moe_live_t *lv)
 {
     double ms = 0;
-    int n = lv->step_n < 16 ? lv->step_n : 16;
+    int n = lv->step_n < 64 ? lv->step_n : 64;
     for (int i = 1; i <= n; i++) {
-        ms += lv->step_ms[(lv->step_head + LIVE_STEP_RING - i) % LIVE_STEP_RING];
+        double x = lv->step_ms[(lv->step_head + LIVE_STEP_RING - i) % LIVE_STEP_RING];
+        ms = i == 1 || x < ms ? x : ms;
     }
-    ms = n > 0 ? ms / n : 1.0;
+    ms = n > 0 ? ms : 1e-3;
     double lead = 3.0 * (double)LIVE_POLL_NS * 1e-6 / (ms > 1e-3 ? ms : 1e-3) + 2.0;
     return lead < 100000 ? (int64_t)lead : 100000;
 }
 
-/* Tell every other rank the boundaries of a new window (tiny eager messages, freed). */
-static void window_open(moe_live_t *lv, live_window_t *w)
+/* Arm this rank's window recorder from a control message. */
+static void arm_from_ctrl(moe_live_t *lv, const int64_t *c)
 {
-    lv->win_id = w->id;
-    w->open_step = lv->step + open_lead(lv);
-    w->close_step = w->open_step + w->steps;
-    lv->win_close_step = w->close_step;
-    lv->win_open_ns = 0;
-    lv->win_close_ns = 0;
-    for (int m = 0; m < 2; m++) {
-        memset(lv->whave[m], 0, (size_t)lv->world * sizeof(bool));
+    bool all = c[MOE_LIVE_CTRL_ALL] != 0;
+    for (int r = 0; r < lv->world; r++) {
+        lv->od_ranks[r] = all || ((uint64_t)c[MOE_LIVE_CTRL_MASK + r / 64] >> (r % 64)) & 1u;
     }
-    lv->win_open = true;
-    w->state = LIVE_WIN_OPEN;
-    static int64_t ctrl[LIVE_CTRL_LEN]; /* stays valid for the freed requests */
-    ctrl[0] = w->id;
-    ctrl[1] = w->open_step;
-    ctrl[2] = w->close_step;
-    for (int r = 1; r < lv->world; r++) {
-        MPI_Request req;
-        if (MPI_Isend(ctrl, LIVE_CTRL_LEN, MPI_INT64_T, r, TAG_CTRL, lv->comm, &req) ==
-            MPI_SUCCESS) {
-            (void)MOE_MPI(MPI_Request_free(&req), NULL); /* eager: completes alone */
-        }
-    }
-    lv->mark_window = w->id;
-    lv->mark_step[0] = w->open_step;
-    lv->mark_step[1] = w->close_step;
-    lv->mark_due[0] = lv->mark_due[1] = true;
+    moe_prof_od_arm(lv->od, c[MOE_LIVE_CTRL_FIRST], c[MOE_LIVE_CTRL_LAST],
+                    all ? NULL : lv->od_ranks);
 }
 
-/* The open window is complete when every rank's two marks are in, or after the grace. */
-static void window_check(moe_live_t *lv, live_window_t *w)
+static void wait_or_cancel(MPI_Request *req, int64_t deadline_ns);
+
+/* Tell every other rank the steps and ranks of a new window (small eager messages). The
+ * previous window's sends must be done before their buffer is reused: they always are in
+ * practice (a window lasts many polls), and the wait is bounded anyway. */
+static void window_open(moe_live_t *lv, live_window_t *w)
 {
-    int missing = 0;
-    for (int r = 0; r < lv->world; r++) {
-        missing += !lv->whave[0][r] || !lv->whave[1][r];
+    w->open_step = lv->step + open_lead(lv);
+    w->close_step = w->open_step + w->steps;
+    int64_t *c = lv->ctrl;
+    size_t n = moe_live_ctrl_len(lv->world);
+    for (int r = 1; r < lv->world; r++) {
+        wait_or_cancel(&lv->creq[r], moe_now_ns() + 1000000000LL);
     }
-    bool late = lv->win_close_ns > 0 && moe_now_ns() - lv->win_close_ns > LIVE_WINDOW_GRACE_NS;
-    if (missing > 0 && !late) {
-        return;
+    memset(c, 0, n * sizeof(int64_t));
+    c[MOE_LIVE_CTRL_WINDOW] = w->id;
+    c[MOE_LIVE_CTRL_FIRST] = w->open_step + 1;
+    c[MOE_LIVE_CTRL_LAST] = w->close_step;
+    c[MOE_LIVE_CTRL_ALL] = w->all_ranks;
+    for (int r = 0; !w->all_ranks && r < lv->world; r++) {
+        c[MOE_LIVE_CTRL_MASK + r / 64] |= w->ranks[r] ? (int64_t)(1ULL << (r % 64)) : 0;
     }
-    lv->win_open = false;
-    w->state = LIVE_WIN_WRITING;
+    for (int r = 1; r < lv->world; r++) {
+        if (MOE_MPI(MPI_Isend(c, (int)n, MPI_INT64_T, r, MOE_LIVE_TAG_CTRL, lv->comm,
+                              &lv->creq[r]), NULL) != MOE_OK) {
+            lv->creq[r] = MPI_REQUEST_NULL;
+        }
+    }
+    arm_from_ctrl(lv, c);
+    w->state = LIVE_WIN_OPEN;
+}
+
+/* Rank 0: a window's records are all in: the writer thread writes its folder. */
+static void window_write(moe_live_t *lv, live_window_t *w)
+{
     if (lv->writer_started) {
-        pthread_join(lv->writer, NULL);
+        pthread_join(lv->writer, NULL); /* the previous window's: done (state was idle) */
         lv->writer_started = false;
     }
+    w->state = LIVE_WIN_WRITING;
     lv->writer_started = pthread_create(&lv->writer, NULL, writer_main, lv) == 0;
     if (!lv->writer_started) {
         snprintf(lv->view->last_error, sizeof(lv->view->last_error),
                  "cannot start the window writer");
+        moe_od_set_free(&lv->od_set);
         w->state = LIVE_WIN_IDLE;
     }
 }
@@ -315,8 +283,6 @@ static void publish_locked(moe_live_t *lv)
     v->rate_head = lv->rate_head;
     if (v->win.state == LIVE_WIN_REQUESTED) {
         window_open(lv, &v->win);
-    } else if (v->win.state == LIVE_WIN_OPEN) {
-        window_check(lv, &v->win);
     }
 }
 
@@ -332,18 +298,18 @@ static void publish(moe_live_t *lv, bool wait)
 
 /* ---- every rank: counters and sends ------------------------------------------------- */
 
-static void fill_header(moe_live_t *lv, int64_t *m, int kind, int64_t window, int mark)
+static void fill_header(moe_live_t *lv, int64_t *m, int kind)
 {
     memcpy(m, lv->cur, lv->lay.total * sizeof(int64_t));
-    m[LIVE_HDR_MAGIC] = LIVE_MAGIC ^ LIVE_VERSION;
-    m[LIVE_HDR_RANK] = lv->rank;
-    m[LIVE_HDR_STEP] = lv->step;
-    m[LIVE_HDR_KIND] = kind;
-    m[LIVE_HDR_WINDOW] = window;
-    m[LIVE_HDR_MARK] = mark;
-    m[LIVE_HDR_RSS] = (int64_t)moe_read_rss_bytes();
-    m[LIVE_HDR_ROUTES] = lv->routes;
-    m[LIVE_HDR_STEPS] = lv->steps_done;
+    m[MOE_LIVE_HDR_MAGIC] = MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION;
+    m[MOE_LIVE_HDR_RANK] = lv->rank;
+    m[MOE_LIVE_HDR_STEP] = lv->step;
+    m[MOE_LIVE_HDR_KIND] = kind;
+    m[MOE_LIVE_HDR_RESERVED0] = 0;
+    m[MOE_LIVE_HDR_RESERVED1] = 0;
+    m[MOE_LIVE_HDR_RSS] = (int64_t)moe_read_rss_bytes();
+    m[MOE_LIVE_HDR_ROUTES] = lv->routes;
+    m[MOE_LIVE_HDR_STEPS] = lv->steps_done;
 }
 
 static bool request_done(MPI_Request *req)
@@ -356,18 +322,17 @@ static bool request_done(MPI_Request *req)
 }
 
 /* One message to rank 0; rank 0 files its own directly. False: the buffer is still busy. */
-static bool emit(moe_live_t *lv, int64_t *buf, MPI_Request *req, int kind, int64_t window,
-                 int mark)
+static bool emit(moe_live_t *lv, int64_t *buf, MPI_Request *req, int kind)
 {
     if (!request_done(req)) {
         return false;
     }
-    fill_header(lv, buf, kind, window, mark);
+    fill_header(lv, buf, kind);
     if (lv->rank == 0) {
         store_message(lv, 0, buf, lv->lay.total);
         return true;
     }
-    return MPI_Isend(buf, (int)lv->lay.total, MPI_INT64_T, 0, TAG_DATA, lv->comm, req) ==
+    return MPI_Isend(buf, (int)lv->lay.total, MPI_INT64_T, 0, MOE_LIVE_TAG_DATA, lv->comm, req) ==
            MPI_SUCCESS;
 }
 
@@ -375,24 +340,27 @@ static bool emit(moe_live_t *lv, int64_t *buf, MPI_Request *req, int kind, int64
 static bool check_control(moe_live_t *lv)
 {
     int flag = 0;
-    if (MPI_Iprobe(0, TAG_CTRL, lv->comm, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) {
+    if (MPI_Iprobe(0, MOE_LIVE_TAG_CTRL, lv->comm, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+        !flag) {
         return false;
     }
-    int64_t ctrl[LIVE_CTRL_LEN];
-    if (MPI_Recv(ctrl, LIVE_CTRL_LEN, MPI_INT64_T, 0, TAG_CTRL, lv->comm, MPI_STATUS_IGNORE) !=
-        MPI_SUCCESS) {
+    if (MPI_Recv(lv->ctrl, (int)moe_live_ctrl_len(lv->world), MPI_INT64_T, 0,
+                 MOE_LIVE_TAG_CTRL, lv->comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
         return false;
     }
-    lv->mark_window = ctrl[0];
-    lv->mark_step[0] = ctrl[1];
-    lv->mark_step[1] = ctrl[2];
-    lv->mark_due[0] = lv->mark_due[1] = true;
+    arm_from_ctrl(lv, lv->ctrl);
     return true;
+}
+
+void moe_live_step_begin(moe_live_t *lv, int64_t step)
+{
+    moe_prof_step_begin(lv->od, step);
 }
 
 void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
 {
     const live_dims_t *d = &lv->dims;
+    moe_prof_layer(lv->od, s);
     int64_t *bytes = lv->cur + lv->lay.bytes;
     for (int r = 0; r < d->W; r++) {
         if (r != lv->rank) {
@@ -412,9 +380,9 @@ void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
             continue;
         }
         int g = d->per_expert ? s->layer * lv->nl + le : s->layer;
-        int64_t *h = lv->cur + lv->lay.ehist + (size_t)g * (LIVE_NB + 1);
-        h[live_bucket_of_ns(s->expert_ns[le])]++;
-        h[LIVE_NB] += s->expert_ns[le];
+        int64_t *h = lv->cur + lv->lay.ehist + (size_t)g * (MOE_LIVE_NB + 1);
+        h[moe_live_bucket_of_ns(s->expert_ns[le])]++;
+        h[MOE_LIVE_NB] += s->expert_ns[le];
     }
 }
 
@@ -423,8 +391,8 @@ void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
 void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t end_ns)
 {
     int64_t *h = lv->cur + lv->lay.step_hist;
-    h[live_bucket_of_ns(end_ns - begin_ns)]++;
-    h[LIVE_NB] += end_ns - begin_ns;
+    h[moe_live_bucket_of_ns(end_ns - begin_ns)]++;
+    h[MOE_LIVE_NB] += end_ns - begin_ns;
     lv->step = step;
     lv->steps_done++;
     bool poll = end_ns - lv->last_poll_ns >= LIVE_POLL_NS;
@@ -434,25 +402,19 @@ void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t e
             check_control(lv);
         }
     }
-    for (int m = 0; m < 2; m++) {
-        if (lv->mark_due[m] && step >= lv->mark_step[m] &&
-            emit(lv, lv->markbuf[m], &lv->mreq[m], LIVE_KIND_MARK, lv->mark_window, m)) {
-            lv->mark_due[m] = false;
-        }
-    }
+    bool done = moe_prof_od_step_end(lv->od, step, begin_ns, end_ns, &lv->od_set);
     if (end_ns - lv->last_send_ns >= LIVE_SEND_MS * 1000000LL &&
-        emit(lv, lv->sendbuf, &lv->sreq, LIVE_KIND_PERIODIC, 0, 0)) {
+        emit(lv, lv->sendbuf, &lv->sreq, MOE_LIVE_KIND_PERIODIC)) {
         lv->last_send_ns = end_ns;
     }
     if (lv->rank != 0) {
         return;
     }
     rings_add_step(lv, step, end_ns - begin_ns);
-    if (lv->win_open && lv->win_open_ns == 0 && step >= lv->mark_step[0]) {
-        lv->win_open_ns = end_ns;
-    }
-    if (lv->win_open && lv->win_close_ns == 0 && step >= lv->win_close_step) {
-        lv->win_close_ns = end_ns;
+    if (done) {
+        pthread_mutex_lock(&lv->view->mu); /* rare: once per window */
+        window_write(lv, &lv->view->win);
+        pthread_mutex_unlock(&lv->view->mu);
     }
     if (poll) {
         rings_add_rate(lv, end_ns);
@@ -469,28 +431,22 @@ static int alloc_rank0(moe_live_t *lv)
     lv->view = calloc(1, sizeof(*lv->view));
     lv->inbox = calloc((size_t)W, sizeof(int64_t *));
     lv->inbox_len = calloc((size_t)W, sizeof(size_t));
-    lv->wlen = calloc((size_t)W, sizeof(size_t));
     lv->dirty = calloc((size_t)W, sizeof(bool));
     lv->fin = calloc((size_t)W, sizeof(bool));
-    for (int m = 0; m < 2; m++) {
-        lv->wmark[m] = calloc((size_t)W, sizeof(int64_t *));
-        lv->whave[m] = calloc((size_t)W, sizeof(bool));
-        if (lv->wmark[m] == NULL || lv->whave[m] == NULL) {
-            return -1;
-        }
-    }
-    if (!lv->view || !lv->inbox || !lv->inbox_len || !lv->wlen || !lv->dirty || !lv->fin) {
+    lv->creq = calloc((size_t)W, sizeof(MPI_Request));
+    if (!lv->view || !lv->inbox || !lv->inbox_len || !lv->dirty || !lv->fin || !lv->creq) {
         return -1;
     }
-    lv->max_len = LIVE_HDR;
     for (int r = 0; r < W; r++) {
-        live_layout_t lay;
+        lv->creq[r] = MPI_REQUEST_NULL;
+    }
+    lv->max_len = MOE_LIVE_HDR;
+    for (int r = 0; r < W; r++) {
+        moe_live_layout_t lay;
         live_layout_of(&lv->dims, r, true, &lay);
         lv->max_len = lay.total > lv->max_len ? lay.total : lv->max_len;
         lv->inbox[r] = calloc(lay.total, sizeof(int64_t));
-        lv->wmark[0][r] = calloc(lay.total, sizeof(int64_t));
-        lv->wmark[1][r] = calloc(lay.total, sizeof(int64_t));
-        if (!lv->inbox[r] || !lv->wmark[0][r] || !lv->wmark[1][r]) {
+        if (!lv->inbox[r]) {
             return -1;
         }
     }
@@ -520,7 +476,8 @@ static moe_status_t start_http(moe_live_t *lv, const moe_config_t *cfg, moe_erro
 }
 
 moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes,
-                             int64_t row_bytes, moe_live_t **out, moe_error_t *err)
+                             const moe_prof_static_t *info, moe_live_t **out,
+                             moe_error_t *err)
 {
     moe_live_t *lv = calloc(1, sizeof(*lv));
     moe_status_t st = MOE_OK;
@@ -528,7 +485,7 @@ moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "live: cannot allocate");
     }
     lv->comm = MPI_COMM_NULL;
-    lv->sreq = lv->mreq[0] = lv->mreq[1] = MPI_REQUEST_NULL;
+    lv->sreq = MPI_REQUEST_NULL;
     lv->step = -1;
     st = MOE_MPI(MPI_Comm_dup(comm, &lv->comm), err);
     if (st == MOE_OK) {
@@ -539,7 +496,7 @@ moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes
     }
     if (st == MOE_OK) {
         lv->routes = routes;
-        if (dims_init(&lv->dims, cfg, lv->world, row_bytes) != 0) {
+        if (dims_init(&lv->dims, cfg, lv->world, info->row_bytes) != 0) {
             st = moe_error_set(err, MOE_ERR_NO_MEMORY, "live: cannot allocate its tables");
         }
     }
@@ -549,12 +506,15 @@ moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes
         lv->local_ids = lv->dims.local_ids + (size_t)lv->rank * lv->dims.E;
         lv->cur = calloc(lv->lay.total, sizeof(int64_t));
         lv->sendbuf = calloc(lv->lay.total, sizeof(int64_t));
-        lv->markbuf[0] = calloc(lv->lay.total, sizeof(int64_t));
-        lv->markbuf[1] = calloc(lv->lay.total, sizeof(int64_t));
-        if (!lv->cur || !lv->sendbuf || !lv->markbuf[0] || !lv->markbuf[1] ||
+        lv->ctrl = calloc(moe_live_ctrl_len(lv->world), sizeof(int64_t));
+        lv->od_ranks = calloc((size_t)lv->world, sizeof(bool));
+        if (!lv->cur || !lv->sendbuf || !lv->ctrl || !lv->od_ranks ||
             (lv->rank == 0 && alloc_rank0(lv) != 0)) {
             st = moe_error_set(err, MOE_ERR_NO_MEMORY, "live: cannot allocate its buffers");
         }
+    }
+    if (st == MOE_OK) { /* collective: its own communicator and clock offsets */
+        st = moe_prof_od_create(cfg, comm, info, LIVE_OD_LIST_STEPS, &lv->od, err);
     }
     if (st == MOE_OK && lv->rank == 0) {
         st = start_http(lv, cfg, err);
@@ -601,14 +561,14 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
             /* a window asked for at the very end: taken, so no message stays unmatched */
         }
         wait_or_cancel(&lv->sreq, deadline);
-        emit(lv, lv->sendbuf, &lv->sreq, LIVE_KIND_FIN, 0, 0);
-        for (int m = 0; m < 2; m++) {
-            wait_or_cancel(&lv->mreq[m], deadline);
-        }
+        emit(lv, lv->sendbuf, &lv->sreq, MOE_LIVE_KIND_FIN);
         wait_or_cancel(&lv->sreq, deadline);
         return;
     }
-    emit(lv, lv->sendbuf, &lv->sreq, LIVE_KIND_FIN, 0, 0);
+    emit(lv, lv->sendbuf, &lv->sreq, MOE_LIVE_KIND_FIN);
+    for (int r = 1; r < lv->world; r++) {
+        wait_or_cancel(&lv->creq[r], deadline);
+    }
     for (;;) {
         drain(lv);
         int fins = 0;
@@ -643,17 +603,13 @@ void moe_live_destroy(moe_live_t *lv)
     for (int r = 0; lv->inbox != NULL && r < lv->world; r++) {
         free(lv->inbox[r]);
     }
-    for (int m = 0; m < 2; m++) {
-        for (int r = 0; lv->wmark[m] != NULL && r < lv->world; r++) {
-            free(lv->wmark[m][r]);
-        }
-        free(lv->wmark[m]);
-        free(lv->whave[m]);
-        free(lv->markbuf[m]);
-    }
+    moe_od_set_free(&lv->od_set);
+    moe_prof_destroy(lv->od);
     free(lv->inbox);
     free(lv->inbox_len);
-    free(lv->wlen);
+    free(lv->creq);
+    free(lv->ctrl);
+    free(lv->od_ranks);
     free(lv->dirty);
     free(lv->fin);
     free(lv->recvbuf);

@@ -1,22 +1,11 @@
-/* The live path's private layout: the counters every rank keeps, the message that carries
- * them to rank 0, and rank 0's view that the HTTP threads read.
+/* The live path's private side: the shape of the run, and rank 0's view that the HTTP
+ * threads read. The messages' byte layout is proto's (moe/live_msg.h).
  *
  * Every rank keeps cumulative counters (so a message that is skipped loses nothing) and
  * sends them at a step boundary at most every LIVE_SEND_MS, with one MPI_Isend that is not
  * waited for; a send still in flight skips the turn. Rank 0 takes what has arrived at its
  * own step boundaries (MPI_Iprobe) and publishes it under a mutex it only try-locks, so an
- * HTTP client holding the lock never delays a step.
- *
- * The message is an array of int64 (all ranks run the same build: the start-up handshake
- * checks it), little-endian on every platform moed supports:
- *   header[LIVE_HDR]  (live_hdr_t below)
- *   step_hist[LIVE_NB + 1]   this rank's step times: bucket counts, then the sum in ns
- *   bytes[W]                 bytes this rank sent to each rank (dispatch + combine)
- *   routed[L*E], dropped[L*E]  only when header.routes: the tokens this rank routed to
- *                            each expert (after capacity) and those it dropped
- *   ehist[G * (LIVE_NB + 1)] expert busy time per call: G = L * num_local (per expert) or
- *                            L (per layer); bucket counts, then the sum in ns
- * Rank 0 checks the length against the sender's rank and flags before reading. */
+ * HTTP client holding the lock never delays a step. */
 #ifndef MOE_LIVE_INT_H
 #define MOE_LIVE_INT_H
 
@@ -26,34 +15,15 @@
 #include <stdint.h>
 
 #include "moe/config.h"
+#include "moe/live_msg.h"
+#include "record/prof_int.h"
 
-#define LIVE_MAGIC 0x4d4f45444c495645LL /* "MOEDLIVE" */
-#define LIVE_VERSION 1
-#define LIVE_NB 20                       /* histogram buckets, the last one +Inf */
 #define LIVE_SEND_MS 200                 /* at most one periodic message per rank per this */
 #define LIVE_STEP_RING 240               /* rank 0's recent step times, for the page */
 #define LIVE_RATE_RING 64                /* rank 0's (time, step) samples, for tokens/s */
 #define LIVE_MAX_REPORTS 64              /* window folders listed by /status */
-
-enum { LIVE_KIND_PERIODIC = 0, LIVE_KIND_MARK = 1, LIVE_KIND_FIN = 2 };
-
-typedef enum {
-    LIVE_HDR_MAGIC = 0,
-    LIVE_HDR_RANK,
-    LIVE_HDR_STEP,      /* last completed step, -1 before the first */
-    LIVE_HDR_KIND,
-    LIVE_HDR_WINDOW,    /* mark: the window id */
-    LIVE_HDR_MARK,      /* mark: 0 open, 1 close */
-    LIVE_HDR_RSS,       /* resident bytes */
-    LIVE_HDR_ROUTES,    /* 1: routed and dropped follow */
-    LIVE_HDR_STEPS,     /* steps completed */
-    LIVE_HDR_COUNT
-} live_hdr_t;
-#define LIVE_HDR LIVE_HDR_COUNT
-
-/* Bucket upper bounds in seconds (LIVE_NB - 1 of them; the last bucket is +Inf). */
-extern const double live_bucket_s[LIVE_NB - 1];
-int live_bucket_of_ns(int64_t ns);
+#define LIVE_IMB_RING 16                 /* rank 0's routed-token snapshots, for imbalance */
+#define LIVE_IMB_WINDOW_NS 10000000000LL /* moe_layer_imbalance covers about this much */
 
 /* The shape of the run, the same on every rank. */
 typedef struct live_dims {
@@ -66,19 +36,14 @@ typedef struct live_dims {
     int32_t *local_ids;             /* [W][E]: rank r's experts in local order, row r */
 } live_dims_t;
 
-/* Offsets of each part of a message, in int64 units. */
-typedef struct live_layout {
-    size_t step_hist, bytes, routed, dropped, ehist, total;
-    int groups;                 /* expert histogram groups */
-} live_layout_t;
-
-void live_layout_of(const live_dims_t *d, int rank, bool routes, live_layout_t *out);
+/* The offsets of rank `rank`'s counters message (moe_live_layout_of with this run's shape). */
+void live_layout_of(const live_dims_t *d, int rank, bool routes, moe_live_layout_t *out);
 
 /* A window on rank 0, from the request to its folder. */
 typedef enum {
     LIVE_WIN_IDLE = 0,
     LIVE_WIN_REQUESTED,  /* by POST /profile; the main thread opens it at its next step */
-    LIVE_WIN_OPEN,       /* marks asked of every rank */
+    LIVE_WIN_OPEN,       /* every rank told; the chosen ones record, rank 0 gathers */
     LIVE_WIN_WRITING,    /* the writer thread writes the folder */
 } live_win_state_t;
 
@@ -141,9 +106,9 @@ int live_http_start(live_view_t *v, const char *listen, live_http_t **out, char 
                     size_t why_len);
 void live_http_stop(live_http_t *h);
 
-/* The window writer thread's work: the folder from the marks, then the view updated. */
-void moe_live_window_write(live_view_t *v, int64_t *const *open, int64_t *const *close,
-                           const size_t *lens, int64_t seconds_ns);
+/* The window writer thread's work: the full report folder from the gathered records
+ * (then freed), then the view updated. */
+void moe_live_window_write(live_view_t *v, moe_od_set_t *set);
 
 /* Constant-time comparison of a presented token with the expected one. */
 bool live_token_equal(const char *given, size_t given_len, const char *want);

@@ -26,7 +26,7 @@ int live_view_init(live_view_t *v, const live_dims_t *d)
         return -1;
     }
     for (int r = 0; r < d->W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         live_layout_of(d, r, true, &lay);
         v->snap[r] = calloc(lay.total, sizeof(int64_t));
         if (v->snap[r] == NULL) {
@@ -87,13 +87,13 @@ void live_buf_free(live_buf_t *b)
 }
 
 /* Rank r's latest message and its layout, or NULL before the first. */
-static const int64_t *snap_of(const live_view_t *v, int r, live_layout_t *lay)
+static const int64_t *snap_of(const live_view_t *v, int r, moe_live_layout_t *lay)
 {
     if (v->snap_len[r] == 0) {
         return NULL;
     }
     const int64_t *m = v->snap[r];
-    live_layout_of(&v->dims, r, m[LIVE_HDR_ROUTES] != 0, lay);
+    live_layout_of(&v->dims, r, m[MOE_LIVE_HDR_ROUTES] != 0, lay);
     return m;
 }
 
@@ -104,9 +104,9 @@ static void sum_routed(const live_view_t *v, int64_t *routed, int64_t *dropped)
     memset(routed, 0, le * sizeof(int64_t));
     memset(dropped, 0, le * sizeof(int64_t));
     for (int r = 0; r < v->dims.W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
-        if (m == NULL || m[LIVE_HDR_ROUTES] == 0) {
+        if (m == NULL || m[MOE_LIVE_HDR_ROUTES] == 0) {
             continue;
         }
         for (size_t i = 0; i < le; i++) {
@@ -136,11 +136,11 @@ static void histogram(live_buf_t *o, const char *name, const char *labels, const
 {
     int64_t cum = 0;
     const char *sep = labels[0] != '\0' ? "," : "";
-    for (int b = 0; b < LIVE_NB; b++) {
+    for (int b = 0; b < MOE_LIVE_NB; b++) {
         cum += h[b];
-        if (b < LIVE_NB - 1) {
+        if (b < MOE_LIVE_NB - 1) {
             live_buf_printf(o, "%s_bucket{%s%sle=\"%g\"} %lld\n", name, labels, sep,
-                            live_bucket_s[b], (long long)cum);
+                            moe_live_bucket_s[b], (long long)cum);
         } else {
             live_buf_printf(o, "%s_bucket{%s%sle=\"+Inf\"} %lld\n", name, labels, sep,
                             (long long)cum);
@@ -148,7 +148,7 @@ static void histogram(live_buf_t *o, const char *name, const char *labels, const
     }
     const char *open = labels[0] != '\0' ? "{" : "", *close = labels[0] != '\0' ? "}" : "";
     live_buf_printf(o, "%s_sum%s%s%s %.9f\n%s_count%s%s%s %lld\n", name, open, labels, close,
-                    (double)h[LIVE_NB] * 1e-9, name, open, labels, close, (long long)cum);
+                    (double)h[MOE_LIVE_NB] * 1e-9, name, open, labels, close, (long long)cum);
 }
 
 static void render_experts(const live_view_t *v, live_buf_t *o, const int64_t *routed,
@@ -189,10 +189,10 @@ static void render_expert_seconds(const live_view_t *v, live_buf_t *o)
                               "and hosting rank (profiler.expert_histograms).");
     char labels[96];
     for (int r = 0; r < d->W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
         for (int g = 0; m != NULL && g < lay.groups; g++) {
-            const int64_t *h = m + lay.ehist + (size_t)g * (LIVE_NB + 1);
+            const int64_t *h = m + lay.ehist + (size_t)g * (MOE_LIVE_NB + 1);
             if (d->per_expert) {
                 int nl = d->nlocal[r], l = g / nl, e = d->local_ids[(size_t)r * d->E + g % nl];
                 snprintf(labels, sizeof(labels), "layer=\"%d\",expert=\"%d\",rank=\"%d\"", l, e,
@@ -211,7 +211,7 @@ static void render_ranks(const live_view_t *v, live_buf_t *o)
     help_type(o, "moed_exchange_bytes_total", "counter",
               "Token-row bytes sent from rank src to rank dst (dispatch and combine).");
     for (int r = 0; r < d->W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
         for (int dst = 0; m != NULL && dst < d->W; dst++) {
             if (dst != r) {
@@ -222,20 +222,20 @@ static void render_ranks(const live_view_t *v, live_buf_t *o)
     }
     help_type(o, "moed_rank_resident_bytes", "gauge", "Resident memory of the rank's process.");
     for (int r = 0; r < d->W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
         if (m != NULL) {
             live_buf_printf(o, "moed_rank_resident_bytes{rank=\"%d\"} %lld\n", r,
-                            (long long)m[LIVE_HDR_RSS]);
+                            (long long)m[MOE_LIVE_HDR_RSS]);
         }
     }
     help_type(o, "moed_rank_last_step", "gauge", "The last step the rank reported done.");
     for (int r = 0; r < d->W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
         if (m != NULL) {
             live_buf_printf(o, "moed_rank_last_step{rank=\"%d\"} %lld\n", r,
-                            (long long)m[LIVE_HDR_STEP]);
+                            (long long)m[MOE_LIVE_HDR_STEP]);
         }
     }
 }
@@ -252,9 +252,9 @@ void live_render_metrics(const live_view_t *v, live_buf_t *o)
     help_type(o, "moed_steps_total", "counter", "Steps rank 0 has completed.");
     live_buf_printf(o, "moed_steps_total %lld\n", (long long)(v->step + 1));
     help_type(o, "moed_step_seconds", "histogram", "Wall time of one step on rank 0.");
-    live_layout_t lay;
+    moe_live_layout_t lay;
     const int64_t *m0 = snap_of(v, 0, &lay);
-    int64_t zero[LIVE_NB + 1] = {0};
+    int64_t zero[MOE_LIVE_NB + 1] = {0};
     histogram(o, "moed_step_seconds", "", m0 != NULL ? m0 + lay.step_hist : zero);
     render_experts(v, o, routed, dropped);
     render_expert_seconds(v, o);
@@ -295,7 +295,7 @@ static json_t *status_ranks(const live_view_t *v, int64_t now)
 {
     json_t *ranks = json_array();
     for (int r = 0; r < v->dims.W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
         json_t *o = json_object();
         json_object_set_new(o, "rank", json_integer(r));
@@ -303,12 +303,12 @@ static json_t *status_ranks(const live_view_t *v, int64_t now)
             json_object_set_new(o, "alive", json_false());
             json_object_set_new(o, "last_step", json_null());
         } else {
-            bool alive = now - v->recv_ns[r] < LIVE_ALIVE_NS || m[LIVE_HDR_KIND] == 2;
+            bool alive = now - v->recv_ns[r] < LIVE_ALIVE_NS || m[MOE_LIVE_HDR_KIND] == MOE_LIVE_KIND_FIN;
             json_object_set_new(o, "alive", json_boolean(alive));
-            json_object_set_new(o, "last_step", json_integer(m[LIVE_HDR_STEP]));
+            json_object_set_new(o, "last_step", json_integer(m[MOE_LIVE_HDR_STEP]));
             json_object_set_new(o, "seconds_since_heard",
                                 json_real((double)(now - v->recv_ns[r]) * 1e-9));
-            json_object_set_new(o, "resident_bytes", json_integer(m[LIVE_HDR_RSS]));
+            json_object_set_new(o, "resident_bytes", json_integer(m[MOE_LIVE_HDR_RSS]));
         }
         json_array_append_new(ranks, o);
     }
@@ -375,7 +375,7 @@ static json_t *data_ranks(const live_view_t *v, json_t *root)
     const live_dims_t *d = &v->dims;
     json_t *bytes = json_array(), *rss = json_array();
     for (int r = 0; r < d->W; r++) {
-        live_layout_t lay;
+        moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
         if (m == NULL) {
             json_array_append_new(bytes, json_array());
@@ -383,7 +383,7 @@ static json_t *data_ranks(const live_view_t *v, json_t *root)
             continue;
         }
         json_array_append_new(bytes, int_array(m + lay.bytes, (size_t)d->W));
-        json_array_append_new(rss, json_integer(m[LIVE_HDR_RSS]));
+        json_array_append_new(rss, json_integer(m[MOE_LIVE_HDR_RSS]));
     }
     json_object_set_new(root, "bytes", bytes);
     json_object_set_new(root, "resident", rss);

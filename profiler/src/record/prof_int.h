@@ -40,6 +40,9 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
 /* Rank 0's accumulation of gathered records into the report. */
 typedef struct moe_merge moe_merge_t;
 moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const char (*hosts)[64]);
+/* The same with the run folder's exact path (mkdir'ed, must not exist); NULL: by time. */
+moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
+                                 const char (*hosts)[64], const char *dir);
 void moe_merge_destroy(moe_merge_t *m);
 /* Add one window's records (recs[i] for the ranks in order; NULL where absent). t0: rank
  * 0's first step begin (its clock); offsets: each rank's clock offset to rank 0. */
@@ -50,5 +53,37 @@ moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
                                const moe_prof_static_t *info);
 /* Rank r's last record never arrived: the report is partial and says why. */
 void moe_merge_note_missing(moe_merge_t *m, int rank, const char *why);
+
+/* On-demand windows (the live path's POST /profile): a second recorder on its own
+ * communicator whose windows are set at run time, not by the schedule. The ranks record
+ * the window's steps as the end-of-run profiler does and send them to rank 0 in parts
+ * (the same gather path); rank 0 never waits for them at a step: it takes what arrived at
+ * each step boundary and, once every chosen rank's last part is in (or after a grace), hands
+ * the set over to be written (moe_prof_od_write, on any thread). No memory sampler. */
+typedef struct moe_od_set {
+    moe_config_t *cfg;          /* the window's: its ranks, its steps (owned) */
+    moe_prof_static_t info;     /* the recorder's (hosts below) */
+    char (*hosts)[64];          /* [world] (owned) */
+    int world;
+    moe_prof_record_t *recs;    /* [world] (owned where have) */
+    bool *have;                 /* [world] */
+    int64_t t0_ns, first, last; /* rank 0's first step begin; the window's steps */
+    double seconds;             /* rank 0's first step begin to its last step end */
+    double grace_s;
+} moe_od_set_t;
+
+/* Collective, like moe_prof_create. max_steps bounds the per-step lists reserved. */
+moe_status_t moe_prof_od_create(const moe_config_t *cfg, MPI_Comm comm,
+                                const moe_prof_static_t *info, int64_t max_steps,
+                                moe_prof_t **out, moe_error_t *err);
+/* Every rank, once it knows the window: steps first..last, ranks[W] (NULL: all). */
+void moe_prof_od_arm(moe_prof_t *p, int64_t first, int64_t last, const bool *ranks);
+/* Every rank after each step (in place of moe_prof_step_end). Rank 0: true when a window's
+ * set is complete, moved into *out (free it with moe_od_set_free). */
+bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
+                          moe_od_set_t *out);
+/* Merge the set and write the full report folder `dir` (whole or absent, INCOMPLETE). */
+moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *err);
+void moe_od_set_free(moe_od_set_t *set);
 
 #endif /* MOE_PROF_INT_H */

@@ -58,6 +58,15 @@ struct moe_prof {
     moe_prof_record_t mark;      /* the accumulators as they were at its begin */
     int64_t mark_budget;         /* events_budget then */
     bool step_open;
+    /* on-demand windows (moe_prof_od_*) */
+    bool on_demand;
+    moe_config_t *own_cfg;       /* cfg points here: the current window's ranks and steps */
+    char (*hosts)[64];           /* [world] a copy: windows are written after create */
+    bool od_armed, od_gathering;
+    int64_t od_first, od_last, od_w;
+    int64_t od_t0_ns, od_end_ns, od_close_ns;
+    moe_prof_record_t od_own;    /* rank 0's record of the window, while the rest come */
+    bool od_own_have;
 };
 
 /* A rank that may be SIGKILLed about 1 s after a signal must not sit on much data: parts
@@ -223,11 +232,11 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe
     }
     p->rec.clock_offset_ns = p->offsets[p->rank];
     p->rec.clock_uncertainty_ns = p->uncert[p->rank];
-    if (st == MOE_OK && p->rank == 0) {
+    if (st == MOE_OK && p->rank == 0 && !p->on_demand) {
         p->merge = moe_merge_create(cfg, p->world, info->hosts);
         st = p->merge != NULL ? MOE_OK : MOE_ERR_NO_MEMORY;
     }
-    if (st == MOE_OK &&
+    if (st == MOE_OK && !p->on_demand &&
         moe_sampler_start(&p->sampler, cfg->prof_memory_sample_ms, 4096,
                           info->device_memory) != 0) {
         st = MOE_ERR_INTERNAL;
@@ -235,8 +244,9 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe
     return st;
 }
 
-moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
-                             const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err)
+static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
+                                const moe_prof_static_t *info, bool on_demand,
+                                moe_prof_t **out, moe_error_t *err)
 {
     moe_prof_t *p = calloc(1, sizeof(*p));
     if (p == NULL) {
@@ -244,9 +254,11 @@ moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
     }
     p->cfg = cfg;
     p->comm = comm;
+    p->on_demand = on_demand;
     p->pcomm = MPI_COMM_NULL;
     moe_wbuf_init(&p->sendbuf);
     p->step = -1;
+    p->window = -1;
     p->info = *info;
     moe_error_t why; /* an MPI failure's own line; other failures have only a code */
     moe_error_clear(&why);
@@ -265,6 +277,12 @@ moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
     }
     *out = p;
     return MOE_OK;
+}
+
+moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
+                             const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err)
+{
+    return prof_create(cfg, comm, info, false, out, err);
 }
 
 void moe_prof_destroy(moe_prof_t *p)
@@ -291,6 +309,9 @@ void moe_prof_destroy(moe_prof_t *p)
     free(p->uncert);
     free(p->ov_spans);
     free(p->ov_calls);
+    moe_prof_record_free(&p->od_own);
+    free(p->own_cfg);
+    free(p->hosts);
     free(p);
 }
 
@@ -333,7 +354,13 @@ void moe_prof_step_begin(moe_prof_t *p, int64_t step)
 {
     bool rec;
     p->step = step;
-    p->window = moe_prof_schedule(p->cfg, step, &rec, &p->closes);
+    if (p->on_demand) {
+        rec = p->od_armed && step >= p->od_first && step <= p->od_last;
+        p->window = rec ? p->od_w : -1;
+        p->closes = rec && step == p->od_last;
+    } else {
+        p->window = moe_prof_schedule(p->cfg, step, &rec, &p->closes);
+    }
     p->recorded = rec && p->profiled;
     memset(p->phase_acc, 0, sizeof(p->phase_acc));
     if (p->recorded) {
@@ -558,7 +585,9 @@ static void give_up_rank(moe_prof_t *p, int r, const moe_error_t *why)
         return;
     }
     fprintf(stderr, "moed: warning: profile records of rank %d lost: %s\n", r, why->msg);
-    moe_merge_note_missing(p->merge, r, why->msg);
+    if (p->merge != NULL) {
+        moe_merge_note_missing(p->merge, r, why->msg);
+    }
     p->final_seen[r] = true;
 }
 
@@ -938,6 +967,231 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
         return fst;
     }
     return st;
+}
+
+/* ---- on-demand windows ------------------------------------------------------------ */
+
+#define OD_GRACE_NS 10000000000LL /* rank 0 waits this long after its close for the rest */
+
+moe_status_t moe_prof_od_create(const moe_config_t *cfg, MPI_Comm comm,
+                                const moe_prof_static_t *info, int64_t max_steps,
+                                moe_prof_t **out, moe_error_t *err)
+{
+    int world = 0;
+    moe_status_t st = MOE_MPI(MPI_Comm_size(comm, &world), err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    moe_config_t *own = malloc(sizeof(*own));
+    char (*hosts)[64] = calloc((size_t)world, sizeof(*hosts));
+    if (own == NULL || hosts == NULL) {
+        free(own);
+        free(hosts);
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "live: cannot allocate its recorder");
+    }
+    *own = *cfg;
+    own->prof_warmup_steps = 0;
+    own->prof_measurement_steps = max_steps; /* bounds the lists reserved at create */
+    own->prof_sampling_rate = 1;
+    own->prof_repeat = 1;
+    memcpy(hosts, info->hosts, (size_t)world * sizeof(*hosts));
+    moe_prof_static_t in = *info;
+    in.total_steps = max_steps;
+    in.device_memory = NULL;
+    st = prof_create(own, comm, &in, true, out, err);
+    if (st != MOE_OK) {
+        free(own);
+        free(hosts);
+        return st;
+    }
+    (*out)->own_cfg = own;
+    (*out)->hosts = hosts;
+    (*out)->info.hosts = (const char (*)[64])hosts;
+    return MOE_OK;
+}
+
+void moe_prof_od_arm(moe_prof_t *p, int64_t first, int64_t last, const bool *ranks)
+{
+    moe_config_t *c = p->own_cfg;
+    c->prof_all_ranks = ranks == NULL;
+    c->prof_num_ranks = 0;
+    for (int r = 0; ranks != NULL && r < p->world && r < MOE_MAX_RANKS; r++) {
+        if (ranks[r]) {
+            c->prof_ranks[c->prof_num_ranks++] = r;
+        }
+    }
+    c->prof_measurement_steps = last - first + 1;
+    c->steps = last - first + 1;
+    p->profiled = moe_cfg_rank_profiled(c, p->rank);
+    int64_t n = c->prof_all_ranks ? p->world : c->prof_num_ranks;
+    p->events_budget = c->prof_trace ? c->prof_trace_max_events / (n > 0 ? n : 1) : 0;
+    reset_window(p);
+    p->od_first = first;
+    p->od_last = last;
+    p->od_w = p->windows_gathered;
+    p->od_armed = last >= first;
+}
+
+/* Rank 0: its own record of the window, copied (encode, decode) so the recorder can go on. */
+static void od_keep_own(moe_prof_t *p)
+{
+    moe_wbuf_t w;
+    moe_error_t why;
+    moe_wbuf_init(&w);
+    moe_prof_record_free(&p->od_own);
+    p->rec.window = p->od_w;
+    p->rec.flags = MOE_PROF_FLAG_WINDOW_END;
+    moe_prof_record_encode(&p->rec, &w);
+    p->od_own_have = p->profiled && w.ok &&
+                     moe_prof_record_decode(w.data, w.len, &p->od_own, &why) == MOE_OK;
+    moe_wbuf_free(&w);
+}
+
+/* The window's last step on this rank: its last part to rank 0, or rank 0 starts taking. */
+static void od_close(moe_prof_t *p, int64_t end_ns)
+{
+    p->od_armed = false;
+    if (p->rank != 0) {
+        moe_error_t err;
+        if (p->profiled) {
+            int64_t deadline = moe_now_ns() + (int64_t)(OD_GRACE_NS);
+            if (send_part(p, MOE_PROF_FLAG_WINDOW_END, deadline, &err) != MOE_OK) {
+                fprintf(stderr, "moed: warning: on-demand window: %s\n", err.msg);
+            }
+        }
+    } else {
+        od_keep_own(p);
+        p->od_end_ns = end_ns;
+        p->od_close_ns = moe_now_ns();
+        p->od_gathering = true;
+    }
+    p->windows_gathered++;
+    reset_window(p);
+}
+
+/* Rank 0: the window's records, gathered: moved into out. */
+static bool od_take(moe_prof_t *p, moe_od_set_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->world = p->world;
+    out->cfg = malloc(sizeof(*out->cfg));
+    out->hosts = calloc((size_t)p->world, sizeof(*out->hosts));
+    out->recs = calloc((size_t)p->world, sizeof(*out->recs));
+    out->have = calloc((size_t)p->world, sizeof(bool));
+    if (!out->cfg || !out->hosts || !out->recs || !out->have) {
+        moe_od_set_free(out);
+        return false;
+    }
+    *out->cfg = *p->own_cfg;
+    memcpy(out->hosts, p->hosts, (size_t)p->world * sizeof(*out->hosts));
+    out->info = p->info;
+    out->info.hosts = (const char (*)[64])out->hosts;
+    out->t0_ns = p->od_t0_ns;
+    out->first = p->od_first;
+    out->last = p->od_last;
+    out->seconds = (double)(p->od_end_ns - p->od_t0_ns) * 1e-9;
+    out->grace_s = (double)OD_GRACE_NS * 1e-9;
+    if (p->od_own_have) {
+        out->recs[0] = p->od_own;
+        out->have[0] = true;
+        memset(&p->od_own, 0, sizeof(p->od_own));
+        p->od_own_have = false;
+    }
+    int kept = 0;
+    for (int i = 0; i < p->num_pending; i++) {
+        moe_prof_record_t *rec = &p->pending[i];
+        if (rec->window != p->od_w) {
+            p->pending[kept++] = *rec;
+        } else if (!out->have[rec->rank]) {
+            out->recs[rec->rank] = *rec;
+            out->have[rec->rank] = true;
+        } else {
+            (void)moe_record_absorb(&out->recs[rec->rank], rec);
+            moe_prof_record_free(rec);
+        }
+    }
+    p->num_pending = kept;
+    return true;
+}
+
+bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
+                          moe_od_set_t *out)
+{
+    if (p->window < 0 && !p->od_gathering) {
+        return false; /* no window: nothing to record, nothing to poll */
+    }
+    p->step_open = false;
+    if (p->window >= 0 && step == p->od_first) {
+        p->od_t0_ns = begin_ns;
+    }
+    if (p->recorded) {
+        record_step(p, begin_ns, end_ns);
+    }
+    if (p->window >= 0 && p->closes) {
+        od_close(p, end_ns);
+    } else if (p->window >= 0 && p->rank != 0) {
+        moe_error_t err;
+        if (stream_parts(p, &err) != MOE_OK) {
+            fprintf(stderr, "moed: warning: on-demand window: %s\n", err.msg);
+        }
+    }
+    if (p->rank != 0) {
+        return false;
+    }
+    moe_poll_t poll;
+    moe_poll_begin(&poll, prof_timeout_s(p), true);
+    while (receive_one(p, &poll)) {
+    }
+    if (!p->od_gathering || (!window_complete(p, p->od_w) &&
+                             moe_now_ns() - p->od_close_ns < OD_GRACE_NS)) {
+        return false;
+    }
+    p->od_gathering = false;
+    return od_take(p, out);
+}
+
+moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *err)
+{
+    moe_merge_t *m = moe_merge_create_in(set->cfg, set->world,
+                                         (const char (*)[64])set->hosts, dir);
+    if (m == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: cannot allocate the report", dir);
+    }
+    char why[96];
+    snprintf(why, sizeof(why), "no record within %.0f s of the window's end", set->grace_s);
+    for (int r = 0; r < set->world; r++) {
+        if (moe_cfg_rank_profiled(set->cfg, r) && !set->have[r]) {
+            moe_merge_note_missing(m, r, why);
+        }
+    }
+    moe_status_t st = moe_merge_window(m, set->recs, set->have, set->t0_ns, err);
+    if (st == MOE_OK) {
+        int64_t n = set->last - set->first + 1;
+        moe_prof_run_t run = {.steps_run = n, .steps_planned = n, .run_s = set->seconds,
+                              .deadline_s = set->grace_s};
+        moe_report_t *rep = moe_merge_finish(m, &run, &set->info);
+        st = rep != NULL ? moe_report_write_all(rep, err)
+                         : moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: no report", dir);
+    }
+    moe_merge_destroy(m);
+    return st;
+}
+
+void moe_od_set_free(moe_od_set_t *set)
+{
+    if (set == NULL) {
+        return;
+    }
+    for (int r = 0; set->recs != NULL && r < set->world; r++) {
+        if (set->have[r]) {
+            moe_prof_record_free(&set->recs[r]);
+        }
+    }
+    free(set->recs);
+    free(set->have);
+    free(set->cfg);
+    free(set->hosts);
+    memset(set, 0, sizeof(*set));
 }
 
 int moe_prof_compare_main(int argc, char **argv, FILE *out)

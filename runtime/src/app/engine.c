@@ -160,10 +160,11 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
-static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
+/* What the profiler (and the live path's window recorder) are told at create; ids:
+ * MOE_MAX_EXPERTS entries that must last until the create. */
+static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
 {
     const moe_config_t *cfg = eng->cfg;
-    int32_t ids[MOE_MAX_EXPERTS];
     int n = moe_cfg_experts_of_rank(cfg, eng->rank, ids);
     moe_prof_static_t info = {
         .num_local = n,
@@ -181,7 +182,21 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
         .chunks = (int)cfg->chunks,
         .device_memory = eng->cuda != NULL ? eng->plugin->mem_usage : NULL,
     };
-    return moe_prof_create(cfg, eng->comm, &info, &eng->prof, err);
+    return info;
+}
+
+static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
+{
+    int32_t ids[MOE_MAX_EXPERTS];
+    moe_prof_static_t info = engine_prof_info(eng, ids);
+    return moe_prof_create(eng->cfg, eng->comm, &info, &eng->prof, err);
+}
+
+static moe_status_t engine_create_live(moe_engine_t *eng, moe_error_t *err)
+{
+    int32_t ids[MOE_MAX_EXPERTS];
+    moe_prof_static_t info = engine_prof_info(eng, ids);
+    return moe_live_create(eng->cfg, eng->comm, eng->routes, &info, &eng->live, err);
 }
 
 /* runtime.device: cuda: the CUDA plug-in (loaded here, never on a CPU run), the GPU of this
@@ -318,10 +333,7 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = moe_agree(comm, engine_create_profiler(eng, err), err);
     }
     if (st == MOE_OK && strcmp(cfg->prof_listen, "off") != 0) {
-        st = moe_agree(comm, moe_live_create(cfg, comm, eng->routes,
-                                             cfg->hidden_dim * (int64_t)sizeof(float),
-                                             &eng->live, err),
-                       err);
+        st = moe_agree(comm, engine_create_live(eng, err), err);
     }
     if (st != MOE_OK) {
         moe_engine_destroy(eng);
@@ -472,6 +484,12 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             int64_t t = moe_now_ns();
             moe_prof_step_begin(eng->prof, s);
             eng->prof_ns += moe_now_ns() - t;
+        }
+        if (eng->live != NULL) {
+            int64_t t = moe_now_ns();
+            moe_live_step_begin(eng->live, s);
+            eng->prof_ns += moe_now_ns() - t;
+            eng->live_ns += moe_now_ns() - t;
         }
         int64_t b = moe_now_ns();
         moe_nvtx_push("step");
