@@ -113,6 +113,18 @@ static void test_per_expert(void)
     CHECK_STR_CONTAINS(b.p, "# TYPE moed_layer_imbalance gauge\n");
     CHECK_STR_CONTAINS(b.p, "moed_layer_imbalance{layer=\"1\"} 8.000000\n");
     live_buf_free(&b);
+    /* the imbalance is over the last ~10 s: a snapshot 11 s old is its baseline, so only
+     * what came since counts (layer 1: 42 on expert 5 then, 8 more on each expert since) */
+    live_view_sample_routed(&v, moe_now_ns() - 11000000000LL);
+    moe_live_layout_t lay0;
+    live_layout_of(&d, 0, true, &lay0);
+    for (int e = 0; e < 8; e++) {
+        v.snap[0][lay0.routed + 8 + e] += 8;
+    }
+    live_view_sample_routed(&v, moe_now_ns() - 5000000000LL); /* too recent: not the base */
+    live_render_metrics(&v, &b);
+    CHECK_STR_CONTAINS(b.p, "moed_layer_imbalance{layer=\"1\"} 1.000000\n");
+    live_buf_free(&b);
     live_view_free(&v);
 }
 

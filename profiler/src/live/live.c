@@ -272,6 +272,7 @@ static void publish_locked(moe_live_t *lv)
             lv->dirty[r] = false;
         }
     }
+    live_view_sample_routed(v, now);
     v->step = lv->step;
     memcpy(v->step_ms, lv->step_ms, sizeof(v->step_ms));
     memcpy(v->step_idx, lv->step_idx, sizeof(v->step_idx));

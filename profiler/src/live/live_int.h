@@ -22,8 +22,9 @@
 #define LIVE_STEP_RING 240               /* rank 0's recent step times, for the page */
 #define LIVE_RATE_RING 64                /* rank 0's (time, step) samples, for tokens/s */
 #define LIVE_MAX_REPORTS 64              /* window folders listed by /status */
-#define LIVE_IMB_RING 16                 /* rank 0's routed-token snapshots, for imbalance */
-#define LIVE_IMB_WINDOW_NS 10000000000LL /* moe_layer_imbalance covers about this much */
+#define LIVE_IMB_RING 12                 /* rank 0's routed-token snapshots, for imbalance */
+#define LIVE_IMB_EVERY_NS 1000000000LL   /* one snapshot per second at most */
+#define LIVE_IMB_WINDOW_NS 10000000000LL /* moed_layer_imbalance covers the last ~10 s */
 
 /* The shape of the run, the same on every rank. */
 typedef struct live_dims {
@@ -72,6 +73,11 @@ typedef struct live_view {
     double step_ms[LIVE_STEP_RING];
     int64_t step_idx[LIVE_STEP_RING];
     int step_n, step_head;
+    /* routed tokens summed over the routing ranks, [LIVE_IMB_RING][L*E], one per second:
+     * the imbalance is over the counts since the newest one at least 10 s old */
+    int64_t *imb_base;
+    int64_t imb_t[LIVE_IMB_RING];
+    int imb_n, imb_head;
     live_window_t win;
     char reports[LIVE_MAX_REPORTS][128];
     int num_reports;
@@ -93,6 +99,10 @@ typedef struct live_buf {
 } live_buf_t;
 void live_buf_printf(live_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void live_buf_free(live_buf_t *b);
+
+/* Rank 0's main thread, holding v->mu, after new counters were published: keeps a
+ * snapshot of the routed counts once a second (the baseline of the recent imbalance). */
+void live_view_sample_routed(live_view_t *v, int64_t now_ns);
 
 /* Renderers; the caller holds v->mu. */
 void live_render_metrics(const live_view_t *v, live_buf_t *out);

@@ -21,7 +21,8 @@ int live_view_init(live_view_t *v, const live_dims_t *d)
     v->snap_len = calloc((size_t)d->W, sizeof(size_t));
     v->recv_ns = calloc((size_t)d->W, sizeof(int64_t));
     v->win.ranks = calloc((size_t)d->W, sizeof(bool));
-    if (!v->snap || !v->snap_len || !v->recv_ns || !v->win.ranks ||
+    v->imb_base = calloc((size_t)LIVE_IMB_RING * (size_t)d->L * (size_t)d->E, sizeof(int64_t));
+    if (!v->snap || !v->snap_len || !v->recv_ns || !v->win.ranks || !v->imb_base ||
         pthread_mutex_init(&v->mu, NULL) != 0) {
         return -1;
     }
@@ -45,6 +46,7 @@ void live_view_free(live_view_t *v)
     free(v->snap_len);
     free(v->recv_ns);
     free(v->win.ranks);
+    free(v->imb_base);
     pthread_mutex_destroy(&v->mu);
 }
 
@@ -116,12 +118,53 @@ static void sum_routed(const live_view_t *v, int64_t *routed, int64_t *dropped)
     }
 }
 
-static double imbalance(const int64_t *row, int E)
+void live_view_sample_routed(live_view_t *v, int64_t now_ns)
+{
+    size_t le = (size_t)v->dims.L * (size_t)v->dims.E;
+    int last = (v->imb_head + LIVE_IMB_RING - 1) % LIVE_IMB_RING;
+    if (v->imb_n > 0 && now_ns - v->imb_t[last] < LIVE_IMB_EVERY_NS) {
+        return;
+    }
+    int64_t *row = v->imb_base + (size_t)v->imb_head * le;
+    memset(row, 0, le * sizeof(int64_t));
+    for (int r = 0; r < v->dims.W; r++) {
+        moe_live_layout_t lay;
+        const int64_t *m = snap_of(v, r, &lay);
+        for (size_t i = 0; m != NULL && m[MOE_LIVE_HDR_ROUTES] != 0 && i < le; i++) {
+            row[i] += m[lay.routed + i];
+        }
+    }
+    v->imb_t[v->imb_head] = now_ns;
+    v->imb_head = (v->imb_head + 1) % LIVE_IMB_RING;
+    v->imb_n += v->imb_n < LIVE_IMB_RING;
+}
+
+/* The baseline of the recent imbalance: the newest snapshot at least LIVE_IMB_WINDOW_NS
+ * old, else the oldest there is (NULL: none yet, counts since the start). */
+static const int64_t *imb_baseline(const live_view_t *v)
+{
+    size_t le = (size_t)v->dims.L * (size_t)v->dims.E;
+    int64_t now = moe_now_ns();
+    const int64_t *base = NULL;
+    for (int i = 1; i <= v->imb_n; i++) { /* newest first */
+        int k = (v->imb_head + LIVE_IMB_RING - i) % LIVE_IMB_RING;
+        base = v->imb_base + (size_t)k * le;
+        if (now - v->imb_t[k] >= LIVE_IMB_WINDOW_NS) {
+            break;
+        }
+    }
+    return base;
+}
+
+/* The busiest expert's tokens over the layer's mean, over the counts since base (may be
+ * NULL: since the start). */
+static double imbalance(const int64_t *row, const int64_t *base, int E)
 {
     int64_t max = 0, sum = 0;
     for (int e = 0; e < E; e++) {
-        sum += row[e];
-        max = row[e] > max ? row[e] : max;
+        int64_t n = row[e] - (base != NULL ? base[e] : 0);
+        sum += n;
+        max = n > max ? n : max;
     }
     return sum > 0 ? (double)max * E / (double)sum : 0.0;
 }
@@ -173,10 +216,14 @@ static void render_experts(const live_view_t *v, live_buf_t *o, const int64_t *r
         }
     }
     help_type(o, "moed_layer_imbalance", "gauge",
-              "Tokens of the busiest expert over the mean, per layer, since the start.");
+              "Tokens routed to the layer's busiest expert over the mean, over the last ~10 s "
+              "(rank 0's counts since its snapshot of 10 to 11 s ago; since the start for the "
+              "first 10 s).");
+    const int64_t *base = imb_baseline(v);
     for (int l = 0; l < d->L; l++) {
+        size_t o0 = (size_t)l * d->E;
         live_buf_printf(o, "moed_layer_imbalance{layer=\"%d\"} %.6f\n", l,
-                        imbalance(routed + (size_t)l * d->E, d->E));
+                        imbalance(routed + o0, base != NULL ? base + o0 : NULL, d->E));
     }
 }
 
@@ -405,10 +452,13 @@ char *live_render_data(const live_view_t *v)
     json_object_set_new(root, "layers", json_integer(d->L));
     json_object_set_new(root, "experts", json_integer(d->E));
     json_object_set_new(root, "world", json_integer(d->W));
+    const int64_t *base = imb_baseline(v);
     json_t *tok = json_array(), *imb = json_array();
     for (int l = 0; l < d->L; l++) {
         json_array_append_new(tok, int_array(routed + (size_t)l * d->E, (size_t)d->E));
-        json_array_append_new(imb, json_real(imbalance(routed + (size_t)l * d->E, d->E)));
+        size_t o0 = (size_t)l * d->E;
+        json_array_append_new(imb, json_real(imbalance(routed + o0,
+                                                       base != NULL ? base + o0 : NULL, d->E)));
     }
     json_object_set_new(root, "tokens", tok);
     json_object_set_new(root, "imbalance", imb);
