@@ -241,8 +241,12 @@ static void html_head(FILE *f, const moe_report_t *r)
     html_put(f, r->run_dir);
     fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<h1>moed profile</h1>\n", html_css);
     if (r->interrupted) {
-        fprintf(f, "<div class=\"partial\">INTERRUPTED: stopped by a signal after %lld of %lld "
-                   "steps.</div>\n", (long long)r->steps_run, (long long)r->steps_planned);
+        char of[48] = ""; /* workload.steps: 0 has no total */
+        if (r->steps_planned > 0) {
+            snprintf(of, sizeof(of), " of %lld", (long long)r->steps_planned);
+        }
+        fprintf(f, "<div class=\"partial\">INTERRUPTED: stopped by a signal after %lld%s "
+                   "steps.</div>\n", (long long)r->steps_run, of);
     }
     if (r->all_warmup) {
         fprintf(f, "<div class=\"partial\">NOTHING RECORDED: all %lld step%s were warm-up "

@@ -132,9 +132,13 @@ static void text_partial_banner(FILE *f, const moe_report_t *r)
                 r->steps_run, r->steps_run == 1 ? "" : "s", r->cfg->prof_warmup_steps);
     }
     if (r->interrupted) {
-        fprintf(f, "\n*** INTERRUPTED: stopped by a signal after %lld of %lld steps; every "
+        char of[48] = ""; /* workload.steps: 0 has no total */
+        if (r->steps_planned > 0) {
+            snprintf(of, sizeof(of), " of %lld", (long long)r->steps_planned);
+        }
+        fprintf(f, "\n*** INTERRUPTED: stopped by a signal after %lld%s steps; every "
                    "completed step that reached rank 0 is below. ***\n",
-                (long long)r->steps_run, (long long)r->steps_planned);
+                (long long)r->steps_run, of);
     }
     if (!r->partial) {
         return;

@@ -460,8 +460,13 @@ static void engine_progress(const moe_engine_t *eng, int64_t step, int64_t steps
     *last_print = now;
     double secs = (double)(now - t0) * 1e-9;
     double tps = secs > 0 ? (double)(step + 1) * (double)eng->cfg->tokens_per_step / secs : 0;
-    printf("\rstep %lld/%lld  %.0f tokens/s   %s", (long long)(step + 1), (long long)steps, tps,
-           final ? "\n" : "");
+    if (steps > 0) {
+        printf("\rstep %lld/%lld  %.0f tokens/s   %s", (long long)(step + 1), (long long)steps,
+               tps, final ? "\n" : "");
+    } else { /* workload.steps: 0 has no total */
+        printf("\rstep %lld (no end: SIGINT/SIGTERM stops)  %.0f tokens/s   %s",
+               (long long)(step + 1), tps, final ? "\n" : "");
+    }
     fflush(stdout);
 }
 
