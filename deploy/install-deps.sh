@@ -5,7 +5,9 @@
 #   deploy/install-deps.sh --test     also what the test suite uses (clang for fuzzing,
 #                                     iproute2 for the multi-host test, procps (pgrep) and
 #                                     python3 (+ yaml) for the multi-rank and deploy checks,
-#                                     python3-prometheus-client for tests/live)
+#                                     python3-prometheus-client for tests/live, chromium
+#                                     for live.page: headless, as root it needs
+#                                     --no-sandbox --headless --disable-gpu)
 set -euo pipefail
 
 want=(build-essential cmake pkg-config
@@ -14,7 +16,7 @@ want=(build-essential cmake pkg-config
       libucx-dev ucx-utils)
 if [[ "${1:-}" == "--test" ]]; then
   want+=(clang libclang-rt-dev iproute2 procps python3 python3-yaml python3-numpy
-        python3-prometheus-client)
+        python3-prometheus-client chromium)
 fi
 
 missing=()

@@ -9,7 +9,8 @@
 #            ranks) while the run goes on; then SIGTERM and the end report is written too
 #   abuse    garbage, a 200 kB header and idle connections: steps keep going and /metrics
 #            still answers fast
-#   page     the page in headless Chromium draws its charts (77 without Chromium)
+#   page     the page in headless Chromium draws its charts with data: heat map cells,
+#            step-time points, byte cells and memory bars counted (77 without Chromium)
 #   page_js  the page's script run by node against the live endpoint with a stub DOM: all
 #            four charts draw, no exception (77 without node 18+)
 #   top      `moed top URL --once` prints a frame
@@ -199,13 +200,29 @@ PY
   ;;
 page)
   CHROME=$(command -v chromium || command -v chromium-browser)
-  timeout 60 "$CHROME" --headless --no-sandbox --disable-gpu --virtual-time-budget=5000 \
-    --dump-dom "$URL" > dom.html 2>/dev/null || fail "chromium failed"
-  for id in heat steps bytes mem; do
-    grep -qE "id=\"$id\"[^>]*data-drawn=\"1\"|data-drawn=\"1\"[^>]*id=\"$id\"" dom.html || \
-      { head -c 2000 dom.html; fail "chart $id not drawn"; }
-  done
-  grep -q "tokens/s" dom.html || fail "no header figures"
+  # as root in a container Chromium needs --no-sandbox; --virtual-time-budget lets the
+  # page's 1.5 s refreshes run before the DOM is dumped
+  timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --virtual-time-budget=5000 \
+    --dump-dom "$URL" > dom.html 2>chrome.err || { tail -5 chrome.err; fail "chromium failed"; }
+  # each chart's data-n: its marks that carry data (see profiler/src/live/live_page.c)
+  "$PYTHON" - <<'PY' || { head -c 2000 dom.html; fail "page charts"; }
+import re
+dom = open("dom.html").read()
+n = {}
+for tag in re.findall(r"<canvas[^>]*>", dom):
+    i = re.search(r'id="(\w+)"', tag)
+    k = re.search(r'data-n="(\d+)"', tag)
+    if i and k and 'data-drawn="1"' in tag:
+        n[i.group(1)] = int(k.group(1))
+print("chart marks with data:", n)
+# 2 layers x 8 experts: every cell routed something; 3 ranks: 3 memory bars; the routing
+# rank 0 exchanges with ranks 1 and 2 (both ways): 4 byte cells; step points: >= 2
+assert n.get("heat", 0) == 16, n
+assert n.get("mem", 0) == 3, n
+assert n.get("bytes", 0) >= 4, n
+assert n.get("steps", 0) >= 2, n
+assert "tokens/s" in dom, "no header figures"
+PY
   echo "page ok"
   ;;
 page_js)

@@ -1,6 +1,9 @@
 /* The live page served at /: self-contained (no network but this endpoint), it fetches
  * /status and /live.json every 1.5 s and draws on canvases. Each chart sets data-drawn
- * once it has drawn, which the headless-browser test looks for. */
+ * once it has drawn, and data-n: how many of its marks carry data (heat map cells and
+ * byte matrix cells with a count above 0, step-time points, memory bars above 0), which
+ * the headless-browser test counts. A chart of deltas with none since the last refresh
+ * shows the totals instead. */
 #include "live/live_int.h"
 
 const char live_page_html[] =
@@ -24,27 +27,35 @@ const char live_page_html[] =
     "Math.round(80+100*(1-t))+','+Math.round(255*(1-t))+')';}\n"
     "function ctx(id){var c=document.getElementById(id),x=c.getContext('2d');"
     "x.clearRect(0,0,c.width,c.height);c.setAttribute('data-drawn','1');return [c,x];}\n"
+    "function mark(c,n){c.setAttribute('data-n',String(n));}\n"
+    "function any(m){return m.some(function(r){return r.some(function(v){return v>0;});});}\n"
     "function drawHeat(d){var a=ctx('heat'),c=a[0],x=a[1],L=d.layers,E=d.experts;"
     "var m=d.tokens.map(function(r,l){return r.map(function(v,e){return prev?"
-    "v-prev.tokens[l][e]:v;});});var mx=0;m.forEach(function(r){r.forEach(function(v)"
-    "{if(v>mx)mx=v;});});var w=c.width/E,h=c.height/L;for(var l=0;l<L;l++)"
+    "v-prev.tokens[l][e]:v;});});if(!any(m))m=d.tokens;var mx=0,n=0;"
+    "m.forEach(function(r){r.forEach(function(v){if(v>mx)mx=v;});});"
+    "var w=c.width/E,h=c.height/L;for(var l=0;l<L;l++)"
     "for(var e=0;e<E;e++){x.fillStyle=heat(m[l][e],mx);x.fillRect(e*w,l*h,Math.ceil(w),"
-    "Math.ceil(h));}}\n"
+    "Math.ceil(h));if(m[l][e]>0)n++;}mark(c,n);}\n"
     "function drawSteps(d){var a=ctx('steps'),c=a[0],x=a[1],s=d.step_ms,mx=0;"
     "s.forEach(function(v){if(v>mx)mx=v;});x.strokeStyle='#36c';x.beginPath();"
     "s.forEach(function(v,i){var px=i*c.width/Math.max(1,s.length-1),"
     "py=c.height-(mx>0?v/mx:0)*(c.height-12);if(i)x.lineTo(px,py);else x.moveTo(px,py);});"
-    "x.stroke();x.fillStyle='#000';x.fillText('max '+mx.toFixed(2)+' ms',4,10);}\n"
+    "x.stroke();x.fillStyle='#000';x.fillText('max '+mx.toFixed(2)+' ms',4,10);"
+    "mark(c,s.length);}\n"
     "function drawBytes(d){var a=ctx('bytes'),c=a[0],x=a[1],W=d.world,mx=0,m=[];"
     "for(var s=0;s<W;s++){m.push([]);for(var t=0;t<W;t++){var v=(d.bytes[s]&&d.bytes[s][t])"
     "||0;if(prev&&prev.bytes[s]&&prev.bytes[s][t])v-=prev.bytes[s][t];m[s].push(v);"
-    "if(v>mx)mx=v;}}var w=c.width/W;for(s=0;s<W;s++)for(t=0;t<W;t++){x.fillStyle="
-    "heat(m[s][t],mx);x.fillRect(t*w,s*w,Math.ceil(w),Math.ceil(w));}}\n"
+    "}}if(!any(m))m=m.map(function(r,s){return r.map(function(v,t){return "
+    "(d.bytes[s]&&d.bytes[s][t])||0;});});m.forEach(function(r){r.forEach(function(v){"
+    "if(v>mx)mx=v;});});var w=c.width/W,n=0;for(s=0;s<W;s++)for(t=0;t<W;t++){x.fillStyle="
+    "heat(m[s][t],mx);x.fillRect(t*w,s*w,Math.ceil(w),Math.ceil(w));if(m[s][t]>0)n++;}"
+    "mark(c,n);}\n"
     "function drawMem(d){var a=ctx('mem'),c=a[0],x=a[1],r=d.resident,mx=0;"
     "r.forEach(function(v){if(v>mx)mx=v;});var w=c.width/Math.max(1,r.length);"
     "r.forEach(function(v,i){var h=mx>0?v/mx*(c.height-14):0;x.fillStyle='#4a4';"
     "x.fillRect(i*w+1,c.height-h,w-2,h);x.fillStyle='#000';x.fillText("
-    "(v/1048576).toFixed(0)+'M',i*w+2,10);});}\n"
+    "(v/1048576).toFixed(0)+'M',i*w+2,10);});mark(c,r.filter(function(v){return v>0;})"
+    ".length);}\n"
     "function tick(){Promise.all([fetch('/status').then(function(r){return r.json();}),"
     "fetch('/live.json').then(function(r){return r.json();})]).then(function(p){"
     "var s=p[0],d=p[1];document.getElementById('hdr').textContent='moed live: step '+s.step+"
