@@ -54,6 +54,7 @@ struct moe_prof {
     bool *final_seen;            /* [world] its last record arrived, or it was given up */
     int64_t merged_windows;      /* windows merged so far */
     int64_t last_send_ns;        /* non-root: when the last part left */
+    int64_t last_probe_ns;       /* rank 0: when it last looked for parts between windows */
     /* the step in flight: its per-layer figures count only when it completes */
     moe_prof_record_t mark;      /* the accumulators as they were at its begin */
     int64_t mark_budget;         /* events_budget then */
@@ -72,6 +73,10 @@ struct moe_prof {
 /* A rank that may be SIGKILLed about 1 s after a signal must not sit on much data: parts
  * go to rank 0 at the first step boundary this long after the previous one. */
 #define PART_INTERVAL_NS 250000000LL
+/* Rank 0 looks for parts between window ends at most this often: parts come at most every
+ * PART_INTERVAL_NS per rank, and a probe is an MPI progress call (microseconds, a yield
+ * when ranks share cores) that 1 ms steps should not pay every step. */
+#define PROBE_INTERVAL_NS 20000000LL
 
 enum { TAG_WINDOW = 4401, TAG_FINAL = 4402, TAG_DONE = 4403 };
 
@@ -761,9 +766,13 @@ static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
 
 /* Between window ends: non-root ranks send a part when PART_INTERVAL_NS has passed; rank 0
  * takes whatever has arrived, so senders never wait on it. */
-static moe_status_t stream_parts(moe_prof_t *p, moe_error_t *err)
+static moe_status_t stream_parts(moe_prof_t *p, int64_t now_ns, moe_error_t *err)
 {
     if (p->rank == 0) {
+        if (now_ns - p->last_probe_ns < PROBE_INTERVAL_NS) {
+            return MOE_OK;
+        }
+        p->last_probe_ns = now_ns;
         moe_poll_t poll;
         moe_poll_begin(&poll, prof_timeout_s(p), true);
         while (receive_one(p, &poll)) {
@@ -771,7 +780,7 @@ static moe_status_t stream_parts(moe_prof_t *p, moe_error_t *err)
         return MOE_OK;
     }
     if (p->profiled && p->rec.steps_recorded > 0 &&
-        moe_now_ns() - p->last_send_ns >= PART_INTERVAL_NS) {
+        now_ns - p->last_send_ns >= PART_INTERVAL_NS) {
         int64_t deadline = prof_timeout_s(p) > 0
                                ? moe_now_ns() + (int64_t)(prof_timeout_s(p) * 1e9) : 0;
         moe_status_t st = send_part(p, 0, deadline, err);
@@ -796,7 +805,7 @@ moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, in
     if (p->window >= 0 && p->closes) {
         return close_window(p, err);
     }
-    moe_status_t st = stream_parts(p, err);
+    moe_status_t st = stream_parts(p, end_ns, err);
     return st == MOE_ERR_INTERRUPTED ? moe_error_set(err, st, "stop requested") : st;
 }
 
@@ -1131,7 +1140,7 @@ bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t
         od_close(p, end_ns);
     } else if (p->window >= 0 && p->rank != 0) {
         moe_error_t err;
-        if (stream_parts(p, &err) != MOE_OK) {
+        if (stream_parts(p, end_ns, &err) != MOE_OK) {
             fprintf(stderr, "moed: warning: on-demand window: %s\n", err.msg);
         }
     }

@@ -493,8 +493,9 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
         if (eng->live != NULL) {
             int64_t t = moe_now_ns();
             moe_live_step_begin(eng->live, s);
-            eng->prof_ns += moe_now_ns() - t;
-            eng->live_ns += moe_now_ns() - t;
+            t = moe_now_ns() - t;
+            eng->prof_ns += t;
+            eng->live_ns += t;
         }
         int64_t b = moe_now_ns();
         moe_nvtx_push("step");
@@ -515,8 +516,9 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
         if (eng->live != NULL) {
             int64_t t = moe_now_ns();
             moe_live_step_end(eng->live, s, b, e);
-            eng->prof_ns += moe_now_ns() - t;
-            eng->live_ns += moe_now_ns() - t;
+            t = moe_now_ns() - t;
+            eng->prof_ns += t;
+            eng->live_ns += t;
         }
         if (show) {
             engine_progress(eng, s, steps, t0, &last_print, false);
