@@ -63,6 +63,25 @@ static void gelu_rows(float *h, int64_t n)
     }
 }
 
+void moe_expert_activate(const moe_expert_weights_t *w, moe_activation_t act, float *h,
+                         int64_t rows, int64_t ffn)
+{
+    int64_t up_n = act == MOE_ACT_GELU ? ffn : 2 * ffn;
+    add_bias(h, rows, up_n, up_n, w->b13);
+    if (act == MOE_ACT_SWIGLU) {
+        swiglu_rows(h, rows, ffn);
+    } else if (act == MOE_ACT_SWIGLU_OAI) {
+        swiglu_oai_rows(h, rows, ffn, w->limit);
+    } else {
+        gelu_rows(h, rows * ffn);
+    }
+}
+
+void moe_expert_add_bias(float *m, int64_t rows, int64_t n, const float *bias)
+{
+    add_bias(m, rows, n, n, bias);
+}
+
 moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t act,
                                 int64_t hidden, int64_t ffn, int64_t rows, const float *in,
                                 float *out, float *scratch, int64_t tile_rows)
@@ -76,14 +95,7 @@ moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t 
         if (st != MOE_OK) {
             return st;
         }
-        add_bias(scratch, m, up_n, up_n, w->b13);
-        if (act == MOE_ACT_SWIGLU) {
-            swiglu_rows(scratch, m, ffn);
-        } else if (act == MOE_ACT_SWIGLU_OAI) {
-            swiglu_oai_rows(scratch, m, ffn, w->limit);
-        } else {
-            gelu_rows(scratch, m * ffn);
-        }
+        moe_expert_activate(w, act, scratch, m, ffn);
         /* The activated rows sit at stride up_n (the gate half, packed in place). */
         st = moe_gemm_nt(m, hidden, ffn, scratch, up_n, w->w2, ffn, 0.0f, out + r0 * hidden,
                          hidden);
