@@ -37,10 +37,8 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
     bool native = moe_cpu_bf16_native();
     if (cfg->compute_dtype == MOE_NUM_BF16 && !native) {
         return moe_error_set(err, MOE_ERR_CONFIG,
-                             "runtime.compute_dtype: bf16, but this CPU has no native BF16 "
-                             "(oneDNN ISA %s%s; needs avx512_bf16 or AMX); use auto or f32",
-                             moe_onednn_isa_name(),
-                             getenv("MOED_CPU_NO_BF16") != NULL ? ", MOED_CPU_NO_BF16 set" : "");
+                             "runtime.compute_dtype: bf16, but %s; use auto (f32 here) or f32",
+                             moe_cpu_bf16_why());
     }
     if (cfg->compute_dtype == MOE_NUM_AUTO) {
         *out = value == MOE_DTYPE_BF16 && native ? MOE_NUM_BF16 : MOE_NUM_F32;

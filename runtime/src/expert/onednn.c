@@ -3,6 +3,7 @@
 
 #include <dnnl.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,18 @@ const char *moe_onednn_isa_name(void)
     case dnnl_cpu_isa_avx2: return "avx2";
     default: return "other";
     }
+}
+
+const char *moe_cpu_bf16_why(void)
+{
+    static char why[160];
+    const char *no = getenv("MOED_CPU_NO_BF16");
+    if (no != NULL && strcmp(no, "0") != 0 && no[0] != '\0') {
+        return "MOED_CPU_NO_BF16 is set, so the CPU counts as having no native BF16";
+    }
+    snprintf(why, sizeof(why), "this CPU has no native BF16 (oneDNN's ISA is %s; BF16 needs "
+             "avx512_bf16 or AMX)", moe_onednn_isa_name());
+    return why;
 }
 
 int64_t moe_onednn_bucket(int64_t m)

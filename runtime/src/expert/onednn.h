@@ -23,6 +23,8 @@
 /* Does this CPU compute BF16 natively (oneDNN's effective ISA is avx512_core_bf16 or an AMX
  * one)? MOED_CPU_NO_BF16=1 in the environment makes it say no (to test the F32 fallback). */
 bool moe_cpu_bf16_native(void);
+/* Why moe_cpu_bf16_native() says no, for messages. */
+const char *moe_cpu_bf16_why(void);
 /* oneDNN's effective ISA, for messages ("avx512_core_bf16"). */
 const char *moe_onednn_isa_name(void);
 
