@@ -17,7 +17,9 @@
  *   of a layer with shared experts.
  *
  * Slots (moe_expert_ops_t). Each returns MOE_OK or an error with err filled, never exits;
- * none allocates (everything is sized at attach).
+ * none allocates (everything is sized at attach), except that the CPU back-end computing in
+ * BF16 creates a row bucket's oneDNN primitive on its first use (expert/onednn.h: tens of ms
+ * each, at most ~10 per GEMM shape, inside the warm-up steps).
  *   name      short name for reports ("cpu", "cuda")
  *   gate      route `tokens` rows of x (memory of the back-end) with layer `layer`'s gate:
  *             io->topk_idx (host) and io->topk_w (host for the CPU; the back-end's own copy

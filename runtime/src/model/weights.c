@@ -154,7 +154,7 @@ typedef struct load_ctx {
     const moe_family_t *names; /* the tensor names of the file (a single file may differ) */
     moe_ckpt_t *ck;            /* NULL: random weights */
     load_progress_t *prog;
-    moe_dtype_t value;         /* MOE_DTYPE_BF16: expert values rounded to BF16 */
+    bool round_bf16;           /* F32-held expert values rounded to BF16 (model.dtype bf16) */
     moe_dtype_t store;         /* MOE_DTYPE_BF16: experts held in BF16 */
     moe_expert_weights_t tmp;  /* F32 staging of one expert when held in BF16 */
     moe_error_t *err;
@@ -466,8 +466,8 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
         }
         if (st == MOE_OK && bf16) {
             stage_to_bf16(c, ew);
-        } else if (st == MOE_OK && c->value == MOE_DTYPE_BF16) {
-            /* F32 compute on BF16 weights: the same values the BF16 path holds */
+        } else if (st == MOE_OK && c->round_bf16) {
+            /* F32 compute on weights asked as BF16: the values the BF16 path would hold */
             round_bf16(ew->w13, (size_t)(up_rows(cfg, cfg->ffn_dim) * cfg->hidden_dim));
             round_bf16(ew->w2, (size_t)(cfg->hidden_dim * cfg->ffn_dim));
         }
@@ -622,7 +622,9 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     memset(w, 0, sizeof(*w));
     load_progress_t prog;
     load_ctx_t c = {.cfg = cfg, .fam = moe_family_get(cfg->family), .prog = &prog,
-                    .value = value, .store = store, .err = err};
+                    .store = store, .err = err};
+    /* With auto, F32-held weights keep the file's values (FP8 dequantised exactly). */
+    c.round_bf16 = store != MOE_DTYPE_BF16 && cfg->dtype == MOE_DTYPE_BF16;
     bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
     bool bf16 = store == MOE_DTYPE_BF16;
     size_t per_expert = ffn_bytes(cfg, cfg->ffn_dim, bf16 ? sizeof(uint16_t) : sizeof(float));

@@ -70,10 +70,11 @@ typedef struct moe_weights {
 moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtype_t *out,
                                      moe_error_t *err);
 
-/* Load what `rank` needs. routes: whether this rank runs the gate. value: the experts'
- * values are rounded to BF16 when it is MOE_DTYPE_BF16; store: MOE_DTYPE_BF16 holds them
- * in w13_bf16/w2_bf16, else F32. On error fills err with a message naming the file and
- * tensor; *w is then empty (safe to destroy). */
+/* Load what `rank` needs. routes: whether this rank runs the gate. value: the experts' type
+ * as moe_weights_value_dtype resolved it (recorded; the GPU stores them in it); store:
+ * MOE_DTYPE_BF16 holds them in w13_bf16/w2_bf16 (rounded), else F32 — rounded to BF16 when
+ * model.dtype is bf16, so F32 compute sees the values BF16 compute would. On error fills err
+ * with a message naming the file and tensor; *w is then empty (safe to destroy). */
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
                               moe_dtype_t store, moe_weights_t *w, moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
