@@ -141,11 +141,13 @@ static void bench_dtype_print(const moe_engine_t *eng, const double limit[2], do
     bool bf16 = eng->weights.wire == MOE_NUM_BF16 || eng->weights.compute == MOE_NUM_BF16;
     double lim = (bf16 ? limit[0] : limit[1]) / (double)(cfg->threads > 0 ? cfg->threads : 1);
     double max_tps = (double)cores * lim * 1e9 / per_token;
-    printf("bench: BF16 GEMM GFLOP/s (oneDNN)     %.1f per rank of %lld thread%s%s\n", limit[0],
+    char label[64];
+    snprintf(label, sizeof(label), "F32 GEMM GFLOP/s (%s)", moe_gemm_backend_name());
+    printf("bench: %-30s %.1f per rank of %lld thread%s%s\n", "BF16 GEMM GFLOP/s (oneDNN)", limit[0],
            (long long)cfg->threads, cfg->threads == 1 ? "" : "s",
            limit[0] > 0 ? "" : " (no native BF16 on this CPU)");
-    printf("bench: F32 GEMM GFLOP/s (%s)     %.1f per rank of %lld thread%s\n",
-           moe_gemm_backend_name(), limit[1], (long long)cfg->threads,
+    printf("bench: %-30s %.1f per rank of %lld thread%s\n", label, limit[1],
+           (long long)cfg->threads,
            cfg->threads == 1 ? "" : "s");
     if (lim > 0) {
         printf("bench: tokens/s / (%ld cores x %s limit) %.2f  (limit %.0f tokens/s)\n", cores,
