@@ -207,7 +207,7 @@ static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
     const moe_config_t *cfg = eng->cfg;
     moe_num_dtype_t compute = eng->weights.compute, wire = eng->weights.wire;
     bool bf16 = cfg->device != MOE_DEVICE_CUDA && compute == MOE_NUM_BF16;
-    moe_dtype_t value = bf16 ? MOE_DTYPE_BF16 : eng->value; /* explicit bf16 on f32 values */
+    moe_dtype_t value = bf16 ? MOE_DTYPE_BF16 : eng->value; /* bf16 compute holds bf16 */
     moe_status_t st = moe_weights_load(cfg, eng->rank, eng->routes, value,
                                        bf16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32, &eng->weights, err);
     eng->weights.compute = compute;
