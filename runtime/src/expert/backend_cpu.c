@@ -166,8 +166,11 @@ static moe_status_t cpu_expert_bf16(const moe_expert_io_t *io, cpu_state_t *cs,
     for (int64_t r0 = 0; r0 < total && st == MOE_OK; r0 += MOE_BF16_TILE_ROWS) {
         int64_t m = total - r0 < MOE_BF16_TILE_ROWS ? total - r0 : MOE_BF16_TILE_ROWS;
         const uint16_t *in = cs->in;
+        /* The bucket's rows past m are read too: only where no exchange is still writing
+         * (one chunk: every row has arrived) or there are none. */
+        int64_t rows = moe_onednn_bucket(m);
         if (io->wire_bf16 && only >= 0 && io->wire_row_bytes == H * 2 &&
-            from[only] + r0 + moe_onednn_bucket(m) <= io->max_recv) {
+            (io->chunks == 1 || rows == m) && from[only] + r0 + rows <= io->max_recv) {
             in = (const uint16_t *)((const char *)io->recv_buf +
                                     (from[only] + r0) * io->wire_row_bytes);
         } else {
