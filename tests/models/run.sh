@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # run.sh CASE: a tiny Hugging Face checkpoint of one family (make_reference.py), run by moed
 # on 3 ranks and on 1 rank, each output compared with the NumPy reference's expected output.
-#   CASE = FAMILY_DTYPE_ROUTING[_layers]   e.g. deepseek_v3_fp8_master, qwen2_moe_f32_symmetric,
-#          mixtral_f32_master_layers (a subset of the MoE layers: model.layers)
+#   CASE = FAMILY_DTYPE_ROUTING[_layers|_bf16c]   e.g. deepseek_v3_fp8_master,
+#          qwen2_moe_f32_symmetric, mixtral_f32_master_layers (a subset of the MoE layers:
+#          model.layers), mixtral_bf16_master_bf16c (BF16 compute and BF16 rows on the wire:
+#          the weights as stored, so the reference is also the F32 compute of the same
+#          BF16-rounded weights; tolerance 3e-2, and the 3-rank output against the 1-rank one
+#          within 1e-3; skipped, exit 77, on a CPU without native BF16)
+# Every other case computes in F32 (runtime.compute_dtype: f32), whatever the stored type.
 # Needs MOED and ST_DIFF (ctest sets them). Fails, printing what moed said, when moed cannot
 # run the checkpoint: never skips.
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -11,7 +16,9 @@ source "$HERE/common.sh"
 
 case_name=$1
 subset=
+compute=f32
 if [[ $case_name == *_layers ]]; then subset=1; case_name=${case_name%_layers}; fi
+if [[ $case_name == *_bf16c ]]; then compute=bf16; case_name=${case_name%_bf16c}; fi
 routing=${case_name##*_}
 rest=${case_name%_*}
 dtype=${rest##*_}
@@ -23,9 +30,15 @@ family=${rest%_*}
 # dequantised), so every dtype differs from moed only by F32 accumulation order: 1e-4.
 TOL=1e-4
 TOKENS=48
+# BF16 compute rounds the GEMMs' inputs (tokens, activations) to BF16: 8 mantissa bits.
+[[ $compute == bf16 ]] && TOL=3e-2
 
 DIR=$WORK/ckpt
 args=(--shards 3 --tokens $TOKENS --seed 11)
+# BF16 compute: one MoE layer, so the F32 gate sees the same input as the reference's and
+# routes alike (a second layer's input carries the first's BF16 error, which can flip a
+# near-tie choice: a different expert, not a numerical difference).
+[[ $compute == bf16 ]] && args+=(--moe-layers 1)
 layers_yaml=
 if [[ -n $subset ]]; then
   # The reference's MoE layers minus the first, in order: model.layers names a subset.
@@ -49,6 +62,7 @@ placement:
   experts: auto
 runtime:
   routing: $routing
+  compute_dtype: $compute
 workload:
   tokens_per_step: $TOKENS
   steps: 1
@@ -57,6 +71,15 @@ profiler:
   enabled: false
   output_dir: $WORK/experiments
 EOC
+
+if [[ $compute == bf16 ]]; then
+  rc=0
+  "$MOED" --config c.yaml --check-config > check.log 2>&1 || rc=$?
+  if ((rc == 3)) && grep -q "no native BF16" check.log; then
+    echo "SKIP: $(sed -n 's/^moed: error: //p' check.log)"
+    exit 77
+  fi
+fi
 
 status=0
 # run_and_compare NAME NP: moed on NP ranks, then its output against expected.
@@ -86,5 +109,10 @@ run_and_compare() {
 }
 run_and_compare many 3
 run_and_compare one 1
+if ((status == 0)) && [[ $compute == bf16 ]] &&
+   ! "$ST_DIFF" one.safetensors many.safetensors --tol 1e-3; then
+  echo "FAIL: $family $dtype $routing: BF16 on 3 ranks differs from BF16 on 1 rank" >&2
+  status=1
+fi
 ((status == 0)) || exit 1
 echo "PASS models $1"

@@ -99,7 +99,9 @@ static void check_example_values(const moe_config_t *c)
     CHECK_NEAR(c->capacity_factor, 0.0, 0);
     CHECK(strcmp(c->weights, "random") == 0);
     CHECK_INT_EQ(c->first_layer, 0);
-    CHECK_INT_EQ(c->dtype, MOE_DTYPE_F32);
+    CHECK_INT_EQ(c->dtype, MOE_DTYPE_AUTO);
+    CHECK_INT_EQ(c->compute_dtype, MOE_NUM_AUTO);
+    CHECK_INT_EQ(c->wire_dtype, MOE_NUM_AUTO);
     CHECK(c->seed == 42);
     CHECK_INT_EQ(c->master_rank, 0);
     CHECK_INT_EQ(c->routing, MOE_ROUTING_MASTER);
@@ -281,7 +283,9 @@ static void test_wrong_types(void)
     CHECK_CFG_ERROR("model:\n  activation: relu\n", 1, "cfg.yaml:2:15: ",
                     "model.activation: expected swiglu, gelu or swiglu_oai, found 'relu'");
     CHECK_CFG_ERROR("model:\n  dtype: fp8\n", 1, "cfg.yaml:2:10: ",
-                    "model.dtype: expected f32, bf16 or f16, found 'fp8'");
+                    "model.dtype: expected f32, bf16, f16 or auto, found 'fp8'");
+    CHECK_CFG_ERROR("runtime:\n  compute_dtype: f16\n", 1, "cfg.yaml:2:18: ",
+                    "runtime.compute_dtype: expected auto, f32 or bf16, found 'f16'");
     CHECK_CFG_ERROR("model:\n  weights: {a: 1}\n", 1, "cfg.yaml:2:12: ",
                     "model.weights: expected a non-empty string, found a mapping");
     CHECK_CFG_ERROR("model:\n  weights: \"\"\n", 1, "cfg.yaml:2:12: ",

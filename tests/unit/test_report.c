@@ -2046,7 +2046,7 @@ static void test_compare_states(const char *root, const fixture_t *a)
     b = fx_written(root, "model", &small_shape, edit_model);
     CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
     CHECK_STR_CONTAINS(out, "NOTE: the models differ (model.hidden_dim 1024 vs 2048, model.dtype "
-                            "f32 vs bf16)");
+                            "auto vs bf16)");
     check_config_section(out, "  model.hidden_dim                     1024 -> 2048\n");
     free(out);
     fx_drop(b);

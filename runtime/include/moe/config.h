@@ -46,7 +46,20 @@ typedef enum {
     MOE_EXPERT_HIST_EXPERT = 1,
     MOE_EXPERT_HIST_LAYER = 2
 } moe_expert_hist_t;
-typedef enum { MOE_DTYPE_F32 = 0, MOE_DTYPE_BF16 = 1, MOE_DTYPE_F16 = 2 } moe_dtype_t;
+/* model.dtype: how expert weights are held; AUTO = the checkpoint file's type (FP8: BF16),
+ * F32 for random weights. */
+typedef enum {
+    MOE_DTYPE_F32 = 0,
+    MOE_DTYPE_BF16 = 1,
+    MOE_DTYPE_F16 = 2,
+    MOE_DTYPE_AUTO = 3
+} moe_dtype_t;
+/* runtime.compute_dtype and runtime.wire_dtype (app/engine.c resolves AUTO). */
+typedef enum {
+    MOE_NUM_AUTO = 0,
+    MOE_NUM_F32 = 1,
+    MOE_NUM_BF16 = 2
+} moe_num_dtype_t;
 
 /* Where a value came from in the YAML text (1-based, as editors count). line 0: not set
  * in the file (a default). */
@@ -67,7 +80,7 @@ typedef struct moe_config {
     double capacity_factor;         /* 0 = no limit */
     char weights[MOE_PATH_MAX];     /* "random" or a .safetensors path */
     int64_t first_layer;            /* model.first_layer: index of moed's layer 0 in the file */
-    moe_dtype_t dtype;              /* model.dtype: storage type of expert weights (cuda) */
+    moe_dtype_t dtype;              /* model.dtype: how expert weights are held (AUTO: file) */
     uint64_t seed;
     moe_family_id_t family;         /* model.family: routing, shared experts, tensor names */
     char checkpoint[MOE_PATH_MAX];  /* model.checkpoint: a Hugging Face directory, "" = none */
@@ -94,6 +107,8 @@ typedef struct moe_config {
     moe_transport_kind_t transport;
     moe_device_kind_t device;
     int64_t threads;                /* BLAS threads per rank */
+    moe_num_dtype_t compute_dtype;  /* runtime.compute_dtype: the experts' GEMM inputs */
+    moe_num_dtype_t wire_dtype;     /* runtime.wire_dtype: rows exchanged between ranks */
     int64_t chunks;                 /* tokens of a step split for overlap */
     double step_timeout_s;          /* watchdog; 0 = off */
 

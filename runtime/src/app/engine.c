@@ -15,6 +15,7 @@
 #include "moe/stop.h"
 #include "moe/watchdog.h"
 #include "expert/nvtx.h"
+#include "expert/onednn.h"
 #include "transport/wait.h"
 
 /* MOED_TEST_MPI_FAIL=agree:N: the Nth agreement of this process hands MPI_Allreduce an
@@ -160,6 +161,63 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
+/* model.dtype, runtime.compute_dtype and runtime.wire_dtype as this run resolves them. The
+ * wire type is the job's: bf16 when asked, or (auto) when every rank hosting experts
+ * computes in bf16. Sets eng->value and eng->weights.compute / .wire (the load that follows
+ * keeps them). */
+static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    moe_num_dtype_t compute = MOE_NUM_F32;
+    moe_status_t st = moe_weights_value_dtype(cfg, eng->rank, &eng->value, err);
+    if (st == MOE_OK) {
+        st = moe_expert_compute_dtype(cfg, eng->value, &compute, err);
+    }
+    st = moe_agree(eng->comm, st, err);
+    bool hosts = moe_cfg_experts_of_rank(cfg, eng->rank, NULL) > 0;
+    int vote[2] = {hosts ? compute == MOE_NUM_BF16 : 1, 0}, all[2] = {0, 0};
+    vote[1] = cfg->wire_dtype == MOE_NUM_AUTO ? vote[0] : cfg->wire_dtype == MOE_NUM_BF16;
+    MPI_Request req;
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Iallreduce(vote, all, 2, MPI_INT, MPI_MIN, eng->comm, &req), err);
+    }
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the dtype agreement", err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    eng->weights.compute = compute;
+    eng->weights.wire = all[1] ? MOE_NUM_BF16 : MOE_NUM_F32;
+    if (eng->rank == 0) {
+        MOE_INFO("experts: %s weights, %s compute%s%s%s, %s rows on the wire",
+                 eng->value == MOE_DTYPE_BF16 ? "bf16" : eng->value == MOE_DTYPE_F16 ? "f16" : "f32",
+                 all[0] ? "bf16" : "f32",
+                 all[0] && cfg->device != MOE_DEVICE_CUDA ? " (oneDNN " : "",
+                 all[0] && cfg->device != MOE_DEVICE_CUDA ? moe_onednn_isa_name() : "",
+                 all[0] && cfg->device != MOE_DEVICE_CUDA ? ")" : "", all[1] ? "bf16" : "f32");
+    }
+    return MOE_OK;
+}
+
+/* The weights as the resolved types say: held in BF16 and packed for oneDNN when this CPU
+ * rank computes in BF16 (values rounded to BF16 then), else F32 on the host. */
+static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    moe_num_dtype_t compute = eng->weights.compute, wire = eng->weights.wire;
+    bool bf16 = cfg->device != MOE_DEVICE_CUDA && compute == MOE_NUM_BF16;
+    moe_dtype_t value = bf16 ? MOE_DTYPE_BF16 : eng->value; /* bf16 compute holds bf16 */
+    moe_status_t st = moe_weights_load(cfg, eng->rank, eng->routes, value,
+                                       bf16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32, &eng->weights, err);
+    eng->weights.compute = compute;
+    eng->weights.wire = wire;
+    if (st == MOE_OK && bf16) {
+        st = moe_expert_cpu_pack(cfg, &eng->weights, err);
+    }
+    return st;
+}
+
 /* What the profiler (and the live path's window recorder) are told at create; ids:
  * MOE_MAX_EXPERTS entries that must last until the create. */
 static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
@@ -172,7 +230,7 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .expert_weight_bytes = eng->weights.expert_bytes,
         .exchange_buffer_bytes = moe_layer_ctx_buffer_bytes(&eng->layer),
         .total_steps = cfg->steps > 0 ? cfg->steps : INT64_MAX, /* 0: until a signal */
-        .row_bytes = cfg->hidden_dim * (int64_t)sizeof(float),
+        .row_bytes = moe_wire_row_bytes(cfg->hidden_dim, eng->weights.wire),
         .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
         .transport = eng->transport->ops->name,
         .blas = moe_gemm_backend_name(),
@@ -310,13 +368,18 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = engine_hosts(eng, err);
     }
     if (st == MOE_OK) {
+        st = engine_dtypes(eng, err);
+    }
+    if (st == MOE_OK) {
         moe_transport_device_t dev = {
             .cuda = eng->cuda, .nccl_create = eng->plugin != NULL ? eng->plugin->nccl_create : NULL};
-        st = moe_transport_create(cfg->transport, comm, cfg->hidden_dim, 2 * (int)cfg->chunks,
+        /* the transports count rows of floats: a BF16 row is half as many */
+        int64_t row_floats = moe_wire_row_bytes(cfg->hidden_dim, eng->weights.wire) / 4;
+        st = moe_transport_create(cfg->transport, comm, row_floats, 2 * (int)cfg->chunks,
                                   &dev, &eng->transport, err);
     }
     if (st == MOE_OK) {
-        st = moe_weights_load(cfg, eng->rank, eng->routes, &eng->weights, err);
+        st = engine_load_weights(eng, err);
     }
     if (st == MOE_OK && moe_stop_requested()) {
         st = moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped during start-up");

@@ -25,6 +25,7 @@ struct moe_engine {
     int64_t token_first;   /* global index of this rank's first token */
     int64_t token_count;   /* tokens this rank routes per step */
     moe_weights_t weights;
+    moe_dtype_t value;        /* the experts' values (model.dtype resolved on this rank) */
     moe_transport_t *transport;
     moe_layer_ctx_t layer;
     float *x;              /* [token_count, H] hidden state of the current step */

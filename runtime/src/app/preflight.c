@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "expert/onednn.h"
 #include "expert/plugin.h"
 #include "moe/log.h"
 
@@ -58,6 +59,14 @@ static moe_preflight_fail_t check_build(const moe_config_t *cfg, const moe_build
         moe_error_set(err, MOE_ERR_CONFIG,
                       "runtime.transport: nccl moves GPU memory; it needs runtime.device: cuda "
                       "(use mpi or ucx on the CPU)");
+        return MOE_PREFLIGHT_CONFIG;
+    }
+    if (cfg->device != MOE_DEVICE_CUDA && cfg->compute_dtype == MOE_NUM_BF16 &&
+        !moe_cpu_bf16_native()) {
+        /* no emulation: oneDNN's BF16 without avx512_bf16 or AMX is slower than F32 */
+        moe_error_set(err, MOE_ERR_CONFIG,
+                      "runtime.compute_dtype: bf16, but %s; use auto (f32 here) or f32",
+                      moe_cpu_bf16_why());
         return MOE_PREFLIGHT_CONFIG;
     }
     if ((cfg->transport == MOE_TRANSPORT_UCX && !caps->ucx) ||

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "moe/clock.h"
 #include "expert/expert.h"
 #include "expert/gemm.h"
+#include "expert/onednn.h"
 #include "moe/log.h"
 #include "moe/mpi_check.h"
 #include "transport/wait.h"
@@ -27,6 +29,132 @@ static int64_t best_gemm_ns(int64_t m, int64_t n, int64_t k, const float *a, con
     return best;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* The machine's BF16 and F32 GEMM limits (dtype15): both measured in the same run, on one  */
+/* rank while the others wait, so the figure is one rank's threads on an otherwise idle job */
+/* ------------------------------------------------------------------------------------ */
+
+/* GFLOP/s of the best F32 up + down GEMMs (the build's BLAS) of m rows, expert shapes. */
+static double bench_f32_gflops(int64_t H, int64_t up_n, int64_t F, int64_t m)
+{
+    int64_t wide = up_n > H ? up_n : H, k = H > F ? H : F;
+    float *a = calloc((size_t)(m * k), sizeof(float));
+    float *w13 = malloc((size_t)(up_n * H) * sizeof(float));
+    float *w2 = malloc((size_t)(H * F) * sizeof(float));
+    float *c = calloc((size_t)(m * wide), sizeof(float));
+    double gflops = 0.0;
+    if (a != NULL && w13 != NULL && w2 != NULL && c != NULL) {
+        for (int64_t i = 0; i < up_n * H; i++) {
+            w13[i] = (float)(i % 13) * 0.01f;
+        }
+        for (int64_t i = 0; i < H * F; i++) {
+            w2[i] = (float)(i % 11) * 0.01f;
+        }
+        int64_t t = best_gemm_ns(m, up_n, H, a, w13, c, 5) + best_gemm_ns(m, H, F, a, w2, c, 5);
+        gflops = 2.0 * (double)m * (double)H * (double)(up_n + F) / (double)t;
+    }
+    free(a);
+    free(w13);
+    free(w2);
+    free(c);
+    return gflops;
+}
+
+/* Best of reps oneDNN BF16 GEMMs of m rows with packed weights w, in ns (0: failed). */
+static int64_t best_bf16_ns(moe_onednn_t *o, int which, int64_t m, const uint16_t *a,
+                            const void *w, float *c, int reps)
+{
+    int64_t best = INT64_MAX;
+    if (moe_onednn_gemm(o, which, m, a, w, c, NULL) != MOE_OK) { /* warm, and the bucket */
+        return 0;
+    }
+    for (int r = 0; r < reps; r++) {
+        int64_t t = moe_now_ns();
+        moe_onednn_gemm(o, which, m, a, w, c, NULL);
+        t = moe_now_ns() - t;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* GFLOP/s of the best BF16 up + down GEMMs (oneDNN, packed weights) of m rows; 0 when the
+ * CPU has no native BF16 or oneDNN fails. */
+static double bench_bf16_gflops(int64_t H, int64_t up_n, int64_t F, int64_t m, int threads)
+{
+    moe_onednn_t *o = NULL;
+    if (!moe_cpu_bf16_native() || moe_onednn_create(H, up_n, F, m, threads, &o, NULL) != MOE_OK) {
+        return 0.0;
+    }
+    int64_t rows = moe_onednn_bucket(m), k = H > F ? H : F, wide = up_n > H ? up_n : H;
+    uint16_t *a = calloc((size_t)(rows * k), sizeof(uint16_t));
+    uint16_t *w = malloc((size_t)(up_n * H > H * F ? up_n * H : H * F) * sizeof(uint16_t));
+    float *c = calloc((size_t)(rows * wide), sizeof(float));
+    void *p13 = NULL, *p2 = NULL;
+    double gflops = 0.0;
+    if (a != NULL && w != NULL && c != NULL) {
+        for (int64_t i = 0; i < up_n * H || i < H * F; i++) {
+            w[i] = moe_f32_to_bf16((float)(i % 13) * 0.01f);
+        }
+        if (moe_onednn_pack(o, MOE_ONEDNN_UP, w, &p13, NULL) == MOE_OK &&
+            moe_onednn_pack(o, MOE_ONEDNN_DOWN, w, &p2, NULL) == MOE_OK) {
+            int64_t t1 = best_bf16_ns(o, MOE_ONEDNN_UP, m, a, p13, c, 5);
+            int64_t t2 = best_bf16_ns(o, MOE_ONEDNN_DOWN, m, a, p2, c, 5);
+            gflops = t1 > 0 && t2 > 0 ? 2.0 * (double)m * (double)H * (double)(up_n + F) /
+                                            (double)(t1 + t2)
+                                      : 0.0;
+        }
+    }
+    free(p13);
+    free(p2);
+    free(a);
+    free(w);
+    free(c);
+    moe_onednn_destroy(o);
+    return gflops;
+}
+
+/* limit[0] BF16, limit[1] F32: GFLOP/s of one rank's runtime.threads on the expert shapes,
+ * rows per GEMM as an expert call of the run gets them on average (at most a BF16 tile). */
+static moe_status_t bench_dtype_limits(moe_engine_t *eng, double limit[2], moe_error_t *err)
+{
+    const moe_config_t *cfg = eng->cfg;
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
+    int64_t m = cfg->tokens_per_step * cfg->top_k / cfg->num_experts;
+    m = m < 16 ? 16 : m > 512 ? 512 : m;
+    limit[0] = limit[1] = 0.0;
+    moe_status_t st = moe_wait_barrier(eng->comm, err);
+    if (st == MOE_OK && eng->rank == 0 && eng->cuda == NULL) {
+        limit[0] = bench_bf16_gflops(H, up_n, F, m, (int)cfg->threads);
+        limit[1] = bench_f32_gflops(H, up_n, F, m);
+    }
+    return st == MOE_OK ? moe_wait_barrier(eng->comm, err) : st;
+}
+
+/* The limits and the run's tokens/s against cores x the limit of its compute type. */
+static void bench_dtype_print(const moe_engine_t *eng, const double limit[2], double tps)
+{
+    const moe_config_t *cfg = eng->cfg;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double per_token = (double)cfg->top_k *
+                       moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1);
+    bool bf16 = eng->weights.wire == MOE_NUM_BF16 || eng->weights.compute == MOE_NUM_BF16;
+    double lim = (bf16 ? limit[0] : limit[1]) / (double)(cfg->threads > 0 ? cfg->threads : 1);
+    double max_tps = (double)cores * lim * 1e9 / per_token;
+    char label[64];
+    snprintf(label, sizeof(label), "F32 GEMM GFLOP/s (%s)", moe_gemm_backend_name());
+    printf("bench: %-30s %.1f per rank of %lld thread%s%s\n", "BF16 GEMM GFLOP/s (oneDNN)", limit[0],
+           (long long)cfg->threads, cfg->threads == 1 ? "" : "s",
+           limit[0] > 0 ? "" : " (no native BF16 on this CPU)");
+    printf("bench: %-30s %.1f per rank of %lld thread%s\n", label, limit[1],
+           (long long)cfg->threads,
+           cfg->threads == 1 ? "" : "s");
+    if (lim > 0) {
+        printf("bench: tokens/s / (%ld cores x %s limit) %.2f  (limit %.0f tokens/s)\n", cores,
+               bf16 ? "BF16" : "F32", tps / max_tps, max_tps);
+    }
+}
+
 /* GFLOP/s of the best GEMMs of the expert shapes; 0 on a rank with no expert work. */
 static double gemm_limit_gflops(const moe_engine_t *eng)
 {
@@ -39,23 +167,15 @@ static double gemm_limit_gflops(const moe_engine_t *eng)
     int64_t up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype, in the plug-in */
         double tflops = 0.0;
-        moe_status_t st = eng->plugin->gemm_probe(eng->cuda, cfg->dtype, cfg->activation, H, F,
+        moe_status_t st = eng->plugin->gemm_probe(eng->cuda, eng->weights.value, cfg->activation, H, F,
                                                   m, 10, &tflops, NULL);
         return st == MOE_OK ? tflops * 1e3 : 0.0;
     }
-    float *a = calloc((size_t)(m * (H > F ? H : F)), sizeof(float));
-    float *c = calloc((size_t)(m * (up_n > H ? up_n : H)), sizeof(float));
-    double gflops = 0.0;
-    if (a != NULL && c != NULL) {
-        const moe_expert_weights_t *ew = &eng->weights.layers[0].experts[0];
-        int64_t t_up = best_gemm_ns(m, up_n, H, a, ew->w13, c, 5);
-        int64_t t_down = best_gemm_ns(m, H, F, a, ew->w2, c, 5);
-        double flops = 2.0 * (double)m * (double)H * (double)(up_n + F);
-        gflops = flops / (double)(t_up + t_down);
+    m = m < 1 ? 1 : m;
+    if (eng->weights.compute == MOE_NUM_BF16) {
+        return bench_bf16_gflops(H, up_n, F, m < 512 ? m : 512, (int)cfg->threads);
     }
-    free(a);
-    free(c);
-    return gflops;
+    return bench_f32_gflops(H, up_n, F, m);
 }
 
 static double memcpy_gbps(size_t bytes)
@@ -143,16 +263,21 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
     int64_t H = cfg->hidden_dim;
     double sum[3] = {0, 0, 0};
     int64_t all_pairs = 0, ex_ns = 0;
+    double limit[2];
     moe_status_t st = bench_measure(eng, sum, &all_pairs, &ex_ns, err);
+    if (st == MOE_OK) {
+        st = bench_dtype_limits(eng, limit, err);
+    }
     if (st != MOE_OK) {
         return st;
     }
-    double payload = (double)all_pairs * (double)H * sizeof(float);
+    double row_bytes = (double)moe_wire_row_bytes(H, eng->weights.wire);
+    double payload = (double)all_pairs * row_bytes;
     double ex_gbps = ex_ns > 0 ? 2.0 * payload / (double)ex_ns : 0.0;
     double mc = eng->rank == 0 ? memcpy_gbps((size_t)payload > 4096 ? (size_t)payload : 4096) : 0;
     /* In-run exchange time on rank 0 includes waiting for the experts: shown for contrast. */
     double run_ex_s = (double)(eng->phase_ns[MOE_PHASE_DISPATCH] + eng->phase_ns[MOE_PHASE_COMBINE]) * 1e-9;
-    double run_bytes = 2.0 * (double)eng->rows_sent * (double)H * sizeof(float);
+    double run_bytes = 2.0 * (double)eng->rows_sent * row_bytes;
     if (eng->rank == 0 && sum[2] > 0) {
         double n = sum[2];
         double tps = (double)eng->steps_done * (double)cfg->tokens_per_step /
@@ -164,6 +289,7 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
                sum[0] / n, n);
         printf("bench: best GEMM GFLOP/s, same shapes %.2f per expert rank\n", sum[1] / n);
         printf("bench: expert compute / GEMM limit    %.1f%%\n", 100.0 * sum[0] / sum[1]);
+        bench_dtype_print(eng, limit, tps);
         printf("bench: dispatch+combine GB/s (replay) %.2f  (%.2f MB per direction per layer)\n",
                ex_gbps, payload / 1e6);
         printf("bench: memcpy GB/s, same payload      %.2f\n", mc);

@@ -65,7 +65,8 @@ static const char *const cfg_family_names[] = {"mixtral",     "qwen2_moe",   "qw
                                                "deepseek_v2", "deepseek_v3", "gpt_oss", NULL};
 static const char *const cfg_topk_method_names[] = {"greedy", "group_limited_greedy",
                                                     "noaux_tc", NULL};
-static const char *const cfg_dtype_names[] = {"f32", "bf16", "f16", NULL};
+static const char *const cfg_dtype_names[] = {"f32", "bf16", "f16", "auto", NULL};
+static const char *const cfg_num_dtype_names[] = {"auto", "f32", "bf16", NULL};
 static const char *const cfg_routing_names[] = {"master", "symmetric", NULL};
 static const char *const cfg_transport_names[] = {"mpi", "ucx", "nccl", NULL};
 static const char *const cfg_device_names[] = {"cpu", "cuda", NULL};
@@ -80,8 +81,10 @@ _Static_assert(MOE_FAMILY_MIXTRAL == 0 && MOE_FAMILY_QWEN2_MOE == 1 && MOE_FAMIL
                "cfg_family_names order");
 _Static_assert(MOE_TOPK_GREEDY == 0 && MOE_TOPK_GROUP_LIMITED == 1 && MOE_TOPK_NOAUX_TC == 2,
                "cfg_topk_method_names order");
-_Static_assert(MOE_DTYPE_F32 == 0 && MOE_DTYPE_BF16 == 1 && MOE_DTYPE_F16 == 2,
-               "cfg_dtype_names order");
+_Static_assert(MOE_DTYPE_F32 == 0 && MOE_DTYPE_BF16 == 1 && MOE_DTYPE_F16 == 2 &&
+                   MOE_DTYPE_AUTO == 3, "cfg_dtype_names order");
+_Static_assert(MOE_NUM_AUTO == 0 && MOE_NUM_F32 == 1 && MOE_NUM_BF16 == 2,
+               "cfg_num_dtype_names order");
 _Static_assert(MOE_ROUTING_MASTER == 0 && MOE_ROUTING_SYMMETRIC == 1, "cfg_routing_names order");
 _Static_assert(MOE_TRANSPORT_MPI == 0 && MOE_TRANSPORT_UCX == 1 && MOE_TRANSPORT_NCCL == 2,
                "cfg_transport_names order");
@@ -114,8 +117,9 @@ static const cfg_key_t cfg_keys[] = {
     KEY_STR("model.weights", weights, "random", "'random' or a path to a .safetensors file"),
     KEY_INT("model.first_layer", first_layer, "0", 0, 100000, "",
             "index in the weights file of moed's layer 0 (real models have dense layers first)"),
-    KEY_ENUM("model.dtype", dtype, cfg_dtype_names, "f32",
-             "storage type of expert weights on the device"),
+    KEY_ENUM("model.dtype", dtype, cfg_dtype_names, "auto",
+             "how expert weights are held in memory; auto = the checkpoint's type (FP8 "
+             "dequantised to bf16), f32 for random weights; f16 on the CPU is held as f32"),
     KEY_INT("model.seed", seed, "42", 0, INT64_MAX, "", "seed of random weights and inputs"),
     KEY_STR("model.checkpoint", checkpoint, "none",
             "'none' or a Hugging Face model directory (config.json + safetensors shards); its "
@@ -150,7 +154,14 @@ static const cfg_key_t cfg_keys[] = {
     KEY_ENUM("runtime.transport", transport, cfg_transport_names, "mpi",
              "how ranks exchange tokens"),
     KEY_ENUM("runtime.device", device, cfg_device_names, "cpu", "where experts run"),
-    KEY_INT("runtime.threads", threads, "1", 1, 256, "threads", "BLAS threads per rank"),
+    KEY_INT("runtime.threads", threads, "1", 1, 256, "threads",
+            "BLAS (f32) and oneDNN (bf16, OpenMP) threads per rank"),
+    KEY_ENUM("runtime.compute_dtype", compute_dtype, cfg_num_dtype_names, "auto",
+             "type of the expert GEMMs' inputs (F32 accumulation); auto = bf16 when the "
+             "weights are bf16 and the CPU has native BF16 (or on cuda), else f32"),
+    KEY_ENUM("runtime.wire_dtype", wire_dtype, cfg_num_dtype_names, "auto",
+             "type of the rows exchanged between ranks; auto = the compute type (bf16 only "
+             "when every rank computes in bf16)"),
     KEY_INT("runtime.chunks", chunks, "1", 1, 64, "",
             "pieces each step's rows are cut into, so one piece's exchange overlaps another's expert compute (1 = no overlap)"),
     KEY_DBL("runtime.step_timeout_s", step_timeout_s, "60", 0, 86400, "s",

@@ -17,7 +17,9 @@
  *   of a layer with shared experts.
  *
  * Slots (moe_expert_ops_t). Each returns MOE_OK or an error with err filled, never exits;
- * none allocates (everything is sized at attach).
+ * none allocates (everything is sized at attach), except that the CPU back-end computing in
+ * BF16 creates a row bucket's oneDNN primitive on its first use (expert/onednn.h: tens of ms
+ * each, at most ~10 per GEMM shape, inside the warm-up steps).
  *   name      short name for reports ("cpu", "cuda")
  *   gate      route `tokens` rows of x (memory of the back-end) with layer `layer`'s gate:
  *             io->topk_idx (host) and io->topk_w (host for the CPU; the back-end's own copy
@@ -75,14 +77,17 @@ typedef struct moe_expert_io {
     int64_t gather_rows;    /* rows of expert_in/expert_out (one expert's rows, at most) */
     int64_t tile_rows;      /* CPU FFN tile */
     bool host_transport;    /* the transport moves host memory (mpi, ucx) */
+    moe_num_dtype_t compute; /* MOE_NUM_F32 (BLAS) or MOE_NUM_BF16 (oneDNN, cuBLAS) */
+    bool wire_bf16;          /* rows on the wire (send/ret/recv/back) are BF16 */
+    int64_t wire_row_bytes;  /* bytes of one row there: moe_wire_row_bytes() */
     moe_expert_progress_fn progress;
     void *progress_arg;
     /* host buffers (the layer's arena) */
     float *logits;          /* [T, E] */
     int32_t *topk_idx;      /* [T, k] */
     float *topk_w;          /* [T, k] */
-    float *send_buf, *ret_buf;   /* [T*k, H] */
-    float *recv_buf, *back_buf;  /* [max_recv, H] */
+    float *send_buf, *ret_buf;   /* [T*k] rows of wire_row_bytes (F32 [T*k, H] or BF16) */
+    float *recv_buf, *back_buf;  /* [max_recv] rows of wire_row_bytes */
     float *expert_in, *expert_out; /* [gather_rows, H] */
     float *scratch;         /* moe_expert_scratch_floats(.., tile_rows) */
     float *acc_row;         /* [H] */
@@ -130,8 +135,28 @@ struct moe_expert_backend {
     void *impl;
 };
 
-/* The CPU back-end (expert_cpu.c): BLAS GEMMs on the host buffers of io. */
-void moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io);
+/* Bytes of one row on the wire: F32 H floats; BF16 H halves rounded up to whole floats (the
+ * transports count rows of floats, moe_wire_row_bytes / 4 of them). */
+static inline int64_t moe_wire_row_bytes(int64_t hidden, moe_num_dtype_t wire)
+{
+    return wire == MOE_NUM_BF16 ? (hidden + 1) / 2 * 4 : hidden * 4;
+}
+
+/* The CPU back-end (backend_cpu.c): BLAS GEMMs (F32) or oneDNN's (BF16, expert_bf16.c) on
+ * the host buffers of io. Fails only when the BF16 GEMMs cannot be set up. */
+moe_status_t moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io,
+                                   moe_error_t *err);
+
+/* runtime.compute_dtype for weights of type `value` on this rank: auto = bf16 when value is
+ * BF16 and the CPU has native BF16 (expert/onednn.h), or on cuda when value is not F32;
+ * else f32. bf16 asked on a CPU without it fails (MOE_ERR_CONFIG: exit 3). On cuda the
+ * GEMMs run in model.dtype: an explicit value must agree with it. */
+moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value,
+                                      moe_num_dtype_t *out, moe_error_t *err);
+
+/* BF16 compute on the CPU: reorder every local expert's BF16 weights (w13_bf16, w2_bf16)
+ * once into oneDNN's layout (w13_packed, w2_packed), freeing the plain ones. */
+moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err);
 
 /* Free be's state through its destroy slot and zero be. Accepts a zeroed be. */
 void moe_expert_backend_destroy(moe_expert_backend_t *be);

@@ -1,12 +1,64 @@
-/* The CPU expert back-end (backend.h): the gate, the permutation, the experts (BLAS, in
- * row tiles) and the merge on the host buffers the layer's arena holds. It has no state of
- * its own (impl stays NULL). */
+/* The CPU expert back-end (backend.h): the gate, the permutation, the experts (BLAS in F32,
+ * or oneDNN in BF16, in row tiles) and the merge on the host buffers the layer's arena
+ * holds. Rows on the wire are F32 or BF16 (io->wire_bf16): the permutation narrows them,
+ * the experts read and write them in that type, the merge widens them and accumulates in
+ * F32. Its state (impl) exists for BF16 compute only: the oneDNN context and the tile's
+ * scratch. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "expert/backend.h"
 #include "expert/expert.h"
+#include "expert/expert_bf16.h"
 #include "expert/gate.h"
+#include "moe/bf16.h"
+
+/* BF16 compute: one tile's GEMM input, up projection, activation and output. */
+typedef struct cpu_state {
+    moe_onednn_t *dnn;
+    uint16_t *in;   /* [tile, H] */
+    float *h;       /* [tile, up_n] */
+    uint16_t *act;  /* [tile, F] */
+    float *out;     /* [tile, H] */
+} cpu_state_t;
+
+/* One row of H values from one type to the other (or copied). */
+static void copy_row(const void *src, bool src_bf16, void *dst, bool dst_bf16, int64_t H)
+{
+    if (src_bf16 == dst_bf16) {
+        memcpy(dst, src, (size_t)H * (src_bf16 ? sizeof(uint16_t) : sizeof(float)));
+    } else if (src_bf16) {
+        moe_bf16_to_f32_n(dst, src, (size_t)H);
+    } else {
+        moe_bf16_from_f32_n(dst, src, (size_t)H);
+    }
+}
+
+/* Rows [r0, r0 + m) of an expert call (n[s] rows at row from[s] per source s) between the
+ * wire rows of buf and dense rows of H values (BF16 when dense_bf16): to dense when in. */
+static void call_rows(const moe_expert_io_t *io, const int64_t *from, const int64_t *n,
+                      int64_t r0, int64_t m, void *buf, void *dense, bool dense_bf16, bool in)
+{
+    int64_t H = io->cfg->hidden_dim, skip = r0, i = 0;
+    size_t dsz = dense_bf16 ? sizeof(uint16_t) : sizeof(float);
+    for (int s = 0; s < io->world_size && i < m; s++) {
+        if (skip >= n[s]) {
+            skip -= n[s];
+            continue;
+        }
+        for (int64_t j = skip; j < n[s] && i < m; j++, i++) {
+            char *w = (char *)buf + (from[s] + j) * io->wire_row_bytes;
+            char *d = (char *)dense + (size_t)(i * H) * dsz;
+            if (in) {
+                copy_row(w, io->wire_bf16, d, dense_bf16, H);
+            } else {
+                copy_row(d, dense_bf16, w, io->wire_bf16, H);
+            }
+        }
+        skip = 0;
+    }
+}
 
 int moe_expert_only_source(const int64_t *n, int world)
 {
@@ -61,8 +113,8 @@ static moe_status_t cpu_permute(moe_expert_backend_t *be, const float *x, const 
     const moe_expert_io_t *io = be->io;
     int64_t H = io->cfg->hidden_dim;
     for (int64_t i = 0; i < io->num_send; i++) {
-        memcpy(io->send_buf + i * H, x + (int64_t)io->send_token[i] * H,
-               sizeof(float) * (size_t)H);
+        copy_row(x + (int64_t)io->send_token[i] * H, false,
+                 (char *)io->send_buf + i * io->wire_row_bytes, io->wire_bf16, H);
     }
     *after = NULL;
     return MOE_OK;
@@ -101,7 +153,44 @@ static moe_status_t cpu_ffn(const moe_expert_io_t *io, const moe_expert_weights_
     return MOE_OK;
 }
 
-/* Contiguous rows run in place; rows from several sources are gathered and scattered. */
+/* BF16 compute: tile by tile, the rows as BF16 GEMM input (BF16 wire rows of one source
+ * feed the GEMM where they lie), the output back to the wire rows. */
+static moe_status_t cpu_expert_bf16(const moe_expert_io_t *io, cpu_state_t *cs,
+                                    const moe_expert_weights_t *ew, const int64_t *from,
+                                    const int64_t *n, int64_t total, moe_error_t *err)
+{
+    const moe_config_t *cfg = io->cfg;
+    int64_t H = cfg->hidden_dim;
+    int only = moe_expert_only_source(n, io->world_size);
+    moe_status_t st = MOE_OK;
+    for (int64_t r0 = 0; r0 < total && st == MOE_OK; r0 += MOE_BF16_TILE_ROWS) {
+        int64_t m = total - r0 < MOE_BF16_TILE_ROWS ? total - r0 : MOE_BF16_TILE_ROWS;
+        const uint16_t *in = cs->in;
+        /* The bucket's rows past m are read too: only where no exchange is still writing
+         * (one chunk: every row has arrived) or there are none. */
+        int64_t rows = moe_onednn_bucket(m);
+        if (io->wire_bf16 && only >= 0 && io->wire_row_bytes == H * 2 &&
+            (io->chunks == 1 || rows == m) && from[only] + r0 + rows <= io->max_recv) {
+            in = (const uint16_t *)((const char *)io->recv_buf +
+                                    (from[only] + r0) * io->wire_row_bytes);
+        } else {
+            call_rows(io, from, n, r0, m, io->recv_buf, cs->in, true, true);
+        }
+        st = moe_expert_forward_bf16(cs->dnn, ew, cfg->activation, H, cfg->ffn_dim, m, in, cs->h,
+                                     cs->act, cs->out, err);
+        if (st != MOE_OK) {
+            return st; /* oneDNN's message says which GEMM */
+        }
+        call_rows(io, from, n, r0, m, io->back_buf, cs->out, false, false);
+        if (io->chunks > 1) {
+            st = io->progress(io->progress_arg, NULL, 0, err);
+        }
+    }
+    return st;
+}
+
+/* Contiguous rows run in place; rows from several sources, or BF16 rows, are gathered (as
+ * F32) and scattered. */
 static moe_status_t cpu_expert(moe_expert_backend_t *be, int layer, int le, int call,
                                const int64_t *from, const int64_t *n, int64_t total,
                                moe_error_t *err)
@@ -110,6 +199,17 @@ static moe_status_t cpu_expert(moe_expert_backend_t *be, int layer, int le, int 
     const moe_expert_weights_t *ew = &io->weights->layers[layer].experts[le];
     int W = io->world_size, only = moe_expert_only_source(n, W);
     int64_t H = io->cfg->hidden_dim;
+    if (io->compute == MOE_NUM_BF16) {
+        return cpu_expert_bf16(io, be->impl, ew, from, n, total, err);
+    }
+    if (io->wire_bf16) {
+        call_rows(io, from, n, 0, total, io->recv_buf, io->expert_in, false, true);
+        moe_status_t st = cpu_ffn(io, ew, total, io->expert_in, io->expert_out, err);
+        if (st == MOE_OK) {
+            call_rows(io, from, n, 0, total, io->back_buf, io->expert_out, false, false);
+        }
+        return st;
+    }
     if (only >= 0) {
         return cpu_ffn(io, ew, total, io->recv_buf + from[only] * H,
                        io->back_buf + from[only] * H, err);
@@ -182,9 +282,17 @@ static moe_status_t cpu_merge(moe_expert_backend_t *be, float *x, int64_t tokens
                 continue; /* dropped by capacity: contributes nothing */
             }
             float w = io->topk_w[t * k + j];
-            const float *o = io->ret_buf + (int64_t)pos * H;
-            for (int64_t h = 0; h < H; h++) {
-                acc[h] += w * o[h];
+            const char *row = (const char *)io->ret_buf + (int64_t)pos * io->wire_row_bytes;
+            if (io->wire_bf16) {
+                const uint16_t *o = (const uint16_t *)row;
+                for (int64_t h = 0; h < H; h++) {
+                    acc[h] += w * moe_bf16_to_f32(o[h]);
+                }
+            } else {
+                const float *o = (const float *)row;
+                for (int64_t h = 0; h < H; h++) {
+                    acc[h] += w * o[h];
+                }
             }
         }
         float *xr = x + t * H;
@@ -205,6 +313,21 @@ static moe_status_t cpu_finish(moe_expert_backend_t *be, moe_prof_call_t *calls,
     return MOE_OK; /* the host times are the true ones */
 }
 
+static void cpu_destroy(moe_expert_backend_t *be)
+{
+    cpu_state_t *cs = be->impl;
+    if (cs == NULL) {
+        return;
+    }
+    moe_onednn_destroy(cs->dnn);
+    free(cs->in);
+    free(cs->h);
+    free(cs->act);
+    free(cs->out);
+    free(cs);
+    be->impl = NULL;
+}
+
 static const moe_expert_ops_t k_cpu_ops = {
     .name = "cpu",
     .gate = cpu_gate,
@@ -215,12 +338,50 @@ static const moe_expert_ops_t k_cpu_ops = {
     .shared = cpu_shared,
     .merge = cpu_merge,
     .finish = cpu_finish,
-    .destroy = NULL,
+    .destroy = cpu_destroy,
 };
 
-void moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io)
+/* The oneDNN context and one tile's scratch, for BF16 compute. */
+static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **out,
+                                     moe_error_t *err)
 {
+    const moe_config_t *cfg = io->cfg;
+    size_t T = MOE_BF16_TILE_ROWS, H = (size_t)cfg->hidden_dim, F = (size_t)cfg->ffn_dim;
+    size_t up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
+    cpu_state_t *cs = calloc(1, sizeof(*cs));
+    if (cs == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the CPU back-end");
+    }
+    /* zeroed: the rows past a tile's end that a GEMM bucket computes hold finite junk */
+    cs->in = calloc(T * H, sizeof(uint16_t));
+    cs->h = calloc(T * up_n, sizeof(float));
+    cs->act = calloc(T * F, sizeof(uint16_t));
+    cs->out = calloc(T * H, sizeof(float));
+    moe_status_t st = cs->in == NULL || cs->h == NULL || cs->act == NULL || cs->out == NULL
+                          ? moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate BF16 scratch")
+                          : moe_onednn_create((int64_t)H, (int64_t)up_n, (int64_t)F, (int64_t)T,
+                                              (int)cfg->threads, &cs->dnn, err);
+    if (st != MOE_OK) {
+        moe_expert_backend_t tmp = {.impl = cs};
+        cpu_destroy(&tmp);
+        return st;
+    }
+    *out = cs;
+    return MOE_OK;
+}
+
+moe_status_t moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io,
+                                   moe_error_t *err)
+{
+    cpu_state_t *cs = NULL;
+    if (io->compute == MOE_NUM_BF16 && io->num_local > 0) {
+        moe_status_t st = cpu_state_create(io, &cs, err);
+        if (st != MOE_OK) {
+            return st;
+        }
+    }
     be->ops = &k_cpu_ops;
     be->io = io;
-    be->impl = NULL;
+    be->impl = cs;
+    return MOE_OK;
 }

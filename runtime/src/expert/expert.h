@@ -22,6 +22,13 @@ moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t 
                                 int64_t hidden, int64_t ffn, int64_t rows, const float *in,
                                 float *out, float *scratch, int64_t tile_rows);
 
+/* h[rows, up_n] (the up projection, up_n = 2F or F for gelu) += b13, then the activation:
+ * its result is packed in place into the first F columns of each row (stride up_n). */
+void moe_expert_activate(const moe_expert_weights_t *w, moe_activation_t act, float *h,
+                         int64_t rows, int64_t ffn);
+/* m[rows, n] += bias[0..n) on each row; nothing when bias is NULL. */
+void moe_expert_add_bias(float *m, int64_t rows, int64_t n, const float *bias);
+
 /* FLOPs of the FFN over `rows` rows (GEMMs only: 2*M*N*K each). */
 double moe_expert_flops(moe_activation_t act, int64_t hidden, int64_t ffn, int64_t rows);
 

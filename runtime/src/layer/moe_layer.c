@@ -29,10 +29,11 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
     io->logits = moe_arena_take(a, T * E, f);
     io->topk_idx = moe_arena_take(a, pairs, sizeof(int32_t));
     io->topk_w = moe_arena_take(a, pairs, f);
-    io->send_buf = moe_arena_take(a, pairs * H, f);
-    io->ret_buf = moe_arena_take(a, pairs * H, f);
-    io->recv_buf = moe_arena_take(a, R * H, f);
-    io->back_buf = moe_arena_take(a, R * H, f);
+    size_t wire = (size_t)io->wire_row_bytes; /* rows on the wire: F32 or BF16 */
+    io->send_buf = moe_arena_take(a, pairs, wire);
+    io->ret_buf = moe_arena_take(a, pairs, wire);
+    io->recv_buf = moe_arena_take(a, R, wire);
+    io->back_buf = moe_arena_take(a, R, wire);
     io->expert_in = moe_arena_take(a, G * H, f);
     io->expert_out = moe_arena_take(a, G * H, f);
     io->scratch = moe_arena_take(
@@ -113,6 +114,9 @@ static void layer_io_init(moe_layer_ctx_t *ctx)
     io->gather_rows = ctx->num_local > 0 ? T : 0;
     io->tile_rows = T < 1024 ? T : 1024;
     io->host_transport = !ctx->transport->ops->device_memory;
+    io->compute = ctx->weights->compute;
+    io->wire_bf16 = ctx->weights->wire == MOE_NUM_BF16;
+    io->wire_row_bytes = moe_wire_row_bytes(cfg->hidden_dim, ctx->weights->wire);
     io->progress = layer_progress;
     io->progress_arg = ctx;
 }
@@ -127,8 +131,7 @@ static moe_status_t layer_attach(moe_layer_ctx_t *ctx, const moe_plugin_t *plugi
     io->xrecv = io->recv_buf;
     io->xback = io->back_buf;
     if (ctx->cfg->device != MOE_DEVICE_CUDA) {
-        moe_expert_cpu_attach(&ctx->backend, io);
-        return MOE_OK;
+        return moe_expert_cpu_attach(&ctx->backend, io, err);
     }
     if (plugin == NULL || device == NULL) {
         return moe_error_set(err, MOE_ERR_INTERNAL,

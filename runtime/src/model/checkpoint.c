@@ -608,6 +608,18 @@ moe_status_t moe_ckpt_read(moe_ckpt_t *ck, const char *name, int ndim, const int
     return st;
 }
 
+moe_status_t moe_ckpt_dtype_of(moe_ckpt_t *ck, const char *name, const char **dtype,
+                               moe_error_t *err)
+{
+    moe_st_file_t *f = NULL;
+    const moe_st_tensor_info_t *ti = NULL;
+    moe_status_t st = ck_locate(ck, name, &f, &ti, err);
+    if (st == MOE_OK) {
+        *dtype = ti->dtype_name;
+    }
+    return st;
+}
+
 moe_status_t moe_ckpt_read_slab(moe_ckpt_t *ck, const char *name, int ndim,
                                 const int64_t *shape, int64_t index, float *dst,
                                 moe_error_t *err)

@@ -38,6 +38,9 @@ moe_status_t moe_ckpt_read(moe_ckpt_t *ck, const char *name, int ndim, const int
 moe_status_t moe_ckpt_read_slab(moe_ckpt_t *ck, const char *name, int ndim,
                                 const int64_t *shape, int64_t index, float *dst,
                                 moe_error_t *err);
+/* The on-disk dtype name of tensor `name` ("BF16", "F8_E4M3"), without reading it. */
+moe_status_t moe_ckpt_dtype_of(moe_ckpt_t *ck, const char *name, const char **dtype,
+                               moe_error_t *err);
 /* The on-disk dtypes read so far, "BF16" or "F8_E4M3+F32", for the report. */
 const char *moe_ckpt_dtypes(const moe_ckpt_t *ck);
 /* Where the weights come from, for messages: the directory or the file. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe/bf16.h"
 #include "moe/clock.h"
 #include "moe/log.h"
 #include "moe/stop.h"
@@ -29,6 +30,7 @@
  * as many as any rank, so its progress is the job's to within one expert. */
 typedef struct load_progress {
     bool show;
+    int held_size;      /* bytes per value as held (4 F32, 2 BF16): F32 bytes built scale */
     size_t done, total; /* expert bytes built / to build here */
     int64_t t0, last_ns;
 } load_progress_t;
@@ -64,9 +66,10 @@ static int max_experts_per_rank(const moe_config_t *cfg)
 /* Say what rank 0 is about to build, and arm the progress lines when it is slow enough to
  * need them. */
 static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_t per_expert,
-                           load_progress_t *p)
+                           const char *held, load_progress_t *p)
 {
     memset(p, 0, sizeof(*p));
+    p->held_size = strcmp(held, "BF16") == 0 ? 2 : 4;
     int local = moe_cfg_experts_of_rank(cfg, rank, NULL);
     int L = (int)cfg->num_layers, E = (int)cfg->num_experts, most = max_experts_per_rank(cfg);
     const char *verb = random ? "generating" : "reading";
@@ -81,22 +84,22 @@ static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_
     }
     if (local == 0) {
         MOE_INFO("weights: rank 0 hosts no experts; the expert ranks are %s theirs%s%s (up to %d "
-                 "x %d layer%s, %s on one rank; F32, %.0f MiB per expert): no progress shown "
+                 "x %d layer%s, %s on one rank; %s, %.0f MiB per expert): no progress shown "
                  "from them",
                  verb, from, file, most, L, L == 1 ? "" : "s",
-                 size_text(sz, sizeof(sz), per_expert * (size_t)most * (size_t)L),
+                 size_text(sz, sizeof(sz), per_expert * (size_t)most * (size_t)L), held,
                  mib(per_expert));
         return;
     }
     if (local == E && cfg->world_size <= 1) {
-        MOE_INFO("weights: %s %d experts x %d layer%s%s%s (F32, %.0f MiB per expert, %s)", verb,
-                 E, L, L == 1 ? "" : "s", from, file, mib(per_expert),
+        MOE_INFO("weights: %s %d experts x %d layer%s%s%s (%s, %.0f MiB per expert, %s)", verb,
+                 E, L, L == 1 ? "" : "s", from, file, held, mib(per_expert),
                  size_text(sz, sizeof(sz), bytes));
     } else {
-        MOE_INFO("weights: rank 0 %s its %d of %d experts x %d layer%s%s%s (F32, %.0f MiB per "
+        MOE_INFO("weights: rank 0 %s its %d of %d experts x %d layer%s%s%s (%s, %.0f MiB per "
                  "expert, %s); the other ranks build theirs at the same time, progress below "
                  "is rank 0's",
-                 verb, local, E, L, L == 1 ? "" : "s", from, file, mib(per_expert),
+                 verb, local, E, L, L == 1 ? "" : "s", from, file, held, mib(per_expert),
                  size_text(sz, sizeof(sz), bytes));
     }
     p->show = true;
@@ -111,7 +114,7 @@ static void progress_add(load_progress_t *p, size_t bytes)
     if (p == NULL || !p->show) {
         return;
     }
-    p->done += bytes;
+    p->done += bytes / 4 * (size_t)p->held_size;
     int64_t now = moe_now_ns();
     if (p->done >= p->total || now - p->last_ns < LOAD_REPORT_NS) {
         return;
@@ -151,6 +154,9 @@ typedef struct load_ctx {
     const moe_family_t *names; /* the tensor names of the file (a single file may differ) */
     moe_ckpt_t *ck;            /* NULL: random weights */
     load_progress_t *prog;
+    bool round_bf16;           /* F32-held expert values rounded to BF16 (model.dtype bf16) */
+    moe_dtype_t store;         /* MOE_DTYPE_BF16: experts held in BF16 */
+    moe_expert_weights_t tmp;  /* F32 staging of one expert when held in BF16 */
     moe_error_t *err;
 } load_ctx_t;
 
@@ -310,8 +316,55 @@ static void free_ffn(moe_expert_weights_t *ew)
 {
     free(ew->w13);
     free(ew->w2);
+    free(ew->w13_bf16);
+    free(ew->w2_bf16);
+    free(ew->w13_packed);
+    free(ew->w2_packed);
     free(ew->b13);
     free(ew->b2);
+}
+
+static void round_bf16(float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        v[i] = moe_bf16_to_f32(moe_f32_to_bf16(v[i]));
+    }
+}
+
+/* BF16 buffers of expert ew and its F32 biases (held in BF16: the FFN is staged in c->tmp). */
+static moe_status_t alloc_ffn_bf16(const moe_config_t *cfg, moe_expert_weights_t *ew,
+                                   moe_error_t *err)
+{
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    size_t n13 = (size_t)(up_rows(cfg, F) * H), n2 = (size_t)(H * F);
+    ew->w13_bf16 = malloc(n13 * sizeof(uint16_t));
+    ew->w2_bf16 = malloc(n2 * sizeof(uint16_t));
+    moe_status_t st = ew->w13_bf16 == NULL || ew->w2_bf16 == NULL
+                          ? moe_error_set(err, MOE_ERR_NO_MEMORY,
+                                          "cannot allocate %zu MiB for BF16 weights",
+                                          (n13 + n2) * sizeof(uint16_t) >> 20)
+                          : MOE_OK;
+    if (st == MOE_OK && cfg->activation == MOE_ACT_SWIGLU_OAI) {
+        st = alloc_floats(&ew->b13, (size_t)(2 * F), err);
+        if (st == MOE_OK) {
+            st = alloc_floats(&ew->b2, (size_t)H, err);
+        }
+    }
+    ew->limit = (float)cfg->swiglu_limit;
+    return st;
+}
+
+/* The staged F32 expert c->tmp into ew's BF16 buffers (biases stay F32). */
+static void stage_to_bf16(const load_ctx_t *c, moe_expert_weights_t *ew)
+{
+    const moe_config_t *cfg = c->cfg;
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    moe_bf16_from_f32_n(ew->w13_bf16, c->tmp.w13, (size_t)(up_rows(cfg, F) * H));
+    moe_bf16_from_f32_n(ew->w2_bf16, c->tmp.w2, (size_t)(H * F));
+    if (ew->b13 != NULL) {
+        memcpy(ew->b13, c->tmp.b13, (size_t)(2 * F) * sizeof(float));
+        memcpy(ew->b2, c->tmp.b2, (size_t)H * sizeof(float));
+    }
 }
 
 /* The gate [E, H] and its bias [E] when the family has one. */
@@ -395,17 +448,28 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
     if (st == MOE_OK && lw->experts == NULL) {
         st = moe_error_set(c->err, MOE_ERR_NO_MEMORY, "cannot allocate expert table");
     }
+    bool bf16 = c->store == MOE_DTYPE_BF16;
     for (int i = 0; st == MOE_OK && i < n; i++) {
         moe_expert_weights_t *ew = &lw->experts[i];
         ew->id = ids[i];
         lw->num_local = i + 1;
-        st = alloc_ffn(cfg, cfg->ffn_dim, ew, c->err);
+        /* Held in BF16: built in F32 in c->tmp, then narrowed (one expert's F32 at a time). */
+        moe_expert_weights_t *f = bf16 ? &c->tmp : ew;
+        f->id = ew->id;
+        st = bf16 ? alloc_ffn_bf16(cfg, ew, c->err) : alloc_ffn(cfg, cfg->ffn_dim, ew, c->err);
         if (st == MOE_OK && c->ck == NULL) {
-            random_ffn(cfg, layer, ew->id, cfg->ffn_dim, ew, c->prog);
+            random_ffn(cfg, layer, ew->id, cfg->ffn_dim, f, c->prog);
         } else if (st == MOE_OK && c->names->expert == NULL) {
-            st = fused_expert(c, cfg->layer_ids[layer], ew);
+            st = fused_expert(c, cfg->layer_ids[layer], f);
         } else if (st == MOE_OK) {
-            st = file_ffn(c, c->names->expert, cfg->layer_ids[layer], ew->id, cfg->ffn_dim, ew);
+            st = file_ffn(c, c->names->expert, cfg->layer_ids[layer], ew->id, cfg->ffn_dim, f);
+        }
+        if (st == MOE_OK && bf16) {
+            stage_to_bf16(c, ew);
+        } else if (st == MOE_OK && c->round_bf16) {
+            /* F32 compute on weights asked as BF16: the values the BF16 path would hold */
+            round_bf16(ew->w13, (size_t)(up_rows(cfg, cfg->ffn_dim) * cfg->hidden_dim));
+            round_bf16(ew->w2, (size_t)(cfg->hidden_dim * cfg->ffn_dim));
         }
         if (st == MOE_OK && moe_stop_requested()) {
             /* Ctrl-C while a large model builds: stop here, not after every expert */
@@ -442,15 +506,15 @@ static moe_status_t pick_names(load_ctx_t *c)
                          (long long)c->cfg->first_layer);
 }
 
-/* Bytes of one FFN of inner width F as held here (F32, biases included). */
-static size_t ffn_bytes(const moe_config_t *cfg, int64_t F)
+/* Bytes of one FFN of inner width F as held here (matrices of elem bytes, F32 biases). */
+static size_t ffn_bytes(const moe_config_t *cfg, int64_t F, size_t elem)
 {
     int64_t H = cfg->hidden_dim;
-    int64_t n = (up_rows(cfg, F) + F) * H;
+    size_t n = (size_t)((up_rows(cfg, F) + F) * H) * elem;
     if (cfg->activation == MOE_ACT_SWIGLU_OAI) {
-        n += 2 * F + H;
+        n += (size_t)(2 * F + H) * sizeof(float);
     }
-    return (size_t)n * sizeof(float);
+    return n;
 }
 
 static int64_t shared_ffn(const moe_config_t *cfg, const moe_family_t *fam)
@@ -496,20 +560,83 @@ static void describe(const moe_config_t *cfg, const load_ctx_t *c, moe_weights_t
     (void)cfg;
 }
 
-moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_weights_t *w,
-                              moe_error_t *err)
+/* model.dtype auto: what a file dtype is held as (FP8 is dequantised to BF16). */
+static moe_dtype_t dtype_of_file(const char *name)
+{
+    if (strcmp(name, "BF16") == 0 || strcmp(name, "F8_E4M3") == 0) {
+        return MOE_DTYPE_BF16;
+    }
+    return strcmp(name, "F16") == 0 ? MOE_DTYPE_F16 : MOE_DTYPE_F32;
+}
+
+/* The file dtype of `rank`'s first expert tensor of layer 0 (its gate projection). */
+static moe_status_t first_expert_dtype(const moe_config_t *cfg, int32_t id, moe_dtype_t *out,
+                                       moe_error_t *err)
+{
+    load_ctx_t c = {.cfg = cfg, .fam = moe_family_get(cfg->family), .err = err};
+    const char *dn = NULL;
+    char name[512];
+    moe_status_t st = moe_ckpt_open(cfg, &c.ck, err);
+    if (st == MOE_OK) {
+        st = pick_names(&c);
+    }
+    if (st == MOE_OK) {
+        if (c.names->expert != NULL) {
+            snprintf(name, sizeof(name), c.names->expert, cfg->layer_ids[0], id,
+                     c.names->proj_gate);
+        } else {
+            snprintf(name, sizeof(name), c.names->fused_gate_up, cfg->layer_ids[0]);
+        }
+        st = moe_ckpt_dtype_of(c.ck, name, &dn, err);
+    }
+    if (st == MOE_OK) {
+        *out = dtype_of_file(dn);
+    }
+    moe_ckpt_close(c.ck);
+    return st;
+}
+
+moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtype_t *out,
+                                     moe_error_t *err)
+{
+    int32_t ids[MOE_MAX_EXPERTS];
+    bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
+    moe_dtype_t d = cfg->dtype;
+    if (d == MOE_DTYPE_AUTO) {
+        d = MOE_DTYPE_F32;
+        if (!random && moe_cfg_experts_of_rank(cfg, rank, ids) > 0) {
+            moe_status_t st = first_expert_dtype(cfg, ids[0], &d, err);
+            if (st != MOE_OK) {
+                return st;
+            }
+        }
+    }
+    /* No F16 arithmetic on the CPU: F16 widens to F32 exactly (BF16 would lose bits). */
+    *out = d == MOE_DTYPE_F16 && cfg->device != MOE_DEVICE_CUDA ? MOE_DTYPE_F32 : d;
+    return MOE_OK;
+}
+
+moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
+                              moe_dtype_t store, moe_weights_t *w, moe_error_t *err)
 {
     memset(w, 0, sizeof(*w));
     load_progress_t prog;
-    load_ctx_t c = {.cfg = cfg, .fam = moe_family_get(cfg->family), .prog = &prog, .err = err};
+    load_ctx_t c = {.cfg = cfg, .fam = moe_family_get(cfg->family), .prog = &prog,
+                    .store = store, .err = err};
+    /* With auto, F32-held weights keep the file's values (FP8 dequantised exactly). */
+    c.round_bf16 = store != MOE_DTYPE_BF16 && cfg->dtype == MOE_DTYPE_BF16;
     bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
-    size_t per_expert = ffn_bytes(cfg, cfg->ffn_dim);
+    bool bf16 = store == MOE_DTYPE_BF16;
+    size_t per_expert = ffn_bytes(cfg, cfg->ffn_dim, bf16 ? sizeof(uint16_t) : sizeof(float));
     int64_t Fs = shared_ffn(cfg, c.fam);
     size_t local_bytes = per_expert * (size_t)moe_cfg_experts_of_rank(cfg, rank, NULL) *
                          (size_t)cfg->num_layers;
     moe_status_t st = random ? MOE_OK : moe_ckpt_open(cfg, &c.ck, err);
     if (st == MOE_OK && !random) {
         st = pick_names(&c);
+    }
+    if (st == MOE_OK && bf16 && moe_cfg_experts_of_rank(cfg, rank, NULL) > 0) {
+        st = alloc_ffn(cfg, cfg->ffn_dim, &c.tmp, err);
     }
     if (st != MOE_OK) {
         goto out_close;
@@ -520,7 +647,7 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate layer table");
         goto out_close;
     }
-    progress_begin(cfg, rank, random, per_expert, &prog);
+    progress_begin(cfg, rank, random, per_expert, bf16 ? "BF16" : "F32", &prog);
     for (int l = 0; l < w->num_layers && st == MOE_OK; l++) {
         st = load_layer(&c, rank, routes, Fs, l, &w->layers[l]);
     }
@@ -528,17 +655,21 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     if (st == MOE_OK && random && cfg->routing_skew > 0.0) {
         st = apply_skew(cfg, c.fam, w, err);
     }
+    w->value = value;
+    w->store = bf16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
     w->bytes_per_expert = per_expert;
     w->expert_bytes = local_bytes;
     w->shared_ffn = Fs;
     if (routes) {
         size_t gate = (size_t)(cfg->num_experts * (cfg->hidden_dim + 1)) * sizeof(float);
-        size_t shared = Fs > 0 ? ffn_bytes(cfg, Fs) + (size_t)cfg->hidden_dim * sizeof(float)
+        size_t shared = Fs > 0 ? ffn_bytes(cfg, Fs, sizeof(float)) +
+                                     (size_t)cfg->hidden_dim * sizeof(float)
                                : 0;
         w->routing_bytes = (gate + shared) * (size_t)cfg->num_layers;
     }
     describe(cfg, &c, w);
 out_close:
+    free_ffn(&c.tmp);
     moe_ckpt_close(c.ck);
     if (st != MOE_OK) {
         moe_weights_destroy(w);

@@ -22,11 +22,16 @@
 #include "moe/config.h"
 #include "moe/status.h"
 
-/* One expert's F32 weights on the host (see expert/expert.h for the FFN they feed). */
+/* One expert's weights on the host (see expert/expert.h for the FFN they feed), held as
+ * moe_weights_t.store says: F32 in w13/w2, or BF16 in w13_bf16/w2_bf16 (same layouts), which
+ * the CPU back-end later reorders into its GEMM's layout (w13_packed/w2_packed, freeing the
+ * plain ones: expert/backend.h moe_expert_cpu_pack). Exactly one of the three pairs is set. */
 typedef struct moe_expert_weights {
     int32_t id;
     float *w13; /* [2F, H] swiglu (W1 and W3 stacked), [F, H] gelu */
     float *w2;  /* [H, F] */
+    uint16_t *w13_bf16, *w2_bf16; /* BF16, as w13 and w2 */
+    void *w13_packed, *w2_packed; /* BF16 in oneDNN's layout (malloc'd: free() frees them) */
     float *b13; /* [2F] gpt-oss gate then up bias, else NULL */
     float *b2;  /* [H] gpt-oss down bias, else NULL */
     float limit; /* gpt-oss swiglu_limit (MOE_ACT_SWIGLU_OAI) */
@@ -46,7 +51,12 @@ typedef struct moe_weights {
     int num_layers;
     moe_layer_weights_t *layers;
     float *gate_bias;        /* [E] routing_skew log-prior, NULL when none */
-    size_t bytes_per_expert; /* F32 bytes of one expert's weights */
+    moe_dtype_t value;       /* the experts' values: F32, BF16 (rounded to it), F16 (cuda) */
+    moe_dtype_t store;       /* how the host holds them: F32 or BF16 (gates, biases and
+                              * shared experts stay F32) */
+    moe_num_dtype_t compute; /* resolved runtime.compute_dtype (the engine sets it) */
+    moe_num_dtype_t wire;    /* resolved runtime.wire_dtype (the engine sets it) */
+    size_t bytes_per_expert; /* bytes of one expert's weights as held */
     size_t expert_bytes;     /* all experts hosted here, all layers */
     size_t routing_bytes;    /* gates, biases and shared experts held here, all layers */
     int64_t shared_ffn;      /* inner width of the shared expert, 0 = none */
@@ -54,10 +64,19 @@ typedef struct moe_weights {
     char dtype[64];          /* on-disk dtypes read ("BF16", "F8_E4M3+F32"), "random" */
 } moe_weights_t;
 
-/* Load what `rank` needs. routes: whether this rank runs the gate. On error fills err with
- * a message naming the file and tensor; *w is then empty (safe to destroy). */
-moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_weights_t *w,
-                              moe_error_t *err);
+/* The experts' value type for model.dtype on `rank`: the type asked, or for auto the
+ * checkpoint's type of this rank's first expert tensor (FP8 -> BF16), F32 for random
+ * weights or a rank without experts. F16 on the CPU is F32 (converted exactly at load). */
+moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtype_t *out,
+                                     moe_error_t *err);
+
+/* Load what `rank` needs. routes: whether this rank runs the gate. value: the experts' type
+ * as moe_weights_value_dtype resolved it (recorded; the GPU stores them in it); store:
+ * MOE_DTYPE_BF16 holds them in w13_bf16/w2_bf16 (rounded), else F32 — rounded to BF16 when
+ * model.dtype is bf16, so F32 compute sees the values BF16 compute would. On error fills err
+ * with a message naming the file and tensor; *w is then empty (safe to destroy). */
+moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
+                              moe_dtype_t store, moe_weights_t *w, moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
 
 /* Zipf-like log-prior for workload.routing_skew s: bias[e] = -s * ln(e + 1), added to the

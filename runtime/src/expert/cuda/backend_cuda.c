@@ -3,7 +3,10 @@
  * plug-in (libmoed_cuda.so).
  *
  * Memory: expert weights live on the device in model.dtype; the gate (F32), the routed
- * tokens x, the permuted rows and every exchange buffer are device memory. A device
+ * tokens x, the permuted rows and every exchange buffer are device memory. With BF16 rows
+ * on the wire (runtime.wire_dtype) the exchanged rows have BF16 twins (wsend, wrecv, wback,
+ * wret): a kernel narrows the permuted and computed rows into them and widens what arrives,
+ * so the experts and the merge keep reading F32. A device
  * transport (nccl) reads and writes the device rows directly and orders itself after the
  * compute stream with events (`after`); a host transport (mpi, ucx) is fed through the
  * context's host buffers: chunk c's pieces are copied in when they arrive and out when
@@ -35,6 +38,10 @@ typedef struct cuda_layer {
     float *send, *ret;         /* [T * k, H] */
     float *recv, *back;        /* [max_recv, H] */
     float *exp_in, *exp_out;   /* [T, H] an expert's rows gathered from several sources */
+    bool wire_bf16;            /* rows on the wire are BF16: the w* twins below exist */
+    int64_t wire_ld;           /* BF16 elements per wire row */
+    void *wsend, *wret;        /* [T * k] wire rows */
+    void *wrecv, *wback;       /* [max_recv] wire rows */
     void *scratch;
     moe_cuda_event_t *permuted, *anchor;
     moe_cuda_event_t **chunk_done; /* [chunks] */
@@ -67,17 +74,29 @@ static moe_status_t gpu_gate(moe_expert_backend_t *be, int layer, const float *x
     return st == MOE_OK ? moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err) : st;
 }
 
-/* Copy rows [row, row + n) of H floats between a host and a device buffer on the compute
- * stream. */
-static moe_status_t copy_rows(moe_expert_backend_t *be, float *dst, const float *src, int64_t row,
+/* Copy wire rows [row, row + n) between a host and a device buffer on the compute stream. */
+static moe_status_t copy_wire(moe_expert_backend_t *be, void *dst, const void *src, int64_t row,
                               int64_t n, moe_cuda_copy_kind_t kind, moe_error_t *err)
 {
-    int64_t H = be->io->cfg->hidden_dim;
+    int64_t b = be->io->wire_row_bytes;
     if (n <= 0) {
         return MOE_OK;
     }
-    return moe_cuda_copy(impl_of(be)->cu, dst + row * H, src + row * H,
-                         sizeof(float) * (size_t)(n * H), kind, MOE_CUDA_STREAM_COMPUTE, err);
+    return moe_cuda_copy(impl_of(be)->cu, (char *)dst + row * b, (const char *)src + row * b,
+                         (size_t)(n * b), kind, MOE_CUDA_STREAM_COMPUTE, err);
+}
+
+/* BF16 wire rows [row, row + n) of w <-> F32 rows of f (to_wire: narrow f into w). */
+static moe_status_t wire_convert(moe_expert_backend_t *be, bool to_wire, void *w, float *f,
+                                 int64_t row, int64_t n, moe_error_t *err)
+{
+    cuda_layer_t *g = impl_of(be);
+    int64_t H = be->io->cfg->hidden_dim;
+    char *wr = (char *)w + row * be->io->wire_row_bytes;
+    if (to_wire) {
+        return moe_cuda_rows_to_bf16(g->cu, wr, g->wire_ld, f + row * H, n, H, err);
+    }
+    return moe_cuda_rows_from_bf16(g->cu, f + row * H, wr, g->wire_ld, n, H, err);
 }
 
 /* The anchor for event times: the stream is idle, so the event completes at once. */
@@ -113,8 +132,12 @@ static moe_status_t gpu_permute(moe_expert_backend_t *be, const float *x, const 
         st = moe_cuda_gather_rows(g->cu, g->send, x, g->send_token, p->num_send,
                                   be->io->cfg->hidden_dim, err);
     }
+    if (st == MOE_OK && g->wire_bf16) {
+        st = wire_convert(be, true, g->wsend, g->send, 0, p->num_send, err);
+    }
     if (st == MOE_OK && g->host_rows) {
-        st = copy_rows(be, be->io->send_buf, g->send, 0, p->num_send, MOE_CUDA_COPY_D2H, err);
+        st = copy_wire(be, be->io->send_buf, g->wire_bf16 ? g->wsend : (void *)g->send, 0,
+                       p->num_send, MOE_CUDA_COPY_D2H, err);
         return st == MOE_OK ? moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, err) : st;
     }
     if (st == MOE_OK) {
@@ -124,15 +147,22 @@ static moe_status_t gpu_permute(moe_expert_backend_t *be, const float *x, const 
     return st;
 }
 
-/* Host transport: chunk c's pieces from every source into the device rows. */
+/* Host transport: chunk c's pieces from every source into the device rows; BF16 wire rows
+ * are widened into the F32 rows the experts read. */
 static moe_status_t gpu_arrived(moe_expert_backend_t *be, int c, moe_error_t *err)
 {
     cuda_layer_t *g = impl_of(be);
     int W = be->io->world_size;
     moe_status_t st = MOE_OK;
-    for (int s = 0; s < W && st == MOE_OK && g->host_rows; s++) {
-        st = copy_rows(be, g->recv, be->io->recv_buf, be->io->chunk_recv_displs[c * W + s],
-                       be->io->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_H2D, err);
+    for (int s = 0; s < W && st == MOE_OK; s++) {
+        int64_t row = be->io->chunk_recv_displs[c * W + s], n = be->io->chunk_recv_rows[c * W + s];
+        if (g->host_rows) {
+            st = copy_wire(be, g->wire_bf16 ? g->wrecv : (void *)g->recv, be->io->recv_buf, row, n,
+                           MOE_CUDA_COPY_H2D, err);
+        }
+        if (st == MOE_OK && g->wire_bf16) {
+            st = wire_convert(be, false, g->wrecv, g->recv, row, n, err);
+        }
     }
     return st;
 }
@@ -148,7 +178,7 @@ static moe_status_t gpu_ffn(moe_expert_backend_t *be, const moe_cuda_expert_t *w
     int64_t H = cfg->hidden_dim;
     int W = be->io->world_size, only = moe_expert_only_source(n, be->io->world_size);
     if (only >= 0) {
-        return moe_cuda_expert_forward(g->cu, w, cfg->dtype, cfg->activation, H, cfg->ffn_dim,
+        return moe_cuda_expert_forward(g->cu, w, be->io->weights->value, cfg->activation, H, cfg->ffn_dim,
                                        total, g->recv + from[only] * H, g->back + from[only] * H,
                                        g->scratch, err);
     }
@@ -161,7 +191,7 @@ static moe_status_t gpu_ffn(moe_expert_backend_t *be, const moe_cuda_expert_t *w
         r += n[s];
     }
     if (st == MOE_OK) {
-        st = moe_cuda_expert_forward(g->cu, w, cfg->dtype, cfg->activation, H, cfg->ffn_dim,
+        st = moe_cuda_expert_forward(g->cu, w, be->io->weights->value, cfg->activation, H, cfg->ffn_dim,
                                      total, g->exp_in, g->exp_out, g->scratch, err);
     }
     r = 0;
@@ -199,14 +229,19 @@ static moe_status_t gpu_computed(moe_expert_backend_t *be, int c, const void **a
     int W = be->io->world_size;
     moe_status_t st = MOE_OK;
     *after = NULL;
-    if (!g->host_rows) {
+    for (int s = 0; s < W && st == MOE_OK && g->wire_bf16; s++) {
+        st = wire_convert(be, true, g->wback, g->back, be->io->chunk_recv_displs[c * W + s],
+                          be->io->chunk_recv_rows[c * W + s], err);
+    }
+    if (st == MOE_OK && !g->host_rows) {
         st = moe_cuda_event_record(g->cu, g->chunk_done[c], MOE_CUDA_STREAM_COMPUTE, err);
         *after = g->chunk_done[c];
         return st;
     }
     for (int s = 0; s < W && st == MOE_OK; s++) {
-        st = copy_rows(be, be->io->back_buf, g->back, be->io->chunk_recv_displs[c * W + s],
-                       be->io->chunk_recv_rows[c * W + s], MOE_CUDA_COPY_D2H, err);
+        st = copy_wire(be, be->io->back_buf, g->wire_bf16 ? g->wback : (void *)g->back,
+                       be->io->chunk_recv_displs[c * W + s], be->io->chunk_recv_rows[c * W + s],
+                       MOE_CUDA_COPY_D2H, err);
     }
     if (st == MOE_OK) {
         st = moe_cuda_event_record(g->cu, g->chunk_done[c], MOE_CUDA_STREAM_COMPUTE, err);
@@ -230,7 +265,11 @@ static moe_status_t gpu_merge(moe_expert_backend_t *be, float *x, int64_t tokens
     cuda_layer_t *g = impl_of(be);
     moe_status_t st = MOE_OK;
     if (g->host_rows) {
-        st = copy_rows(be, g->ret, be->io->ret_buf, 0, be->io->num_send, MOE_CUDA_COPY_H2D, err);
+        st = copy_wire(be, g->wire_bf16 ? g->wret : (void *)g->ret, be->io->ret_buf, 0,
+                       be->io->num_send, MOE_CUDA_COPY_H2D, err);
+    }
+    if (st == MOE_OK && g->wire_bf16) {
+        st = wire_convert(be, false, g->wret, g->ret, 0, be->io->num_send, err);
     }
     if (st == MOE_OK && tokens > 0) {
         st = moe_cuda_merge(g->cu, x, tokens, be->io->cfg->hidden_dim, (int)be->io->cfg->top_k,
@@ -278,7 +317,8 @@ static void gpu_destroy(moe_expert_backend_t *be)
         moe_cuda_free(g->cu, g->experts[i].w2);
     }
     void *bufs[] = {g->bias, g->logits, g->topk_w, g->topk_idx, g->send_token, g->slot_pos,
-                    g->send, g->ret, g->recv, g->back, g->exp_in, g->exp_out, g->scratch};
+                    g->send, g->ret, g->recv, g->back, g->exp_in, g->exp_out, g->scratch,
+                    g->wsend, g->wret, g->wrecv, g->wback};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
         moe_cuda_free(g->cu, bufs[i]);
     }
@@ -318,9 +358,9 @@ static moe_status_t upload_weights(moe_expert_backend_t *be, cuda_layer_t *g, mo
         for (int le = 0; le < nl && st == MOE_OK; le++) {
             moe_cuda_expert_t *x = &g->experts[l * nl + le];
             x->id = lw->experts[le].id;
-            st = moe_cuda_upload(g->cu, lw->experts[le].w13, up * H, cfg->dtype, &x->w13, err);
+            st = moe_cuda_upload(g->cu, lw->experts[le].w13, up * H, be->io->weights->value, &x->w13, err);
             if (st == MOE_OK) {
-                st = moe_cuda_upload(g->cu, lw->experts[le].w2, H * F, cfg->dtype, &x->w2, err);
+                st = moe_cuda_upload(g->cu, lw->experts[le].w2, H * F, be->io->weights->value, &x->w2, err);
             }
         }
     }
@@ -345,11 +385,17 @@ static moe_status_t alloc_buffers(moe_expert_backend_t *be, cuda_layer_t *g, moe
         {(void **)&g->back, R * H * f},           {(void **)&g->exp_in, gather * H * f},
         {(void **)&g->exp_out, gather * H * f},
         {&g->scratch, moe_cuda_expert_scratch_bytes(cfg->activation, cfg->hidden_dim,
-                                                    cfg->ffn_dim, (int64_t)gather, cfg->dtype)},
+                                                    cfg->ffn_dim, (int64_t)gather,
+                                                    be->io->weights->value)},
+        /* BF16 wire twins (0 bytes: none) */
+        {&g->wsend, g->wire_bf16 ? T * k * (size_t)be->io->wire_row_bytes : 0},
+        {&g->wret, g->wire_bf16 ? T * k * (size_t)be->io->wire_row_bytes : 0},
+        {&g->wrecv, g->wire_bf16 ? R * (size_t)be->io->wire_row_bytes : 0},
+        {&g->wback, g->wire_bf16 ? R * (size_t)be->io->wire_row_bytes : 0},
     };
     moe_status_t st = MOE_OK;
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]) && st == MOE_OK; i++) {
-        st = moe_cuda_alloc(g->cu, want[i].bytes, want[i].p, err);
+        st = want[i].bytes > 0 ? moe_cuda_alloc(g->cu, want[i].bytes, want[i].p, err) : MOE_OK;
     }
     return st;
 }
@@ -399,6 +445,8 @@ moe_status_t moe_expert_cuda_attach(moe_expert_backend_t *be, moe_expert_io_t *i
     g->cu = cuda;
     g->num_layers = L;
     g->host_rows = io->host_transport;
+    g->wire_bf16 = io->wire_bf16;
+    g->wire_ld = io->wire_row_bytes / 2;
     g->gate = calloc((size_t)L, sizeof(float *));
     g->experts = calloc((size_t)L * (size_t)(nl > 0 ? nl : 1), sizeof(moe_cuda_expert_t));
     g->chunk_done = calloc((size_t)N, sizeof(moe_cuda_event_t *));
@@ -414,10 +462,10 @@ moe_status_t moe_expert_cuda_attach(moe_expert_backend_t *be, moe_expert_io_t *i
         st = create_events(be, g, err);
     }
     if (st == MOE_OK && !g->host_rows) { /* the transport moves the device rows */
-        be->io->xsend = g->send;
-        be->io->xrecv = g->recv;
-        be->io->xback = g->back;
-        be->io->xret = g->ret;
+        be->io->xsend = g->wire_bf16 ? g->wsend : (void *)g->send;
+        be->io->xrecv = g->wire_bf16 ? g->wrecv : (void *)g->recv;
+        be->io->xback = g->wire_bf16 ? g->wback : (void *)g->back;
+        be->io->xret = g->wire_bf16 ? g->wret : (void *)g->ret;
     }
     return st;
 }

@@ -307,3 +307,57 @@ moe_status_t moe_cuda_merge(moe_cuda_t *c, float *x, int64_t tokens, int64_t hid
 cleanup:
     return st;
 }
+
+/* BF16 rows on the wire (runtime.wire_dtype bf16): one block per row, `hidden` values, the
+ * wire row `ld` BF16 elements long (H rounded up to even). */
+__global__ void rows_to_bf16_kernel(__nv_bfloat16 *dst, int64_t ld, const float *src,
+                                    int64_t rows, int64_t hidden)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) {
+            dst[r * ld + h] = __float2bfloat16_rn(src[r * hidden + h]);
+        }
+    }
+}
+
+__global__ void rows_from_bf16_kernel(float *dst, const __nv_bfloat16 *src, int64_t ld,
+                                      int64_t rows, int64_t hidden)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) {
+            dst[r * hidden + h] = __bfloat162float(src[r * ld + h]);
+        }
+    }
+}
+
+moe_status_t moe_cuda_rows_to_bf16(moe_cuda_t *c, void *dst, int64_t ld, const float *src,
+                                   int64_t rows, int64_t hidden, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    cudaStream_t s = c->streams[MOE_CUDA_STREAM_COMPUTE];
+    unsigned int blocks = (unsigned int)(rows < 65536 ? rows : 65536);
+    if (rows <= 0 || hidden <= 0) {
+        return MOE_OK;
+    }
+    MOE_CUDA_LAUNCH("rows_to_bf16", rows_to_bf16_kernel<<<blocks, moe_cuda_row_threads(hidden), 0,
+                                                           s>>>((__nv_bfloat16 *)dst, ld, src,
+                                                                rows, hidden));
+cleanup:
+    return st;
+}
+
+moe_status_t moe_cuda_rows_from_bf16(moe_cuda_t *c, float *dst, const void *src, int64_t ld,
+                                     int64_t rows, int64_t hidden, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    cudaStream_t s = c->streams[MOE_CUDA_STREAM_COMPUTE];
+    unsigned int blocks = (unsigned int)(rows < 65536 ? rows : 65536);
+    if (rows <= 0 || hidden <= 0) {
+        return MOE_OK;
+    }
+    MOE_CUDA_LAUNCH("rows_from_bf16",
+                    rows_from_bf16_kernel<<<blocks, moe_cuda_row_threads(hidden), 0, s>>>(
+                        dst, (const __nv_bfloat16 *)src, ld, rows, hidden));
+cleanup:
+    return st;
+}

@@ -152,6 +152,13 @@ moe_status_t moe_cuda_gather_rows(moe_cuda_t *c, float *dst, const float *src,
                                   const int32_t *src_row, int64_t n, int64_t hidden,
                                   moe_error_t *err);
 
+/* BF16 rows on the wire, on c's compute stream: rows of `hidden` F32 values (dense) to and
+ * from BF16 rows `ld` elements apart (round to nearest even; widening is exact). */
+moe_status_t moe_cuda_rows_to_bf16(moe_cuda_t *c, void *dst, int64_t ld, const float *src,
+                                   int64_t rows, int64_t hidden, moe_error_t *err);
+moe_status_t moe_cuda_rows_from_bf16(moe_cuda_t *c, float *dst, const void *src, int64_t ld,
+                                     int64_t rows, int64_t hidden, moe_error_t *err);
+
 /* x[t] += sum over j = 0..k-1, in that order, of topk_w[t*k+j] * ret[slot_pos[t*k+j], :],
  * skipping slot_pos < 0 (dropped) - layer_merge in moe_layer.c, with the same rounding
  * steps (F32 accumulator, no fused multiply-add). x is [tokens, hidden], in place. */

@@ -1,0 +1,112 @@
+/* BF16 experts on the CPU: which compute type a run gets, the weights' one-time reorder into
+ * oneDNN's layout, and one expert's FFN over a tile of BF16 rows (expert_bf16.h). */
+#include "expert/expert_bf16.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "expert/expert.h"
+
+static const char *num_name(moe_num_dtype_t d)
+{
+    return d == MOE_NUM_BF16 ? "bf16" : d == MOE_NUM_F32 ? "f32" : "auto";
+}
+
+/* On cuda the GEMMs run in the storage type (model.dtype), so compute follows it. */
+static moe_status_t cuda_compute_dtype(const moe_config_t *cfg, moe_dtype_t value,
+                                       moe_num_dtype_t *out, moe_error_t *err)
+{
+    moe_num_dtype_t d = value == MOE_DTYPE_F32 ? MOE_NUM_F32 : MOE_NUM_BF16;
+    if (cfg->compute_dtype != MOE_NUM_AUTO && cfg->compute_dtype != d) {
+        return moe_error_set(err, MOE_ERR_CONFIG,
+                             "runtime.compute_dtype: %s, but on cuda the GEMMs run in "
+                             "model.dtype (%s here); set model.dtype instead, or auto",
+                             num_name(cfg->compute_dtype),
+                             value == MOE_DTYPE_F32 ? "f32" : "16-bit");
+    }
+    *out = d;
+    return MOE_OK;
+}
+
+moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value,
+                                      moe_num_dtype_t *out, moe_error_t *err)
+{
+    if (cfg->device == MOE_DEVICE_CUDA) {
+        return cuda_compute_dtype(cfg, value, out, err);
+    }
+    bool native = moe_cpu_bf16_native();
+    if (cfg->compute_dtype == MOE_NUM_BF16 && !native) {
+        return moe_error_set(err, MOE_ERR_CONFIG,
+                             "runtime.compute_dtype: bf16, but %s; use auto (f32 here) or f32",
+                             moe_cpu_bf16_why());
+    }
+    if (cfg->compute_dtype == MOE_NUM_AUTO) {
+        *out = value == MOE_DTYPE_BF16 && native ? MOE_NUM_BF16 : MOE_NUM_F32;
+    } else {
+        *out = cfg->compute_dtype;
+    }
+    return MOE_OK;
+}
+
+static int64_t up_cols(const moe_config_t *cfg)
+{
+    return cfg->activation == MOE_ACT_GELU ? cfg->ffn_dim : 2 * cfg->ffn_dim;
+}
+
+moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
+{
+    moe_onednn_t *o = NULL;
+    moe_status_t st = moe_onednn_create(cfg->hidden_dim, up_cols(cfg), cfg->ffn_dim,
+                                        MOE_BF16_TILE_ROWS, (int)cfg->threads, &o, err);
+    for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
+        moe_layer_weights_t *lw = &w->layers[l];
+        for (int i = 0; st == MOE_OK && i < lw->num_local; i++) {
+            moe_expert_weights_t *ew = &lw->experts[i];
+            st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
+            if (st == MOE_OK) {
+                st = moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err);
+            }
+            if (st == MOE_OK) { /* the plain copies go as soon as the packed ones exist */
+                free(ew->w13_bf16);
+                free(ew->w2_bf16);
+                ew->w13_bf16 = ew->w2_bf16 = NULL;
+            }
+        }
+    }
+    moe_onednn_destroy(o);
+    return st;
+}
+
+/* The activated rows (the first ffn of each up_n-wide row) narrowed to BF16 [rows, ffn]:
+ * vectorized (built -O3, cloned for AVX-512 / AVX2 as expert_cpu.c's activations). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void narrow_rows(uint16_t *a, const float *h, int64_t rows, int64_t ffn, int64_t up_n)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < ffn; i++) {
+            a[r * ffn + i] = moe_f32_to_bf16(h[r * up_n + i]);
+        }
+    }
+}
+
+moe_status_t moe_expert_forward_bf16(moe_onednn_t *o, const moe_expert_weights_t *w,
+                                     moe_activation_t act, int64_t hidden, int64_t ffn,
+                                     int64_t rows, const uint16_t *in, float *h, uint16_t *a,
+                                     float *out, moe_error_t *err)
+{
+    int64_t up_n = act == MOE_ACT_GELU ? ffn : 2 * ffn;
+    moe_status_t st = moe_onednn_gemm(o, MOE_ONEDNN_UP, rows, in, w->w13_packed, h, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    moe_expert_activate(w, act, h, rows, ffn);
+    /* The activated rows (gate half of each up_n row) narrowed for the down projection. */
+    narrow_rows(a, h, rows, ffn, up_n);
+    st = moe_onednn_gemm(o, MOE_ONEDNN_DOWN, rows, a, w->w2_packed, out, err);
+    if (st == MOE_OK) {
+        moe_expert_add_bias(out, rows, hidden, w->b2);
+    }
+    return st;
+}
