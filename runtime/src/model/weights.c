@@ -55,7 +55,7 @@ static int max_experts_per_rank(const moe_config_t *cfg)
 {
     int most = 0;
     for (int r = 0; r < cfg->world_size; r++) {
-        int n = moe_cfg_experts_of_rank(cfg, r, NULL);
+        int n = moe_cfg_max_local(cfg, r);
         most = n > most ? n : most;
     }
     return most;
@@ -390,7 +390,7 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
         st = load_shared(c, layer, Fs, lw);
     }
     int32_t ids[MOE_MAX_EXPERTS];
-    int n = moe_cfg_experts_of_rank(cfg, rank, ids);
+    int n = moe_cfg_experts_of_rank_layer(cfg, layer, rank, ids); /* placement.layers aware */
     lw->experts = calloc((size_t)(n > 0 ? n : 1), sizeof(*lw->experts));
     if (st == MOE_OK && lw->experts == NULL) {
         st = moe_error_set(c->err, MOE_ERR_NO_MEMORY, "cannot allocate expert table");
