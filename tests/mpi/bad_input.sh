@@ -32,8 +32,8 @@ case "$1" in
     PLACEMENT='{1: [0, 1, 2, 3], 5: [4, 5, 6, 7]}' small_model > c.yaml
     want_code=3 want="rank 5" ;;
   expert_twice)
-    PLACEMENT='{1: [0, 1, 2, 3], 2: [3, 4, 5, 6, 7]}' small_model > c.yaml
-    want_code=3 want="c.yaml:15:" ;;
+    PLACEMENT='{1: [0, 1, 2, 3, 3], 2: [4, 5, 6, 7]}' small_model > c.yaml
+    want_code=3 want="c.yaml:15:29: placement.experts: expert 3 is listed twice under rank 1" ;;
   topk)
     K=9 small_model > c.yaml
     want_code=3 want="model.top_k" ;;
