@@ -366,11 +366,17 @@ moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const cha
         r->layers[l].kept = calloc((size_t)E, sizeof(uint64_t));
         r->layers[l].dropped = calloc((size_t)E, sizeof(uint64_t));
         ok = r->layers[l].demand && r->layers[l].kept && r->layers[l].dropped;
+        int nent = 0; /* layer l's own placement (placement.layers) or the shared one */
+        const moe_cfg_replica_t *ent = moe_cfg_layer_entries(cfg, l, &nent);
         for (int e = 0; e < E; e++) {
             moe_rep_expert_t *x = &r->experts[l * E + e];
             x->layer = l;
             x->expert = e;
-            x->rank = cfg->expert_owner[e];
+            x->rank = -1;
+        }
+        for (int i = 0; i < nent; i++) { /* sorted by expert, rank: the lowest copy's rank */
+            moe_rep_expert_t *x = &r->experts[l * E + ent[i].expert];
+            x->rank = x->rank < 0 ? ent[i].rank : x->rank;
         }
     }
     for (int i = 0; ok && i < W; i++) {

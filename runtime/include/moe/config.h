@@ -176,8 +176,11 @@ void moe_cfg_print_reference(FILE *out);
  * owner of every expert ("{1: [0, 1], 2: [2, 3]}", whether `auto` or written out), the
  * profiled ranks as a list ("[0, 1, 2]", whether `all` or written out). `quoted` is true
  * for text a JSON writer must quote (strings, enums, placement, ranks), false for numbers
- * and booleans. A value longer than the callback's buffer (MOE_CFG_VALUE_MAX) is cut. */
-#define MOE_CFG_VALUE_MAX 8192
+ * and booleans. The buffer (MOE_CFG_VALUE_MAX) holds the longest placement the limits
+ * allow (MOE_MAX_REPLICA_ENTRIES entries of at most 7 characters, a "rank: [" and "]" per
+ * (layer, rank) group, a "layer: {" per layer), so no value is cut; were one ever longer,
+ * it would end in "... (truncated)" rather than be cut silently. */
+#define MOE_CFG_VALUE_MAX ((size_t)1 << 20)
 typedef void (*moe_cfg_value_fn)(void *ctx, const char *path, const char *value, bool quoted);
 void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx);
 

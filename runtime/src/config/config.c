@@ -1514,6 +1514,34 @@ static moe_status_t check_experts_covered(cfg_parse_t *p)
     return st;
 }
 
+/* The CUDA back-end uploads every layer's experts as one (layer x local count) table and
+ * has not been run with copies split between ranks: refuse what it was not built for
+ * rather than run it wrong. */
+static moe_status_t check_placement_cuda(cfg_parse_t *p)
+{
+    if (p->cfg.device != MOE_DEVICE_CUDA) {
+        return MOE_OK;
+    }
+    for (int l = 0; l < MOE_MAX_LAYER_IDS; l++) {
+        if (p->pl_layer_mark[l].line > 0) {
+            return cfg_fail(p, val_mark_of(p, "placement.layers"), "placement.layers: not "
+                            "supported with runtime.device: cuda yet (the GPU back-end holds "
+                            "the same experts in every layer); use runtime.device: cpu, or one "
+                            "placement.experts for every layer");
+        }
+    }
+    for (int i = 1; i < p->num_ent; i++) {
+        const moe_cfg_replica_t *a = &p->ent[i - 1].r, *b = &p->ent[i].r;
+        if (a->set == 0 && b->set == 0 && a->expert == b->expert) {
+            return cfg_fail(p, p->ent[i].mark, "placement.experts: expert %d is listed under "
+                            "ranks %d and %d: replicas are not supported with runtime.device: "
+                            "cuda yet; use runtime.device: cpu, or give each expert one rank",
+                            (int)b->expert, (int)a->rank, (int)b->rank);
+        }
+    }
+    return MOE_OK;
+}
+
 static moe_status_t check_placement(cfg_parse_t *p, int world)
 {
     qsort(p->ent, (size_t)p->num_ent, sizeof(p->ent[0]), entry_cmp);
@@ -1529,6 +1557,9 @@ static moe_status_t check_placement(cfg_parse_t *p, int world)
     }
     if (st == MOE_OK) {
         st = check_experts_covered(p);
+    }
+    if (st == MOE_OK && world > 1) {
+        st = check_placement_cuda(p);
     }
     return st;
 }
@@ -1964,7 +1995,10 @@ moe_status_t moe_cfg_read_file(const char *path, char **text, size_t *len, moe_e
 static const char *key_type_name(const cfg_key_t *k)
 {
     static const char *const names[] = {"int",       "double", "bool",  "enum",
-                                        "string",    "placement", "ranks", "layers"};
+                                        "string",    "placement", "ranks", "layers",
+                                        "placement"};
+    _Static_assert(sizeof(names) / sizeof(names[0]) == CFG_PLACEMENT_LAYERS + 1,
+                   "a name for every cfg_type_t");
     return names[k->type];
 }
 
@@ -2142,6 +2176,10 @@ void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx)
         bool quoted = key_value(&cfg_keys[i], cfg, buf, MOE_CFG_VALUE_MAX);
         if (strcmp(cfg_keys[i].path, "profiler.control_token") == 0 && strcmp(buf, "none") != 0) {
             snprintf(buf, MOE_CFG_VALUE_MAX, "(set)"); /* a secret: never into a report */
+        }
+        static const char cut[] = "... (truncated)"; /* beyond the limits: never silently */
+        if (strlen(buf) >= MOE_CFG_VALUE_MAX - 1) {
+            memcpy(buf + MOE_CFG_VALUE_MAX - sizeof(cut), cut, sizeof(cut));
         }
         fn(ctx, cfg_keys[i].path, buf, quoted);
     }
