@@ -12,6 +12,7 @@
 #include "moe/prof.h"
 #include "compare/eplb.h"
 #include "compare/json_lookup.h"
+#include "compare/rank_load.h"
 #include "report/atomic_file.h"
 
 enum { PLAN_OK = 0, PLAN_RUNTIME = 1, PLAN_USAGE = 2 };
@@ -31,7 +32,7 @@ typedef struct plan {
     double *loads;        /* [L * E] */
     uint8_t *host;        /* [L * n * E] the new placement */
     double *before, *after; /* [L] max/mean */
-    double before_all, after_all;
+    double before_all, after_all; /* sum of the layers' max over the sum of their means */
     char *yaml;           /* the config written */
 } plan_t;
 
@@ -90,8 +91,8 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
     if (a->dir == NULL) {
         return plan_usage("no report folder");
     }
-    if (a->ranks < 1) {
-        return plan_usage("--ranks N is required (N >= 1)");
+    if (a->ranks < 0) {
+        return plan_usage("--ranks N is required");
     }
     return PLAN_OK;
 }
@@ -190,7 +191,8 @@ static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
     fprintf(f, "# moed plan %s --ranks %d --redundant %d%s%s\n", p->a.dir, p->a.ranks,
             p->a.redundant, p->a.hostfile ? " --hostfile " : "", p->a.hostfile ? p->a.hostfile : "");
     fprintf(f, "# predicted per-rank load max/mean (1.00 = balanced), from the report's router "
-            "counts:\n#   overall: before %.3f, after %.3f\n", p->before_all, p->after_all);
+            "counts;\n# overall = sum over layers of the busiest rank's load / sum of the mean "
+            "loads:\n#   overall: before %.3f, after %.3f\n", p->before_all, p->after_all);
     for (int l = 0; l < p->L; l++) {
         fprintf(f, "#   layer %d: before %.3f, after %.3f\n", l, p->before[l], p->after[l]);
     }
@@ -217,11 +219,11 @@ static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
     return MOE_OK;
 }
 
-/* The report's config parsed again for its own world: the placement it ran with. */
+/* The report's config parsed again for its own world, for its shape, routing and master
+ * rank. Not its placement: summary.json's placement strings are for people (a long one
+ * could be cut); where the experts ran comes from the experts[] and replicas[] rows. */
 static moe_status_t plan_old_config(plan_t *p, moe_error_t *err)
 {
-    plan_t q = *p;
-    q.L = 0; /* no placement lines: the report's own placement strings are kept below */
     const json_t *cfg = moe_json_path(p->doc, "config");
     int world = (int)moe_json_num(moe_json_path(p->doc, "run.world_size"), 0);
     if (!json_is_object(cfg) || world < 1) {
@@ -240,7 +242,8 @@ static moe_status_t plan_old_config(plan_t *p, moe_error_t *err)
     json_object_foreach((json_t *)cfg, key, v) {
         const char *dot = strchr(key, '.');
         bool keep = dot != NULL && (size_t)(dot - key) < sizeof(section) &&
-                    strcmp(key, "profiler.control_token") != 0 && strcmp(key, "model.layers") != 0;
+                    strcmp(key, "profiler.control_token") != 0 && strcmp(key, "model.layers") != 0 &&
+                    strcmp(key, "placement.experts") != 0 && strcmp(key, "placement.layers") != 0;
         if (!keep) {
             continue;
         }
@@ -253,7 +256,6 @@ static moe_status_t plan_old_config(plan_t *p, moe_error_t *err)
         fputc('\n', f);
     }
     fclose(f);
-    (void)q;
     moe_status_t st = moe_cfg_parse(text, len, "summary.json config", world, p->old, err);
     free(text);
     return st;
@@ -366,25 +368,27 @@ static moe_status_t plan_ranks(plan_t *p, moe_error_t *err)
     return st;
 }
 
-/* Per-rank load of layer l under the report's placement (copies share evenly). */
-static double plan_before(const plan_t *p, int l, double *rank_load)
+/* Layer l under the report's placement (experts[].rank, replicas[]): the router's counts
+ * split evenly over each expert's copies; its busiest rank's load into *mx, the mean over
+ * the ranks that hold experts into *mean. */
+static moe_status_t plan_before(const plan_t *p, int l, double *mx, double *mean,
+                                moe_error_t *err)
 {
-    int W = p->old->world_size, n = 0, hosts = 0;
-    memset(rank_load, 0, sizeof(double) * (size_t)W);
-    const moe_cfg_replica_t *x = moe_cfg_layer_entries(p->old, l, &n);
-    for (int i = 0; i < n; i++) {
-        int c = moe_cfg_replicas_of(p->old, l, x[i].expert, NULL);
-        rank_load[x[i].rank] += p->loads[(size_t)l * p->E + x[i].expert] / c;
+    int W = (int)moe_json_num(moe_json_path(p->doc, "run.world_size"), 0);
+    double *load = calloc((size_t)W, sizeof(double));
+    uint8_t *copies = calloc((size_t)W * p->E, 1);
+    moe_status_t st = load != NULL && copies != NULL ? MOE_OK : MOE_ERR_NO_MEMORY;
+    if (st == MOE_OK &&
+        moe_rank_loads(p->doc, l, W, p->E, p->loads + (size_t)l * p->E, load, copies) == 0) {
+        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d: the report says on no rank "
+                           "where its experts ran (summary.json experts[].rank)", p->a.dir, l);
     }
-    double mx = 0, sum = 0;
-    for (int r = 0; r < W; r++) {
-        if (moe_cfg_experts_of_rank_layer(p->old, l, r, NULL) > 0) {
-            mx = rank_load[r] > mx ? rank_load[r] : mx;
-            sum += rank_load[r];
-            hosts++;
-        }
+    if (st == MOE_OK) {
+        moe_rank_load_stats(load, copies, W, p->E, mx, mean);
     }
-    return sum > 0 ? mx / (sum / hosts) : 0;
+    free(load);
+    free(copies);
+    return st;
 }
 
 static moe_status_t plan_compute(plan_t *p, moe_error_t *err)
@@ -402,37 +406,50 @@ static moe_status_t plan_compute(plan_t *p, moe_error_t *err)
                             .num_ranks = p->n, .ranks = p->ranks, .node = p->node,
                             .redundant = p->a.redundant, .slots = p->a.slots};
         moe_eplb_out_t out = {.host = p->host + (size_t)l * sz, .rank_load = load};
+        double mx = 0, mean = 0;
         st = moe_eplb_place(&in, &out, err);
-        if (st != MOE_OK) {
-            break;
+        if (st == MOE_OK) {
+            double sum = 0;
+            for (int j = 0; j < p->n; j++) {
+                sum += load[j];
+                mx = load[j] > mx ? load[j] : mx;
+            }
+            mean = sum / p->n;
+            p->after[l] = mean > 0 ? mx / mean : 0;
+            amax += mx;
+            amean += mean;
+            st = plan_before(p, l, &mx, &mean, err);
         }
-        double sum = 0, mx = 0;
-        for (int j = 0; j < p->n; j++) {
-            sum += load[j];
-            mx = load[j] > mx ? load[j] : mx;
+        if (st == MOE_OK) {
+            p->before[l] = mean > 0 ? mx / mean : 0;
+            bmax += mx;
+            bmean += mean;
         }
-        p->after[l] = moe_eplb_max_mean(load, p->n);
-        amax += mx;
-        amean += sum / p->n;
-        p->before[l] = plan_before(p, l, load);
-        bmax += p->before[l];
-        bmean += 1.0;
     }
-    /* overall: each layer waits for its busiest rank, so the sum of the layers' maxima over
-     * the sum of their means (before: the layers' ratios averaged, as loads per rank differ) */
+    /* overall, before and after alike: layers run one after another and each waits for its
+     * busiest rank, so a step pays the sum of the layers' maxima; over the sum of their means */
     p->before_all = bmean > 0 ? bmax / bmean : 0;
     p->after_all = amean > 0 ? amax / amean : 0;
     free(load);
     return st;
 }
 
-/* --redundant within the slots, and the new config must parse for --ranks. */
+/* --ranks enough for the experts, --redundant within the free slots. Slots: a rank holds at
+ * most S experts per layer (--slots, default ceil((E + R) / expert ranks)) and at most one
+ * copy of each, so an expert has at most one copy per expert rank. */
 static moe_status_t plan_check(plan_t *p, moe_error_t *err)
 {
+    if (p->a.ranks < 2 || p->a.ranks > MOE_MAX_RANKS || p->n < 1) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is too small: a placement "
+                             "needs 2 ranks or more (1 rank hosts every expert%s), at most %d",
+                             p->a.ranks, p->old->routing == MOE_ROUTING_MASTER ?
+                             "; in master routing the master only routes" : "", MOE_MAX_RANKS);
+    }
     int S = p->a.slots > 0 ? p->a.slots : (p->E + p->a.redundant + p->n - 1) / p->n;
-    if (p->n < 1) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d leaves no rank for the experts "
-                             "(rank %d only routes)", p->a.ranks, (int)p->old->master_rank);
+    if (p->E > S * p->n) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is too small: %d experts "
+                             "need %d expert ranks at %d slots each, it gives %d", p->a.ranks,
+                             p->E, (p->E + S - 1) / S, S, p->n);
     }
     if (p->E + p->a.redundant > S * p->n) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "--redundant %d is more than the %d free "
@@ -440,9 +457,10 @@ static moe_status_t plan_check(plan_t *p, moe_error_t *err)
                              S * p->n - p->E, p->n, S, p->E);
     }
     if (p->a.redundant > p->E * (p->n - 1)) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--redundant %d: at most %d copies fit "
-                             "(one per rank per expert, %d expert ranks)", p->a.redundant,
-                             p->E * (p->n - 1), p->n);
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--redundant %d is more than the %d free "
+                             "slots: a rank holds one copy of an expert at most, so %d experts "
+                             "on %d expert ranks take %d extra copies at most", p->a.redundant,
+                             p->E * (p->n - 1), p->E, p->n, p->E * (p->n - 1));
     }
     return MOE_OK;
 }
@@ -483,7 +501,9 @@ static void plan_print(const plan_t *p, FILE *out)
     fprintf(out, "moed plan: %d experts x %d layers onto %d expert ranks of %d, %d extra "
             "copies per layer%s\n", p->E, p->L, p->n, p->a.ranks, p->a.redundant,
             p->a.hostfile ? " (nodes first, from the hostfile)" : "");
-    fprintf(out, "predicted per-rank load max/mean (1.00 = balanced):\n");
+    fprintf(out, "predicted per-rank load max/mean (1.00 = balanced; the router's counts, each "
+            "expert's split evenly over its copies;\n  overall: the sum over layers of the "
+            "busiest rank's load over the sum of the mean loads, as a step pays it):\n");
     for (int l = 0; l < p->L; l++) {
         fprintf(out, "  layer %-4d before %.3f  after %.3f\n", l, p->before[l], p->after[l]);
     }
