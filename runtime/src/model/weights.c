@@ -531,8 +531,8 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
     size_t per_expert = ffn_bytes(cfg, cfg->ffn_dim);
     int64_t Fs = shared_ffn(cfg, c.fam);
-    size_t local_bytes = per_expert * (size_t)moe_cfg_experts_of_rank(cfg, rank, NULL) *
-                         (size_t)cfg->num_layers;
+    int lo = 0, hi = 0; /* every layer's own set (placement.layers), not layer 0's */
+    size_t local_bytes = per_expert * (size_t)rank_expert_layers(cfg, rank, &lo, &hi);
     moe_status_t st = random ? MOE_OK : moe_ckpt_open(cfg, &c.ck, err);
     if (st == MOE_OK && !random) {
         st = pick_names(&c);
