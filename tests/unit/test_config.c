@@ -464,6 +464,48 @@ static void test_world_one(void)
     check_block(0, 0, 8);
 }
 
+/* summary.json's config values: a long placement.layers (here ~30 KB, beyond the 8 KiB
+ * the values were once cut at) comes out whole. */
+static void long_value(void *ctx, const char *path, const char *value, bool quoted)
+{
+    (void)quoted;
+    if (strcmp(path, "placement.layers") == 0) {
+        *(char **)ctx = strdup(value);
+    }
+}
+
+static void test_long_placement_value(void)
+{
+    size_t cap = 1 << 20, pos = 0;
+    char *yaml = malloc(cap);
+    CHECK(yaml != NULL);
+    if (yaml == NULL) {
+        return;
+    }
+    pos += (size_t)snprintf(yaml + pos, cap - pos, "model:\n  num_experts: 64\n  num_layers: "
+                            "40\nplacement:\n  layers:\n");
+    for (int l = 0; l < 40; l++) {
+        pos += (size_t)snprintf(yaml + pos, cap - pos, "    %d: {1: [", l);
+        for (int e = 0; e < 64; e++) {
+            pos += (size_t)snprintf(yaml + pos, cap - pos, "%s%d", e ? ", " : "", e);
+        }
+        pos += (size_t)snprintf(yaml + pos, cap - pos, "], 2: [");
+        for (int e = 0; e < 64; e++) {
+            pos += (size_t)snprintf(yaml + pos, cap - pos, "%s%d", e ? ", " : "", e);
+        }
+        pos += (size_t)snprintf(yaml + pos, cap - pos, "]}\n");
+    }
+    CHECK_INT_EQ(parse(yaml, 3), MOE_OK);
+    char *v = NULL;
+    moe_cfg_each_value(&cfg, long_value, &v);
+    CHECK(v != NULL && strlen(v) > 8192);
+    CHECK(v != NULL && strstr(v, "truncated") == NULL);
+    CHECK(v != NULL && strncmp(v, "{0: {1: [0, 1, 2", 16) == 0);
+    CHECK(v != NULL && strlen(v) > 9 && strcmp(v + strlen(v) - 9, "62, 63]}}") == 0);
+    free(v);
+    free(yaml);
+}
+
 static void test_auto_placement(void)
 {
     /* master routing, world 3: master 0 routes, ranks 1 and 2 share 8 experts. */
@@ -834,6 +876,7 @@ int main(void)
     test_yaml_errors();
     test_world_one();
     test_auto_placement();
+    test_long_placement_value();
     test_profiled_ranks();
     test_read_file();
     test_hash();
