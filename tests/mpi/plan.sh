@@ -115,7 +115,9 @@ PY
   unknown_option)
     mkdir rep
     out=rep/planned.yaml before=absent want="unknown option or missing value: --frobnicate"
-    refuses rep --ranks 3 --frobnicate ;;
+    refuses rep --ranks 3 --frobnicate
+    "$MOED" plan --help > help.log 2>&1 || fail "plan --help exits non-zero"
+    grep -q '^usage: moed plan REPORT_DIR --ranks N' help.log || fail "plan --help: no usage" ;;
   *) fail "unknown case $1" ;;
 esac
 echo "PASS: plan $1"

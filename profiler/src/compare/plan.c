@@ -15,7 +15,7 @@
 #include "compare/rank_load.h"
 #include "report/atomic_file.h"
 
-enum { PLAN_OK = 0, PLAN_RUNTIME = 1, PLAN_USAGE = 2 };
+enum { PLAN_OK = 0, PLAN_RUNTIME = 1, PLAN_USAGE = 2, PLAN_HELP = -1 };
 
 typedef struct plan_args {
     const char *dir, *hostfile, *out;
@@ -36,16 +36,25 @@ typedef struct plan {
     char *yaml;           /* the config written */
 } plan_t;
 
-static int plan_usage(const char *why)
+/* The usage text to `f`; after "moed plan: why" when why is not NULL. */
+static void plan_usage_text(FILE *f, const char *why)
 {
-    fprintf(stderr, "moed plan: %s\n"
-            "usage: moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] "
+    if (why != NULL) {
+        fprintf(f, "moed plan: %s\n", why);
+    }
+    fprintf(f, "usage: moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] "
             "[-o FILE]\n"
-            "  N ranks in the new run (mpirun -np); R extra expert copies per layer (default 0);\n"
+            "  N ranks in the new run (mpirun -np, 2 or more); R extra expert copies per layer "
+            "(default 0);\n"
             "  S the most experts one rank holds per layer (default ceil((E + R) / expert "
             "ranks));\n  F an Open MPI hostfile ('host slots=N' lines: ranks fill hosts in "
             "order) to balance nodes first;\n  -o FILE the config to write (default "
-            "REPORT_DIR/planned.yaml; '-': stdout)\n", why);
+            "REPORT_DIR/planned.yaml; '-': stdout)\n");
+}
+
+static int plan_usage(const char *why)
+{
+    plan_usage_text(stderr, why);
     return PLAN_USAGE;
 }
 
@@ -67,6 +76,10 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         bool has = i + 1 < argc;
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            plan_usage_text(stdout, NULL);
+            return PLAN_HELP;
+        }
         if (strcmp(f, "--ranks") == 0 || strcmp(f, "--redundant") == 0 ||
             strcmp(f, "--slots") == 0) {
             int *dst = f[2] == 'r' && f[3] == 'a' ? &a->ranks : f[2] == 'r' ? &a->redundant
@@ -545,7 +558,7 @@ int moe_prof_plan_main(int argc, char **argv, FILE *out)
     moe_error_t err = {0};
     int rc = plan_parse_args(argc, argv, &p.a);
     if (rc != PLAN_OK) {
-        return rc;
+        return rc == PLAN_HELP ? PLAN_OK : rc;
     }
     if (p.a.out == NULL) {
         snprintf(def_out, sizeof(def_out), "%s/planned.yaml", p.a.dir);
