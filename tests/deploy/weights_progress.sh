@@ -4,6 +4,7 @@
 #   one_rank:   one rank builds all 8 experts of 1 layer (336 MiB)
 #   master:     3 ranks, rank 0 only routes: it says the expert ranks build theirs
 #   symmetric:  3 ranks, rank 0 hosts 3 experts: it reports its own progress, and says so
+#   layers:     placement.layers: rank 0's count differs per layer, the bytes add them up
 #   small:      configs of the test size print no weights line
 source "$(dirname "$0")/../mpi/common.sh"
 # 8 experts of hidden 1024, ffn 3584 (SwiGLU): (2 x 3584 + 3584) x 1024 x 4 B = 42 MiB each.
@@ -23,6 +24,12 @@ case "$1" in
     mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
     want=("weights: rank 0 generating its 3 of 8 experts x 3 layers (F32, 42 MiB per expert, 378 MiB); the other ranks build theirs at the same time, progress below is rank 0's"
           "weights: done, 378 MiB in") ;;
+  layers)  # placement.layers: rank 0 builds 3 experts of layer 0 and 5 of layer 1 (336 MiB)
+    LAYERS=2 ROUTING=symmetric small_model \
+      | sed 's/^  experts: auto/  experts: auto\n  layers: {1: {0: [0, 1, 2, 3, 4], 1: [5, 6], 2: [7]}}/' > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
+    want=("weights: rank 0 generating its 3 to 5 of 8 experts x 2 layers (F32, 42 MiB per expert, 336 MiB)"
+          "weights: done, 336 MiB in") ;;
   small)
     H=128 F=256 small_model > c.yaml
     "$MOED" --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }

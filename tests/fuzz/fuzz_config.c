@@ -104,28 +104,45 @@ static void check_config(const moe_config_t *c, int world, const uint8_t *data, 
                    (long long)c->master_rank);
     }
 
-    /* the placement is complete: every expert has an owner that exists, nothing beyond */
+    /* the placement is complete: every expert has an owner that exists (its lowest rank
+     * when it has replicas), nothing beyond; the per-rank counts come from the entries
+     * (an expert with replicas counts once on each of its ranks) */
     int per_rank[3] = {0, 0, 0};
+    int copies = 0;
     for (int e = 0; e < MOE_MAX_EXPERTS; e++) {
         int32_t o = c->expert_owner[e];
         if (e < c->num_experts) {
             FUZZ_CHECK(o >= 0 && o < world, "expert %d owned by rank %d (world %d)", e, (int)o,
                        world);
-            per_rank[o]++;
+            int32_t ranks[3];
+            int n = moe_cfg_replicas_of(c, -1, e, NULL);
+            FUZZ_CHECK(n >= 1 && n <= world, "expert %d has %d copies (world %d)", e, n, world);
+            moe_cfg_replicas_of(c, -1, e, ranks);
+            FUZZ_CHECK(ranks[0] == o, "expert %d: owner %d but lowest replica rank %d", e,
+                       (int)o, (int)ranks[0]);
+            for (int i = 0; i < n; i++) {
+                FUZZ_CHECK(i == 0 || ranks[i] > ranks[i - 1], "expert %d: replica ranks not "
+                           "ascending and distinct", e);
+                per_rank[ranks[i]]++;
+            }
+            copies += n;
         } else {
             FUZZ_CHECK(o == -1, "expert %d beyond num_experts %lld owned by %d", e,
                        (long long)c->num_experts, (int)o);
         }
     }
+    FUZZ_CHECK(c->placement_replicas == (copies > c->num_experts) || c->placement_per_layer,
+               "placement_replicas %d but %d copies of %lld experts", c->placement_replicas,
+               copies, (long long)c->num_experts);
     int total = 0;
     for (int r = 0; r < world; r++) {
         int n = moe_cfg_experts_of_rank(c, r, NULL);
-        FUZZ_CHECK(n == per_rank[r], "experts_of_rank(%d) = %d, owner table says %d", r, n,
+        FUZZ_CHECK(n == per_rank[r], "experts_of_rank(%d) = %d, the entries say %d", r, n,
                    per_rank[r]);
+        FUZZ_CHECK(moe_cfg_max_local(c, r) >= n, "max_local(%d) below experts_of_rank", r);
         total += n;
     }
-    FUZZ_CHECK(total == c->num_experts, "ranks own %d experts of %lld", total,
-               (long long)c->num_experts);
+    FUZZ_CHECK(total == copies, "ranks hold %d copies, the entries say %d", total, copies);
     static FILE *null_out;
     if (null_out == NULL) {
         null_out = fopen("/dev/null", "w");

@@ -32,8 +32,8 @@ case "$1" in
     PLACEMENT='{1: [0, 1, 2, 3], 5: [4, 5, 6, 7]}' small_model > c.yaml
     want_code=3 want="rank 5" ;;
   expert_twice)
-    PLACEMENT='{1: [0, 1, 2, 3], 2: [3, 4, 5, 6, 7]}' small_model > c.yaml
-    want_code=3 want="c.yaml:15:" ;;
+    PLACEMENT='{1: [0, 1, 2, 3, 3], 2: [4, 5, 6, 7]}' small_model > c.yaml
+    want_code=3 want="c.yaml:15:29: placement.experts: expert 3 is listed twice under rank 1" ;;
   topk)
     K=9 small_model > c.yaml
     want_code=3 want="model.top_k" ;;
@@ -50,6 +50,14 @@ case "$1" in
     fi
     small_model | sed 's/^runtime:/runtime:\n  device: cuda/' > c.yaml
     want_code=3 want="runtime.device: cuda is not available in this build" ;;
+  cuda_replicas)  # the GPU back-end holds one expert set: no copies (config error, 3)
+    PLACEMENT='{1: [0, 1, 2, 3], 2: [0, 4, 5, 6, 7]}' small_model \
+      | sed 's/^runtime:/runtime:\n  device: cuda/' > c.yaml
+    want_code=3 want="c.yaml:15:34: placement.experts: expert 0 is listed under ranks 1 and 2: replicas are not supported with runtime.device: cuda" ;;
+  cuda_layers)  # nor a layer's own placement
+    small_model | sed 's/^runtime:/runtime:\n  device: cuda/' \
+      | sed 's/^  experts: auto/  experts: auto\n  layers: {0: {1: [0, 1, 2, 3, 4], 2: [5, 6, 7]}}/' > c.yaml
+    want_code=3 want="placement.layers: not supported with runtime.device: cuda yet" ;;
   empty_config)  # 0 bytes: a mistake (a truncated copy, the wrong file), not the default job
     : > c.yaml
     want_code=3 want="c.yaml: the file is empty (no configuration keys)" ;;

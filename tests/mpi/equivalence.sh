@@ -39,6 +39,16 @@ case "$1" in
   family_deepseek_v3)
     ROUTING=symmetric TOKENS=100 K=3 small_model | family deepseek_v3 n_group: 4 topk_group: 2 n_shared_experts: 1 routed_scaling_factor: 2.5 > c.yaml ;;
   family_gpt_oss)     ACT=swiglu_oai CHUNKS=3 small_model | family gpt_oss swiglu_limit: 7.0 > c.yaml ;;
+  # Replicas (an expert under several ranks) and per-layer placement (placement.layers):
+  # the replicated expert's tokens are split between its copies, the output stays the same.
+  replicas_master)
+    CF=1.0 SKEW=1.5 CHUNKS=2 PLACEMENT='{1: [0, 1, 2, 3, 4], 2: [0, 4, 5, 6, 7]}' small_model > c.yaml ;;
+  replicas_symmetric)
+    ROUTING=symmetric TOKENS=100 CF=1.0 SKEW=1.5 PLACEMENT='{0: [0, 1, 2], 1: [0, 3, 4, 5], 2: [0, 5, 6, 7]}' small_model > c.yaml ;;
+  layers_master)
+    SKEW=1.5 small_model | sed 's/^  experts: auto/  experts: auto\n  layers: {1: {1: [0, 1], 2: [0, 2, 3, 4, 5, 6, 7]}}/' > c.yaml ;;
+  layers_symmetric)
+    ROUTING=symmetric TOKENS=100 SKEW=1.5 LAYERS=3 small_model | sed 's/^  experts: auto/  experts: auto\n  layers: {0: {0: [0], 1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}, 2: {0: [1, 2, 3, 4, 5, 6, 7], 2: [0]}}/' > c.yaml ;;
   *) fail "unknown case $1" ;;
 esac
 # The UCX cases first try one step on 2 ranks, which opens a UCX worker and an endpoint to
@@ -70,6 +80,9 @@ if [[ "$1" == capacity_* || "$1" == chunks_capacity ]]; then
   [[ "$d1" == "$d3" ]] || fail "dropped counts differ: '$d1' vs '$d3'"
   [[ "$d1" != "capacity: 0 of" ]] || fail "capacity dropped nothing"
   echo "dropped: $d1"
+fi
+if [[ "$1" == replicas_* || "$1" == layers_* ]]; then
+  "$ST_DIFF" one.safetensors many.safetensors --tol 1e-5 || fail "output differs from 1 rank by more than 1e-5"
 fi
 grep -q 'tokens/s: [0-9]' many.log || fail "no tokens/s line"
 echo "PASS $1"

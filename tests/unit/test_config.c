@@ -355,9 +355,9 @@ static moe_status_t parse_placement(const char *flow, int world)
 static void test_placement_errors(void)
 {
     /* Columns: "  experts: " is 11 wide, so the flow mapping starts at column 12. */
-    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [3, 4, 5, 6, 7]}", 3, "cfg.yaml:2:34: ",
-                          "placement.experts: expert 3 is assigned twice: to rank 1 (line 2) and "
-                          "again here to rank 2");
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3, 3], 2: [4, 5, 6, 7]}", 3, "cfg.yaml:2:29: ",
+                          "placement.experts: expert 3 is listed twice under rank 1 (first at "
+                          "line 2)");
     CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [4, 5]}", 3, "cfg.yaml:2:12: ",
                           "placement.experts: experts 6 7 are assigned to no rank");
     CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [4, 5, 6]}", 3, "cfg.yaml:2:12: ",
@@ -385,12 +385,11 @@ static void test_placement_errors(void)
     CHECK_PLACEMENT_ERROR("{99999999999999999999: [0]}", 3, "cfg.yaml:2:13: ",
                           "placement.experts: 99999999999999999999 is beyond moed's limit of "
                           "4096 ranks");
-    /* An alias repeats the same experts under a second rank. */
-    CHECK_PLACEMENT_ERROR("{1: &a [0, 1, 2, 3], 2: *a}", 3, "cfg.yaml:2:20: ",
-                          "expert 0 is assigned twice");
-    /* Duplicates are found even with one rank (the placement is still checked). */
-    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [3, 4, 5, 6, 7]}", 1, "cfg.yaml:2:34: ",
-                          "expert 3 is assigned twice");
+    /* An expert under two ranks is replicated: valid. Twice under one rank is found even
+     * with one rank (the placement is still checked). */
+    CHECK_INT_EQ(parse_placement("{1: [0, 1, 2, 3], 2: [3, 4, 5, 6, 7]}", 3), MOE_OK);
+    CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3, 3], 2: [4, 5, 6, 7]}", 1, "cfg.yaml:2:29: ",
+                          "expert 3 is listed twice under rank 1");
     CHECK_PLACEMENT_ERROR("{1: [0, 1, 2, 3], 2: [4, 5, 6, 7, 8]}", 1, "cfg.yaml:2:46: ",
                           "expert 8 does not exist");
 }
@@ -467,6 +466,48 @@ static void test_world_one(void)
                  MOE_OK);
     CHECK_INT_EQ(cfg.master_rank, 0);
     check_block(0, 0, 8);
+}
+
+/* summary.json's config values: a long placement.layers (here ~30 KB, beyond the 8 KiB
+ * the values were once cut at) comes out whole. */
+static void long_value(void *ctx, const char *path, const char *value, bool quoted)
+{
+    (void)quoted;
+    if (strcmp(path, "placement.layers") == 0) {
+        *(char **)ctx = strdup(value);
+    }
+}
+
+static void test_long_placement_value(void)
+{
+    size_t cap = 1 << 20, pos = 0;
+    char *yaml = malloc(cap);
+    CHECK(yaml != NULL);
+    if (yaml == NULL) {
+        return;
+    }
+    pos += (size_t)snprintf(yaml + pos, cap - pos, "model:\n  num_experts: 64\n  num_layers: "
+                            "40\nplacement:\n  layers:\n");
+    for (int l = 0; l < 40; l++) {
+        pos += (size_t)snprintf(yaml + pos, cap - pos, "    %d: {1: [", l);
+        for (int e = 0; e < 64; e++) {
+            pos += (size_t)snprintf(yaml + pos, cap - pos, "%s%d", e ? ", " : "", e);
+        }
+        pos += (size_t)snprintf(yaml + pos, cap - pos, "], 2: [");
+        for (int e = 0; e < 64; e++) {
+            pos += (size_t)snprintf(yaml + pos, cap - pos, "%s%d", e ? ", " : "", e);
+        }
+        pos += (size_t)snprintf(yaml + pos, cap - pos, "]}\n");
+    }
+    CHECK_INT_EQ(parse(yaml, 3), MOE_OK);
+    char *v = NULL;
+    moe_cfg_each_value(&cfg, long_value, &v);
+    CHECK(v != NULL && strlen(v) > 8192);
+    CHECK(v != NULL && strstr(v, "truncated") == NULL);
+    CHECK(v != NULL && strncmp(v, "{0: {1: [0, 1, 2", 16) == 0);
+    CHECK(v != NULL && strlen(v) > 9 && strcmp(v + strlen(v) - 9, "62, 63]}}") == 0);
+    free(v);
+    free(yaml);
 }
 
 static void test_auto_placement(void)
@@ -839,6 +880,7 @@ int main(void)
     test_yaml_errors();
     test_world_one();
     test_auto_placement();
+    test_long_placement_value();
     test_profiled_ranks();
     test_read_file();
     test_hash();

@@ -153,6 +153,11 @@ moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, do
  * 2 also for bad arguments. */
 int moe_prof_compare_main(int argc, char **argv, FILE *out);
 
+/* `moed plan REPORT_DIR --ranks N ...`: a balanced placement (with replicas) for the loads
+ * a report recorded, written as a config. Exit codes: 0, 1 (cannot write), 2 (usage, bad
+ * input: nothing written). */
+int moe_prof_plan_main(int argc, char **argv, FILE *out);
+
 /* The live path (profiler.listen; README "Live endpoint"). Every rank keeps small
  * cumulative counters and sends them to rank 0 at step boundaries (one non-blocking
  * message at most every 200 ms); rank 0 serves them over HTTP from its own threads.

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "compare/json_lookup.h"
+#include "compare/rank_load.h"
 
 #define CMP_SCHEMA "moed.summary"
 #define CMP_SCHEMA_MAX 1 /* newest summary.json schema_version this reader knows */
@@ -22,6 +23,9 @@
 #define CMP_TOP_ROWS 16  /* ... else the ones with the largest change */
 #define CMP_CONFIG_LINES 40
 #define CMP_VALUE_CHARS 72 /* a config value longer than this is cut with "..." */
+#define CMP_PLACE_LAYERS 4 /* layers whose placement changed shown rank by rank */
+#define CMP_PLACE_RANKS 16 /* ranks shown per layer */
+#define CMP_IDS_CHARS 28   /* a rank's expert list longer than this is cut with "..." */
 
 typedef struct cmp_run {
     const char *dir;
@@ -490,6 +494,133 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
     return MOE_OK;
 }
 
+/* ---- placement and per-rank load ------------------------------------------------ */
+
+/* One run's layer: where each expert ran and each rank's rows (rank_load.h). */
+typedef struct cmp_place {
+    double *load;    /* [W] */
+    uint8_t *copies; /* [W * E] */
+    double mx, mean;
+} cmp_place_t;
+
+static bool cmp_place_read(const cmp_run_t *c, int l, cmp_place_t *p)
+{
+    p->load = calloc((size_t)c->world, sizeof(double));
+    p->copies = calloc((size_t)c->world * (size_t)c->experts, 1);
+    if (p->load == NULL || p->copies == NULL) {
+        return false;
+    }
+    moe_rank_loads(c->doc, l, c->world, c->experts, NULL, p->load, p->copies);
+    moe_rank_load_stats(p->load, p->copies, c->world, c->experts, &p->mx, &p->mean);
+    return true;
+}
+
+static void cmp_place_free(cmp_place_t *p)
+{
+    free(p->load);
+    free(p->copies);
+    p->load = NULL;
+    p->copies = NULL;
+}
+
+/* "0 1* 5": rank r's experts, * on a copy of an expert with several, cut at n - 1. */
+static void cmp_place_ids(const cmp_run_t *c, const cmp_place_t *p, int r, char *buf, size_t n)
+{
+    size_t pos = 0;
+    int E = c->experts;
+    buf[0] = '\0';
+    for (int e = 0; r < c->world && e < E; e++) {
+        if (!p->copies[(size_t)r * E + e]) {
+            continue;
+        }
+        int copies = 0;
+        for (int q = 0; q < c->world; q++) {
+            copies += p->copies[(size_t)q * E + e];
+        }
+        char one[16];
+        int w = snprintf(one, sizeof(one), "%s%d%s", pos == 0 ? "" : " ", e, copies > 1 ? "*" : "");
+        if (pos + (size_t)w + 4 >= n) {
+            snprintf(buf + pos, n - pos, " ...");
+            return;
+        }
+        memcpy(buf + pos, one, (size_t)w + 1);
+        pos += (size_t)w;
+    }
+    if (pos == 0) {
+        snprintf(buf, n, "-");
+    }
+}
+
+static void cmp_place_rows(FILE *out, const cmp_run_t *a, const cmp_run_t *b,
+                           const cmp_place_t *pa, const cmp_place_t *pb)
+{
+    int W = a->world > b->world ? a->world : b->world, shown = 0;
+    char ia[CMP_IDS_CHARS + 1], ib[CMP_IDS_CHARS + 1];
+    for (int r = 0; r < W && shown < CMP_PLACE_RANKS; r++, shown++) {
+        cmp_place_ids(a, pa, r, ia, sizeof(ia));
+        cmp_place_ids(b, pb, r, ib, sizeof(ib));
+        fprintf(out, "    rank %-4d A: %-*s %9.0f   B: %-*s %9.0f\n", r, CMP_IDS_CHARS, ia,
+                r < a->world ? pa->load[r] : 0.0, CMP_IDS_CHARS, ib,
+                r < b->world ? pb->load[r] : 0.0);
+    }
+    if (W > shown) {
+        fprintf(out, "    (%d more ranks: see summary.json experts[] and replicas[])\n",
+                W - shown);
+    }
+}
+
+/* Per layer: the busiest rank's rows over the mean of the ranks holding experts, A -> B,
+ * and, for the layers whose placement changed, each rank's experts and rows. */
+static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    int L = a->layers < b->layers ? a->layers : b->layers, detailed = 0, changed = 0;
+    double amx = 0, amean = 0, bmx = 0, bmean = 0;
+    fprintf(out, "\nPlacement and per-rank load (tokens each rank computed over the recorded "
+            "steps; e* = a copy of an\nexpert with replicas; max/mean over the ranks holding "
+            "experts, 1.00 = even)\n");
+    for (int l = 0; l < L; l++) {
+        cmp_place_t pa = {0}, pb = {0};
+        if (!cmp_place_read(a, l, &pa) || !cmp_place_read(b, l, &pb)) {
+            cmp_place_free(&pa);
+            cmp_place_free(&pb);
+            return MOE_ERR_NO_MEMORY;
+        }
+        bool same = a->world == b->world && a->experts == b->experts &&
+                    memcmp(pa.copies, pb.copies, (size_t)a->world * (size_t)a->experts) == 0;
+        changed += same ? 0 : 1;
+        if (l < CMP_ALL_ROWS) {
+            fprintf(out, "  layer %-4d max/mean %.3f -> %.3f   %s\n", l,
+                    pa.mean > 0 ? pa.mx / pa.mean : 0.0, pb.mean > 0 ? pb.mx / pb.mean : 0.0,
+                    same ? "same placement" : "placement changed");
+        }
+        bool rows = !same ? detailed < CMP_PLACE_LAYERS : (l == L - 1 && changed == 0);
+        if (rows) {
+            if (same) {
+                fprintf(out, "  (layer %d, as every layer:)\n", l);
+            }
+            cmp_place_rows(out, a, b, &pa, &pb);
+            detailed += same ? 0 : 1;
+        }
+        amx += pa.mx;
+        amean += pa.mean;
+        bmx += pb.mx;
+        bmean += pb.mean;
+        cmp_place_free(&pa);
+        cmp_place_free(&pb);
+    }
+    if (L > CMP_ALL_ROWS) {
+        fprintf(out, "  (layers %d..%d: in the overall figure below)\n", CMP_ALL_ROWS, L - 1);
+    }
+    if (changed > detailed) {
+        fprintf(out, "  (%d more layers with a changed placement: see summary.json)\n",
+                changed - detailed);
+    }
+    fprintf(out, "  overall max/mean %.3f -> %.3f (sum over layers of the busiest rank's "
+            "tokens / sum of the means)\n", amean > 0 ? amx / amean : 0.0,
+            bmean > 0 ? bmx / bmean : 0.0);
+    return MOE_OK;
+}
+
 /* ---- balance, bytes, memory ------------------------------------------------------ */
 
 static void cmp_balance(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
@@ -762,8 +893,9 @@ static bool cmp_config_key(FILE *out, const char *key, const json_t *x, const js
     cmp_value_text(x, vx, sizeof(vx));
     cmp_value_text(y, vy, sizeof(vy));
     if (strcmp(vx, vy) == 0) { /* long values (a placement) that differ past the cut */
-        fprintf(out, "  %-36s differs past the first %d characters (see summary.json config)\n",
-                key, CMP_VALUE_CHARS - 4);
+        fprintf(out, "  %-36s differs past the first %d characters (see %s)\n", key,
+                CMP_VALUE_CHARS - 4, strncmp(key, "placement.", 10) == 0
+                                         ? "Placement below" : "summary.json config");
     } else {
         fprintf(out, "  %-36s %s -> %s\n", key, vx, vy);
     }
@@ -835,7 +967,8 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
     cmp_header(out, &a, &b);
     cmp_config(out, &a, &b);
     cmp_run_figures(out, &a, &b);
-    if (cmp_experts(out, &a, &b) != MOE_OK || cmp_bytes(out, &a, &b) != MOE_OK) {
+    if (cmp_experts(out, &a, &b) != MOE_OK || cmp_placement(out, &a, &b) != MOE_OK ||
+        cmp_bytes(out, &a, &b) != MOE_OK) {
         moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
         goto print_error;
     }

@@ -296,6 +296,44 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
     return ok ? MOE_OK : MOE_ERR_NO_MEMORY;
 }
 
+/* One row per copy of every replicated expert of every layer. */
+static void merge_replica_rows(moe_report_t *r, const moe_config_t *cfg)
+{
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        n = 0;
+        for (int l = 0; l < r->num_layers; l++) {
+            int ne = 0;
+            const moe_cfg_replica_t *x = moe_cfg_layer_entries(cfg, l, &ne);
+            for (int i = 0; i < ne; i++) {
+                bool rep = (i > 0 && x[i - 1].expert == x[i].expert) ||
+                           (i + 1 < ne && x[i + 1].expert == x[i].expert);
+                if (rep && pass == 1) {
+                    r->replicas[n] = (moe_rep_replica_t){
+                        .layer = l, .expert = x[i].expert, .rank = x[i].rank};
+                }
+                n += rep ? 1 : 0;
+            }
+        }
+        if (pass == 0 && (n == 0 || (r->replicas = calloc((size_t)n, sizeof(*r->replicas))) == NULL)) {
+            return; /* none (or no memory: the report then has no replica rows) */
+        }
+    }
+    r->num_replicas = n;
+}
+
+/* The row of (layer, expert, rank) among the replica rows, or NULL. */
+static moe_rep_replica_t *merge_replica_of(moe_report_t *r, int l, int e, int rank)
+{
+    for (int i = 0; i < r->num_replicas; i++) {
+        moe_rep_replica_t *x = &r->replicas[i];
+        if (x->layer == l && x->expert == e && x->rank == rank) {
+            return x;
+        }
+    }
+    return NULL;
+}
+
 moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const char (*hosts)[64])
 {
     return moe_merge_create_in(cfg, world_size, hosts, NULL);
@@ -326,6 +364,7 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
     r->ranks = calloc((size_t)W, sizeof(*r->ranks));
     r->experts = calloc((size_t)L * (size_t)E, sizeof(*r->experts));
     r->layers = calloc((size_t)L, sizeof(*r->layers));
+    merge_replica_rows(r, cfg);
     r->bytes = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->msgs = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->wait_ns = calloc((size_t)W * (size_t)W, sizeof(double));
@@ -335,11 +374,17 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
         r->layers[l].kept = calloc((size_t)E, sizeof(uint64_t));
         r->layers[l].dropped = calloc((size_t)E, sizeof(uint64_t));
         ok = r->layers[l].demand && r->layers[l].kept && r->layers[l].dropped;
+        int nent = 0; /* layer l's own placement (placement.layers) or the shared one */
+        const moe_cfg_replica_t *ent = moe_cfg_layer_entries(cfg, l, &nent);
         for (int e = 0; e < E; e++) {
             moe_rep_expert_t *x = &r->experts[l * E + e];
             x->layer = l;
             x->expert = e;
-            x->rank = cfg->expert_owner[e];
+            x->rank = -1;
+        }
+        for (int i = 0; i < nent; i++) { /* sorted by expert, rank: the lowest copy's rank */
+            moe_rep_expert_t *x = &r->experts[l * E + ent[i].expert];
+            x->rank = x->rank < 0 ? ent[i].rank : x->rank;
         }
     }
     for (int i = 0; ok && i < W; i++) {
@@ -455,7 +500,20 @@ static void merge_experts_routing(moe_merge_t *m, const moe_prof_record_t *rec)
     for (int l = 0; l < m->L && l < rec->num_layers; l++) {
         for (int le = 0; le < rec->num_local; le++) {
             const moe_rec_expert_t *src = &rec->experts[l * rec->num_local + le];
-            moe_rep_expert_t *x = &m->rep.experts[l * E + rec->local_ids[le]];
+            int id = m->cfg->placement_per_layer /* each layer its own experts */
+                         ? moe_cfg_local_expert(m->cfg, l, rec->rank, le)
+                         : rec->local_ids[le];
+            if (id < 0 || id >= E) {
+                continue; /* this layer has fewer experts on the rank */
+            }
+            moe_rep_expert_t *x = &m->rep.experts[l * E + id];
+            moe_rep_replica_t *y =
+                m->rep.num_replicas > 0 ? merge_replica_of(&m->rep, l, id, rec->rank) : NULL;
+            if (y != NULL) {
+                y->tokens += src->tokens;
+                y->calls += src->calls;
+                y->busy_ns += src->hist.sum;
+            }
             x->tokens += src->tokens;
             x->calls += src->calls;
             x->flops += src->flops;
@@ -492,7 +550,11 @@ static void merge_lists(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0
     for (int64_t i = 0; i < rec->num_metrics; i++) {
         const moe_rec_metric_t *s = &rec->metrics[i];
         moe_rep_metric_t row = {.step = s->step, .layer = s->layer,
-                                .expert = rec->local_ids[s->local], .rank = rec->rank,
+                                .expert = m->cfg->placement_per_layer
+                                              ? moe_cfg_local_expert(m->cfg, (int)s->layer,
+                                                                     rec->rank, s->local)
+                                              : rec->local_ids[s->local],
+                                .rank = rec->rank,
                                 .tokens = s->tokens, .ns = s->ns,
                                 .flops = (double)s->tokens * m->flops_per_row};
         if (r->metrics_streamed) {

@@ -431,7 +431,10 @@ static void record_timeline(moe_prof_t *p, const moe_prof_layer_sample_t *s)
         if (c->local < 0 || c->local >= r->num_local) {
             continue; /* not one of ours: nothing to name it by */
         }
-        add_event(p, MOE_TEV_EXPERT, s->layer, r->local_ids[c->local],
+        int id = p->cfg->placement_per_layer
+                     ? moe_cfg_local_expert(p->cfg, s->layer, p->rank, c->local)
+                     : r->local_ids[c->local]; /* placement.layers: the layer's own set */
+        add_event(p, MOE_TEV_EXPERT, s->layer, id,
                   MOE_LANE_EXPERT0 + c->local, c->begin_ns, c->end_ns - c->begin_ns, c->rows);
     }
 }

@@ -27,6 +27,7 @@ void moe_report_free(moe_report_t *r)
         free(r->layers[l].dropped);
     }
     free(r->experts);
+    free(r->replicas);
     free(r->layers);
     free(r->ranks);
     free(r->bytes);

@@ -101,6 +101,18 @@ typedef struct moe_rep_expert {
     moe_hist_t hist;     /* ns per such call: busy time summed over the layer's chunks */
 } moe_rep_expert_t;
 
+/* One copy of an expert that has replicas (placement.experts or placement.layers listing
+ * it under several ranks): the rows its own rank computed. The expert's row in `experts`
+ * sums its copies; the router's counts stay per expert. */
+typedef struct moe_rep_replica {
+    int layer;
+    int expert;
+    int rank;
+    uint64_t tokens;     /* rows computed over recorded steps (0 when the rank is absent) */
+    uint64_t calls;
+    double busy_ns;      /* busy time summed over those calls */
+} moe_rep_replica_t;
+
 typedef struct moe_rep_layer {
     uint64_t *demand;    /* [E] choices of each expert, before capacity, all routing ranks */
     uint64_t *kept;      /* [E] */
@@ -230,6 +242,8 @@ typedef struct moe_report {
     int num_experts;
     moe_rep_expert_t *experts;   /* [num_layers * num_experts], index l * E + e */
     moe_rep_layer_t *layers;     /* [num_layers] */
+    int num_replicas;            /* copies of replicated experts, layer then expert then rank */
+    moe_rep_replica_t *replicas; /* [num_replicas] */
     /* rank-to-rank, row = sender i, column = receiver j, [world * world]; both directions
      * of the exchange (dispatch and combine) counted. Filled from the profiled senders'
      * records and, where a sender is not profiled, from the profiled receivers' records. */

@@ -349,6 +349,25 @@ static void json_experts(json_w_t *w, const moe_report_t *r)
     jw_close(w, ']');
 }
 
+/* Copies of replicated experts: each copy's load on its own rank. */
+static void json_replicas(json_w_t *w, const moe_report_t *r)
+{
+    jw_open(w, "replicas", '[', false);
+    for (int i = 0; i < r->num_replicas; i++) {
+        const moe_rep_replica_t *x = &r->replicas[i];
+        bool present = x->rank >= 0 && x->rank < r->world_size && r->ranks[x->rank].present;
+        jw_open(w, NULL, '{', true);
+        jw_i64(w, "layer", x->layer);
+        jw_i64(w, "expert", x->expert);
+        jw_i64(w, "rank", x->rank);
+        jw_num(w, "tokens", present ? (double)x->tokens : NAN);
+        jw_num(w, "calls", present ? (double)x->calls : NAN);
+        jw_num(w, "busy_ms", present ? x->busy_ns / 1e6 : NAN);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+}
+
 static uint64_t json_sum(const uint64_t *v, int n)
 {
     uint64_t s = 0;
@@ -545,6 +564,7 @@ static moe_status_t json_document(FILE *f, const moe_report_t *r)
     json_config(&w, r);
     moe_status_t st = json_ranks(&w, r);
     json_experts(&w, r);
+    json_replicas(&w, r);
     if (st == MOE_OK) {
         st = json_layers(&w, r);
     }

@@ -19,6 +19,17 @@
 /* model.layers entries, and decoder layers of a checkpoint, at most. */
 #define MOE_MAX_LAYER_IDS 1024
 
+/* Placement entries (expert, rank) over every placement set, at most: placement.experts is
+ * set 0, placement.layers' entry for moed layer l is set l + 1. */
+#define MOE_MAX_REPLICA_ENTRIES 32768
+
+/* One copy of an expert on one rank in one placement set. */
+typedef struct moe_cfg_replica {
+    uint16_t set;    /* 0: placement.experts; l + 1: placement.layers' layer l */
+    uint16_t expert;
+    int32_t rank;
+} moe_cfg_replica_t;
+
 /* swiglu_oai: gpt-oss's clamped SwiGLU with biases (expert/expert.h). */
 typedef enum { MOE_ACT_SWIGLU = 0, MOE_ACT_GELU = 1, MOE_ACT_SWIGLU_OAI = 2 } moe_activation_t;
 /* The model families moed routes exactly (model/family.h holds one row per family). */
@@ -99,8 +110,16 @@ typedef struct moe_config {
     /* placement */
     int64_t master_rank;
     bool placement_auto;
-    /* Resolved for the world size given to moe_cfg_parse(): owner rank of each expert. */
+    /* Resolved for the world size given to moe_cfg_parse(): owner rank of each expert
+     * (its lowest rank in placement.experts when it has replicas). */
     int32_t expert_owner[MOE_MAX_EXPERTS];
+    bool placement_per_layer;       /* placement.layers given and applied (world > 1) */
+    bool placement_replicas;        /* some expert is on more than one rank in some set */
+    uint8_t layer_own[MOE_MAX_LAYER_IDS]; /* 1: moed layer l uses placement set l + 1 */
+    /* Every (set, expert, rank), sorted by set, expert, rank; each set names every expert
+     * at least once and no (expert, rank) twice. Read it through moe_cfg_layer_entries. */
+    int32_t num_replicas;
+    moe_cfg_replica_t replicas[MOE_MAX_REPLICA_ENTRIES];
 
     /* runtime */
     moe_routing_t routing;
@@ -172,8 +191,11 @@ void moe_cfg_print_reference(FILE *out);
  * owner of every expert ("{1: [0, 1], 2: [2, 3]}", whether `auto` or written out), the
  * profiled ranks as a list ("[0, 1, 2]", whether `all` or written out). `quoted` is true
  * for text a JSON writer must quote (strings, enums, placement, ranks), false for numbers
- * and booleans. A value longer than the callback's buffer (MOE_CFG_VALUE_MAX) is cut. */
-#define MOE_CFG_VALUE_MAX 8192
+ * and booleans. The buffer (MOE_CFG_VALUE_MAX) holds the longest placement the limits
+ * allow (MOE_MAX_REPLICA_ENTRIES entries of at most 7 characters, a "rank: [" and "]" per
+ * (layer, rank) group, a "layer: {" per layer), so no value is cut; were one ever longer,
+ * it would end in "... (truncated)" rather than be cut silently. */
+#define MOE_CFG_VALUE_MAX ((size_t)1 << 20)
 typedef void (*moe_cfg_value_fn)(void *ctx, const char *path, const char *value, bool quoted);
 void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx);
 
@@ -205,8 +227,26 @@ void moe_cfg_set_checkpoint_reader(moe_cfg_checkpoint_fn fn);
 /* Print the resolved placement, one line per rank: "rank 1: experts 0 1 2 3". */
 void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out);
 
-/* Number of experts owned by `rank` and, if ids != NULL, their ids ascending. */
+/* Number of experts owned by `rank` and, if ids != NULL, their ids ascending
+ * (placement.experts: the set every layer uses unless placement.layers overrides it). */
 int moe_cfg_experts_of_rank(const moe_config_t *cfg, int rank, int32_t *ids);
+
+/* The same for moed layer `layer`: its own placement when placement.layers gives one. */
+int moe_cfg_experts_of_rank_layer(const moe_config_t *cfg, int layer, int rank, int32_t *ids);
+
+/* The expert id of `rank`'s local expert `le` (its le-th, ids ascending) in `layer`; -1
+ * when it has fewer. */
+int moe_cfg_local_expert(const moe_config_t *cfg, int layer, int rank, int le);
+
+/* The most experts `rank` hosts in any one layer (buffers are sized for it). */
+int moe_cfg_max_local(const moe_config_t *cfg, int rank);
+
+/* The placement entries of moed layer `layer`, sorted by expert then rank (an expert's
+ * replicas are adjacent, ranks ascending); *n gets their number. */
+const moe_cfg_replica_t *moe_cfg_layer_entries(const moe_config_t *cfg, int layer, int *n);
+
+/* Ranks that host `expert` in `layer`, ascending, into ranks (may be NULL); their number. */
+int moe_cfg_replicas_of(const moe_config_t *cfg, int layer, int expert, int32_t *ranks);
 
 /* True when rank r is profiled (profiled_ranks: all, or r is in the list). */
 bool moe_cfg_rank_profiled(const moe_config_t *cfg, int rank);

@@ -390,6 +390,7 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     if (st == MOE_OK) {
         st = moe_layer_ctx_init(&eng->layer, cfg, comm, eng->transport, &eng->weights,
                                 eng->token_count, eng->plugin, eng->cuda, err);
+        eng->layer.token_first = eng->token_first; /* where replicas split its tokens */
     }
     st = moe_agree(comm, st, err);
     if (st == MOE_OK && cfg->prof_enabled) {

@@ -60,6 +60,9 @@ static void print_usage(FILE *out)
             "usage: mpirun -np N moed --config FILE [options]\n"
             "       moed --config FILE [options]          (one rank hosting every expert)\n"
             "       moed compare RUN_DIR_A RUN_DIR_B       (two profiler reports side by side)\n"
+            "       moed plan RUN_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]\n"
+            "                                   (a balanced placement with replicas from a report;\n"
+            "                                    writes RUN_DIR/planned.yaml unless -o, '-': stdout)\n"
             "       moed top URL [--once]                  (a live endpoint in the terminal)\n"
             "\n"
             "Runs Mixture-of-Experts layers across MPI ranks as the YAML config says.\n"
@@ -755,6 +758,10 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "top") == 0) {
         /* A terminal view of a live endpoint; needs no MPI. */
         return moe_live_top_main(argc - 2, argv + 2, stdout);
+    }
+    if (argc > 1 && strcmp(argv[1], "plan") == 0) {
+        /* Reads a report folder, writes a config; needs no MPI. Exit codes: 0, 1, 2. */
+        return moe_prof_plan_main(argc - 2, argv + 2, stdout);
     }
     if (argc > 1 && strcmp(argv[1], "compare") == 0) {
         /* Reads two report folders; needs no MPI. Exit codes: 0, or 2 (= EXIT_USAGE). */

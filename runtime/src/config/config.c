@@ -45,6 +45,8 @@ typedef enum {
     CFG_PLACEMENT, /* placement.experts: `auto` or {rank: [expert ids]}; field placement_auto */
     CFG_RANKS,     /* profiler.profiled_ranks: `all` or [rank, ...]; field prof_all_ranks */
     CFG_LAYERS,    /* model.layers: `all` or [layer, ...]; field num_layer_ids */
+    CFG_PLACEMENT_LAYERS, /* placement.layers: `none` or {layer: {rank: [ids]}}; field
+                           * placement_per_layer */
 } cfg_type_t;
 
 typedef struct cfg_key {
@@ -147,7 +149,11 @@ static const cfg_key_t cfg_keys[] = {
     KEY_INT("placement.master_rank", master_rank, "0", 0, MOE_MAX_RANKS - 1, "rank",
             "the rank that routes tokens in master routing"),
     KEY_SPECIAL("placement.experts", CFG_PLACEMENT, placement_auto, "auto",
-                "'auto' (balanced contiguous blocks) or {rank: [expert ids], ...}"),
+                "'auto' (balanced contiguous blocks) or {rank: [expert ids], ...}; an expert "
+                "listed under several ranks is replicated: its tokens are split between them"),
+    KEY_SPECIAL("placement.layers", CFG_PLACEMENT_LAYERS, placement_per_layer, "none",
+                "'none' or {layer: {rank: [expert ids]}, ...}: moed layer's own placement "
+                "(layers 0..model.num_layers-1), overriding placement.experts for that layer"),
 
     KEY_ENUM("runtime.routing", routing, cfg_routing_names, "master",
              "master: one rank routes every token; symmetric: every rank routes its own"),
@@ -501,6 +507,10 @@ static void key_expected(char *buf, size_t n, const cfg_key_t *k)
         break;
     case CFG_RANKS: buf_add(buf, n, &pos, "'all' or a sequence of ranks like [0, 2]"); break;
     case CFG_LAYERS: buf_add(buf, n, &pos, "'all' or a sequence of layers like [3, 4, 5]"); break;
+    case CFG_PLACEMENT_LAYERS:
+        buf_add(buf, n, &pos,
+                "'none' or a mapping layer -> {rank: [expert ids]} like {0: {1: [0, 1], 2: [2]}}");
+        break;
     case CFG_ENUM:
         for (size_t i = 0; k->names[i] != NULL; i++) {
             const char *sep = i == 0 ? "" : (k->names[i + 1] == NULL ? " or " : ", ");
@@ -659,6 +669,10 @@ static bool set_special(const cfg_key_t *k, const char *s, moe_config_t *cfg, cf
         cfg->num_layer_ids = 0;
         return true;
     }
+    if (k->type == CFG_PLACEMENT_LAYERS && strcmp(s, "none") == 0) {
+        cfg->placement_per_layer = false;
+        return true;
+    }
     if (k->type == CFG_RANKS && strcmp(s, "all") == 0) {
         cfg->prof_all_ranks = true;
         cfg->prof_num_ranks = 0;
@@ -687,6 +701,7 @@ static bool key_set_text(const cfg_key_t *k, const char *s, size_t len, moe_conf
     case CFG_ENUM: return set_enum(k, s, field, why);
     case CFG_STRING: return set_string(k, s, field, why);
     case CFG_PLACEMENT:
+    case CFG_PLACEMENT_LAYERS:
     case CFG_RANKS:
     case CFG_LAYERS: return set_special(k, s, cfg, why);
     }
@@ -721,6 +736,7 @@ static size_t key_field_size(cfg_type_t t)
     case CFG_DOUBLE: return sizeof(double);
     case CFG_BOOL:
     case CFG_PLACEMENT:
+    case CFG_PLACEMENT_LAYERS:
     case CFG_RANKS: return sizeof(bool);
     case CFG_LAYERS: return sizeof(int32_t);
     case CFG_ENUM: return sizeof(int);
@@ -788,6 +804,12 @@ size_t moe_cfg_table_size(void)
 /* Everything one parse needs; heap-allocated (the marks tables are ~100 KiB). The config
  * is built here and copied out only on success, so the caller's struct is untouched by
  * a failed parse. */
+/* One (set, expert, rank) as written, with where. */
+typedef struct cfg_entry {
+    moe_cfg_replica_t r;
+    moe_cfg_mark_t mark;
+} cfg_entry_t;
+
 typedef struct cfg_parse {
     const char *src;
     moe_error_t *err;
@@ -798,10 +820,12 @@ typedef struct cfg_parse {
     moe_cfg_mark_t key_mark[CFG_NKEYS];     /* the key's name; line 0: not in the file */
     moe_cfg_mark_t val_mark[CFG_NKEYS];     /* its value */
     moe_cfg_mark_t section_mark[CFG_NKEYS]; /* indexed by the section's first key */
-    /* placement.experts as written: owner rank of each expert id (-1: not listed) */
-    int32_t expert_rank[MOE_MAX_EXPERTS];
-    moe_cfg_mark_t expert_mark[MOE_MAX_EXPERTS];
+    /* placement.experts (set 0) and placement.layers (set l + 1) as written */
+    int32_t num_ent;
+    cfg_entry_t ent[MOE_MAX_REPLICA_ENTRIES];
     moe_cfg_mark_t rank_mark[MOE_MAX_RANKS];      /* rank keys of placement.experts */
+    moe_cfg_mark_t lrank_mark[MOE_MAX_RANKS];     /* rank keys of the current layer's map */
+    moe_cfg_mark_t pl_layer_mark[MOE_MAX_LAYER_IDS]; /* layer keys of placement.layers */
     moe_cfg_mark_t prof_rank_mark[MOE_MAX_RANKS]; /* entries of profiled_ranks, by rank */
     moe_cfg_mark_t layer_mark[MOE_MAX_LAYER_IDS]; /* entries of model.layers, in order */
 } cfg_parse_t;
@@ -908,9 +932,10 @@ static moe_status_t node_index(cfg_parse_t *p, const cfg_key_t *k, const yaml_no
     return MOE_OK;
 }
 
-/* One expert id listed under `rank`; duplicates are caught here, ids beyond
- * model.num_experts after every key is read (num_experts may come later). */
-static moe_status_t placement_assign(cfg_parse_t *p, const cfg_key_t *k, int32_t rank,
+/* One expert id listed under `rank` in placement set `set`. An expert under several ranks
+ * is replicated; twice under one rank, ids beyond model.num_experts and coverage are
+ * checked after every key is read (num_experts may come later). */
+static moe_status_t placement_assign(cfg_parse_t *p, const cfg_key_t *k, int set, int32_t rank,
                                      const yaml_node_t *item)
 {
     int32_t e = -1;
@@ -918,20 +943,19 @@ static moe_status_t placement_assign(cfg_parse_t *p, const cfg_key_t *k, int32_t
     if (st != MOE_OK) {
         return st;
     }
-    if (p->expert_rank[e] >= 0) {
-        return cfg_fail(p, node_mark(item),
-                        "%s: expert %d is assigned twice: to rank %d (line %d) and again here to "
-                        "rank %d; give each expert exactly one rank",
-                        k->path, e, p->expert_rank[e], p->expert_mark[e].line, rank);
+    if (p->num_ent >= MOE_MAX_REPLICA_ENTRIES - MOE_MAX_EXPERTS) {
+        return cfg_fail(p, node_mark(item), "%s: more than %d (expert, rank) entries in all "
+                        "placements: moed's limit", k->path,
+                        MOE_MAX_REPLICA_ENTRIES - MOE_MAX_EXPERTS);
     }
-    p->expert_rank[e] = rank;
-    p->expert_mark[e] = node_mark(item);
+    p->ent[p->num_ent++] = (cfg_entry_t){
+        .r = {.set = (uint16_t)set, .expert = (uint16_t)e, .rank = rank}, .mark = node_mark(item)};
     return MOE_OK;
 }
 
-/* One `rank: [expert ids]` pair of placement.experts. */
-static moe_status_t placement_rank(cfg_parse_t *p, const cfg_key_t *k, const yaml_node_t *key,
-                                   const yaml_node_t *val)
+/* One `rank: [expert ids]` pair of placement.experts (set 0) or of one layer's map. */
+static moe_status_t placement_rank(cfg_parse_t *p, const cfg_key_t *k, int set,
+                                   const yaml_node_t *key, const yaml_node_t *val)
 {
     char found[4 * CFG_QUOTE_MAX + 16];
     int32_t rank = -1;
@@ -939,11 +963,12 @@ static moe_status_t placement_rank(cfg_parse_t *p, const cfg_key_t *k, const yam
     if (st != MOE_OK) {
         return st;
     }
-    if (p->rank_mark[rank].line > 0) {
+    moe_cfg_mark_t *marks = set == 0 ? p->rank_mark : p->lrank_mark;
+    if (marks[rank].line > 0) {
         return cfg_fail(p, node_mark(key), "%s: rank %d is listed twice (first at line %d)",
-                        k->path, rank, p->rank_mark[rank].line);
+                        k->path, rank, marks[rank].line);
     }
-    p->rank_mark[rank] = node_mark(key);
+    marks[rank] = node_mark(key);
     if (val->type != YAML_SEQUENCE_NODE) {
         node_describe(found, sizeof(found), val);
         return cfg_fail(p, node_mark(val),
@@ -953,19 +978,61 @@ static moe_status_t placement_rank(cfg_parse_t *p, const cfg_key_t *k, const yam
     for (yaml_node_item_t *it = val->data.sequence.items.start;
          it < val->data.sequence.items.top && st == MOE_OK; it++) {
         const yaml_node_t *item = doc_node(p, *it);
-        st = item != NULL ? placement_assign(p, k, rank, item) : node_missing(p);
+        st = item != NULL ? placement_assign(p, k, set, rank, item) : node_missing(p);
+    }
+    return st;
+}
+
+/* A {rank: [expert ids]} map into placement set `set`. */
+static moe_status_t placement_map(cfg_parse_t *p, const cfg_key_t *k, int set,
+                                  const yaml_node_t *map)
+{
+    moe_status_t st = MOE_OK;
+    for (yaml_node_pair_t *pair = map->data.mapping.pairs.start;
+         pair < map->data.mapping.pairs.top && st == MOE_OK; pair++) {
+        const yaml_node_t *key = doc_node(p, pair->key), *val = doc_node(p, pair->value);
+        st = key != NULL && val != NULL ? placement_rank(p, k, set, key, val) : node_missing(p);
     }
     return st;
 }
 
 static moe_status_t placement_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_node_t *map)
 {
-    moe_status_t st = MOE_OK;
     p->cfg.placement_auto = false;
+    return placement_map(p, k, 0, map);
+}
+
+/* placement.layers: {layer: {rank: [expert ids]}}; layers beyond the model are checked
+ * once model.num_layers is known. */
+static moe_status_t placement_layers_load(cfg_parse_t *p, const cfg_key_t *k,
+                                          const yaml_node_t *map)
+{
+    char found[4 * CFG_QUOTE_MAX + 16];
+    moe_status_t st = MOE_OK;
+    p->cfg.placement_per_layer = true;
     for (yaml_node_pair_t *pair = map->data.mapping.pairs.start;
          pair < map->data.mapping.pairs.top && st == MOE_OK; pair++) {
         const yaml_node_t *key = doc_node(p, pair->key), *val = doc_node(p, pair->value);
-        st = key != NULL && val != NULL ? placement_rank(p, k, key, val) : node_missing(p);
+        int32_t l = -1;
+        if (key == NULL || val == NULL) {
+            return node_missing(p);
+        }
+        st = node_index(p, k, key, "a layer", MOE_MAX_LAYER_IDS, "layers", &l);
+        if (st != MOE_OK) {
+            return st;
+        }
+        if (p->pl_layer_mark[l].line > 0) {
+            return cfg_fail(p, node_mark(key), "%s: layer %d is listed twice (first at line %d)",
+                            k->path, l, p->pl_layer_mark[l].line);
+        }
+        p->pl_layer_mark[l] = node_mark(key);
+        if (val->type != YAML_MAPPING_NODE) {
+            node_describe(found, sizeof(found), val);
+            return cfg_fail(p, node_mark(val), "%s: layer %d: expected a mapping rank -> [expert "
+                            "ids] like {1: [0, 1], 2: [2, 3]}, found %s", k->path, l, found);
+        }
+        memset(p->lrank_mark, 0, sizeof(p->lrank_mark));
+        st = placement_map(p, k, l + 1, val);
     }
     return st;
 }
@@ -1036,6 +1103,9 @@ static moe_status_t key_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_node
     char why[MOE_ERROR_MSG_MAX / 2], exp[256], found[4 * CFG_QUOTE_MAX + 16];
     if (k->type == CFG_PLACEMENT && val->type == YAML_MAPPING_NODE) {
         return placement_load(p, k, val);
+    }
+    if (k->type == CFG_PLACEMENT_LAYERS && val->type == YAML_MAPPING_NODE) {
+        return placement_layers_load(p, k, val);
     }
     if (k->type == CFG_LAYERS && val->type == YAML_SEQUENCE_NODE) {
         return layers_load(p, k, val);
@@ -1295,24 +1365,79 @@ static void world_text(char *buf, size_t n, int world)
     snprintf(buf, n, "the job has %d rank%s (0..%d)", world, world == 1 ? "" : "s", world - 1);
 }
 
+static const char *set_path(int set)
+{
+    return set == 0 ? "placement.experts" : "placement.layers";
+}
+
+/* Set, expert, rank, then file order: an expert's copies become adjacent, the first
+ * written first. */
+static int entry_cmp(const void *pa, const void *pb)
+{
+    const cfg_entry_t *a = pa, *b = pb;
+    if (a->r.set != b->r.set) {
+        return a->r.set < b->r.set ? -1 : 1;
+    }
+    if (a->r.expert != b->r.expert) {
+        return a->r.expert < b->r.expert ? -1 : 1;
+    }
+    if (a->r.rank != b->r.rank) {
+        return a->r.rank < b->r.rank ? -1 : 1;
+    }
+    return mark_before(a->mark, b->mark) ? -1 : mark_before(b->mark, a->mark) ? 1 : 0;
+}
+
+/* A rank holds one copy of an expert: the same id twice under one rank is a mistake. */
+static moe_status_t check_twice_on_rank(cfg_parse_t *p)
+{
+    for (int i = 1; i < p->num_ent; i++) {
+        const moe_cfg_replica_t *a = &p->ent[i - 1].r, *b = &p->ent[i].r;
+        if (a->set == b->set && a->expert == b->expert && a->rank == b->rank) {
+            char where[48] = "";
+            if (b->set > 0) {
+                snprintf(where, sizeof(where), " of layer %d", b->set - 1);
+            }
+            return cfg_fail(p, p->ent[i].mark,
+                            "%s: expert %d is listed twice under rank %d%s (first at line %d); "
+                            "a rank holds one copy of an expert (replicas go on other ranks)",
+                            set_path(b->set), b->expert, (int)b->rank, where,
+                            p->ent[i - 1].mark.line);
+        }
+    }
+    return MOE_OK;
+}
+
 /* Explicit expert ids must name experts of the model: report the first such id in the file. */
 static moe_status_t check_expert_ids(cfg_parse_t *p)
 {
     int64_t ne = p->cfg.num_experts;
     int bad = -1;
-    for (int64_t e = ne; e < MOE_MAX_EXPERTS; e++) {
-        bool listed = p->expert_rank[e] >= 0;
-        if (listed && (bad < 0 || mark_before(p->expert_mark[e], p->expert_mark[bad]))) {
-            bad = (int)e;
+    for (int i = 0; i < p->num_ent; i++) {
+        if (p->ent[i].r.expert >= ne && (bad < 0 || mark_before(p->ent[i].mark, p->ent[bad].mark))) {
+            bad = i;
         }
     }
     if (bad < 0) {
         return MOE_OK;
     }
-    return cfg_fail(p, p->expert_mark[bad],
-                    "placement.experts: expert %d does not exist: model.num_experts is %lld "
-                    "(ids 0..%lld)",
-                    bad, (long long)ne, (long long)ne - 1);
+    return cfg_fail(p, p->ent[bad].mark,
+                    "%s: expert %d does not exist: model.num_experts is %lld (ids 0..%lld)",
+                    set_path(p->ent[bad].r.set), p->ent[bad].r.expert, (long long)ne,
+                    (long long)ne - 1);
+}
+
+/* placement.layers names moed layers 0..num_layers-1. */
+static moe_status_t check_layer_keys(cfg_parse_t *p)
+{
+    int64_t nl = p->cfg.num_layers;
+    for (int64_t l = nl; l < MOE_MAX_LAYER_IDS; l++) {
+        if (p->pl_layer_mark[l].line > 0) {
+            return cfg_fail(p, p->pl_layer_mark[l],
+                            "placement.layers: layer %lld does not exist: the run has %lld MoE "
+                            "layers (0..%lld)", (long long)l, (long long)nl, (long long)nl - 1);
+        }
+    }
+    return MOE_OK;
 }
 
 /* Rank keys beyond the world: report the first in the file. */
@@ -1320,32 +1445,50 @@ static moe_status_t check_placement_ranks(cfg_parse_t *p, int world)
 {
     char wt[64];
     int bad = -1;
+    moe_cfg_mark_t bm = {0, 0};
     for (int r = world; r < MOE_MAX_RANKS; r++) {
         bool listed = p->rank_mark[r].line > 0;
-        if (listed && (bad < 0 || mark_before(p->rank_mark[r], p->rank_mark[bad]))) {
+        if (listed && (bad < 0 || mark_before(p->rank_mark[r], bm))) {
             bad = r;
+            bm = p->rank_mark[r];
+        }
+    }
+    const char *path = "placement.experts";
+    for (int i = 0; i < p->num_ent; i++) { /* layers' maps: cite the first id under it */
+        const cfg_entry_t *x = &p->ent[i];
+        if (x->r.set > 0 && x->r.rank >= world && (bad < 0 || mark_before(x->mark, bm))) {
+            bad = x->r.rank;
+            bm = x->mark;
+            path = "placement.layers";
         }
     }
     if (bad < 0) {
         return MOE_OK;
     }
     world_text(wt, sizeof(wt), world);
-    return cfg_fail(p, p->rank_mark[bad],
-                    "placement.experts: rank %d does not exist: %s; list experts only under "
-                    "ranks that exist, or use 'auto'",
-                    bad, wt);
+    return cfg_fail(p, bm,
+                    "%s: rank %d does not exist: %s; list experts only under ranks that exist, "
+                    "or use 'auto'", path, bad, wt);
 }
 
-/* Every expert needs an owner; list the ones without (the list is cut to fit one line). */
-static moe_status_t check_experts_covered(cfg_parse_t *p)
+/* Every expert needs a rank in set `set` (entries sorted); list the ones without (the list
+ * is cut to fit one line). */
+static moe_status_t check_set_covered(cfg_parse_t *p, int set, moe_cfg_mark_t m)
 {
-    char ids[512];
+    char ids[512], where[48] = "";
     size_t pos = 0;
-    int missing = 0;
+    int missing = 0, i = 0;
     int64_t ne = p->cfg.num_experts;
     ids[0] = '\0';
+    while (i < p->num_ent && p->ent[i].r.set < set) {
+        i++;
+    }
     for (int64_t e = 0; e < ne; e++) {
-        if (p->expert_rank[e] < 0) {
+        bool has = i < p->num_ent && p->ent[i].r.set == set && p->ent[i].r.expert == e;
+        while (i < p->num_ent && p->ent[i].r.set == set && p->ent[i].r.expert == e) {
+            i++;
+        }
+        if (!has) {
             if (missing < 32) {
                 buf_add(ids, sizeof(ids), &pos, "%s%lld", missing == 0 ? "" : " ", (long long)e);
             }
@@ -1358,25 +1501,76 @@ static moe_status_t check_experts_covered(cfg_parse_t *p)
     if (missing > 32) {
         buf_add(ids, sizeof(ids), &pos, " ... (%d in all)", missing);
     }
-    return cfg_fail(p, val_mark_of(p, "placement.experts"),
-                    "placement.experts: %s %s %s assigned to no rank; each of the %lld experts "
-                    "(0..%lld) needs exactly one rank",
+    if (set > 0) {
+        snprintf(where, sizeof(where), "layer %d: ", set - 1);
+    }
+    return cfg_fail(p, m,
+                    "%s: %s%s %s %s assigned to no rank; each of the %lld experts (0..%lld) "
+                    "needs at least one rank", set_path(set), where,
                     missing == 1 ? "expert" : "experts", ids, missing == 1 ? "is" : "are",
                     (long long)ne, (long long)ne - 1);
 }
 
-static moe_status_t check_placement(cfg_parse_t *p, int world)
+static moe_status_t check_experts_covered(cfg_parse_t *p)
 {
     moe_status_t st = MOE_OK;
-    if (p->cfg.placement_auto) {
+    if (!p->cfg.placement_auto) {
+        st = check_set_covered(p, 0, val_mark_of(p, "placement.experts"));
+    }
+    for (int l = 0; st == MOE_OK && l < MOE_MAX_LAYER_IDS; l++) {
+        if (p->pl_layer_mark[l].line > 0) {
+            st = check_set_covered(p, l + 1, p->pl_layer_mark[l]);
+        }
+    }
+    return st;
+}
+
+/* The CUDA back-end uploads every layer's experts as one (layer x local count) table and
+ * has not been run with copies split between ranks: refuse what it was not built for
+ * rather than run it wrong. */
+static moe_status_t check_placement_cuda(cfg_parse_t *p)
+{
+    if (p->cfg.device != MOE_DEVICE_CUDA) {
         return MOE_OK;
     }
-    st = check_expert_ids(p);
+    for (int l = 0; l < MOE_MAX_LAYER_IDS; l++) {
+        if (p->pl_layer_mark[l].line > 0) {
+            return cfg_fail(p, val_mark_of(p, "placement.layers"), "placement.layers: not "
+                            "supported with runtime.device: cuda yet (the GPU back-end holds "
+                            "the same experts in every layer); use runtime.device: cpu, or one "
+                            "placement.experts for every layer");
+        }
+    }
+    for (int i = 1; i < p->num_ent; i++) {
+        const moe_cfg_replica_t *a = &p->ent[i - 1].r, *b = &p->ent[i].r;
+        if (a->set == 0 && b->set == 0 && a->expert == b->expert) {
+            return cfg_fail(p, p->ent[i].mark, "placement.experts: expert %d is listed under "
+                            "ranks %d and %d: replicas are not supported with runtime.device: "
+                            "cuda yet; use runtime.device: cpu, or give each expert one rank",
+                            (int)b->expert, (int)a->rank, (int)b->rank);
+        }
+    }
+    return MOE_OK;
+}
+
+static moe_status_t check_placement(cfg_parse_t *p, int world)
+{
+    qsort(p->ent, (size_t)p->num_ent, sizeof(p->ent[0]), entry_cmp);
+    moe_status_t st = check_twice_on_rank(p);
+    if (st == MOE_OK) {
+        st = check_expert_ids(p);
+    }
+    if (st == MOE_OK) {
+        st = check_layer_keys(p);
+    }
     if (st == MOE_OK && world > 1) { /* one rank hosts everything: rank keys don't matter */
         st = check_placement_ranks(p, world);
     }
     if (st == MOE_OK) {
         st = check_experts_covered(p);
+    }
+    if (st == MOE_OK && world > 1) {
+        st = check_placement_cuda(p);
     }
     return st;
 }
@@ -1411,8 +1605,9 @@ static moe_status_t check_ranks(cfg_parse_t *p, int world)
 
 /* Contiguous balanced blocks over the hosting ranks in increasing order; the first E % n
  * hosts get one more. In master routing the master only routes, so it hosts none. */
-static void placement_auto_blocks(moe_config_t *c, int world)
+static void placement_auto_blocks(cfg_parse_t *p, int world)
 {
+    moe_config_t *c = &p->cfg;
     bool skip_master = c->routing == MOE_ROUTING_MASTER;
     int hosts = world - (skip_master ? 1 : 0);
     int ne = (int)c->num_experts;
@@ -1424,29 +1619,53 @@ static void placement_auto_blocks(moe_config_t *c, int world)
         }
         int count = base + (h < extra ? 1 : 0);
         for (int j = 0; j < count && e < ne; j++) {
-            c->expert_owner[e++] = r;
+            p->ent[p->num_ent++].r = (moe_cfg_replica_t){.set = 0, .expert = (uint16_t)e++,
+                                                         .rank = r};
         }
         h++;
     }
 }
 
+/* Keep the written entries that apply (none with one rank; not set 0 with auto), add the
+ * generated ones, sort, and publish them with expert_owner and the per-layer flags. */
 static void placement_resolve(cfg_parse_t *p, int world)
 {
     moe_config_t *c = &p->cfg;
-    for (int e = 0; e < MOE_MAX_EXPERTS; e++) {
-        bool exists = e < c->num_experts;
-        if (!exists) {
-            c->expert_owner[e] = -1;
-        } else if (world == 1) {
-            c->expert_owner[e] = 0; /* moed without mpirun: one rank hosts everything */
-        } else if (!c->placement_auto) {
-            c->expert_owner[e] = p->expert_rank[e];
+    int n = 0;
+    for (int i = 0; i < p->num_ent; i++) {
+        bool keep = world > 1 && (p->ent[i].r.set > 0 || !c->placement_auto);
+        if (keep) {
+            p->ent[n++] = p->ent[i];
         }
     }
+    p->num_ent = n;
     if (world == 1) {
         c->master_rank = 0;
+        c->placement_per_layer = false;
+        for (int e = 0; e < c->num_experts; e++) { /* moed without mpirun: one rank hosts all */
+            p->ent[p->num_ent++].r = (moe_cfg_replica_t){.set = 0, .expert = (uint16_t)e};
+        }
     } else if (c->placement_auto) {
-        placement_auto_blocks(c, world);
+        placement_auto_blocks(p, world);
+    }
+    qsort(p->ent, (size_t)p->num_ent, sizeof(p->ent[0]), entry_cmp);
+    for (int e = 0; e < MOE_MAX_EXPERTS; e++) {
+        c->expert_owner[e] = -1;
+    }
+    memset(c->layer_own, 0, sizeof(c->layer_own));
+    c->placement_replicas = false;
+    c->num_replicas = p->num_ent;
+    for (int i = 0; i < p->num_ent; i++) {
+        const moe_cfg_replica_t *x = &p->ent[i].r;
+        c->replicas[i] = *x;
+        bool again = i > 0 && p->ent[i - 1].r.set == x->set && p->ent[i - 1].r.expert == x->expert;
+        c->placement_replicas |= again;
+        if (x->set == 0 && !again) {
+            c->expert_owner[x->expert] = x->rank;
+        }
+        if (x->set > 0) {
+            c->layer_own[x->set - 1] = 1;
+        }
     }
 }
 
@@ -1701,7 +1920,6 @@ moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name
     p->text = (const char *)bytes;
     p->len = len;
     moe_cfg_defaults(&p->cfg);
-    memset(p->expert_rank, 0xff, sizeof(p->expert_rank)); /* -1: not listed */
     st = yaml_precheck(p, bytes, len);
     if (st == MOE_OK) {
         st = yaml_load(p, bytes, len);
@@ -1788,7 +2006,10 @@ moe_status_t moe_cfg_read_file(const char *path, char **text, size_t *len, moe_e
 static const char *key_type_name(const cfg_key_t *k)
 {
     static const char *const names[] = {"int",       "double", "bool",  "enum",
-                                        "string",    "placement", "ranks", "layers"};
+                                        "string",    "placement", "ranks", "layers",
+                                        "placement"};
+    _Static_assert(sizeof(names) / sizeof(names[0]) == CFG_PLACEMENT_LAYERS + 1,
+                   "a name for every cfg_type_t");
     return names[k->type];
 }
 
@@ -1807,6 +2028,7 @@ static void key_range(char *buf, size_t n, const cfg_key_t *k)
     case CFG_PLACEMENT: buf_add(buf, n, &pos, "auto | {rank: [ids]}"); break;
     case CFG_RANKS: buf_add(buf, n, &pos, "all | [rank, ...]"); break;
     case CFG_LAYERS: buf_add(buf, n, &pos, "all | [layer, ...]"); break;
+    case CFG_PLACEMENT_LAYERS: buf_add(buf, n, &pos, "none | {layer: {rank: [ids]}}"); break;
     case CFG_ENUM:
         for (size_t i = 0; k->names[i] != NULL; i++) {
             buf_add(buf, n, &pos, "%s%s", i == 0 ? "" : " | ", k->names[i]);
@@ -1841,29 +2063,55 @@ void moe_cfg_print_reference(FILE *out)
     }
 }
 
-/* "{1: [0, 1], 2: [2, 3]}": the owner of every expert, ranks ascending, so `auto` and the
- * map it resolves to read the same. */
-static void value_placement(const moe_config_t *cfg, char *buf, size_t n)
+/* "{1: [0, 1], 2: [2, 3]}" for placement set `set`: the ranks ascending, each with its
+ * experts ascending (an expert with replicas appears under each of its ranks). */
+static void value_set(const moe_config_t *cfg, int set, char *buf, size_t n, size_t *pos)
 {
-    size_t pos = 0;
-    int ne = cfg->num_experts < MOE_MAX_EXPERTS ? (int)cfg->num_experts : MOE_MAX_EXPERTS;
     const char *sep = "";
-    buf_add(buf, n, &pos, "{");
+    buf_add(buf, n, pos, "{");
     for (int r = 0; r < cfg->world_size; r++) {
         bool first = true;
-        for (int e = 0; e < ne; e++) {
-            if (cfg->expert_owner[e] != r) {
+        for (int i = 0; i < cfg->num_replicas; i++) {
+            const moe_cfg_replica_t *x = &cfg->replicas[i];
+            if (x->set != set || x->rank != r) {
                 continue;
             }
             if (first) {
-                buf_add(buf, n, &pos, "%s%d: [%d", sep, r, e);
+                buf_add(buf, n, pos, "%s%d: [%d", sep, r, x->expert);
             } else {
-                buf_add(buf, n, &pos, ", %d", e);
+                buf_add(buf, n, pos, ", %d", x->expert);
             }
             first = false;
         }
         if (!first) {
-            buf_add(buf, n, &pos, "]");
+            buf_add(buf, n, pos, "]");
+            sep = ", ";
+        }
+    }
+    buf_add(buf, n, pos, "}");
+}
+
+/* placement.experts as resolved, so `auto` and the map it resolves to read the same. */
+static void value_placement(const moe_config_t *cfg, char *buf, size_t n)
+{
+    size_t pos = 0;
+    value_set(cfg, 0, buf, n, &pos);
+}
+
+/* placement.layers: "none" or "{0: {1: [0, 1], 2: [0, 2]}, 1: {...}}". */
+static void value_placement_layers(const moe_config_t *cfg, char *buf, size_t n)
+{
+    size_t pos = 0;
+    if (!cfg->placement_per_layer) {
+        buf_add(buf, n, &pos, "none");
+        return;
+    }
+    const char *sep = "";
+    buf_add(buf, n, &pos, "{");
+    for (int l = 0; l < cfg->num_layers && l < MOE_MAX_LAYER_IDS; l++) {
+        if (cfg->layer_own[l]) {
+            buf_add(buf, n, &pos, "%s%d: ", sep, l);
+            value_set(cfg, l + 1, buf, n, &pos);
             sep = ", ";
         }
     }
@@ -1925,6 +2173,7 @@ static bool key_value(const cfg_key_t *k, const moe_config_t *cfg, char *buf, si
         return true;
     case CFG_STRING: snprintf(buf, n, "%s", field); return true;
     case CFG_PLACEMENT: value_placement(cfg, buf, n); return true;
+    case CFG_PLACEMENT_LAYERS: value_placement_layers(cfg, buf, n); return true;
     case CFG_RANKS: value_ranks(cfg, buf, n); return true;
     case CFG_LAYERS: value_layers(cfg, buf, n); return true;
     }
@@ -1939,9 +2188,36 @@ void moe_cfg_each_value(const moe_config_t *cfg, moe_cfg_value_fn fn, void *ctx)
         if (strcmp(cfg_keys[i].path, "profiler.control_token") == 0 && strcmp(buf, "none") != 0) {
             snprintf(buf, MOE_CFG_VALUE_MAX, "(set)"); /* a secret: never into a report */
         }
+        static const char cut[] = "... (truncated)"; /* beyond the limits: never silently */
+        if (strlen(buf) >= MOE_CFG_VALUE_MAX - 1) {
+            memcpy(buf + MOE_CFG_VALUE_MAX - sizeof(cut), cut, sizeof(cut));
+        }
         fn(ctx, cfg_keys[i].path, buf, quoted);
     }
     free(buf);
+}
+
+/* The lines of one placement set: "rank 1: experts 0 1 2 3". */
+static void print_set(const moe_config_t *cfg, int layer, const char *indent, FILE *out)
+{
+    int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
+    for (int r = 0; ids != NULL && r < cfg->world_size; r++) {
+        int count = layer < 0 ? moe_cfg_experts_of_rank(cfg, r, ids)
+                              : moe_cfg_experts_of_rank_layer(cfg, layer, r, ids);
+        fprintf(out, "%srank %d: ", indent, r);
+        if (cfg->routing == MOE_ROUTING_SYMMETRIC) {
+            fputs("routes its tokens, ", out);
+        } else if (r == cfg->master_rank) {
+            fputs("master (routes tokens), ", out);
+        }
+        fputs("experts", out);
+        for (int i = 0; i < count; i++) {
+            bool rep = moe_cfg_replicas_of(cfg, layer < 0 ? 0 : layer, ids[i], NULL) > 1;
+            fprintf(out, rep ? " %d*" : " %d", ids[i]);
+        }
+        fputs(count == 0 ? " -\n" : "\n", out);
+    }
+    free(ids);
 }
 
 void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out)
@@ -1949,37 +2225,108 @@ void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out)
     if (cfg == NULL || out == NULL) {
         return;
     }
-    int ne = cfg->num_experts < MOE_MAX_EXPERTS ? (int)cfg->num_experts : MOE_MAX_EXPERTS;
-    for (int r = 0; r < cfg->world_size; r++) {
-        int count = 0;
-        fprintf(out, "rank %d: ", r);
-        if (cfg->routing == MOE_ROUTING_SYMMETRIC) {
-            fputs("routes its tokens, ", out);
-        } else if (r == cfg->master_rank) {
-            fputs("master (routes tokens), ", out);
+    print_set(cfg, -1, "", out);
+    for (int l = 0; cfg->placement_per_layer && l < cfg->num_layers && l < MOE_MAX_LAYER_IDS;
+         l++) {
+        if (cfg->layer_own[l]) {
+            fprintf(out, "layer %d (placement.layers):\n", l);
+            print_set(cfg, l, "  ", out);
         }
-        fputs("experts", out);
-        for (int e = 0; e < ne; e++) {
-            if (cfg->expert_owner[e] == r) {
-                fprintf(out, " %d", e);
-                count++;
-            }
-        }
-        fputs(count == 0 ? " -\n" : "\n", out);
     }
+    if (cfg->placement_replicas) {
+        fputs("(* an expert with replicas: its tokens are split between its ranks)\n", out);
+    }
+}
+
+/* Entries [*lo, *hi) of placement set `set` (entries are sorted by set). */
+static void set_range(const moe_config_t *cfg, int set, int *lo, int *hi)
+{
+    int a = 0, b = cfg->num_replicas;
+    while (a < b) { /* first entry with set >= `set` */
+        int m = (a + b) / 2;
+        if (cfg->replicas[m].set < set) {
+            a = m + 1;
+        } else {
+            b = m;
+        }
+    }
+    int e = a;
+    while (e < cfg->num_replicas && cfg->replicas[e].set == set) {
+        e++;
+    }
+    *lo = a;
+    *hi = e;
+}
+
+static int layer_set(const moe_config_t *cfg, int layer)
+{
+    return layer >= 0 && layer < MOE_MAX_LAYER_IDS && cfg->layer_own[layer] ? layer + 1 : 0;
+}
+
+const moe_cfg_replica_t *moe_cfg_layer_entries(const moe_config_t *cfg, int layer, int *n)
+{
+    int lo = 0, hi = 0;
+    set_range(cfg, layer_set(cfg, layer), &lo, &hi);
+    *n = hi - lo;
+    return cfg->replicas + lo;
+}
+
+static int experts_of_rank_set(const moe_config_t *cfg, int set, int rank, int32_t *ids)
+{
+    int lo = 0, hi = 0, count = 0;
+    set_range(cfg, set, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        if (cfg->replicas[i].rank == rank) {
+            if (ids != NULL) {
+                ids[count] = cfg->replicas[i].expert;
+            }
+            count++;
+        }
+    }
+    return count;
 }
 
 int moe_cfg_experts_of_rank(const moe_config_t *cfg, int rank, int32_t *ids)
 {
-    int count = 0;
-    if (cfg == NULL) {
-        return 0;
+    return cfg != NULL ? experts_of_rank_set(cfg, 0, rank, ids) : 0;
+}
+
+int moe_cfg_experts_of_rank_layer(const moe_config_t *cfg, int layer, int rank, int32_t *ids)
+{
+    return cfg != NULL ? experts_of_rank_set(cfg, layer_set(cfg, layer), rank, ids) : 0;
+}
+
+int moe_cfg_local_expert(const moe_config_t *cfg, int layer, int rank, int le)
+{
+    int lo = 0, hi = 0, count = 0;
+    set_range(cfg, layer_set(cfg, layer), &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        if (cfg->replicas[i].rank == rank && count++ == le) {
+            return cfg->replicas[i].expert;
+        }
     }
-    int ne = cfg->num_experts < MOE_MAX_EXPERTS ? (int)cfg->num_experts : MOE_MAX_EXPERTS;
-    for (int e = 0; e < ne; e++) {
-        if (cfg->expert_owner[e] == rank) {
-            if (ids != NULL) {
-                ids[count] = e;
+    return -1;
+}
+
+int moe_cfg_max_local(const moe_config_t *cfg, int rank)
+{
+    int most = moe_cfg_experts_of_rank(cfg, rank, NULL);
+    for (int l = 0; cfg != NULL && cfg->placement_per_layer && l < cfg->num_layers &&
+                    l < MOE_MAX_LAYER_IDS; l++) {
+        int n = cfg->layer_own[l] ? experts_of_rank_set(cfg, l + 1, rank, NULL) : 0;
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+int moe_cfg_replicas_of(const moe_config_t *cfg, int layer, int expert, int32_t *ranks)
+{
+    int n = 0, count = 0;
+    const moe_cfg_replica_t *x = moe_cfg_layer_entries(cfg, layer, &n);
+    for (int i = 0; i < n; i++) {
+        if (x[i].expert == expert) {
+            if (ranks != NULL) {
+                ranks[count] = x[i].rank;
             }
             count++;
         }

@@ -25,7 +25,7 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
     size_t H = (size_t)cfg->hidden_dim, T = (size_t)ctx->max_tokens, f = sizeof(float);
     size_t pairs = T * k, R = (size_t)io->max_recv, G = (size_t)io->gather_rows;
     size_t cw = (size_t)ctx->chunks * W, nl = (size_t)ctx->num_local;
-    moe_plan_carve(&ctx->plan, (int)W, (int)E, (int)k, ctx->max_tokens, a);
+    moe_plan_carve(&ctx->plan, (int)W, (int)E, (int)k, ctx->max_tokens, ctx->max_slots, a);
     io->logits = moe_arena_take(a, T * E, f);
     io->topk_idx = moe_arena_take(a, pairs, sizeof(int32_t));
     io->topk_w = moe_arena_take(a, pairs, f);
@@ -83,6 +83,16 @@ static moe_status_t layer_alloc(moe_layer_ctx_t *ctx, moe_error_t *err)
     ctx->arena = block;
     ctx->arena_bytes = bytes;
     return MOE_OK;
+}
+
+/* Layer `layer`'s experts on this rank (placement.layers may give each layer its own set):
+ * the counts exchange and the expert loop run over them. */
+static void layer_select(moe_layer_ctx_t *ctx, int layer)
+{
+    ctx->layer_local = moe_cfg_experts_of_rank_layer(ctx->cfg, layer, ctx->rank, NULL);
+    for (int r = 0; r < ctx->world_size; r++) {
+        ctx->n_local_displs[r] = r * ctx->layer_local;
+    }
 }
 
 /* The back-end's way to the transport (expert/backend.h: moe_expert_progress_fn). */
@@ -158,7 +168,14 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
         return st;
     }
     ctx->max_tokens = max_tokens;
-    ctx->num_local = moe_cfg_experts_of_rank(cfg, ctx->rank, NULL);
+    ctx->num_local = moe_cfg_max_local(cfg, ctx->rank);
+    ctx->layer_local = moe_cfg_experts_of_rank(cfg, ctx->rank, NULL);
+    ctx->max_slots = (int)cfg->num_experts;
+    for (int l = 0; l < cfg->num_layers && l < MOE_MAX_LAYER_IDS; l++) {
+        int n = 0;
+        (void)moe_cfg_layer_entries(cfg, l, &n);
+        ctx->max_slots = n > ctx->max_slots ? n : ctx->max_slots;
+    }
     ctx->capacity = moe_plan_capacity(cfg->capacity_factor, cfg->tokens_per_step,
                                       (int)cfg->top_k, (int)cfg->num_experts);
     ctx->chunks = (int)cfg->chunks;
@@ -176,9 +193,7 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     if ((st = layer_alloc(ctx, err)) != MOE_OK) {
         return st;
     }
-    for (int r = 0; r < ctx->world_size; r++) {
-        ctx->n_local_displs[r] = r * ctx->num_local;
-    }
+    layer_select(ctx, 0);
     st = layer_attach(ctx, plugin, device, err);
     if (st != MOE_OK) {
         moe_layer_ctx_destroy(ctx);
@@ -222,7 +237,8 @@ static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, 
 /* Capacity and plan: the capacity scan waits for every lower routing rank's gate, so it
  * runs in the dispatch phase, where the profiler books waiting on peers as idle (a rank
  * that routes nothing would otherwise be booked as computing while it waits). */
-static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int64_t tokens, moe_error_t *err)
+static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
+                               moe_error_t *err)
 {
     int E = (int)ctx->cfg->num_experts;
     moe_status_t st = MOE_OK;
@@ -243,8 +259,10 @@ static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int64_t tokens, moe_error_t
         }
         before = ctx->demand_before;
     }
-    moe_plan_build(&ctx->plan, ctx->io.topk_idx, tokens, ctx->cfg->expert_owner, ctx->capacity,
-                   before);
+    int n_slots = 0;
+    const moe_cfg_replica_t *slots = moe_cfg_layer_entries(ctx->cfg, layer, &n_slots);
+    moe_plan_build_slots(&ctx->plan, ctx->io.topk_idx, tokens, slots, n_slots, ctx->token_first,
+                         ctx->cfg->tokens_per_step, ctx->capacity, before);
     return MOE_OK;
 }
 
@@ -258,8 +276,8 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
     int W = ctx->world_size, me = ctx->rank, n = 0;
     moe_status_t st = MOE_OK;
     for (int s = 0; s < W && st == MOE_OK; s++) {
-        if (s != me && ctx->num_local > 0) {
-            st = MOE_MPI(MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->num_local,
+        if (s != me && ctx->layer_local > 0) {
+            st = MOE_MPI(MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->layer_local,
                                    MPI_INT32_T, s, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
                          err);
             ctx->count_peers[n++] = s;
@@ -309,7 +327,7 @@ static void layer_cut_chunks(moe_layer_ctx_t *ctx)
 static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
                                        const void **after, moe_error_t *err)
 {
-    int W = ctx->world_size, nl = ctx->num_local;
+    int W = ctx->world_size, nl = ctx->layer_local;
     moe_status_t st = exchange_counts(ctx, err);
     if (st != MOE_OK) {
         return st;
@@ -360,7 +378,7 @@ static moe_status_t start_combine(moe_layer_ctx_t *ctx, int c, const void *after
  * inside the chunk's piece [lo, hi) of s's block, into ctx->src_from / src_rows. */
 static int64_t layer_expert_rows(moe_layer_ctx_t *ctx, int le, int c)
 {
-    int W = ctx->world_size, nl = ctx->num_local;
+    int W = ctx->world_size, nl = ctx->layer_local;
     int64_t total = 0;
     for (int s = 0; s < W; s++) {
         int64_t a = ctx->recv_displs[s];
@@ -384,7 +402,7 @@ static moe_status_t layer_chunk_experts(moe_layer_ctx_t *ctx, int layer, int c,
                                         moe_error_t *err)
 {
     moe_layer_record_t *rec = &ctx->rec;
-    for (int le = 0; le < ctx->num_local; le++) {
+    for (int le = 0; le < ctx->layer_local; le++) {
         if (moe_stop_requested()) { /* between expert calls: react within one call */
             return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested during the experts");
         }
@@ -508,6 +526,9 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
     rec->shared_rows = 0;
     rec->shared_begin_ns = rec->shared_end_ns = 0;
     ctx->io.shared_ran = false;
+    if (ctx->cfg->placement_per_layer) {
+        layer_select(ctx, layer);
+    }
     moe_wait_set_where(step, layer, "gate");
     moe_nvtx_push("gate");
     rec->phase_begin_ns[MOE_PHASE_GATE] = moe_now_ns();
@@ -518,7 +539,7 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
     moe_nvtx_push("exchange and experts");
     const void *permuted = NULL;
     if (st == MOE_OK) {
-        st = layer_plan(ctx, tokens, err);
+        st = layer_plan(ctx, layer, tokens, err);
     }
     if (st == MOE_OK) {
         st = layer_prepare_rows(ctx, x, &permuted, err);

@@ -57,7 +57,10 @@ struct moe_layer_ctx {
     const moe_weights_t *weights;
     MPI_Comm comm;
     int rank, world_size;
-    int num_local;
+    int num_local;        /* most experts this rank hosts in one layer (buffers) */
+    int layer_local;      /* experts it hosts in the layer running now */
+    int max_slots;        /* placement entries of one layer, at most */
+    int64_t token_first;  /* global index of this rank's first routed token (replica split) */
     int64_t max_tokens;   /* tokens this rank routes per step */
     int64_t capacity;     /* per expert per layer, 0 = none */
     int chunks;           /* runtime.chunks: exchange slots 0..chunks-1 dispatch, then combine */

@@ -51,14 +51,32 @@ static const char *size_text(char *buf, size_t cap, size_t bytes)
     return buf;
 }
 
-/* Largest expert count of any rank (world_size ranks), for the line rank 0 prints when it
- * hosts no experts itself. */
-static int max_experts_per_rank(const moe_config_t *cfg)
+/* Experts `rank` builds over all layers (placement.layers gives a layer its own set, an
+ * expert with replicas is built on each of its ranks), and its fewest and most in a layer. */
+static int rank_expert_layers(const moe_config_t *cfg, int rank, int *lo, int *hi)
 {
-    int most = 0;
+    int total = 0, a = INT32_MAX, b = 0;
+    for (int l = 0; l < (int)cfg->num_layers; l++) {
+        int n = moe_cfg_experts_of_rank_layer(cfg, l, rank, NULL);
+        total += n;
+        a = n < a ? n : a;
+        b = n > b ? n : b;
+    }
+    *lo = a == INT32_MAX ? 0 : a;
+    *hi = b;
+    return total;
+}
+
+/* Largest count of expert-layers any rank (world_size ranks) builds, for the line rank 0
+ * prints when it hosts no experts itself. */
+static int max_expert_layers(const moe_config_t *cfg, int *most_in_layer)
+{
+    int most = 0, lo = 0, hi = 0;
+    *most_in_layer = 0;
     for (int r = 0; r < cfg->world_size; r++) {
-        int n = moe_cfg_experts_of_rank(cfg, r, NULL);
+        int n = rank_expert_layers(cfg, r, &lo, &hi);
         most = n > most ? n : most;
+        *most_in_layer = hi > *most_in_layer ? hi : *most_in_layer;
     }
     return most;
 }
@@ -70,36 +88,44 @@ static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_
 {
     memset(p, 0, sizeof(*p));
     p->held_size = strcmp(held, "BF16") == 0 ? 2 : 4;
-    int local = moe_cfg_experts_of_rank(cfg, rank, NULL);
-    int L = (int)cfg->num_layers, E = (int)cfg->num_experts, most = max_experts_per_rank(cfg);
+    int lo = 0, hi = 0;
+    int local_all = rank_expert_layers(cfg, rank, &lo, &hi);
+    int most_in_layer = 0;
+    int L = (int)cfg->num_layers, E = (int)cfg->num_experts;
+    int most = max_expert_layers(cfg, &most_in_layer);
     const char *verb = random ? "generating" : "reading";
     const char *from = random ? "" : " from ";
     const char *file = random                                  ? ""
                        : strcmp(cfg->checkpoint, "none") != 0 ? cfg->checkpoint
                                                               : cfg->weights;
-    size_t bytes = per_expert * (size_t)local * (size_t)L;
+    size_t bytes = per_expert * (size_t)local_all;
+    char per_layer[48];
+    if (lo == hi) {
+        snprintf(per_layer, sizeof(per_layer), "%d", hi);
+    } else { /* placement.layers: a count per layer */
+        snprintf(per_layer, sizeof(per_layer), "%d to %d", lo, hi);
+    }
     char sz[32];
-    if (rank != 0 || per_expert * (size_t)most * (size_t)L < LOAD_REPORT_BYTES) {
+    if (rank != 0 || per_expert * (size_t)most < LOAD_REPORT_BYTES) {
         return;
     }
-    if (local == 0) {
+    if (local_all == 0) {
         MOE_INFO("weights: rank 0 hosts no experts; the expert ranks are %s theirs%s%s (up to %d "
                  "x %d layer%s, %s on one rank; %s, %.0f MiB per expert): no progress shown "
                  "from them",
-                 verb, from, file, most, L, L == 1 ? "" : "s",
-                 size_text(sz, sizeof(sz), per_expert * (size_t)most * (size_t)L), held,
-                 mib(per_expert));
+                 verb, from, file, most_in_layer, L, L == 1 ? "" : "s",
+                 size_text(sz, sizeof(sz), per_expert * (size_t)most), held, mib(per_expert));
         return;
     }
-    if (local == E && cfg->world_size <= 1) {
+    if (lo == E && cfg->world_size <= 1) {
         MOE_INFO("weights: %s %d experts x %d layer%s%s%s (%s, %.0f MiB per expert, %s)", verb,
                  E, L, L == 1 ? "" : "s", from, file, held, mib(per_expert),
                  size_text(sz, sizeof(sz), bytes));
     } else {
-        MOE_INFO("weights: rank 0 %s its %d of %d experts x %d layer%s%s%s (%s, %.0f MiB per "
+        MOE_INFO("weights: rank 0 %s its %s of %d experts x %d layer%s%s%s (%s, %.0f MiB per "
                  "expert, %s); the other ranks build theirs at the same time, progress below "
                  "is rank 0's",
-                 verb, local, E, L, L == 1 ? "" : "s", from, file, held, mib(per_expert),
+                 verb, per_layer, E, L, L == 1 ? "" : "s", from, file, held, mib(per_expert),
                  size_text(sz, sizeof(sz), bytes));
     }
     p->show = true;
@@ -443,7 +469,7 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
         st = load_shared(c, layer, Fs, lw);
     }
     int32_t ids[MOE_MAX_EXPERTS];
-    int n = moe_cfg_experts_of_rank(cfg, rank, ids);
+    int n = moe_cfg_experts_of_rank_layer(cfg, layer, rank, ids); /* placement.layers aware */
     lw->experts = calloc((size_t)(n > 0 ? n : 1), sizeof(*lw->experts));
     if (st == MOE_OK && lw->experts == NULL) {
         st = moe_error_set(c->err, MOE_ERR_NO_MEMORY, "cannot allocate expert table");
@@ -629,8 +655,8 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     bool bf16 = store == MOE_DTYPE_BF16;
     size_t per_expert = ffn_bytes(cfg, cfg->ffn_dim, bf16 ? sizeof(uint16_t) : sizeof(float));
     int64_t Fs = shared_ffn(cfg, c.fam);
-    size_t local_bytes = per_expert * (size_t)moe_cfg_experts_of_rank(cfg, rank, NULL) *
-                         (size_t)cfg->num_layers;
+    int lo = 0, hi = 0; /* every layer's own set (placement.layers), not layer 0's */
+    size_t local_bytes = per_expert * (size_t)rank_expert_layers(cfg, rank, &lo, &hi);
     moe_status_t st = random ? MOE_OK : moe_ckpt_open(cfg, &c.ck, err);
     if (st == MOE_OK && !random) {
         st = pick_names(&c);

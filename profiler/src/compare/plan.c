@@ -1,0 +1,598 @@
+/* `moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]`:
+ * a placement for the loads a report recorded (its router counts per layer and expert),
+ * computed like DeepSeek's EPLB (compare/eplb.h), written as the run's resolved config with
+ * the new placement, the predicted per-rank load max/mean before and after as comments. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "moe/config.h"
+#include "moe/prof.h"
+#include "compare/eplb.h"
+#include "compare/json_lookup.h"
+#include "compare/rank_load.h"
+#include "report/atomic_file.h"
+
+enum { PLAN_OK = 0, PLAN_RUNTIME = 1, PLAN_USAGE = 2, PLAN_HELP = -1 };
+
+typedef struct plan_args {
+    const char *dir, *hostfile, *out;
+    int ranks, redundant, slots;
+} plan_args_t;
+
+typedef struct plan {
+    plan_args_t a;
+    json_t *doc;
+    moe_config_t *old;    /* the report's config, resolved for its own world */
+    int E, L, n;          /* experts, layers, expert ranks */
+    int32_t *ranks;       /* [n] the expert ranks */
+    int32_t *node;        /* [n] node of each */
+    double *loads;        /* [L * E] */
+    uint8_t *host;        /* [L * n * E] the new placement */
+    double *before, *after; /* [L] max/mean */
+    double before_all, after_all; /* sum of the layers' max over the sum of their means */
+    char *yaml;           /* the config written */
+} plan_t;
+
+/* The usage text to `f`; after "moed plan: why" when why is not NULL. */
+static void plan_usage_text(FILE *f, const char *why)
+{
+    if (why != NULL) {
+        fprintf(f, "moed plan: %s\n", why);
+    }
+    fprintf(f, "usage: moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] "
+            "[-o FILE]\n"
+            "  N ranks in the new run (mpirun -np, 2 or more); R extra expert copies per layer "
+            "(default 0);\n"
+            "  S the most experts one rank holds per layer (default ceil((E + R) / expert "
+            "ranks));\n  F an Open MPI hostfile ('host slots=N' lines: ranks fill hosts in "
+            "order) to balance nodes first;\n  -o FILE the config to write (default "
+            "REPORT_DIR/planned.yaml; '-': stdout)\n");
+}
+
+static int plan_usage(const char *why)
+{
+    plan_usage_text(stderr, why);
+    return PLAN_USAGE;
+}
+
+static int plan_int(const char *s, int *out)
+{
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < 0 || v > MOE_MAX_RANKS * 4) {
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int plan_parse_args(int argc, char **argv, plan_args_t *a)
+{
+    char why[256];
+    *a = (plan_args_t){.ranks = -1};
+    for (int i = 0; i < argc; i++) {
+        const char *f = argv[i];
+        bool has = i + 1 < argc;
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            plan_usage_text(stdout, NULL);
+            return PLAN_HELP;
+        }
+        if (strcmp(f, "--ranks") == 0 || strcmp(f, "--redundant") == 0 ||
+            strcmp(f, "--slots") == 0) {
+            int *dst = f[2] == 'r' && f[3] == 'a' ? &a->ranks : f[2] == 'r' ? &a->redundant
+                                                                             : &a->slots;
+            if (!has || plan_int(argv[++i], dst) != 0) {
+                snprintf(why, sizeof(why), "%s needs a non-negative integer", f);
+                return plan_usage(why);
+            }
+        } else if (strcmp(f, "--hostfile") == 0 && has) {
+            a->hostfile = argv[++i];
+        } else if (strcmp(f, "-o") == 0 && has) {
+            a->out = argv[++i];
+        } else if (f[0] == '-' && strcmp(f, "-") != 0) {
+            snprintf(why, sizeof(why), "unknown option or missing value: %s", f);
+            return plan_usage(why);
+        } else if (a->dir == NULL) {
+            a->dir = f;
+        } else {
+            return plan_usage("one report folder only");
+        }
+    }
+    if (a->dir == NULL) {
+        return plan_usage("no report folder");
+    }
+    if (a->ranks < 0) {
+        return plan_usage("--ranks N is required");
+    }
+    return PLAN_OK;
+}
+
+/* summary.json's "config" back into YAML: one section per key prefix, values as the
+ * report wrote them. Skipped: keys the new run must not inherit (profiled ranks of the old
+ * world, a secret, model.layers of a run without a checkpoint) and the placement. */
+static void yaml_value(FILE *f, const json_t *v)
+{
+    if (json_is_integer(v)) {
+        fprintf(f, "%lld", (long long)json_integer_value(v));
+    } else if (json_is_real(v)) {
+        fprintf(f, "%.17g", json_real_value(v));
+    } else if (json_is_boolean(v)) {
+        fputs(json_is_true(v) ? "true" : "false", f);
+    } else {
+        const char *s = moe_json_str(v, "");
+        if (s[0] == '{' || s[0] == '[') {
+            fputs(s, f);
+            return;
+        }
+        fputc('"', f);
+        for (; *s; s++) {
+            fprintf(f, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+        }
+        fputc('"', f);
+    }
+}
+
+static bool yaml_skip(const char *key, const json_t *v, bool checkpoint)
+{
+    return strcmp(key, "placement.experts") == 0 || strcmp(key, "placement.layers") == 0 ||
+           strcmp(key, "profiler.profiled_ranks") == 0 ||
+           (strcmp(key, "profiler.control_token") == 0 && strcmp(moe_json_str(v, ""), "none")) ||
+           (strcmp(key, "model.layers") == 0 && !checkpoint);
+}
+
+/* "{1: [0, 1], 2: [0, 2]}" for layer l's new placement. */
+static void yaml_set(FILE *f, const plan_t *p, int l)
+{
+    const char *sep = "";
+    fputc('{', f);
+    for (int j = 0; j < p->n; j++) {
+        const uint8_t *h = p->host + ((size_t)l * p->n + j) * p->E;
+        const char *s2 = "";
+        fprintf(f, "%s%d: [", sep, (int)p->ranks[j]);
+        for (int e = 0; e < p->E; e++) {
+            if (h[e]) {
+                fprintf(f, "%s%d", s2, e);
+                s2 = ", ";
+            }
+        }
+        fputc(']', f);
+        sep = ", ";
+    }
+    fputc('}', f);
+}
+
+static bool layer_same(const plan_t *p, int a, int b)
+{
+    size_t sz = (size_t)p->n * p->E;
+    return memcmp(p->host + (size_t)a * sz, p->host + (size_t)b * sz, sz) == 0;
+}
+
+static void yaml_placement(FILE *f, const plan_t *p)
+{
+    fputs("  experts: ", f);
+    yaml_set(f, p, 0);
+    fputc('\n', f);
+    bool differ = false;
+    for (int l = 1; l < p->L; l++) {
+        differ |= !layer_same(p, 0, l);
+    }
+    if (!differ) {
+        return;
+    }
+    fputs("  layers:\n", f);
+    for (int l = 1; l < p->L; l++) {
+        if (!layer_same(p, 0, l)) {
+            fprintf(f, "    %d: ", l);
+            yaml_set(f, p, l);
+            fputc('\n', f);
+        }
+    }
+}
+
+static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
+{
+    size_t len = 0;
+    FILE *f = open_memstream(&p->yaml, &len);
+    if (f == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory");
+    }
+    const json_t *cfg = moe_json_path(p->doc, "config");
+    bool ck = strcmp(moe_json_str(json_object_get(cfg, "model.checkpoint"), "none"), "none") != 0;
+    fprintf(f, "# moed plan %s --ranks %d --redundant %d%s%s\n", p->a.dir, p->a.ranks,
+            p->a.redundant, p->a.hostfile ? " --hostfile " : "", p->a.hostfile ? p->a.hostfile : "");
+    fprintf(f, "# predicted per-rank load max/mean (1.00 = balanced), from the report's router "
+            "counts;\n# overall = sum over layers of the busiest rank's load / sum of the mean "
+            "loads:\n#   overall: before %.3f, after %.3f\n", p->before_all, p->after_all);
+    for (int l = 0; l < p->L; l++) {
+        fprintf(f, "#   layer %d: before %.3f, after %.3f\n", l, p->before[l], p->after[l]);
+    }
+    char section[32] = "";
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)cfg, key, v) {
+        const char *dot = strchr(key, '.');
+        if (dot == NULL || (size_t)(dot - key) >= sizeof(section) || yaml_skip(key, v, ck)) {
+            continue;
+        }
+        if (strncmp(section, key, (size_t)(dot - key)) != 0 || section[dot - key] != '\0') {
+            snprintf(section, sizeof(section), "%.*s", (int)(dot - key), key);
+            fprintf(f, "%s:\n", section);
+            if (strcmp(section, "placement") == 0) {
+                yaml_placement(f, p);
+            }
+        }
+        fprintf(f, "  %s: ", dot + 1);
+        yaml_value(f, v);
+        fputc('\n', f);
+    }
+    fclose(f);
+    return MOE_OK;
+}
+
+/* The report's config parsed again for its own world, for its shape, routing and master
+ * rank. Not its placement: summary.json's placement strings are for people (a long one
+ * could be cut); where the experts ran comes from the experts[] and replicas[] rows. */
+static moe_status_t plan_old_config(plan_t *p, moe_error_t *err)
+{
+    const json_t *cfg = moe_json_path(p->doc, "config");
+    int world = (int)moe_json_num(moe_json_path(p->doc, "run.world_size"), 0);
+    if (!json_is_object(cfg) || world < 1) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the report has no resolved config "
+                             "(summary.json \"config\"): record it again with this moed", p->a.dir);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    char section[32] = "";
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)cfg, key, v) {
+        const char *dot = strchr(key, '.');
+        bool keep = dot != NULL && (size_t)(dot - key) < sizeof(section) &&
+                    strcmp(key, "profiler.control_token") != 0 && strcmp(key, "model.layers") != 0 &&
+                    strcmp(key, "placement.experts") != 0 && strcmp(key, "placement.layers") != 0;
+        if (!keep) {
+            continue;
+        }
+        if (strncmp(section, key, (size_t)(dot - key)) != 0 || section[dot - key] != '\0') {
+            snprintf(section, sizeof(section), "%.*s", (int)(dot - key), key);
+            fprintf(f, "%s:\n", section);
+        }
+        fprintf(f, "  %s: ", dot + 1);
+        yaml_value(f, v);
+        fputc('\n', f);
+    }
+    fclose(f);
+    moe_status_t st = moe_cfg_parse(text, len, "summary.json config", world, p->old, err);
+    free(text);
+    return st;
+}
+
+static moe_status_t plan_load(plan_t *p, moe_error_t *err)
+{
+    char path[MOE_PATH_MAX + 32];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/summary.json", p->a.dir);
+    if (stat(p->a.dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || stat(path, &sb) != 0) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (no "
+                             "summary.json in it)", p->a.dir);
+    }
+    moe_status_t st = moe_json_load_file(path, &p->doc, err);
+    if (st == MOE_OK && strcmp(moe_json_str(moe_json_path(p->doc, "schema"), ""), "moed.summary")) {
+        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (its "
+                           "summary.json is not a moed summary)", p->a.dir);
+    }
+    if (st == MOE_OK) {
+        st = plan_old_config(p, err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    p->E = (int)p->old->num_experts;
+    p->L = (int)p->old->num_layers;
+    const json_t *layers = moe_json_path(p->doc, "layers");
+    if ((int)moe_json_count(layers) != p->L) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the report has %d layer rows, its "
+                             "config %d layers", p->a.dir, (int)moe_json_count(layers), p->L);
+    }
+    p->loads = calloc((size_t)p->L * p->E, sizeof(double));
+    if (p->loads == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    for (int l = 0; l < p->L; l++) {
+        const json_t *d = json_object_get(json_array_get(layers, (size_t)l), "demand");
+        if ((int)json_array_size(d) != p->E) {
+            return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d has no per-expert "
+                                 "demand (summary.json layers[].demand) for %d experts", p->a.dir,
+                                 l, p->E);
+        }
+        for (int e = 0; e < p->E; e++) {
+            p->loads[(size_t)l * p->E + e] = moe_json_num(json_array_get(d, (size_t)e), 0);
+        }
+    }
+    return MOE_OK;
+}
+
+/* Ranks of the new run that host experts (the master only routes in master routing, as
+ * placement auto has it), and their nodes from the hostfile. */
+static moe_status_t plan_ranks(plan_t *p, moe_error_t *err)
+{
+    int N = p->a.ranks, master = (int)p->old->master_rank;
+    bool skip = p->old->routing == MOE_ROUTING_MASTER && N > 1;
+    if (skip && master >= N) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d: the report's "
+                             "placement.master_rank %d does not exist in %d ranks", N, master, N);
+    }
+    p->ranks = calloc((size_t)N, sizeof(int32_t));
+    p->node = calloc((size_t)N, sizeof(int32_t));
+    if (p->ranks == NULL || p->node == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    int32_t *node_of = calloc((size_t)N, sizeof(int32_t));
+    if (node_of == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    moe_status_t st = MOE_OK;
+    if (p->a.hostfile != NULL) {
+        FILE *f = fopen(p->a.hostfile, "r");
+        char line[512];
+        int r = 0, nodes = 0;
+        if (f == NULL) {
+            st = moe_error_set(err, MOE_ERR_INVALID_ARG, "--hostfile %s: %s", p->a.hostfile,
+                               strerror(errno));
+        }
+        while (st == MOE_OK && fgets(line, sizeof(line), f) != NULL) {
+            char host[256];
+            int slots = 1;
+            const char *s = strstr(line, "slots=");
+            if (line[0] == '#' || sscanf(line, "%255s", host) != 1 || host[0] == '#') {
+                continue;
+            }
+            if (s != NULL && (sscanf(s + 6, "%d", &slots) != 1 || slots < 1)) {
+                st = moe_error_set(err, MOE_ERR_INVALID_ARG, "--hostfile %s: bad slots= in "
+                                   "'%s'", p->a.hostfile, host);
+            }
+            for (int i = 0; st == MOE_OK && i < slots && r < N; i++) {
+                node_of[r++] = nodes;
+            }
+            nodes++;
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+        if (st == MOE_OK && r < N) {
+            st = moe_error_set(err, MOE_ERR_INVALID_ARG, "--hostfile %s has %d slots, fewer than "
+                               "--ranks %d", p->a.hostfile, r, N);
+        }
+    }
+    for (int r = 0; st == MOE_OK && r < N; r++) {
+        if (!(skip && r == master)) {
+            p->node[p->n] = node_of[r];
+            p->ranks[p->n++] = r;
+        }
+    }
+    free(node_of);
+    return st;
+}
+
+/* Layer l under the report's placement (experts[].rank, replicas[]): the router's counts
+ * split evenly over each expert's copies; its busiest rank's load into *mx, the mean over
+ * the ranks that hold experts into *mean. */
+static moe_status_t plan_before(const plan_t *p, int l, double *mx, double *mean,
+                                moe_error_t *err)
+{
+    int W = (int)moe_json_num(moe_json_path(p->doc, "run.world_size"), 0);
+    double *load = calloc((size_t)W, sizeof(double));
+    uint8_t *copies = calloc((size_t)W * p->E, 1);
+    moe_status_t st = load != NULL && copies != NULL ? MOE_OK : MOE_ERR_NO_MEMORY;
+    if (st == MOE_OK &&
+        moe_rank_loads(p->doc, l, W, p->E, p->loads + (size_t)l * p->E, load, copies) == 0) {
+        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d: the report says on no rank "
+                           "where its experts ran (summary.json experts[].rank)", p->a.dir, l);
+    }
+    if (st == MOE_OK) {
+        moe_rank_load_stats(load, copies, W, p->E, mx, mean);
+    }
+    free(load);
+    free(copies);
+    return st;
+}
+
+static moe_status_t plan_compute(plan_t *p, moe_error_t *err)
+{
+    int W = p->old->world_size > p->a.ranks ? p->old->world_size : p->a.ranks;
+    size_t sz = (size_t)p->n * p->E;
+    p->host = calloc((size_t)p->L * sz, 1);
+    p->before = calloc((size_t)p->L, sizeof(double));
+    p->after = calloc((size_t)p->L, sizeof(double));
+    double *load = calloc((size_t)W, sizeof(double));
+    moe_status_t st = p->host && p->before && p->after && load ? MOE_OK : MOE_ERR_NO_MEMORY;
+    double bmax = 0, bmean = 0, amax = 0, amean = 0;
+    for (int l = 0; st == MOE_OK && l < p->L; l++) {
+        moe_eplb_in_t in = {.num_experts = p->E, .loads = p->loads + (size_t)l * p->E,
+                            .num_ranks = p->n, .ranks = p->ranks, .node = p->node,
+                            .redundant = p->a.redundant, .slots = p->a.slots};
+        moe_eplb_out_t out = {.host = p->host + (size_t)l * sz, .rank_load = load};
+        double mx = 0, mean = 0;
+        st = moe_eplb_place(&in, &out, err);
+        if (st == MOE_OK) {
+            double sum = 0;
+            for (int j = 0; j < p->n; j++) {
+                sum += load[j];
+                mx = load[j] > mx ? load[j] : mx;
+            }
+            mean = sum / p->n;
+            p->after[l] = mean > 0 ? mx / mean : 0;
+            amax += mx;
+            amean += mean;
+            st = plan_before(p, l, &mx, &mean, err);
+        }
+        if (st == MOE_OK) {
+            p->before[l] = mean > 0 ? mx / mean : 0;
+            bmax += mx;
+            bmean += mean;
+        }
+    }
+    /* overall, before and after alike: layers run one after another and each waits for its
+     * busiest rank, so a step pays the sum of the layers' maxima; over the sum of their means */
+    p->before_all = bmean > 0 ? bmax / bmean : 0;
+    p->after_all = amean > 0 ? amax / amean : 0;
+    free(load);
+    return st;
+}
+
+/* --ranks enough for the experts, --redundant within the free slots. Slots: a rank holds at
+ * most S experts per layer (--slots, default ceil((E + R) / expert ranks)) and at most one
+ * copy of each, so an expert has at most one copy per expert rank. */
+static moe_status_t plan_check(plan_t *p, moe_error_t *err)
+{
+    if (p->a.ranks < 2 || p->a.ranks > MOE_MAX_RANKS || p->n < 1) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is too small: a placement "
+                             "needs 2 ranks or more (1 rank hosts every expert%s), at most %d",
+                             p->a.ranks, p->old->routing == MOE_ROUTING_MASTER ?
+                             "; in master routing the master only routes" : "", MOE_MAX_RANKS);
+    }
+    int S = p->a.slots > 0 ? p->a.slots : (p->E + p->a.redundant + p->n - 1) / p->n;
+    if (p->E > S * p->n) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is too small: %d experts "
+                             "need %d expert ranks at %d slots each, it gives %d", p->a.ranks,
+                             p->E, (p->E + S - 1) / S, S, p->n);
+    }
+    if (p->E + p->a.redundant > S * p->n) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--redundant %d is more than the %d free "
+                             "slots (%d expert ranks x %d slots - %d experts)", p->a.redundant,
+                             S * p->n - p->E, p->n, S, p->E);
+    }
+    if (p->a.redundant > p->E * (p->n - 1)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--redundant %d is more than the %d free "
+                             "slots: a rank holds one copy of an expert at most, so %d experts "
+                             "on %d expert ranks take %d extra copies at most", p->a.redundant,
+                             p->E * (p->n - 1), p->E, p->n, p->E * (p->n - 1));
+    }
+    return MOE_OK;
+}
+
+/* -o must not replace a config of another model shape (nor a file that is no config). */
+static moe_status_t plan_check_target(const plan_t *p, moe_error_t *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    struct stat sb;
+    if (strcmp(p->a.out, "-") == 0 || stat(p->a.out, &sb) != 0) {
+        return MOE_OK;
+    }
+    moe_config_t *c = calloc(1, sizeof(*c));
+    moe_error_t e2 = {0};
+    moe_status_t st = c != NULL ? moe_cfg_read_file(p->a.out, &text, &len, &e2) : MOE_ERR_NO_MEMORY;
+    if (st == MOE_OK) {
+        st = moe_cfg_parse(text, len, p->a.out, 1, c, &e2);
+    }
+    if (st != MOE_OK) {
+        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "-o %s exists and is not a moed config: "
+                           "not replacing it", p->a.out);
+    } else if (c->num_experts != p->old->num_experts || c->num_layers != p->old->num_layers ||
+               c->hidden_dim != p->old->hidden_dim || c->ffn_dim != p->old->ffn_dim) {
+        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "-o %s is a config of another model shape "
+                           "(%lld experts x %lld layers, hidden %lld) than the report's (%d x %d, "
+                           "hidden %lld): not replacing it", p->a.out, (long long)c->num_experts,
+                           (long long)c->num_layers, (long long)c->hidden_dim, p->E, p->L,
+                           (long long)p->old->hidden_dim);
+    }
+    free(text);
+    free(c);
+    return st;
+}
+
+static void plan_print(const plan_t *p, FILE *out)
+{
+    fprintf(out, "moed plan: %d experts x %d layers onto %d expert ranks of %d, %d extra "
+            "copies per layer%s\n", p->E, p->L, p->n, p->a.ranks, p->a.redundant,
+            p->a.hostfile ? " (nodes first, from the hostfile)" : "");
+    fprintf(out, "predicted per-rank load max/mean (1.00 = balanced; the router's counts, each "
+            "expert's split evenly over its copies;\n  overall: the sum over layers of the "
+            "busiest rank's load over the sum of the mean loads, as a step pays it):\n");
+    for (int l = 0; l < p->L; l++) {
+        fprintf(out, "  layer %-4d before %.3f  after %.3f\n", l, p->before[l], p->after[l]);
+    }
+    fprintf(out, "  overall    before %.3f  after %.3f\n", p->before_all, p->after_all);
+}
+
+static moe_status_t plan_write(plan_t *p, FILE *out, moe_error_t *err)
+{
+    moe_status_t st = plan_yaml(p, err);
+    moe_config_t *c = calloc(1, sizeof(*c));
+    if (st == MOE_OK && c == NULL) {
+        st = MOE_ERR_NO_MEMORY;
+    }
+    if (st == MOE_OK) { /* what we write must load for --ranks */
+        st = moe_cfg_parse(p->yaml, strlen(p->yaml), "the planned config", p->a.ranks, c, err);
+    }
+    free(c);
+    if (st != MOE_OK) {
+        return st;
+    }
+    if (strcmp(p->a.out, "-") == 0) {
+        fputs(p->yaml, out);
+        return MOE_OK;
+    }
+    int e = moe_afile_write(p->a.out, p->yaml, strlen(p->yaml));
+    if (e != 0) {
+        return moe_error_set(err, MOE_ERR_IO, "cannot write %s: %s", p->a.out, strerror(e));
+    }
+    plan_print(p, out);
+    fprintf(out, "config: %s (run it with mpirun -np %d moed --config %s)\n", p->a.out,
+            p->a.ranks, p->a.out);
+    return MOE_OK;
+}
+
+int moe_prof_plan_main(int argc, char **argv, FILE *out)
+{
+    plan_t p = {0};
+    char def_out[MOE_PATH_MAX + 32];
+    moe_error_t err = {0};
+    int rc = plan_parse_args(argc, argv, &p.a);
+    if (rc != PLAN_OK) {
+        return rc == PLAN_HELP ? PLAN_OK : rc;
+    }
+    if (p.a.out == NULL) {
+        snprintf(def_out, sizeof(def_out), "%s/planned.yaml", p.a.dir);
+        p.a.out = def_out;
+    }
+    p.old = calloc(1, sizeof(*p.old));
+    moe_status_t st = p.old != NULL ? plan_load(&p, &err) : MOE_ERR_NO_MEMORY;
+    if (st == MOE_OK) {
+        st = plan_ranks(&p, &err);
+    }
+    if (st == MOE_OK) {
+        st = plan_check(&p, &err);
+    }
+    if (st == MOE_OK) {
+        st = plan_check_target(&p, &err);
+    }
+    if (st == MOE_OK) {
+        st = plan_compute(&p, &err);
+    }
+    if (st == MOE_OK) {
+        st = plan_write(&p, out, &err);
+    }
+    if (st != MOE_OK) {
+        fprintf(stderr, "moed plan: %s\n", err.msg[0] ? err.msg : moe_status_string(st));
+        rc = st == MOE_ERR_IO || st == MOE_ERR_NO_MEMORY ? PLAN_RUNTIME : PLAN_USAGE;
+    }
+    json_decref(p.doc);
+    free(p.old);
+    free(p.ranks);
+    free(p.node);
+    free(p.loads);
+    free(p.host);
+    free(p.before);
+    free(p.after);
+    free(p.yaml);
+    return rc;
+}

@@ -1,0 +1,115 @@
+/* Per-rank load of one layer from summary.json's experts[] and replicas[] rows
+ * (rank_load.h). */
+#include "compare/rank_load.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compare/json_lookup.h"
+
+static int row_int(const json_t *v, const char *key)
+{
+    double x = moe_json_num(json_object_get(v, key), -1.0);
+    return x >= 0.0 && x <= 1e9 ? (int)x : -1;
+}
+
+/* Copies of each expert of the layer: replicas[] rows where the expert has several,
+ * else experts[].rank. */
+static void layer_copies(const json_t *doc, int layer, int W, int E, uint8_t *copies,
+                         int *ncopy)
+{
+    const json_t *reps = json_object_get(doc, "replicas");
+    const json_t *list = json_object_get(doc, "experts");
+    for (size_t i = 0; i < moe_json_count(reps); i++) {
+        const json_t *x = json_array_get(reps, i);
+        int l = row_int(x, "layer"), e = row_int(x, "expert"), r = row_int(x, "rank");
+        if (l == layer && e >= 0 && e < E && r >= 0 && r < W && !copies[(size_t)r * E + e]) {
+            copies[(size_t)r * E + e] = 1;
+            ncopy[e]++;
+        }
+    }
+    for (size_t i = 0; i < moe_json_count(list); i++) {
+        const json_t *x = json_array_get(list, i);
+        int l = row_int(x, "layer"), e = row_int(x, "expert"), r = row_int(x, "rank");
+        if (l == layer && e >= 0 && e < E && r >= 0 && r < W && ncopy[e] == 0) {
+            copies[(size_t)r * E + e] = 1;
+            ncopy[e] = 1;
+        }
+    }
+}
+
+/* The rows each copy computed: replicas[] for an expert with several, experts[] else. */
+static void layer_tokens(const json_t *doc, int layer, int W, int E, const int *ncopy,
+                         double *load)
+{
+    const json_t *reps = json_object_get(doc, "replicas");
+    const json_t *list = json_object_get(doc, "experts");
+    for (size_t i = 0; i < moe_json_count(reps); i++) {
+        const json_t *x = json_array_get(reps, i);
+        int l = row_int(x, "layer"), e = row_int(x, "expert"), r = row_int(x, "rank");
+        if (l == layer && e >= 0 && e < E && r >= 0 && r < W && ncopy[e] > 1) {
+            load[r] += moe_json_num(json_object_get(x, "tokens"), 0);
+        }
+    }
+    for (size_t i = 0; i < moe_json_count(list); i++) {
+        const json_t *x = json_array_get(list, i);
+        int l = row_int(x, "layer"), e = row_int(x, "expert"), r = row_int(x, "rank");
+        if (l == layer && e >= 0 && e < E && r >= 0 && r < W && ncopy[e] == 1) {
+            load[r] += moe_json_num(json_object_get(x, "tokens"), 0);
+        }
+    }
+}
+
+int moe_rank_loads(const json_t *doc, int layer, int W, int E, const double *demand,
+                   double *load, uint8_t *copies)
+{
+    uint8_t *own = copies != NULL ? copies : calloc((size_t)W * E, 1);
+    int *ncopy = calloc((size_t)(E > 0 ? E : 1), sizeof(int));
+    int hosts = 0;
+    memset(load, 0, sizeof(double) * (size_t)W);
+    if (own == NULL || ncopy == NULL) {
+        goto done;
+    }
+    memset(own, 0, (size_t)W * E);
+    layer_copies(doc, layer, W, E, own, ncopy);
+    if (demand == NULL) {
+        layer_tokens(doc, layer, W, E, ncopy, load);
+    }
+    for (int r = 0; r < W; r++) {
+        bool any = false;
+        for (int e = 0; e < E; e++) {
+            if (own[(size_t)r * E + e]) {
+                any = true;
+                load[r] += demand != NULL ? demand[e] / ncopy[e] : 0.0;
+            }
+        }
+        hosts += any ? 1 : 0;
+    }
+done:
+    if (own != copies) {
+        free(own);
+    }
+    free(ncopy);
+    return hosts;
+}
+
+void moe_rank_load_stats(const double *load, const uint8_t *copies, int W, int E, double *mx,
+                         double *mean)
+{
+    double m = 0, sum = 0;
+    int hosts = 0;
+    for (int r = 0; r < W; r++) {
+        bool any = false;
+        for (int e = 0; e < E && !any; e++) {
+            any = copies[(size_t)r * E + e] != 0;
+        }
+        if (any) {
+            m = load[r] > m ? load[r] : m;
+            sum += load[r];
+            hosts++;
+        }
+    }
+    *mx = m;
+    *mean = hosts > 0 ? sum / hosts : 0.0;
+}

@@ -1,0 +1,26 @@
+/* Where a report's experts ran and the load each rank carried, per layer, read from the
+ * structured rows of summary.json (experts[].rank, replicas[]), never from the config
+ * strings (placement.experts / placement.layers): `moed compare` and `moed plan` share it.
+ * Private to the compare part. */
+#ifndef MOE_RANK_LOAD_H
+#define MOE_RANK_LOAD_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+/* Layer `layer` of the summary `doc` (world W ranks, E experts). copies[r * E + e] = 1 when
+ * rank r holds a copy of expert e (caller's [W * E], may be NULL). load[r] (caller's [W]):
+ * with `demand` (the router's counts, [E]) each expert's demand split evenly over its
+ * copies; without, the rows each copy computed (experts[].tokens for an expert with one
+ * copy, replicas[].tokens for each copy of one with several). Returns the number of
+ * ranks that hold at least one expert in the layer (0: the rows are missing). */
+int moe_rank_loads(const json_t *doc, int layer, int W, int E, const double *demand,
+                   double *load, uint8_t *copies);
+
+/* The busiest rank's load into *mx, the mean over the ranks that hold a copy of some
+ * expert (copies as moe_rank_loads fills it) into *mean. */
+void moe_rank_load_stats(const double *load, const uint8_t *copies, int W, int E, double *mx,
+                         double *mean);
+
+#endif /* MOE_RANK_LOAD_H */
