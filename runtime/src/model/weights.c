@@ -314,6 +314,27 @@ static void free_ffn(moe_expert_weights_t *ew)
     free(ew->b2);
 }
 
+moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id,
+                                      moe_expert_weights_t *ew, moe_error_t *err)
+{
+    memset(ew, 0, sizeof(*ew));
+    ew->id = id;
+    moe_status_t st = alloc_ffn(cfg, cfg->ffn_dim, ew, err);
+    if (st != MOE_OK) {
+        free_ffn(ew);
+        memset(ew, 0, sizeof(*ew));
+    }
+    return st;
+}
+
+void moe_weights_expert_free(moe_expert_weights_t *ew)
+{
+    if (ew != NULL) {
+        free_ffn(ew);
+        memset(ew, 0, sizeof(*ew));
+    }
+}
+
 /* The gate [E, H] and its bias [E] when the family has one. */
 static moe_status_t load_gate(load_ctx_t *c, int layer, moe_layer_weights_t *lw)
 {

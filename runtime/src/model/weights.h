@@ -60,6 +60,13 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
                               moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
 
+/* One expert's buffers (model.ffn_dim, the activation's shapes, biases for swiglu_oai),
+ * uninitialised, for weights that arrive from another rank (online rebalancing); free
+ * with moe_weights_expert_free (accepts NULL and a zeroed struct). */
+moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id,
+                                      moe_expert_weights_t *ew, moe_error_t *err);
+void moe_weights_expert_free(moe_expert_weights_t *ew);
+
 /* Zipf-like log-prior for workload.routing_skew s: bias[e] = -s * ln(e + 1), added to the
  * gate's logits, so softmax multiplies expert e's probability by (e+1)^-s before
  * normalising: expert 0 is the most popular. */
