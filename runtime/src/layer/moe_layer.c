@@ -152,14 +152,14 @@ static moe_status_t layer_attach(moe_layer_ctx_t *ctx, const moe_plugin_t *plugi
 static void layer_rebalance_room(moe_layer_ctx_t *ctx)
 {
     const moe_config_t *cfg = ctx->cfg;
+    if (cfg->rebalance_every == 0 || ctx->world_size < 2) {
+        return;
+    }
     int32_t ranks[MOE_MAX_RANKS];
     int n = moe_cfg_expert_ranks(cfg, ctx->world_size, ranks);
     bool hosts = false;
     for (int j = 0; j < n; j++) {
         hosts |= ranks[j] == ctx->rank;
-    }
-    if (cfg->rebalance_every == 0 || ctx->world_size < 2) {
-        return;
     }
     int slots = moe_cfg_rebalance_slots(cfg, ctx->world_size);
     int copies = (int)(cfg->num_experts + cfg->redundant_experts);
