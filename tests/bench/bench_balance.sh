@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench_balance.sh [BUILD_DIR]: skewed routing (routing_skew 1.2, 8 experts, 2 expert
 # ranks, contiguous placement), then `moed plan --redundant 2`, then the planned config:
-# prints both tokens/s and the ratio. Figures only, no assertion.
+# prints both tokens/s and the ratio. Then online rebalancing (runtime.rebalance_every 8,
+# redundant_experts 2) on the contiguous config from the start, its rebalancing cost
+# included: tokens/s and the ratio to the contiguous run. Figures only, no assertion.
 set -euo pipefail
 BUILD=${1:-build}
 MOED=$(cd "$BUILD" && pwd)/moed
@@ -24,3 +26,8 @@ a=$(tps "$W/a.log"); b=$(tps "$W/b.log")
 echo "contiguous: $a tokens/s"
 echo "planned (2 redundant): $b tokens/s"
 awk -v a="$a" -v b="$b" 'BEGIN { printf "ratio: %.2fx\n", b / a }'
+printf 'runtime: {rebalance_every: 8, redundant_experts: 2}\n' | cat "$W/c.yaml" - > "$W/o.yaml"
+mpirun --oversubscribe -np 3 "$MOED" --config "$W/o.yaml" --no-progress > "$W/o.log" 2>&1
+o=$(tps "$W/o.log")
+echo "online (rebalance every 8 steps, 2 redundant): $o tokens/s ($(grep -c 'rebalance before' "$W/o.log") rebalances)"
+awk -v a="$a" -v o="$o" 'BEGIN { printf "online ratio: %.2fx\n", o / a }'

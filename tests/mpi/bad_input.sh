@@ -43,6 +43,15 @@ case "$1" in
   nccl_on_cpu)
     small_model | sed 's/^runtime:/runtime:\n  transport: nccl/' > c.yaml
     want_code=3 want="needs runtime.device: cuda" ;;
+  rebalance_negative)
+    small_model | sed 's/^runtime:/runtime:\n  rebalance_every: -2/' > c.yaml
+    want_code=3 want="runtime.rebalance_every" ;;
+  rebalance_cuda)  # refused in the config, before the build's devices are looked at
+    small_model | sed 's/^runtime:/runtime:\n  device: cuda\n  rebalance_every: 4/' > c.yaml
+    want_code=3 want="online rebalancing runs on runtime.device: cpu only" ;;
+  rebalance_redundant)  # 2 expert ranks hold at most 8 extra copies of 8 experts apart
+    small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 9/' > c.yaml
+    want_code=3 want="runtime.redundant_experts: 9 extra copies do not fit apart" ;;
   cuda_on_cpu_build)  # a config error (3): nothing is wrong with a file
     caps=$("$MOED" --version) || fail "moed --version"
     if grep -q '^transports: .*; devices: .*cuda' <<< "$caps"; then

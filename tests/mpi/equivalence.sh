@@ -49,6 +49,12 @@ case "$1" in
     SKEW=1.5 small_model | sed 's/^  experts: auto/  experts: auto\n  layers: {1: {1: [0, 1], 2: [0, 2, 3, 4, 5, 6, 7]}}/' > c.yaml ;;
   layers_symmetric)
     ROUTING=symmetric TOKENS=100 SKEW=1.5 LAYERS=3 small_model | sed 's/^  experts: auto/  experts: auto\n  layers: {0: {0: [0], 1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}, 2: {0: [1, 2, 3, 4, 5, 6, 7], 2: [0]}}/' > c.yaml ;;
+  # Online rebalancing every 2 steps on skewed routing: weights move between steps, the
+  # placement changes (with replicas), the output does not.
+  rebalance_master)
+    SKEW=1.5 STEPS=7 CHUNKS=2 small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 2/' > c.yaml ;;
+  rebalance_symmetric)
+    ROUTING=symmetric TOKENS=100 CF=1.0 SKEW=1.5 STEPS=7 small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 3/' > c.yaml ;;
   *) fail "unknown case $1" ;;
 esac
 # The UCX cases first try one step on 2 ranks, which opens a UCX worker and an endpoint to
@@ -81,7 +87,15 @@ if [[ "$1" == capacity_* || "$1" == chunks_capacity ]]; then
   [[ "$d1" != "capacity: 0 of" ]] || fail "capacity dropped nothing"
   echo "dropped: $d1"
 fi
-if [[ "$1" == replicas_* || "$1" == layers_* ]]; then
+if [[ "$1" == rebalance_* ]]; then
+  # It must really have moved weights: the first rebalance on a skewed run moves some.
+  moved=$(grep -o 'rebalance before step 2: [0-9]* experts moved' many.log | grep -o '[0-9]* experts') \
+    || { cat many.log; fail "no rebalance line for step 2"; }
+  [[ ${moved% experts} -gt 0 ]] || fail "the first rebalance moved no expert"
+  [[ $(grep -c 'rebalance before step' many.log) -eq 3 ]] || fail "want 3 rebalances (steps 2, 4, 6)"
+  echo "first rebalance: $moved moved"
+fi
+if [[ "$1" == replicas_* || "$1" == layers_* || "$1" == rebalance_* ]]; then
   "$ST_DIFF" one.safetensors many.safetensors --tol 1e-5 || fail "output differs from 1 rank by more than 1e-5"
 fi
 grep -q 'tokens/s: [0-9]' many.log || fail "no tokens/s line"

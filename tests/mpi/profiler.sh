@@ -37,6 +37,38 @@ assert pids == [1, 3], pids  # trace pid = rank + 1 (docs/report-files.md)
 print("present ranks", present, "trace pids", pids)
 PY
     ;;
+  rebalance)  # online rebalancing's records: summary.json, summary.txt, a trace span per rank
+    H=128 F=256 PROF=true SKEW=1.5 STEPS=9 small_model \
+      | sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 2/' \
+      | sed 's/^  enabled: true/  enabled: true\n  trace: true\n  warmup_steps: 0/' > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    d=$(run_dir)
+    python3 - "$d" <<'PY' || fail "rebalances"
+import json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+rb = s["rebalances"]
+assert [x["step"] for x in rb] == [4, 8], rb  # after steps 3 and 7; none after the last
+# one expert's F32 weights, by hand from the shapes: swiglu W13 [2F, H] + W2 [H, F]
+H, F = 128, 256
+per_expert = (2 * F * H + H * F) * 4
+for x in rb:
+    assert x["bytes"] == x["experts_moved"] * per_expert, (x, per_expert)
+    assert x["seconds"] > 0 and x["seconds"] < 60, x
+    assert 1.0 <= x["imbalance_after_predicted"] <= x["imbalance_before"] + 1.0, x
+assert rb[0]["experts_moved"] > 0, "a skewed contiguous run must move experts"
+assert rb[0]["imbalance_before"] > 1.2, rb[0]  # skew 1.5 on contiguous blocks
+assert rb[0]["imbalance_after_predicted"] < rb[0]["imbalance_before"], rb[0]
+txt = open(d + "/summary.txt").read()
+assert txt.count("rebalance before step") == 2, txt
+t = json.load(open(d + "/trace.json"))
+spans = [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "rebalance"]
+assert sorted({e["pid"] for e in spans}) == [1, 2, 3], spans  # every rank
+assert all(e["args"]["experts_moved"] == rb[0]["experts_moved"]
+           for e in spans if e["args"]["step"] == 4), spans
+print("rebalances", [(x["step"], x["experts_moved"], x["bytes"]) for x in rb])
+PY
+    ;;
   wait_is_idle)  # waiting on the routing rank is a wait, never compute: the designed wait
     # Master routing with a capacity limit: every rank joins the capacity scan, which waits
     # for the master's gate. The master's gate is made 300 ms slower than it is; an expert

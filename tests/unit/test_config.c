@@ -547,6 +547,46 @@ static void test_auto_placement(void)
     CHECK_INT_EQ(cfg.expert_owner[2], -1);
 }
 
+/* runtime.rebalance_every / redundant_experts: the checks, the slots rule, and the live
+ * config's placement.layers replaced whole (placement.experts kept). */
+static void test_rebalance(void)
+{
+    CHECK_INT_EQ(parse("runtime:\n  rebalance_every: 4\n  redundant_experts: 2\n", 3), MOE_OK);
+    CHECK_INT_EQ(cfg.rebalance_every, 4);
+    CHECK_INT_EQ(cfg.redundant_experts, 2);
+    int32_t ranks[MOE_MAX_RANKS];
+    CHECK_INT_EQ(moe_cfg_expert_ranks(&cfg, 3, ranks), 2); /* master 0 hosts none */
+    CHECK(ranks[0] == 1 && ranks[1] == 2);
+    CHECK_INT_EQ(moe_cfg_rebalance_slots(&cfg, 3), 5); /* ceil((8 + 2) / 2) */
+    int L = (int)cfg.num_layers, n = 0;
+    moe_cfg_replica_t ent[64];
+    for (int l = 0; l < L; l++) { /* expert 0 on both ranks, the rest alternate */
+        ent[n++] = (moe_cfg_replica_t){.set = (uint16_t)(l + 1), .expert = 0, .rank = 2};
+        for (int e = 0; e < 8; e++) {
+            ent[n++] = (moe_cfg_replica_t){.set = (uint16_t)(l + 1), .expert = (uint16_t)e,
+                                           .rank = 1 + e % 2};
+        }
+    }
+    ent[1].rank = 1; /* layer 0: expert 0 on rank 1 and 2 (listed rank 2 first) */
+    CHECK_INT_EQ(moe_cfg_set_layer_sets(&cfg, ent, n, &err), MOE_OK);
+    CHECK(cfg.placement_per_layer && cfg.placement_replicas);
+    CHECK_INT_EQ(moe_cfg_experts_of_rank(&cfg, 1, NULL), 4); /* placement.experts kept */
+    int32_t ids[MOE_MAX_EXPERTS];
+    CHECK_INT_EQ(moe_cfg_experts_of_rank_layer(&cfg, 0, 1, ids), 4);
+    CHECK(ids[0] == 0 && ids[1] == 2 && ids[3] == 6);
+    CHECK_INT_EQ(moe_cfg_experts_of_rank_layer(&cfg, 0, 2, ids), 5);
+    CHECK(ids[0] == 0 && ids[1] == 1 && ids[4] == 7);
+    CHECK_INT_EQ(moe_cfg_replicas_of(&cfg, 0, 0, ranks), 2);
+    CHECK(ranks[0] == 1 && ranks[1] == 2);
+    CHECK_INT_EQ(moe_cfg_local_expert(&cfg, 0, 2, 1), 1);
+    CHECK_CFG_ERROR("runtime:\n  rebalance_every: -1\n", 3, "cfg.yaml:2:20",
+                    "runtime.rebalance_every");
+    CHECK_CFG_ERROR("runtime:\n  device: cuda\n  rebalance_every: 2\n", 3, "cfg.yaml:3:20",
+                    "runtime.device: cpu only");
+    CHECK_CFG_ERROR("runtime:\n  rebalance_every: 2\n  redundant_experts: 9\n", 3,
+                    "cfg.yaml:3:22", "do not fit apart on 2 expert ranks");
+}
+
 static void test_profiled_ranks(void)
 {
     CHECK_INT_EQ(parse("profiler:\n  profiled_ranks: [0, 2]\n", 4), MOE_OK);
@@ -881,6 +921,7 @@ int main(void)
     test_world_one();
     test_auto_placement();
     test_long_placement_value();
+    test_rebalance();
     test_profiled_ranks();
     test_read_file();
     test_hash();

@@ -114,12 +114,26 @@ typedef struct moe_prof_run {
     const char *missing_why;        /* why a rank's last record may not come (NULL: lost) */
 } moe_prof_run_t;
 
+/* One online rebalance (runtime.rebalance_every), the same figures on every rank but the
+ * times (this rank's). */
+typedef struct moe_prof_rebalance {
+    int64_t step;                   /* the first step run with the new placement */
+    int64_t moved;                  /* expert copies moved to a rank that lacked them */
+    int64_t bytes;                  /* their weights' bytes */
+    int64_t begin_ns, end_ns;       /* reduction, packing, moves and switch on this rank */
+    double before;                  /* max / mean of expert ranks' rows over the window */
+    double after;                   /* predicted for the new placement */
+} moe_prof_rebalance_t;
+
 moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
                              const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err);
 void moe_prof_destroy(moe_prof_t *p); /* accepts NULL; stops the sampler */
 
 void moe_prof_step_begin(moe_prof_t *p, int64_t step);
 void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s);
+/* Between steps, after a rebalance: a trace span on every rank (with profiler.trace), and
+ * on rank 0 a row of the report's rebalances (summary.txt, summary.json). */
+void moe_prof_rebalance(moe_prof_t *p, const moe_prof_rebalance_t *r);
 /* Every rank at every step: cheap unless the step closes a window. MOE_ERR_INTERRUPTED
  * when a stop request came while rank 0 waited for records (they are kept for finish). */
 moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,

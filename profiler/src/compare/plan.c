@@ -10,7 +10,7 @@
 
 #include "moe/config.h"
 #include "moe/prof.h"
-#include "compare/eplb.h"
+#include "moe/eplb.h"
 #include "compare/json_lookup.h"
 #include "compare/rank_load.h"
 #include "report/atomic_file.h"

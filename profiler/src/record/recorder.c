@@ -53,6 +53,8 @@ struct moe_prof {
     int num_pending, cap_pending;
     bool *final_seen;            /* [world] its last record arrived, or it was given up */
     int64_t merged_windows;      /* windows merged so far */
+    moe_rep_rebalance_t *rebalances; /* online rebalances (grows; the report takes it) */
+    int num_rebalances, cap_rebalances;
     int64_t last_send_ns;        /* non-root: when the last part left */
     int64_t last_probe_ns;       /* rank 0: when it last looked for parts between windows */
     /* the step in flight: its per-layer figures count only when it completes */
@@ -305,6 +307,7 @@ void moe_prof_destroy(moe_prof_t *p)
     }
     free(p->pending);
     free(p->final_seen);
+    free(p->rebalances);
     moe_wbuf_free(&p->sendbuf);
     /* a send still in flight (rank 0 gone) is abandoned with the process */
     if (p->pcomm != MPI_COMM_NULL && !moe_stop_requested()) {
@@ -387,6 +390,33 @@ static void add_event(moe_prof_t *p, int kind, int layer, int id, int lane, int6
     r->events[r->num_events++] = (moe_rec_event_t){.ts_ns = ts, .dur_ns = dur, .kind = kind,
                                                    .layer = layer, .id = id, .lane = lane,
                                                    .step = p->step, .arg = arg};
+}
+
+void moe_prof_rebalance(moe_prof_t *p, const moe_prof_rebalance_t *r)
+{
+    if (p->profiled && p->cfg->prof_trace) {
+        int64_t keep = p->step;
+        p->step = r->step;
+        add_event(p, MOE_TEV_REBALANCE, 0, (int)r->moved, MOE_LANE_STEPS, r->begin_ns,
+                  r->end_ns - r->begin_ns, r->bytes);
+        p->step = keep;
+    }
+    if (p->rank != 0) {
+        return;
+    }
+    if (p->num_rebalances == p->cap_rebalances) {
+        int cap = p->cap_rebalances > 0 ? 2 * p->cap_rebalances : 16;
+        void *grown = realloc(p->rebalances, sizeof(*p->rebalances) * (size_t)cap);
+        if (grown == NULL) {
+            return; /* the report lacks this row; the run goes on */
+        }
+        p->rebalances = grown;
+        p->cap_rebalances = cap;
+    }
+    p->rebalances[p->num_rebalances++] = (moe_rep_rebalance_t){
+        .step = r->step, .moved = r->moved, .bytes = r->bytes,
+        .seconds = (double)(r->end_ns - r->begin_ns) * 1e-9, .before = r->before,
+        .after = r->after};
 }
 
 /* One histogram entry and metrics row per expert per layer: its busy time over all the
@@ -961,6 +991,12 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
                                     : run->missing_why;
     st = collect_final(p, fst != MOE_OK ? 0.2 : run->deadline_s, why, &missing, err);
     moe_report_t *rep = st == MOE_OK ? moe_merge_finish(p->merge, run, &p->info) : NULL;
+    if (rep != NULL && rep->rebalances == NULL) {
+        rep->rebalances = p->rebalances; /* the report owns them from here */
+        rep->num_rebalances = p->num_rebalances;
+        p->rebalances = NULL;
+        p->num_rebalances = p->cap_rebalances = 0;
+    }
     if (rep != NULL) {
         st = moe_report_write_all(rep, err);
         moe_report_print_headline(rep, stdout);

@@ -28,6 +28,7 @@ void moe_report_free(moe_report_t *r)
     }
     free(r->experts);
     free(r->replicas);
+    free(r->rebalances);
     free(r->layers);
     free(r->ranks);
     free(r->bytes);

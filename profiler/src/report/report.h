@@ -104,6 +104,16 @@ typedef struct moe_rep_expert {
 /* One copy of an expert that has replicas (placement.experts or placement.layers listing
  * it under several ranks): the rows its own rank computed. The expert's row in `experts`
  * sums its copies; the router's counts stay per expert. */
+/* One online rebalance (runtime.rebalance_every), rank 0's time. */
+typedef struct moe_rep_rebalance {
+    int64_t step;        /* the first step with the new placement */
+    int64_t moved;       /* expert copies moved */
+    int64_t bytes;       /* their weights' bytes */
+    double seconds;      /* reduction, packing, moves and switch */
+    double before;       /* max / mean of the expert ranks' rows over the window */
+    double after;        /* predicted for the new placement */
+} moe_rep_rebalance_t;
+
 typedef struct moe_rep_replica {
     int layer;
     int expert;
@@ -154,6 +164,8 @@ typedef enum {
     MOE_TEV_STEP = 2,     /* id = step; lane "steps" */
     MOE_TEV_EXCHANGE = 3, /* one row exchange in flight: id = MOE_PROF_SPAN_* (0 dispatch,
                              1 combine), layer set, arg = chunk; lane "exchange" */
+    MOE_TEV_REBALANCE = 4, /* an online rebalance between steps: id = experts moved,
+                              arg = bytes, step = the first step after it; lane "steps" */
 } moe_tev_kind_t;
 
 /* Trace lanes of a rank: steps, phases, exchanges, then one per local expert. */
@@ -244,6 +256,8 @@ typedef struct moe_report {
     moe_rep_layer_t *layers;     /* [num_layers] */
     int num_replicas;            /* copies of replicated experts, layer then expert then rank */
     moe_rep_replica_t *replicas; /* [num_replicas] */
+    int num_rebalances;          /* online rebalances, in step order */
+    moe_rep_rebalance_t *rebalances; /* [num_rebalances] */
     /* rank-to-rank, row = sender i, column = receiver j, [world * world]; both directions
      * of the exchange (dispatch and combine) counted. Filled from the profiled senders'
      * records and, where a sender is not profiled, from the profiled receivers' records. */

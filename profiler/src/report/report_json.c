@@ -368,6 +368,24 @@ static void json_replicas(json_w_t *w, const moe_report_t *r)
     jw_close(w, ']');
 }
 
+/* Online rebalances (runtime.rebalance_every), in step order. */
+static void json_rebalances(json_w_t *w, const moe_report_t *r)
+{
+    jw_open(w, "rebalances", '[', false);
+    for (int i = 0; r->rebalances != NULL && i < r->num_rebalances; i++) {
+        const moe_rep_rebalance_t *x = &r->rebalances[i];
+        jw_open(w, NULL, '{', true);
+        jw_i64(w, "step", x->step);
+        jw_i64(w, "experts_moved", x->moved);
+        jw_i64(w, "bytes", x->bytes);
+        jw_num(w, "seconds", x->seconds);
+        jw_num(w, "imbalance_before", x->before);
+        jw_num(w, "imbalance_after_predicted", x->after);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+}
+
 static uint64_t json_sum(const uint64_t *v, int n)
 {
     uint64_t s = 0;
@@ -565,6 +583,7 @@ static moe_status_t json_document(FILE *f, const moe_report_t *r)
     moe_status_t st = json_ranks(&w, r);
     json_experts(&w, r);
     json_replicas(&w, r);
+    json_rebalances(&w, r);
     if (st == MOE_OK) {
         st = json_layers(&w, r);
     }

@@ -466,6 +466,23 @@ static void text_balance(FILE *f, const moe_report_t *r)
     }
 }
 
+/* Online rebalances (runtime.rebalance_every): one line each. */
+static void text_rebalances(FILE *f, const moe_report_t *r)
+{
+    if (r->num_rebalances == 0) {
+        return;
+    }
+    text_rule(f, "Online rebalancing (runtime.rebalance_every)");
+    fprintf(f, "  imbalance: max/mean of the expert ranks' rows over the window before it, and\n"
+               "  as predicted for the new placement; the report's placement is the config's\n\n");
+    for (int i = 0; r->rebalances != NULL && i < r->num_rebalances; i++) {
+        const moe_rep_rebalance_t *x = &r->rebalances[i];
+        fprintf(f, "  rebalance before step %" PRId64 ": %" PRId64 " experts moved, %.3f MB, "
+                "%.1f ms, imbalance %.2f -> %.2f predicted\n", x->step, x->moved,
+                (double)x->bytes / 1e6, x->seconds * 1e3, x->before, x->after);
+    }
+}
+
 /* The shared experts' own rows (models with shared experts only): per recorded step,
  * summed over the routing ranks, which run them while the dispatch is in flight. */
 static void text_shared(FILE *f, const moe_report_t *r)
@@ -753,6 +770,7 @@ moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
     text_overlap(f, r);
     text_experts(f, r, -1);
     text_balance(f, r);
+    text_rebalances(f, r);
     text_shared(f, r);
     text_comm(f, r);
     text_memory(f, r);

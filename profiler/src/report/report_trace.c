@@ -337,6 +337,8 @@ static void trace_event_name(const moe_rep_event_t *e, char *buf, size_t n)
         snprintf(buf, n, "step %" PRId64, e->step);
     } else if (e->kind == MOE_TEV_EXPERT) {
         snprintf(buf, n, "expert %d L%d", (int)e->id, (int)e->layer);
+    } else if (e->kind == MOE_TEV_REBALANCE) {
+        snprintf(buf, n, "rebalance (%d experts moved)", (int)e->id);
     } else if (e->kind == MOE_TEV_EXCHANGE) {
         snprintf(buf, n, "%s c%" PRId64 " L%d",
                  e->id == 0 ? "dispatch" : e->id == 1 ? "combine" : "exchange", e->arg,
@@ -350,19 +352,21 @@ static void trace_event_name(const moe_rep_event_t *e, char *buf, size_t n)
 
 static void trace_span(trace_w_t *w, const moe_rep_event_t *e, int32_t lane)
 {
-    static const char *const cats[4] = {"phase", "expert", "step", "exchange"};
+    static const char *const cats[5] = {"phase", "expert", "step", "exchange", "rebalance"};
     char name[64];
     trace_event_name(e, name, sizeof(name));
     trace_begin(w);
     fprintf(w->f,
             "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%" PRId64 ",\"ts\":",
-            name, e->kind >= 0 && e->kind <= 3 ? cats[e->kind] : "other", trace_pid(e->rank),
+            name, e->kind >= 0 && e->kind <= 4 ? cats[e->kind] : "other", trace_pid(e->rank),
             trace_tid(e->rank, lane));
     trace_us(w->f, e->ts_ns + w->shift_ns);
     fputs(",\"dur\":", w->f);
     trace_us(w->f, e->dur_ns > 0 ? e->dur_ns : 0);
     fprintf(w->f, ",\"args\":{\"step\":%" PRId64, e->step);
-    if (e->kind != MOE_TEV_STEP) {
+    if (e->kind == MOE_TEV_REBALANCE) {
+        fprintf(w->f, ",\"experts_moved\":%d,\"bytes\":%" PRId64, (int)e->id, e->arg);
+    } else if (e->kind != MOE_TEV_STEP) {
         fprintf(w->f, ",\"layer\":%d", (int)e->layer);
     }
     if (e->kind == MOE_TEV_EXPERT) {

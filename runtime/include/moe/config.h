@@ -130,6 +130,8 @@ typedef struct moe_config {
     moe_num_dtype_t wire_dtype;     /* runtime.wire_dtype: rows exchanged between ranks */
     int64_t chunks;                 /* tokens of a step split for overlap */
     double step_timeout_s;          /* watchdog; 0 = off */
+    int64_t rebalance_every;        /* online rebalancing every N steps; 0 = off */
+    int64_t redundant_experts;      /* extra expert copies per layer when rebalancing */
 
     /* workload */
     int64_t tokens_per_step;
@@ -247,6 +249,22 @@ const moe_cfg_replica_t *moe_cfg_layer_entries(const moe_config_t *cfg, int laye
 
 /* Ranks that host `expert` in `layer`, ascending, into ranks (may be NULL); their number. */
 int moe_cfg_replicas_of(const moe_config_t *cfg, int layer, int expert, int32_t *ranks);
+
+/* The ranks that host experts when the placement is computed rather than written (auto
+ * placement, online rebalancing): every rank but the master in master routing, every rank
+ * in symmetric routing; ascending into ranks (may be NULL); their number. */
+int moe_cfg_expert_ranks(const moe_config_t *cfg, int world, int32_t *ranks);
+
+/* Online rebalancing's slots rule (moed plan's default): an expert rank holds at most
+ * ceil((E + runtime.redundant_experts) / expert ranks) experts per layer. */
+int moe_cfg_rebalance_slots(const moe_config_t *cfg, int world);
+
+/* Replace every placement.layers set by entries[n] (sets >= 1, any order; each set must
+ * name every expert, no (expert, rank) twice); placement.experts stays. The layer and the
+ * weights read the new sets from the next step on. MOE_ERR_INVALID_ARG when the table is
+ * full. */
+moe_status_t moe_cfg_set_layer_sets(moe_config_t *cfg, const moe_cfg_replica_t *entries, int n,
+                                    moe_error_t *err);
 
 /* True when rank r is profiled (profiled_ranks: all, or r is in the list). */
 bool moe_cfg_rank_profiled(const moe_config_t *cfg, int rank);

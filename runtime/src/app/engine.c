@@ -335,6 +335,53 @@ void moe_engine_test_pause(const moe_engine_t *eng, const char *phase)
     test_pause(eng->rank, phase);
 }
 
+/* runtime.rebalance_every: the live copy of the config and the counts' window (one rank
+ * has nothing to move between). */
+static moe_status_t engine_rebalance_init(moe_engine_t *eng, moe_error_t *err)
+{
+    if (eng->cfg->rebalance_every == 0 || eng->world_size < 2) {
+        return MOE_OK;
+    }
+    eng->live_cfg = malloc(sizeof(*eng->live_cfg));
+    if (eng->live_cfg == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the live placement");
+    }
+    *eng->live_cfg = *eng->cfg;
+    return moe_rebalance_init(&eng->rebalance, eng->cfg, eng->world_size, err);
+}
+
+/* After step s, every runtime.rebalance_every steps (not after the last): the new placement
+ * for the steps from s + 1 on, its record in the profile, one line from rank 0. */
+static moe_status_t engine_rebalance(moe_engine_t *eng, int64_t s, int64_t steps,
+                                     moe_error_t *err)
+{
+    int64_t every = eng->cfg->rebalance_every;
+    if (eng->live_cfg == NULL || (s + 1) % every != 0 || (steps > 0 && s + 1 >= steps)) {
+        return MOE_OK;
+    }
+    moe_wait_set_where(s + 1, 0, "rebalance");
+    moe_rebalance_result_t r;
+    moe_status_t st = moe_rebalance_apply(&eng->rebalance, eng->live_cfg, &eng->weights,
+                                          eng->comm, eng->rank, &r, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    eng->rebalances++;
+    moe_prof_rebalance_t rec = {.step = s + 1, .moved = r.moved, .bytes = r.bytes,
+                                .begin_ns = r.begin_ns, .end_ns = r.end_ns,
+                                .before = r.before, .after = r.after};
+    if (eng->prof != NULL) {
+        moe_prof_rebalance(eng->prof, &rec);
+    }
+    if (eng->rank == 0) {
+        MOE_INFO("rebalance before step %lld: %lld experts moved (%.1f MB) in %.1f ms, "
+                 "imbalance %.2f -> %.2f predicted", (long long)(s + 1), (long long)r.moved,
+                 (double)r.bytes / 1e6, (double)(r.end_ns - r.begin_ns) * 1e-6, r.before,
+                 r.after);
+    }
+    return MOE_OK;
+}
+
 moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
                                moe_error_t *err)
 {
@@ -388,8 +435,12 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = engine_load_inputs(eng, err);
     }
     if (st == MOE_OK) {
-        st = moe_layer_ctx_init(&eng->layer, cfg, comm, eng->transport, &eng->weights,
-                                eng->token_count, eng->plugin, eng->cuda, err);
+        st = engine_rebalance_init(eng, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_layer_ctx_init(&eng->layer, eng->live_cfg != NULL ? eng->live_cfg : cfg, comm,
+                                eng->transport, &eng->weights, eng->token_count, eng->plugin,
+                                eng->cuda, err);
         eng->layer.token_first = eng->token_first; /* where replicas split its tokens */
     }
     st = moe_agree(comm, st, err);
@@ -419,6 +470,8 @@ void moe_engine_destroy(moe_engine_t *eng)
     moe_transport_destroy(eng->transport);
     moe_layer_ctx_destroy(&eng->layer);
     moe_weights_destroy(&eng->weights);
+    moe_rebalance_destroy(&eng->rebalance);
+    free(eng->live_cfg);
     if (eng->plugin != NULL) {
         eng->plugin->free(eng->cuda, eng->x_dev);
         eng->plugin->close(eng->cuda);
@@ -505,6 +558,11 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
             return st;
         }
         engine_account_layer(eng);
+        if (eng->live_cfg != NULL) {
+            const moe_layer_ctx_t *lc = &eng->layer;
+            moe_rebalance_account(&eng->rebalance, l, lc->plan.expert_demand,
+                                  lc->rec.expert_rows, lc->layer_local, eng->rank);
+        }
         if (eng->prof != NULL || eng->live != NULL) {
             int64_t t = moe_now_ns();
             engine_profile_layer(eng, l);
@@ -583,6 +641,10 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             t = moe_now_ns() - t;
             eng->prof_ns += t;
             eng->live_ns += t;
+        }
+        st = engine_rebalance(eng, s, steps, err);
+        if (st != MOE_OK) {
+            break;
         }
         if (show) {
             engine_progress(eng, s, steps, t0, &last_print, false);

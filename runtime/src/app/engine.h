@@ -12,6 +12,7 @@
 #include "moe/prof.h"
 #include "moe/status.h"
 #include "layer/moe_layer.h"
+#include "layer/rebalance.h"
 #include "transport/transport.h"
 #include "model/weights.h"
 
@@ -26,6 +27,12 @@ struct moe_engine {
     int64_t token_count;   /* tokens this rank routes per step */
     moe_weights_t weights;
     moe_dtype_t value;        /* the experts' values (model.dtype resolved on this rank) */
+    /* runtime.rebalance_every on more than one rank: the placement the layer and the
+     * weights follow (a copy of cfg whose placement.layers sets each rebalance replaces;
+     * the profiler keeps cfg), and the window of router counts. Else NULL. */
+    moe_config_t *live_cfg;
+    moe_rebalance_t rebalance;
+    int64_t rebalances;    /* done so far */
     moe_transport_t *transport;
     moe_layer_ctx_t layer;
     float *x;              /* [token_count, H] hidden state of the current step */

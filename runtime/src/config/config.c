@@ -172,6 +172,12 @@ static const cfg_key_t cfg_keys[] = {
             "pieces each step's rows are cut into, so one piece's exchange overlaps another's expert compute (1 = no overlap)"),
     KEY_DBL("runtime.step_timeout_s", step_timeout_s, "60", 0, 86400, "s",
             "watchdog on one step; 0 = off"),
+    KEY_INT("runtime.rebalance_every", rebalance_every, "0", 0, 1000000000, "steps",
+            "online rebalancing: every N steps the ranks repack the experts from the last "
+            "window's router counts and move weights between them (cpu only); 0 = off"),
+    KEY_INT("runtime.redundant_experts", redundant_experts, "0", 0, MOE_MAX_EXPERTS, "",
+            "online rebalancing: extra copies of the hottest experts per layer; each expert "
+            "rank holds at most ceil((E + R) / expert ranks) experts per layer"),
 
     KEY_INT("workload.tokens_per_step", tokens_per_step, "2048", 1, 4194304, "tokens",
             "tokens routed per step"),
@@ -1878,6 +1884,38 @@ static moe_status_t check_family(cfg_parse_t *p)
     return MOE_OK;
 }
 
+/* Online rebalancing moves host copies of the weights: the CPU back-end only; the extra
+ * copies must fit apart on the expert ranks, and every layer's set in the placement table. */
+static moe_status_t check_rebalance(cfg_parse_t *p, int world)
+{
+    const moe_config_t *c = &p->cfg;
+    if (c->rebalance_every == 0) {
+        return MOE_OK;
+    }
+    moe_cfg_mark_t m = val_mark_of(p, "runtime.rebalance_every");
+    if (c->device == MOE_DEVICE_CUDA) {
+        return cfg_fail(p, m, "runtime.rebalance_every: %lld, but online rebalancing runs on "
+                        "runtime.device: cpu only (the GPU back-end holds its own copy of the "
+                        "weights); use runtime.device: cpu or runtime.rebalance_every: 0",
+                        (long long)c->rebalance_every);
+    }
+    int hosts = world - (c->routing == MOE_ROUTING_MASTER && world > 1 ? 1 : 0);
+    int64_t E = c->num_experts, R = c->redundant_experts;
+    if (world > 1 && R > E * (hosts - 1)) {
+        return cfg_fail(p, val_mark_of(p, "runtime.redundant_experts"),
+                        "runtime.redundant_experts: %lld extra copies do not fit apart on %d "
+                        "expert rank%s (at most %lld: one copy of an expert per rank)",
+                        (long long)R, hosts, hosts == 1 ? "" : "s", (long long)(E * (hosts - 1)));
+    }
+    if (E + c->num_layers * (E + R) > MOE_MAX_REPLICA_ENTRIES) {
+        return cfg_fail(p, m, "runtime.rebalance_every: %lld layers x (%lld experts + %lld "
+                        "copies) exceed the placement table (%d entries)",
+                        (long long)c->num_layers, (long long)E, (long long)R,
+                        MOE_MAX_REPLICA_ENTRIES);
+    }
+    return MOE_OK;
+}
+
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
     moe_status_t st = resolve_layers(p);
@@ -1892,6 +1930,9 @@ static moe_status_t parse_checks(cfg_parse_t *p, int world)
     }
     if (st == MOE_OK) {
         st = check_ranks(p, world);
+    }
+    if (st == MOE_OK) {
+        st = check_rebalance(p, world);
     }
     return st;
 }
@@ -2349,4 +2390,63 @@ bool moe_cfg_rank_profiled(const moe_config_t *cfg, int rank)
         }
     }
     return false;
+}
+
+int moe_cfg_expert_ranks(const moe_config_t *cfg, int world, int32_t *ranks)
+{
+    bool skip_master = cfg->routing == MOE_ROUTING_MASTER && world > 1;
+    int n = 0;
+    for (int r = 0; r < world; r++) {
+        if (!(skip_master && r == cfg->master_rank)) {
+            if (ranks != NULL) {
+                ranks[n] = r;
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+int moe_cfg_rebalance_slots(const moe_config_t *cfg, int world)
+{
+    int64_t n = moe_cfg_expert_ranks(cfg, world, NULL);
+    return n > 0 ? (int)((cfg->num_experts + cfg->redundant_experts + n - 1) / n) : 0;
+}
+
+static int replica_cmp(const void *pa, const void *pb)
+{
+    const moe_cfg_replica_t *a = pa, *b = pb;
+    if (a->set != b->set) {
+        return a->set < b->set ? -1 : 1;
+    }
+    if (a->expert != b->expert) {
+        return a->expert < b->expert ? -1 : 1;
+    }
+    return a->rank < b->rank ? -1 : a->rank > b->rank ? 1 : 0;
+}
+
+moe_status_t moe_cfg_set_layer_sets(moe_config_t *cfg, const moe_cfg_replica_t *entries, int n,
+                                    moe_error_t *err)
+{
+    int lo = 0, hi = 0;
+    set_range(cfg, 0, &lo, &hi); /* set 0 sorts first: it stays where it is */
+    if (hi + n > MOE_MAX_REPLICA_ENTRIES) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "the new placement has %d entries, the "
+                             "table holds %d", hi + n, MOE_MAX_REPLICA_ENTRIES);
+    }
+    memcpy(cfg->replicas + hi, entries, sizeof(*entries) * (size_t)n);
+    qsort(cfg->replicas + hi, (size_t)n, sizeof(*entries), replica_cmp);
+    cfg->num_replicas = hi + n;
+    memset(cfg->layer_own, 0, sizeof(cfg->layer_own));
+    cfg->placement_replicas = false;
+    for (int i = 0; i < cfg->num_replicas; i++) {
+        const moe_cfg_replica_t *x = &cfg->replicas[i];
+        cfg->placement_replicas |= i > 0 && cfg->replicas[i - 1].set == x->set &&
+                                   cfg->replicas[i - 1].expert == x->expert;
+        if (x->set > 0 && x->set <= MOE_MAX_LAYER_IDS) {
+            cfg->layer_own[x->set - 1] = 1;
+        }
+    }
+    cfg->placement_per_layer = n > 0;
+    return MOE_OK;
 }

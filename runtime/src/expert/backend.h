@@ -155,7 +155,8 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
                                       moe_num_dtype_t *out, moe_error_t *err);
 
 /* BF16 compute on the CPU: reorder every local expert's BF16 weights (w13_bf16, w2_bf16)
- * once into oneDNN's layout (w13_packed, w2_packed), freeing the plain ones. */
+ * once into oneDNN's layout (w13_packed, w2_packed), freeing the plain ones unless
+ * runtime.rebalance_every keeps them to move. Experts already packed are skipped. */
 moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err);
 
 /* Free be's state through its destroy slot and zero be. Accepts a zeroed be. */

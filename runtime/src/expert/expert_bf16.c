@@ -62,11 +62,16 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
         moe_layer_weights_t *lw = &w->layers[l];
         for (int i = 0; st == MOE_OK && i < lw->num_local; i++) {
             moe_expert_weights_t *ew = &lw->experts[i];
+            if (ew->w13_packed != NULL) {
+                continue; /* packed before (online rebalancing packs what arrived) */
+            }
             st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
             if (st == MOE_OK) {
                 st = moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err);
             }
-            if (st == MOE_OK) { /* the plain copies go as soon as the packed ones exist */
+            if (st == MOE_OK && cfg->rebalance_every == 0) {
+                /* the plain copies go as soon as the packed ones exist; online rebalancing
+                 * keeps them: they are what moves to another rank */
                 free(ew->w13_bf16);
                 free(ew->w2_bf16);
                 ew->w13_bf16 = ew->w2_bf16 = NULL;

@@ -150,6 +150,28 @@ static moe_status_t layer_attach(moe_layer_ctx_t *ctx, const moe_plugin_t *plugi
     return plugin->expert_attach(&ctx->backend, io, device, err);
 }
 
+/* Online rebalancing (runtime.rebalance_every) may give an expert rank up to the slots
+ * rule's experts per layer and a layer E + R copies: the buffers are sized for that. */
+static void layer_rebalance_room(moe_layer_ctx_t *ctx)
+{
+    const moe_config_t *cfg = ctx->cfg;
+    if (cfg->rebalance_every == 0 || ctx->world_size < 2) {
+        return;
+    }
+    int32_t ranks[MOE_MAX_RANKS];
+    int n = moe_cfg_expert_ranks(cfg, ctx->world_size, ranks);
+    bool hosts = false;
+    for (int j = 0; j < n; j++) {
+        hosts |= ranks[j] == ctx->rank;
+    }
+    int slots = moe_cfg_rebalance_slots(cfg, ctx->world_size);
+    int copies = (int)(cfg->num_experts + cfg->redundant_experts);
+    if (hosts) { /* every rank plans every copy; only expert ranks compute */
+        ctx->num_local = slots > ctx->num_local ? slots : ctx->num_local;
+    }
+    ctx->max_slots = copies > ctx->max_slots ? copies : ctx->max_slots;
+}
+
 moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, MPI_Comm comm,
                                 moe_transport_t *transport, const moe_weights_t *weights,
                                 int64_t max_tokens, const moe_plugin_t *plugin, void *device,
@@ -176,6 +198,7 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
         (void)moe_cfg_layer_entries(cfg, l, &n);
         ctx->max_slots = n > ctx->max_slots ? n : ctx->max_slots;
     }
+    layer_rebalance_room(ctx);
     ctx->capacity = moe_plan_capacity(cfg->capacity_factor, cfg->tokens_per_step,
                                       (int)cfg->top_k, (int)cfg->num_experts);
     ctx->chunks = (int)cfg->chunks;

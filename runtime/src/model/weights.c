@@ -390,6 +390,25 @@ static void stage_to_bf16(const load_ctx_t *c, moe_expert_weights_t *ew)
     if (ew->b13 != NULL) {
         memcpy(ew->b13, c->tmp.b13, (size_t)(2 * F) * sizeof(float));
         memcpy(ew->b2, c->tmp.b2, (size_t)H * sizeof(float));
+moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_dtype_t store,
+                                      moe_expert_weights_t *ew, moe_error_t *err)
+{
+    memset(ew, 0, sizeof(*ew));
+    ew->id = id;
+    moe_status_t st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, ew, err)
+                                              : alloc_ffn(cfg, cfg->ffn_dim, ew, err);
+    if (st != MOE_OK) {
+        free_ffn(ew);
+        memset(ew, 0, sizeof(*ew));
+    }
+    return st;
+}
+
+void moe_weights_expert_free(moe_expert_weights_t *ew)
+{
+    if (ew != NULL) {
+        free_ffn(ew);
+        memset(ew, 0, sizeof(*ew));
     }
 }
 

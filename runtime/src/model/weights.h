@@ -25,7 +25,9 @@
 /* One expert's weights on the host (see expert/expert.h for the FFN they feed), held as
  * moe_weights_t.store says: F32 in w13/w2, or BF16 in w13_bf16/w2_bf16 (same layouts), which
  * the CPU back-end later reorders into its GEMM's layout (w13_packed/w2_packed, freeing the
- * plain ones: expert/backend.h moe_expert_cpu_pack). Exactly one of the three pairs is set. */
+ * plain ones: expert/backend.h moe_expert_cpu_pack). Exactly one of the three pairs is set,
+ * except with online rebalancing in BF16: the plain BF16 pair stays beside the packed one
+ * (it is what moves to another rank). */
 typedef struct moe_expert_weights {
     int32_t id;
     float *w13; /* [2F, H] swiglu (W1 and W3 stacked), [F, H] gelu */
@@ -78,6 +80,14 @@ moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtyp
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
                               moe_dtype_t store, moe_weights_t *w, moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
+
+/* One expert's buffers (model.ffn_dim, the activation's shapes, biases for swiglu_oai),
+ * uninitialised, held as `store` says (F32 in w13/w2, or BF16 in w13_bf16/w2_bf16), for
+ * weights that arrive from another rank (online rebalancing); free
+ * with moe_weights_expert_free (accepts NULL and a zeroed struct). */
+moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_dtype_t store,
+                                      moe_expert_weights_t *ew, moe_error_t *err);
+void moe_weights_expert_free(moe_expert_weights_t *ew);
 
 /* Zipf-like log-prior for workload.routing_skew s: bias[e] = -s * ln(e + 1), added to the
  * gate's logits, so softmax multiplies expert e's probability by (e+1)^-s before

@@ -1,7 +1,9 @@
 /* Expert placement like DeepSeek's EPLB (github.com/deepseek-ai/EPLB, eplb.py), in C:
  * replicate the hottest experts, then pack the copies onto the expert ranks so each carries
  * about the same load; with nodes, balance the nodes first so a token's rows stay inside
- * one node as far as the loads allow. Private to the compare part and its tests. */
+ * one node as far as the loads allow. In the config part (config/eplb.c) so that both
+ * `moed plan` (profiler/src/compare/plan.c) and online rebalancing (runtime.rebalance_every,
+ * layer/rebalance.c) compute placements with the same code. */
 #ifndef MOE_EPLB_H
 #define MOE_EPLB_H
 

@@ -1,0 +1,388 @@
+/* Online rebalancing: see rebalance.h for the steps. Runs between two steps, so it may
+ * allocate (the hot path does not). */
+#include "layer/rebalance.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe/clock.h"
+#include "moe/eplb.h"
+#include "expert/backend.h"
+#include "moe/mpi_check.h"
+#include "transport/wait.h"
+
+enum { REBALANCE_TAG = 4251 };
+
+/* One copy of expert `expert` of layer `layer` moving from rank src to rank dst. */
+typedef struct rb_move {
+    int layer, expert, src, dst;
+    moe_expert_weights_t got; /* on dst: the buffers it arrives in */
+} rb_move_t;
+
+/* Everything one rebalance computes, the same on every rank. */
+typedef struct rb_plan {
+    int n;                     /* expert ranks */
+    int32_t ranks[MOE_MAX_RANKS];
+    moe_cfg_replica_t *ent;    /* the new placement.layers entries */
+    int num_ent;
+    rb_move_t *moves;
+    int num_moves;
+} rb_plan_t;
+
+moe_status_t moe_rebalance_init(moe_rebalance_t *rb, const moe_config_t *cfg, int world,
+                                moe_error_t *err)
+{
+    memset(rb, 0, sizeof(*rb));
+    rb->L = (int)cfg->num_layers;
+    rb->E = (int)cfg->num_experts;
+    rb->W = world;
+    size_t n = (size_t)rb->L * (size_t)rb->E + (size_t)world;
+    rb->window = calloc(n, sizeof(int64_t));
+    rb->sum = calloc(n, sizeof(int64_t));
+    if (rb->window == NULL || rb->sum == NULL) {
+        moe_rebalance_destroy(rb);
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the rebalancing counts");
+    }
+    return MOE_OK;
+}
+
+void moe_rebalance_destroy(moe_rebalance_t *rb)
+{
+    if (rb != NULL) {
+        free(rb->window);
+        free(rb->sum);
+        memset(rb, 0, sizeof(*rb));
+    }
+}
+
+void moe_rebalance_account(moe_rebalance_t *rb, int layer, const int32_t *demand,
+                           const int64_t *expert_rows, int num_local, int rank)
+{
+    int64_t *w = rb->window + (size_t)layer * (size_t)rb->E;
+    for (int e = 0; e < rb->E; e++) {
+        w[e] += demand[e];
+    }
+    for (int le = 0; le < num_local; le++) {
+        rb->window[(size_t)rb->L * (size_t)rb->E + (size_t)rank] += expert_rows[le];
+    }
+}
+
+/* Step 1: every rank's window summed onto every rank; the window starts again. */
+static moe_status_t rb_reduce(moe_rebalance_t *rb, MPI_Comm comm, moe_error_t *err)
+{
+    int n = rb->L * rb->E + rb->W;
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Iallreduce(rb->window, rb->sum, n, MPI_INT64_T, MPI_SUM,
+                                             comm, &req), err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the rebalancing counts", err);
+    }
+    memset(rb->window, 0, sizeof(int64_t) * (size_t)n);
+    return st;
+}
+
+/* Step 2: the EPLB placement of every layer into p->ent; *after the predicted max/mean of
+ * the expert ranks' loads over all layers. */
+static moe_status_t rb_place(const moe_rebalance_t *rb, const moe_config_t *live, rb_plan_t *p,
+                             double *after, moe_error_t *err)
+{
+    int E = rb->E, n = p->n;
+    double *loads = calloc((size_t)E, sizeof(double));
+    double *load = calloc((size_t)n, sizeof(double)), *total = calloc((size_t)n, sizeof(double));
+    uint8_t *host = calloc((size_t)n * (size_t)E, 1);
+    int32_t *node = calloc((size_t)n, sizeof(int32_t));
+    p->ent = calloc((size_t)rb->L * (size_t)(E + live->redundant_experts), sizeof(*p->ent));
+    moe_status_t st = loads && load && total && host && node && p->ent
+                          ? MOE_OK
+                          : moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the placement");
+    for (int l = 0; l < rb->L && st == MOE_OK; l++) {
+        for (int e = 0; e < E; e++) {
+            loads[e] = (double)rb->sum[(size_t)l * (size_t)E + (size_t)e];
+        }
+        moe_eplb_in_t in = {.num_experts = E, .loads = loads, .num_ranks = n,
+                            .ranks = p->ranks, .node = node,
+                            .redundant = (int)live->redundant_experts};
+        moe_eplb_out_t out = {.host = host, .rank_load = load};
+        st = moe_eplb_place(&in, &out, err);
+        for (int j = 0; j < n && st == MOE_OK; j++) {
+            total[j] += load[j];
+            for (int e = 0; e < E; e++) {
+                if (host[(size_t)j * (size_t)E + (size_t)e]) {
+                    p->ent[p->num_ent++] = (moe_cfg_replica_t){
+                        .set = (uint16_t)(l + 1), .expert = (uint16_t)e, .rank = p->ranks[j]};
+                }
+            }
+        }
+    }
+    *after = st == MOE_OK ? moe_eplb_max_mean(total, n) : 0.0;
+    free(loads);
+    free(load);
+    free(total);
+    free(host);
+    free(node);
+    return st;
+}
+
+static int rb_entry_cmp(const void *pa, const void *pb)
+{
+    const moe_cfg_replica_t *a = pa, *b = pb;
+    if (a->set != b->set) {
+        return a->set < b->set ? -1 : 1;
+    }
+    if (a->expert != b->expert) {
+        return a->expert < b->expert ? -1 : 1;
+    }
+    return a->rank < b->rank ? -1 : a->rank > b->rank ? 1 : 0;
+}
+
+static bool rb_holds(const int32_t *ranks, int n, int32_t r)
+{
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] == r) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The moves: every (layer, expert, rank) of the new placement the rank lacks now, from
+ * old holder k mod holders for the k-th such copy of that expert (spreads the sending). */
+static moe_status_t rb_moves(const moe_config_t *live, rb_plan_t *p, moe_error_t *err)
+{
+    int32_t oldr[MOE_MAX_RANKS];
+    /* the config's order: an expert's copies adjacent, a rank's experts ascending */
+    qsort(p->ent, (size_t)p->num_ent, sizeof(*p->ent), rb_entry_cmp);
+    p->moves = calloc((size_t)(p->num_ent > 0 ? p->num_ent : 1), sizeof(*p->moves));
+    if (p->moves == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the move list");
+    }
+    for (int i = 0, k = 0; i < p->num_ent; i++) {
+        const moe_cfg_replica_t *x = &p->ent[i];
+        int l = x->set - 1, nold = moe_cfg_replicas_of(live, l, x->expert, oldr);
+        k = i > 0 && p->ent[i - 1].set == x->set && p->ent[i - 1].expert == x->expert ? k : 0;
+        if (!rb_holds(oldr, nold, x->rank) && nold > 0) {
+            p->moves[p->num_moves++] = (rb_move_t){
+                .layer = l, .expert = x->expert, .src = oldr[k++ % nold], .dst = x->rank};
+        }
+    }
+    return MOE_OK;
+}
+
+static moe_expert_weights_t *rb_find(moe_layer_weights_t *lw, int expert)
+{
+    for (int i = 0; i < lw->num_local; i++) {
+        if (lw->experts[i].id == expert) {
+            return &lw->experts[i];
+        }
+    }
+    return NULL;
+}
+
+/* The four arrays of one expert as held (BF16 matrices when the rank holds BF16 plain
+ * copies, F32 biases only with swiglu_oai): addresses, lengths and MPI types. */
+static int rb_parts(const moe_config_t *cfg, moe_expert_weights_t *ew, void *ptr[4],
+                    int64_t len[4], MPI_Datatype type[4])
+{
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    bool bf16 = ew->w13_bf16 != NULL;
+    ptr[0] = bf16 ? (void *)ew->w13_bf16 : (void *)ew->w13;
+    len[0] = (cfg->activation == MOE_ACT_GELU ? F : 2 * F) * H;
+    ptr[1] = bf16 ? (void *)ew->w2_bf16 : (void *)ew->w2;
+    len[1] = H * F;
+    type[0] = type[1] = bf16 ? MPI_UINT16_T : MPI_FLOAT;
+    ptr[2] = ew->b13;
+    len[2] = 2 * F;
+    ptr[3] = ew->b2;
+    len[3] = H;
+    type[2] = type[3] = MPI_FLOAT;
+    return ew->b13 != NULL ? 4 : 2;
+}
+
+/* Step 3's buffers: every move this rank receives gets its own expert. Agreed (a rank
+ * that cannot allocate fails every rank before any weight moves). */
+static moe_status_t rb_alloc(const moe_config_t *live, moe_dtype_t store, rb_plan_t *p, int rank,
+                             MPI_Comm comm, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    for (int i = 0; i < p->num_moves && st == MOE_OK; i++) {
+        rb_move_t *m = &p->moves[i];
+        if (m->dst == rank) {
+            st = moe_weights_expert_alloc(live, m->expert, store, &m->got, err);
+        }
+    }
+    int mine = st != MOE_OK, any = 0;
+    MPI_Request req;
+    moe_status_t mst = MOE_MPI(MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm, &req),
+                               st == MOE_OK ? err : NULL);
+    if (mst == MOE_OK) {
+        mst = moe_wait_request(&req, "the rebalancing agreement", st == MOE_OK ? err : NULL);
+    }
+    if (st == MOE_OK && mst == MOE_OK && any) {
+        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "another rank could not allocate the "
+                           "experts it gains in the rebalance");
+    }
+    return st != MOE_OK ? st : mst;
+}
+
+/* Step 3: the weights move. Both ends post in move-list order with one tag, so MPI's
+ * ordering between a pair of ranks matches every message with its part. */
+static moe_status_t rb_transfer(const moe_config_t *live, moe_weights_t *w, rb_plan_t *p,
+                                int rank, MPI_Comm comm, moe_error_t *err)
+{
+    MPI_Request *reqs = calloc((size_t)(4 * p->num_moves + 1), sizeof(MPI_Request));
+    int *peers = calloc((size_t)(4 * p->num_moves + 1), sizeof(int));
+    moe_status_t st = reqs && peers ? MOE_OK
+                                    : moe_error_set(err, MOE_ERR_NO_MEMORY,
+                                                    "cannot allocate the move requests");
+    int nreq = 0;
+    for (int i = 0; i < p->num_moves && st == MOE_OK; i++) {
+        rb_move_t *m = &p->moves[i];
+        moe_expert_weights_t *ew = m->dst == rank ? &m->got
+                                   : m->src == rank ? rb_find(&w->layers[m->layer], m->expert)
+                                                    : NULL;
+        if (ew == NULL && m->src == rank) {
+            st = moe_error_set(err, MOE_ERR_INTERNAL, "rank %d should send expert %d of layer "
+                               "%d but does not hold it", rank, m->expert, m->layer);
+        }
+        void *ptr[4];
+        int64_t len[4];
+        MPI_Datatype type[4];
+        int parts = ew != NULL ? rb_parts(live, ew, ptr, len, type) : 0;
+        for (int k = 0; k < parts && st == MOE_OK; k++) {
+            if (len[k] > INT_MAX) {
+                st = moe_error_set(err, MOE_ERR_INVALID_ARG, "an expert tensor of %lld floats "
+                                   "is too large to move in one message", (long long)len[k]);
+            } else if (m->dst == rank) {
+                st = MOE_MPI(MPI_Irecv(ptr[k], (int)len[k], type[k], m->src, REBALANCE_TAG,
+                                       comm, &reqs[nreq]), err);
+                peers[nreq++] = m->src;
+            } else {
+                st = MOE_MPI(MPI_Isend(ptr[k], (int)len[k], type[k], m->dst, REBALANCE_TAG,
+                                       comm, &reqs[nreq]), err);
+                peers[nreq++] = m->dst;
+            }
+        }
+    }
+    if (st == MOE_OK) {
+        st = moe_wait_all(reqs, peers, nreq, "the expert weights' moves (rebalancing)", err);
+    }
+    free(reqs);
+    free(peers);
+    return st;
+}
+
+/* Step 4 on this rank's weights: each layer's new table (ids ascending, as the placement
+ * lists them), kept copies moved over, arrived ones taken, the rest freed. */
+static moe_status_t rb_switch_weights(moe_weights_t *w, rb_plan_t *p, int rank, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    size_t held = 0;
+    for (int l = 0; l < w->num_layers && st == MOE_OK; l++) {
+        moe_layer_weights_t *lw = &w->layers[l];
+        int n = 0;
+        for (int i = 0; i < p->num_ent; i++) {
+            n += p->ent[i].set == l + 1 && p->ent[i].rank == rank;
+        }
+        moe_expert_weights_t *nx = calloc((size_t)(n > 0 ? n : 1), sizeof(*nx));
+        if (nx == NULL) {
+            return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate an expert table");
+        }
+        int k = 0;
+        for (int i = 0; i < p->num_ent; i++) {
+            const moe_cfg_replica_t *x = &p->ent[i];
+            if (x->set != l + 1 || x->rank != rank) {
+                continue;
+            }
+            moe_expert_weights_t *old = rb_find(lw, x->expert);
+            for (int j = 0; old == NULL && j < p->num_moves; j++) {
+                rb_move_t *m = &p->moves[j];
+                if (m->layer == l && m->expert == x->expert && m->dst == rank) {
+                    old = &m->got;
+                }
+            }
+            nx[k++] = *old; /* a copy held before or one that arrived: rb_moves saw to it */
+            memset(old, 0, sizeof(*old));
+            old->id = -1; /* taken: not found again, not freed below */
+        }
+        for (int i = 0; i < lw->num_local; i++) {
+            moe_weights_expert_free(&lw->experts[i]); /* the copies it no longer holds */
+        }
+        free(lw->experts);
+        lw->experts = nx;
+        lw->num_local = n;
+        held += (size_t)n;
+    }
+    w->expert_bytes = held * w->bytes_per_expert;
+    return st;
+}
+
+static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_t *w,
+                           MPI_Comm comm, int rank, rb_plan_t *p, moe_rebalance_result_t *res,
+                           moe_error_t *err)
+{
+    moe_status_t st = rb_reduce(rb, comm, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    p->n = moe_cfg_expert_ranks(live, rb->W, p->ranks);
+    double rows[MOE_MAX_RANKS], demand = 0;
+    for (int j = 0; j < p->n; j++) {
+        rows[j] = (double)rb->sum[(size_t)rb->L * (size_t)rb->E + (size_t)p->ranks[j]];
+    }
+    for (int i = 0; i < rb->L * rb->E; i++) {
+        demand += (double)rb->sum[i];
+    }
+    res->before = res->after = moe_eplb_max_mean(rows, p->n);
+    if (p->n < 2 || demand == 0) {
+        return MOE_OK; /* nothing to balance: one expert rank, or no token routed */
+    }
+    st = rb_place(rb, live, p, &res->after, err);
+    if (st == MOE_OK) {
+        st = rb_moves(live, p, err);
+    }
+    if (st == MOE_OK) {
+        st = rb_alloc(live, w->store, p, rank, comm, err);
+    }
+    if (st == MOE_OK) {
+        st = rb_transfer(live, w, p, rank, comm, err);
+    }
+    if (st == MOE_OK) {
+        st = rb_switch_weights(w, p, rank, err);
+    }
+    if (st == MOE_OK && w->store == MOE_DTYPE_BF16 && live->device == MOE_DEVICE_CPU) {
+        st = moe_expert_cpu_pack(live, w, err); /* the arrived experts (BF16 compute) */
+    }
+    if (st == MOE_OK) {
+        st = moe_cfg_set_layer_sets(live, p->ent, p->num_ent, err);
+    }
+    res->moved = p->num_moves;
+    res->bytes = (int64_t)p->num_moves * (int64_t)w->bytes_per_expert;
+    return st;
+}
+
+moe_status_t moe_rebalance_apply(moe_rebalance_t *rb, moe_config_t *live, moe_weights_t *w,
+                                 MPI_Comm comm, int rank, moe_rebalance_result_t *res,
+                                 moe_error_t *err)
+{
+    rb_plan_t *p = calloc(1, sizeof(*p));
+    moe_rebalance_result_t r = {.begin_ns = moe_now_ns()};
+    moe_status_t st = p != NULL ? MOE_OK
+                                : moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the plan");
+    if (st == MOE_OK) {
+        st = rb_run(rb, live, w, comm, rank, p, &r, err);
+    }
+    for (int i = 0; p != NULL && i < p->num_moves; i++) {
+        moe_weights_expert_free(&p->moves[i].got); /* what was not taken (errors) */
+    }
+    if (p != NULL) {
+        free(p->ent);
+        free(p->moves);
+    }
+    free(p);
+    r.end_ns = moe_now_ns();
+    if (st == MOE_OK) {
+        *res = r;
+    }
+    return st;
+}

@@ -1,0 +1,62 @@
+/* Online rebalancing (runtime.rebalance_every N, runtime.redundant_experts R): every N steps
+ * the ranks agree on a new placement from the last window's router counts and move expert
+ * weights to where it puts them, between two steps.
+ *
+ * 1. One reduction (sum) of every rank's window: per layer per expert the choices its
+ *    routing ranks made (the router's demand, before capacity), and per rank the rows its
+ *    experts computed. Every rank then holds the same counts.
+ * 2. Every rank computes the same placement from them with the EPLB packing (moe/eplb.h:
+ *    `moed plan`'s code), per layer, on the expert ranks (moe_cfg_expert_ranks), R extra
+ *    copies per layer, slots ceil((E + R) / expert ranks) per rank per layer.
+ * 3. A rank gaining an expert gets its weights point to point (MPI_Isend/Irecv through
+ *    MOE_MPI, waited with transport/wait.h) from a rank that holds it now (the k-th gained
+ *    copy of expert e comes from old holder k mod holders); a rank keeps its old copies until
+ *    every move has arrived, then drops those the new placement does not give it.
+ * 4. The new sets become placement.layers of the engine's live config
+ *    (moe_cfg_set_layer_sets): the plan and the counts exchange use them from the next step.
+ * The output does not change: the plan splits a replicated expert's tokens by global token
+ * index whatever the placement (layer/plan.h). */
+#ifndef MOE_REBALANCE_H
+#define MOE_REBALANCE_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moe/config.h"
+#include "moe/status.h"
+#include "model/weights.h"
+
+typedef struct moe_rebalance {
+    int L, E, W;
+    int64_t *window; /* [L * E + W]: demand per (layer, expert), then rows per rank */
+    int64_t *sum;    /* the same summed over the ranks */
+} moe_rebalance_t;
+
+/* One rebalance, the same on every rank except the times. */
+typedef struct moe_rebalance_result {
+    int64_t moved;          /* expert copies sent to a rank that lacked them, all layers */
+    int64_t bytes;          /* moved x bytes of one expert's weights */
+    int64_t begin_ns, end_ns; /* on this rank: reduction, packing, moves, switch */
+    double before;          /* max / mean of the expert ranks' rows over the window */
+    double after;           /* the same predicted for the new placement (EPLB's model:
+                               an expert's load split evenly over its copies) */
+} moe_rebalance_result_t;
+
+moe_status_t moe_rebalance_init(moe_rebalance_t *rb, const moe_config_t *cfg, int world,
+                                moe_error_t *err);
+void moe_rebalance_destroy(moe_rebalance_t *rb); /* accepts a zeroed struct */
+
+/* Add one layer's forward to the window: demand [E] (the plan's expert_demand), and
+ * expert_rows [num_local] computed on `rank`. */
+void moe_rebalance_account(moe_rebalance_t *rb, int layer, const int32_t *demand,
+                           const int64_t *expert_rows, int num_local, int rank);
+
+/* Steps 1-4 above. Collective over comm; live is the config the layer and w were built
+ * from (its placement.layers sets are replaced). An error is every rank's (a move that
+ * fails on one rank fails the run, as a lost peer does). */
+moe_status_t moe_rebalance_apply(moe_rebalance_t *rb, moe_config_t *live, moe_weights_t *w,
+                                 MPI_Comm comm, int rank, moe_rebalance_result_t *res,
+                                 moe_error_t *err);
+
+#endif /* MOE_REBALANCE_H */
