@@ -53,6 +53,8 @@ case "$1" in
   # placement changes (with replicas), the output does not.
   rebalance_master)
     SKEW=1.5 STEPS=7 CHUNKS=2 small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 2/' > c.yaml ;;
+  rebalance_bf16) # weights held in BF16 (compute bf16 where the CPU has it): plain copies move
+    SKEW=1.5 STEPS=7 small_model | sed 's/^model:/model:\n  dtype: bf16/; s/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 2/' > c.yaml ;;
   rebalance_symmetric)
     ROUTING=symmetric TOKENS=100 CF=1.0 SKEW=1.5 STEPS=7 small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 3/' > c.yaml ;;
   *) fail "unknown case $1" ;;

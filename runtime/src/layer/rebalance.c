@@ -13,6 +13,10 @@
 #include "transport/wait.h"
 
 enum { REBALANCE_TAG = 4251 };
+/* A new placement is taken only when it cuts the predicted max/mean by this share or more:
+ * below it, moving weights buys nothing measurable (a skewed run's later rebalances
+ * predicted 1.02 -> 1.01 and moved experts for it). */
+#define REBALANCE_MIN_GAIN 0.02
 
 /* One copy of expert `expert` of layer `layer` moving from rank src to rank dst. */
 typedef struct rb_move {
@@ -338,6 +342,10 @@ static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_
         return MOE_OK; /* nothing to balance: one expert rank, or no token routed */
     }
     st = rb_place(rb, live, p, &res->after, err);
+    if (st == MOE_OK && res->after > res->before * (1.0 - REBALANCE_MIN_GAIN)) {
+        res->after = res->before; /* not worth moving weights: the placement stays */
+        return MOE_OK;
+    }
     if (st == MOE_OK) {
         st = rb_moves(live, p, err);
     }

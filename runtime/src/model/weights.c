@@ -390,6 +390,9 @@ static void stage_to_bf16(const load_ctx_t *c, moe_expert_weights_t *ew)
     if (ew->b13 != NULL) {
         memcpy(ew->b13, c->tmp.b13, (size_t)(2 * F) * sizeof(float));
         memcpy(ew->b2, c->tmp.b2, (size_t)H * sizeof(float));
+    }
+}
+
 moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_dtype_t store,
                                       moe_expert_weights_t *ew, moe_error_t *err)
 {
