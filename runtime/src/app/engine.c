@@ -459,7 +459,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
     eng->steps_planned = steps;
     moe_wait_set_where(0, 0, "start barrier");
     moe_status_t st = moe_wait_barrier(eng->comm, err);
-    int64_t t0 = moe_now_ns(), last_print = t0;
+    int64_t t0 = moe_now_ns(), last_print = t0, cpu0 = moe_cpu_ns();
     for (int64_t s = 0; (steps == 0 || s < steps) && st == MOE_OK; s++) { /* 0: no end */
         moe_stop_alive(moe_now_ns());
         moe_watchdog_tick(); /* a stop passed on by another rank, a fault to report */
@@ -505,6 +505,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
         test_pause(eng->rank, "end");
     }
     eng->run_ns = moe_now_ns() - t0;
+    eng->run_cpu_ns = moe_cpu_ns() - cpu0;
     if (show && eng->steps_done > 0) {
         engine_progress(eng, eng->steps_done - 1, steps, t0, &last_print, true);
     }
