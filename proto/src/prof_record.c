@@ -27,7 +27,7 @@ enum {
     SEC_MEMORY = 11,
     SEC_OVERLAP = 12, /* version 2 */
     SEC_SHARED = 13,  /* version 2, added later: written before OVERLAP */
-    SEC_CPU = 14,     /* version 2, added later: written last */
+    SEC_CPU = 14,     /* version 2, added later: written before OVERLAP */
     SEC_LAST = SEC_CPU,
 };
 
@@ -294,8 +294,8 @@ void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
     encode_stats(rec, w);
     encode_lists(rec, w);
     encode_shared(rec, w);
-    encode_overlap(rec, w);
     encode_cpu(rec, w);
+    encode_overlap(rec, w);
     if (w->ok) {
         moe_wbuf_patch_u64(w, start + 16, (uint64_t)(w->len - payload));
         moe_wbuf_patch_u64(w, start + 24, moe_hash64(w->data + payload, w->len - payload));

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app/bind.h"
 #include "moe/clock.h"
 #include "expert/expert.h"
 #include "expert/gemm.h"
@@ -293,6 +294,10 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     st = moe_agree(comm, st, err);
     if (st == MOE_OK) {
         st = engine_hosts(eng, err);
+    }
+    if (st == MOE_OK) { /* before the weights are made: their pages land near the core */
+        moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
+                       &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
     }
     if (st == MOE_OK) {
         moe_transport_device_t dev = {
