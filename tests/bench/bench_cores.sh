@@ -104,5 +104,5 @@ for b in $bindings; do
   awk -v b="$b" -v m="$m" -v lo="$lo" -v hi="$hi" -v n="${#tps[@]}" -v ranks="$ranks" \
       -v tog="$(median "${together[@]}")" 'BEGIN {
     printf "  %s: median tokens/s %.0f over %d runs (spread %.0f%% of it); median cores busy:%s; expert ranks together %.2f\n",
-           b, m, n, m > 0 ? 100 * (hi - lo) / m : 0, ranks, tog }'
+           b, m, n, (m > 0 ? 100 * (hi - lo) / m : 0), ranks, tog }'
 done
