@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench_cores.sh [MOED] [CONFIG] [REPS] [BINDINGS]: which process binding serves the ranks
 # best when they outnumber the cores (3 ranks on 2 cores for configs/experts.yaml).
-# For each binding, runs CONFIG REPS times (default 5) with `moed --bench` (profiler off)
-# and prints every run's tokens/s and each rank's CPU share (process CPU time over wall time
+# Runs CONFIG REPS times (default 5) for each binding with `moed --bench` (profiler off),
+# the bindings taken in turn within each round, and prints every run's tokens/s and each rank's CPU share (process CPU time over wall time
 # over the run: the cores it kept busy), then the median tokens/s, its spread (min-max as %
 # of the median) and the median CPU share per rank and of the expert ranks together.
 # BINDINGS: space-separated names from the table below (default: all). A benchmark, not a
@@ -64,45 +64,55 @@ echo "config: $config ($np ranks), $reps runs per binding; load average now: $(c
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
+# Round robin: run i of every binding, then run i+1, so drift in the machine's load (other
+# jobs) hits every binding alike.
+declare -A tps together share
 for b in $bindings; do
-  flags=$(flags_of "$b") || { echo "bench_cores.sh: unknown binding '$b'" >&2; exit 2; }
-  cfg=$(config_of "$b")
-  cmd="mpirun $flags -np $np $moed --config $cfg --no-progress --bench"
+  flags_of "$b" > /dev/null || { echo "bench_cores.sh: unknown binding '$b'" >&2; exit 2; }
+  echo "$b: mpirun $(flags_of "$b") -np $np $moed --config $(config_of "$b") --no-progress --bench"
+done
+for ((i = 1; i <= reps; i++)); do
   echo
-  echo "== $b: $cmd"
-  tps=() together=() declare_ranks=()
-  unset share; declare -A share
-  for ((i = 1; i <= reps; i++)); do
+  echo "== round $i (load average $(cut -d' ' -f1 /proc/loadavg))"
+  for b in $bindings; do
     # shellcheck disable=SC2086
-    if ! $cmd > "$work/out" 2>&1; then
-      echo "  run $i failed: $(grep -v -e "^-*$" -e "^ *$" "$work/out" | head -2 | tr "\n" " ")"
+    if ! mpirun $(flags_of "$b") -np "$np" "$moed" --config "$(config_of "$b")" --no-progress \
+        --bench > "$work/out" 2>&1; then
+      echo "  $b: failed: $(grep -v -e "^-*$" -e "^ *$" "$work/out" | head -2 | tr "\n" " ")"
       continue
     fi
     t=$(sed -n 's/^bench: tokens\/s *//p' "$work/out")
     line=$(sed -n 's/^bench: CPU per rank, cores busy *//p' "$work/out")
     sum=$(sed -n 's/^bench: CPU, expert ranks together *\([0-9.]*\).*/\1/p' "$work/out")
-    tps+=("$t")
-    together+=("$sum")
+    tps[$b]="${tps[$b]:-} $t"
+    together[$b]="${together[$b]:-} $sum"
     for r in $(seq 0 $((np - 1))); do
       v=$(echo "$line" | grep -oE "rank $r [0-9.]+" | awk '{print $3}')
-      share[$r]="${share[$r]:-} $v"
+      share[$b.$r]="${share[$b.$r]:-} $v"
     done
-    echo "  run $i: $t tokens/s; cores busy: $line; expert ranks together $sum"
+    echo "  $b: $t tokens/s; cores busy: $line; expert ranks together $sum"
   done
-  if [[ ${#tps[@]} -eq 0 ]]; then
-    echo "  $b: no run completed"
+done
+echo
+for b in $bindings; do
+  if [[ -z ${tps[$b]:-} ]]; then
+    echo "$b: no run completed"
     continue
   fi
-  m=$(median "${tps[@]}")
-  lo=$(printf '%s\n' "${tps[@]}" | sort -g | head -1)
-  hi=$(printf '%s\n' "${tps[@]}" | sort -g | tail -1)
+  # shellcheck disable=SC2086
+  set -- ${tps[$b]}
+  n=$#
+  m=$(median "$@")
+  lo=$(printf '%s\n' "$@" | sort -g | head -1)
+  hi=$(printf '%s\n' "$@" | sort -g | tail -1)
   ranks=""
   for r in $(seq 0 $((np - 1))); do
     # shellcheck disable=SC2086
-    ranks+=" rank $r $(median ${share[$r]})"
+    ranks+=" rank $r $(median ${share[$b.$r]})"
   done
-  awk -v b="$b" -v m="$m" -v lo="$lo" -v hi="$hi" -v n="${#tps[@]}" -v ranks="$ranks" \
-      -v tog="$(median "${together[@]}")" 'BEGIN {
-    printf "  %s: median tokens/s %.0f over %d runs (spread %.0f%% of it); median cores busy:%s; expert ranks together %.2f\n",
+  # shellcheck disable=SC2086
+  tog=$(median ${together[$b]})
+  awk -v b="$b" -v m="$m" -v lo="$lo" -v hi="$hi" -v n="$n" -v ranks="$ranks" -v tog="$tog" 'BEGIN {
+    printf "%s: median tokens/s %.0f over %d runs (spread %.0f%% of it); median cores busy:%s; expert ranks together %.2f\n",
            b, m, n, (m > 0 ? 100 * (hi - lo) / m : 0), ranks, tog }'
 done
