@@ -295,7 +295,7 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     if (st == MOE_OK) {
         st = engine_hosts(eng, err);
     }
-    if (st == MOE_OK) { /* before the weights are made: their pages land near the core */
+    if (st == MOE_OK) { /* before the weights are made: that work runs pinned too */
         moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
                        &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
     }
