@@ -34,7 +34,8 @@ options:
   --map-by POLICY mpirun --map-by (default: slot, i.e. consecutive ranks share a node)
   --bind-to WHAT  mpirun --bind-to (default: none, so runtime.threads BLAS threads of a
                   rank are not pinned to one core; use core with threads: 1 and a core per
-                  slot)
+                  slot). With none, moed's runtime.bind (default auto) pins the ranks of a
+                  node that has fewer cores than they need (README "Binding")
   --dry-run       print the mpirun line and exit
   -h, --help      this text
 

@@ -27,7 +27,8 @@ enum {
     SEC_MEMORY = 11,
     SEC_OVERLAP = 12, /* version 2 */
     SEC_SHARED = 13,  /* version 2, added later: written before OVERLAP */
-    SEC_LAST = SEC_SHARED,
+    SEC_CPU = 14,     /* version 2, added later: written before OVERLAP */
+    SEC_LAST = SEC_CPU,
 };
 
 /* Bounds a decoder accepts, beyond which a record is rejected as corrupt. */
@@ -267,6 +268,16 @@ static void encode_shared(const moe_prof_record_t *rec, moe_wbuf_t *w)
     section_end(w, at);
 }
 
+static void encode_cpu(const moe_prof_record_t *rec, moe_wbuf_t *w)
+{
+    size_t at = section_begin(w, SEC_CPU);
+    moe_wbuf_i64(w, rec->cpu_steps_ns);
+    moe_wbuf_i64(w, rec->wall_steps_ns);
+    moe_wbuf_i64(w, rec->cpu_run_ns);
+    moe_wbuf_i64(w, rec->wall_run_ns);
+    section_end(w, at);
+}
+
 void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
 {
     size_t start = w->len;
@@ -283,6 +294,7 @@ void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
     encode_stats(rec, w);
     encode_lists(rec, w);
     encode_shared(rec, w);
+    encode_cpu(rec, w);
     encode_overlap(rec, w);
     if (w->ok) {
         moe_wbuf_patch_u64(w, start + 16, (uint64_t)(w->len - payload));
@@ -548,6 +560,28 @@ static moe_status_t decode_shared(dec_t *d, moe_rbuf_t *r)
     return MOE_OK;
 }
 
+/* CPU: process CPU time against wall time, over the recorded steps and the whole run. A
+ * later writer may append fields to the body; they are ignored. */
+static moe_status_t decode_cpu(dec_t *d, moe_rbuf_t *r)
+{
+    moe_prof_record_t *rec = d->rec;
+    int64_t v[4];
+    for (int i = 0; i < 4; i++) {
+        v[i] = moe_rbuf_i64(r);
+    }
+    if (!r->ok) {
+        return dec_fail(d, r, MOE_ERR_TRUNCATED, "cpu section cut short");
+    }
+    if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0) {
+        return dec_fail(d, r, MOE_ERR_FORMAT, "cpu or wall time negative");
+    }
+    rec->cpu_steps_ns = v[0];
+    rec->wall_steps_ns = v[1];
+    rec->cpu_run_ns = v[2];
+    rec->wall_run_ns = v[3];
+    return MOE_OK;
+}
+
 /* OVERLAP: a later writer may append fields to the body; they are ignored. */
 static moe_status_t decode_overlap(dec_t *d, moe_rbuf_t *r)
 {
@@ -653,6 +687,8 @@ moe_status_t moe_prof_record_decode(const void *data, size_t len, moe_prof_recor
             st = decode_overlap(&d, &sec);
         } else if (tag == SEC_SHARED) {
             st = decode_shared(&d, &sec);
+        } else if (tag == SEC_CPU) {
+            st = decode_cpu(&d, &sec);
         } /* else: a section from a newer writer; skipped */
     }
     if (st == MOE_OK && !d.have_ident) {

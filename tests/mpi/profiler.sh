@@ -101,6 +101,59 @@ assert f["straggler_threshold"] == 1.1, f
 assert (f["straggler_rank"] is None) == (f["straggler_ratio"] < 1.1), f
 PY
     ;;
+  cpu_share)  # each rank's CPU share (CPU time / wall time) against known cases
+    # 1. The master made to sleep 200 ms in each layer's gate (MOED_TEST_GATE_DELAY_MS, not
+    #    compute): its share is near 0; the expert ranks only wait for it meanwhile, and a
+    #    wait naps (moe/poll.h), so theirs is low too.
+    PROF=true STEPS=4 LAYERS=2 small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3/' > sleep.yaml
+    MOED_TEST_GATE_DELAY_MS=0:200 mpirun_moed 3 --config sleep.yaml --no-progress > sleep.log 2>&1 \
+      || { cat sleep.log; fail "run with a sleeping master failed"; }
+    sleep_dir=$(run_dir)
+    # 2. One rank that hosts every expert and never waits: it computes the whole step, so
+    #    its share is that of a busy single-threaded process (runtime.threads 1): at most 1,
+    #    and well above the sleeping rank's (how far below 1 depends on the machine's load:
+    #    near 1 on an idle machine, 0.16 seen while other jobs held both cores).
+    PROF=true H=512 F=2048 E=4 TOKENS=2048 STEPS=4 small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3/' > busy.yaml
+    "$MOED" --config busy.yaml --no-progress > busy.log 2>&1 || { cat busy.log; fail "one-rank run failed"; }
+    busy_dir=$(run_dir)
+    # 3. The default shape of job, scaled down: the master, which hosts no experts, waits
+    #    while the expert ranks compute; its share is well below 1 and below theirs.
+    PROF=true H=512 F=2048 E=4 TOKENS=1024 STEPS=4 small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3/' > norm.yaml
+    mpirun_moed 3 --config norm.yaml --no-progress > norm.log 2>&1 || { cat norm.log; fail "3-rank run failed"; }
+    norm_dir=$(run_dir)
+    python3 - "$sleep_dir" "$busy_dir" "$norm_dir" <<'PY' || fail "CPU shares not as known"
+import json, sys
+def cores(d):
+    s = json.load(open(d + "/summary.json"))
+    return {r["rank"]: r["cpu_cores"] for r in s["ranks"]}
+sleep, busy, norm = (cores(d) for d in sys.argv[1:4])
+print("sleeping master:", sleep)
+print("one busy rank:  ", busy)
+print("3 ranks:        ", norm)
+for c in list(sleep.values()) + list(busy.values()) + list(norm.values()):
+    assert c["recorded_steps"] is not None and c["run"] is not None, c
+    assert 0 <= c["recorded_steps"] <= 1.1 and 0 <= c["run"] <= 1.1, c  # 1 thread each
+assert sleep[0]["recorded_steps"] < 0.1, sleep[0]
+# it cannot have been on a CPU while it slept: share <= (step - 2 x 200 ms) / step
+s0 = json.load(open(sys.argv[1] + "/summary.json"))["ranks"][0]
+step_ms = s0["phases_ms"]["step"]["mean"]
+assert step_ms >= 400 and sleep[0]["recorded_steps"] <= 1 - 400 / step_ms + 0.02, (step_ms, sleep[0])
+assert sleep[1]["recorded_steps"] < 0.35 and sleep[2]["recorded_steps"] < 0.35, sleep
+# busy: a share that only the machine's load keeps below 1 (no absolute floor: other jobs
+# may hold the cores), far above a rank that sleeps
+assert busy[0]["recorded_steps"] > 3 * sleep[0]["recorded_steps"], (busy, sleep)
+assert norm[0]["recorded_steps"] < 0.5, norm[0]
+assert norm[0]["recorded_steps"] < min(norm[1]["recorded_steps"], norm[2]["recorded_steps"]), norm
+txt = open(sys.argv[1] + "/summary.txt").read()
+assert "CPU per rank" in txt and txt.count(" cores") >= 6, txt[-1500:]
+rank = open(sys.argv[1] + "/summary_rank_1.txt").read()
+assert "whole run: cpu " in rank, rank[-800:]
+assert 'id="cpu"' in open(sys.argv[1] + "/report.html").read()
+PY
+    ;;
   conservation)  # experts receive tokens*k - dropped; bytes i->j sent == j-from-i received
     PROF=true CF=1.0 SKEW=1.5 ROUTING=symmetric TOKENS=120 STEPS=6 small_model \
       | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3\n  wait_steps: 1\n  repeat: 0/' > c.yaml

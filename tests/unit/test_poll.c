@@ -30,6 +30,29 @@ static void test_deadline(void)
     CHECK(took >= 0.05 && took < 0.5);
 }
 
+/* The nap schedule: nothing during the spin, then an eighth of the time waited, from the
+ * first nap up to the cap, never shrinking as the wait goes on. So a stop or a peer's
+ * fault is seen within one cap (1 ms) of waiting, whatever the wait's length. */
+static void test_nap(void)
+{
+    CHECK_INT_EQ(moe_poll_nap_max_ns(), MOE_POLL_NAP_MAX_NS); /* MOED_POLL_NAP_MAX_US unset */
+    CHECK_INT_EQ(moe_poll_nap_ns(0), 0);
+    CHECK_INT_EQ(moe_poll_nap_ns(MOE_POLL_SPIN_NS), 0);
+    CHECK_INT_EQ(moe_poll_nap_ns(MOE_POLL_SPIN_NS + 1), MOE_POLL_NAP_MIN_NS);
+    CHECK_INT_EQ(moe_poll_nap_ns(800000), 100000);
+    CHECK_INT_EQ(moe_poll_nap_ns(60LL * 1000000000LL), MOE_POLL_NAP_MAX_NS);
+    int64_t prev = 0;
+    bool monotone = true, bounded = true;
+    for (int64_t w = 0; w < 100000000; w += 7919) {
+        int64_t n = moe_poll_nap_ns(w);
+        monotone = monotone && n >= prev;
+        bounded = bounded && n <= MOE_POLL_NAP_MAX_NS && n <= (w > MOE_POLL_SPIN_NS ? w : 0);
+        prev = n;
+    }
+    CHECK(monotone);
+    CHECK(bounded);
+}
+
 /* A gap of over a second between two polls is this process stopped: the deadline moves and
  * the time is not counted as waited (a resumed rank does not blame its peers). */
 static void test_stopped_gap(void)
@@ -100,6 +123,7 @@ int main(int argc, char **argv)
     moe_stop_mpi_init_begin();
     MPI_Init(&argc, &argv);
     moe_stop_mpi_init_end();
+    test_nap();
     test_deadline();
     test_stopped_gap();
     test_request();

@@ -334,6 +334,10 @@ static void fill_record(moe_prof_record_t *r)
     r->hidden_ns = 140;
     r->chunks = 2;
     strcpy(r->device, "NVIDIA H200");
+    r->cpu_steps_ns = 930;
+    r->wall_steps_ns = 1000;
+    r->cpu_run_ns = 1800;
+    r->wall_run_ns = 2000;
     r->flags = MOE_PROF_FLAG_FINAL;
 }
 
@@ -397,6 +401,8 @@ static void test_record(void)
     CHECK_INT_EQ(d.hidden_ns, 140);
     CHECK_INT_EQ(d.chunks, 2);
     CHECK(strcmp(d.device, "NVIDIA H200") == 0);
+    CHECK(d.cpu_steps_ns == 930 && d.wall_steps_ns == 1000);
+    CHECK(d.cpu_run_ns == 1800 && d.wall_run_ns == 2000);
     CHECK(d.flags & MOE_PROF_FLAG_FINAL);
     moe_prof_record_free(&d);
     /* version 2 that a version-1 reader still takes (it skips OVERLAP) */
@@ -454,7 +460,44 @@ static void test_record_v1(void)
     CHECK_INT_EQ(d.rank, 2);
     CHECK_INT_EQ(d.experts[5].tokens, 512);
     CHECK(d.exchange_ns == 0 && d.hidden_ns == 0 && d.chunks == 0 && d.device[0] == '\0');
+    CHECK(d.cpu_steps_ns == 930); /* CPU stays: a version-1 reader would skip it */
     moe_prof_record_free(&d);
+    moe_wbuf_free(&w);
+    moe_prof_record_free(&r);
+}
+
+/* A record without the CPU section (an older writer) reads as not measured; one with a
+ * negative CPU time, sealed with a valid checksum, is rejected. */
+static void test_record_cpu(void)
+{
+    moe_prof_record_t r, d;
+    fill_record(&r);
+    moe_wbuf_t w;
+    moe_wbuf_init(&w);
+    moe_prof_record_encode(&r, &w);
+    size_t at = 0;
+    uint64_t len = 0;
+    moe_error_t err;
+    CHECK(find_section(&w, 14, &at, &len) && len == 32);
+    if (at + 12 + len <= w.len) {
+        uint8_t *copy = malloc(w.len);
+        memcpy(copy, w.data, w.len);
+        for (int i = 0; i < 8; i++) {
+            w.data[at + 12 + (size_t)i] = 0xff; /* cpu_steps_ns = -1 */
+        }
+        reseal(&w);
+        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_ERR_FORMAT);
+        CHECK_STR_CONTAINS(err.msg, "cpu");
+        memcpy(w.data, copy, w.len);
+        free(copy);
+        memmove(w.data + at, w.data + at + 12 + len, w.len - at - 12 - (size_t)len);
+        w.len -= 12 + (size_t)len; /* drop the section */
+        reseal(&w);
+        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_OK);
+        CHECK(d.cpu_steps_ns == 0 && d.wall_steps_ns == 0 && d.cpu_run_ns == 0);
+        CHECK_INT_EQ(d.chunks, 2);
+        moe_prof_record_free(&d);
+    }
     moe_wbuf_free(&w);
     moe_prof_record_free(&r);
 }
@@ -545,6 +588,7 @@ int main(void)
     test_sampler_device();
     test_record();
     test_record_v1();
+    test_record_cpu();
     test_record_overlap_lies();
     test_record_lies();
     return moe_test_finish("test_prof");

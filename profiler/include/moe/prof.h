@@ -20,7 +20,9 @@
  *
  * Hot path (moe_prof_layer, moe_prof_step_end outside a window end): reads clocks already
  * taken by the runtime and writes into storage allocated at create; no lock, no
- * allocation, no system call. With profiler.enabled false the runtime never calls it. */
+ * allocation, no system call but one per recorded step (the process's CPU time, read at
+ * its begin and end: the rank's CPU share). With profiler.enabled false the runtime never
+ * calls it. */
 #ifndef MOE_PROF_H
 #define MOE_PROF_H
 

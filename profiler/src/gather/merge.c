@@ -283,6 +283,12 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
     dst->dev_peak = src->dev_peak > dst->dev_peak ? src->dev_peak : dst->dev_peak;
     dst->exchange_ns += src->exchange_ns;
     dst->hidden_ns += src->hidden_ns;
+    dst->cpu_steps_ns += src->cpu_steps_ns;
+    dst->wall_steps_ns += src->wall_steps_ns;
+    if (src->wall_run_ns > 0) { /* the final part's */
+        dst->cpu_run_ns = src->cpu_run_ns;
+        dst->wall_run_ns = src->wall_run_ns;
+    }
     for (int l = 0; l < dst->num_layers; l++) {
         dst->shared_rows[l] += src->shared_rows[l];
         dst->shared_ns[l] += src->shared_ns[l];
@@ -464,6 +470,12 @@ static void merge_rank(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0)
     rk->exchange_ns += rec->phase_sum[MOE_PHASE_DISPATCH] + rec->phase_sum[MOE_PHASE_COMBINE];
     rk->inflight_ns += (double)rec->exchange_ns;
     rk->hidden_ns += (double)rec->hidden_ns;
+    rk->cpu_steps_ns += (double)rec->cpu_steps_ns;
+    rk->wall_steps_ns += (double)rec->wall_steps_ns;
+    if (rec->wall_run_ns > 0) {
+        rk->cpu_run_ns = (double)rec->cpu_run_ns;
+        rk->wall_run_ns = (double)rec->wall_run_ns;
+    }
     for (int l = 0; l < rec->num_layers && l < m->rep.num_layers; l++) {
         m->rep.layers[l].shared_rows += (uint64_t)rec->shared_rows[l];
         m->rep.layers[l].shared_ns += (double)rec->shared_ns[l];

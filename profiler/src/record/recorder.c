@@ -40,6 +40,8 @@ struct moe_prof {
     int64_t phase_acc[MOE_PHASE_COUNT];
     int64_t t0_ns;               /* first step's begin on this rank */
     bool have_t0;
+    int64_t cpu_step_ns;         /* process CPU time at the recorded step's begin */
+    int64_t run_cpu0_ns, run_wall0_ns; /* the same, and the clock, at the run's first step */
     int windows_gathered;
     double *offsets, *uncert;    /* [world] clock offsets to rank 0 */
     moe_sampler_t sampler;
@@ -142,6 +144,7 @@ static void reset_window(moe_prof_t *p)
     memset(r->msgs_recv, 0, W * sizeof(uint64_t));
     memset(r->wait_ns, 0, W * sizeof(double));
     r->exchange_ns = r->hidden_ns = 0;
+    r->cpu_steps_ns = r->wall_steps_ns = 0;
     memset(r->shared_rows, 0, (size_t)r->num_layers * sizeof(int64_t));
     memset(r->shared_ns, 0, (size_t)r->num_layers * sizeof(int64_t));
     r->num_steps = r->num_exchanges = r->num_metrics = r->num_events = 0;
@@ -371,7 +374,12 @@ void moe_prof_step_begin(moe_prof_t *p, int64_t step)
     }
     p->recorded = rec && p->profiled;
     memset(p->phase_acc, 0, sizeof(p->phase_acc));
+    if (p->run_wall0_ns == 0) { /* the run's CPU share counts from its first step */
+        p->run_wall0_ns = moe_now_ns();
+        p->run_cpu0_ns = moe_cpu_ns();
+    }
     if (p->recorded) {
+        p->cpu_step_ns = moe_cpu_ns(); /* one system call per recorded step */
         copy_layer_figures(&p->mark, &p->rec);
         p->mark_budget = p->events_budget;
         p->step_open = true;
@@ -544,6 +552,8 @@ static void record_step(moe_prof_t *p, int64_t begin_ns, int64_t end_ns)
         r->phase_max[ph] = first || v > r->phase_max[ph] ? v : r->phase_max[ph];
     }
     r->steps_recorded++;
+    r->cpu_steps_ns += moe_cpu_ns() - p->cpu_step_ns;
+    r->wall_steps_ns += end_ns - begin_ns;
     if (r->num_steps < p->cap_steps) {
         moe_rec_step_t *s = &r->steps[r->num_steps++];
         s->step = p->step;
@@ -959,6 +969,10 @@ static moe_status_t end_clock_sync(moe_prof_t *p, moe_error_t *err)
 moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
                              size_t run_dir_len, moe_error_t *err)
 {
+    if (p->run_wall0_ns > 0) { /* the run: its steps, not the end's clock sync and gather */
+        p->rec.cpu_run_ns = moe_cpu_ns() - p->run_cpu0_ns;
+        p->rec.wall_run_ns = moe_now_ns() - p->run_wall0_ns;
+    }
     moe_sampler_stop(&p->sampler);
     step_abandon(p);
     p->rec.clock_offset_end_ns = p->rec.clock_offset_ns;

@@ -237,6 +237,16 @@ double moe_report_hidden_share(const moe_rep_rank_t *k)
     return k != NULL && k->inflight_ns > 0.0 ? k->hidden_ns / k->inflight_ns : NAN;
 }
 
+double moe_report_cpu_cores(const moe_rep_rank_t *k, bool whole_run)
+{
+    if (k == NULL || !k->present) {
+        return NAN;
+    }
+    double cpu = whole_run ? k->cpu_run_ns : k->cpu_steps_ns;
+    double wall = whole_run ? k->wall_run_ns : k->wall_steps_ns;
+    return wall > 0.0 ? cpu / wall : NAN;
+}
+
 static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
 {
     double ex = 0.0, idle = 0.0, designed = 0.0, inflight = 0.0, hidden = 0.0;

@@ -69,6 +69,11 @@ typedef struct moe_rep_rank {
     double inflight_ns;
     double hidden_ns;
     int chunks;          /* runtime.chunks as this rank ran it; 0 not recorded */
+    /* This process's CPU time (all threads) against wall time, over the recorded steps and
+     * over the whole run (first step to finish); 0: not measured (an older record). Their
+     * ratio is the cores the rank kept busy: moe_rep_cpu_cores. */
+    double cpu_steps_ns, wall_steps_ns;
+    double cpu_run_ns, wall_run_ns;
     char device[64];     /* "cpu" or the GPU's name; "" not recorded */
     uint64_t rss_peak;
     uint64_t dev_peak;
@@ -351,6 +356,9 @@ moe_report_rank_bytes_t moe_report_rank_bytes(const moe_report_t *r, int rank);
 int moe_report_ranks_recorded(const moe_report_t *r);
 /* hidden / inflight of one rank, NAN when it recorded no exchange. */
 double moe_report_hidden_share(const moe_rep_rank_t *k);
+/* CPU time over wall time of one rank (the cores it kept busy), over its recorded steps or
+ * (whole_run) over the whole run; NAN when not measured (absent, or an older record). */
+double moe_report_cpu_cores(const moe_rep_rank_t *k, bool whole_run);
 void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
 /* The findings' wording shared by the headline and summary.txt, without a newline:
  * "straggler: rank 2, 1.50x the mean compute of the ranks with experts (named from 1.10x)"

@@ -1104,6 +1104,41 @@ static void html_overlap(FILE *f, const moe_report_t *r)
     fputs("</table>\n", f);
 }
 
+/* One cell: "0.93" cores, or "n/a" when not measured. */
+static void html_cores_cell(FILE *f, double cores)
+{
+    if (isfinite(cores)) {
+        fprintf(f, "<td class=\"num\">%.2f</td>", cores);
+    } else {
+        fputs("<td class=\"num\">n/a</td>", f);
+    }
+}
+
+static void html_cpu(FILE *f, const moe_report_t *r)
+{
+    fputs("<h2 id=\"cpu\">CPU per rank</h2>\n<p class=\"note\">cores kept busy = the "
+          "process's CPU time (every thread, user + system) over wall time, over the recorded "
+          "steps and over the whole run (first step to the end). A rank that only waits should "
+          "cost little; a computing rank is near its BLAS threads unless ranks share cores."
+          "</p>\n<table>\n<tr><th class=\"num\">rank</th><th>host</th><th class=\"num\">"
+          "experts</th><th class=\"num\">cores (recorded steps)</th><th class=\"num\">cores "
+          "(whole run)</th></tr>\n",
+          f);
+    for (int k = 0; k < r->world_size; k++) {
+        const moe_rep_rank_t *rk = &r->ranks[k];
+        if (!rk->present) {
+            continue;
+        }
+        fprintf(f, "<tr><td class=\"num\">%d</td><td>", k);
+        html_put(f, rk->host);
+        fprintf(f, "</td><td class=\"num\">%d</td>", rk->num_local);
+        html_cores_cell(f, moe_report_cpu_cores(rk, false));
+        html_cores_cell(f, moe_report_cpu_cores(rk, true));
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
 /* ---- balance table, footer, the file --------------------------------------------- */
 
 static uint64_t html_sum(const uint64_t *v, int n)
@@ -1161,6 +1196,7 @@ static void html_document(FILE *f, const moe_report_t *r)
     html_chart_memory(f, r);
     html_chart_steps(f, r);
     html_overlap(f, r);
+    html_cpu(f, r);
     html_balance(f, r);
     html_footer(f, r);
 }

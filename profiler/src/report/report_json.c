@@ -281,6 +281,10 @@ static void json_rank(json_w_t *w, const moe_report_t *r, int i, int32_t *ids)
     jw_num(w, "exchange_ms", json_per_step_ms(k->inflight_ns, k->steps));
     jw_num(w, "hidden_ms", json_per_step_ms(k->hidden_ns, k->steps));
     jw_num(w, "exchange_hidden_share", moe_report_hidden_share(k));
+    jw_open(w, "cpu_cores", '{', true); /* CPU time over wall time; null: not measured */
+    jw_num(w, "recorded_steps", moe_report_cpu_cores(k, false));
+    jw_num(w, "run", moe_report_cpu_cores(k, true));
+    jw_close(w, '}');
     if (k->present && k->bytes_sent != NULL && k->bytes_recv != NULL) {
         jw_u64_array(w, "bytes_sent", k->bytes_sent, r->world_size);
         jw_u64_array(w, "bytes_recv", k->bytes_recv, r->world_size);

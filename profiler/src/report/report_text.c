@@ -688,6 +688,39 @@ static void text_memory(FILE *f, const moe_report_t *r)
     }
 }
 
+/* "cpu 0.93 cores", or "cpu -" when not measured. */
+static void text_cores(char *buf, size_t n, double cores)
+{
+    if (isnan(cores)) {
+        snprintf(buf, n, "cpu -");
+    } else {
+        snprintf(buf, n, "cpu %.2f cores", cores);
+    }
+}
+
+/* Each rank's process CPU time (every thread) over its wall time: the cores it kept busy.
+ * A rank that only waits (the master in the combine) should cost little; an expert rank
+ * computing with N BLAS threads should be near N unless ranks share cores. */
+static void text_cpu(FILE *f, const moe_report_t *r)
+{
+    int hw = text_host_width(r);
+    text_rule(f, "CPU per rank (process CPU time, all threads, over wall time = cores kept busy)");
+    fprintf(f, "  %4s  %-*s  %7s  %18s  %18s\n", "rank", hw, "host", "experts",
+            "recorded steps", "whole run");
+    for (int i = 0; i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        if (!k->present) {
+            text_absent_row(f, r, i, hw);
+            continue;
+        }
+        char steps[32], run[32];
+        text_cores(steps, sizeof(steps), moe_report_cpu_cores(k, false));
+        text_cores(run, sizeof(run), moe_report_cpu_cores(k, true));
+        fprintf(f, "  %4d  %-*.*s  %7d  %18s  %18s\n", i, hw, hw, text_host(r, i), k->num_local,
+                steps, run);
+    }
+}
+
 /* ---- findings -------------------------------------------------------------------- */
 
 static void text_findings(FILE *f, const moe_report_t *r)
@@ -774,6 +807,7 @@ moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
     text_shared(f, r);
     text_comm(f, r);
     text_memory(f, r);
+    text_cpu(f, r);
     text_findings(f, r);
     return moe_report_close(f, r, "summary.txt", err);
 }
@@ -855,6 +889,15 @@ static void text_rank_memory(FILE *f, const moe_rep_rank_t *k)
             k->num_mem, first, last, lo, sum / k->num_mem, hi);
 }
 
+static void text_rank_cpu(FILE *f, const moe_rep_rank_t *k)
+{
+    char steps[32], run[32];
+    text_cores(steps, sizeof(steps), moe_report_cpu_cores(k, false));
+    text_cores(run, sizeof(run), moe_report_cpu_cores(k, true));
+    text_rule(f, "CPU (process CPU time, all threads, over wall time)");
+    fprintf(f, "  recorded steps: %s; whole run: %s\n", steps, run);
+}
+
 static void text_rank_clock(FILE *f, const moe_rep_rank_t *k)
 {
     text_rule(f, "Clock (this rank's clock minus rank 0's)");
@@ -894,6 +937,7 @@ static moe_status_t text_write_rank(const moe_report_t *r, int me, moe_error_t *
     text_experts(f, r, me);
     text_rank_peers(f, r, me);
     text_rank_memory(f, k);
+    text_rank_cpu(f, k);
     text_rank_clock(f, k);
     return moe_report_close(f, r, name, err);
 }

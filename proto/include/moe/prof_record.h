@@ -12,7 +12,9 @@
  * Versions: 1 had sections 1..11; 2 adds OVERLAP (12: exchange in flight, the part of it
  * hidden behind expert compute, runtime.chunks, the device's name) and SHARED (13: the
  * shared experts' rows and busy ns per layer, added later within version 2: a reader
- * without it skips the unknown tag, and a record without it reads as no shared experts).
+ * without it skips the unknown tag, and a record without it reads as no shared experts)
+ * and CPU (14: the process's CPU time against wall time, added later within version 2 in
+ * the same way: a record without it reads as not measured, all zeros).
  * Neither changes a byte of the others, so a version-2 record still says min_version 1 (a version-1 reader skips
  * OVERLAP as an unknown tag) and this reader takes version 1 records (OVERLAP absent: its
  * fields stay 0, chunks 0 meaning "not recorded").
@@ -118,6 +120,12 @@ typedef struct moe_prof_record {
      * shared experts), per layer; zeros when none or not recorded. */
     int64_t *shared_rows;               /* [num_layers] */
     int64_t *shared_ns;                 /* [num_layers] */
+    /* CPU (version 2, tag 14): this process's CPU time (every thread, user + system) against
+     * wall time. Over the window's recorded steps (summed, each from its begin to its end),
+     * and, in the final record, over the whole run (from the first step's begin to the
+     * finish); 0: not measured. cpu / wall is the cores the rank kept busy. */
+    int64_t cpu_steps_ns, wall_steps_ns;
+    int64_t cpu_run_ns, wall_run_ns;
 } moe_prof_record_t;
 
 /* Allocate the fixed-size arrays of a record for these dims (variable-length lists are

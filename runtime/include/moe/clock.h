@@ -13,4 +13,16 @@ static inline int64_t moe_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* CPU time of this whole process (every thread, user + system), ns. A system call (about
+ * a microsecond, not the vDSO): read it per step, not per layer. cpu / wall over a span is
+ * the cores the process kept busy. */
+static inline int64_t moe_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) {
+        return 0;
+    }
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 #endif /* MOE_CLOCK_H */

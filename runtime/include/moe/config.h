@@ -51,6 +51,7 @@ typedef enum {
 typedef enum { MOE_ROUTING_MASTER = 0, MOE_ROUTING_SYMMETRIC = 1 } moe_routing_t;
 typedef enum { MOE_TRANSPORT_MPI = 0, MOE_TRANSPORT_UCX = 1, MOE_TRANSPORT_NCCL = 2 } moe_transport_kind_t;
 typedef enum { MOE_DEVICE_CPU = 0, MOE_DEVICE_CUDA = 1 } moe_device_kind_t;
+typedef enum { MOE_BIND_AUTO = 0, MOE_BIND_NONE = 1, MOE_BIND_CORE = 2 } moe_bind_t;
 /* profiler.expert_histograms: moed_expert_seconds per (layer, expert) or per layer. */
 typedef enum {
     MOE_EXPERT_HIST_AUTO = 0,
@@ -128,6 +129,7 @@ typedef struct moe_config {
     int64_t threads;                /* BLAS threads per rank */
     moe_num_dtype_t compute_dtype;  /* runtime.compute_dtype: the experts' GEMM inputs */
     moe_num_dtype_t wire_dtype;     /* runtime.wire_dtype: rows exchanged between ranks */
+    moe_bind_t bind;                /* runtime.bind: pin ranks to cores (app/bind.h) */
     int64_t chunks;                 /* tokens of a step split for overlap */
     double step_timeout_s;          /* watchdog; 0 = off */
     int64_t rebalance_every;        /* online rebalancing every N steps; 0 = off */

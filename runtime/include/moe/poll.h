@@ -2,8 +2,13 @@
  *
  * Every wait that can block on another rank (the step's exchanges, the start-up agreement
  * and handshake, the profiler's clock sync and record gather) is a non-blocking MPI call
- * polled here: it spins 50 us (latency), then naps 20 us between tests (so a rank that only
- * waits leaves the core to ranks that compute), ends with MOE_ERR_INTERRUPTED on a stop
+ * polled here: it spins 50 us (latency), then naps between tests, each nap an eighth of the
+ * time waited so far, from 20 us up to 1 ms (MOED_POLL_NAP_MAX_US overrides the cap, for
+ * measurements): a rank that only waits costs almost no CPU and leaves the core to ranks
+ * that compute (3 ranks on 2 cores), while a wait overshoots its peer by at most an eighth
+ * of its length (or the cap), so a short decode step keeps its latency. A nap never runs
+ * past the deadline, and a stop request or a peer's fault is seen within one nap (<= the
+ * cap), well inside the watchdog's bounds. It ends with MOE_ERR_INTERRUPTED on a stop
  * request (when the wait honours it) and with MOE_ERR_TIMEOUT at its deadline. Time this
  * process itself spent stopped (SIGSTOP: a gap of over a second between two polls) moves
  * the deadline: a resumed rank does not blame the peers it was waiting for.
@@ -31,6 +36,15 @@ typedef struct moe_poll {
 void moe_poll_begin(moe_poll_t *p, double timeout_s, bool honour_stop);
 /* Start a wait that ends at an absolute moe_now_ns() time (0: none). */
 void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop);
+/* The first nap after the spin, the longest one, and the spin itself (ns). */
+#define MOE_POLL_SPIN_NS 50000LL
+#define MOE_POLL_NAP_MIN_NS 20000LL
+#define MOE_POLL_NAP_MAX_NS 1000000LL
+
+/* The nap after waiting waited_ns: 0 during the spin, else waited/8 within [min, cap]. */
+int64_t moe_poll_nap_ns(int64_t waited_ns);
+/* The cap in force: MOE_POLL_NAP_MAX_NS, or MOED_POLL_NAP_MAX_US (20..100000) when set. */
+int64_t moe_poll_nap_max_ns(void);
 /* One round: MOE_OK to keep waiting (after a nap once the spin is over), else
  * MOE_ERR_INTERRUPTED, MOE_ERR_TIMEOUT, or what the hook returned. Sets no message. */
 moe_status_t moe_poll_next(moe_poll_t *p);

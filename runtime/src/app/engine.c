@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "app/bind.h"
 #include "moe/clock.h"
 #include "expert/expert.h"
 #include "expert/gemm.h"
@@ -414,6 +415,10 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     if (st == MOE_OK) {
         st = engine_hosts(eng, err);
     }
+    if (st == MOE_OK) { /* before the weights are made: that work runs pinned too */
+        moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
+                       &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
+    }
     if (st == MOE_OK) {
         st = engine_dtypes(eng, err);
     }
@@ -598,7 +603,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
     eng->steps_planned = steps;
     moe_wait_set_where(0, 0, "start barrier");
     moe_status_t st = moe_wait_barrier(eng->comm, err);
-    int64_t t0 = moe_now_ns(), last_print = t0;
+    int64_t t0 = moe_now_ns(), last_print = t0, cpu0 = moe_cpu_ns();
     for (int64_t s = 0; (steps == 0 || s < steps) && st == MOE_OK; s++) { /* 0: no end */
         moe_stop_alive(moe_now_ns());
         moe_watchdog_tick(); /* a stop passed on by another rank, a fault to report */
@@ -656,6 +661,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
         test_pause(eng->rank, "end");
     }
     eng->run_ns = moe_now_ns() - t0;
+    eng->run_cpu_ns = moe_cpu_ns() - cpu0;
     if (show && eng->steps_done > 0) {
         engine_progress(eng, eng->steps_done - 1, steps, t0, &last_print, true);
     }

@@ -53,6 +53,9 @@ struct moe_engine {
     int64_t rows_sent;     /* dispatch rows, all layers and steps */
     int64_t dropped;
     int64_t run_ns;        /* first step begin to last step end (between barriers) */
+    int64_t run_cpu_ns;    /* this process's CPU time (all threads) over run_ns */
+    int pinned_cpu;        /* runtime.bind: the first CPU this rank is pinned to; -1 none */
+    char bind_desc[128];   /* "3 ranks on 2 CPUs here, pinned (runtime.bind auto)" or "" */
     moe_prof_t *prof;      /* NULL when profiler.enabled is false */
     moe_live_t *live;      /* NULL when profiler.listen is off */
     int64_t live_ns;       /* time inside the live path's hooks (also counted in prof_ns) */

@@ -367,9 +367,11 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
     double secs = (double)eng->run_ns * 1e-9;
     double steps = (double)eng->steps_done;
     double tps = steps * (double)cfg->tokens_per_step / secs;
-    printf("moed %s: %d rank%s, %s routing over %s, BLAS %s, %lld threads/rank\n", moe_version(),
-           W, W == 1 ? "" : "s", cfg->routing == MOE_ROUTING_MASTER ? "master" : "symmetric",
-           eng->transport->ops->name, moe_gemm_backend_name(), (long long)cfg->threads);
+    printf("moed %s: %d rank%s, %s routing over %s, BLAS %s, %lld threads/rank%s%s\n",
+           moe_version(), W, W == 1 ? "" : "s",
+           cfg->routing == MOE_ROUTING_MASTER ? "master" : "symmetric", eng->transport->ops->name,
+           moe_gemm_backend_name(), (long long)cfg->threads, eng->bind_desc[0] ? "; " : "",
+           eng->bind_desc);
     printf("model: %lld layers x %lld experts (top-%lld, %s), hidden %lld, ffn %lld, weights %s\n",
            (long long)cfg->num_layers, (long long)cfg->num_experts, (long long)cfg->top_k,
            cfg->activation == MOE_ACT_SWIGLU   ? "swiglu"

@@ -257,6 +257,39 @@ static moe_status_t bench_measure(moe_engine_t *eng, double sum[3], int64_t *all
     return st == MOE_OK ? moe_wait_barrier(eng->comm, err) : st;
 }
 
+/* Every rank's CPU share over the run (process CPU time, all threads, over wall time: the
+ * cores it kept busy), gathered to rank 0 and printed there with the expert ranks' sum, the
+ * figure that shows whether ranks sharing cores lose CPU to each other. Collective. */
+static moe_status_t bench_cpu_shares(const moe_engine_t *eng, moe_error_t *err)
+{
+    double mine[2] = {eng->run_ns > 0 ? (double)eng->run_cpu_ns / (double)eng->run_ns : 0.0,
+                      (double)eng->weights.layers[0].num_local};
+    double *all = eng->rank == 0 ? calloc(2 * (size_t)eng->world_size, sizeof(double)) : NULL;
+    if (eng->rank == 0 && all == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the bench's CPU table");
+    }
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Igather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, eng->comm,
+                                          &req),
+                              err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the bench's CPU gather", err);
+    }
+    if (st == MOE_OK && eng->rank == 0) {
+        double experts = 0.0, others = 0.0;
+        printf("bench: CPU per rank, cores busy       ");
+        for (int r = 0; r < eng->world_size; r++) {
+            printf("%srank %d %.2f%s", r > 0 ? ", " : "", r, all[2 * r],
+                   all[2 * r + 1] > 0 ? "" : " (no experts)");
+            *(all[2 * r + 1] > 0 ? &experts : &others) += all[2 * r];
+        }
+        printf("\nbench: CPU, expert ranks together     %.2f cores (ranks without experts %.2f)\n",
+               experts, others);
+    }
+    free(all);
+    return st;
+}
+
 moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -299,5 +332,5 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
                    run_bytes / run_ex_s * 1e-9);
         }
     }
-    return MOE_OK;
+    return bench_cpu_shares(eng, err);
 }

@@ -1,5 +1,6 @@
 #include "moe/poll.h"
 
+#include <stdlib.h>
 #include <time.h>
 
 #include "moe/clock.h"
@@ -10,10 +11,22 @@
 #define STOPPED_GAP_NS 1000000000LL
 
 static moe_poll_hook_t g_hook;
+static int64_t g_nap_max_ns = -1; /* -1: not read yet (MOED_POLL_NAP_MAX_US) */
 
 void moe_poll_set_hook(moe_poll_hook_t hook)
 {
     g_hook = hook;
+}
+
+int64_t moe_poll_nap_max_ns(void)
+{
+    if (g_nap_max_ns < 0) { /* first poll of the process (main thread) */
+        const char *env = getenv("MOED_POLL_NAP_MAX_US");
+        long us = env != NULL ? strtol(env, NULL, 10) : 0;
+        g_nap_max_ns = us >= MOE_POLL_NAP_MIN_NS / 1000 && us <= 100000 ? us * 1000LL
+                                                                        : MOE_POLL_NAP_MAX_NS;
+    }
+    return g_nap_max_ns;
 }
 
 void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop)
@@ -36,6 +49,28 @@ double moe_poll_waited_s(const moe_poll_t *p)
     return (double)(moe_now_ns() - p->start_ns - p->stopped_ns) * 1e-9;
 }
 
+int64_t moe_poll_nap_ns(int64_t waited_ns)
+{
+    if (waited_ns <= MOE_POLL_SPIN_NS) {
+        return 0;
+    }
+    int64_t nap = waited_ns / 8, cap = moe_poll_nap_max_ns();
+    nap = nap < MOE_POLL_NAP_MIN_NS ? MOE_POLL_NAP_MIN_NS : nap;
+    return nap > cap ? cap : nap;
+}
+
+/* Sleep `nap` ns, but not past the deadline (the watchdog fires on time). */
+static void poll_nap(const moe_poll_t *p, int64_t now, int64_t nap)
+{
+    if (p->deadline_ns > 0 && now + nap > p->deadline_ns) {
+        nap = p->deadline_ns - now;
+    }
+    if (nap > 0) {
+        struct timespec ts = {(time_t)(nap / 1000000000LL), (long)(nap % 1000000000LL)};
+        nanosleep(&ts, NULL);
+    }
+}
+
 moe_status_t moe_poll_next(moe_poll_t *p)
 {
     int64_t now = moe_now_ns();
@@ -54,13 +89,11 @@ moe_status_t moe_poll_next(moe_poll_t *p)
     if (p->deadline_ns > 0 && now >= p->deadline_ns) {
         return MOE_ERR_TIMEOUT;
     }
-    if (now - p->start_ns > 50000) {
-        struct timespec nap = {0, 20000};
-        nanosleep(&nap, NULL);
+    if (st == MOE_OK) {
+        poll_nap(p, now, moe_poll_nap_ns(now - p->start_ns - p->stopped_ns));
     }
     return st;
 }
-
 moe_status_t moe_poll_request(MPI_Request *req, moe_poll_t *p, moe_error_t *err)
 {
     for (;;) {

@@ -72,6 +72,7 @@ static const char *const cfg_num_dtype_names[] = {"auto", "f32", "bf16", NULL};
 static const char *const cfg_routing_names[] = {"master", "symmetric", NULL};
 static const char *const cfg_transport_names[] = {"mpi", "ucx", "nccl", NULL};
 static const char *const cfg_device_names[] = {"cpu", "cuda", NULL};
+static const char *const cfg_bind_names[] = {"auto", "none", "core", NULL};
 static const char *const cfg_expert_hist_names[] = {"auto", "expert", "layer", NULL};
 
 /* The name arrays above are indexed by enum value. */
@@ -91,6 +92,7 @@ _Static_assert(MOE_ROUTING_MASTER == 0 && MOE_ROUTING_SYMMETRIC == 1, "cfg_routi
 _Static_assert(MOE_TRANSPORT_MPI == 0 && MOE_TRANSPORT_UCX == 1 && MOE_TRANSPORT_NCCL == 2,
                "cfg_transport_names order");
 _Static_assert(MOE_DEVICE_CPU == 0 && MOE_DEVICE_CUDA == 1, "cfg_device_names order");
+_Static_assert(MOE_BIND_AUTO == 0 && MOE_BIND_NONE == 1 && MOE_BIND_CORE == 2, "cfg_bind_names order");
 _Static_assert(MOE_EXPERT_HIST_AUTO == 0 && MOE_EXPERT_HIST_EXPERT == 1 &&
                MOE_EXPERT_HIST_LAYER == 2, "cfg_expert_hist_names order");
 
@@ -162,6 +164,10 @@ static const cfg_key_t cfg_keys[] = {
     KEY_ENUM("runtime.device", device, cfg_device_names, "cpu", "where experts run"),
     KEY_INT("runtime.threads", threads, "1", 1, 256, "threads",
             "BLAS (f32) and oneDNN (bf16, OpenMP) threads per rank"),
+    KEY_ENUM("runtime.bind", bind, cfg_bind_names, "auto",
+             "pin each rank's threads to runtime.threads cores of its own: core always; auto only when "
+             "a node's ranks need more cores than it has and no one pinned them (ranks with experts "
+             "first, one per core; the rest share); none never"),
     KEY_ENUM("runtime.compute_dtype", compute_dtype, cfg_num_dtype_names, "auto",
              "type of the expert GEMMs' inputs (F32 accumulation); auto = bf16 when the "
              "weights are bf16 and the CPU has native BF16 (or on cuda), else f32"),

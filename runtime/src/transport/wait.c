@@ -27,7 +27,8 @@ void moe_wait_configure(double timeout_s, int rank, int world, const char (*host
     g_wait.rank = rank;
     g_wait.world = world;
     g_wait.hosts = hosts;
-    /* A 20 us nap would otherwise last the default 50 us of timer slack longer. */
+    /* A 20 us nap (the first after the spin) would otherwise last the default 50 us of timer
+     * slack longer. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 }
 

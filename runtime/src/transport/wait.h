@@ -1,10 +1,11 @@
 /* Waiting on MPI without wasting a core, without hanging, and without ignoring Ctrl-C.
  *
  * Every wait of the runtime on a peer goes through here, from the start-up agreement to the
- * end barrier: each is a non-blocking MPI call polled by moe/poll.h (50 us spin, then 20 us
- * naps); it returns MOE_ERR_INTERRUPTED as soon as a stop is requested (moe/stop.h); and, as
- * the watchdog, MOE_ERR_TIMEOUT once one wait has lasted runtime.step_timeout_s (60 s until
- * the config is read), with a message naming this rank, the step, layer and phase, what it
+ * end barrier: each is a non-blocking MPI call polled by moe/poll.h (50 us spin, then naps
+ * growing from 20 us to 1 ms: a waiting rank costs little CPU); it returns
+ * MOE_ERR_INTERRUPTED as soon as a stop is requested (moe/stop.h); and, as the watchdog,
+ * MOE_ERR_TIMEOUT once one wait has lasted runtime.step_timeout_s (60 s until the config
+ * is read), with a message naming this rank, the step, layer and phase, what it
  * waits on, and the ranks that no longer answer (moe/watchdog.h), reported once. */
 #ifndef MOE_WAIT_H
 #define MOE_WAIT_H

@@ -1,0 +1,118 @@
+#define _GNU_SOURCE
+#include "app/bind.h"
+
+#include <dirent.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "moe/limits.h"
+
+int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int ncpu, int threads,
+                  bool full)
+{
+    int slots = threads > 0 ? ncpu / threads : 0;
+    int nexpert = 0, order = -1;
+    for (int i = 0; i < nlocal; i++) {
+        nexpert += expert[i];
+    }
+    if (mode == MOE_BIND_NONE || slots < 1 || me < 0 || me >= nlocal) {
+        return -1;
+    }
+    if (mode == MOE_BIND_AUTO &&
+        (!full || (int64_t)nlocal * threads <= ncpu || nexpert > slots)) {
+        return -1; /* not oversubscribed, someone else pinned, or pinning would not be fair */
+    }
+    /* expert ranks first, then the others, each group in rank order */
+    int k = 0;
+    for (int pass = 0; pass < 2 && order < 0; pass++) {
+        for (int i = 0; i < nlocal; i++) {
+            if (expert[i] == (pass == 0)) {
+                order = i == me ? k : order;
+                k++;
+            }
+        }
+    }
+    return order % slots;
+}
+
+/* Move every thread of this process onto `set` (threads created later inherit it from the
+ * main thread). False if the main thread could not be moved. */
+static bool pin_all_threads(const cpu_set_t *set)
+{
+    if (sched_setaffinity(0, sizeof(*set), set) != 0) {
+        return false;
+    }
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
+        if (tid > 0) {
+            (void)sched_setaffinity(tid, sizeof(*set), set); /* a thread just gone: fine */
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return true;
+}
+
+/* The node's ranks (same host as this one) and whether each hosts experts. */
+static int local_ranks(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],
+                       bool *expert, int *me)
+{
+    int32_t *ids = malloc(sizeof(int32_t) * MOE_MAX_EXPERTS);
+    int n = 0;
+    for (int r = 0; r < world && ids != NULL; r++) {
+        if (strncmp(hosts[r], hosts[rank], 64) == 0) {
+            *me = r == rank ? n : *me;
+            expert[n++] = moe_cfg_experts_of_rank(cfg, r, ids) > 0;
+        }
+    }
+    free(ids);
+    return n;
+}
+
+void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],
+                    int *pinned_cpu, char *desc, size_t desc_len)
+{
+    *pinned_cpu = -1;
+    desc[0] = '\0';
+    cpu_set_t allowed;
+    bool *expert = calloc((size_t)world, sizeof(bool));
+    int me = -1, nlocal = 0;
+    if (expert == NULL || hosts == NULL || cfg->bind == MOE_BIND_NONE ||
+        sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+        free(expert);
+        return;
+    }
+    nlocal = local_ranks(cfg, rank, world, hosts, expert, &me);
+    int ncpu = CPU_COUNT(&allowed);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int slot = moe_bind_slot(cfg->bind, expert, nlocal, me, ncpu, (int)cfg->threads,
+                             online > 0 && ncpu == online);
+    free(expert);
+    if (slot < 0) {
+        return;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int first = -1, seen = 0;
+    for (int c = 0; c < CPU_SETSIZE && seen < (slot + 1) * (int)cfg->threads; c++) {
+        if (CPU_ISSET(c, &allowed)) {
+            if (seen >= slot * (int)cfg->threads) {
+                CPU_SET(c, &set);
+                first = first < 0 ? c : first;
+            }
+            seen++;
+        }
+    }
+    if (first >= 0 && pin_all_threads(&set)) {
+        *pinned_cpu = first;
+        snprintf(desc, desc_len, "%d ranks on %d CPUs here, pinned (runtime.bind %s)", nlocal,
+                 ncpu, cfg->bind == MOE_BIND_CORE ? "core" : "auto");
+    }
+}

@@ -1,0 +1,35 @@
+/* Pinning a rank's threads to cores of its own (runtime.bind).
+ *
+ * Three unpinned busy processes on two cores lose a good part of a core to the scheduler
+ * moving them about; pinned, the two expert ranks each keep a core and the master, which
+ * mostly waits (moe/poll.h naps), shares one. So when a node's ranks need more cores than
+ * the process may use and nobody pinned them (the affinity mask is every online CPU),
+ * `auto` pins: the node's ranks that host experts first, one slot of runtime.threads CPUs
+ * each in rank order, then the others, round robin over the slots. It leaves the ranks
+ * alone when the expert ranks alone need more slots than there are (pinning would then
+ * give two of them half a core each, worse than the scheduler's thirds). `core` pins the
+ * same way whatever the load; `none` never pins. Local: the hosts table says which ranks
+ * share this node. Every thread of the process is moved (OpenBLAS's pool, MPI's). */
+#ifndef MOE_APP_BIND_H
+#define MOE_APP_BIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "moe/config.h"
+
+/* What the rule decides for one rank, as a pure function (unit-tested):
+ * local_ranks: the node's ranks in rank order, expert[i]: whether local_ranks[i] hosts
+ * experts; me: this rank's index in local_ranks; ncpu: CPUs this process may use; full:
+ * that set is every online CPU (nobody pinned it). Returns the slot (>= 0; the CPUs
+ * [slot * threads, (slot + 1) * threads) of the allowed set, in order) or -1: do not pin. */
+int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int ncpu, int threads,
+                  bool full);
+
+/* Apply runtime.bind on this rank (hosts: [world][64], every rank's host). Never fails the
+ * run: a refused sched_setaffinity leaves the process as it was. *pinned_cpu: the first
+ * CPU of the slot, -1 when not pinned. desc: one line for the summary ("" when not pinned). */
+void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],
+                    int *pinned_cpu, char *desc, size_t desc_len);
+
+#endif /* MOE_APP_BIND_H */
