@@ -67,7 +67,10 @@ static void check_config(const moe_config_t *c, int world, const uint8_t *data, 
     CHECK_RANGE(prof_memory_sample_ms, 1, 60000);
     CHECK_RANGE(prof_trace_max_events, 1000, 100000000);
     CHECK_RANGE(activation, MOE_ACT_SWIGLU, MOE_ACT_GELU);
-    CHECK_RANGE(dtype, MOE_DTYPE_F32, MOE_DTYPE_F16);
+    CHECK_RANGE(dtype, MOE_DTYPE_F32, MOE_DTYPE_AUTO);
+    CHECK_RANGE(compute_dtype, MOE_NUM_AUTO, MOE_NUM_BF16);
+    CHECK_RANGE(wire_dtype, MOE_NUM_AUTO, MOE_NUM_BF16);
+    CHECK_RANGE(bind, MOE_BIND_AUTO, MOE_BIND_CORE);
     CHECK_RANGE(routing, MOE_ROUTING_MASTER, MOE_ROUTING_SYMMETRIC);
     CHECK_RANGE(transport, MOE_TRANSPORT_MPI, MOE_TRANSPORT_NCCL);
     CHECK_RANGE(device, MOE_DEVICE_CPU, MOE_DEVICE_CUDA);
