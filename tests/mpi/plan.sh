@@ -31,6 +31,28 @@ refuses() {
 }
 
 case "$1" in
+  checkpoint)
+    # a checkpoint run's report (model.checkpoint replaces model.weights/first_layer: the
+    # plan must neither read nor write those); routing from the checkpoint's own router
+    PY=""
+    for p in ${MOED_PYTHON:-} /usr/bin/python3 python3; do
+      if "$p" -c 'import numpy' 2>/dev/null; then PY=$p; break; fi
+    done
+    [[ -n $PY ]] || { echo "SKIP: no python3 with numpy to write the checkpoint"; exit 77; }
+    "$PY" "$(dirname "$0")/../models/make_reference.py" ck gpt_oss bf16 --tokens 16 \
+      --experts 8 --hidden 64 --ffn 128 --moe-layers 2 --min-margin 0 > make.log 2>&1 \
+      || { cat make.log; fail "make_reference.py failed"; }
+    printf 'model: {checkpoint: %s/ck}\nplacement:\n  experts: {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}\nworkload: {tokens_per_step: 128, steps: 4, input: random}\nprofiler: {enabled: true, warmup_steps: 1, output_dir: %s/experiments}\n' \
+      "$WORK" "$WORK" > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > a.log 2>&1 || { cat a.log; fail "checkpoint run failed"; }
+    A=$(run_dir); sleep 1
+    "$MOED" plan "$A" --ranks 3 --redundant 2 -o p.yaml > plan.log 2>&1 \
+      || { cat plan.log; fail "plan of a checkpoint run failed"; }
+    grep -q "^  checkpoint: " p.yaml || fail "p.yaml lacks model.checkpoint"
+    ! grep -qE "^  (weights|first_layer): " p.yaml || fail "p.yaml names model.weights/first_layer beside the checkpoint"
+    mpirun_moed 3 --config p.yaml --no-progress > b.log 2>&1 || { cat b.log; fail "planned run failed"; }
+    echo "PASS: plan of a checkpoint run, rerun"
+    ;;
   end_to_end)
     skewed_run
     "$MOED" plan "$A" --ranks 3 --redundant 2 -o p.yaml > plan.log 2>&1 \

@@ -140,7 +140,10 @@ static bool yaml_skip(const char *key, const json_t *v, bool checkpoint)
     return strcmp(key, "placement.experts") == 0 || strcmp(key, "placement.layers") == 0 ||
            strcmp(key, "profiler.profiled_ranks") == 0 ||
            (strcmp(key, "profiler.control_token") == 0 && strcmp(moe_json_str(v, ""), "none")) ||
-           (strcmp(key, "model.layers") == 0 && !checkpoint);
+           (strcmp(key, "model.layers") == 0 && !checkpoint) ||
+           /* a checkpoint run: model.checkpoint replaces them (the config refuses both) */
+           (checkpoint && (strcmp(key, "model.weights") == 0 ||
+                           strcmp(key, "model.first_layer") == 0));
 }
 
 /* "{1: [0, 1], 2: [0, 2]}" for layer l's new placement. */
@@ -252,11 +255,11 @@ static moe_status_t plan_old_config(plan_t *p, moe_error_t *err)
     char section[32] = "";
     const char *key;
     json_t *v;
+    bool ck = strcmp(moe_json_str(json_object_get(cfg, "model.checkpoint"), "none"), "none") != 0;
     json_object_foreach((json_t *)cfg, key, v) {
         const char *dot = strchr(key, '.');
         bool keep = dot != NULL && (size_t)(dot - key) < sizeof(section) &&
-                    strcmp(key, "profiler.control_token") != 0 && strcmp(key, "model.layers") != 0 &&
-                    strcmp(key, "placement.experts") != 0 && strcmp(key, "placement.layers") != 0;
+                    strcmp(key, "profiler.control_token") != 0 && !yaml_skip(key, v, ck);
         if (!keep) {
             continue;
         }

@@ -762,7 +762,9 @@ int main(int argc, char **argv)
         return moe_live_top_main(argc - 2, argv + 2, stdout);
     }
     if (argc > 1 && strcmp(argv[1], "plan") == 0) {
-        /* Reads a report folder, writes a config; needs no MPI. Exit codes: 0, 1, 2. */
+        /* Reads a report folder, writes a config; needs no MPI. Exit codes: 0, 1, 2. The
+         * report's config may name a model.checkpoint: its config.json is read again. */
+        moe_cfg_set_checkpoint_reader(moe_ckpt_read_info);
         return moe_prof_plan_main(argc - 2, argv + 2, stdout);
     }
     if (argc > 1 && strcmp(argv[1], "compare") == 0) {
