@@ -81,7 +81,7 @@ for ((i = 1; i <= reps; i++)); do
       echo "  $b: failed: $(grep -v -e "^-*$" -e "^ *$" "$work/out" | head -2 | tr "\n" " ")"
       continue
     fi
-    t=$(sed -n 's/^bench: tokens\/s *//p' "$work/out")
+    t=$(sed -n 's/^bench: tokens\/s  *\([0-9][0-9.]*\)$/\1/p' "$work/out")
     line=$(sed -n 's/^bench: CPU per rank, cores busy *//p' "$work/out")
     sum=$(sed -n 's/^bench: CPU, expert ranks together *\([0-9.]*\).*/\1/p' "$work/out")
     tps[$b]="${tps[$b]:-} $t"

@@ -7,7 +7,10 @@
 #   off   profiler.enabled false, no listen
 #   prof  profiler.enabled true (its default window schedule), no listen
 #   live  profiler.enabled true and profiler.listen 127.0.0.1:0, with /metrics and /status
-#         scraped every 0.5 s during the run (SCRAPE=0: no client)
+#         scraped every SCRAPE_S seconds (default 5; Prometheus' default interval is 60 s,
+#         15 s is common) during the run (SCRAPE=0: no client). The client is two curl
+#         processes per scrape on the same cores as the ranks: at SCRAPE_S=0.5 they cost
+#         this 2-core machine ~11% of tokens/s by themselves (SCRAPE=0 shows moed's part)
 # Prints each round, then per shape the medians, the median of the per-round ratios
 # prof/off and live/off (robust to drift between rounds), and the profiler's own
 # accounting: the share of run time inside all its hooks and inside the live path's alone
@@ -59,7 +62,7 @@ run() {
         curl -s -m 2 -o /dev/null "${url}metrics" || true
         curl -s -m 2 -o /dev/null "${url}status" || true
       fi
-      sleep 0.5
+      sleep "${SCRAPE_S:-5}"
     done
   fi
   wait "$job" || { cat "$log" >&2; exit 1; }
