@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_live.sh [MOED] [PAIRS] [NP]: what the whole profiler, live path included, costs in
-# tokens/s. For two shapes (decode: ~1 ms steps on an idle machine; prefill:
+# tokens/s. For two shapes (decode: ~0.5 ms steps on an idle machine; prefill:
 # configs/experts.yaml's model and tokens per step) it runs PAIRS (default 5) rounds on NP
 # ranks (default 2) pinned one per core (mpirun --bind-to core:overload-allowed), each
 # round one run of every variant, the order alternating from round to round:
@@ -14,7 +14,8 @@
 # Prints each round, then per shape the medians, the median of the per-round ratios
 # prof/off and live/off (robust to drift between rounds), and the profiler's own
 # accounting: the share of run time inside all its hooks and inside the live path's alone
-# (the most of any rank, as moed prints them). SHAPES="decode": one shape only; STEPS=N:
+# (the most of any rank, as moed prints them). SHAPES="decode": one shape only (decode8:
+# ~7 ms steps, weight-bandwidth bound); STEPS=N:
 # N steps per run (checking the script). Figures on a
 # shared machine are noise: compare them only from an idle one. A benchmark, not a test.
 set -euo pipefail
@@ -30,7 +31,8 @@ MPIRUN=(mpirun --oversubscribe --bind-to core:overload-allowed -np "$np")
 # shape NAME: H F TOKENS LAYERS EXPERTS STEPS
 shape() {
   case $1 in
-    decode)  echo 256 512 32 4 16 1500 ;;
+    decode)  echo 128 256 32 2 8 20000 ;;   # ~0.5 ms steps: weights stay in cache
+    decode8) echo 256 512 32 4 16 1500 ;;   # ~7 ms steps: 100 MB of weights read per step
     prefill) echo 1024 3584 2048 2 8 12 ;;
   esac
 }

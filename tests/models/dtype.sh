@@ -95,6 +95,10 @@ fallback)
   ;;
 memory)
   need_bf16
+  if [[ -n "${MOED_SANITIZED:-}" ]]; then
+    echo "SKIP: AddressSanitizer quarantines freed memory (the F32 staging), so RSS does not measure moed here"
+    exit 77
+  fi
   cat > rss_wrapper.py <<'EOF'
 import os, sys
 pid = os.fork()

@@ -3,7 +3,9 @@
  * once it has drawn, and data-n: how many of its marks carry data (heat map cells and
  * byte matrix cells with a count above 0, step-time points, memory bars above 0), which
  * the headless-browser test counts. A chart of deltas with none since the last refresh
- * shows the totals instead. */
+ * shows the totals instead; in the byte matrix, a rank whose counters have not arrived
+ * since the last refresh (they come at most every 200 ms) keeps its last row, so a fast
+ * refresh never shows a sending rank as silent. */
 #include "live/live_int.h"
 
 const char live_page_html[] =
@@ -22,7 +24,7 @@ const char live_page_html[] =
     "<canvas id=\"mem\" class=\"chart\" width=\"900\" height=\"160\"></canvas>\n"
     "<pre id=\"win\"></pre>\n"
     "<script>\n"
-    "var prev=null;\n"
+    "var prev=null,lastB=null;\n"
     "function heat(v,mx){var t=mx>0?v/mx:0;return 'rgb('+Math.round(255*t)+','+"
     "Math.round(80+100*(1-t))+','+Math.round(255*(1-t))+')';}\n"
     "function ctx(id){var c=document.getElementById(id),x=c.getContext('2d');"
@@ -45,8 +47,10 @@ const char live_page_html[] =
     "function drawBytes(d){var a=ctx('bytes'),c=a[0],x=a[1],W=d.world,mx=0,m=[];"
     "for(var s=0;s<W;s++){m.push([]);for(var t=0;t<W;t++){var v=(d.bytes[s]&&d.bytes[s][t])"
     "||0;if(prev&&prev.bytes[s]&&prev.bytes[s][t])v-=prev.bytes[s][t];m[s].push(v);"
-    "}}if(!any(m))m=m.map(function(r,s){return r.map(function(v,t){return "
-    "(d.bytes[s]&&d.bytes[s][t])||0;});});m.forEach(function(r){r.forEach(function(v){"
+    "}}if(lastB)for(s=0;s<W;s++)if(!m[s].some(function(v){return v>0;})&&lastB[s])"
+    "m[s]=lastB[s];"
+    "if(!any(m))m=m.map(function(r,s){return r.map(function(v,t){return "
+    "(d.bytes[s]&&d.bytes[s][t])||0;});});lastB=m;m.forEach(function(r){r.forEach(function(v){"
     "if(v>mx)mx=v;});});var w=c.width/W,n=0;for(s=0;s<W;s++)for(t=0;t<W;t++){x.fillStyle="
     "heat(m[s][t],mx);x.fillRect(t*w,s*w,Math.ceil(w),Math.ceil(w));if(m[s][t]>0)n++;}"
     "mark(c,n);}\n"
