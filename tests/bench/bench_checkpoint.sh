@@ -20,16 +20,6 @@ fi
 cd "$DIR"
 echo "checkpoint: $(du -sh "$CK" | cut -f1) in $(ls "$CK"/model-*.safetensors | wc -l) shards ($CK)"
 grep -m1 'model name' /proc/cpuinfo | sed 's/^.*: /cpu: /'
-cat > rss_wrapper.py <<'PY'
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[1], sys.argv[1:])
-_, status, usage = os.wait4(pid, 0)
-with open("rss.%s" % os.environ.get("OMPI_COMM_WORLD_RANK", "0"), "w") as f:
-    f.write("%d\n" % usage.ru_maxrss)
-sys.exit(status >> 8)
-PY
 cat > c.yaml <<EOC
 model:
   checkpoint: $CK
@@ -48,7 +38,7 @@ EOC
 for np in 1 3; do
   rm -f rss.*
   t0=$(date +%s.%N)
-  mpirun --oversubscribe --bind-to core:overload-allowed -np $np "$PY" rss_wrapper.py "$MOED" \
+  mpirun --oversubscribe --bind-to core:overload-allowed -np $np "$PY" "$MODELS_DIR/rss_wrapper.py" "$MOED" \
     --config c.yaml --dump-output out$np.safetensors --no-progress > run$np.log 2>&1
   t1=$(date +%s.%N)
   awk -v n="$np" -v a="$t0" -v b="$t1" \

@@ -99,24 +99,12 @@ memory)
     echo "SKIP: AddressSanitizer quarantines freed memory (the F32 staging), so RSS does not measure moed here"
     exit 77
   fi
-  cat > rss_wrapper.py <<'EOF'
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[1], sys.argv[1:])
-_, status, usage = os.wait4(pid, 0)
-rank = os.environ.get("OMPI_COMM_WORLD_RANK", "x")
-with open("rss.%s" % rank, "w") as f:
-    f.write("%d\n" % usage.ru_maxrss)
-sys.exit(os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode")
-         else (status >> 8))
-EOF
   # peak NAME DTYPE FFN: rank 1's peak RSS (KiB) of 8 experts x 8 layers, hidden 512.
   peak() {
     H=512 F=$3 LAYERS=8 DTYPE=$2 TOKENS=64 STEPS=1 PROF=false cfg "$1" "compute_dtype: auto"
     rm -f rss.*
     # shellcheck disable=SC2086
-    timeout -k 5 200 mpirun $MPIRUN_FLAGS -np 2 "$PY" rss_wrapper.py "$MOED" --config "$1.yaml" \
+    timeout -k 5 200 mpirun $MPIRUN_FLAGS -np 2 "$PY" "$MODELS_DIR/rss_wrapper.py" "$MOED" --config "$1.yaml" \
       --no-progress > "$1.log" 2>&1 || { cat "$1.log"; fail "$1 run"; }
     cat rss.1
   }

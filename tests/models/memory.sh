@@ -17,20 +17,8 @@ E=32
 # memory, about 1-2 MiB against rank 1's ~12.6 MiB of weights.
 LO=2.4 HI=3.6
 
-# The wrapper mpirun starts on every rank: runs moed, writes its peak RSS (KiB) to
-# rss.<rank> when it exits, and exits with moed's status.
-cat > rss_wrapper.py <<'EOF'
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[1], sys.argv[1:])
-_, status, usage = os.wait4(pid, 0)
-rank = os.environ.get("OMPI_COMM_WORLD_RANK", "x")
-with open("rss.%s" % rank, "w") as f:
-    f.write("%d\n" % usage.ru_maxrss)
-sys.exit(os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode")
-         else (status >> 8))
-EOF
+# mpirun starts tests/models/rss_wrapper.py on every rank: it runs moed, writes its peak
+# RSS (KiB) to rss.<rank> when it exits, and exits with moed's status.
 
 placement="{1: [$(seq -s ', ' 0 7)], 2: [$(seq -s ', ' 8 31)]}"
 # run_peak NAME FFN: checkpoint NAME with expert ffn FFN, moed on 3 ranks; peaks in NAME.rss.<r>.
@@ -56,7 +44,7 @@ profiler:
 EOC
   rm -f rss.*
   # shellcheck disable=SC2086
-  timeout -k 5 120 mpirun $MPIRUN_FLAGS -np 3 "$PY" rss_wrapper.py "$MOED" --config "$name.yaml" \
+  timeout -k 5 120 mpirun $MPIRUN_FLAGS -np 3 "$PY" "$MODELS_DIR/rss_wrapper.py" "$MOED" --config "$name.yaml" \
     --dump-output "$name.out.safetensors" --no-progress > "$name.log" 2>&1 || rc=$?
   if ((rc != 0)); then
     echo "---- moed exited $rc on the $name checkpoint; it said:"

@@ -261,6 +261,10 @@ int moe_cfg_expert_ranks(const moe_config_t *cfg, int world, int32_t *ranks);
  * ceil((E + runtime.redundant_experts) / expert ranks) experts per layer. */
 int moe_cfg_rebalance_slots(const moe_config_t *cfg, int world);
 
+/* qsort order of placement entries: set, then expert, then rank (the order
+ * moe_config_t.replicas keeps). */
+int moe_cfg_replica_cmp(const void *a, const void *b);
+
 /* Replace every placement.layers set by entries[n] (sets >= 1, any order; each set must
  * name every expert, no (expert, rank) twice); placement.experts stays. The layer and the
  * weights read the new sets from the next step on. MOE_ERR_INVALID_ARG when the table is

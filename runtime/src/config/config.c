@@ -2419,7 +2419,7 @@ int moe_cfg_rebalance_slots(const moe_config_t *cfg, int world)
     return n > 0 ? (int)((cfg->num_experts + cfg->redundant_experts + n - 1) / n) : 0;
 }
 
-static int replica_cmp(const void *pa, const void *pb)
+int moe_cfg_replica_cmp(const void *pa, const void *pb)
 {
     const moe_cfg_replica_t *a = pa, *b = pb;
     if (a->set != b->set) {
@@ -2441,7 +2441,7 @@ moe_status_t moe_cfg_set_layer_sets(moe_config_t *cfg, const moe_cfg_replica_t *
                              "table holds %d", hi + n, MOE_MAX_REPLICA_ENTRIES);
     }
     memcpy(cfg->replicas + hi, entries, sizeof(*entries) * (size_t)n);
-    qsort(cfg->replicas + hi, (size_t)n, sizeof(*entries), replica_cmp);
+    qsort(cfg->replicas + hi, (size_t)n, sizeof(*entries), moe_cfg_replica_cmp);
     cfg->num_replicas = hi + n;
     memset(cfg->layer_own, 0, sizeof(cfg->layer_own));
     cfg->placement_replicas = false;

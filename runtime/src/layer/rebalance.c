@@ -128,18 +128,6 @@ static moe_status_t rb_place(const moe_rebalance_t *rb, const moe_config_t *live
     return st;
 }
 
-static int rb_entry_cmp(const void *pa, const void *pb)
-{
-    const moe_cfg_replica_t *a = pa, *b = pb;
-    if (a->set != b->set) {
-        return a->set < b->set ? -1 : 1;
-    }
-    if (a->expert != b->expert) {
-        return a->expert < b->expert ? -1 : 1;
-    }
-    return a->rank < b->rank ? -1 : a->rank > b->rank ? 1 : 0;
-}
-
 static bool rb_holds(const int32_t *ranks, int n, int32_t r)
 {
     for (int i = 0; i < n; i++) {
@@ -156,7 +144,7 @@ static moe_status_t rb_moves(const moe_config_t *live, rb_plan_t *p, moe_error_t
 {
     int32_t oldr[MOE_MAX_RANKS];
     /* the config's order: an expert's copies adjacent, a rank's experts ascending */
-    qsort(p->ent, (size_t)p->num_ent, sizeof(*p->ent), rb_entry_cmp);
+    qsort(p->ent, (size_t)p->num_ent, sizeof(*p->ent), moe_cfg_replica_cmp);
     p->moves = calloc((size_t)(p->num_ent > 0 ? p->num_ent : 1), sizeof(*p->moves));
     if (p->moves == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the move list");
