@@ -320,6 +320,23 @@ static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_
 }
 
 /* Buffers of one FFN of inner width F (biases for gpt-oss). */
+/* The F32 biases (gpt-oss: swiglu_oai only) and the clamp of expert ew, whichever type
+ * holds its matrices. */
+static moe_status_t alloc_ffn_biases(const moe_config_t *cfg, int64_t F, moe_expert_weights_t *ew,
+                                     moe_error_t *err)
+{
+    int64_t H = cfg->hidden_dim;
+    moe_status_t st = MOE_OK;
+    if (cfg->activation == MOE_ACT_SWIGLU_OAI) {
+        st = alloc_floats(&ew->b13, (size_t)(2 * F), err);
+        if (st == MOE_OK) {
+            st = alloc_floats(&ew->b2, (size_t)H, err);
+        }
+    }
+    ew->limit = (float)cfg->swiglu_limit;
+    return st;
+}
+
 static moe_status_t alloc_ffn(const moe_config_t *cfg, int64_t F, moe_expert_weights_t *ew,
                               moe_error_t *err)
 {
@@ -328,14 +345,7 @@ static moe_status_t alloc_ffn(const moe_config_t *cfg, int64_t F, moe_expert_wei
     if (st == MOE_OK) {
         st = alloc_floats(&ew->w2, (size_t)(H * F), err);
     }
-    if (st == MOE_OK && cfg->activation == MOE_ACT_SWIGLU_OAI) {
-        st = alloc_floats(&ew->b13, (size_t)(2 * F), err);
-        if (st == MOE_OK) {
-            st = alloc_floats(&ew->b2, (size_t)H, err);
-        }
-    }
-    ew->limit = (float)cfg->swiglu_limit;
-    return st;
+    return st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
 }
 
 static void free_ffn(moe_expert_weights_t *ew)
@@ -370,14 +380,7 @@ static moe_status_t alloc_ffn_bf16(const moe_config_t *cfg, moe_expert_weights_t
                                           "cannot allocate %zu MiB for BF16 weights",
                                           (n13 + n2) * sizeof(uint16_t) >> 20)
                           : MOE_OK;
-    if (st == MOE_OK && cfg->activation == MOE_ACT_SWIGLU_OAI) {
-        st = alloc_floats(&ew->b13, (size_t)(2 * F), err);
-        if (st == MOE_OK) {
-            st = alloc_floats(&ew->b2, (size_t)H, err);
-        }
-    }
-    ew->limit = (float)cfg->swiglu_limit;
-    return st;
+    return st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
 }
 
 /* The staged F32 expert c->tmp into ew's BF16 buffers (biases stay F32). */
