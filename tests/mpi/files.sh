@@ -192,7 +192,10 @@ for s in range(20):
     stamp = time.strftime("%Y-%m-%d__%H-%M-%S", time.localtime(now + s))
     for k in [""] + ["-%d" % i for i in range(2, 100)]:
         d = "%s/%s_%s%s" % (sys.argv[1], stamp, sys.argv[2], k)
-        os.makedirs(d, exist_ok=True)
+        try:  # a folder an earlier run wrote this second is not "taken": leave it
+            os.makedirs(d)
+        except FileExistsError:
+            continue
         open(d + "/taken", "w").close()
 PY
     pids=()
