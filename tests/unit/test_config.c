@@ -50,7 +50,7 @@ static const char example_yaml[] =
     "  repeat: 1\n"
     "  sampling_rate: 1\n"
     "  profiled_ranks: all\n"
-    "  memory_sample_ms: 10\n"
+    "  memory_sample_ms: 50\n"
     "  trace: true\n"
     "  output_dir: experiments\n";
 
@@ -121,7 +121,7 @@ static void check_example_values(const moe_config_t *c)
     CHECK_INT_EQ(c->prof_repeat, 1);
     CHECK_INT_EQ(c->prof_sampling_rate, 1);
     CHECK(c->prof_all_ranks);
-    CHECK_INT_EQ(c->prof_memory_sample_ms, 10);
+    CHECK_INT_EQ(c->prof_memory_sample_ms, 50);
     CHECK(c->prof_trace);
     CHECK_INT_EQ(c->prof_trace_max_events, 1000000);
     CHECK(strcmp(c->prof_output_dir, "experiments") == 0);

@@ -130,6 +130,8 @@ typedef struct moe_prof_rebalance {
 moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
                              const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err);
 void moe_prof_destroy(moe_prof_t *p); /* accepts NULL; stops the sampler */
+/* CPU time of the profiler's own threads so far (the memory sampler), ns; 0 for NULL. */
+int64_t moe_prof_threads_cpu_ns(const moe_prof_t *p);
 
 void moe_prof_step_begin(moe_prof_t *p, int64_t step);
 void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s);
@@ -196,6 +198,9 @@ void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t e
  * Accepts NULL. The HTTP server keeps answering until destroy. */
 void moe_live_finish(moe_live_t *lv, bool interrupted);
 void moe_live_destroy(moe_live_t *lv); /* accepts NULL */
+/* CPU time of the live path's threads so far, ns: HTTP handlers and window writers (rank
+ * 0), a window recorder's sampler if it has one; 0 for NULL. */
+int64_t moe_live_threads_cpu_ns(const moe_live_t *lv);
 /* `moed top URL [--once]`: exit 0, 1 when the endpoint cannot be read, 2 bad arguments. */
 int moe_live_top_main(int argc, char **argv, FILE *out);
 

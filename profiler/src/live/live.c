@@ -181,6 +181,7 @@ static void *writer_main(void *arg)
 {
     moe_live_t *lv = arg;
     moe_live_window_write(lv->view, &lv->od_set);
+    atomic_fetch_add(&lv->view->threads_cpu_ns, moe_thread_cpu_ns()); /* a thread a window */
     return NULL;
 }
 
@@ -586,6 +587,15 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
     publish_locked(lv);
     lv->view->finished = true;
     pthread_mutex_unlock(&lv->view->mu);
+}
+
+int64_t moe_live_threads_cpu_ns(const moe_live_t *lv)
+{
+    if (lv == NULL) {
+        return 0;
+    }
+    int64_t ns = moe_prof_threads_cpu_ns(lv->od);
+    return ns + (lv->view != NULL ? (int64_t)atomic_load(&lv->view->threads_cpu_ns) : 0);
 }
 
 void moe_live_destroy(moe_live_t *lv)

@@ -10,6 +10,7 @@
 #define MOE_LIVE_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,6 +87,9 @@ typedef struct live_view {
     char token[MOE_PATH_MAX];  /* "" when control is off */
     char url[128];
     bool finished;
+    /* CPU time of the HTTP handlers and window writers so far (the live path's threads'
+     * cost: they add to it, the summary reads it) */
+    atomic_llong threads_cpu_ns;
 } live_view_t;
 
 int live_view_init(live_view_t *v, const live_dims_t *d);

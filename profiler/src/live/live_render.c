@@ -17,6 +17,7 @@ int live_view_init(live_view_t *v, const live_dims_t *d)
     v->dims = *d;
     v->start_ns = moe_now_ns();
     v->step = -1;
+    atomic_init(&v->threads_cpu_ns, 0);
     v->snap = calloc((size_t)d->W, sizeof(int64_t *));
     v->snap_len = calloc((size_t)d->W, sizeof(size_t));
     v->recv_ns = calloc((size_t)d->W, sizeof(int64_t));

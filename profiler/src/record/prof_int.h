@@ -20,6 +20,7 @@ typedef struct moe_sampler {
     atomic_llong count;      /* samples held */
     atomic_ullong rss_peak;
     atomic_ullong dev_peak;
+    atomic_llong cpu_ns;     /* the thread's CPU time so far (it updates it every sample) */
     /* moe_prof_static_t.device_memory, or NULL: called from the thread only */
     void (*device_memory)(uint64_t *current, uint64_t *peak);
 } moe_sampler_t;
@@ -29,6 +30,8 @@ int moe_sampler_start(moe_sampler_t *s, int64_t period_ms, int64_t cap,
                       void (*device_memory)(uint64_t *current, uint64_t *peak));
 void moe_sampler_stop(moe_sampler_t *s);   /* joins; safe when not running */
 void moe_sampler_free(moe_sampler_t *s);
+/* The sampler thread's CPU time so far, ns (0 when it never ran). */
+int64_t moe_sampler_cpu_ns(const moe_sampler_t *s);
 /* Copy the series, oldest first, into rec->mem (allocates). After stop. */
 int moe_sampler_collect(moe_sampler_t *s, moe_prof_record_t *rec);
 uint64_t moe_read_rss_bytes(void);

@@ -295,6 +295,11 @@ moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
     return prof_create(cfg, comm, info, false, out, err);
 }
 
+int64_t moe_prof_threads_cpu_ns(const moe_prof_t *p)
+{
+    return p != NULL ? moe_sampler_cpu_ns(&p->sampler) : 0;
+}
+
 void moe_prof_destroy(moe_prof_t *p)
 {
     if (p == NULL) {

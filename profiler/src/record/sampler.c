@@ -80,6 +80,7 @@ static void *sampler_main(void *arg)
         s->ring[i] = (moe_rec_mem_t){.t_ns = moe_now_ns(), .rss_bytes = rss, .dev_bytes = dev};
         atomic_store(&s->count, i + 1);
         sampler_raise(&s->rss_peak, rss);
+        atomic_store(&s->cpu_ns, moe_thread_cpu_ns()); /* the profiler's own cost */
         nanosleep(&nap, NULL);
     }
     if (fd >= 0) {
@@ -104,6 +105,7 @@ int moe_sampler_start(moe_sampler_t *s, int64_t period_ms, int64_t cap,
     atomic_init(&s->count, 0);
     atomic_init(&s->rss_peak, moe_read_rss_bytes());
     atomic_init(&s->dev_peak, 0);
+    atomic_init(&s->cpu_ns, 0);
     if (pthread_create(&s->thread, NULL, sampler_main, s) != 0) {
         free(s->ring);
         s->ring = NULL;
@@ -120,6 +122,11 @@ void moe_sampler_stop(moe_sampler_t *s)
         pthread_join(s->thread, NULL);
         s->running = false;
     }
+}
+
+int64_t moe_sampler_cpu_ns(const moe_sampler_t *s)
+{
+    return (int64_t)atomic_load(&s->cpu_ns);
 }
 
 void moe_sampler_free(moe_sampler_t *s)

@@ -25,4 +25,14 @@ static inline int64_t moe_cpu_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* CPU time of the calling thread, ns (a system call, like moe_cpu_ns). */
+static inline int64_t moe_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) {
+        return 0;
+    }
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 #endif /* MOE_CLOCK_H */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "app/bind.h"
+#include "app/profiler_ab.h"
 #include "moe/clock.h"
 #include "expert/expert.h"
 #include "expert/gemm.h"
@@ -159,6 +160,10 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
         eng->stall_rank = (int)sr;
         eng->stall_step = ss;
     }
+    /* MOED_TEST_HOOK_DELAY_US=N: the profiler's step hook takes N us more (a cost of known
+     * size for the --profiler-ab test) */
+    const char *delay = getenv("MOED_TEST_HOOK_DELAY_US");
+    eng->test_hook_delay_ns = delay != NULL ? 1000LL * strtoll(delay, NULL, 10) : 0;
     return MOE_OK;
 }
 
@@ -477,6 +482,7 @@ void moe_engine_destroy(moe_engine_t *eng)
     moe_weights_destroy(&eng->weights);
     moe_rebalance_destroy(&eng->rebalance);
     free(eng->live_cfg);
+    free(eng->ab_block_ns);
     if (eng->plugin != NULL) {
         eng->plugin->free(eng->cuda, eng->x_dev);
         eng->plugin->close(eng->cuda);
@@ -568,7 +574,7 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
             moe_rebalance_account(&eng->rebalance, l, lc->plan.expert_demand,
                                   lc->rec.expert_rows, lc->layer_local, eng->rank);
         }
-        if (eng->prof != NULL || eng->live != NULL) {
+        if ((eng->prof != NULL || eng->live != NULL) && eng->hooks_on) {
             int64_t t = moe_now_ns();
             engine_profile_layer(eng, l);
             eng->prof_ns += moe_now_ns() - t;
@@ -597,13 +603,30 @@ static void engine_progress(const moe_engine_t *eng, int64_t step, int64_t steps
     fflush(stdout);
 }
 
+/* A block of --profiler-ab ended after `ns` of wall time. */
+static void engine_ab_block(moe_engine_t *eng, int64_t ns, bool on)
+{
+    if (eng->ab_blocks == eng->ab_cap) { /* a run without end grows it */
+        int64_t cap = eng->ab_cap > 0 ? 2 * eng->ab_cap : 256;
+        int64_t *b = realloc(eng->ab_block_ns, sizeof(int64_t) * (size_t)cap);
+        if (b == NULL) {
+            return; /* the figures stop here; the run goes on */
+        }
+        eng->ab_block_ns = b;
+        eng->ab_cap = cap;
+    }
+    eng->ab_block_ns[eng->ab_blocks++] = ns;
+    eng->hook_ns += on ? ns : 0;
+}
+
 moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err)
 {
     bool show = progress && eng->rank == 0;
     eng->steps_planned = steps;
     moe_wait_set_where(0, 0, "start barrier");
     moe_status_t st = moe_wait_barrier(eng->comm, err);
-    int64_t t0 = moe_now_ns(), last_print = t0, cpu0 = moe_cpu_ns();
+    int64_t t0 = moe_now_ns(), last_print = t0, cpu0 = moe_cpu_ns(), block0 = t0;
+    int64_t k = eng->ab_steps;
     for (int64_t s = 0; (steps == 0 || s < steps) && st == MOE_OK; s++) { /* 0: no end */
         moe_stop_alive(moe_now_ns());
         moe_watchdog_tick(); /* a stop passed on by another rank, a fault to report */
@@ -612,14 +635,19 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
                                moe_stop_signal_name(moe_stop_signal()));
             break;
         }
-        if (eng->prof != NULL) {
+        if (k > 0 && s % k == 0) {
+            block0 = moe_now_ns();
+        }
+        eng->hooks_on = k == 0 || moe_ab_step_on(k, s);
+        int64_t hs = k > 0 ? eng->hook_steps : s; /* the step as the hooks number it */
+        if (eng->prof != NULL && eng->hooks_on) {
             int64_t t = moe_now_ns();
-            moe_prof_step_begin(eng->prof, s);
+            moe_prof_step_begin(eng->prof, hs);
             eng->prof_ns += moe_now_ns() - t;
         }
-        if (eng->live != NULL) {
+        if (eng->live != NULL && eng->hooks_on) {
             int64_t t = moe_now_ns();
-            moe_live_step_begin(eng->live, s);
+            moe_live_step_begin(eng->live, hs);
             t = moe_now_ns() - t;
             eng->prof_ns += t;
             eng->live_ns += t;
@@ -633,16 +661,19 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             break;
         }
         eng->steps_done = s + 1;
-        if (eng->prof != NULL) {
-            st = moe_prof_step_end(eng->prof, s, b, e, err);
+        eng->hook_steps += eng->hooks_on ? 1 : 0;
+        if (eng->prof != NULL && eng->hooks_on) {
+            for (int64_t t = moe_now_ns(); moe_now_ns() - t < eng->test_hook_delay_ns;) {
+            }
+            st = moe_prof_step_end(eng->prof, hs, b, e, err);
             eng->prof_ns += moe_now_ns() - e;
             if (st != MOE_OK) {
                 break;
             }
         }
-        if (eng->live != NULL) {
+        if (eng->live != NULL && eng->hooks_on) {
             int64_t t = moe_now_ns();
-            moe_live_step_end(eng->live, s, b, e);
+            moe_live_step_end(eng->live, hs, b, e);
             t = moe_now_ns() - t;
             eng->prof_ns += t;
             eng->live_ns += t;
@@ -650,6 +681,9 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
         st = engine_rebalance(eng, s, steps, err);
         if (st != MOE_OK) {
             break;
+        }
+        if (k > 0 && (s + 1) % k == 0) {
+            engine_ab_block(eng, moe_now_ns() - block0, eng->hooks_on);
         }
         if (show) {
             engine_progress(eng, s, steps, t0, &last_print, false);
@@ -662,6 +696,9 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
     }
     eng->run_ns = moe_now_ns() - t0;
     eng->run_cpu_ns = moe_cpu_ns() - cpu0;
+    if (k == 0) {
+        eng->hook_ns = eng->run_ns;
+    }
     if (show && eng->steps_done > 0) {
         engine_progress(eng, eng->steps_done - 1, steps, t0, &last_print, true);
     }
@@ -676,10 +713,10 @@ moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_tex
     if (eng->prof == NULL) {
         return MOE_OK;
     }
-    moe_prof_run_t run = {
-        .steps_run = eng->steps_done,
-        .steps_planned = eng->steps_planned,
-        .run_s = (double)eng->run_ns * 1e-9,
+    moe_prof_run_t run = { /* with --profiler-ab: the on blocks, the steps it saw */
+        .steps_run = eng->hook_steps,
+        .steps_planned = eng->ab_steps > 0 ? eng->hook_steps : eng->steps_planned,
+        .run_s = (double)eng->hook_ns * 1e-9,
         .config_text = config_text,
         .config_len = config_len,
         .interrupted = interrupted,

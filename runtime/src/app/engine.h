@@ -60,9 +60,19 @@ struct moe_engine {
     moe_live_t *live;      /* NULL when profiler.listen is off */
     int64_t live_ns;       /* time inside the live path's hooks (also counted in prof_ns) */
     int64_t prof_ns;       /* time spent inside the profiler's per-step hooks */
+    /* --profiler-ab K (0: off): blocks of K steps alternate with the profiler's and the
+     * live path's hooks on and off, in pairs on-off, off-on, on-off, ... The hooks see the
+     * on blocks' steps only, numbered 0, 1, ... as in a run of those steps alone. */
+    int64_t ab_steps;
+    bool hooks_on;         /* the hooks run in this step (always without --profiler-ab) */
+    int64_t hook_steps;    /* steps the hooks have seen */
+    int64_t hook_ns;       /* wall time of those steps' blocks (run_ns without A/B) */
+    int64_t *ab_block_ns;  /* [ab_cap] each completed block's wall time, in run order */
+    int64_t ab_blocks, ab_cap;
     char (*hosts)[64];     /* [world] host of every rank, for messages */
     int stall_rank;        /* MOED_TEST_STALL=rank:step fault injection, -1 when unset */
     int64_t stall_step;
+    int64_t test_hook_delay_ns; /* MOED_TEST_HOOK_DELAY_US: a busy wait in the step hook */
 };
 
 /* Agree on a status across comm: if any rank failed, every rank returns the error of the

@@ -24,6 +24,7 @@
 #include "moe/stop.h"
 #include "moe/watchdog.h"
 #include "transport/wait.h"
+#include "app/profiler_ab.h"
 #include "app/selfbench.h"
 #include "app/startup.h"
 #include "model/checkpoint.h"
@@ -51,6 +52,7 @@ typedef struct options {
     bool help_config;
     bool version;
     bool bench;
+    long long profiler_ab; /* --profiler-ab K: 0 off */
     int progress;        /* -1 auto (a terminal), 0 off, 1 on */
 } options_t;
 
@@ -79,6 +81,10 @@ static void print_usage(FILE *out)
             "                        default: the MPI world size)\n"
             "  --help-config         print every config key with its default, range and unit\n"
             "  --bench               after the run, print figures against this machine's limits\n"
+            "  --profiler-ab K       measure what profiling costs in this run: blocks of K\n"
+            "                        steps alternate with the profiler's hooks on and off;\n"
+            "                        prints tokens/s on/off (needs profiler.enabled or\n"
+            "                        profiler.listen; the report covers the on blocks)\n"
             "  --progress / --no-progress\n"
             "                        progress line on rank 0 (default: on when stdout is a\n"
             "                        terminal)\n"
@@ -226,6 +232,8 @@ static int parse_args(int argc, char **argv, options_t *o, char *why, size_t why
          .max = MOE_MAX_RANKS},
         {.name = "--help-config", .kind = OPT_FLAG, .flag = &o->help_config},
         {.name = "--bench", .kind = OPT_FLAG, .flag = &o->bench},
+        {.name = "--profiler-ab", .kind = OPT_NUMBER, .number = &o->profiler_ab, .min = 1,
+         .max = 1000000},
         {.name = "--progress", .kind = OPT_FLAG, .choice = &o->progress, .value = 1},
         {.name = "--no-progress", .kind = OPT_FLAG, .choice = &o->progress, .value = 0},
         {.name = "--version", .kind = OPT_FLAG, .flag = &o->version},
@@ -315,6 +323,7 @@ typedef struct summary_totals {
     long long dropped;
     double prof_max;  /* the largest share of run time in the profiler's hooks */
     double live_max;  /* ... and in the live path's alone (part of prof_max) */
+    double threads_max; /* the largest share of run time in the profiler's threads' CPU */
 } summary_totals_t;
 
 static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *tot,
@@ -324,9 +333,12 @@ static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *to
     long long drop = eng->dropped;
     double prof_share = eng->run_ns > 0 ? (double)eng->prof_ns / (double)eng->run_ns : 0.0;
     double live_share = eng->run_ns > 0 ? (double)eng->live_ns / (double)eng->run_ns : 0.0;
-    *tot = (summary_totals_t){{0, 0}, 0, 0.0, 0.0};
+    double threads = (double)(moe_prof_threads_cpu_ns(eng->prof) +
+                              moe_live_threads_cpu_ns(eng->live));
+    double threads_share = eng->run_ns > 0 ? threads / (double)eng->run_ns : 0.0;
+    *tot = (summary_totals_t){{0, 0}, 0, 0.0, 0.0, 0.0};
     /* non-blocking and polled: a rank stopped after the last step trips the watchdog */
-    MPI_Request req[4];
+    MPI_Request req[5];
     moe_status_t st = MOE_MPI(MPI_Ireduce(mine, tot->expert, 2, MPI_DOUBLE, MPI_SUM, 0,
                                           eng->comm, &req[0]),
                               err);
@@ -345,10 +357,36 @@ static moe_status_t summary_reduce(const moe_engine_t *eng, summary_totals_t *to
                                  eng->comm, &req[3]),
                      err);
     }
-    for (int i = 0; i < 4 && st == MOE_OK; i++) {
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Ireduce(&threads_share, &tot->threads_max, 1, MPI_DOUBLE, MPI_MAX, 0,
+                                 eng->comm, &req[4]),
+                     err);
+    }
+    for (int i = 0; i < 5 && st == MOE_OK; i++) {
         st = moe_wait_request(&req[i], "the summary's reduction", err);
     }
     return st;
+}
+
+/* --profiler-ab: tokens/s with the hooks on over off, from rank 0's block times (every
+ * rank steps in lockstep with the others through the exchanges). */
+static void print_profiler_ab(const moe_engine_t *eng)
+{
+    moe_ab_result_t r;
+    if (eng->ab_steps == 0) {
+        return;
+    }
+    if (moe_ab_compute(eng->ab_block_ns, eng->ab_blocks, eng->ab_steps, &r) != 0) {
+        printf("profiler A/B: no figure (%lld whole blocks of %lld steps ran: a pair needs 2)\n",
+               (long long)eng->ab_blocks, (long long)eng->ab_steps);
+        return;
+    }
+    printf("profiler A/B: %lld pairs of %lld-step blocks, hooks on %.4f ms/step, off %.4f "
+           "ms/step\n",
+           (long long)r.pairs, (long long)eng->ab_steps, r.on_ms_per_step, r.off_ms_per_step);
+    printf("profiler A/B: tokens/s on/off %.4f (median of pairs; mean %.4f, 95%% interval "
+           "%.4f-%.4f; totals %.4f)\n",
+           r.median, r.mean, r.lo, r.hi, r.totals);
 }
 
 static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
@@ -397,14 +435,20 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
                100.0 * (double)drop_all / choices);
     }
     if (eng->prof != NULL || eng->live != NULL) {
-        /* its direct cost: time inside its per-step hooks (the sampler thread and cache
-         * effects are not in this; bench_profiler.sh compares tokens/s on and off) */
+        /* its direct cost: time inside its per-step hooks, and its threads' CPU time (cache
+         * effects are not in these; --profiler-ab measures tokens/s with the hooks on and
+         * off in one run, bench_live.sh runs on and off) */
         printf("profiler: %.3f%% of run time in its hooks (the most of any rank)\n",
                100.0 * prof_max);
         if (eng->live != NULL) {
             printf("live: %.3f%% of run time in its hooks (the most of any rank)\n",
                    100.0 * totals.live_max);
         }
+        printf("profiler threads: %.3f%% of run time in CPU (memory sampler%s; the most of "
+               "any rank)\n",
+               100.0 * totals.threads_max,
+               eng->live != NULL ? ", HTTP handlers, window writers" : "");
+        print_profiler_ab(eng);
     }
     printf("tokens/s: %.0f\n", tps);
     return MOE_OK;
@@ -617,6 +661,7 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         return exit_code_for(st);
     }
     bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
+    eng->ab_steps = opt->profiler_ab;
     st = moe_engine_run(eng, cfg->steps, progress, &err); /* --steps already applied */
     if (st == MOE_OK) {
         /* the summary's reduction waits on every rank: a stop there is a stop like any */
@@ -724,6 +769,17 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     }
     if (st == MOE_OK && opt.steps > 0) {
         cfg->steps = opt.steps; /* one number for the run loop and the profiler's bounds */
+    }
+    if (st == MOE_OK && opt.profiler_ab > 0 && !cfg->prof_enabled &&
+        strcmp(cfg->prof_listen, "off") == 0) {
+        if (rank == 0) {
+            fprintf(stderr, "moed: error: --profiler-ab switches the profiler's hooks on and "
+                            "off, but this config has none (set profiler.enabled: true or "
+                            "profiler.listen)\n");
+        }
+        free(text);
+        free(cfg);
+        return EXIT_USAGE;
     }
     int code = EXIT_OK;
     if (st == MOE_ERR_TIMEOUT) {

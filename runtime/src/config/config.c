@@ -208,7 +208,7 @@ static const cfg_key_t cfg_keys[] = {
             "record every Nth step inside a window"),
     KEY_SPECIAL("profiler.profiled_ranks", CFG_RANKS, prof_all_ranks, "all",
                 "'all' or a sequence of ranks such as [0, 2]"),
-    KEY_INT("profiler.memory_sample_ms", prof_memory_sample_ms, "10", 1, 60000, "ms",
+    KEY_INT("profiler.memory_sample_ms", prof_memory_sample_ms, "50", 1, 60000, "ms",
             "period of the memory sampler"),
     KEY_BOOL("profiler.trace", prof_trace, "true", "write trace.json"),
     KEY_INT("profiler.trace_max_events", prof_trace_max_events, "1000000", 1000, 100000000,
