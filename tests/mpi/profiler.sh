@@ -293,6 +293,19 @@ PY
     grep -A1 "^Configuration" ab.log | grep -q "^  same configuration$" \
       || { cat ab.log; fail "absent key vs its default, auto vs its placement: not the same configuration"; }
     grep -q "^  runtime.chunks .*   same$" ab.log || { cat ab.log; fail "chunks: a knob shows same"; }
+    # the CPU rows are the reports' cpu_cores.run summed by kind of rank (master 0: none)
+    python3 - ab.log "$a" "$b" <<'PY' || { cat ab.log; fail "compare's CPU rows are not the reports' sums"; }
+import json, re, sys
+log = open(sys.argv[1]).read()
+for kind, experts in (("expert ranks", True), ("other ranks", False)):
+    m = re.search(r"^  CPU, %s \(cores, summed\) +([0-9.]+) +([0-9.]+) " % kind, log, re.M)
+    assert m, kind
+    for got, d in zip(m.groups(), sys.argv[2:4]):
+        ranks = json.load(open(d + "/summary.json"))["ranks"]
+        want = sum(r["cpu_cores"]["run"] for r in ranks if r["present"] and (r["num_local"] > 0) == experts)
+        assert abs(float(got) - want) <= 0.006, (kind, got, want)
+print("compare CPU rows match the reports")
+PY
     "$MOED" compare "$a" "$c" > ac.log 2>&1 || { cat ac.log; fail "compare A C failed"; }
     grep -q "^  workload.steps  *4 -> 1$" ac.log || { cat ac.log; fail "--steps 1 not compared as workload.steps"; }
     grep -q "RECORDED NOTHING" ac.log || { cat ac.log; fail "C recorded nothing: not said"; }

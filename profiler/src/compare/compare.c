@@ -206,6 +206,26 @@ static double cmp_rank_mean(const cmp_run_t *c, const char *path)
     return n > 0 ? sum / n : NAN;
 }
 
+/* Sum over present ranks of cpu_cores.run, of those hosting experts (num_local > 0) or of
+ * those hosting none; NAN when no such rank measured it (a report from before the CPU
+ * share, or none of that kind). */
+static double cmp_cpu_sum(const cmp_run_t *c, bool experts)
+{
+    const json_t *ranks = json_object_get(c->doc, "ranks");
+    double sum = 0.0;
+    int n = 0;
+    for (size_t i = 0; i < moe_json_count(ranks); i++) {
+        const json_t *k = json_array_get(ranks, i);
+        double v = moe_json_num(moe_json_path(k, "cpu_cores.run"), NAN);
+        bool hosts = moe_json_num(json_object_get(k, "num_local"), 0) > 0;
+        if (json_is_true(json_object_get(k, "present")) && isfinite(v) && hosts == experts) {
+            sum += v;
+            n++;
+        }
+    }
+    return n > 0 ? sum : NAN;
+}
+
 static bool cmp_partial(const cmp_run_t *c)
 {
     return json_is_true(json_object_get(c->doc, "partial"));
@@ -388,6 +408,11 @@ static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     cmp_row(out, "designed wait share of step (%)",
             100.0 * cmp_num(a->doc, "findings.structural_wait_share"),
             100.0 * cmp_num(b->doc, "findings.structural_wait_share"), 1);
+    /* the cores each kind of rank kept busy over the run (CPU time / wall time) */
+    cmp_row(out, "CPU, expert ranks (cores, summed)", cmp_cpu_sum(a, true), cmp_cpu_sum(b, true),
+            2);
+    cmp_row(out, "CPU, other ranks (cores, summed)", cmp_cpu_sum(a, false),
+            cmp_cpu_sum(b, false), 2);
     cmp_overlap_figures(out, a, b);
 }
 
