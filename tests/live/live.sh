@@ -6,7 +6,11 @@
 #   window   POST /profile: 401 without a token, 403 with a wrong one (nothing changes),
 #            202 with the right one; steps=3 (every rank) then steps=2&ranks=0,2: each a
 #            full report folder (summary.json with that many steps and those profiled
-#            ranks) while the run goes on; then SIGTERM and the end report is written too
+#            ranks) while the run goes on; each folder's config.yaml is the run's config
+#            with the file's control token "<redacted>", its summary.json has every
+#            profiled rank's memory series inside the window, the peak theirs; then
+#            SIGTERM and the end report is written too (its config.yaml redacted as well)
+#   window_noprof  the same for one window with profiler.enabled: false (no end report)
 #   abuse    garbage, a 200 kB header and idle connections: steps keep going and /metrics
 #            still answers fast
 #   page     the page in headless Chromium draws its charts with data: heat map cells,
@@ -33,13 +37,18 @@ PYTHON=${MOED_PYTHON:-$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || c
 "$PYTHON" -c 'import prometheus_client' 2>/dev/null || \
   { [[ "$case_name" == metrics ]] && { echo "SKIP: python3-prometheus-client not installed"; exit 77; }; true; }
 
-STEPS=0 PROF=true TOKENS=64 LAYERS=2 E=8 small_model > c.yaml
+PROF=true
+[[ "$case_name" == window_noprof ]] && PROF=false
+# a token in the file too (the environment's wins): the reports' config.yaml must not hold it
+FILE_TOKEN=f1le-t0ken-$$
+STEPS=0 PROF=$PROF TOKENS=64 LAYERS=2 E=8 small_model > c.yaml
 cat >> c.yaml <<EOC
   warmup_steps: 2
   measurement_steps: 5
   listen: "127.0.0.1:0"
+  control_token: "$FILE_TOKEN"
 EOC
-export MOED_CONTROL_TOKEN=$TOKEN
+export MOED_CONTROL_TOKEN=$TOKEN FILE_TOKEN
 # --foreground: timeout passes SIGTERM on to mpirun only (see mpi/failures.sh)
 timeout --foreground -k 5 150 mpirun $MPIRUN_FLAGS -np 3 "$MOED" --config c.yaml --no-progress > run.log 2>&1 &
 RUN=$!
@@ -98,10 +107,41 @@ print("metrics ok: %d families, steps %d -> %d" % (len(b), total(a["moed_steps"]
       total(b["moed_steps"], "moed_steps_total")))
 PY
   ;;
-window)
+window|window_noprof)
+  [[ "$case_name" == window ]] && export WINDOWS="3: 2:&ranks=0,2" || export WINDOWS="4:&ranks=1,2"
   py <<'PY' || fail "window check"
 import json, os, time, urllib.request, urllib.error
 url, token = os.environ["URL"], os.environ["TOKEN"]
+file_token = os.environ["FILE_TOKEN"]
+# the run's config text, the file's token value replaced (the line is control_token: "...")
+want_cfg = open("c.yaml").read()
+assert want_cfg.count('"%s"' % file_token) == 1
+want_cfg = want_cfg.replace('"%s"' % file_token, '"<redacted>"')
+def check_config(d):
+    got = open(os.path.join(d, "config.yaml")).read()
+    assert file_token not in got and token not in got, "a token in " + d
+    assert got == want_cfg, "config.yaml of %s is not the run's config:\n%s" % (d, got)
+    try:
+        import yaml
+    except ImportError:
+        return
+    y = yaml.safe_load(got)
+    assert y["profiler"]["control_token"] == "<redacted>" and y["workload"]["steps"] == 0, y
+def check_memory(d, j, want):
+    run_ms = j["run"]["run_s"] * 1e3
+    for m in j["memory"]:
+        if m["rank"] not in want:
+            assert m["samples"] == 0, m
+            continue
+        s = m["series"]
+        # the window's first and last step at least, more only past memory_sample_ms
+        assert m["samples"] == len(s) >= 2, (d, m)
+        assert all(v > 1.0 for _, v in s), (d, m["rank"], s)    # MiB resident
+        assert abs(m["rss_peak_mib"] - max(v for _, v in s)) < 1e-6, (d, m)
+        # ms since rank 0's first step began: inside the window (other ranks' clocks and
+        # step ends are within milliseconds of rank 0's)
+        assert all(-50.0 <= t <= run_ms + 250.0 for t, _ in s), (d, m["rank"], run_ms, s)
+        assert [t for t, _ in s] == sorted(t for t, _ in s), s
 def post(path, headers):
     req = urllib.request.Request(url + path, data=b"", method="POST", headers=headers)
     try:
@@ -120,7 +160,8 @@ assert status()["window"]["state"] == "idle", "a refused request changed the win
 assert post("profile?steps=0", {"Authorization": "Bearer " + token})[0] == 400
 assert post("profile?steps=5&ranks=7", {"Authorization": "Bearer " + token})[0] == 400
 folders = []
-for steps, ranks in [(3, ""), (2, "&ranks=0,2")]:
+for w in os.environ["WINDOWS"].split():
+    steps, ranks = int(w.split(":")[0]), w.split(":", 1)[1]
     code, ans = post("profile?steps=%d%s" % (steps, ranks), {"Authorization": "Bearer " + token})
     assert code == 202, (code, ans)
     folders.append(ans["folder"])
@@ -138,11 +179,13 @@ for steps, ranks in [(3, ""), (2, "&ranks=0,2")]:
     assert "INCOMPLETE" not in have, sorted(have)
     j = json.load(open(os.path.join(d, "summary.json")))
     assert j["run"]["steps_run"] == steps and j["run"]["recorded_steps"] == steps, j["run"]
-    want = [0, 1, 2] if ranks == "" else [0, 2]
+    want = [0, 1, 2] if ranks == "" else [int(x) for x in ranks.split("=")[1].split(",")]
     got = [r["rank"] for r in j["ranks"] if r["profiled"]]
     assert got == want, (got, want)
     assert all(r["steps"] == steps for r in j["ranks"] if r["profiled"]), j["ranks"]
     assert not j.get("partial", False), j.get("missing")
+    check_config(d)
+    check_memory(d, j, want)
 s1 = status()["step"]; time.sleep(0.5)
 assert status()["step"] > s1, "the run did not go on"
 open("windows.txt", "w").write("\n".join(folders))
@@ -151,11 +194,20 @@ PY
   kill -TERM "$RUN"; rc=0; wait "$RUN" || rc=$?
   n=0
   for f in experiments/*/summary.json; do
-    grep -qF "$(dirname "$f" | xargs basename)" windows.txt || n=$((n + 1))
+    grep -qF "$(dirname "$f" | xargs basename)" windows.txt && continue
+    n=$((n + 1))
+    grep -qF "$FILE_TOKEN" "$(dirname "$f")/config.yaml" && fail "the end report's config.yaml holds the token"
+    sed "s/\"$FILE_TOKEN\"/\"<redacted>\"/" c.yaml | cmp -s - "$(dirname "$f")/config.yaml" || \
+      fail "the end report's config.yaml is not the run's config, token redacted"
   done
-  (( n == 1 )) || { ls experiments; fail "no end-of-run report besides the windows ($n)"; }
-  grep -l '"interrupted": *true' experiments/*/summary.json >/dev/null || fail "end report not interrupted"
-  echo "end report written after the windows"
+  if [[ "$case_name" == window_noprof ]]; then
+    (( n == 0 )) || { ls experiments; fail "an end report with profiler.enabled false"; }
+    echo "no end report (profiler.enabled false)"
+  else
+    (( n == 1 )) || { ls experiments; fail "no end-of-run report besides the windows ($n)"; }
+    grep -l '"interrupted": *true' experiments/*/summary.json >/dev/null || fail "end report not interrupted"
+    echo "end report written after the windows, its config.yaml redacted"
+  fi
   ;;
 abuse)
   py <<'PY' || fail "abuse check"

@@ -661,6 +661,57 @@ static void test_hash(void)
     CHECK(cfg.text_hash == h1);
 }
 
+/* config.yaml's copy: profiler.control_token's value as written becomes "<redacted>", the
+ * rest byte for byte, and the copy parses again with that value. */
+static void check_redacted(const char *yaml, const char *want)
+{
+    CHECK_INT_EQ(parse(yaml, 1), MOE_OK);
+    size_t n = 0;
+    char *out = moe_cfg_redacted_text(&cfg, yaml, strlen(yaml), &n);
+    CHECK(out != NULL);
+    if (out == NULL) {
+        return;
+    }
+    CHECK_INT_EQ((long long)n, (long long)strlen(want));
+    if (strcmp(out, want) != 0) {
+        fprintf(stderr, "redacted:\n%s\nwanted:\n%s\n", out, want);
+    }
+    CHECK(strcmp(out, want) == 0);
+    CHECK(strstr(out, "s3cret") == NULL);
+    bool set = strcmp(cfg.prof_control_token, "none") != 0;
+    CHECK_INT_EQ(parse(out, 1), MOE_OK);
+    CHECK(strcmp(cfg.prof_control_token, set ? "<redacted>" : "none") == 0);
+    free(out);
+}
+
+static void test_redacted_text(void)
+{
+    check_redacted("profiler:\n  control_token: s3cret  # the token\n  enabled: false\n",
+                   "profiler:\n  control_token: \"<redacted>\"  # the token\n  enabled: false\n");
+    /* a byte-order mark and two-byte characters before it: libyaml counts characters */
+    check_redacted("\xEF\xBB\xBF# caf\xC3\xA9 \xC3\xA9t\xC3\xA9\nprofiler:\n  control_token: 's3cret x'\n",
+                   "\xEF\xBB\xBF# caf\xC3\xA9 \xC3\xA9t\xC3\xA9\nprofiler:\n  control_token: \"<redacted>\"\n");
+    check_redacted("profiler: {control_token: \"s3\\\"cret\", enabled: false}\n",
+                   "profiler: {control_token: \"<redacted>\", enabled: false}\n");
+    check_redacted("profiler:\r\n  control_token: s3cret\r\n  enabled: false\r\n",
+                   "profiler:\r\n  control_token: \"<redacted>\"\r\n  enabled: false\r\n");
+    check_redacted("profiler:\n  control_token: >-\n    s3cret\n  enabled: false\n",
+                   "profiler:\n  control_token: \"<redacted>\"\n  enabled: false\n");
+    /* an alias: the anchored value is the one copy of the secret */
+    check_redacted("profiler:\n  output_dir: &t s3cret\n  control_token: *t\n",
+                   "profiler:\n  output_dir: &t \"<redacted>\"\n  control_token: *t\n");
+    check_redacted("profiler:\n  enabled: false\n", "profiler:\n  enabled: false\n");
+    check_redacted("profiler:\n  control_token: !!str s3cret\n",
+                   "profiler:\n  control_token: !!str \"<redacted>\"\n");
+    /* not the text cfg came from: nothing */
+    const char *a = "profiler:\n  control_token: s3cret\n";
+    CHECK_INT_EQ(parse(a, 1), MOE_OK);
+    size_t n = 0;
+    CHECK(moe_cfg_redacted_text(&cfg, "profiler:\n  control_token: s3creT\n", strlen(a), &n) ==
+          NULL);
+    CHECK(moe_cfg_redacted_text(&cfg, NULL, 0, &n) == NULL);
+}
+
 /* Print through a memory stream and return the text (caller frees). */
 static char *print_to_string(void (*print)(const moe_config_t *, FILE *), const moe_config_t *c)
 {
@@ -925,6 +976,7 @@ int main(void)
     test_profiled_ranks();
     test_read_file();
     test_hash();
+    test_redacted_text();
     test_print();
     test_malformed();
     test_preflight();

@@ -56,6 +56,10 @@ typedef struct moe_prof_static {
     /* Device memory in use and its peak (bytes), or NULL on the CPU; called from the
      * memory sampler's thread, so it must be thread-safe. */
     void (*device_memory)(uint64_t *current, uint64_t *peak);
+    /* The run's config text as read (NULL: none): the live path's window folders copy it
+     * into config.yaml (its control token redacted); read during create only. */
+    const char *config_text;
+    size_t config_len;
 } moe_prof_static_t;
 
 /* One layer of one step as the runtime saw it; every time is the runtime's own monotonic

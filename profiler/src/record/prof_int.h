@@ -36,6 +36,27 @@ int64_t moe_sampler_cpu_ns(const moe_sampler_t *s);
 int moe_sampler_collect(moe_sampler_t *s, moe_prof_record_t *rec);
 uint64_t moe_read_rss_bytes(void);
 
+/* The on-demand windows' memory series, without a thread: a chosen rank reads its RSS at
+ * the window's step boundaries, at the first and the last step and in between once per
+ * period (profiler.memory_sample_ms, doubled after every MOE_STEP_MEM_HALVE samples), at
+ * most MOE_STEP_MEM_MAX samples a window: one pread of /proc/self/statm (the file kept
+ * open), no lock, no allocation. A step's own peak between boundaries is not seen. */
+#define MOE_STEP_MEM_HALVE 256
+#define MOE_STEP_MEM_MAX 4096
+typedef struct moe_step_mem {
+    int fd;                  /* /proc/self/statm; -1: no samples */
+    int64_t period0_ns, period_ns;
+    int64_t last_ns;
+    bool have_last;
+    int64_t taken;           /* samples this window */
+} moe_step_mem_t;
+int moe_step_mem_open(moe_step_mem_t *s, int64_t period_ms); /* -1: not readable */
+void moe_step_mem_close(moe_step_mem_t *s);
+void moe_step_mem_restart(moe_step_mem_t *s);                /* a new window */
+/* A sample into rec->mem (room for cap) at now_ns when due or force; raises rec->rss_peak. */
+void moe_step_mem_take(moe_step_mem_t *s, int64_t now_ns, bool force, moe_prof_record_t *rec,
+                       int64_t cap);
+
 /* Fold record `src` (a later part of the same rank and window) into `dst`: sums add,
  * extremes combine, lists are appended, the latest static facts win. */
 moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *src);
@@ -62,7 +83,8 @@ void moe_merge_note_missing(moe_merge_t *m, int rank, const char *why);
  * the window's steps as the end-of-run profiler does and send them to rank 0 in parts
  * (the same gather path); rank 0 never waits for them at a step: it takes what arrived at
  * each step boundary and, once every chosen rank's last part is in (or after a grace), hands
- * the set over to be written (moe_prof_od_write, on any thread). No memory sampler. */
+ * the set over to be written (moe_prof_od_write, on any thread). The memory series is read
+ * at the window's step boundaries (moe_step_mem_t), not by a sampler thread. */
 typedef struct moe_od_set {
     moe_config_t *cfg;          /* the window's: its ranks, its steps (owned) */
     moe_prof_static_t info;     /* the recorder's (hosts below) */
@@ -73,6 +95,8 @@ typedef struct moe_od_set {
     int64_t t0_ns, first, last; /* rank 0's first step begin; the window's steps */
     double seconds;             /* rank 0's first step begin to its last step end */
     double grace_s;
+    const char *config_text;    /* the run's, the recorder's copy (it outlives the writer) */
+    size_t config_len;
 } moe_od_set_t;
 
 /* Collective, like moe_prof_create. max_steps bounds the per-step lists reserved. */

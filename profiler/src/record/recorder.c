@@ -72,6 +72,9 @@ struct moe_prof {
     int64_t od_t0_ns, od_end_ns, od_close_ns;
     moe_prof_record_t od_own;    /* rank 0's record of the window, while the rest come */
     bool od_own_have;
+    moe_step_mem_t od_mem;       /* the window's memory series, read at its steps */
+    char *od_config;             /* rank 0: the run's config text, for the folders */
+    size_t od_config_len;
 };
 
 /* A rank that may be SIGKILLed about 1 s after a signal must not sit on much data: parts
@@ -149,6 +152,10 @@ static void reset_window(moe_prof_t *p)
     memset(r->shared_ns, 0, (size_t)r->num_layers * sizeof(int64_t));
     r->num_steps = r->num_exchanges = r->num_metrics = r->num_events = 0;
     r->metrics_dropped = r->events_dropped = 0;
+    if (p->on_demand) { /* its series is per part (the end of a run sets its own once) */
+        r->num_mem = 0;
+        r->rss_peak = r->dev_peak = 0;
+    }
 }
 
 /* The profiler's bound on one wait for a peer: the step watchdog's (0: none). */
@@ -265,6 +272,7 @@ static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
     p->cfg = cfg;
     p->comm = comm;
     p->on_demand = on_demand;
+    p->od_mem.fd = -1;
     p->pcomm = MPI_COMM_NULL;
     moe_wbuf_init(&p->sendbuf);
     p->step = -1;
@@ -326,6 +334,8 @@ void moe_prof_destroy(moe_prof_t *p)
     free(p->ov_spans);
     free(p->ov_calls);
     moe_prof_record_free(&p->od_own);
+    moe_step_mem_close(&p->od_mem);
+    free(p->od_config);
     free(p->own_cfg);
     free(p->hosts);
     free(p);
@@ -1071,9 +1081,25 @@ moe_status_t moe_prof_od_create(const moe_config_t *cfg, MPI_Comm comm,
         free(hosts);
         return st;
     }
-    (*out)->own_cfg = own;
-    (*out)->hosts = hosts;
-    (*out)->info.hosts = (const char (*)[64])hosts;
+    moe_prof_t *p = *out;
+    p->own_cfg = own;
+    p->hosts = hosts;
+    p->info.hosts = (const char (*)[64])hosts;
+    p->info.config_text = NULL;
+    /* a window's series: rank 0 keeps the whole window's in one record */
+    p->rec.mem = calloc(MOE_STEP_MEM_MAX, sizeof(moe_rec_mem_t));
+    if (p->rec.mem != NULL && moe_step_mem_open(&p->od_mem, cfg->prof_memory_sample_ms) != 0) {
+        fprintf(stderr, "moed: warning: on-demand windows: /proc/self/statm not readable: no "
+                        "memory series\n");
+    }
+    if (p->rank == 0 && info->config_text != NULL) {
+        p->od_config = malloc(info->config_len + 1);
+        if (p->od_config != NULL) {
+            memcpy(p->od_config, info->config_text, info->config_len);
+            p->od_config[info->config_len] = '\0';
+            p->od_config_len = info->config_len;
+        }
+    }
     return MOE_OK;
 }
 
@@ -1093,6 +1119,7 @@ void moe_prof_od_arm(moe_prof_t *p, int64_t first, int64_t last, const bool *ran
     int64_t n = c->prof_all_ranks ? p->world : c->prof_num_ranks;
     p->events_budget = c->prof_trace ? c->prof_trace_max_events / (n > 0 ? n : 1) : 0;
     reset_window(p);
+    moe_step_mem_restart(&p->od_mem);
     p->od_first = first;
     p->od_last = last;
     p->od_w = p->windows_gathered;
@@ -1158,6 +1185,8 @@ static bool od_take(moe_prof_t *p, moe_od_set_t *out)
     out->last = p->od_last;
     out->seconds = (double)(p->od_end_ns - p->od_t0_ns) * 1e-9;
     out->grace_s = (double)OD_GRACE_NS * 1e-9;
+    out->config_text = p->od_config;
+    out->config_len = p->od_config_len;
     if (p->od_own_have) {
         out->recs[0] = p->od_own;
         out->have[0] = true;
@@ -1193,6 +1222,8 @@ bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t
     }
     if (p->recorded) {
         record_step(p, begin_ns, end_ns);
+        moe_step_mem_take(&p->od_mem, end_ns, step == p->od_first || p->closes, &p->rec,
+                          MOE_STEP_MEM_MAX);
     }
     if (p->window >= 0 && p->closes) {
         od_close(p, end_ns);
@@ -1229,13 +1260,19 @@ moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *
     for (int r = 0; r < set->world; r++) {
         if (moe_cfg_rank_profiled(set->cfg, r) && !set->have[r]) {
             moe_merge_note_missing(m, r, why);
+        } else if (set->have[r]) {
+            /* each rank's whole window is here: the merge takes its memory series and peak
+             * as a run's last record's; a window has no second clock estimate */
+            set->recs[r].flags |= MOE_PROF_FLAG_FINAL;
+            set->recs[r].clock_offset_end_ns = set->recs[r].clock_offset_ns;
         }
     }
     moe_status_t st = moe_merge_window(m, set->recs, set->have, set->t0_ns, err);
     if (st == MOE_OK) {
         int64_t n = set->last - set->first + 1;
         moe_prof_run_t run = {.steps_run = n, .steps_planned = n, .run_s = set->seconds,
-                              .deadline_s = set->grace_s};
+                              .deadline_s = set->grace_s, .config_text = set->config_text,
+                              .config_len = set->config_len};
         moe_report_t *rep = moe_merge_finish(m, &run, &set->info);
         st = rep != NULL ? moe_report_write_all(rep, err)
                          : moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: no report", dir);

@@ -3,7 +3,8 @@
  * profiler.memory_sample_ms into a fixed buffer, plus the peaks. When the buffer fills it
  * keeps every second sample and doubles its period, so the series always covers the whole
  * run in bounded memory. It never touches MPI and takes no lock: one writer (the thread);
- * the main thread reads the buffer only after joining it. */
+ * the main thread reads the buffer only after joining it. The on-demand windows' series
+ * (moe_step_mem_*, at the end) has no thread: the step path reads RSS at its boundaries. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,4 +151,50 @@ int moe_sampler_collect(moe_sampler_t *s, moe_prof_record_t *rec)
     }
     rec->num_mem = n;
     return 0;
+}
+
+/* ---- the on-demand windows' series: read at step boundaries, no thread ---------- */
+
+int moe_step_mem_open(moe_step_mem_t *s, int64_t period_ms)
+{
+    memset(s, 0, sizeof(*s));
+    s->fd = open("/proc/self/statm", O_RDONLY);
+    s->period0_ns = period_ms * 1000000LL;
+    moe_step_mem_restart(s);
+    return s->fd >= 0 ? 0 : -1;
+}
+
+void moe_step_mem_close(moe_step_mem_t *s)
+{
+    if (s->fd >= 0) {
+        close(s->fd);
+    }
+    s->fd = -1;
+}
+
+void moe_step_mem_restart(moe_step_mem_t *s)
+{
+    s->period_ns = s->period0_ns;
+    s->taken = 0;
+    s->have_last = false;
+}
+
+void moe_step_mem_take(moe_step_mem_t *s, int64_t now_ns, bool force, moe_prof_record_t *rec,
+                       int64_t cap)
+{
+    if (s->fd < 0 || s->taken >= MOE_STEP_MEM_MAX || rec->mem == NULL || rec->num_mem >= cap ||
+        (!force && s->have_last && now_ns - s->last_ns < s->period_ns)) {
+        return;
+    }
+    uint64_t rss = rss_from_fd(s->fd);
+    if (rss == 0) {
+        return; /* unreadable: no sample rather than a false 0 */
+    }
+    rec->mem[rec->num_mem++] = (moe_rec_mem_t){.t_ns = now_ns, .rss_bytes = rss, .dev_bytes = 0};
+    rec->rss_peak = rss > rec->rss_peak ? rss : rec->rss_peak;
+    s->last_ns = now_ns;
+    s->have_last = true;
+    if (++s->taken % MOE_STEP_MEM_HALVE == 0) {
+        s->period_ns *= 2; /* a long window: half the rate, so its series stays bounded */
+    }
 }

@@ -487,10 +487,18 @@ moe_status_t moe_report_write_config(const moe_report_t *r, moe_error_t *err)
     if (f == NULL) {
         return MOE_ERR_IO;
     }
-    size_t n = r->config_text != NULL ? r->config_len : 0;
-    if (n > 0) {
-        fwrite(r->config_text, 1, n, f); /* a short write shows in ferror at close */
+    /* the text as the run read it, but for profiler.control_token's value: a secret */
+    size_t n = 0;
+    char *text = r->config_text != NULL && r->cfg != NULL
+                     ? moe_cfg_redacted_text(r->cfg, r->config_text, r->config_len, &n)
+                     : NULL;
+    if (text != NULL) {
+        fwrite(text, 1, n, f); /* a short write shows in ferror at close */
+    } else if (r->config_text != NULL && r->config_len > 0) {
+        fputs("# not copied: the config text could not be told apart from its control token\n",
+              f);
     }
+    free(text);
     return moe_report_close(f, r, "config.yaml", err);
 }
 

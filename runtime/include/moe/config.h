@@ -163,6 +163,9 @@ typedef struct moe_config {
     /* Provenance, filled by moe_cfg_parse(). */
     char source_name[MOE_PATH_MAX]; /* file name used in messages */
     uint64_t text_hash;             /* FNV-1a 64 of the exact text parsed */
+    /* Bytes [0] to [1] of the text: profiler.control_token's value as written (equal: the
+     * text sets none; -1: where is not known), for moe_cfg_redacted_text. */
+    int64_t token_span[2];
     int world_size;                 /* the world the placement was resolved for */
 } moe_config_t;
 
@@ -179,6 +182,13 @@ void moe_cfg_defaults(moe_config_t *cfg);
  * expert (moed started without mpirun). */
 moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name,
                            int world_size, moe_config_t *cfg, moe_error_t *err);
+
+/* The config text with profiler.control_token's value, as written, replaced by
+ * "<redacted>" (a copy, malloc'd and NUL-terminated; *out_len its length), or the text as it
+ * is when it sets no token. NULL when the text is not the one cfg was parsed from (its
+ * hash), the value's place is not known, or no memory: nothing of it should be copied. */
+char *moe_cfg_redacted_text(const moe_config_t *cfg, const char *text, size_t len,
+                            size_t *out_len);
 
 /* Read a whole file into a malloc'd NUL-terminated buffer (caller frees). */
 moe_status_t moe_cfg_read_file(const char *path, char **text, size_t *len, moe_error_t *err);

@@ -260,6 +260,8 @@ static moe_status_t engine_create_live(moe_engine_t *eng, moe_error_t *err)
 {
     int32_t ids[MOE_MAX_EXPERTS];
     moe_prof_static_t info = engine_prof_info(eng, ids);
+    info.config_text = eng->config_text;
+    info.config_len = eng->config_len;
     return moe_live_create(eng->cfg, eng->comm, eng->routes, &info, &eng->live, err);
 }
 
@@ -388,7 +390,8 @@ static moe_status_t engine_rebalance(moe_engine_t *eng, int64_t s, int64_t steps
     return MOE_OK;
 }
 
-moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
+moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
+                               size_t config_len, MPI_Comm comm, moe_engine_t **out,
                                moe_error_t *err)
 {
     /* What this build supports was checked before (app/preflight.c). */
@@ -398,6 +401,8 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the engine");
     } else {
         eng->cfg = cfg;
+        eng->config_text = config_text;
+        eng->config_len = config_len;
         eng->comm = comm;
         st = MOE_MPI(MPI_Comm_rank(comm, &eng->rank), err);
     }
@@ -459,6 +464,10 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engin
     }
     if (st == MOE_OK && strcmp(cfg->prof_listen, "off") != 0) {
         st = moe_agree(comm, engine_create_live(eng, err), err);
+    }
+    if (eng != NULL) {
+        eng->config_text = NULL; /* the caller's: not kept */
+        eng->config_len = 0;
     }
     if (st != MOE_OK) {
         moe_engine_destroy(eng);

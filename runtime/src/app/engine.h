@@ -20,6 +20,8 @@ typedef struct moe_engine moe_engine_t;
 
 struct moe_engine {
     const moe_config_t *cfg;
+    const char *config_text;  /* during create only (the live path copies it) */
+    size_t config_len;
     MPI_Comm comm;
     int rank, world_size;
     bool routes;           /* runs the gate for some tokens */
@@ -87,7 +89,10 @@ moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err);
 void moe_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
                         int64_t *count);
 
-moe_status_t moe_engine_create(const moe_config_t *cfg, MPI_Comm comm, moe_engine_t **out,
+/* config_text: the run's config file text cfg was parsed from (read during create: the
+ * live path's window folders copy it); may be NULL. */
+moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
+                               size_t config_len, MPI_Comm comm, moe_engine_t **out,
                                moe_error_t *err);
 void moe_engine_destroy(moe_engine_t *eng); /* accepts NULL */
 

@@ -646,7 +646,7 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
     moe_error_t err;
     moe_error_clear(&err);
     moe_engine_t *eng = NULL;
-    moe_status_t st = moe_engine_create(cfg, MPI_COMM_WORLD, &eng, &err);
+    moe_status_t st = moe_engine_create(cfg, text, len, MPI_COMM_WORLD, &eng, &err);
     if (st == MOE_ERR_TIMEOUT) {
         abort_on_watchdog(NULL, cfg, text, len, rank, &err);
     }

@@ -1155,6 +1155,47 @@ static moe_status_t unknown_key(cfg_parse_t *p, int sec, const yaml_node_t *key)
                     keys);
 }
 
+/* libyaml's marks count characters from after a byte-order mark; the text is UTF-8 (a
+ * UTF-16 text is left unplaced: -1). The byte where character `index` starts. */
+static int64_t char_to_byte(const char *text, size_t len, size_t index)
+{
+    const unsigned char *b = (const unsigned char *)text;
+    size_t i = 0;
+    if (len >= 2 && ((b[0] == 0xFE && b[1] == 0xFF) || (b[0] == 0xFF && b[1] == 0xFE))) {
+        return -1;
+    }
+    if (len >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF) {
+        i = 3;
+    }
+    for (size_t chars = 0; i < len; i++) {
+        if ((b[i] & 0xC0) != 0x80 && chars++ == index) {
+            return (int64_t)i;
+        }
+    }
+    return (int64_t)len; /* the index just past the last character */
+}
+
+/* Where profiler.control_token's value is written (moe_cfg_redacted_text): its node's
+ * span past any anchor or tag; an alias's is the anchored node's, the secret's one copy. */
+static void token_span_of(cfg_parse_t *p, const yaml_node_t *val)
+{
+    int64_t a = char_to_byte(p->text, p->len, val->start_mark.index);
+    int64_t b = char_to_byte(p->text, p->len, val->end_mark.index);
+    bool ok = a >= 0 && b >= a; /* empty: nothing to hide */
+    while (ok && a < b && (p->text[a] == '&' || p->text[a] == '!')) {
+        /* the node's span starts at its anchor or tag: those are names, not the value */
+        while (a < b && p->text[a] != ' ' && p->text[a] != '\t' && p->text[a] != '\n' &&
+               p->text[a] != '\r') {
+            a++;
+        }
+        while (a < b && (p->text[a] == ' ' || p->text[a] == '\t')) {
+            a++;
+        }
+    }
+    p->cfg.token_span[0] = ok ? a : -1;
+    p->cfg.token_span[1] = ok ? b : -1;
+}
+
 /* One `key: value` pair inside the section starting at key `sec`. */
 static moe_status_t key_pair_load(cfg_parse_t *p, int sec, const yaml_node_t *key,
                                   const yaml_node_t *val)
@@ -1176,6 +1217,9 @@ static moe_status_t key_pair_load(cfg_parse_t *p, int sec, const yaml_node_t *ke
     }
     p->key_mark[i] = node_mark(key);
     p->val_mark[i] = node_mark(val);
+    if (strcmp(cfg_keys[i].path, "profiler.control_token") == 0) {
+        token_span_of(p, val);
+    }
     return key_load(p, &cfg_keys[i], val);
 }
 
@@ -1941,6 +1985,38 @@ static moe_status_t parse_checks(cfg_parse_t *p, int world)
         st = check_rebalance(p, world);
     }
     return st;
+}
+
+char *moe_cfg_redacted_text(const moe_config_t *cfg, const char *text, size_t len,
+                            size_t *out_len)
+{
+    static const char red[] = "\"<redacted>\"";
+    int64_t a = cfg->token_span[0], b = cfg->token_span[1];
+    if (text == NULL || moe_hash64(text, len) != cfg->text_hash || a < 0 || b < a ||
+        (size_t)b > len) {
+        return NULL;
+    }
+    /* a block scalar's span takes its line break: the next key keeps its own line */
+    bool nl = b > a && text[b - 1] == '\n';
+    size_t n = b > a ? len - (size_t)(b - a) + (sizeof(red) - 1) + nl : len;
+    char *out = malloc(n + 1);
+    if (out == NULL) {
+        return NULL;
+    }
+    if (b > a) {
+        memcpy(out, text, (size_t)a);
+        memcpy(out + a, red, sizeof(red) - 1);
+        size_t at = (size_t)a + sizeof(red) - 1;
+        if (nl) {
+            out[at++] = '\n';
+        }
+        memcpy(out + at, text + b, len - (size_t)b);
+    } else {
+        memcpy(out, text, len);
+    }
+    out[n] = '\0';
+    *out_len = n;
+    return out;
 }
 
 moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name,
