@@ -330,9 +330,9 @@ PY
     set -e
     [[ $rc -eq 2 ]] && grep -q 'profiler-ab switches the profiler' off.log \
       || { cat off.log; fail "--profiler-ab without a profiler: want exit 2 and why, got $rc"; }
-    # 2. The step hook made 2 ms longer on every rank (MOED_TEST_HOOK_DELAY_US, a busy wait):
-    #    the on blocks' steps take ~2 ms more than the off blocks' (the ranks wait for each
-    #    other, so their delays overlap), and tokens/s on/off falls below 1 accordingly.
+    # 2. Rank 0's step hook made 2 ms longer (MOED_TEST_HOOK_DELAY_US, a busy wait): rank 0
+    #    (the master) starts each step after its hook, so the on blocks' steps take 2 ms
+    #    more than the off blocks', and tokens/s on/off falls below 1 accordingly.
     #    80 steps in 5-step blocks: 8 pairs, pair 0 left out as warm-up.
     PROF=true STEPS=80 small_model \
       | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 0\n  measurement_steps: 40\n  trace: false/' > ab.yaml
@@ -346,7 +346,7 @@ m = re.search(r"A/B: (\d+) pairs of 5-step blocks, hooks on ([0-9.]+) ms/step, o
 assert m, "no A/B line"
 pairs, on, off = int(m.group(1)), float(m.group(2)), float(m.group(3))
 assert pairs == 7, pairs
-assert 1.6 <= on - off <= 4.0, ("the hooks' 2 ms not seen", on, off)
+assert 1.6 <= on - off <= 3.0, ("the hook's 2 ms not seen", on, off)
 r = re.search(r"tokens/s on/off ([0-9.]+) \(median of pairs; mean ([0-9.]+), 95% interval "
               r"([0-9.]+)-([0-9.]+); totals ([0-9.]+)\)", log)
 assert r, "no ratio line"

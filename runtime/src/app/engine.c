@@ -160,10 +160,12 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
         eng->stall_rank = (int)sr;
         eng->stall_step = ss;
     }
-    /* MOED_TEST_HOOK_DELAY_US=N: the profiler's step hook takes N us more (a cost of known
-     * size for the --profiler-ab test) */
+    /* MOED_TEST_HOOK_DELAY_US=N: rank 0's profiler step hook takes N us more (a cost of
+     * known size for the --profiler-ab test: on one rank, so it adds to the step exactly
+     * rather than overlapping another rank's by however much) */
     const char *delay = getenv("MOED_TEST_HOOK_DELAY_US");
-    eng->test_hook_delay_ns = delay != NULL ? 1000LL * strtoll(delay, NULL, 10) : 0;
+    eng->test_hook_delay_ns =
+        delay != NULL && eng->rank == 0 ? 1000LL * strtoll(delay, NULL, 10) : 0;
     return MOE_OK;
 }
 
