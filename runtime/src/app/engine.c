@@ -160,9 +160,10 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
         eng->stall_rank = (int)sr;
         eng->stall_step = ss;
     }
-    /* MOED_TEST_HOOK_DELAY_US=N: rank 0's profiler step hook takes N us more (a cost of
-     * known size for the --profiler-ab test: on one rank, so it adds to the step exactly
-     * rather than overlapping another rank's by however much) */
+    /* MOED_TEST_HOOK_DELAY_US=N: rank 0's profiler step hook takes N us more, asleep (a
+     * cost of known size for the --profiler-ab test: on one rank, so it adds to the step
+     * rather than overlapping another rank's; a sleep, so on a loaded machine it costs the
+     * time asked for and no CPU that other processes would then claim back) */
     const char *delay = getenv("MOED_TEST_HOOK_DELAY_US");
     eng->test_hook_delay_ns =
         delay != NULL && eng->rank == 0 ? 1000LL * strtoll(delay, NULL, 10) : 0;
@@ -674,7 +675,10 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
         eng->steps_done = s + 1;
         eng->hook_steps += eng->hooks_on ? 1 : 0;
         if (eng->prof != NULL && eng->hooks_on) {
-            for (int64_t t = moe_now_ns(); moe_now_ns() - t < eng->test_hook_delay_ns;) {
+            if (eng->test_hook_delay_ns > 0) {
+                struct timespec ts = {(time_t)(eng->test_hook_delay_ns / 1000000000LL),
+                                      (long)(eng->test_hook_delay_ns % 1000000000LL)};
+                nanosleep(&ts, NULL);
             }
             st = moe_prof_step_end(eng->prof, hs, b, e, err);
             eng->prof_ns += moe_now_ns() - e;

@@ -74,7 +74,7 @@ struct moe_engine {
     char (*hosts)[64];     /* [world] host of every rank, for messages */
     int stall_rank;        /* MOED_TEST_STALL=rank:step fault injection, -1 when unset */
     int64_t stall_step;
-    int64_t test_hook_delay_ns; /* MOED_TEST_HOOK_DELAY_US: a busy wait in the step hook */
+    int64_t test_hook_delay_ns; /* MOED_TEST_HOOK_DELAY_US: a sleep in rank 0's step hook */
 };
 
 /* Agree on a status across comm: if any rank failed, every rank returns the error of the
