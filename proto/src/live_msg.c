@@ -18,19 +18,59 @@ int moe_live_bucket_of_ns(int64_t ns)
     return b;
 }
 
-void moe_live_layout_of(int L, int E, int W, int groups, bool routes, moe_live_layout_t *out)
+void moe_live_layout_of(int L, int E, int W, bool routes, int64_t rkeys, bool keyed,
+                        int64_t groups, moe_live_layout_t *out)
 {
     size_t le = (size_t)L * (size_t)E, o = MOE_LIVE_HDR;
+    rkeys = routes ? rkeys : 0;
+    out->routes = routes;
+    out->keyed = keyed;
+    out->rkeys = rkeys;
+    out->groups = groups;
     out->step_hist = o;
     o += MOE_LIVE_NB + 1;
     out->bytes = o;
     o += (size_t)W;
-    out->routed = o;
-    o += routes ? le : 0;
     out->dropped = o;
     o += routes ? le : 0;
-    out->groups = groups;
+    out->rkey = o;
+    o += (size_t)rkeys;
+    out->rrows = o;
+    o += (size_t)rkeys;
+    out->hkey = o;
+    o += keyed ? (size_t)groups : 0;
     out->ehist = o;
     o += (size_t)groups * (MOE_LIVE_NB + 1);
     out->total = o;
+}
+
+bool moe_live_layout_check(const int64_t *m, size_t n, int src, int L, int E, int W,
+                           bool keyed, moe_live_layout_t *out)
+{
+    int64_t le = (int64_t)L * E;
+    if (n < MOE_LIVE_HDR || m[MOE_LIVE_HDR_MAGIC] != (MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION) ||
+        m[MOE_LIVE_HDR_RANK] != src) {
+        return false;
+    }
+    bool routes = m[MOE_LIVE_HDR_ROUTES] != 0;
+    int64_t rkeys = m[MOE_LIVE_HDR_RKEYS], groups = m[MOE_LIVE_HDR_GROUPS];
+    if (rkeys < 0 || rkeys > le * W || (!routes && rkeys != 0) || groups < 0 ||
+        (keyed ? groups > le : groups != L)) {
+        return false;
+    }
+    moe_live_layout_of(L, E, W, routes, rkeys, keyed, groups, out);
+    if (out->total != n) {
+        return false;
+    }
+    for (int64_t i = 0; i < rkeys; i++) {
+        if (m[out->rkey + (size_t)i] < 0 || m[out->rkey + (size_t)i] >= le * W) {
+            return false;
+        }
+    }
+    for (int64_t i = 0; keyed && i < groups; i++) {
+        if (m[out->hkey + (size_t)i] < 0 || m[out->hkey + (size_t)i] >= le) {
+            return false;
+        }
+    }
+    return true;
 }

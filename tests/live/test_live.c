@@ -10,35 +10,58 @@
 #include "moe/clock.h"
 #include "test_util.h"
 
-/* A view as rank 0 would hold it after every rank has reported (symmetric routing). */
-static live_view_t *fake_view(int L, int E, int W, bool per_expert)
+/* Rank r's message into the view: keys as given, every counter after the header set to
+ * fill (0: zero), the message checked as rank 0 checks what arrives. */
+static void put_message(live_view_t *v, int r, bool routes, int64_t nr, const int64_t *rkey,
+                        int64_t ng, const int64_t *hkey, int64_t fill)
 {
-    live_dims_t d = {.L = L, .E = E, .W = W, .per_expert = per_expert, .row_bytes = 4096,
+    const live_dims_t *d = &v->dims;
+    moe_live_layout_t lay;
+    moe_live_layout_of(d->L, d->E, d->W, routes, nr, d->per_expert, ng, &lay);
+    int64_t *m = calloc(lay.total, sizeof(int64_t));
+    CHECK(m != NULL);
+    for (size_t i = MOE_LIVE_HDR; fill != 0 && i < lay.total; i++) {
+        m[i] = fill + (int64_t)(i % 977) * 13;
+    }
+    m[MOE_LIVE_HDR_MAGIC] = MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION;
+    m[MOE_LIVE_HDR_RANK] = r;
+    m[MOE_LIVE_HDR_ROUTES] = routes;
+    m[MOE_LIVE_HDR_RKEYS] = routes ? nr : 0;
+    m[MOE_LIVE_HDR_GROUPS] = ng;
+    m[MOE_LIVE_HDR_STEP] = 123456;
+    for (int64_t i = 0; routes && i < nr; i++) {
+        m[lay.rkey + (size_t)i] = rkey[i];
+    }
+    for (int64_t i = 0; d->per_expert && i < ng; i++) {
+        m[lay.hkey + (size_t)i] = hkey[i];
+    }
+    moe_live_layout_t got;
+    CHECK(live_layout_check(d, m, lay.total, r, &got));
+    CHECK_INT_EQ((long long)got.total, (long long)lay.total);
+    CHECK(live_view_store(v, r, m, lay.total) == 0);
+    v->recv_ns[r] = moe_now_ns();
+    free(m);
+}
+
+/* A view as rank 0 would hold it after every rank has reported (symmetric routing, each
+ * rank hosting E / W experts, one histogram per layer and rank). */
+static live_view_t *fake_view(int L, int E, int W)
+{
+    live_dims_t d = {.L = L, .E = E, .W = W, .per_expert = false, .row_bytes = 4096,
                      .tokens_per_step = 2048};
-    d.local_ids = calloc((size_t)W * (size_t)E, sizeof(int32_t));
-    for (int e = 0; e < E; e++) {
-        int r = e / (E / W);
-        d.owner[e] = r;
-        d.local_ids[(size_t)r * E + d.nlocal[r]++] = e;
-    }
     live_view_t *v = calloc(1, sizeof(*v));
-    CHECK(live_view_init(v, &d) == 0);
-    for (int r = 0; r < W; r++) {
-        moe_live_layout_t lay;
-        live_layout_of(&d, r, true, &lay);
-        int64_t *m = v->snap[r];
-        for (size_t i = 0; i < lay.total; i++) {
-            m[i] = 1000000 + (int64_t)(i % 977) * 13;
-        }
-        m[MOE_LIVE_HDR_MAGIC] = MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION;
-        m[MOE_LIVE_HDR_RANK] = r;
-        m[MOE_LIVE_HDR_ROUTES] = 1;
-        m[MOE_LIVE_HDR_STEP] = 123456;
-        v->snap_len[r] = lay.total;
-        v->recv_ns[r] = moe_now_ns();
+    CHECK(v != NULL && live_view_init(v, &d) == 0);
+    int64_t *rkey = calloc((size_t)L * (size_t)E, sizeof(int64_t));
+    CHECK(rkey != NULL);
+    for (int64_t le = 0; le < (int64_t)L * E; le++) {
+        rkey[le] = le * W + (le % E) / (E / W);
     }
+    for (int r = 0; r < W; r++) {
+        put_message(v, r, true, (int64_t)L * E, rkey, L, NULL, 1000000);
+    }
+    free(rkey);
     v->step = 123456;
-    return v; /* v->dims.local_ids is the caller's to free */
+    return v;
 }
 
 static size_t count_lines(const char *s, const char *prefix)
@@ -52,7 +75,7 @@ static size_t count_lines(const char *s, const char *prefix)
 
 static void test_scale(const char *dump)
 {
-    live_view_t *v = fake_view(16, 256, 32, false);
+    live_view_t *v = fake_view(16, 256, 32);
     live_buf_t b = {0};
     int64_t t0 = moe_now_ns();
     live_render_metrics(v, &b);
@@ -77,54 +100,87 @@ static void test_scale(const char *dump)
     CHECK_STR_CONTAINS(st, "\"world\":32");
     free(st);
     free(data);
-    free(v->dims.local_ids);
     live_view_free(v);
     free(v);
 }
 
+/* Labels name what ran: layer 0 has expert 5 on rank 2; in layer 1 expert 5 ran on rank 2
+ * and then on rank 1 (moved), and expert 6 has copies on ranks 1 and 2. Master rank 0
+ * routes; every other expert is on rank 1 (e < 4) or rank 2. */
 static void test_per_expert(void)
 {
-    live_dims_t d = {.L = 2, .E = 8, .W = 3, .per_expert = true};
-    int32_t ids[3 * 8] = {0};
-    d.local_ids = ids;
-    for (int e = 0; e < 8; e++) { /* ranks 1, 2 host 4 each; rank 0 none */
-        int r = 1 + e / 4;
-        d.owner[e] = r;
-        ids[r * 8 + d.nlocal[r]++] = e;
-    }
+    enum { L = 2, E = 8, W = 3 };
+    live_dims_t d = {.L = L, .E = E, .W = W, .per_expert = true};
     live_view_t v;
     CHECK(live_view_init(&v, &d) == 0);
-    for (int r = 0; r < 3; r++) {
-        moe_live_layout_t lay;
-        live_layout_of(&d, r, r == 0, &lay);
-        CHECK_INT_EQ(lay.groups, 2 * d.nlocal[r]);
-        v.snap[r][MOE_LIVE_HDR_ROUTES] = r == 0;
-        v.snap[r][MOE_LIVE_HDR_RANK] = r;
-        v.snap_len[r] = lay.total;
-        if (r == 0) {
-            v.snap[0][lay.routed + 8 + 5] = 42; /* layer 1 expert 5 */
-        }
+    int64_t rkey[L * E + 2];
+    int nr = 0;
+    for (int le = 0; le < L * E; le++) {
+        rkey[nr++] = (int64_t)le * W + (le % E < 4 ? 1 : 2);
     }
+    rkey[nr++] = (int64_t)(1 * E + 5) * W + 1; /* layer 1 expert 5 after the move */
+    rkey[nr++] = (int64_t)(1 * E + 6) * W + 1; /* layer 1 expert 6's copy on rank 1 */
+    put_message(&v, 0, true, nr, rkey, 0, NULL, 0);
+    moe_live_layout_t lay0;
+    CHECK(live_layout_check(&d, v.snap[0], v.snap_len[0], 0, &lay0));
+    int64_t *rows = v.snap[0] + lay0.rrows;
+    rows[0 * E + 5] = 10; /* (0, 5, 2) */
+    rows[1 * E + 5] = 7;  /* (1, 5, 2) before the move */
+    rows[L * E] = 42;     /* (1, 5, 1) after it */
+    rows[1 * E + 6] = 4;  /* (1, 6, 2) */
+    rows[L * E + 1] = 3;  /* (1, 6, 1) */
+    int64_t h1[] = {1 * E + 0, 1 * E + 5, 1 * E + 6}, h2[] = {0 * E + 5, 1 * E + 5, 1 * E + 6};
+    put_message(&v, 1, false, 0, NULL, 3, h1, 0);
+    put_message(&v, 2, false, 0, NULL, 3, h2, 0);
+    moe_live_layout_t lay1;
+    CHECK(live_layout_check(&d, v.snap[1], v.snap_len[1], 1, &lay1));
+    v.snap[1][lay1.ehist + 1 * (MOE_LIVE_NB + 1) + 3] = 9; /* (1, 5) on rank 1: 9 calls */
     live_buf_t b = {0};
     live_render_metrics(&v, &b);
-    CHECK_STR_CONTAINS(b.p, "moed_expert_tokens_total{layer=\"1\",expert=\"5\",rank=\"2\"} 42\n");
-    CHECK_STR_CONTAINS(b.p, "moed_expert_seconds_count{layer=\"1\",expert=\"6\",rank=\"2\"} 0\n");
-    CHECK_INT_EQ(count_lines(b.p, "moed_expert_seconds_count{"), 2 * 8);
+    CHECK(!b.failed);
+    CHECK_STR_CONTAINS(b.p, "moed_expert_tokens_total{layer=\"0\",expert=\"5\",rank=\"2\"} 10\n");
+    CHECK_STR_CONTAINS(b.p, "moed_expert_tokens_total{layer=\"1\",expert=\"5\",rank=\"2\"} 7\n");
+    CHECK_STR_CONTAINS(b.p, "moed_expert_tokens_total{layer=\"1\",expert=\"5\",rank=\"1\"} 42\n");
+    CHECK_STR_CONTAINS(b.p, "moed_expert_tokens_total{layer=\"1\",expert=\"6\",rank=\"1\"} 3\n");
+    CHECK_STR_CONTAINS(b.p, "moed_expert_tokens_total{layer=\"1\",expert=\"6\",rank=\"2\"} 4\n");
+    CHECK(strstr(b.p, "moed_expert_tokens_total{layer=\"0\",expert=\"5\",rank=\"1\"}") == NULL);
+    CHECK_INT_EQ(count_lines(b.p, "moed_expert_tokens_total{"), L * E + 2);
+    CHECK_STR_CONTAINS(b.p, "moed_expert_seconds_count{layer=\"1\",expert=\"5\",rank=\"1\"} 9\n");
+    CHECK_STR_CONTAINS(b.p, "moed_expert_seconds_count{layer=\"1\",expert=\"5\",rank=\"2\"} 0\n");
+    CHECK_STR_CONTAINS(b.p, "moed_expert_seconds_count{layer=\"0\",expert=\"5\",rank=\"2\"} 0\n");
+    CHECK(strstr(b.p, "moed_expert_seconds_count{layer=\"0\",expert=\"5\",rank=\"1\"}") == NULL);
+    CHECK_INT_EQ(count_lines(b.p, "moed_expert_seconds_count{"), 6);
     CHECK_STR_CONTAINS(b.p, "# TYPE moed_layer_imbalance gauge\n");
-    CHECK_STR_CONTAINS(b.p, "moed_layer_imbalance{layer=\"1\"} 8.000000\n");
+    /* layer 1: expert 5 has 49 of 56 routed rows: 49 * 8 / 56 */
+    CHECK_STR_CONTAINS(b.p, "moed_layer_imbalance{layer=\"1\"} 7.000000\n");
     live_buf_free(&b);
     /* the imbalance is over the last ~10 s: a snapshot 11 s old is its baseline, so only
-     * what came since counts (layer 1: 42 on expert 5 then, 8 more on each expert since) */
+     * what came since counts (8 more rows on each expert of layer 1 since) */
     live_view_sample_routed(&v, moe_now_ns() - 11000000000LL);
-    moe_live_layout_t lay0;
-    live_layout_of(&d, 0, true, &lay0);
-    for (int e = 0; e < 8; e++) {
-        v.snap[0][lay0.routed + 8 + e] += 8;
+    for (int e = 0; e < E; e++) {
+        rows[1 * E + e] += 8;
     }
     live_view_sample_routed(&v, moe_now_ns() - 5000000000LL); /* too recent: not the base */
     live_render_metrics(&v, &b);
     CHECK_STR_CONTAINS(b.p, "moed_layer_imbalance{layer=\"1\"} 1.000000\n");
     live_buf_free(&b);
+    /* malformed: a key out of range, a length that does not match, a wrong rank */
+    int64_t bad[MOE_LIVE_HDR + MOE_LIVE_NB + 1 + W + L * E + 2];
+    memset(bad, 0, sizeof(bad));
+    bad[MOE_LIVE_HDR_MAGIC] = MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION;
+    bad[MOE_LIVE_HDR_RANK] = 0;
+    bad[MOE_LIVE_HDR_ROUTES] = 1;
+    bad[MOE_LIVE_HDR_RKEYS] = 1;
+    size_t n = MOE_LIVE_HDR + MOE_LIVE_NB + 1 + W + L * E + 2;
+    moe_live_layout_t lay;
+    CHECK(live_layout_check(&d, bad, n, 0, &lay)); /* one key, no groups: well formed */
+    bad[n - 2] = (int64_t)L * E * W;               /* the key past the last */
+    CHECK(!live_layout_check(&d, bad, n, 0, &lay));
+    bad[n - 2] = 0;
+    CHECK(!live_layout_check(&d, bad, n - 1, 0, &lay));
+    CHECK(!live_layout_check(&d, bad, n, 1, &lay));
+    bad[MOE_LIVE_HDR_GROUPS] = L * E + 1;
+    CHECK(!live_layout_check(&d, bad, n, 0, &lay));
     live_view_free(&v);
 }
 

@@ -100,6 +100,12 @@ typedef struct moe_prof_layer_sample {
     const int32_t *demand;          /* [E] this rank's choices per expert, before capacity */
     const int32_t *kept;            /* [E] */
     const int32_t *dropped;         /* [E] */
+    /* The layer's placement as it ran (per-layer placement, replicas, online rebalancing):
+     * its copies of experts, sorted by expert then rank; this rank's local expert le is the
+     * le-th copy on this rank. slot_rows: rows this rank routed to each copy. */
+    int num_slots;
+    const moe_cfg_replica_t *slots; /* [num_slots] */
+    const int32_t *slot_rows;       /* [num_slots] */
     const int *send_rows;           /* [world] dispatch rows to each rank (combine: back) */
     const int *recv_rows;           /* [world] dispatch rows from each rank */
     const int64_t *peer_wait_ns;    /* [world] waited for each peer's rows, summed over the

@@ -35,16 +35,32 @@
 #define LIVE_FINISH_NS 30000000000LL       /* at a normal end, for the last counters */
 #define LIVE_OD_LIST_STEPS 256   /* per-step lists a window's recorder reserves */
 
+/* Counters keyed by what ran, appended as new keys appear (never removed): one chain per
+ * (layer, expert) through next, so a lookup walks the few ranks that ever held it. */
+typedef struct live_keys {
+    int64_t *key;                /* [cap] */
+    int64_t *val;                /* [cap * width] */
+    int32_t *next;               /* [cap] the next key of the same (layer, expert), or -1 */
+    int32_t *head;               /* [L*E] its first key, or -1 */
+    int64_t n, cap;
+    int width;
+} live_keys_t;
+
 struct moe_live {
     MPI_Comm comm;
     int rank, world;
     bool routes;
     live_dims_t dims;
-    moe_live_layout_t lay;
-    int nl;
-    const int32_t *local_ids;
-    int64_t *cur;                /* [lay.total] this rank's counters, message layout */
+    /* this rank's cumulative counters */
+    int64_t step_hist[MOE_LIVE_NB + 1];
+    int64_t *bytes;              /* [W] */
+    int64_t *dropped;            /* [L*E] when it routes */
+    live_keys_t rk;              /* rows routed to (layer, expert, rank), when it routes */
+    live_keys_t hk;              /* busy time per (layer, expert) hosted, when keyed */
+    int64_t *lhist;              /* [L * (NB + 1)] busy time per layer, when not keyed */
+    bool keys_failed;            /* a key could not be added: warned once */
     int64_t *sendbuf;
+    size_t send_cap;
     MPI_Request sreq;
     int64_t last_send_ns, last_poll_ns;
     moe_prof_t *od;              /* the on-demand windows' recorder */
@@ -55,10 +71,10 @@ struct moe_live {
     live_view_t *view;
     live_http_t *http;
     int64_t **inbox;             /* [W] latest message not yet published */
-    size_t *inbox_len;
+    size_t *inbox_len, *inbox_cap;
     bool *dirty, *fin;
     int64_t *recvbuf;
-    size_t max_len;
+    size_t recv_cap, max_len;    /* max_len: the largest message the run's shape allows */
     MPI_Request *creq;           /* [W] control sends to each rank */
     moe_od_set_t od_set;         /* a window's records, while the writer writes them */
     pthread_t writer;
@@ -71,13 +87,13 @@ struct moe_live {
     int64_t last_rate_ns;
 };
 
-void live_layout_of(const live_dims_t *d, int rank, bool routes, moe_live_layout_t *out)
+bool live_layout_check(const live_dims_t *d, const int64_t *m, size_t n, int src,
+                       moe_live_layout_t *out)
 {
-    int groups = d->per_expert ? d->L * d->nlocal[rank] : d->L;
-    moe_live_layout_of(d->L, d->E, d->W, groups, routes, out);
+    return moe_live_layout_check(m, n, src, d->L, d->E, d->W, d->per_expert, out);
 }
 
-static int dims_init(live_dims_t *d, const moe_config_t *cfg, int world, int64_t row_bytes)
+static void dims_init(live_dims_t *d, const moe_config_t *cfg, int world, int64_t row_bytes)
 {
     memset(d, 0, sizeof(*d));
     d->L = (int)cfg->num_layers;
@@ -88,17 +104,94 @@ static int dims_init(live_dims_t *d, const moe_config_t *cfg, int world, int64_t
     d->per_expert = cfg->prof_expert_hist == MOE_EXPERT_HIST_EXPERT ||
                     (cfg->prof_expert_hist == MOE_EXPERT_HIST_AUTO &&
                      (int64_t)d->L * d->E <= 1024);
-    d->local_ids = calloc((size_t)world * (size_t)d->E, sizeof(int32_t));
-    if (d->local_ids == NULL) {
+}
+
+static int keys_init(live_keys_t *t, int64_t le, int width)
+{
+    memset(t, 0, sizeof(*t));
+    t->width = width;
+    t->head = malloc((size_t)le * sizeof(int32_t));
+    if (t->head == NULL) {
         return -1;
     }
-    for (int r = 0; r < world; r++) {
-        d->nlocal[r] = moe_cfg_experts_of_rank(cfg, r, d->local_ids + (size_t)r * d->E);
-    }
-    for (int e = 0; e < d->E; e++) {
-        d->owner[e] = cfg->expert_owner[e];
+    for (int64_t i = 0; i < le; i++) {
+        t->head[i] = -1;
     }
     return 0;
+}
+
+static void keys_free(live_keys_t *t)
+{
+    free(t->key);
+    free(t->val);
+    free(t->next);
+    free(t->head);
+    memset(t, 0, sizeof(*t));
+}
+
+/* The index of key (of (layer, expert) le), added with zero counts if new; -1 when it
+ * cannot grow. */
+static int64_t keys_find(live_keys_t *t, int64_t le, int64_t key)
+{
+    for (int32_t i = t->head[le]; i >= 0; i = t->next[i]) {
+        if (t->key[i] == key) {
+            return i;
+        }
+    }
+    if (t->n == t->cap) {
+        int64_t cap = t->cap < 64 ? 64 : t->cap * 2;
+        int64_t *k = realloc(t->key, (size_t)cap * sizeof(int64_t));
+        t->key = k != NULL ? k : t->key;
+        int64_t *v = realloc(t->val, (size_t)cap * (size_t)t->width * sizeof(int64_t));
+        t->val = v != NULL ? v : t->val;
+        int32_t *nx = realloc(t->next, (size_t)cap * sizeof(int32_t));
+        t->next = nx != NULL ? nx : t->next;
+        if (k == NULL || v == NULL || nx == NULL || cap > INT32_MAX) {
+            return -1;
+        }
+        t->cap = cap;
+    }
+    int64_t i = t->n++;
+    t->key[i] = key;
+    memset(t->val + i * t->width, 0, (size_t)t->width * sizeof(int64_t));
+    t->next[i] = t->head[le];
+    t->head[le] = (int32_t)i;
+    return i;
+}
+
+static void keys_lost(moe_live_t *lv)
+{
+    if (!lv->keys_failed) {
+        MOE_WARN("live: no memory for a new (layer, expert) key: its counts are not sent");
+        lv->keys_failed = true;
+    }
+}
+
+/* The keys of the configured placement, so that every series exists from the start. */
+static void keys_prefill(moe_live_t *lv, const moe_config_t *cfg)
+{
+    const live_dims_t *d = &lv->dims;
+    for (int l = 0; l < d->L; l++) {
+        int n = 0;
+        const moe_cfg_replica_t *slots = moe_cfg_layer_entries(cfg, l, &n);
+        for (int i = 0; i < n; i++) {
+            int64_t le = (int64_t)l * d->E + slots[i].expert;
+            if (lv->routes && keys_find(&lv->rk, le, le * d->W + slots[i].rank) < 0) {
+                keys_lost(lv);
+            }
+            if (d->per_expert && slots[i].rank == lv->rank && keys_find(&lv->hk, le, le) < 0) {
+                keys_lost(lv);
+            }
+        }
+    }
+}
+
+/* This rank's message layout now. */
+static void own_layout(const moe_live_t *lv, moe_live_layout_t *lay)
+{
+    const live_dims_t *d = &lv->dims;
+    moe_live_layout_of(d->L, d->E, d->W, lv->routes, lv->rk.n, d->per_expert,
+                       d->per_expert ? lv->hk.n : d->L, lay);
 }
 
 static void rings_add_step(moe_live_t *lv, int64_t step, int64_t ns)
@@ -124,18 +217,22 @@ static void rings_add_rate(moe_live_t *lv, int64_t now)
 
 static bool accept_message(moe_live_t *lv, int src, const int64_t *m, size_t n)
 {
-    if (n < MOE_LIVE_HDR || m[MOE_LIVE_HDR_MAGIC] != (MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION) ||
-        m[MOE_LIVE_HDR_RANK] != src) {
-        return false;
-    }
     moe_live_layout_t lay;
-    live_layout_of(&lv->dims, src, m[MOE_LIVE_HDR_ROUTES] != 0, &lay);
-    return lay.total == n;
+    return live_layout_check(&lv->dims, m, n, src, &lay);
 }
 
 static void store_message(moe_live_t *lv, int src, const int64_t *m, size_t n)
 {
     int64_t kind = m[MOE_LIVE_HDR_KIND];
+    if (n > lv->inbox_cap[src]) {
+        int64_t *p = realloc(lv->inbox[src], n * sizeof(int64_t));
+        if (p == NULL) {
+            MOE_WARN("live: no memory for rank %d's counters (%zu values)", src, n);
+            return;
+        }
+        lv->inbox[src] = p;
+        lv->inbox_cap[src] = n;
+    }
     memcpy(lv->inbox[src], m, n * sizeof(int64_t));
     lv->inbox_len[src] = n;
     lv->dirty[src] = true;
@@ -157,8 +254,13 @@ static void drain(moe_live_t *lv)
         if (MOE_MPI(MPI_Get_count(&stt, MPI_INT64_T, &n), NULL) != MOE_OK) {
             return;
         }
+        if (n > 0 && (size_t)n > lv->recv_cap && (size_t)n <= lv->max_len) {
+            int64_t *p = realloc(lv->recvbuf, (size_t)n * sizeof(int64_t));
+            lv->recvbuf = p != NULL ? p : lv->recvbuf;
+            lv->recv_cap = p != NULL ? (size_t)n : lv->recv_cap;
+        }
         int64_t *buf = lv->recvbuf, *big = NULL;
-        if (n < 0 || (size_t)n > lv->max_len) {
+        if (n < 0 || (size_t)n > lv->recv_cap) {
             big = malloc(((size_t)(n > 0 ? n : 1)) * sizeof(int64_t)); /* consumed, dropped */
             buf = big;
         }
@@ -266,9 +368,7 @@ static void publish_locked(moe_live_t *lv)
     live_view_t *v = lv->view;
     int64_t now = moe_now_ns();
     for (int r = 0; r < lv->world; r++) {
-        if (lv->dirty[r]) {
-            memcpy(v->snap[r], lv->inbox[r], lv->inbox_len[r] * sizeof(int64_t));
-            v->snap_len[r] = lv->inbox_len[r];
+        if (lv->dirty[r] && live_view_store(v, r, lv->inbox[r], lv->inbox_len[r]) == 0) {
             v->recv_ns[r] = now;
             lv->dirty[r] = false;
         }
@@ -300,18 +400,45 @@ static void publish(moe_live_t *lv, bool wait)
 
 /* ---- every rank: counters and sends ------------------------------------------------- */
 
-static void fill_header(moe_live_t *lv, int64_t *m, int kind)
+/* This rank's counters as one message into lv->sendbuf (grown while no send uses it);
+ * false when it cannot grow. */
+static bool fill_message(moe_live_t *lv, int kind, moe_live_layout_t *lay)
 {
-    memcpy(m, lv->cur, lv->lay.total * sizeof(int64_t));
+    const live_dims_t *d = &lv->dims;
+    own_layout(lv, lay);
+    if (lay->total > lv->send_cap) {
+        int64_t *p = realloc(lv->sendbuf, lay->total * sizeof(int64_t));
+        if (p == NULL) {
+            return false;
+        }
+        lv->sendbuf = p;
+        lv->send_cap = lay->total;
+    }
+    int64_t *m = lv->sendbuf;
     m[MOE_LIVE_HDR_MAGIC] = MOE_LIVE_MAGIC ^ MOE_LIVE_VERSION;
     m[MOE_LIVE_HDR_RANK] = lv->rank;
     m[MOE_LIVE_HDR_STEP] = lv->step;
     m[MOE_LIVE_HDR_KIND] = kind;
-    m[MOE_LIVE_HDR_RESERVED0] = 0;
-    m[MOE_LIVE_HDR_RESERVED1] = 0;
+    m[MOE_LIVE_HDR_RKEYS] = lay->rkeys;
+    m[MOE_LIVE_HDR_GROUPS] = lay->groups;
     m[MOE_LIVE_HDR_RSS] = (int64_t)moe_read_rss_bytes();
     m[MOE_LIVE_HDR_ROUTES] = lv->routes;
     m[MOE_LIVE_HDR_STEPS] = lv->steps_done;
+    size_t le = (size_t)d->L * (size_t)d->E, hb = sizeof(int64_t) * (MOE_LIVE_NB + 1);
+    memcpy(m + lay->step_hist, lv->step_hist, sizeof(lv->step_hist));
+    memcpy(m + lay->bytes, lv->bytes, (size_t)d->W * sizeof(int64_t));
+    if (lv->routes) {
+        memcpy(m + lay->dropped, lv->dropped, le * sizeof(int64_t));
+        memcpy(m + lay->rkey, lv->rk.key, (size_t)lay->rkeys * sizeof(int64_t));
+        memcpy(m + lay->rrows, lv->rk.val, (size_t)lay->rkeys * sizeof(int64_t));
+    }
+    if (d->per_expert) {
+        memcpy(m + lay->hkey, lv->hk.key, (size_t)lay->groups * sizeof(int64_t));
+        memcpy(m + lay->ehist, lv->hk.val, (size_t)lay->groups * hb);
+    } else {
+        memcpy(m + lay->ehist, lv->lhist, (size_t)d->L * hb);
+    }
+    return true;
 }
 
 static bool request_done(MPI_Request *req)
@@ -323,19 +450,20 @@ static bool request_done(MPI_Request *req)
     return flag != 0;
 }
 
-/* One message to rank 0; rank 0 files its own directly. False: the buffer is still busy. */
-static bool emit(moe_live_t *lv, int64_t *buf, MPI_Request *req, int kind)
+/* One message to rank 0; rank 0 files its own directly. False: the buffer is still busy
+ * (or could not grow). */
+static bool emit(moe_live_t *lv, MPI_Request *req, int kind)
 {
-    if (!request_done(req)) {
+    moe_live_layout_t lay;
+    if (!request_done(req) || !fill_message(lv, kind, &lay)) {
         return false;
     }
-    fill_header(lv, buf, kind);
     if (lv->rank == 0) {
-        store_message(lv, 0, buf, lv->lay.total);
+        store_message(lv, 0, lv->sendbuf, lay.total);
         return true;
     }
-    return MPI_Isend(buf, (int)lv->lay.total, MPI_INT64_T, 0, MOE_LIVE_TAG_DATA, lv->comm, req) ==
-           MPI_SUCCESS;
+    return MPI_Isend(lv->sendbuf, (int)lay.total, MPI_INT64_T, 0, MOE_LIVE_TAG_DATA, lv->comm,
+                     req) == MPI_SUCCESS;
 }
 
 /* A window's boundaries from rank 0, if one came; true when one was taken. */
@@ -363,28 +491,46 @@ void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
 {
     const live_dims_t *d = &lv->dims;
     moe_prof_layer(lv->od, s);
-    int64_t *bytes = lv->cur + lv->lay.bytes;
     for (int r = 0; r < d->W; r++) {
         if (r != lv->rank) {
-            bytes[r] += (int64_t)(s->send_rows[r] + s->recv_rows[r]) * d->row_bytes;
+            lv->bytes[r] += (int64_t)(s->send_rows[r] + s->recv_rows[r]) * d->row_bytes;
         }
     }
+    int64_t le0 = (int64_t)s->layer * d->E;
     if (lv->routes && s->kept != NULL) {
-        int64_t *routed = lv->cur + lv->lay.routed + (size_t)s->layer * d->E;
-        int64_t *dropped = lv->cur + lv->lay.dropped + (size_t)s->layer * d->E;
         for (int e = 0; e < d->E; e++) {
-            routed[e] += s->kept[e];
-            dropped[e] += s->dropped[e];
+            lv->dropped[le0 + e] += s->dropped[e];
+        }
+        for (int i = 0; i < s->num_slots && s->slot_rows != NULL; i++) {
+            int64_t le = le0 + s->slots[i].expert;
+            int64_t k = keys_find(&lv->rk, le, le * d->W + s->slots[i].rank);
+            if (k < 0) {
+                keys_lost(lv);
+                continue;
+            }
+            lv->rk.val[k] += s->slot_rows[i];
         }
     }
-    for (int le = 0; le < lv->nl; le++) {
-        if (s->expert_rows[le] == 0) {
+    /* this rank's local expert le is the le-th copy on it in the layer's placement */
+    for (int i = 0, le = 0; i < s->num_slots; i++) {
+        if (s->slots[i].rank != lv->rank) {
             continue;
         }
-        int g = d->per_expert ? s->layer * lv->nl + le : s->layer;
-        int64_t *h = lv->cur + lv->lay.ehist + (size_t)g * (MOE_LIVE_NB + 1);
-        h[moe_live_bucket_of_ns(s->expert_ns[le])]++;
-        h[MOE_LIVE_NB] += s->expert_ns[le];
+        int local = le++;
+        if (s->expert_rows[local] == 0) {
+            continue;
+        }
+        int64_t *h = lv->lhist + (size_t)s->layer * (MOE_LIVE_NB + 1);
+        if (d->per_expert) {
+            int64_t key = le0 + s->slots[i].expert, k = keys_find(&lv->hk, key, key);
+            if (k < 0) {
+                keys_lost(lv);
+                continue;
+            }
+            h = lv->hk.val + (size_t)k * (MOE_LIVE_NB + 1);
+        }
+        h[moe_live_bucket_of_ns(s->expert_ns[local])]++;
+        h[MOE_LIVE_NB] += s->expert_ns[local];
     }
 }
 
@@ -392,7 +538,7 @@ void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
  * can cost microseconds, and more when ranks share cores and Open MPI yields). */
 void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t end_ns)
 {
-    int64_t *h = lv->cur + lv->lay.step_hist;
+    int64_t *h = lv->step_hist;
     h[moe_live_bucket_of_ns(end_ns - begin_ns)]++;
     h[MOE_LIVE_NB] += end_ns - begin_ns;
     lv->step = step;
@@ -406,7 +552,7 @@ void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t e
     }
     bool done = moe_prof_od_step_end(lv->od, step, begin_ns, end_ns, &lv->od_set);
     if (end_ns - lv->last_send_ns >= LIVE_SEND_MS * 1000000LL &&
-        emit(lv, lv->sendbuf, &lv->sreq, MOE_LIVE_KIND_PERIODIC)) {
+        emit(lv, &lv->sreq, MOE_LIVE_KIND_PERIODIC)) {
         lv->last_send_ns = end_ns;
     }
     if (lv->rank != 0) {
@@ -433,30 +579,24 @@ static int alloc_rank0(moe_live_t *lv)
     lv->view = calloc(1, sizeof(*lv->view));
     lv->inbox = calloc((size_t)W, sizeof(int64_t *));
     lv->inbox_len = calloc((size_t)W, sizeof(size_t));
+    lv->inbox_cap = calloc((size_t)W, sizeof(size_t));
     lv->dirty = calloc((size_t)W, sizeof(bool));
     lv->fin = calloc((size_t)W, sizeof(bool));
     lv->creq = calloc((size_t)W, sizeof(MPI_Request));
-    if (!lv->view || !lv->inbox || !lv->inbox_len || !lv->dirty || !lv->fin || !lv->creq) {
+    if (!lv->view || !lv->inbox || !lv->inbox_len || !lv->inbox_cap || !lv->dirty || !lv->fin ||
+        !lv->creq) {
         return -1;
     }
     for (int r = 0; r < W; r++) {
         lv->creq[r] = MPI_REQUEST_NULL;
     }
-    lv->max_len = MOE_LIVE_HDR;
-    for (int r = 0; r < W; r++) {
-        moe_live_layout_t lay;
-        live_layout_of(&lv->dims, r, true, &lay);
-        lv->max_len = lay.total > lv->max_len ? lay.total : lv->max_len;
-        lv->inbox[r] = calloc(lay.total, sizeof(int64_t));
-        if (!lv->inbox[r]) {
-            return -1;
-        }
-    }
-    lv->recvbuf = calloc(lv->max_len, sizeof(int64_t));
-    if (lv->recvbuf == NULL || live_view_init(lv->view, &lv->dims) != 0) {
-        return -1;
-    }
-    return 0;
+    const live_dims_t *d = &lv->dims;
+    int64_t le = (int64_t)d->L * d->E;
+    moe_live_layout_t most;
+    moe_live_layout_of(d->L, d->E, W, true, le * W, d->per_expert, d->per_expert ? le : d->L,
+                       &most);
+    lv->max_len = most.total; /* every key of every (layer, expert, rank): a bound, not a size */
+    return live_view_init(lv->view, d);
 }
 
 static moe_status_t start_http(moe_live_t *lv, const moe_config_t *cfg, moe_error_t *err)
@@ -498,21 +638,20 @@ moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes
     }
     if (st == MOE_OK) {
         lv->routes = routes;
-        if (dims_init(&lv->dims, cfg, lv->world, info->row_bytes) != 0) {
-            st = moe_error_set(err, MOE_ERR_NO_MEMORY, "live: cannot allocate its tables");
-        }
-    }
-    if (st == MOE_OK) {
-        live_layout_of(&lv->dims, lv->rank, routes, &lv->lay);
-        lv->nl = lv->dims.nlocal[lv->rank];
-        lv->local_ids = lv->dims.local_ids + (size_t)lv->rank * lv->dims.E;
-        lv->cur = calloc(lv->lay.total, sizeof(int64_t));
-        lv->sendbuf = calloc(lv->lay.total, sizeof(int64_t));
+        dims_init(&lv->dims, cfg, lv->world, info->row_bytes);
+        const live_dims_t *d = &lv->dims;
+        int64_t le = (int64_t)d->L * d->E;
+        lv->bytes = calloc((size_t)lv->world, sizeof(int64_t));
+        lv->dropped = calloc((size_t)le, sizeof(int64_t));
+        lv->lhist = calloc((size_t)d->L * (MOE_LIVE_NB + 1), sizeof(int64_t));
         lv->ctrl = calloc(moe_live_ctrl_len(lv->world), sizeof(int64_t));
         lv->od_ranks = calloc((size_t)lv->world, sizeof(bool));
-        if (!lv->cur || !lv->sendbuf || !lv->ctrl || !lv->od_ranks ||
+        if (!lv->bytes || !lv->dropped || !lv->lhist || !lv->ctrl || !lv->od_ranks ||
+            keys_init(&lv->rk, le, 1) != 0 || keys_init(&lv->hk, le, MOE_LIVE_NB + 1) != 0 ||
             (lv->rank == 0 && alloc_rank0(lv) != 0)) {
             st = moe_error_set(err, MOE_ERR_NO_MEMORY, "live: cannot allocate its buffers");
+        } else {
+            keys_prefill(lv, cfg);
         }
     }
     if (st == MOE_OK) { /* collective: its own communicator and clock offsets */
@@ -563,11 +702,11 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
             /* a window asked for at the very end: taken, so no message stays unmatched */
         }
         wait_or_cancel(&lv->sreq, deadline);
-        emit(lv, lv->sendbuf, &lv->sreq, MOE_LIVE_KIND_FIN);
+        emit(lv, &lv->sreq, MOE_LIVE_KIND_FIN);
         wait_or_cancel(&lv->sreq, deadline);
         return;
     }
-    emit(lv, lv->sendbuf, &lv->sreq, MOE_LIVE_KIND_FIN);
+    emit(lv, &lv->sreq, MOE_LIVE_KIND_FIN);
     for (int r = 1; r < lv->world; r++) {
         wait_or_cancel(&lv->creq[r], deadline);
     }
@@ -618,15 +757,19 @@ void moe_live_destroy(moe_live_t *lv)
     moe_prof_destroy(lv->od);
     free(lv->inbox);
     free(lv->inbox_len);
+    free(lv->inbox_cap);
     free(lv->creq);
     free(lv->ctrl);
     free(lv->od_ranks);
     free(lv->dirty);
     free(lv->fin);
     free(lv->recvbuf);
-    free(lv->cur);
+    free(lv->bytes);
+    free(lv->dropped);
+    free(lv->lhist);
+    keys_free(&lv->rk);
+    keys_free(&lv->hk);
     free(lv->sendbuf);
-    free(lv->dims.local_ids);
     /* MPI_Comm_free is left to MPI_Finalize: after a stop a peer may never match it */
     free(lv);
 }

@@ -33,13 +33,12 @@ typedef struct live_dims {
     bool per_expert;            /* expert histograms per (layer, expert), else per layer */
     int64_t row_bytes;
     int64_t tokens_per_step;
-    int32_t owner[MOE_MAX_EXPERTS]; /* owner rank of each expert */
-    int nlocal[MOE_MAX_RANKS];      /* experts each rank hosts */
-    int32_t *local_ids;             /* [W][E]: rank r's experts in local order, row r */
 } live_dims_t;
 
-/* The offsets of rank `rank`'s counters message (moe_live_layout_of with this run's shape). */
-void live_layout_of(const live_dims_t *d, int rank, bool routes, moe_live_layout_t *out);
+/* A received message's layout, checked against the run's shape (moe_live_layout_check);
+ * false when it is malformed. */
+bool live_layout_check(const live_dims_t *d, const int64_t *m, size_t n, int src,
+                       moe_live_layout_t *out);
 
 /* A window on rank 0, from the request to its folder. */
 typedef enum {
@@ -64,8 +63,9 @@ typedef struct live_window {
 typedef struct live_view {
     pthread_mutex_t mu;
     live_dims_t dims;
-    int64_t **snap;            /* [W] the latest message of each rank (NULL: none yet) */
-    size_t *snap_len;          /* [W] int64s in it */
+    int64_t **snap;            /* [W] the latest message of each rank */
+    size_t *snap_len;          /* [W] int64s in it (0: none yet) */
+    size_t *snap_cap;          /* [W] int64s allocated */
     int64_t *recv_ns;          /* [W] when it arrived */
     int64_t step;              /* rank 0's last completed step */
     int64_t start_ns;
@@ -93,6 +93,8 @@ typedef struct live_view {
 } live_view_t;
 
 int live_view_init(live_view_t *v, const live_dims_t *d);
+/* Rank r's snapshot becomes m[n] (grown as needed); -1 when it cannot grow (kept as was). */
+int live_view_store(live_view_t *v, int r, const int64_t *m, size_t n);
 void live_view_free(live_view_t *v);
 
 /* A growable text buffer; on allocation failure it keeps failed set and stops growing. */

@@ -20,21 +20,29 @@ int live_view_init(live_view_t *v, const live_dims_t *d)
     atomic_init(&v->threads_cpu_ns, 0);
     v->snap = calloc((size_t)d->W, sizeof(int64_t *));
     v->snap_len = calloc((size_t)d->W, sizeof(size_t));
+    v->snap_cap = calloc((size_t)d->W, sizeof(size_t));
     v->recv_ns = calloc((size_t)d->W, sizeof(int64_t));
     v->win.ranks = calloc((size_t)d->W, sizeof(bool));
     v->imb_base = calloc((size_t)LIVE_IMB_RING * (size_t)d->L * (size_t)d->E, sizeof(int64_t));
-    if (!v->snap || !v->snap_len || !v->recv_ns || !v->win.ranks || !v->imb_base ||
-        pthread_mutex_init(&v->mu, NULL) != 0) {
+    if (!v->snap || !v->snap_len || !v->snap_cap || !v->recv_ns || !v->win.ranks ||
+        !v->imb_base || pthread_mutex_init(&v->mu, NULL) != 0) {
         return -1;
     }
-    for (int r = 0; r < d->W; r++) {
-        moe_live_layout_t lay;
-        live_layout_of(d, r, true, &lay);
-        v->snap[r] = calloc(lay.total, sizeof(int64_t));
-        if (v->snap[r] == NULL) {
+    return 0;
+}
+
+int live_view_store(live_view_t *v, int r, const int64_t *m, size_t n)
+{
+    if (n > v->snap_cap[r]) {
+        int64_t *p = realloc(v->snap[r], n * sizeof(int64_t));
+        if (p == NULL) {
             return -1;
         }
+        v->snap[r] = p;
+        v->snap_cap[r] = n;
     }
+    memcpy(v->snap[r], m, n * sizeof(int64_t));
+    v->snap_len[r] = n;
     return 0;
 }
 
@@ -45,6 +53,7 @@ void live_view_free(live_view_t *v)
     }
     free(v->snap);
     free(v->snap_len);
+    free(v->snap_cap);
     free(v->recv_ns);
     free(v->win.ranks);
     free(v->imb_base);
@@ -95,25 +104,32 @@ static const int64_t *snap_of(const live_view_t *v, int r, moe_live_layout_t *la
     if (v->snap_len[r] == 0) {
         return NULL;
     }
-    const int64_t *m = v->snap[r];
-    live_layout_of(&v->dims, r, m[MOE_LIVE_HDR_ROUTES] != 0, lay);
+    const int64_t *m = v->snap[r]; /* checked when it arrived */
+    const live_dims_t *d = &v->dims;
+    moe_live_layout_of(d->L, d->E, d->W, m[MOE_LIVE_HDR_ROUTES] != 0, m[MOE_LIVE_HDR_RKEYS],
+                       d->per_expert, m[MOE_LIVE_HDR_GROUPS], lay);
     return m;
 }
 
-/* Tokens routed to (layer, expert) and dropped there, summed over the routing ranks. */
+/* Tokens routed to (layer, expert) and dropped there, summed over the routing ranks;
+ * dropped may be NULL. */
 static void sum_routed(const live_view_t *v, int64_t *routed, int64_t *dropped)
 {
     size_t le = (size_t)v->dims.L * (size_t)v->dims.E;
     memset(routed, 0, le * sizeof(int64_t));
-    memset(dropped, 0, le * sizeof(int64_t));
+    if (dropped != NULL) {
+        memset(dropped, 0, le * sizeof(int64_t));
+    }
     for (int r = 0; r < v->dims.W; r++) {
         moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
-        if (m == NULL || m[MOE_LIVE_HDR_ROUTES] == 0) {
+        if (m == NULL || !lay.routes) {
             continue;
         }
-        for (size_t i = 0; i < le; i++) {
-            routed[i] += m[lay.routed + i];
+        for (int64_t i = 0; i < lay.rkeys; i++) {
+            routed[m[lay.rkey + (size_t)i] / v->dims.W] += m[lay.rrows + (size_t)i];
+        }
+        for (size_t i = 0; dropped != NULL && i < le; i++) {
             dropped[i] += m[lay.dropped + i];
         }
     }
@@ -126,15 +142,7 @@ void live_view_sample_routed(live_view_t *v, int64_t now_ns)
     if (v->imb_n > 0 && now_ns - v->imb_t[last] < LIVE_IMB_EVERY_NS) {
         return;
     }
-    int64_t *row = v->imb_base + (size_t)v->imb_head * le;
-    memset(row, 0, le * sizeof(int64_t));
-    for (int r = 0; r < v->dims.W; r++) {
-        moe_live_layout_t lay;
-        const int64_t *m = snap_of(v, r, &lay);
-        for (size_t i = 0; m != NULL && m[MOE_LIVE_HDR_ROUTES] != 0 && i < le; i++) {
-            row[i] += m[lay.routed + i];
-        }
-    }
+    sum_routed(v, v->imb_base + (size_t)v->imb_head * le, NULL);
     v->imb_t[v->imb_head] = now_ns;
     v->imb_head = (v->imb_head + 1) % LIVE_IMB_RING;
     v->imb_n += v->imb_n < LIVE_IMB_RING;
@@ -195,19 +203,51 @@ static void histogram(live_buf_t *o, const char *name, const char *labels, const
                     (double)h[MOE_LIVE_NB] * 1e-9, name, open, labels, close, (long long)cum);
 }
 
+/* Rows the routing ranks sent to each (layer, expert, rank) they ever sent to: [L*E*W],
+ * -1 where none did (no series). NULL: no memory. */
+static int64_t *sum_routed_ranks(const live_view_t *v)
+{
+    const live_dims_t *d = &v->dims;
+    size_t n = (size_t)d->L * (size_t)d->E * (size_t)d->W;
+    int64_t *t = malloc(n * sizeof(int64_t));
+    if (t == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        t[i] = -1;
+    }
+    for (int r = 0; r < d->W; r++) {
+        moe_live_layout_t lay;
+        const int64_t *m = snap_of(v, r, &lay);
+        for (int64_t i = 0; m != NULL && lay.routes && i < lay.rkeys; i++) {
+            int64_t *x = &t[m[lay.rkey + (size_t)i]];
+            *x = (*x < 0 ? 0 : *x) + m[lay.rrows + (size_t)i];
+        }
+    }
+    return t;
+}
+
 static void render_experts(const live_view_t *v, live_buf_t *o, const int64_t *routed,
                            const int64_t *dropped)
 {
     const live_dims_t *d = &v->dims;
     help_type(o, "moed_expert_tokens_total", "counter",
-              "Tokens routed to the expert (after capacity), from the routing ranks' counts.");
-    for (int l = 0; l < d->L; l++) {
-        for (int e = 0; e < d->E; e++) {
+              "Tokens routed to the expert (after capacity) on the rank that computed them, from "
+              "the routing ranks' counts; an expert moved or replicated has a series per rank.");
+    int64_t *per_rank = sum_routed_ranks(v);
+    if (per_rank == NULL) {
+        o->failed = true;
+        return;
+    }
+    for (size_t i = 0; i < (size_t)d->L * (size_t)d->E * (size_t)d->W; i++) {
+        if (per_rank[i] >= 0) {
+            size_t le = i / (size_t)d->W;
             live_buf_printf(o, "moed_expert_tokens_total{layer=\"%d\",expert=\"%d\",rank=\"%d\"} "
-                            "%lld\n", l, e, (int)d->owner[e],
-                            (long long)routed[(size_t)l * d->E + e]);
+                            "%lld\n", (int)(le / (size_t)d->E), (int)(le % (size_t)d->E),
+                            (int)(i % (size_t)d->W), (long long)per_rank[i]);
         }
     }
+    free(per_rank);
     help_type(o, "moed_tokens_dropped_total", "counter",
               "Expert choices dropped by the capacity limit.");
     for (int l = 0; l < d->L; l++) {
@@ -239,12 +279,12 @@ static void render_expert_seconds(const live_view_t *v, live_buf_t *o)
     for (int r = 0; r < d->W; r++) {
         moe_live_layout_t lay;
         const int64_t *m = snap_of(v, r, &lay);
-        for (int g = 0; m != NULL && g < lay.groups; g++) {
+        for (int g = 0; m != NULL && g < (int)lay.groups; g++) {
             const int64_t *h = m + lay.ehist + (size_t)g * (MOE_LIVE_NB + 1);
             if (d->per_expert) {
-                int nl = d->nlocal[r], l = g / nl, e = d->local_ids[(size_t)r * d->E + g % nl];
-                snprintf(labels, sizeof(labels), "layer=\"%d\",expert=\"%d\",rank=\"%d\"", l, e,
-                         r);
+                int64_t key = m[lay.hkey + (size_t)g]; /* layer * E + expert, as it ran */
+                snprintf(labels, sizeof(labels), "layer=\"%d\",expert=\"%d\",rank=\"%d\"",
+                         (int)(key / d->E), (int)(key % d->E), r);
             } else {
                 snprintf(labels, sizeof(labels), "layer=\"%d\",rank=\"%d\"", g, r);
             }

@@ -8,10 +8,19 @@
  *   header[MOE_LIVE_HDR]            moe_live_hdr_t below
  *   step_hist[MOE_LIVE_NB + 1]      the sender's step times: bucket counts, then the sum in ns
  *   bytes[W]                        bytes it sent to each rank (dispatch + combine)
- *   routed[L*E], dropped[L*E]       only when header.routes: the tokens it routed to each
- *                                   expert (after capacity) and those it dropped
- *   ehist[G * (MOE_LIVE_NB + 1)]    expert busy time per call, per group: G = L * num_local
- *                                   (per expert) or L (per layer); bucket counts, then ns
+ *   dropped[L*E]                    only when header.routes: the expert choices it dropped
+ *   rkey[R], rrows[R]               only when header.routes (R = header.rkeys): the rows it
+ *                                   routed (after capacity) to each (layer, expert, rank)
+ *                                   it has ever sent to, key (layer * E + expert) * W + rank
+ *   hkey[G]                         only when keyed (per-expert histograms): the (layer,
+ *                                   expert) of each group, key layer * E + expert
+ *   ehist[G * (MOE_LIVE_NB + 1)]    expert busy time per call, per group (G = header.groups):
+ *                                   keyed, one group per (layer, expert) the sender has ever
+ *                                   hosted; else one per layer; bucket counts, then ns
+ * Keys name what actually ran: the layer's placement as the runtime used it (per-layer
+ * placement, replicas, online rebalancing), so a moved expert's counts stay with the rank
+ * that computed them. A sender only appends keys (counters never go down); R <= L*E*W and
+ * G <= L*E.
  *
  * Control (tag MOE_LIVE_TAG_CTRL, MPI_INT64_T, rank 0 to every other rank):
  *   [MOE_LIVE_CTRL_WINDOW]  the window's id
@@ -28,7 +37,7 @@
 #include <stdint.h>
 
 #define MOE_LIVE_MAGIC 0x4d4f45444c495645LL /* "MOEDLIVE"; the header holds it ^ version */
-#define MOE_LIVE_VERSION 2
+#define MOE_LIVE_VERSION 3
 #define MOE_LIVE_NB 20                      /* histogram buckets, the last one +Inf */
 
 enum { MOE_LIVE_TAG_DATA = 4501, MOE_LIVE_TAG_CTRL = 4502 };
@@ -39,8 +48,8 @@ typedef enum {
     MOE_LIVE_HDR_RANK,
     MOE_LIVE_HDR_STEP,      /* last completed step, -1 before the first */
     MOE_LIVE_HDR_KIND,
-    MOE_LIVE_HDR_RESERVED0, /* version 1's window id: 0 */
-    MOE_LIVE_HDR_RESERVED1, /* version 1's mark: 0 */
+    MOE_LIVE_HDR_RKEYS,     /* routed keys that follow (0 unless routes) */
+    MOE_LIVE_HDR_GROUPS,    /* expert histogram groups */
     MOE_LIVE_HDR_RSS,       /* resident bytes */
     MOE_LIVE_HDR_ROUTES,    /* 1: routed and dropped follow */
     MOE_LIVE_HDR_STEPS,     /* steps completed */
@@ -66,11 +75,20 @@ int moe_live_bucket_of_ns(int64_t ns);
 
 /* Offsets of each part of a counters message, in int64 units. */
 typedef struct moe_live_layout {
-    size_t step_hist, bytes, routed, dropped, ehist, total;
-    int groups;                 /* expert histogram groups */
+    size_t step_hist, bytes, dropped, rkey, rrows, hkey, ehist, total;
+    int64_t rkeys;              /* routed keys */
+    int64_t groups;             /* expert histogram groups */
+    bool routes, keyed;
 } moe_live_layout_t;
 
-/* L layers, E experts, W ranks, groups expert histograms, routes: the sender routes. */
-void moe_live_layout_of(int L, int E, int W, int groups, bool routes, moe_live_layout_t *out);
+/* L layers, E experts, W ranks; routes: the sender routes, with rkeys keys; keyed: its
+ * groups expert histograms are per (layer, expert) with their keys. */
+void moe_live_layout_of(int L, int E, int W, bool routes, int64_t rkeys, bool keyed,
+                        int64_t groups, moe_live_layout_t *out);
+
+/* The layout a received message's header claims, checked against the run's shape and its
+ * length n; false when the message is malformed (bad magic, rank, counts, length or key). */
+bool moe_live_layout_check(const int64_t *m, size_t n, int src, int L, int E, int W,
+                           bool keyed, moe_live_layout_t *out);
 
 #endif /* MOE_LIVE_MSG_H */

@@ -543,6 +543,7 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .demand = ctx->plan.expert_demand,
         .kept = ctx->plan.expert_kept,
         .dropped = ctx->plan.expert_dropped,
+        .slot_rows = ctx->plan.slot_kept,
         .send_rows = ctx->plan.send_rows,
         .recv_rows = ctx->recv_rows,
         .peer_wait_ns = rec->peer_wait_ns,
@@ -550,6 +551,7 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .shared_begin_ns = rec->shared_begin_ns,
         .shared_end_ns = rec->shared_end_ns,
     };
+    s.slots = moe_cfg_layer_entries(ctx->cfg, layer, &s.num_slots); /* live_cfg's, if any */
     if (eng->prof != NULL) {
         moe_prof_layer(eng->prof, &s);
     }
