@@ -28,7 +28,8 @@ enum {
     SEC_OVERLAP = 12, /* version 2 */
     SEC_SHARED = 13,  /* version 2, added later: written before OVERLAP */
     SEC_CPU = 14,     /* version 2, added later: written before OVERLAP */
-    SEC_LAST = SEC_CPU,
+    SEC_SLOTS = 15,   /* version 2, added later: written before OVERLAP */
+    SEC_LAST = SEC_SLOTS,
 };
 
 /* Bounds a decoder accepts, beyond which a record is rejected as corrupt. */
@@ -49,6 +50,10 @@ moe_status_t moe_prof_record_alloc(moe_prof_record_t *rec, int world_size, int n
     size_t W = (size_t)world_size;
     rec->local_ids = calloc(num_local > 0 ? (size_t)num_local : 1, sizeof(int32_t));
     rec->experts = calloc(ll > 0 ? ll : 1, sizeof(moe_rec_expert_t));
+    rec->slot_ids = malloc((ll > 0 ? ll : 1) * sizeof(int32_t));
+    for (size_t i = 0; rec->slot_ids != NULL && i < ll; i++) {
+        rec->slot_ids[i] = -1;
+    }
     rec->demand = calloc(le > 0 ? le : 1, sizeof(uint64_t));
     rec->kept = calloc(le > 0 ? le : 1, sizeof(uint64_t));
     rec->dropped = calloc(le > 0 ? le : 1, sizeof(uint64_t));
@@ -60,7 +65,8 @@ moe_status_t moe_prof_record_alloc(moe_prof_record_t *rec, int world_size, int n
     size_t nl = num_layers > 0 ? (size_t)num_layers : 1;
     rec->shared_rows = calloc(nl, sizeof(int64_t));
     rec->shared_ns = calloc(nl, sizeof(int64_t));
-    if (!rec->shared_rows || !rec->shared_ns || !rec->local_ids || !rec->experts || !rec->demand || !rec->kept || !rec->dropped ||
+    if (!rec->shared_rows || !rec->shared_ns || !rec->local_ids || !rec->experts ||
+        !rec->slot_ids || !rec->demand || !rec->kept || !rec->dropped ||
         !rec->bytes_sent || !rec->bytes_recv || !rec->msgs_sent || !rec->msgs_recv ||
         !rec->wait_ns) {
         moe_prof_record_free(rec);
@@ -78,7 +84,7 @@ void moe_prof_record_free(moe_prof_record_t *rec)
                       rec->dropped,   rec->bytes_sent, rec->bytes_recv, rec->msgs_sent,
                       rec->msgs_recv, rec->wait_ns,   rec->steps,     rec->exchanges,
                       rec->metrics,   rec->events,    rec->mem,       rec->shared_rows,
-                      rec->shared_ns};
+                      rec->shared_ns, rec->slot_ids};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
         free(arrays[i]);
     }
@@ -278,6 +284,17 @@ static void encode_cpu(const moe_prof_record_t *rec, moe_wbuf_t *w)
     section_end(w, at);
 }
 
+static void encode_slots(const moe_prof_record_t *rec, moe_wbuf_t *w)
+{
+    size_t at = section_begin(w, SEC_SLOTS);
+    uint32_t n = (uint32_t)rec->num_layers * (uint32_t)rec->num_local;
+    moe_wbuf_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) {
+        moe_wbuf_u32(w, (uint32_t)rec->slot_ids[i]);
+    }
+    section_end(w, at);
+}
+
 void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
 {
     size_t start = w->len;
@@ -295,6 +312,7 @@ void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
     encode_lists(rec, w);
     encode_shared(rec, w);
     encode_cpu(rec, w);
+    encode_slots(rec, w);
     encode_overlap(rec, w);
     if (w->ok) {
         moe_wbuf_patch_u64(w, start + 16, (uint64_t)(w->len - payload));
@@ -582,6 +600,27 @@ static moe_status_t decode_cpu(dec_t *d, moe_rbuf_t *r)
     return MOE_OK;
 }
 
+/* SLOTS: the expert of each (layer, column), -1 or a valid id. */
+static moe_status_t decode_slots(dec_t *d, moe_rbuf_t *r)
+{
+    moe_prof_record_t *rec = d->rec;
+    uint32_t n = moe_rbuf_u32(r);
+    if (r->ok && n != (uint32_t)rec->num_layers * (uint32_t)rec->num_local) {
+        return dec_fail(d, r, MOE_ERR_FORMAT, "slots section for another shape");
+    }
+    if (!r->ok || moe_rbuf_left(r) < (size_t)n * 4) {
+        return dec_fail(d, r, MOE_ERR_TRUNCATED, "slots section cut short");
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t id = (int32_t)moe_rbuf_u32(r);
+        if (id < -1 || id >= rec->num_experts) {
+            return dec_fail(d, r, MOE_ERR_FORMAT, "slot expert id out of range");
+        }
+        rec->slot_ids[i] = id;
+    }
+    return MOE_OK;
+}
+
 /* OVERLAP: a later writer may append fields to the body; they are ignored. */
 static moe_status_t decode_overlap(dec_t *d, moe_rbuf_t *r)
 {
@@ -689,6 +728,8 @@ moe_status_t moe_prof_record_decode(const void *data, size_t len, moe_prof_recor
             st = decode_shared(&d, &sec);
         } else if (tag == SEC_CPU) {
             st = decode_cpu(&d, &sec);
+        } else if (tag == SEC_SLOTS) {
+            st = decode_slots(&d, &sec);
         } /* else: a section from a newer writer; skipped */
     }
     if (st == MOE_OK && !d.have_ident) {

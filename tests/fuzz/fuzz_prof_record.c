@@ -70,6 +70,7 @@ static void check_same(const moe_prof_record_t *a, const moe_prof_record_t *b)
     size_t ll = (size_t)a->num_layers * (size_t)a->num_local;
     size_t le = (size_t)a->num_layers * (size_t)a->num_experts;
     SAME_ARRAY(local_ids, a->num_local);
+    SAME_ARRAY(slot_ids, ll);
     for (size_t i = 0; i < ll; i++) {
         /* field by field: the struct has no padding today, but memcmp must not rely on it */
         FUZZ_CHECK(a->experts[i].tokens == b->experts[i].tokens &&
@@ -107,6 +108,10 @@ static void check_decoded(const moe_prof_record_t *rec)
     for (int i = 0; i < rec->num_local; i++) {
         FUZZ_CHECK(rec->local_ids[i] >= 0 && rec->local_ids[i] < rec->num_experts,
                    "local id %d", rec->local_ids[i]);
+    }
+    for (int i = 0; i < rec->num_layers * rec->num_local; i++) {
+        FUZZ_CHECK(rec->slot_ids[i] >= -1 && rec->slot_ids[i] < rec->num_experts, "slot id %d",
+                   rec->slot_ids[i]);
     }
     for (int64_t i = 0; i < rec->num_metrics; i++) {
         FUZZ_CHECK(rec->metrics[i].layer >= 0 && rec->metrics[i].layer < rec->num_layers &&

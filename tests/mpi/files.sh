@@ -91,17 +91,22 @@ PY
     ;;
   disk_freed)  # the disk is full for a while, then freed: rows lost are counted, exit 5
     tmpfs 1m
-    H=64 F=128 STEPS=3000 PROF=true small_model |
+    # 6000 steps of at least 1 ms (a sleep in rank 0's step hook): the run goes on for
+    # seconds after the disk fills, whatever the build (under ASan the last ~1000 of 3000
+    # fast steps once ended before the stall was seen, and the end report met a full disk)
+    H=64 F=128 STEPS=6000 PROF=true small_model |
       sed -e "s|output_dir: .*|output_dir: $MNT/exp|" \
           -e 's/^  enabled: true/  enabled: true\n  measurement_steps: 100\n  repeat: 0\n  trace: false/' > c.yaml
     head -c $((1024 * 1024 - 160 * 1024)) /dev/zero > "$MNT/filler"  # 160 KiB left
     set +e
-    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 &
+    # shellcheck disable=SC2086  # (longer than mpirun_moed's bound: ASan on a loaded machine)
+    MOED_TEST_HOOK_DELAY_US=1000 timeout -k 5 250 mpirun $MPIRUN_FLAGS -np 3 "$MOED" \
+      --config c.yaml --no-progress > run.log 2>&1 &
     pid=$!
     # rows merge every 100-step window; metrics.csv.part stops growing when a write
     # fails: then free the disk, mid-run
     last=-1; still=0
-    for _ in $(seq 150); do
+    for _ in $(seq 300); do
       size=$(stat -c %s "$MNT"/exp/*/metrics.csv.part 2> /dev/null || echo -1)
       if [[ $size -gt 0 && $size -eq $last ]]; then still=$((still + 1)); else still=0; fi
       last=$size

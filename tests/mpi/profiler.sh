@@ -69,6 +69,44 @@ assert all(e["args"]["experts_moved"] == rb[0]["experts_moved"]
 print("rebalances", [(x["step"], x["experts_moved"], x["bytes"]) for x in rb])
 PY
     ;;
+  rebalance_truth)  # per-expert rows after online rebalancing name the expert that ran
+    # routing_skew 16: every token picks expert 0 first and expert 1 second (the truth by
+    # hand: 64 rows a step each, none for experts 2-7). Auto placement puts 0-3 on rank 1
+    # and 4-7 on rank 2; the rebalance before step 4 copies 0 and 1 to rank 2. So over 9
+    # recorded steps: experts 0 and 1 of each layer 576 tokens in 4 + 2 x 5 = 14 calls,
+    # rank 2 computes them from step 4 on, and experts 2-7 have nothing (rank 2's rows were
+    # once booked under the experts it held before the move).
+    PROF=true SKEW=16 TOKENS=64 STEPS=9 small_model \
+      | sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 2/' \
+      | sed 's/^  enabled: true/  enabled: true\n  trace: true\n  warmup_steps: 0/' > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" <<'PY' || fail "per-expert rows after rebalancing"
+import csv, json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+assert s["run"]["recorded_steps"] == 9, s["run"]
+assert [x["step"] for x in s["rebalances"]] == [4, 8] and s["rebalances"][0]["experts_moved"] > 0
+for x in s["experts"]:
+    want = (576, 14) if x["expert"] in (0, 1) else (0, 0)
+    assert (x["tokens"], x["calls"]) == want, (x, want)
+rows = list(csv.DictReader(open(d + "/metrics.csv")))
+by = {}
+for r in rows:
+    k = (int(r["layer"]), int(r["expert"]), int(r["rank"]))
+    by.setdefault(k, []).append(int(r["step"]))
+    assert int(r["tokens"]) == (64 if r["rank"] == "1" and int(r["step"]) < 4 else 32), r
+for l in (0, 1):
+    for e in (0, 1):
+        assert sorted(by.pop((l, e, 1))) == list(range(9)), (l, e)
+        assert sorted(by.pop((l, e, 2))) == list(range(4, 9)), (l, e)
+assert not by, ("rows of experts that did not run there", by)
+t = json.load(open(d + "/trace.json"))
+names = {(e["pid"], e["name"]) for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "expert"}
+# "expert E Ll" on each rank's lanes (pid = rank + 1): rank 2's name only experts 0 and 1
+assert {n.split()[1] for _, n in names} == {"0", "1"} and {p for p, _ in names} == {2, 3}, names
+print("rebalanced rows ok:", len(rows), "metrics rows;", sorted(names))
+PY
+    ;;
   wait_is_idle)  # waiting on the routing rank is a wait, never compute: the designed wait
     # Master routing with a capacity limit: every rank joins the capacity scan, which waits
     # for the master's gate. The master's gate is made 300 ms slower than it is; an expert

@@ -307,6 +307,8 @@ static void fill_record(moe_prof_record_t *r)
     strcpy(r->host, "node-b");
     for (int i = 0; i < 4; i++) {
         r->local_ids[i] = 4 + i;
+        r->slot_ids[i] = 4 + i;         /* layer 0: the shared placement's */
+        r->slot_ids[4 + i] = i < 2 ? i : -1; /* layer 1: its own, two experts */
     }
     r->expert_weight_bytes = 123456789;
     r->clock_offset_ns = -1234.5;
@@ -384,6 +386,9 @@ static void test_record(void)
     CHECK_INT_EQ(d.window, 1);
     CHECK(strcmp(d.host, "node-b") == 0);
     CHECK_INT_EQ(d.local_ids[3], 7);
+    CHECK_INT_EQ(d.slot_ids[3], 7);
+    CHECK_INT_EQ(d.slot_ids[5], 1);
+    CHECK_INT_EQ(d.slot_ids[6], -1);
     CHECK_INT_EQ(d.expert_weight_bytes, 123456789);
     CHECK_NEAR(d.clock_offset_ns, -1234.5, 0);
     CHECK_INT_EQ(d.experts[5].tokens, 512);
@@ -502,6 +507,39 @@ static void test_record_cpu(void)
     moe_prof_record_free(&r);
 }
 
+/* SLOTS: an expert id out of range is refused; without the section (an older writer) the
+ * columns are unknown (-1) and the reader names them from the config. */
+static void test_record_slots(void)
+{
+    moe_prof_record_t r, d;
+    fill_record(&r);
+    moe_wbuf_t w;
+    moe_wbuf_init(&w);
+    moe_prof_record_encode(&r, &w);
+    size_t at = 0;
+    uint64_t len = 0;
+    moe_error_t err;
+    CHECK(find_section(&w, 15, &at, &len) && len == 4 + 2 * 4 * 4);
+    if (at + 12 + len <= w.len) {
+        uint8_t *copy = malloc(w.len);
+        memcpy(copy, w.data, w.len);
+        w.data[at + 12 + 4] = 8; /* layer 0 column 0: expert 8 of 8 */
+        reseal(&w);
+        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_ERR_FORMAT);
+        CHECK_STR_CONTAINS(err.msg, "slot expert id");
+        memcpy(w.data, copy, w.len);
+        free(copy);
+        memmove(w.data + at, w.data + at + 12 + len, w.len - at - 12 - (size_t)len);
+        w.len -= 12 + (size_t)len;
+        reseal(&w);
+        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_OK);
+        CHECK(d.slot_ids[0] == -1 && d.slot_ids[7] == -1);
+        moe_prof_record_free(&d);
+    }
+    moe_wbuf_free(&w);
+    moe_prof_record_free(&r);
+}
+
 /* An OVERLAP section with a valid checksum but impossible figures is rejected. */
 static void test_record_overlap_lies(void)
 {
@@ -590,6 +628,7 @@ int main(void)
     test_record_v1();
     test_record_cpu();
     test_record_overlap_lies();
+    test_record_slots();
     test_record_lies();
     return moe_test_finish("test_prof");
 }

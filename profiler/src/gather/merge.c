@@ -242,8 +242,10 @@ static bool append_list(void **dst, int64_t *count, const void *src, int64_t n, 
 moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *src)
 {
     if (src->num_layers != dst->num_layers || src->num_local != dst->num_local ||
-        src->num_experts != dst->num_experts || src->world_size != dst->world_size) {
-        return MOE_ERR_FORMAT;
+        src->num_experts != dst->num_experts || src->world_size != dst->world_size ||
+        memcmp(src->slot_ids, dst->slot_ids,
+               sizeof(int32_t) * (size_t)src->num_layers * (size_t)src->num_local) != 0) {
+        return MOE_ERR_FORMAT; /* parts of one rank's window have one shape and columns */
     }
     for (int p = 0; p < MOE_PHASE_COUNT && src->steps_recorded > 0; p++) {
         bool first = dst->steps_recorded == 0;
@@ -506,15 +508,26 @@ static void merge_rank(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0)
     }
 }
 
+/* The expert of a record's (layer, column): what the rank recorded it ran, else (a record
+ * without that section) the config's placement: the layer's own set or the shared one. */
+static int record_expert(const moe_merge_t *m, const moe_prof_record_t *rec, int layer,
+                         int col)
+{
+    int id = rec->slot_ids[(size_t)layer * (size_t)rec->num_local + (size_t)col];
+    if (id >= 0) {
+        return id;
+    }
+    return m->cfg->placement_per_layer ? moe_cfg_local_expert(m->cfg, layer, rec->rank, col)
+                                       : rec->local_ids[col];
+}
+
 static void merge_experts_routing(moe_merge_t *m, const moe_prof_record_t *rec)
 {
     int E = m->E;
     for (int l = 0; l < m->L && l < rec->num_layers; l++) {
         for (int le = 0; le < rec->num_local; le++) {
             const moe_rec_expert_t *src = &rec->experts[l * rec->num_local + le];
-            int id = m->cfg->placement_per_layer /* each layer its own experts */
-                         ? moe_cfg_local_expert(m->cfg, l, rec->rank, le)
-                         : rec->local_ids[le];
+            int id = record_expert(m, rec, l, le);
             if (id < 0 || id >= E) {
                 continue; /* this layer has fewer experts on the rank */
             }
@@ -562,10 +575,7 @@ static void merge_lists(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0
     for (int64_t i = 0; i < rec->num_metrics; i++) {
         const moe_rec_metric_t *s = &rec->metrics[i];
         moe_rep_metric_t row = {.step = s->step, .layer = s->layer,
-                                .expert = m->cfg->placement_per_layer
-                                              ? moe_cfg_local_expert(m->cfg, (int)s->layer,
-                                                                     rec->rank, s->local)
-                                              : rec->local_ids[s->local],
+                                .expert = record_expert(m, rec, (int)s->layer, s->local),
                                 .rank = rec->rank,
                                 .tokens = s->tokens, .ns = s->ns,
                                 .flops = (double)s->tokens * m->flops_per_row};

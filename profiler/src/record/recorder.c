@@ -101,7 +101,7 @@ static int64_t bound(int64_t n)
 static moe_status_t alloc_lists(moe_prof_t *p)
 {
     const moe_config_t *cfg = p->cfg;
-    int64_t steps = steps_per_window(cfg), L = cfg->num_layers, nl = p->info.num_local;
+    int64_t steps = steps_per_window(cfg), L = cfg->num_layers, nl = p->rec.num_local;
     int64_t total_steps = p->info.total_steps, C = p->chunks;
     steps = steps < total_steps ? steps : total_steps;
     p->cap_steps = bound(steps);
@@ -195,10 +195,37 @@ static moe_status_t prof_fire(moe_prof_t *p, const char *what, double waited_s,
     return MOE_ERR_TIMEOUT;
 }
 
+/* The record's columns: with a fixed placement, one per local expert of the layer that
+ * has the most here (a layer of placement.layers may have more than placement.experts);
+ * with online rebalancing, where any expert may come here, one per expert. */
+static int record_columns(const moe_config_t *cfg, int rank)
+{
+    return cfg->rebalance_every > 0 ? (int)cfg->num_experts : moe_cfg_max_local(cfg, rank);
+}
+
+/* Each (layer, column)'s expert: the layer's local experts in order, or the identity. */
+static void fill_slot_ids(moe_prof_record_t *r, const moe_config_t *cfg, int rank)
+{
+    int nl = r->num_local;
+    for (int l = 0; l < r->num_layers; l++) {
+        int32_t *ids = r->slot_ids + (size_t)l * (size_t)nl;
+        if (cfg->rebalance_every > 0) {
+            for (int e = 0; e < nl; e++) {
+                ids[e] = e;
+            }
+            continue;
+        }
+        int n = moe_cfg_experts_of_rank_layer(cfg, l, rank, ids); /* n <= nl */
+        for (int i = n; i < nl; i++) {
+            ids[i] = -1;
+        }
+    }
+}
+
 static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe_error_t *err)
 {
     const moe_config_t *cfg = p->cfg;
-    int nl = info->num_local;
+    int nl = record_columns(cfg, p->rank);
     moe_status_t st = moe_prof_record_alloc(&p->rec, p->world, (int)cfg->num_layers,
                                             (int)cfg->num_experts, nl);
     if (st != MOE_OK) {
@@ -210,7 +237,12 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe
         return st;
     }
     p->rec.rank = p->rank;
-    memcpy(p->rec.local_ids, info->local_ids, sizeof(int32_t) * (size_t)nl);
+    for (int i = 0; i < nl; i++) { /* the shared placement's experts, for old readers */
+        p->rec.local_ids[i] = i < info->num_local && cfg->rebalance_every == 0
+                                  ? info->local_ids[i]
+                                  : i;
+    }
+    fill_slot_ids(&p->rec, cfg, p->rank);
     p->rec.expert_weight_bytes = info->expert_weight_bytes;
     p->rec.exchange_buffer_bytes = info->exchange_buffer_bytes;
     p->chunks = info->chunks > 0 ? info->chunks : cfg->chunks > 0 ? (int)cfg->chunks : 1;
@@ -442,25 +474,56 @@ void moe_prof_rebalance(moe_prof_t *p, const moe_prof_rebalance_t *r)
         .after = r->after};
 }
 
+/* The expert this rank's local expert `local` was in the sample's layer (its placement as
+ * it ran: the local-th copy on this rank), or -1. */
+static int sample_expert(const moe_prof_layer_sample_t *s, int rank, int local)
+{
+    for (int i = 0, n = 0; i < s->num_slots; i++) {
+        if (s->slots[i].rank == rank && n++ == local) {
+            return s->slots[i].expert;
+        }
+    }
+    return -1;
+}
+
+/* The record column of local expert le in the sample's layer (-1: none holds it). */
+static int record_column(const moe_prof_t *p, const moe_prof_layer_sample_t *s, int le,
+                         int expert)
+{
+    const moe_prof_record_t *r = &p->rec;
+    int col = p->cfg->rebalance_every > 0 ? expert : le;
+    if (expert < 0 || col < 0 || col >= r->num_local ||
+        r->slot_ids[(size_t)s->layer * (size_t)r->num_local + (size_t)col] != expert) {
+        return -1; /* not the placement the record was set up with: not booked under a lie */
+    }
+    return col;
+}
+
 /* One histogram entry and metrics row per expert per layer: its busy time over all the
- * layer's chunks (with chunks 1 this is its one call, as before). */
+ * layer's chunks (with chunks 1 this is its one call, as before), booked under the expert
+ * the slot held in this layer at this step. */
 static void record_experts(moe_prof_t *p, const moe_prof_layer_sample_t *s)
 {
     moe_prof_record_t *r = &p->rec;
-    for (int le = 0; le < r->num_local; le++) {
-        int64_t rows = s->expert_rows[le];
-        if (rows == 0) {
+    for (int i = 0, le = 0; i < s->num_slots; i++) {
+        if (s->slots[i].rank != p->rank) {
             continue;
         }
-        int64_t ns = s->expert_ns[le];
-        moe_rec_expert_t *x = &r->experts[s->layer * r->num_local + le];
+        int local = le++;
+        int64_t rows = s->expert_rows[local];
+        int col = rows == 0 ? -1 : record_column(p, s, local, s->slots[i].expert);
+        if (col < 0) {
+            continue;
+        }
+        int64_t ns = s->expert_ns[local];
+        moe_rec_expert_t *x = &r->experts[s->layer * r->num_local + col];
         x->tokens += (uint64_t)rows;
         x->calls++;
         x->flops += (double)rows * p->info.flops_per_row;
         moe_hist_add(&x->hist, ns);
         if (r->num_metrics < p->cap_metrics) {
             r->metrics[r->num_metrics++] = (moe_rec_metric_t){
-                .step = p->step, .layer = s->layer, .local = le, .tokens = rows, .ns = ns};
+                .step = p->step, .layer = s->layer, .local = col, .tokens = rows, .ns = ns};
         } else {
             r->metrics_dropped++;
         }
@@ -481,12 +544,11 @@ static void record_timeline(moe_prof_t *p, const moe_prof_layer_sample_t *s)
     }
     for (int i = 0; i < s->num_calls; i++) {
         const moe_prof_call_t *c = &s->calls[i];
-        if (c->local < 0 || c->local >= r->num_local) {
+        int id = c->local >= 0 && c->local < r->num_local ? sample_expert(s, p->rank, c->local)
+                                                          : -1;
+        if (id < 0) {
             continue; /* not one of ours: nothing to name it by */
         }
-        int id = p->cfg->placement_per_layer
-                     ? moe_cfg_local_expert(p->cfg, s->layer, p->rank, c->local)
-                     : r->local_ids[c->local]; /* placement.layers: the layer's own set */
         add_event(p, MOE_TEV_EXPERT, s->layer, id,
                   MOE_LANE_EXPERT0 + c->local, c->begin_ns, c->end_ns - c->begin_ns, c->rows);
     }

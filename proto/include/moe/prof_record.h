@@ -56,7 +56,7 @@ typedef struct moe_rec_exchange {
 typedef struct moe_rec_metric {
     int64_t step;
     int32_t layer;
-    int32_t local;                      /* index into local_ids */
+    int32_t local;                      /* column: slot_ids[layer * num_local + local] */
     int64_t tokens;
     int64_t ns;
 } moe_rec_metric_t;
@@ -89,6 +89,11 @@ typedef struct moe_prof_record {
     char host[64];
     int32_t num_layers, num_experts, num_local;
     int32_t *local_ids;                 /* [num_local] */
+    /* [num_layers * num_local]: the expert each (layer, column) of experts[] and of the
+     * metrics holds, as the rank ran it (per-layer placement; with online rebalancing one
+     * column per expert); -1: unknown (a writer without the SLOTS section: the reader
+     * names it from local_ids and the config) */
+    int32_t *slot_ids;
     uint64_t expert_weight_bytes, exchange_buffer_bytes;
     double clock_offset_ns, clock_uncertainty_ns, clock_offset_end_ns;
     uint64_t rss_peak, dev_peak;
