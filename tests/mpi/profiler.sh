@@ -107,6 +107,33 @@ assert {n.split()[1] for _, n in names} == {"0", "1"} and {p for p, _ in names} 
 print("rebalanced rows ok:", len(rows), "metrics rows;", sorted(names))
 PY
     ;;
+  layers_rows)  # placement.layers giving a rank more experts in a layer than placement.experts
+    # Layer 1 puts experts 0-6 on rank 1 (4 in placement.experts): every kept choice is
+    # computed somewhere, so experts[] of each layer add up to tokens x k = 64 x 2 a step,
+    # and layer 1's experts 4-6 have their rows under rank 1 in metrics.csv (they were once
+    # cut off: the record had as many columns as placement.experts gave the rank).
+    PROF=true TOKENS=64 STEPS=5 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' small_model \
+      | sed 's/^  experts: \(.*\)/  experts: \1\n  layers: {1: {1: [0, 1, 2, 3, 4, 5, 6], 2: [7]}}/' \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 0/' > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" <<'PY' || fail "rows of a layer's own placement"
+import csv, json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+n = s["run"]["recorded_steps"]
+assert n == 5, s["run"]
+for l in (0, 1):
+    got = sum(x["tokens"] for x in s["experts"] if x["layer"] == l)
+    assert got == 64 * 2 * n, (l, got, 64 * 2 * n)
+rows = list(csv.DictReader(open(d + "/metrics.csv")))
+where = {(int(r["layer"]), int(r["expert"])): r["rank"] for r in rows}
+for e in range(8):
+    assert where.get((0, e)) in (None, "1" if e < 4 else "2"), (0, e, where.get((0, e)))
+    assert where.get((1, e)) in (None, "1" if e < 7 else "2"), (1, e, where.get((1, e)))
+assert any(where.get((1, e)) == "1" for e in (4, 5, 6)), where
+print("layer rows ok:", sorted(where.items()))
+PY
+    ;;
   wait_is_idle)  # waiting on the routing rank is a wait, never compute: the designed wait
     # Master routing with a capacity limit: every rank joins the capacity scan, which waits
     # for the master's gate. The master's gate is made 300 ms slower than it is; an expert
