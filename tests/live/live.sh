@@ -21,6 +21,7 @@
 #   stop     SIGTERM: every rank stops within seconds and rank 0 writes the report
 set -euo pipefail
 source "$(dirname "$0")/../mpi/common.sh"
+source "$(dirname "$0")/common.sh"
 case_name=${1:?case}
 TOKEN=t0ken-$$-live
 
@@ -49,21 +50,7 @@ cat >> c.yaml <<EOC
   control_token: "$FILE_TOKEN"
 EOC
 export MOED_CONTROL_TOKEN=$TOKEN FILE_TOKEN
-# --foreground: timeout passes SIGTERM on to mpirun only (see mpi/failures.sh)
-timeout --foreground -k 5 150 mpirun $MPIRUN_FLAGS -np 3 "$MOED" --config c.yaml --no-progress > run.log 2>&1 &
-RUN=$!
-stop_run() { kill -TERM "$RUN" 2>/dev/null || true; wait "$RUN" 2>/dev/null || true; }
-trap 'stop_run; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
-URL=""
-for _ in $(seq 1 300); do
-  URL=$(sed -nE 's/.*live: (http:[^ ]+).*/\1/p' run.log | head -1)
-  [[ -n "$URL" ]] && break
-  kill -0 "$RUN" 2>/dev/null || { cat run.log; fail "the run ended before its endpoint"; }
-  sleep 0.1
-done
-[[ -n "$URL" ]] || { cat run.log; fail "no endpoint URL printed by rank 0"; }
-[[ "$URL" == http://127.0.0.1:* ]] || fail "unexpected URL $URL"
-echo "endpoint $URL"
+live_start 150
 export URL TOKEN
 sleep 1
 

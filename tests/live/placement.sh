@@ -13,6 +13,7 @@
 # Every count is checked against the same rank's reported last step (one snapshot each).
 set -euo pipefail
 source "$(dirname "$0")/../mpi/common.sh"
+source "$(dirname "$0")/common.sh"
 case_name=${1:?case}
 PYTHON=${MOED_PYTHON:-$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || command -v python3)}
 "$PYTHON" -c 'import prometheus_client' 2>/dev/null || \
@@ -33,19 +34,8 @@ cat >> c.yaml <<EOC
   listen: "127.0.0.1:0"
   expert_histograms: expert
 EOC
-timeout --foreground -k 5 120 mpirun $MPIRUN_FLAGS -np 3 "$MOED" --config c.yaml --no-progress > run.log 2>&1 &
-RUN=$!
-stop_run() { kill -TERM "$RUN" 2>/dev/null || true; wait "$RUN" 2>/dev/null || true; }
-trap 'stop_run; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
-URL=""
-for _ in $(seq 1 300); do
-  URL=$(sed -nE 's/.*live: (http:[^ ]+).*/\1/p' run.log | head -1)
-  [[ -n "$URL" ]] && break
-  kill -0 "$RUN" 2>/dev/null || { cat run.log; fail "the run ended before its endpoint"; }
-  sleep 0.1
-done
-[[ -n "$URL" ]] || { cat run.log; fail "no endpoint URL printed by rank 0"; }
-export URL CASE=$case_name
+live_start 120
+export CASE=$case_name
 timeout 90 "$PYTHON" - <<'PY' || { cat run.log; fail "labels check"; }
 import os, time, urllib.request
 from collections import defaultdict

@@ -471,11 +471,13 @@ static void test_record_v1(void)
     moe_prof_record_free(&r);
 }
 
-/* A record without the CPU section (an older writer) reads as not measured; one with a
- * negative CPU time, sealed with a valid checksum, is rejected. */
-static void test_record_cpu(void)
+/* The test record's section `tag` (its body `len` bytes): with `n` bytes from `off` in its
+ * body set to `byte` and a valid checksum, decoding fails with a message holding `why`;
+ * without the section (an older writer) it decodes into *d (the caller frees it). */
+static bool section_lies_and_absent(uint16_t tag, uint64_t want_len, size_t off, size_t n,
+                                    uint8_t byte, const char *why, moe_prof_record_t *d)
 {
-    moe_prof_record_t r, d;
+    moe_prof_record_t r;
     fill_record(&r);
     moe_wbuf_t w;
     moe_wbuf_init(&w);
@@ -483,61 +485,48 @@ static void test_record_cpu(void)
     size_t at = 0;
     uint64_t len = 0;
     moe_error_t err;
-    CHECK(find_section(&w, 14, &at, &len) && len == 32);
-    if (at + 12 + len <= w.len) {
+    bool ok = find_section(&w, tag, &at, &len) && len == want_len && at + 12 + len <= w.len;
+    CHECK(ok);
+    if (ok) {
         uint8_t *copy = malloc(w.len);
         memcpy(copy, w.data, w.len);
-        for (int i = 0; i < 8; i++) {
-            w.data[at + 12 + (size_t)i] = 0xff; /* cpu_steps_ns = -1 */
-        }
+        memset(w.data + at + 12 + off, byte, n);
         reseal(&w);
-        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_ERR_FORMAT);
-        CHECK_STR_CONTAINS(err.msg, "cpu");
+        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, d, &err), MOE_ERR_FORMAT);
+        CHECK_STR_CONTAINS(err.msg, why);
         memcpy(w.data, copy, w.len);
         free(copy);
         memmove(w.data + at, w.data + at + 12 + len, w.len - at - 12 - (size_t)len);
         w.len -= 12 + (size_t)len; /* drop the section */
         reseal(&w);
-        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_OK);
+        ok = moe_prof_record_decode(w.data, w.len, d, &err) == MOE_OK;
+        CHECK(ok);
+    }
+    moe_wbuf_free(&w);
+    moe_prof_record_free(&r);
+    return ok;
+}
+
+/* CPU: a negative CPU time is refused; without the section it reads as not measured. */
+static void test_record_cpu(void)
+{
+    moe_prof_record_t d;
+    if (section_lies_and_absent(14, 32, 0, 8, 0xff, "cpu", &d)) { /* cpu_steps_ns = -1 */
         CHECK(d.cpu_steps_ns == 0 && d.wall_steps_ns == 0 && d.cpu_run_ns == 0);
         CHECK_INT_EQ(d.chunks, 2);
         moe_prof_record_free(&d);
     }
-    moe_wbuf_free(&w);
-    moe_prof_record_free(&r);
 }
 
-/* SLOTS: an expert id out of range is refused; without the section (an older writer) the
- * columns are unknown (-1) and the reader names them from the config. */
+/* SLOTS: an expert id out of range is refused; without the section the columns are
+ * unknown (-1) and the reader names them from the config. */
 static void test_record_slots(void)
 {
-    moe_prof_record_t r, d;
-    fill_record(&r);
-    moe_wbuf_t w;
-    moe_wbuf_init(&w);
-    moe_prof_record_encode(&r, &w);
-    size_t at = 0;
-    uint64_t len = 0;
-    moe_error_t err;
-    CHECK(find_section(&w, 15, &at, &len) && len == 4 + 2 * 4 * 4);
-    if (at + 12 + len <= w.len) {
-        uint8_t *copy = malloc(w.len);
-        memcpy(copy, w.data, w.len);
-        w.data[at + 12 + 4] = 8; /* layer 0 column 0: expert 8 of 8 */
-        reseal(&w);
-        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_ERR_FORMAT);
-        CHECK_STR_CONTAINS(err.msg, "slot expert id");
-        memcpy(w.data, copy, w.len);
-        free(copy);
-        memmove(w.data + at, w.data + at + 12 + len, w.len - at - 12 - (size_t)len);
-        w.len -= 12 + (size_t)len;
-        reseal(&w);
-        CHECK_INT_EQ(moe_prof_record_decode(w.data, w.len, &d, &err), MOE_OK);
+    moe_prof_record_t d; /* layer 0 column 0: expert 8 of 8 */
+    if (section_lies_and_absent(15, 4 + 2 * 4 * 4, 4, 1, 8, "slot expert id", &d)) {
         CHECK(d.slot_ids[0] == -1 && d.slot_ids[7] == -1);
         moe_prof_record_free(&d);
     }
-    moe_wbuf_free(&w);
-    moe_prof_record_free(&r);
 }
 
 /* An OVERLAP section with a valid checksum but impossible figures is rejected. */
