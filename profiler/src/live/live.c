@@ -429,13 +429,15 @@ static bool fill_message(moe_live_t *lv, int kind, moe_live_layout_t *lay)
     memcpy(m + lay->bytes, lv->bytes, (size_t)d->W * sizeof(int64_t));
     if (lv->routes) {
         memcpy(m + lay->dropped, lv->dropped, le * sizeof(int64_t));
+    }
+    if (lay->rkeys > 0) { /* a table with no key has no arrays yet */
         memcpy(m + lay->rkey, lv->rk.key, (size_t)lay->rkeys * sizeof(int64_t));
         memcpy(m + lay->rrows, lv->rk.val, (size_t)lay->rkeys * sizeof(int64_t));
     }
-    if (d->per_expert) {
+    if (d->per_expert && lay->groups > 0) {
         memcpy(m + lay->hkey, lv->hk.key, (size_t)lay->groups * sizeof(int64_t));
         memcpy(m + lay->ehist, lv->hk.val, (size_t)lay->groups * hb);
-    } else {
+    } else if (!d->per_expert) {
         memcpy(m + lay->ehist, lv->lhist, (size_t)d->L * hb);
     }
     return true;
