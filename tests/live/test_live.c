@@ -98,6 +98,10 @@ static void test_scale(const char *dump)
     char *st = live_render_status(v), *data = live_render_data(v);
     CHECK(st != NULL && data != NULL);
     CHECK_STR_CONTAINS(st, "\"world\":32");
+    /* the live page's data (/live.json, what the page draws), and the page itself */
+    size_t page = strlen(live_page_html), json = data != NULL ? strlen(data) : 0;
+    printf("scale: /live.json %zu bytes, the page %zu bytes\n", json, page);
+    CHECK(json > 0 && json + page <= 5u << 20);
     free(st);
     free(data);
     live_view_free(v);

@@ -1253,6 +1253,26 @@ static void test_html_wide(const char *root)
     }
 }
 
+/* The issue's scale, 256 experts x 16 layers on 32 ranks: report.html stays <= 5 MB and
+ * every file is written (a larger page is unreadable in a browser, and slow to open). */
+static void test_html_scale(const char *root)
+{
+    shape_t s = {32, 16, 256, false, 1000.0, NULL, NULL};
+    fixture_t *fx = fx_written(root, "scale", &s, NULL);
+    CHECK(fx != NULL);
+    if (fx == NULL) {
+        return;
+    }
+    size_t n = 0;
+    char *h = slurp(fx->rep.run_dir, "report.html", &n);
+    CHECK(h != NULL && n > 0);
+    printf("scale: 256 experts x 16 layers x 32 ranks: report.html %zu bytes\n", n);
+    CHECK(n <= 5u << 20);
+    CHECK_STR_CONTAINS(h, "<title>layer 15 expert 255 (");
+    free(h);
+    fx_drop(fx);
+}
+
 /* The longest line of the rank-to-rank part of summary.txt (from its "Bytes rank to rank"
  * rule to the next section, "Memory per rank"). */
 static size_t matrix_section_width(const char *t, bool *full_matrix)
@@ -2323,6 +2343,7 @@ int main(int argc, char **argv)
     fx_free(fx);
     test_partial(root);
     test_html_wide(root);
+    test_html_scale(root);
     test_text_wide(root);
     test_merge_router(root);
     test_merge_waits_combine(root);
