@@ -7,6 +7,10 @@
 #              expert 0 runs on rank 1 in layer 0 and on rank 2 in layer 1
 #   replicas   expert 0 on ranks 1 and 2: each copy takes 32 rows a step (contiguous shares
 #              by token index), and both ranks' histograms count every step
+#   symmetric  every rank routes 21 of 63 tokens (symmetric routing), expert 0 has copies
+#              on ranks 1 and 2 that split tokens by global index (0-31 and 32-62): rank
+#              0's 21 rows go to rank 1, rank 1's to rank 1 (11) and 2 (10), rank 2's to
+#              rank 2; /metrics sums the routing ranks' counts, each at its own step
 #   rebalance  auto placement (0-3 on rank 1) with rebalance_every 4 and 2 redundant
 #              experts: the rebalance copies experts 0 and 1 to rank 2, whose series then
 #              count them (and never the cold experts it held before)
@@ -25,6 +29,9 @@ case "$case_name" in
       sed 's/^  experts: \(.*\)/  experts: \1\n  layers: {1: {1: [4, 5, 6, 7], 2: [0, 1, 2, 3]}}/' > c.yaml ;;
   replicas)
     STEPS=0 TOKENS=64 SKEW=16 PLACEMENT='{1: [0, 1, 2, 3], 2: [0, 4, 5, 6, 7]}' small_model > c.yaml ;;
+  symmetric)
+    STEPS=0 TOKENS=63 SKEW=16 ROUTING=symmetric \
+      PLACEMENT='{0: [1, 2, 3], 1: [0, 4, 5], 2: [0, 6, 7]}' small_model > c.yaml ;;
   rebalance)
     STEPS=0 TOKENS=64 SKEW=16 small_model |
       sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 2/' > c.yaml ;;
@@ -71,14 +78,24 @@ print("steps per rank at their snapshots:", steps)
 print("tokens:", {k: v for k, v in sorted(tok.items()) if v})
 print("calls:", {k: v for k, v in sorted(cnt.items()) if v})
 for l in (0, 1):
-    # expert 0 takes every token, from the master's counts, whichever rank ran it
+    # expert 0 takes every token, from the routing ranks' counts, whichever rank ran it
     got = sum(v for (L, e, r), v in tok.items() if L == l and e == 0)
-    assert got == 64 * steps[0], (l, got, steps[0])
+    want = 21 * sum(steps.values()) if case == "symmetric" else 64 * steps[0]
+    assert got == want, (l, got, want, steps)
     for (L, e, r), v in list(tok.items()) + list(cnt.items()):
         if L == l and e >= 2:
             assert v == 0, ("a cold expert has counts", (L, e, r), v)
-    assert all(r in (1, 2) for (_, _, r) in list(tok) + list(cnt)), "master hosts nothing"
-if case == "layers":
+    if case != "symmetric":
+        assert all(r in (1, 2) for (_, _, r) in list(tok) + list(cnt)), "master hosts nothing"
+if case == "symmetric":
+    for l in (0, 1):
+        assert tok[(l, 0, 1)] == 21 * steps[0] + 11 * steps[1], (l, tok, steps)
+        assert tok[(l, 0, 2)] == 10 * steps[1] + 21 * steps[2], (l, tok, steps)
+        assert tok[(l, 1, 0)] == 21 * sum(steps.values()), (l, tok, steps)
+        # each copy gets rows every step: its calls are its own rank's steps
+        assert (cnt[(l, 0, 1)], cnt[(l, 0, 2)], cnt[(l, 1, 0)]) == (steps[1], steps[2], steps[0]), \
+            (l, cnt, steps)
+elif case == "layers":
     for l, host, other in ((0, 1, 2), (1, 2, 1)):
         assert tok[(l, 0, host)] == 64 * steps[0], (l, tok)
         assert cnt[(l, 0, host)] == steps[host], (l, cnt, steps)
