@@ -57,7 +57,7 @@ static void check_config(const moe_config_t *c, int world, const uint8_t *data, 
     CHECK_RANGE(chunks, 1, 64);
     CHECK_DRANGE(step_timeout_s, 0, 86400);
     CHECK_RANGE(tokens_per_step, 1, 4194304);
-    CHECK_RANGE(steps, 1, 1000000000);
+    CHECK_RANGE(steps, 0, 1000000000); /* 0: run until SIGINT/SIGTERM */
     CHECK_DRANGE(routing_skew, 0, 16);
     CHECK_RANGE(prof_warmup_steps, 0, 1000000000);
     CHECK_RANGE(prof_wait_steps, 0, 1000000000);
