@@ -93,7 +93,8 @@ PY
     tmpfs 1m
     # 6000 steps of at least 1 ms (a sleep in rank 0's step hook): the run goes on for
     # seconds after the disk fills, whatever the build (under ASan the last ~1000 of 3000
-    # fast steps once ended before the stall was seen, and the end report met a full disk)
+    # fast steps once ended before the stall was seen, and the end report met a full disk);
+    # the first write fails within ~2000 steps, the disk is freed 1000 steps later
     H=64 F=128 STEPS=6000 PROF=true small_model |
       sed -e "s|output_dir: .*|output_dir: $MNT/exp|" \
           -e 's/^  enabled: true/  enabled: true\n  measurement_steps: 100\n  repeat: 0\n  trace: false/' > c.yaml
@@ -101,20 +102,26 @@ PY
     set +e
     # shellcheck disable=SC2086  # (longer than mpirun_moed's bound: ASan on a loaded machine)
     MOED_TEST_HOOK_DELAY_US=1000 timeout -k 5 250 mpirun $MPIRUN_FLAGS -np 3 "$MOED" \
-      --config c.yaml --no-progress > run.log 2>&1 &
+      --config c.yaml --progress > run.log 2>&1 &
     pid=$!
-    # rows merge every 100-step window; metrics.csv.part stops growing when a write
-    # fails: then free the disk, mid-run
-    last=-1; still=0
-    for _ in $(seq 300); do
+    # Rows merge every 100-step window; metrics.csv.part stops growing when a write fails:
+    # then free the disk, mid-run. Time alone cannot tell a failed write from a slow window
+    # (under ASan on a loaded machine the disk was once freed before any write failed: the
+    # rows then filled it and the end report found no space), so count steps: 1000 steps
+    # (10 windows) done by rank 0 (its progress line) with no row written.
+    last=-1; since=0; step=0
+    for _ in $(seq 1200); do
       size=$(stat -c %s "$MNT"/exp/*/metrics.csv.part 2> /dev/null || echo -1)
-      if [[ $size -gt 0 && $size -eq $last ]]; then still=$((still + 1)); else still=0; fi
-      last=$size
-      [[ $still -ge 10 ]] && break
+      step=$(tr '\r' '\n' < run.log | sed -n 's|^step \([0-9]*\)/.*|\1|p' | tail -1)
+      step=${step:-0}
+      if [[ $size -ne $last ]]; then last=$size; since=$step; fi
+      [[ $size -gt 0 && $((step - since)) -ge 1000 ]] && break
+      kill -0 $pid 2> /dev/null || break
       sleep 0.1
     done
+    kill -0 $pid 2> /dev/null || { cat run.log; fail "the run ended before its rows stopped"; }
     rm -f "$MNT/filler"
-    echo "disk freed with metrics.csv.part at $last bytes"
+    echo "disk freed at step $step: metrics.csv.part at $last bytes since step $since"
     wait $pid; code=$?
     set -e
     grep -E "moed: error|report: |INCOMPLETE" run.log || true
