@@ -101,8 +101,11 @@ typedef struct moe_prof_layer_sample {
     const int32_t *kept;            /* [E] */
     const int32_t *dropped;         /* [E] */
     /* The layer's placement as it ran (per-layer placement, replicas, online rebalancing):
-     * its copies of experts, sorted by expert then rank; this rank's local expert le is the
-     * le-th copy on this rank. slot_rows: rows this rank routed to each copy. */
+     * its copies of experts, sorted by expert then rank; slot_rows: rows this rank routed
+     * to each copy. local_experts: the expert of each of this rank's local slots (the
+     * le-th copy on this rank), the index of expert_rows, expert_ns and calls[].local. */
+    int num_local_experts;
+    const int32_t *local_experts;   /* [num_local_experts] */
     int num_slots;
     const moe_cfg_replica_t *slots; /* [num_slots] */
     const int32_t *slot_rows;       /* [num_slots] */

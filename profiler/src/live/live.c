@@ -513,18 +513,13 @@ void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
             lv->rk.val[k] += s->slot_rows[i];
         }
     }
-    /* this rank's local expert le is the le-th copy on it in the layer's placement */
-    for (int i = 0, le = 0; i < s->num_slots; i++) {
-        if (s->slots[i].rank != lv->rank) {
-            continue;
-        }
-        int local = le++;
+    for (int local = 0; local < s->num_local_experts; local++) {
         if (s->expert_rows[local] == 0) {
             continue;
         }
         int64_t *h = lv->lhist + (size_t)s->layer * (MOE_LIVE_NB + 1);
         if (d->per_expert) {
-            int64_t key = le0 + s->slots[i].expert, k = keys_find(&lv->hk, key, key);
+            int64_t key = le0 + s->local_experts[local], k = keys_find(&lv->hk, key, key);
             if (k < 0) {
                 keys_lost(lv);
                 continue;

@@ -474,18 +474,6 @@ void moe_prof_rebalance(moe_prof_t *p, const moe_prof_rebalance_t *r)
         .after = r->after};
 }
 
-/* The expert this rank's local expert `local` was in the sample's layer (its placement as
- * it ran: the local-th copy on this rank), or -1. */
-static int sample_expert(const moe_prof_layer_sample_t *s, int rank, int local)
-{
-    for (int i = 0, n = 0; i < s->num_slots; i++) {
-        if (s->slots[i].rank == rank && n++ == local) {
-            return s->slots[i].expert;
-        }
-    }
-    return -1;
-}
-
 /* The record column of local expert le in the sample's layer (-1: none holds it). */
 static int record_column(const moe_prof_t *p, const moe_prof_layer_sample_t *s, int le,
                          int expert)
@@ -505,13 +493,9 @@ static int record_column(const moe_prof_t *p, const moe_prof_layer_sample_t *s, 
 static void record_experts(moe_prof_t *p, const moe_prof_layer_sample_t *s)
 {
     moe_prof_record_t *r = &p->rec;
-    for (int i = 0, le = 0; i < s->num_slots; i++) {
-        if (s->slots[i].rank != p->rank) {
-            continue;
-        }
-        int local = le++;
+    for (int local = 0; local < s->num_local_experts; local++) {
         int64_t rows = s->expert_rows[local];
-        int col = rows == 0 ? -1 : record_column(p, s, local, s->slots[i].expert);
+        int col = rows == 0 ? -1 : record_column(p, s, local, s->local_experts[local]);
         if (col < 0) {
             continue;
         }
@@ -544,8 +528,9 @@ static void record_timeline(moe_prof_t *p, const moe_prof_layer_sample_t *s)
     }
     for (int i = 0; i < s->num_calls; i++) {
         const moe_prof_call_t *c = &s->calls[i];
-        int id = c->local >= 0 && c->local < r->num_local ? sample_expert(s, p->rank, c->local)
-                                                          : -1;
+        int id = c->local >= 0 && c->local < r->num_local && c->local < s->num_local_experts
+                     ? s->local_experts[c->local]
+                     : -1;
         if (id < 0) {
             continue; /* not one of ours: nothing to name it by */
         }

@@ -551,7 +551,10 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .shared_begin_ns = rec->shared_begin_ns,
         .shared_end_ns = rec->shared_end_ns,
     };
+    int32_t local[MOE_MAX_EXPERTS];
     s.slots = moe_cfg_layer_entries(ctx->cfg, layer, &s.num_slots); /* live_cfg's, if any */
+    s.num_local_experts = moe_cfg_experts_of_rank_layer(ctx->cfg, layer, eng->rank, local);
+    s.local_experts = local;
     if (eng->prof != NULL) {
         moe_prof_layer(eng->prof, &s);
     }
