@@ -2,12 +2,14 @@
  * the stop signals (moe/stop.h): deadlines, a process's own stop not counted, SIGCONT. */
 #include <mpi.h>
 #include <signal.h>
+#include <string.h>
 #include <time.h>
 
 #include "moe/clock.h"
 #include "moe/poll.h"
 #include "moe/stop.h"
 #include "moe/watchdog.h"
+#include "transport/wait.h"
 #include "test_util.h"
 
 static void nap_ms(long ms)
@@ -63,6 +65,25 @@ static void test_stopped_gap(void)
     nap_ms(1200);
     CHECK_INT_EQ(moe_poll_next(&p), MOE_OK);
     CHECK(moe_poll_waited_s(&p) < 0.2);
+}
+
+/* The same for a step's wait (transport/wait.h) stopped between its start and its first
+ * poll (mpi.faults.stop_midstep_r1 once saw it): resumed 4 s later, with a 3 s watchdog, it
+ * keeps waiting instead of blaming the peer it waits for; a real 0.2 s wait still fires. */
+static void test_wait_stopped_before_poll(void)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_wait_configure(3.0, 0, 1, NULL);
+    int64_t start = moe_now_ns() - 4000000000LL;
+    CHECK_INT_EQ(moe_wait_poll(start, "a test wait", NULL, 0, &err), MOE_OK);
+    moe_wait_configure(0.2, 0, 1, NULL);
+    start = moe_now_ns();
+    moe_status_t st;
+    while ((st = moe_wait_poll(start, "a test wait", NULL, 0, &err)) == MOE_OK) {
+    }
+    CHECK_INT_EQ(st, MOE_ERR_TIMEOUT);
+    CHECK(strstr(err.msg, "made no progress for 0.2 s") != NULL);
 }
 
 /* A request polled to completion; one that never completes ends at the deadline. */
@@ -126,6 +147,7 @@ int main(int argc, char **argv)
     test_nap();
     test_deadline();
     test_stopped_gap();
+    test_wait_stopped_before_poll();
     test_request();
     test_watchdog_alone();
     test_signals();

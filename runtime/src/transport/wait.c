@@ -99,7 +99,9 @@ moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pendin
 {
     if (start_ns != g_poll_start) {
         moe_poll_begin(&g_poll, 0, true);
-        g_poll.start_ns = start_ns;
+        /* from the wait's own start: a gap before its first poll (stopped between the
+         * first test and here) counts as this process stopped, not as the peers' delay */
+        g_poll.start_ns = g_poll.last_ns = start_ns;
         g_poll.deadline_ns = g_wait.timeout_s > 0 ? start_ns + (int64_t)(g_wait.timeout_s * 1e9)
                                                   : 0;
         g_poll_start = start_ns;
