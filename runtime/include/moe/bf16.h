@@ -12,10 +12,9 @@ static inline uint16_t moe_f32_to_bf16(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-        return (uint16_t)((u >> 16) | 0x40u);
-    }
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    /* a select, not an early return: loops calling this stay vectorizable */
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 static inline float moe_bf16_to_f32(uint16_t h)

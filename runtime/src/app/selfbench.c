@@ -8,6 +8,7 @@
 
 #include "moe/clock.h"
 #include "expert/expert.h"
+#include "expert/expert_bf16.h"
 #include "expert/gemm.h"
 #include "expert/onednn.h"
 #include "moe/log.h"
@@ -121,7 +122,7 @@ static moe_status_t bench_dtype_limits(moe_engine_t *eng, double limit[2], moe_e
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
     int64_t up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     int64_t m = cfg->tokens_per_step * cfg->top_k / cfg->num_experts;
-    m = m < 16 ? 16 : m > 512 ? 512 : m;
+    m = m < 16 ? 16 : m > MOE_BF16_TILE_ROWS ? MOE_BF16_TILE_ROWS : m;
     limit[0] = limit[1] = 0.0;
     moe_status_t st = moe_wait_barrier(eng->comm, err);
     if (st == MOE_OK && eng->rank == 0 && eng->cuda == NULL) {

@@ -163,8 +163,9 @@ static moe_status_t cpu_expert_bf16(const moe_expert_io_t *io, cpu_state_t *cs,
     int64_t H = cfg->hidden_dim;
     int only = moe_expert_only_source(n, io->world_size);
     moe_status_t st = MOE_OK;
-    for (int64_t r0 = 0; r0 < total && st == MOE_OK; r0 += MOE_BF16_TILE_ROWS) {
-        int64_t m = total - r0 < MOE_BF16_TILE_ROWS ? total - r0 : MOE_BF16_TILE_ROWS;
+    int64_t tiles = (total + MOE_BF16_TILE_ROWS - 1) / MOE_BF16_TILE_ROWS;
+    for (int64_t t = 0; t < tiles && st == MOE_OK; t++) {
+        int64_t r0 = total * t / tiles, m = total * (t + 1) / tiles - r0;
         const uint16_t *in = cs->in;
         /* The bucket's rows past m are read too: only where no exchange is still writing
          * (one chunk: every row has arrived) or there are none. */
@@ -361,6 +362,9 @@ static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **ou
                           ? moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate BF16 scratch")
                           : moe_onednn_create((int64_t)H, (int64_t)up_n, (int64_t)F, (int64_t)T,
                                               (int)cfg->threads, &cs->dnn, err);
+    if (st == MOE_OK) {
+        st = moe_onednn_prepare(cs->dnn, err);
+    }
     if (st != MOE_OK) {
         moe_expert_backend_t tmp = {.impl = cs};
         cpu_destroy(&tmp);

@@ -82,33 +82,17 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
     return st;
 }
 
-/* The activated rows (the first ffn of each up_n-wide row) narrowed to BF16 [rows, ffn]:
- * vectorized (built -O3, cloned for AVX-512 / AVX2 as expert_cpu.c's activations). */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-static void narrow_rows(uint16_t *a, const float *h, int64_t rows, int64_t ffn, int64_t up_n)
-{
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < ffn; i++) {
-            a[r * ffn + i] = moe_f32_to_bf16(h[r * up_n + i]);
-        }
-    }
-}
-
 moe_status_t moe_expert_forward_bf16(moe_onednn_t *o, const moe_expert_weights_t *w,
                                      moe_activation_t act, int64_t hidden, int64_t ffn,
                                      int64_t rows, const uint16_t *in, float *h, uint16_t *a,
                                      float *out, moe_error_t *err)
 {
-    int64_t up_n = act == MOE_ACT_GELU ? ffn : 2 * ffn;
     moe_status_t st = moe_onednn_gemm(o, MOE_ONEDNN_UP, rows, in, w->w13_packed, h, err);
     if (st != MOE_OK) {
         return st;
     }
-    moe_expert_activate(w, act, h, rows, ffn);
-    /* The activated rows (gate half of each up_n row) narrowed for the down projection. */
-    narrow_rows(a, h, rows, ffn, up_n);
+    /* The activation in F32, its rows narrowed to BF16 for the down projection. */
+    moe_expert_activate_bf16(w, act, h, rows, ffn, a);
     st = moe_onednn_gemm(o, MOE_ONEDNN_DOWN, rows, a, w->w2_packed, out, err);
     if (st == MOE_OK) {
         moe_expert_add_bias(out, rows, hidden, w->b2);

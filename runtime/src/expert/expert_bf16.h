@@ -13,8 +13,10 @@
 #include "moe/config.h"
 #include "moe/status.h"
 
-/* Rows of one BF16 GEMM at most: the CPU back-end's tile when computing in BF16. */
-#define MOE_BF16_TILE_ROWS 512
+/* Rows of one BF16 GEMM at most: the CPU back-end cuts an expert call's rows into the
+ * fewest tiles of at most this many, of equal size (+-1): 520 rows are one tile, not 512 +
+ * 8 (a GEMM of 8 rows reads all the expert's weights for little work), 600 are 2 x 300. */
+#define MOE_BF16_TILE_ROWS 576
 
 /* out[bucket(rows), H] (F32; rows past `rows` are junk) = FFN(in[bucket(rows), H] BF16),
  * rows <= MOE_BF16_TILE_ROWS. h [bucket, up_n] F32 and a [bucket, F] BF16 are scratch. w

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Row buckets: 16, 32, then multiples of 64, so a GEMM computes at most 63 spare rows. */
-#define BUCKET_STEP 64
+/* Row buckets: multiples of 16, so a GEMM computes at most 15 spare rows. */
+#define BUCKET_STEP 16
 
 typedef struct onednn_prim {
     dnnl_primitive_t prim;
@@ -68,19 +68,12 @@ const char *moe_cpu_bf16_why(void)
 
 int64_t moe_onednn_bucket(int64_t m)
 {
-    if (m <= 16) {
-        return 16;
-    }
-    if (m <= 32) {
-        return 32;
-    }
-    return (m + BUCKET_STEP - 1) / BUCKET_STEP * BUCKET_STEP;
+    return m <= BUCKET_STEP ? BUCKET_STEP : (m + BUCKET_STEP - 1) / BUCKET_STEP * BUCKET_STEP;
 }
 
 static int bucket_index(int64_t m)
 {
-    int64_t b = moe_onednn_bucket(m);
-    return b == 16 ? 0 : b == 32 ? 1 : (int)(b / BUCKET_STEP) + 1;
+    return (int)(moe_onednn_bucket(m) / BUCKET_STEP) - 1;
 }
 
 static moe_status_t dnnl_fail(moe_error_t *err, dnnl_status_t s, const char *what)
@@ -272,6 +265,18 @@ static moe_status_t prim_get(moe_onednn_t *o, onednn_shape_t *s, int64_t m, oned
     }
     *out = p;
     return MOE_OK;
+}
+
+moe_status_t moe_onednn_prepare(moe_onednn_t *o, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    for (int w = 0; w < MOE_ONEDNN_SHAPES && st == MOE_OK; w++) {
+        for (int b = 0; b < o->num_buckets && st == MOE_OK; b++) {
+            onednn_prim_t *p = NULL;
+            st = prim_get(o, &o->shape[w], (int64_t)(b + 1) * BUCKET_STEP, &p, err);
+        }
+    }
+    return st;
 }
 
 moe_status_t moe_onednn_gemm(moe_onednn_t *o, int which, int64_t m, const uint16_t *a,

@@ -3,8 +3,9 @@
  *
  * W is reordered once, at load, into the layout oneDNN's matmul prefers for its shape
  * (weights memory desc with format_tag any, then a reorder): moe_onednn_pack. A matmul
- * primitive exists per shape and per row bucket (moe_onednn_bucket: 16, 32, 64, then
- * multiples of 64 up to the tile), created on a bucket's first use and reused; A must have
+ * primitive exists per shape and per row bucket (moe_onednn_bucket: multiples of 16 up to
+ * the tile), created on a bucket's first use (or all at once: moe_onednn_prepare, so no
+ * step pays for oneDNN's code generation, ~1-2 ms a primitive) and reused; A must have
  * bucket(m) readable rows (rows past m are computed and ignored: each output row depends
  * only on its input row) and C room for them.
  *
@@ -48,6 +49,9 @@ size_t moe_onednn_packed_bytes(const moe_onednn_t *o, int which);
 /* w [n, k] row-major BF16 -> *packed (aligned_alloc'd, free() it), oneDNN's layout. */
 moe_status_t moe_onednn_pack(moe_onednn_t *o, int which, const uint16_t *w, void **packed,
                              moe_error_t *err);
+
+/* Create every bucket's primitive of both shapes now (the experts' back-end, at start). */
+moe_status_t moe_onednn_prepare(moe_onednn_t *o, moe_error_t *err);
 
 /* c[bucket(m), n] = a[bucket(m), k] x W^T with W packed by moe_onednn_pack. */
 moe_status_t moe_onednn_gemm(moe_onednn_t *o, int which, int64_t m, const uint16_t *a,

@@ -1,0 +1,62 @@
+/* BF16 compute's one-pass activation (moe_expert_activate_bf16) against the F32 path's
+ * (moe_expert_activate, then each value narrowed to BF16): the same bits for every
+ * activation, with and without biases, on rows whose width is not a multiple of the
+ * vector or block length, over values from -100 to 100 (exp's clamps) and a NaN. */
+#include <stdlib.h>
+
+#include "expert/expert.h"
+#include "moe/bf16.h"
+#include "test_util.h"
+
+enum { ROWS = 5, FFN = 300 }; /* 300: a block of 256 and a tail of 44 */
+
+static float value(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return ((float)((*s >> 8) & 0xffff) / 65535.0f - 0.5f) * 200.0f;
+}
+
+/* Returns how many of ROWS x FFN outputs differ in their bits from the reference's. */
+static int mismatches(moe_activation_t act, bool bias)
+{
+    int up_n = act == MOE_ACT_GELU ? FFN : 2 * FFN, bad = 0;
+    float *h = malloc(sizeof(float) * ROWS * up_n), *ref = malloc(sizeof(float) * ROWS * up_n);
+    float *b13 = malloc(sizeof(float) * up_n);
+    uint16_t *out = malloc(sizeof(uint16_t) * ROWS * FFN);
+    unsigned s = 17u + (unsigned)act * 3u + bias;
+    for (int i = 0; i < ROWS * up_n; i++) {
+        h[i] = ref[i] = value(&s);
+    }
+    h[7] = ref[7] = NAN;
+    for (int i = 0; i < up_n; i++) {
+        b13[i] = value(&s) * 0.01f;
+    }
+    moe_expert_weights_t w = {.b13 = bias ? b13 : NULL, .limit = 7.0f};
+    moe_expert_activate(&w, act, ref, ROWS, FFN);
+    moe_expert_activate_bf16(&w, act, h, ROWS, FFN, out);
+    for (int r = 0; r < ROWS; r++) {
+        for (int i = 0; i < FFN; i++) {
+            bad += out[r * FFN + i] != moe_f32_to_bf16(ref[r * up_n + i]);
+        }
+    }
+    free(h);
+    free(ref);
+    free(b13);
+    free(out);
+    return bad;
+}
+
+int main(void)
+{
+    moe_activation_t acts[] = {MOE_ACT_SWIGLU, MOE_ACT_SWIGLU_OAI, MOE_ACT_GELU};
+    for (int a = 0; a < 3; a++) {
+        CHECK_INT_EQ(mismatches(acts[a], false), 0);
+        CHECK_INT_EQ(mismatches(acts[a], true), 0);
+    }
+    /* the narrowing itself: nearest even, and a NaN stays a NaN */
+    CHECK_INT_EQ(moe_f32_to_bf16(1.0f), 0x3f80);
+    CHECK_INT_EQ(moe_f32_to_bf16(1.00390625f), 0x3f80); /* halfway, down to even */
+    CHECK_INT_EQ(moe_f32_to_bf16(1.01171875f), 0x3f82); /* halfway, up to even */
+    CHECK(isnan(moe_bf16_to_f32(moe_f32_to_bf16(NAN))));
+    return moe_test_finish("test_activation");
+}
