@@ -24,7 +24,7 @@ typedef struct cpu_state {
 } cpu_state_t;
 
 /* One row of H values from one type to the other (or copied). */
-static void copy_row(const void *src, bool src_bf16, void *dst, bool dst_bf16, int64_t H)
+MOE_VECTOR_CLONES static void copy_row(const void *src, bool src_bf16, void *dst, bool dst_bf16, int64_t H)
 {
     if (src_bf16 == dst_bf16) {
         memcpy(dst, src, (size_t)H * (src_bf16 ? sizeof(uint16_t) : sizeof(float)));
@@ -268,8 +268,8 @@ static moe_status_t cpu_shared(moe_expert_backend_t *be, int layer, const float 
 
 /* x[t] += sum_j w[t,j] * out(t,j), choices in order j = 0..k-1 so the sum is the same
  * whatever the placement. */
-static moe_status_t cpu_merge(moe_expert_backend_t *be, float *x, int64_t tokens,
-                              moe_error_t *err)
+MOE_VECTOR_CLONES static moe_status_t cpu_merge(moe_expert_backend_t *be, float *x,
+                                                int64_t tokens, moe_error_t *err)
 {
     const moe_expert_io_t *io = be->io;
     int k = (int)io->cfg->top_k;

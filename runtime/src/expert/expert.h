@@ -14,6 +14,15 @@
 #include "moe/config.h"
 #include "moe/status.h"
 
+/* Element-wise loops (activations, BF16 narrowing and widening, the permutation and the
+ * merge) are built -O3 and cloned for AVX-512 and AVX2, picked at load time: the build's
+ * baseline is SSE2, 4 floats a vector. Not under ASan (its checks do not vectorize). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define MOE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MOE_VECTOR_CLONES
+#endif
+
 /* Scratch floats the FFN needs for tile_rows rows. */
 int64_t moe_expert_scratch_floats(moe_activation_t act, int64_t ffn, int64_t tile_rows);
 

@@ -9,11 +9,6 @@
  * is a scalar call: 15 ms per 512 x 3584 SwiGLU tile on Zen 4, about half the GEMMs'), so
  * the loops below use a branch-free exp the compiler vectorizes (this file is built with
  * -O3) and are cloned for AVX-512 and AVX2, picked at load time. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define MOE_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MOE_VECTOR_CLONES
-#endif
 
 /* e^x for x in [-87, 88] (clamped): 2^n * e^r with r = x - n ln2 in two parts and a degree-6
  * polynomial; relative error 2.4e-7 (libm: 1 ulp). */
