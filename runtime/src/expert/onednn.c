@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe/mem.h"
+
 /* Row buckets: multiples of 16, so a GEMM computes at most 15 spare rows. */
 #define BUCKET_STEP 16
 
@@ -192,11 +194,10 @@ moe_status_t moe_onednn_pack(moe_onednn_t *o, int which, const uint16_t *w, void
     dnnl_memory_t from = NULL, to = NULL;
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t reorder = NULL;
-    size_t bytes = (s->packed_bytes + 63) / 64 * 64;
-    void *buf = aligned_alloc(64, bytes);
+    void *buf = moe_alloc_large(s->packed_bytes); /* huge pages: GEMMs stream it */
     if (buf == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %zu MiB for packed weights",
-                             bytes >> 20);
+                             s->packed_bytes >> 20);
     }
     /* W [n, k] row-major is the matmul's weights [k, n] in tag ba. */
     dnnl_status_t r = dnnl_memory_desc_init_by_tag(&plain, 2, wd, dnnl_bf16, dnnl_ba);

@@ -46,7 +46,7 @@ void moe_onednn_destroy(moe_onednn_t *o); /* accepts NULL */
 /* Bytes of shape `which`'s packed weights. */
 size_t moe_onednn_packed_bytes(const moe_onednn_t *o, int which);
 
-/* w [n, k] row-major BF16 -> *packed (aligned_alloc'd, free() it), oneDNN's layout. */
+/* w [n, k] row-major BF16 -> *packed (moe_alloc_large'd, free() it), oneDNN's layout. */
 moe_status_t moe_onednn_pack(moe_onednn_t *o, int which, const uint16_t *w, void **packed,
                              moe_error_t *err);
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "moe/clock.h"
+#include "moe/mem.h"
 #include "moe/mpi_check.h"
 #include "moe/stop.h"
 #include "expert/expert.h"
@@ -70,7 +71,7 @@ static moe_status_t layer_alloc(moe_layer_ctx_t *ctx, moe_error_t *err)
     moe_arena_t sizing = {0};
     layer_carve(ctx, &sizing);
     size_t bytes = moe_arena_size(&sizing);
-    void *block = aligned_alloc(MOE_ARENA_ALIGN, bytes);
+    void *block = moe_alloc_large(bytes); /* 64-byte aligned at least: MOE_ARENA_ALIGN */
     if (block == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY,
                              "cannot allocate the step buffers (%zu bytes for %lld tokens x "

@@ -1,0 +1,49 @@
+/* moe_alloc_large (moe/mem.h): small buffers 64-byte aligned, large ones 2 MiB aligned (so
+ * they can sit on huge pages) and fully writable up to the 2 MiB rounding; whether the
+ * kernel gave huge pages is printed (THP may be off or memory fragmented), not asserted. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe/mem.h"
+#include "test_util.h"
+
+/* kB of AnonHugePages of the mapping holding p, from /proc/self/smaps (-1: not found). */
+static long huge_kb(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[256];
+    long kb = -1;
+    int in = 0;
+    uintptr_t a = (uintptr_t)p;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            in = a >= lo && a < hi;
+        } else if (in && sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) {
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return kb;
+}
+
+int main(void)
+{
+    char *small = moe_alloc_large(1000);
+    CHECK(small != NULL && (uintptr_t)small % 64 == 0);
+    size_t big = ((size_t)8 << 20) + 12345;
+    char *p = moe_alloc_large(big);
+    CHECK(p != NULL && (uintptr_t)p % ((size_t)2 << 20) == 0);
+    if (p != NULL) {
+        memset(p, 1, (size_t)10 << 20); /* rounded up to 10 MiB: all of it is ours */
+        CHECK(p[(10 << 20) - 1] == 1);
+        printf("test_mem: %ld kB of the 10 MiB buffer on huge pages\n", huge_kb(p));
+    }
+    free(small);
+    free(p);
+    return moe_test_finish("test_mem");
+}
