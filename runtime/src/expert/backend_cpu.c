@@ -24,7 +24,8 @@ typedef struct cpu_state {
 } cpu_state_t;
 
 /* One row of H values from one type to the other (or copied). */
-MOE_VECTOR_CLONES static void copy_row(const void *src, bool src_bf16, void *dst, bool dst_bf16, int64_t H)
+MOE_VECTOR_CLONES static void copy_row(const void *src, bool src_bf16, void *dst, bool dst_bf16,
+                                       int64_t H)
 {
     if (src_bf16 == dst_bf16) {
         memcpy(dst, src, (size_t)H * (src_bf16 ? sizeof(uint16_t) : sizeof(float)));

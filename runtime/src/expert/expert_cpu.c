@@ -124,7 +124,8 @@ static void swiglu_rows_bf16(const float *h, const float *b13, int64_t rows, int
         const float *a = h + r * 2 * ffn, *b = a + ffn;
         for (int64_t i = 0; i < ffn; i += ACT_BLOCK) {
             int64_t n = ffn - i < ACT_BLOCK ? ffn - i : ACT_BLOCK;
-            const float *ba = b13 != NULL ? b13 + i : NULL, *bb = b13 != NULL ? b13 + ffn + i : NULL;
+            const float *ba = b13 != NULL ? b13 + i : NULL;
+            const float *bb = b13 != NULL ? b13 + ffn + i : NULL;
             if (oai) {
                 swiglu_oai_block(t, a + i, b + i, ba, bb, n, limit);
             } else {
