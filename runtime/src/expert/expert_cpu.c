@@ -11,10 +11,13 @@
  * -O3) and are cloned for AVX-512 and AVX2, picked at load time. */
 
 /* e^x for x in [-87, 88] (clamped): 2^n * e^r with r = x - n ln2 in two parts and a degree-6
- * polynomial; relative error 2.4e-7 (libm: 1 ulp). */
+ * polynomial; relative error 2.4e-7 (libm: 1 ulp). A NaN is clamped too (to -87: the
+ * callers' results stay NaN through their other operand), so the conversion of n to an
+ * integer never sees a NaN (undefined behaviour; UBSan caught it). */
 static inline float fast_expf(float x)
 {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    x = x >= -87.0f ? x : -87.0f; /* a NaN fails the comparison */
+    x = x <= 88.0f ? x : 88.0f;
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest */
     float r = x - n * 0.693145751953125f;
     r = r - n * 1.428606765330187045e-06f;
