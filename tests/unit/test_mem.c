@@ -1,6 +1,7 @@
 /* moe_alloc_large (moe/mem.h): small buffers 64-byte aligned, large ones 2 MiB aligned (so
- * they can sit on huge pages) and fully writable up to the 2 MiB rounding; whether the
- * kernel gave huge pages is printed (THP may be off or memory fragmented), not asserted. */
+ * they can sit on huge pages) and writable to their last byte; whether the kernel gave huge
+ * pages to their whole 2 MiB pages is printed (THP may be off or memory fragmented), not
+ * asserted. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,9 +40,10 @@ int main(void)
     char *p = moe_alloc_large(big);
     CHECK(p != NULL && (uintptr_t)p % ((size_t)2 << 20) == 0);
     if (p != NULL) {
-        memset(p, 1, (size_t)10 << 20); /* rounded up to 10 MiB: all of it is ours */
-        CHECK(p[(10 << 20) - 1] == 1);
-        printf("test_mem: %ld kB of the 10 MiB buffer on huge pages\n", huge_kb(p));
+        memset(p, 1, big);
+        CHECK(p[big - 1] == 1);
+        printf("test_mem: %ld kB of the buffer's 8 MiB of whole huge pages on huge pages\n",
+               huge_kb(p));
     }
     free(small);
     free(p);

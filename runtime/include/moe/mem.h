@@ -10,9 +10,10 @@
 
 #include <stddef.h>
 
-/* At least `bytes`, 64-byte aligned; from 4 MiB on, 2 MiB aligned and rounded up to 2 MiB
- * with huge pages asked for (a refusal is ignored: the buffer works on small pages). free()
- * frees it. NULL when out of memory. */
+/* `bytes`, 64-byte aligned; from 2 MiB on, 2 MiB aligned with huge pages asked for over
+ * its whole 2 MiB pages (the tail stays on small pages: no memory past the end is taken; a
+ * refusal is ignored: the buffer works on small pages). free() frees it. NULL when out of
+ * memory. */
 void *moe_alloc_large(size_t bytes);
 
 #endif /* MOE_MEM_H */

@@ -5,18 +5,20 @@
 #include <sys/mman.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
-#define HUGE_FROM ((size_t)4 << 20) /* smaller buffers would waste up to half their size */
 
 void *moe_alloc_large(size_t bytes)
 {
-    if (bytes < HUGE_FROM) {
-        return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    void *p = NULL;
+    if (posix_memalign(&p, align, bytes > 0 ? bytes : 1) != 0) {
+        return NULL;
     }
-    size_t rounded = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    void *p = aligned_alloc(HUGE_PAGE, rounded);
 #ifdef MADV_HUGEPAGE
-    if (p != NULL) {
-        (void)madvise(p, rounded, MADV_HUGEPAGE); /* EINVAL without THP: small pages */
+    /* Only the whole 2 MiB pages inside the buffer: a huge page over its tail would take
+     * memory past its end (an expert of 6.3 MB would hold 8). */
+    size_t whole = bytes / HUGE_PAGE * HUGE_PAGE;
+    if (whole > 0) {
+        (void)madvise(p, whole, MADV_HUGEPAGE); /* EINVAL without THP: small pages */
     }
 #endif
     return p;
