@@ -112,6 +112,7 @@ MOE_VECTOR_CLONES static void swiglu_oai_block(float *t, const float *a, const f
     }
 }
 
+/* o[i] = bf16(t[i]): a block of the SwiGLUs' results, or a row of GELU's. */
 MOE_VECTOR_CLONES static void narrow_block(uint16_t *o, const float *t, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
@@ -135,17 +136,6 @@ static void swiglu_rows_bf16(const float *h, const float *b13, int64_t rows, int
                 swiglu_block(t, a + i, b + i, ba, bb, n);
             }
             narrow_block(out + r * ffn + i, t, n);
-        }
-    }
-}
-
-/* out[r, i] = bf16(h[r * ld + i]) for i < n. */
-MOE_VECTOR_CLONES static void narrow_rows(uint16_t *out, const float *h, int64_t rows, int64_t n,
-                                          int64_t ld)
-{
-    for (int64_t r = 0; r < rows; r++) {
-        for (int64_t i = 0; i < n; i++) {
-            out[r * n + i] = moe_f32_to_bf16(h[r * ld + i]);
         }
     }
 }
@@ -190,7 +180,10 @@ void moe_expert_activate_bf16(const moe_expert_weights_t *w, moe_activation_t ac
         swiglu_rows_bf16(h, w->b13, rows, ffn, act == MOE_ACT_SWIGLU_OAI, w->limit, out);
     } else {
         moe_expert_activate(w, act, h, rows, ffn);
-        narrow_rows(out, h, rows, ffn, act == MOE_ACT_GELU ? ffn : 2 * ffn);
+        int64_t ld = act == MOE_ACT_GELU ? ffn : 2 * ffn;
+        for (int64_t r = 0; r < rows; r++) {
+            narrow_block(out + r * ffn, h + r * ld, ffn);
+        }
     }
 }
 
