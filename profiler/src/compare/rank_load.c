@@ -14,6 +14,21 @@ static int row_int(const json_t *v, const char *key)
     return x >= 0.0 && x <= 1e9 ? (int)x : -1;
 }
 
+/* Row i of a summary.json array when it is one of `layer`'s, with an expert and a rank in
+ * range: true, its expert and rank set. */
+static bool layer_row(const json_t *rows, size_t i, int layer, int W, int E, int *e, int *r)
+{
+    const json_t *x = json_array_get(rows, i);
+    *e = row_int(x, "expert");
+    *r = row_int(x, "rank");
+    return row_int(x, "layer") == layer && *e >= 0 && *e < E && *r >= 0 && *r < W;
+}
+
+static double row_tokens(const json_t *rows, size_t i)
+{
+    return moe_json_num(json_object_get(json_array_get(rows, i), "tokens"), 0);
+}
+
 /* Copies of each expert of the layer: replicas[] rows where the expert has several,
  * else experts[].rank. */
 static void layer_copies(const json_t *doc, int layer, int W, int E, uint8_t *copies,
@@ -21,18 +36,15 @@ static void layer_copies(const json_t *doc, int layer, int W, int E, uint8_t *co
 {
     const json_t *reps = json_object_get(doc, "replicas");
     const json_t *list = json_object_get(doc, "experts");
+    int e, r;
     for (size_t i = 0; i < moe_json_count(reps); i++) {
-        const json_t *x = json_array_get(reps, i);
-        int l = row_int(x, "layer"), e = row_int(x, "expert"), r = row_int(x, "rank");
-        if (l == layer && e >= 0 && e < E && r >= 0 && r < W && !copies[(size_t)r * E + e]) {
+        if (layer_row(reps, i, layer, W, E, &e, &r) && !copies[(size_t)r * E + e]) {
             copies[(size_t)r * E + e] = 1;
             ncopy[e]++;
         }
     }
     for (size_t i = 0; i < moe_json_count(list); i++) {
-        const json_t *x = json_array_get(list, i);
-        int l = row_int(x, "layer"), e = row_int(x, "expert"), r = row_int(x, "rank");
-        if (l == layer && e >= 0 && e < E && r >= 0 && r < W && ncopy[e] == 0) {
+        if (layer_row(list, i, layer, W, E, &e, &r) && ncopy[e] == 0) {
             copies[(size_t)r * E + e] = 1;
             ncopy[e] = 1;
         }
@@ -45,18 +57,15 @@ static void layer_tokens(const json_t *doc, int layer, int W, int E, const int *
 {
     const json_t *reps = json_object_get(doc, "replicas");
     const json_t *list = json_object_get(doc, "experts");
+    int e, r;
     for (size_t i = 0; i < moe_json_count(reps); i++) {
-        const json_t *x = json_array_get(reps, i);
-        int l = row_int(x, "layer"), e = row_int(x, "expert"), r = row_int(x, "rank");
-        if (l == layer && e >= 0 && e < E && r >= 0 && r < W && ncopy[e] > 1) {
-            load[r] += moe_json_num(json_object_get(x, "tokens"), 0);
+        if (layer_row(reps, i, layer, W, E, &e, &r) && ncopy[e] > 1) {
+            load[r] += row_tokens(reps, i);
         }
     }
     for (size_t i = 0; i < moe_json_count(list); i++) {
-        const json_t *x = json_array_get(list, i);
-        int l = row_int(x, "layer"), e = row_int(x, "expert"), r = row_int(x, "rank");
-        if (l == layer && e >= 0 && e < E && r >= 0 && r < W && ncopy[e] == 1) {
-            load[r] += moe_json_num(json_object_get(x, "tokens"), 0);
+        if (layer_row(list, i, layer, W, E, &e, &r) && ncopy[e] == 1) {
+            load[r] += row_tokens(list, i);
         }
     }
 }
