@@ -29,6 +29,16 @@ case "$1" in
     # start here (see below).
     export UCX_TLS=${MOED_TEST_UCX_TLS:-${UCX_TLS:-sm,self}}
     ROUTING=symmetric TOKENS=100 small_model | sed 's/^runtime:/runtime:\n  transport: ucx/' > c.yaml ;;
+  rndv_ucx)
+    # Rows large enough for UCX's rendezvous, sent by put_zcopy (the sender writes into
+    # the receiver): before the transport kept every worker progressing until all ranks
+    # had closed their endpoints, a rank that destroyed its worker first left a peer's
+    # flush to fail ("UCX ERROR ... Endpoint timeout", 3 to 6 lines a run). It showed
+    # with UCX's own choice of transports (TCP among them), not with sm,self: UCX_TLS is
+    # left to UCX unless MOED_TEST_UCX_TLS says otherwise.
+    export UCX_RNDV_SCHEME=put_zcopy
+    [[ -n ${MOED_TEST_UCX_TLS:-} ]] && export UCX_TLS=$MOED_TEST_UCX_TLS
+    H=512 F=512 TOKENS=512 small_model | sed 's/^runtime:/runtime:\n  transport: ucx/' > c.yaml ;;
   # model.family with random weights: each family's routing (and shared experts on the
   # routing ranks: the master, or every rank in symmetric routing).
   family_qwen2_moe)
@@ -70,7 +80,7 @@ ucx_cannot_start+='|ucp_ep_create failed: (Destination is unreachable|No such de
 if [[ "$1" == *ucx ]] && ! mpirun_moed 2 --config c.yaml --steps 1 --no-progress > probe.log 2>&1; then
   why=$(grep -m1 -o 'moed: error: .*' probe.log || true)
   grep -q 'not available in this build' probe.log && skip "this build has no UCX transport (${why#moed: error: })"
-  grep -qE "$ucx_cannot_start" probe.log && skip "UCX cannot start here with UCX_TLS=$UCX_TLS: ${why#moed: error: }"
+  grep -qE "$ucx_cannot_start" probe.log && skip "UCX cannot start here with UCX_TLS=${UCX_TLS:-unset, UCX picks}: ${why#moed: error: }"
   cat probe.log; fail "UCX probe run (2 ranks, 1 step) failed"
 fi
 same_as_one_rank 3
@@ -99,6 +109,9 @@ if [[ "$1" == rebalance_* ]]; then
 fi
 if [[ "$1" == replicas_* || "$1" == layers_* || "$1" == rebalance_* ]]; then
   "$ST_DIFF" one.safetensors many.safetensors --tol 1e-5 || fail "output differs from 1 rank by more than 1e-5"
+fi
+if [[ "$1" == *ucx ]] && grep -q 'UCX  *ERROR' many.log; then
+  grep 'UCX  *ERROR' many.log; fail "UCX reported errors"
 fi
 grep -q 'tokens/s: [0-9]' many.log || fail "no tokens/s line"
 echo "PASS $1"
