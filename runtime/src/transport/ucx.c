@@ -202,55 +202,37 @@ static void ucx_cancel(moe_transport_t *t, int slot)
     impl->failed = true;
 }
 
-/* Close every endpoint (flushing unless an exchange failed), all at once, progressing for a
- * bounded time; then, at a clean end, keep this worker answering until every rank has
- * closed its own: a peer's flush towards this rank completes only while this worker still
- * progresses (with UCX's put_zcopy rendezvous, a rank that destroyed its worker first left
- * its peers' flushes to fail with "UCX ERROR ... Endpoint timeout"). A rank that never
- * arrives is given up on at the same bound. */
-static void close_endpoints(moe_transport_t *t, ucx_impl_t *impl)
+/* Close one endpoint (flushing unless an exchange failed), progressing for a bounded time. */
+static void close_endpoint(ucx_impl_t *impl, ucp_ep_h ep)
 {
-    int W = t->world_size;
-    void **reqs = calloc((size_t)W, sizeof(void *));
-    int64_t give_up = moe_now_ns() + CLOSE_WAIT_NS;
     ucp_request_param_t param = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
         .flags = impl->failed ? UCP_EP_CLOSE_FLAG_FORCE : 0,
     };
-    for (int p = 0; p < W; p++) {
-        if (impl->eps[p] == NULL) {
-            continue;
-        }
-        ucs_status_ptr_t sp = ucp_ep_close_nbx(impl->eps[p], &param);
-        if (sp != NULL && !UCS_PTR_IS_ERR(sp)) {
-            if (reqs != NULL) {
-                reqs[p] = sp;
-            } else { /* no room to keep it: this one is waited for alone */
-                while (ucp_request_check_status(sp) == UCS_INPROGRESS && moe_now_ns() < give_up) {
-                    ucp_worker_progress(impl->worker);
-                }
-                ucp_request_free(sp);
-            }
-        }
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(ep, &param);
+    if (sp == NULL || UCS_PTR_IS_ERR(sp)) {
+        return;
     }
-    for (bool busy = reqs != NULL; busy && moe_now_ns() < give_up;) {
+    int64_t give_up = moe_now_ns() + CLOSE_WAIT_NS;
+    while (ucp_request_check_status(sp) == UCS_INPROGRESS && moe_now_ns() < give_up) {
         ucp_worker_progress(impl->worker);
-        busy = false;
-        for (int p = 0; p < W; p++) {
-            busy = busy || (reqs[p] != NULL && ucp_request_check_status(reqs[p]) == UCS_INPROGRESS);
-        }
     }
-    for (int p = 0; reqs != NULL && p < W; p++) {
-        if (reqs[p] != NULL) {
-            ucp_request_free(reqs[p]);
-        }
-    }
-    free(reqs);
+    ucp_request_free(sp);
+}
+
+/* At a clean end, keep this worker answering until every rank has closed its endpoints: a
+ * peer's flush towards this rank completes only while this worker still progresses (with
+ * UCX's put_zcopy rendezvous, a rank that destroyed its worker first left its peers'
+ * flushes to fail with "UCX ERROR ... Endpoint timeout"). Bounded like the closes; after
+ * a fault or a stop no rank waits for the others. */
+static void wait_peers_closed(moe_transport_t *t, ucx_impl_t *impl)
+{
     MPI_Request barrier;
     if (impl->failed || moe_stop_requested() ||
         MOE_MPI(MPI_Ibarrier(t->comm, &barrier), NULL) != MOE_OK) {
-        return; /* a fault or a stop: no rank waits for the others here */
+        return;
     }
+    int64_t give_up = moe_now_ns() + CLOSE_WAIT_NS;
     int done = 0;
     while (!done && moe_now_ns() < give_up) {
         ucp_worker_progress(impl->worker);
@@ -264,8 +246,13 @@ static void ucx_destroy(moe_transport_t *t)
 {
     ucx_impl_t *impl = t->impl;
     if (impl != NULL) {
+        for (int p = 0; impl->eps != NULL && p < t->world_size; p++) {
+            if (impl->eps[p] != NULL) {
+                close_endpoint(impl, impl->eps[p]);
+            }
+        }
         if (impl->eps != NULL && impl->worker != NULL) {
-            close_endpoints(t, impl);
+            wait_peers_closed(t, impl);
         }
         if (impl->worker != NULL) {
             ucp_worker_destroy(impl->worker);
