@@ -1,7 +1,8 @@
-/* BF16 compute's one-pass activation (moe_expert_activate_bf16) against the F32 path's
- * (moe_expert_activate, then each value narrowed to BF16): the same bits for every
- * activation, with and without biases, on rows whose width is not a multiple of the
- * vector or block length, over values from -100 to 100 (exp's clamps) and a NaN. */
+/* BF16 compute's one-pass activation (moe_expert_activate_bf16, on the up projection's BF16
+ * values) against the F32 path's (moe_expert_activate on the same values widened, then each
+ * result narrowed to BF16): the same bits for every activation, with and without biases, on
+ * rows whose width is not a multiple of the vector or block length, over values from -100
+ * to 100 (exp's clamps), a NaN and a negative zero. */
 #include <stdlib.h>
 
 #include "expert/expert.h"
@@ -20,14 +21,19 @@ static float value(unsigned *s)
 static int mismatches(moe_activation_t act, bool bias)
 {
     int up_n = act == MOE_ACT_GELU ? FFN : 2 * FFN, bad = 0;
-    float *h = malloc(sizeof(float) * ROWS * up_n), *ref = malloc(sizeof(float) * ROWS * up_n);
+    uint16_t *h = malloc(sizeof(uint16_t) * ROWS * up_n);
+    float *ref = malloc(sizeof(float) * ROWS * up_n);
     float *b13 = malloc(sizeof(float) * up_n);
     uint16_t *out = malloc(sizeof(uint16_t) * ROWS * FFN);
     unsigned s = 17u + (unsigned)act * 3u + bias;
     for (int i = 0; i < ROWS * up_n; i++) {
-        h[i] = ref[i] = value(&s);
+        h[i] = moe_f32_to_bf16(value(&s));
     }
-    h[7] = ref[7] = NAN;
+    h[7] = moe_f32_to_bf16(NAN);
+    h[8] = 0x8000; /* -0 */
+    for (int i = 0; i < ROWS * up_n; i++) {
+        ref[i] = moe_bf16_to_f32(h[i]);
+    }
     for (int i = 0; i < up_n; i++) {
         b13[i] = value(&s) * 0.01f;
     }

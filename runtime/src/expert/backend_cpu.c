@@ -18,7 +18,7 @@
 typedef struct cpu_state {
     moe_onednn_t *dnn;
     uint16_t *in;   /* [tile, H] */
-    float *h;       /* [tile, up_n] */
+    uint16_t *h;    /* [tile, up_n] */
     uint16_t *act;  /* [tile, F] */
     float *out;     /* [tile, H] */
 } cpu_state_t;
@@ -356,7 +356,7 @@ static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **ou
     }
     /* zeroed: the rows past a tile's end that a GEMM bucket computes hold finite junk */
     cs->in = calloc(T * H, sizeof(uint16_t));
-    cs->h = calloc(T * up_n, sizeof(float));
+    cs->h = calloc(T * up_n, sizeof(uint16_t));
     cs->act = calloc(T * F, sizeof(uint16_t));
     cs->out = calloc(T * H, sizeof(float));
     moe_status_t st = cs->in == NULL || cs->h == NULL || cs->act == NULL || cs->out == NULL

@@ -35,10 +35,10 @@ moe_status_t moe_expert_forward(const moe_expert_weights_t *w, moe_activation_t 
  * its result is packed in place into the first F columns of each row (stride up_n). */
 void moe_expert_activate(const moe_expert_weights_t *w, moe_activation_t act, float *h,
                          int64_t rows, int64_t ffn);
-/* moe_expert_activate's result narrowed to BF16 into out[rows, F] (packed), in one pass for
- * the SwiGLU activations (h is then only read; GELU activates h in place, then narrows). */
-void moe_expert_activate_bf16(const moe_expert_weights_t *w, moe_activation_t act, float *h,
-                              int64_t rows, int64_t ffn, uint16_t *out);
+/* BF16 compute: h[rows, up_n] is the up projection in BF16 (only read); out[rows, F]
+ * (packed) = moe_expert_activate's result on the widened h, narrowed to BF16, in one pass. */
+void moe_expert_activate_bf16(const moe_expert_weights_t *w, moe_activation_t act,
+                              const uint16_t *h, int64_t rows, int64_t ffn, uint16_t *out);
 /* m[rows, n] += bias[0..n) on each row; nothing when bias is NULL. */
 void moe_expert_add_bias(float *m, int64_t rows, int64_t n, const float *bias);
 

@@ -84,14 +84,15 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
 
 moe_status_t moe_expert_forward_bf16(moe_onednn_t *o, const moe_expert_weights_t *w,
                                      moe_activation_t act, int64_t hidden, int64_t ffn,
-                                     int64_t rows, const uint16_t *in, float *h, uint16_t *a,
+                                     int64_t rows, const uint16_t *in, uint16_t *h, uint16_t *a,
                                      float *out, moe_error_t *err)
 {
     moe_status_t st = moe_onednn_gemm(o, MOE_ONEDNN_UP, rows, in, w->w13_packed, h, err);
     if (st != MOE_OK) {
         return st;
     }
-    /* The activation in F32, its rows narrowed to BF16 for the down projection. */
+    /* The activation in F32 on the widened BF16 up projection, narrowed to BF16 for the
+     * down projection. */
     moe_expert_activate_bf16(w, act, h, rows, ffn, a);
     st = moe_onednn_gemm(o, MOE_ONEDNN_DOWN, rows, a, w->w2_packed, out, err);
     if (st == MOE_OK) {

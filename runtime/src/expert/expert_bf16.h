@@ -19,11 +19,11 @@
 #define MOE_BF16_TILE_ROWS 576
 
 /* out[bucket(rows), H] (F32; rows past `rows` are junk) = FFN(in[bucket(rows), H] BF16),
- * rows <= MOE_BF16_TILE_ROWS. h [bucket, up_n] F32 and a [bucket, F] BF16 are scratch. w
+ * rows <= MOE_BF16_TILE_ROWS. h [bucket, up_n] and a [bucket, F], both BF16, are scratch. w
  * holds packed weights (moe_expert_cpu_pack). */
 moe_status_t moe_expert_forward_bf16(moe_onednn_t *o, const moe_expert_weights_t *w,
                                      moe_activation_t act, int64_t hidden, int64_t ffn,
-                                     int64_t rows, const uint16_t *in, float *h, uint16_t *a,
+                                     int64_t rows, const uint16_t *in, uint16_t *h, uint16_t *a,
                                      float *out, moe_error_t *err);
 
 #endif /* MOE_EXPERT_BF16_H */

@@ -1,11 +1,13 @@
-/* BF16 GEMMs on the CPU through oneDNN (Debian libdnnl 2.x, C API): C[m, n] (F32) =
- * A[m, k] (BF16, row-major) x W[n, k]^T (BF16), accumulated in F32.
+/* BF16 GEMMs on the CPU through oneDNN (Debian libdnnl 2.x, C API): C[m, n] =
+ * A[m, k] (BF16, row-major) x W[n, k]^T (BF16), accumulated in F32; C is BF16 for the up
+ * projection (what the activation reads: half the bytes written and read again of an F32
+ * C, as a BF16 Linear layer gives them) and F32 for the down projection (the merge's input).
  *
  * W is reordered once, at load, into the layout oneDNN's matmul prefers for its shape
  * (weights memory desc with format_tag any, then a reorder): moe_onednn_pack. A matmul
- * primitive exists per shape and per row bucket (moe_onednn_bucket: multiples of 16 up to
+ * primitive exists per shape and per row bucket (moe_onednn_bucket: multiples of 8 up to
  * the tile), created on a bucket's first use (or all at once: moe_onednn_prepare, so no
- * step pays for oneDNN's code generation: 8 ms for the default job's 72) and reused; A
+ * step pays for oneDNN's code generation: ~16 ms for the default job's 144) and reused; A
  * must have bucket(m) readable rows (rows past m are computed and ignored: each output row depends
  * only on its input row) and C room for them.
  *
@@ -53,8 +55,9 @@ moe_status_t moe_onednn_pack(moe_onednn_t *o, int which, const uint16_t *w, void
 /* Create every bucket's primitive of both shapes now (the experts' back-end, at start). */
 moe_status_t moe_onednn_prepare(moe_onednn_t *o, moe_error_t *err);
 
-/* c[bucket(m), n] = a[bucket(m), k] x W^T with W packed by moe_onednn_pack. */
+/* c[bucket(m), n] = a[bucket(m), k] x W^T with W packed by moe_onednn_pack; c is uint16_t
+ * (BF16) for MOE_ONEDNN_UP, float for MOE_ONEDNN_DOWN. */
 moe_status_t moe_onednn_gemm(moe_onednn_t *o, int which, int64_t m, const uint16_t *a,
-                             const void *packed, float *c, moe_error_t *err);
+                             const void *packed, void *c, moe_error_t *err);
 
 #endif /* MOE_EXPERT_ONEDNN_H */
