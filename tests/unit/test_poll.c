@@ -55,6 +55,34 @@ static void test_nap(void)
     CHECK(bounded);
 }
 
+/* With an expected end (moe_poll_expect): one nap straight to it (at most the quiet cap),
+ * none past the deadline; once it has passed, the backoff counts from it, from the first
+ * nap, without a spin; a wait without one naps as before. */
+static void test_nap_expected(void)
+{
+    const int64_t ms = 1000000;
+    moe_poll_t p;
+    moe_poll_begin_at(&p, 0, true);
+    p.start_ns = p.last_ns = 1000 * ms;
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 10 * ms), moe_poll_nap_ns(10 * ms));
+    moe_poll_expect(&p, p.start_ns + 95 * ms);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns), 95 * ms);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 90 * ms), 5 * ms);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 95 * ms), MOE_POLL_NAP_MIN_NS);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 95 * ms + 800000 - MOE_POLL_SPIN_NS - 1),
+                 100000); /* 0.8 ms past it: an eighth */
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 200 * ms), MOE_POLL_NAP_MAX_NS);
+    moe_poll_expect(&p, p.start_ns + 500 * ms); /* far: the quiet cap */
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns), MOE_POLL_QUIET_MAX_NS);
+    p.deadline_ns = p.start_ns + 30 * ms; /* never past the deadline */
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 20 * ms), 10 * ms);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 31 * ms), 0);
+    moe_poll_expect(&p, 0); /* no guess: as before */
+    p.deadline_ns = 0;
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 10 * ms), moe_poll_nap_ns(10 * ms));
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + MOE_POLL_SPIN_NS), 0);
+}
+
 /* A gap of over a second between two polls is this process stopped: the deadline moves and
  * the time is not counted as waited (a resumed rank does not blame its peers). */
 static void test_stopped_gap(void)
@@ -145,6 +173,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     moe_stop_mpi_init_end();
     test_nap();
+    test_nap_expected();
     test_deadline();
     test_stopped_gap();
     test_wait_stopped_before_poll();

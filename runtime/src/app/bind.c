@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "moe/limits.h"
+#include "moe/sched.h"
 
 int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int ncpu, int threads,
                   bool full)
@@ -25,6 +26,10 @@ int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int n
     if (mode == MOE_BIND_AUTO &&
         (!full || (int64_t)nlocal * threads <= ncpu || nexpert > slots)) {
         return -1; /* not oversubscribed, someone else pinned, or pinning would not be fair */
+    }
+    if (mode == MOE_BIND_AUTO && !expert[me]) {
+        return -1; /* a rank without experts may use every core: its row helper runs on a
+                    * core whose expert rank waits for it (moe/halves.h) */
     }
     /* expert ranks first, then the others, each group in rank order */
     int k = 0;
@@ -94,6 +99,19 @@ void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*h
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int slot = moe_bind_slot(cfg->bind, expert, nlocal, me, ncpu, (int)cfg->threads,
                              online > 0 && ncpu == online);
+    if (me >= 0 && !expert[me] && nlocal > 1) {
+        (void)moe_sched_short_slice(); /* an older kernel or a refusal: it waits as before */
+    }
+    int first_expert = -1;
+    for (int i = nlocal - 1; i >= 0; i--) {
+        first_expert = expert[i] ? i : first_expert;
+    }
+    if (slot < 0 && me >= 0 && !expert[me] && first_expert >= 0 &&
+        moe_bind_slot(cfg->bind, expert, nlocal, first_expert, ncpu, (int)cfg->threads,
+                      online > 0 && ncpu == online) >= 0) {
+        snprintf(desc, desc_len, "%d ranks on %d CPUs here, the expert ranks pinned, this one "
+                 "on all (runtime.bind auto)", nlocal, ncpu);
+    }
     free(expert);
     if (slot < 0) {
         return;

@@ -4,12 +4,17 @@
  * moving them about; pinned, the two expert ranks each keep a core and the master, which
  * mostly waits (moe/poll.h naps), shares one. So when a node's ranks need more cores than
  * the process may use and nobody pinned them (the affinity mask is every online CPU),
- * `auto` pins: the node's ranks that host experts first, one slot of runtime.threads CPUs
- * each in rank order, then the others, round robin over the slots. It leaves the ranks
+ * `auto` pins the node's ranks that host experts, one slot of runtime.threads CPUs each in
+ * rank order, and leaves the others (the master) on every CPU: their waits nap, and their
+ * row loops run on two threads while the expert ranks wait (moe/halves.h). `core` pins
+ * those too, round robin over the slots after the expert ranks. It leaves the ranks
  * alone when the expert ranks alone need more slots than there are (pinning would then
  * give two of them half a core each, worse than the scheduler's thirds). `core` pins the
  * same way whatever the load; `none` never pins. Local: the hosts table says which ranks
- * share this node. Every thread of the process is moved (OpenBLAS's pool, MPI's). */
+ * share this node. Every thread of the process is moved (OpenBLAS's pool, MPI's).
+ *
+ * A rank that hosts no experts but shares its node with ranks that do (the master) also
+ * asks the scheduler for a short time slice (moe/sched.h), whatever runtime.bind says. */
 #ifndef MOE_APP_BIND_H
 #define MOE_APP_BIND_H
 

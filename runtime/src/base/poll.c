@@ -35,6 +35,7 @@ void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop)
     p->last_ns = p->start_ns;
     p->deadline_ns = deadline_ns;
     p->stopped_ns = 0;
+    p->expect_ns = 0;
     p->honour_stop = honour_stop;
 }
 
@@ -59,12 +60,31 @@ int64_t moe_poll_nap_ns(int64_t waited_ns)
     return nap > cap ? cap : nap;
 }
 
-/* Sleep `nap` ns, but not past the deadline (the watchdog fires on time). */
-static void poll_nap(const moe_poll_t *p, int64_t now, int64_t nap)
+void moe_poll_expect(moe_poll_t *p, int64_t end_ns)
 {
-    if (p->deadline_ns > 0 && now + nap > p->deadline_ns) {
-        nap = p->deadline_ns - now;
+    p->expect_ns = end_ns > 0 ? end_ns : 0;
+}
+
+int64_t moe_poll_nap_at(const moe_poll_t *p, int64_t now)
+{
+    int64_t nap;
+    if (p->expect_ns > 0 && now < p->expect_ns) {
+        nap = p->expect_ns - now;
+        nap = nap > MOE_POLL_QUIET_MAX_NS ? MOE_POLL_QUIET_MAX_NS : nap;
+    } else if (p->expect_ns > 0) {
+        nap = moe_poll_nap_ns(now - p->expect_ns + MOE_POLL_SPIN_NS + 1);
+    } else {
+        nap = moe_poll_nap_ns(now - p->start_ns - p->stopped_ns);
     }
+    if (p->deadline_ns > 0 && now + nap > p->deadline_ns) {
+        nap = p->deadline_ns - now; /* the watchdog fires on time */
+    }
+    return nap > 0 ? nap : 0;
+}
+
+/* Sleep `nap` ns (a signal cuts it short: nanosleep is never restarted). */
+static void poll_nap(int64_t nap)
+{
     if (nap > 0) {
         struct timespec ts = {(time_t)(nap / 1000000000LL), (long)(nap % 1000000000LL)};
         nanosleep(&ts, NULL);
@@ -79,6 +99,7 @@ moe_status_t moe_poll_next(moe_poll_t *p)
         int64_t gap = now - p->last_ns;
         p->stopped_ns += gap;
         p->deadline_ns += p->deadline_ns > 0 ? gap : 0;
+        p->expect_ns += p->expect_ns > 0 ? gap : 0;
     }
     p->last_ns = now;
     moe_stop_alive(now);
@@ -90,7 +111,7 @@ moe_status_t moe_poll_next(moe_poll_t *p)
         return MOE_ERR_TIMEOUT;
     }
     if (st == MOE_OK) {
-        poll_nap(p, now, moe_poll_nap_ns(now - p->start_ns - p->stopped_ns));
+        poll_nap(moe_poll_nap_at(p, now));
     }
     return st;
 }

@@ -90,7 +90,7 @@ typedef struct moe_expert_io {
     float *recv_buf, *back_buf;  /* [max_recv] rows of wire_row_bytes */
     float *expert_in, *expert_out; /* [gather_rows, H] */
     float *scratch;         /* moe_expert_scratch_floats(.., tile_rows) */
-    float *acc_row;         /* [H] */
+    float *acc_row;         /* [2, H] (the merge's halves: moe/halves.h) */
     float *shared_out;      /* [T, H] the shared experts' output (routing ranks) */
     float *shared_scratch;  /* moe_expert_scratch_floats(.., shared_ffn, tile_rows) */
     bool shared_ran;        /* this forward's shared_out is valid */

@@ -2,9 +2,13 @@
  * or oneDNN in BF16, in row tiles) and the merge on the host buffers the layer's arena
  * holds. Rows on the wire are F32 or BF16 (io->wire_bf16): the permutation narrows them,
  * the experts read and write them in that type, the merge widens them and accumulates in
- * F32. Its state (impl) exists for BF16 compute only: the oneDNN context and the tile's
- * scratch. */
+ * F32. Its state (impl): for BF16 compute the oneDNN context and the tile's scratch; on a
+ * rank that routes but hosts no experts and may use 2 CPUs (the master), a row helper
+ * (moe/halves.h) that runs the second half of the gate's, the permutation's and the merge's
+ * rows while the expert ranks wait for them. */
+#define _GNU_SOURCE
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,9 +17,11 @@
 #include "expert/expert_bf16.h"
 #include "expert/gate.h"
 #include "moe/bf16.h"
+#include "moe/halves.h"
 
 /* BF16 compute: one tile's GEMM input, up projection, activation and output. */
 typedef struct cpu_state {
+    moe_halves_t *halves; /* the routing rank's row helper, or NULL */
     moe_onednn_t *dnn;
     uint16_t *in;   /* [tile, H] */
     uint16_t *h;    /* [tile, up_n] */
@@ -86,6 +92,32 @@ void moe_expert_backend_destroy(moe_expert_backend_t *be)
     memset(be, 0, sizeof(*be));
 }
 
+/* Loops of fewer rows run on one thread (waking the helper costs tens of us). */
+#define MIN_SPLIT_ROWS 64
+
+static moe_halves_t *cpu_halves(const moe_expert_backend_t *be)
+{
+    const cpu_state_t *cs = be->impl;
+    return cs != NULL ? cs->halves : NULL;
+}
+
+typedef struct gate_job {
+    const moe_router_t *r;
+    const float *x, *wg;
+    const moe_expert_io_t *io;
+    moe_status_t st[2]; /* each half's */
+} gate_job_t;
+
+/* The gate GEMM and the routing of tokens [lo, hi) (each row on its own). */
+static void gate_rows(void *arg, int64_t lo, int64_t hi)
+{
+    gate_job_t *j = arg;
+    const moe_expert_io_t *io = j->io;
+    int64_t H = io->cfg->hidden_dim, E = io->cfg->num_experts, k = io->cfg->top_k;
+    j->st[lo > 0] = moe_gate_route(j->r, j->x + lo * H, hi - lo, H, j->wg, io->logits + lo * E,
+                                   io->topk_idx + lo * k, io->topk_w + lo * k);
+}
+
 static moe_status_t cpu_gate(moe_expert_backend_t *be, int layer, const float *x,
                              int64_t tokens, moe_error_t *err)
 {
@@ -103,20 +135,34 @@ static moe_status_t cpu_gate(moe_expert_backend_t *be, int layer, const float *x
         select_bias = lw->gate_bias;
     }
     moe_router_init(&r, cfg, logit_bias, select_bias);
-    moe_status_t st = moe_gate_route(&r, x, tokens, cfg->hidden_dim, lw->gate, io->logits,
-                                     io->topk_idx, io->topk_w);
+    gate_job_t job = {.r = &r, .x = x, .wg = lw->gate, .io = io, .st = {MOE_OK, MOE_OK}};
+    moe_halves_run(cpu_halves(be), gate_rows, &job, tokens, MIN_SPLIT_ROWS);
+    moe_status_t st = job.st[0] != MOE_OK ? job.st[0] : job.st[1];
     return st == MOE_OK ? MOE_OK : moe_error_set(err, st, "gate GEMM failed");
+}
+
+typedef struct permute_job {
+    const moe_expert_io_t *io;
+    const float *x;
+} permute_job_t;
+
+/* Send rows [lo, hi): each a copy of its token's row, in the wire type. */
+static void permute_rows(void *arg, int64_t lo, int64_t hi)
+{
+    const permute_job_t *j = arg;
+    const moe_expert_io_t *io = j->io;
+    int64_t H = io->cfg->hidden_dim;
+    for (int64_t i = lo; i < hi; i++) {
+        copy_row(j->x + (int64_t)io->send_token[i] * H, false,
+                 (char *)io->send_buf + i * io->wire_row_bytes, io->wire_bf16, H);
+    }
 }
 
 static moe_status_t cpu_permute(moe_expert_backend_t *be, const float *x, const void **after,
                                 moe_error_t *err)
 {
-    const moe_expert_io_t *io = be->io;
-    int64_t H = io->cfg->hidden_dim;
-    for (int64_t i = 0; i < io->num_send; i++) {
-        copy_row(x + (int64_t)io->send_token[i] * H, false,
-                 (char *)io->send_buf + i * io->wire_row_bytes, io->wire_bf16, H);
-    }
+    permute_job_t job = {.io = be->io, .x = x};
+    moe_halves_run(cpu_halves(be), permute_rows, &job, be->io->num_send, MIN_SPLIT_ROWS);
     *after = NULL;
     return MOE_OK;
 }
@@ -269,21 +315,28 @@ static moe_status_t cpu_shared(moe_expert_backend_t *be, int layer, const float 
 
 /* x[t] += sum_j w[t,j] * out(t,j), choices in order j = 0..k-1 so the sum is the same
  * whatever the placement. */
-MOE_VECTOR_CLONES static moe_status_t cpu_merge(moe_expert_backend_t *be, float *x,
-                                                int64_t tokens, moe_error_t *err)
+typedef struct merge_job {
+    const moe_expert_io_t *io;
+    float *x;
+} merge_job_t;
+
+/* Tokens [lo, hi): x += the weighted rows back from their experts (+ the shared experts'),
+ * each token's sum in F32 in a row of acc_row of its own (the helper's half: the second). */
+MOE_VECTOR_CLONES static void merge_rows(void *arg, int64_t lo, int64_t hi)
 {
-    const moe_expert_io_t *io = be->io;
+    const merge_job_t *j = arg;
+    const moe_expert_io_t *io = j->io;
     int k = (int)io->cfg->top_k;
     int64_t H = io->cfg->hidden_dim;
-    float *acc = io->acc_row;
-    for (int64_t t = 0; t < tokens; t++) {
+    float *acc = io->acc_row + (lo > 0 ? H : 0);
+    for (int64_t t = lo; t < hi; t++) {
         memset(acc, 0, sizeof(float) * (size_t)H);
-        for (int j = 0; j < k; j++) {
-            int32_t pos = io->slot_pos[t * k + j];
+        for (int j2 = 0; j2 < k; j2++) {
+            int32_t pos = io->slot_pos[t * k + j2];
             if (pos < 0) {
                 continue; /* dropped by capacity: contributes nothing */
             }
-            float w = io->topk_w[t * k + j];
+            float w = io->topk_w[t * k + j2];
             const char *row = (const char *)io->ret_buf + (int64_t)pos * io->wire_row_bytes;
             if (io->wire_bf16) {
                 const uint16_t *o = (const uint16_t *)row;
@@ -297,7 +350,7 @@ MOE_VECTOR_CLONES static moe_status_t cpu_merge(moe_expert_backend_t *be, float 
                 }
             }
         }
-        float *xr = x + t * H;
+        float *xr = j->x + t * H;
         const float *sh = io->shared_ran ? io->shared_out + t * H : NULL;
         for (int64_t h = 0; sh != NULL && h < H; h++) {
             acc[h] += sh[h];
@@ -306,6 +359,13 @@ MOE_VECTOR_CLONES static moe_status_t cpu_merge(moe_expert_backend_t *be, float 
             xr[h] += acc[h];
         }
     }
+}
+
+static moe_status_t cpu_merge(moe_expert_backend_t *be, float *x, int64_t tokens,
+                              moe_error_t *err)
+{
+    merge_job_t job = {.io = be->io, .x = x};
+    moe_halves_run(cpu_halves(be), merge_rows, &job, tokens, MIN_SPLIT_ROWS);
     return MOE_OK;
 }
 
@@ -321,6 +381,7 @@ static void cpu_destroy(moe_expert_backend_t *be)
     if (cs == NULL) {
         return;
     }
+    moe_halves_destroy(cs->halves);
     moe_onednn_destroy(cs->dnn);
     free(cs->in);
     free(cs->h);
@@ -382,6 +443,18 @@ moe_status_t moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io
     if (io->compute == MOE_NUM_BF16 && io->num_local > 0) {
         moe_status_t st = cpu_state_create(io, &cs, err);
         if (st != MOE_OK) {
+            return st;
+        }
+    }
+    cpu_set_t mask;
+    if (io->num_local == 0 && io->max_tokens >= MIN_SPLIT_ROWS &&
+        sched_getaffinity(0, sizeof(mask), &mask) == 0 && CPU_COUNT(&mask) >= 2) {
+        cs = calloc(1, sizeof(*cs)); /* the routing rank: only the row helper */
+        moe_status_t st = cs == NULL ? moe_error_set(err, MOE_ERR_NO_MEMORY,
+                                                     "cannot allocate the CPU back-end")
+                                     : moe_halves_create(true, &cs->halves, err);
+        if (st != MOE_OK) {
+            free(cs);
             return st;
         }
     }

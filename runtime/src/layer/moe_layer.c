@@ -39,7 +39,7 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
     io->expert_out = moe_arena_take(a, G * H, f);
     io->scratch = moe_arena_take(
         a, (size_t)moe_expert_scratch_floats(cfg->activation, cfg->ffn_dim, io->tile_rows), f);
-    io->acc_row = moe_arena_take(a, H, f);
+    io->acc_row = moe_arena_take(a, 2 * H, f); /* a row for each half of the merge */
     size_t Ts = ctx->weights->shared_ffn > 0 ? T : 0; /* shared experts: routing ranks */
     io->shared_out = moe_arena_take(a, Ts * H, f);
     io->shared_scratch = moe_arena_take(
@@ -58,6 +58,7 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
     ctx->count_peers = moe_arena_take(a, 2 * W, sizeof(int));
     ctx->src_from = moe_arena_take(a, W, sizeof(int64_t));
     ctx->src_rows = moe_arena_take(a, W, sizeof(int64_t));
+    ctx->combine_ns = moe_arena_take(a, (size_t)cfg->num_layers * 2, sizeof(int64_t));
     ctx->rec.expert_rows = moe_arena_take(a, nl, sizeof(int64_t));
     ctx->rec.expert_ns = moe_arena_take(a, nl, sizeof(int64_t));
     ctx->rec.calls = moe_arena_take(a, (size_t)ctx->chunks * nl, sizeof(moe_prof_call_t));
@@ -323,6 +324,40 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
     return moe_wait_all(ctx->count_reqs, ctx->count_peers, n, "the counts exchange", err);
 }
 
+/* A rank that hosts no expert of the layer (the master) waits for the combine as long as
+ * the expert ranks compute, ~100 ms in the default job, and would wake ~100 times meanwhile
+ * (moe/poll.h), each time taking the core from the expert rank that shares it. It expects
+ * the wait to end 5% before the shorter of the layer's last two (a wait that ends sooner
+ * is still caught by the backoff; one slow step does not make the next oversleep), and
+ * naps towards that. Waits under EXPECT_MIN_NS, and every wait of a rank that computes
+ * (whose waits are short and whose oversleeping would delay the others), keep the plain
+ * spin and backoff. Returns the wait's start. */
+#define EXPECT_MIN_NS 1000000LL
+
+static int64_t layer_expect_combine(moe_layer_ctx_t *ctx, int layer)
+{
+    int64_t now = moe_now_ns();
+    if (ctx->layer_local == 0 && layer >= 0 && layer < ctx->cfg->num_layers) {
+        const int64_t *w = ctx->combine_ns + (size_t)layer * 2;
+        int64_t shorter = w[0] < w[1] ? w[0] : w[1];
+        moe_wait_expect(shorter >= EXPECT_MIN_NS ? now + shorter - shorter / 20 : 0);
+    }
+    return now;
+}
+
+/* After the combine: no expectation for other waits; its length kept if it succeeded. */
+static void layer_combine_waited(moe_layer_ctx_t *ctx, int layer, int64_t begin,
+                                 moe_status_t st)
+{
+    moe_wait_expect(0);
+    if (st == MOE_OK && layer >= 0 && layer < ctx->cfg->num_layers) {
+        int64_t *w = ctx->combine_ns + (size_t)layer * 2;
+        w[1] = w[0];
+        w[0] = moe_now_ns() - begin;
+
+    }
+}
+
 /* Piece c of N of a block of n rows: [n*c/N, n*(c+1)/N). */
 static int piece_lo(int n, int c, int chunks)
 {
@@ -527,9 +562,11 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const float *x, int64_t
     }
     rec->phase_end_ns[MOE_PHASE_EXPERT] = rec->phase_begin_ns[MOE_PHASE_COMBINE] = moe_now_ns();
     moe_wait_set_where(step, layer, "combine");
+    int64_t begin = layer_expect_combine(ctx, layer);
     for (int c = 0; c < N && st == MOE_OK; c++) {
         st = moe_transport_wait(ctx->transport, N + c, "the row combine", err);
     }
+    layer_combine_waited(ctx, layer, begin, st);
     for (int slot = 0; slot < 2 * N && st != MOE_OK; slot++) {
         if (ctx->transport->xfer[slot].active) {
             ctx->transport->ops->cancel(ctx->transport, slot);

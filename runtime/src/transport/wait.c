@@ -19,6 +19,7 @@ static struct {
     int64_t step;
     int layer;
     const char *phase;
+    int64_t expect_ns; /* moe_wait_expect: for the waits that start from now on */
 } g_wait = {.timeout_s = MOE_WATCHDOG_STARTUP_S, .phase = "start-up"};
 
 void moe_wait_configure(double timeout_s, int rank, int world, const char (*hosts)[64])
@@ -37,6 +38,11 @@ void moe_wait_set_where(int64_t step, int layer, const char *phase)
     g_wait.step = step;
     g_wait.layer = layer;
     g_wait.phase = phase;
+}
+
+void moe_wait_expect(int64_t end_ns)
+{
+    g_wait.expect_ns = end_ns;
 }
 
 /* "rank 2 (node3)", or "rank 2" before the hosts are known (start-up). */
@@ -105,6 +111,7 @@ moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pendin
         g_poll.deadline_ns = g_wait.timeout_s > 0 ? start_ns + (int64_t)(g_wait.timeout_s * 1e9)
                                                   : 0;
         g_poll_start = start_ns;
+        moe_poll_expect(&g_poll, g_wait.expect_ns);
     }
     moe_status_t st = moe_poll_next(&g_poll);
     if (st == MOE_ERR_INTERRUPTED) {

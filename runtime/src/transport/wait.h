@@ -21,6 +21,11 @@ void moe_wait_configure(double timeout_s, int rank, int world, const char (*host
 /* Where the caller is, for the watchdog's message. phase must be a static string. */
 void moe_wait_set_where(int64_t step, int layer, const char *phase);
 
+/* The waits that start from now on should end at about end_ns (moe_now_ns() time; 0: no
+ * guess, the default): they nap towards it (moe/poll.h, moe_poll_expect). The caller sets
+ * it before one long wait and clears it after. */
+void moe_wait_expect(int64_t end_ns);
+
 /* The poll helper for loops that test their own requests: returns MOE_OK to keep waiting
  * (after napping if the spin time is over), or INTERRUPTED / TIMEOUT with err filled.
  * pending: the peers not heard from yet (may be NULL when unknown, e.g. a collective). */
