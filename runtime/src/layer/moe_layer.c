@@ -58,7 +58,7 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
     ctx->count_peers = moe_arena_take(a, 2 * W, sizeof(int));
     ctx->src_from = moe_arena_take(a, W, sizeof(int64_t));
     ctx->src_rows = moe_arena_take(a, W, sizeof(int64_t));
-    ctx->combine_ns = moe_arena_take(a, (size_t)cfg->num_layers * 2, sizeof(int64_t));
+    ctx->combine_hist = moe_arena_take(a, (size_t)cfg->num_layers * 4, sizeof(int64_t));
     ctx->rec.expert_rows = moe_arena_take(a, nl, sizeof(int64_t));
     ctx->rec.expert_ns = moe_arena_take(a, nl, sizeof(int64_t));
     ctx->rec.calls = moe_arena_take(a, (size_t)ctx->chunks * nl, sizeof(moe_prof_call_t));
@@ -326,35 +326,54 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
 
 /* A rank that hosts no expert of the layer (the master) waits for the combine as long as
  * the expert ranks compute, ~100 ms in the default job, and would wake ~100 times meanwhile
- * (moe/poll.h), each time taking the core from the expert rank that shares it. It expects
- * the wait to end 5% before the shorter of the layer's last two (a wait that ends sooner
- * is still caught by the backoff; one slow step does not make the next oversleep), and
- * naps towards that. Waits under EXPECT_MIN_NS, and every wait of a rank that computes
- * (whose waits are short and whose oversleeping would delay the others), keep the plain
- * spin and backoff. Returns the wait's start. */
+ * (moe/poll.h), each time taking the core from an expert rank. It expects the wait to end
+ * when the busiest expert rank's rows (the most it sends one rank) are done at the pace
+ * of the layer's last two waits, 5% early (a wait that ends sooner is still caught by the
+ * backoff; scaled by rows, the guess follows the routing, which changes every step: the
+ * wait alone varied by +-5% from step to step), and naps towards that. Waits under
+ * EXPECT_MIN_NS, and every wait of a rank that computes (whose waits are short and whose
+ * oversleeping would delay the others), keep the plain spin and backoff. */
 #define EXPECT_MIN_NS 1000000LL
 
+/* The most rows this rank sends one rank in the layer's plan. */
+static int64_t layer_busiest_rows(const moe_layer_ctx_t *ctx)
+{
+    int64_t most = 0;
+    for (int r = 0; r < ctx->world_size; r++) {
+        most = ctx->plan.send_rows[r] > most ? ctx->plan.send_rows[r] : most;
+    }
+    return most;
+}
+
+/* Sets the expectation for the combine wait starting now; returns the start. */
 static int64_t layer_expect_combine(moe_layer_ctx_t *ctx, int layer)
 {
     int64_t now = moe_now_ns();
     if (ctx->layer_local == 0 && layer >= 0 && layer < ctx->cfg->num_layers) {
-        const int64_t *w = ctx->combine_ns + (size_t)layer * 2;
-        int64_t shorter = w[0] < w[1] ? w[0] : w[1];
-        moe_wait_expect(shorter >= EXPECT_MIN_NS ? now + shorter - shorter / 20 : 0);
+        const int64_t *h = ctx->combine_hist + (size_t)layer * 4; /* ns, ns, rows, rows */
+        int64_t rows = layer_busiest_rows(ctx), guess = 0;
+        for (int i = 0; i < 2; i++) {
+            int64_t g = h[2 + i] > 0 ? (int64_t)((double)h[i] * (double)rows / (double)h[2 + i])
+                                     : 0;
+            guess = i == 0 || g < guess ? g : guess;
+        }
+        moe_wait_expect(guess >= EXPECT_MIN_NS ? now + guess - guess / 20 : 0);
     }
     return now;
 }
 
-/* After the combine: no expectation for other waits; its length kept if it succeeded. */
+/* After the combine: no expectation for other waits; its length and rows kept if it
+ * succeeded. */
 static void layer_combine_waited(moe_layer_ctx_t *ctx, int layer, int64_t begin,
                                  moe_status_t st)
 {
     moe_wait_expect(0);
-    if (st == MOE_OK && layer >= 0 && layer < ctx->cfg->num_layers) {
-        int64_t *w = ctx->combine_ns + (size_t)layer * 2;
-        w[1] = w[0];
-        w[0] = moe_now_ns() - begin;
-
+    if (st == MOE_OK && ctx->layer_local == 0 && layer >= 0 && layer < ctx->cfg->num_layers) {
+        int64_t *h = ctx->combine_hist + (size_t)layer * 4;
+        h[1] = h[0];
+        h[0] = moe_now_ns() - begin;
+        h[3] = h[2];
+        h[2] = layer_busiest_rows(ctx);
     }
 }
 

@@ -85,8 +85,9 @@ struct moe_layer_ctx {
     int *count_peers;     /* [2 * world] */
     int64_t *src_from;    /* [world] an expert's rows per source in one chunk */
     int64_t *src_rows;    /* [world] */
-    int64_t *combine_ns;  /* [num_layers, 2] a rank without experts: its wait for the
-                           * combine in the layer's last two steps (layer_expect_combine) */
+    int64_t *combine_hist; /* [num_layers, 4] a rank without experts: its wait for the
+                            * combine in the layer's last two steps and the most rows it sent
+                            * one rank in each (layer_expect_combine) */
 
     moe_layer_record_t rec;
 };
