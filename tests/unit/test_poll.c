@@ -1,6 +1,8 @@
-/* The waiting primitive (moe/poll.h), the fault channel on one rank (moe/watchdog.h) and
- * the stop signals (moe/stop.h): deadlines, a process's own stop not counted, SIGCONT. */
+/* The waiting primitive (moe/poll.h), the fault channel on one rank (moe/watchdog.h), the
+ * stop signals (moe/stop.h): deadlines, a process's own stop not counted, SIGCONT; and the
+ * nap a peer's post ends (transport/wake.h). */
 #include <mpi.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +12,7 @@
 #include "moe/stop.h"
 #include "moe/watchdog.h"
 #include "transport/wait.h"
+#include "transport/wake.h"
 #include "test_util.h"
 
 static void nap_ms(long ms)
@@ -167,6 +170,45 @@ static void test_signals(void)
     CHECK_INT_EQ(moe_poll_next(&p), MOE_OK);
 }
 
+static void *post_later(void *arg)
+{
+    (void)arg;
+    nap_ms(50);
+    moe_wake_post(0);
+    return NULL;
+}
+
+/* The transport's wake-up (transport/wake.h) on one rank: a post (here from another thread,
+ * as a peer's would come) ends a 5 s nap at once; an unposted nap lasts its length; a wait
+ * naps on it once set up; after teardown naps are plain sleeps again. */
+static void test_wake(void)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    char hosts[1][64] = {"here"};
+    moe_wait_configure(10.0, 0, 1, (const char (*)[64])hosts);
+    CHECK_INT_EQ(moe_wake_setup(MPI_COMM_WORLD, 0, 1, (const char (*)[64])hosts, &err), MOE_OK);
+    int64_t t0 = moe_now_ns();
+    CHECK(moe_wake_nap(20000000));
+    CHECK(moe_now_ns() - t0 >= 20000000); /* nobody posted: the whole nap */
+    pthread_t th;
+    pthread_create(&th, NULL, post_later, NULL);
+    t0 = moe_now_ns();
+    CHECK(moe_wake_nap(5000000000LL));
+    double took = (double)(moe_now_ns() - t0) * 1e-9;
+    pthread_join(th, NULL);
+    CHECK(took >= 0.04 && took < 2.5); /* woken by the post, not the 5 s bound */
+    moe_wake_post(0); /* posts before a nap: consumed by it, the next one sleeps */
+    moe_wake_post(0);
+    CHECK(moe_wake_nap(1000000));
+    t0 = moe_now_ns();
+    CHECK(moe_wake_nap(20000000));
+    CHECK(moe_now_ns() - t0 >= 20000000);
+    moe_wake_teardown();
+    CHECK(!moe_wake_nap(1000000));
+    moe_wake_post(0); /* after teardown: nothing */
+}
+
 int main(int argc, char **argv)
 {
     moe_stop_mpi_init_begin();
@@ -180,6 +222,7 @@ int main(int argc, char **argv)
     test_request();
     test_watchdog_alone();
     test_signals();
+    test_wake();
     int rc = moe_test_finish("test_poll");
     MPI_Finalize();
     return rc;

@@ -73,6 +73,13 @@ double moe_poll_waited_s(const moe_poll_t *p);
  * pending). An MPI failure is MOE_ERR_MPI with err filled. */
 moe_status_t moe_poll_request(MPI_Request *req, moe_poll_t *p, moe_error_t *err);
 
+/* How a nap sleeps: fn(ns) sleeps up to ns and returns true (it may end early: the caller
+ * tests again), or returns false when it cannot (then a plain nanosleep). NULL: always
+ * nanosleep. The transport layer sets one that a peer on the node can cut short
+ * (transport/wake.h). */
+typedef bool (*moe_poll_nap_fn)(int64_t ns);
+void moe_poll_set_nap(moe_poll_nap_fn fn);
+
 /* The hook run on every poll (NULL: none). A non-OK status ends the wait with it. */
 typedef moe_status_t (*moe_poll_hook_t)(void);
 void moe_poll_set_hook(moe_poll_hook_t hook);

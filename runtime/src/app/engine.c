@@ -19,6 +19,7 @@
 #include "expert/nvtx.h"
 #include "expert/onednn.h"
 #include "transport/wait.h"
+#include "transport/wake.h"
 
 /* MOED_TEST_MPI_FAIL=agree:N: the Nth agreement of this process hands MPI_Allreduce an
  * invalid count, so the call fails for real, on every rank at once (ranks agree in the same
@@ -152,6 +153,11 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     }
     moe_wait_configure(eng->cfg->step_timeout_s, eng->rank, eng->world_size,
                        (const char (*)[64])eng->hosts);
+    st = moe_wake_setup(eng->comm, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
+                        err);
+    if (st != MOE_OK) {
+        return st;
+    }
     /* Fault injection for the watchdog test: "rank:step" stalls that rank at that step. */
     const char *stall = getenv("MOED_TEST_STALL");
     long long sr = -1, ss = -1;
@@ -490,6 +496,7 @@ void moe_engine_destroy(moe_engine_t *eng)
     /* The transport first: it may still own exchanges into the layer's buffers (a stop
      * leaves them in flight), and NCCL's abort must end before those are freed. */
     moe_transport_destroy(eng->transport);
+    moe_wake_teardown();
     moe_layer_ctx_destroy(&eng->layer);
     moe_weights_destroy(&eng->weights);
     moe_rebalance_destroy(&eng->rebalance);

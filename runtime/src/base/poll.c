@@ -11,7 +11,13 @@
 #define STOPPED_GAP_NS 1000000000LL
 
 static moe_poll_hook_t g_hook;
+static moe_poll_nap_fn g_nap_fn;
 static int64_t g_nap_max_ns = -1; /* -1: not read yet (MOED_POLL_NAP_MAX_US) */
+
+void moe_poll_set_nap(moe_poll_nap_fn fn)
+{
+    g_nap_fn = fn;
+}
 
 void moe_poll_set_hook(moe_poll_hook_t hook)
 {
@@ -82,10 +88,11 @@ int64_t moe_poll_nap_at(const moe_poll_t *p, int64_t now)
     return nap > 0 ? nap : 0;
 }
 
-/* Sleep `nap` ns (a signal cuts it short: nanosleep is never restarted). */
+/* Sleep `nap` ns (a signal cuts it short: nanosleep is never restarted; so does a peer's
+ * post with the transport's nap). */
 static void poll_nap(int64_t nap)
 {
-    if (nap > 0) {
+    if (nap > 0 && (g_nap_fn == NULL || !g_nap_fn(nap))) {
         struct timespec ts = {(time_t)(nap / 1000000000LL), (long)(nap % 1000000000LL)};
         nanosleep(&ts, NULL);
     }

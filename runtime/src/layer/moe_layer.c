@@ -16,6 +16,7 @@
 #include "expert/nvtx.h"
 #include "layer/arena.h"
 #include "transport/wait.h"
+#include "transport/wake.h"
 
 /* Every host buffer of the step, carved from one arena (a sizing pass first: arena.h). */
 static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
@@ -314,6 +315,7 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
                                    MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
                          err);
             ctx->count_peers[n++] = d;
+            moe_wake_post(d);
         }
     }
     if (st != MOE_OK) {

@@ -12,6 +12,7 @@
 #include "moe/clock.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
+#include "transport/wake.h"
 
 enum { ROWS_TAG = 4242 };
 
@@ -58,6 +59,7 @@ static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
                          err);
             if (st == MOE_OK) {
                 s->req_peer[n++] = -2 - p;
+                moe_wake_post(p); /* a peer napping on this node tests at once */
             }
         }
     }

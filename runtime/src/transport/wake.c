@@ -1,0 +1,105 @@
+/* Waking a napping rank of the same node (moe/wake.h). */
+#define _GNU_SOURCE
+#include "transport/wake.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "moe/clock.h"
+#include "moe/mpi_check.h"
+#include "moe/poll.h"
+#include "transport/wait.h"
+
+static sem_t *g_own = SEM_FAILED;
+static sem_t **g_peer; /* [world]: a local peer's semaphore, else NULL */
+static int g_world;
+
+static void sem_name(char *out, size_t len, const char *id, int rank)
+{
+    snprintf(out, len, "/moed.%s.%d", id, rank);
+}
+
+moe_status_t moe_wake_setup(MPI_Comm comm, int rank, int world, const char (*hosts)[64],
+                            moe_error_t *err)
+{
+    char id[32] = {0};
+    if (rank == 0) { /* one name space per job: rank 0's pid and start time */
+        snprintf(id, sizeof(id), "%x.%llx", (unsigned)getpid(),
+                 (unsigned long long)(moe_now_ns() & 0xffffffffffffULL));
+    }
+    moe_status_t st = moe_wait_bcast(id, (int)sizeof(id), MPI_CHAR, 0, comm,
+                                     "the wake-up names", err);
+    char name[64];
+    sem_name(name, sizeof(name), id, rank);
+    if (st == MOE_OK) {
+        g_own = sem_open(name, O_CREAT | O_EXCL, 0600, 0);
+        st = moe_wait_barrier(comm, err); /* every rank's semaphore exists */
+    }
+    g_peer = st == MOE_OK ? calloc((size_t)world, sizeof(*g_peer)) : NULL;
+    g_world = g_peer != NULL ? world : 0;
+    if (g_world > 0) {
+        g_peer[rank] = g_own != SEM_FAILED ? g_own : NULL; /* a post to itself: for tests */
+    }
+    for (int p = 0; p < g_world; p++) {
+        if (p != rank && strncmp(hosts[p], hosts[rank], 64) == 0) {
+            char pn[64];
+            sem_name(pn, sizeof(pn), id, p);
+            sem_t *s = sem_open(pn, 0);
+            g_peer[p] = s != SEM_FAILED ? s : NULL;
+        }
+    }
+    if (st == MOE_OK) {
+        st = moe_wait_barrier(comm, err); /* every peer opened its local peers' */
+    }
+    if (g_own != SEM_FAILED) {
+        sem_unlink(name); /* open handles stay valid; nothing is left behind */
+        moe_poll_set_nap(moe_wake_nap);
+    }
+    return st;
+}
+
+void moe_wake_post(int peer)
+{
+    if (peer >= 0 && peer < g_world && g_peer[peer] != NULL) {
+        sem_post(g_peer[peer]);
+    }
+}
+
+bool moe_wake_nap(int64_t ns)
+{
+    if (g_own == SEM_FAILED) {
+        return false;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    int64_t end = (int64_t)until.tv_sec * 1000000000LL + until.tv_nsec + ns;
+    until.tv_sec = (time_t)(end / 1000000000LL);
+    until.tv_nsec = (long)(end % 1000000000LL);
+    (void)sem_clockwait(g_own, CLOCK_MONOTONIC, &until); /* posted, timed out or a signal */
+    while (sem_trywait(g_own) == 0) {
+    }
+    return true;
+}
+
+void moe_wake_teardown(void)
+{
+    for (int p = 0; p < g_world; p++) {
+        if (g_peer[p] != NULL && g_peer[p] != g_own) {
+            sem_close(g_peer[p]);
+        }
+    }
+    free(g_peer);
+    g_peer = NULL;
+    g_world = 0;
+    if (g_own != SEM_FAILED) {
+        moe_poll_set_nap(NULL);
+        sem_close(g_own);
+        g_own = SEM_FAILED;
+    }
+}

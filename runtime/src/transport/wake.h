@@ -1,0 +1,37 @@
+/* Waking a rank that naps (moe/poll.h) when a rank on the same node sends it something.
+ *
+ * A rank that waits tests its requests, then naps; what arrives during a nap waits for its
+ * end. For the master of the default job, waiting ~100 ms for the expert ranks, that was
+ * ~1-2 ms a layer after the slower rank's last expert (the nap's backoff, however the wait
+ * is guessed: the machine's own noise moves the experts' time by +-5%), and for the expert
+ * ranks napping while the master routes, a few tenths of a ms more. So each rank owns a
+ * POSIX semaphore (named, opened by the node's other ranks at start, then unlinked: nothing
+ * stays in /dev/shm), naps on it (sem_clockwait with the nap as its bound), and a rank that
+ * posts a send to a peer on its node (the rows, the counts) posts the peer's semaphore:
+ * the peer wakes at once and its next test finds the message. A rank on another node is
+ * not posted (its naps bound the delay as before); where semaphores cannot be made, every
+ * nap is a plain sleep. A post can wake a nap that is not waiting for that message: the
+ * nap's caller tests and naps again (cost: one test). */
+#ifndef MOE_TRANSPORT_WAKE_H
+#define MOE_TRANSPORT_WAKE_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moe/status.h"
+
+/* Collective over comm: this rank's semaphore, the node's ranks' (hosts: [world][64]);
+ * moe/poll.h's naps then go through moe_wake_nap. Fails only when MPI does; a semaphore
+ * that cannot be made or opened leaves that rank's naps plain. */
+moe_status_t moe_wake_setup(MPI_Comm comm, int rank, int world, const char (*hosts)[64],
+                            moe_error_t *err);
+/* Wake `peer` if it shares this node (nothing otherwise, or before setup). */
+void moe_wake_post(int peer);
+/* Nap up to ns, ending early when posted or signalled; the posts that came are consumed
+ * (the caller tests right after). False when this rank has no semaphore (nothing slept). */
+bool moe_wake_nap(int64_t ns);
+/* Close the semaphores (at the end; accepts no setup). */
+void moe_wake_teardown(void);
+
+#endif /* MOE_TRANSPORT_WAKE_H */
