@@ -313,30 +313,29 @@ static moe_status_t cpu_shared(moe_expert_backend_t *be, int layer, const float 
     return MOE_OK;
 }
 
-/* x[t] += sum_j w[t,j] * out(t,j), choices in order j = 0..k-1 so the sum is the same
- * whatever the placement. */
 typedef struct merge_job {
     const moe_expert_io_t *io;
     float *x;
 } merge_job_t;
 
-/* Tokens [lo, hi): x += the weighted rows back from their experts (+ the shared experts'),
- * each token's sum in F32 in a row of acc_row of its own (the helper's half: the second). */
+/* Tokens [lo, hi): x[t] += sum_j w[t,j] * out(t,j) (+ the shared experts'), choices in
+ * order j = 0..k-1 so the sum is the same whatever the placement, each token's sum in F32
+ * in a row of acc_row of its own half (the helper's: the second). */
 MOE_VECTOR_CLONES static void merge_rows(void *arg, int64_t lo, int64_t hi)
 {
-    const merge_job_t *j = arg;
-    const moe_expert_io_t *io = j->io;
+    const merge_job_t *mj = arg;
+    const moe_expert_io_t *io = mj->io;
     int k = (int)io->cfg->top_k;
     int64_t H = io->cfg->hidden_dim;
     float *acc = io->acc_row + (lo > 0 ? H : 0);
     for (int64_t t = lo; t < hi; t++) {
         memset(acc, 0, sizeof(float) * (size_t)H);
-        for (int j2 = 0; j2 < k; j2++) {
-            int32_t pos = io->slot_pos[t * k + j2];
+        for (int j = 0; j < k; j++) {
+            int32_t pos = io->slot_pos[t * k + j];
             if (pos < 0) {
                 continue; /* dropped by capacity: contributes nothing */
             }
-            float w = io->topk_w[t * k + j2];
+            float w = io->topk_w[t * k + j];
             const char *row = (const char *)io->ret_buf + (int64_t)pos * io->wire_row_bytes;
             if (io->wire_bf16) {
                 const uint16_t *o = (const uint16_t *)row;
@@ -350,7 +349,7 @@ MOE_VECTOR_CLONES static void merge_rows(void *arg, int64_t lo, int64_t hi)
                 }
             }
         }
-        float *xr = j->x + t * H;
+        float *xr = mj->x + t * H;
         const float *sh = io->shared_ran ? io->shared_out + t * H : NULL;
         for (int64_t h = 0; sh != NULL && h < H; h++) {
             acc[h] += sh[h];

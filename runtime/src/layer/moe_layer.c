@@ -330,11 +330,12 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
  * the expert ranks compute, ~100 ms in the default job, and would wake ~100 times meanwhile
  * (moe/poll.h), each time taking the core from an expert rank. It expects the wait to end
  * when the busiest expert rank's rows (the most it sends one rank) are done at the pace
- * of the layer's last two waits, 5% early (a wait that ends sooner is still caught by the
- * backoff; scaled by rows, the guess follows the routing, which changes every step: the
- * wait alone varied by +-5% from step to step), and naps towards that. Waits under
- * EXPECT_MIN_NS, and every wait of a rank that computes (whose waits are short and whose
- * oversleeping would delay the others), keep the plain spin and backoff. */
+ * of the layer's last two waits, 5% early, and naps towards that (scaled by rows, the guess
+ * follows the routing, which changes every step; the machine's own pace moved the wait by
+ * up to +-8%: a wait that ends sooner is cut short by the expert ranks' wake-up posts on
+ * one node, transport/wake.h, else caught by the backoff). Waits under EXPECT_MIN_NS, and
+ * every wait of a rank that computes (whose waits are short and whose oversleeping would
+ * delay the others), keep the plain spin and backoff. */
 #define EXPECT_MIN_NS 1000000LL
 
 /* The most rows this rank sends one rank in the layer's plan. */
