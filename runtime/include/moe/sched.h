@@ -19,5 +19,8 @@
 /* Ask for a MOE_SCHED_WAIT_SLICE_NS slice under the normal policy for the calling thread
  * (sched_setattr's sched_runtime). False where refused or not built. */
 bool moe_sched_short_slice(void);
+/* The calling thread's slice as the kernel reports it (sched_getattr's sched_runtime: 0
+ * where the kernel keeps none, before 6.12), or -1 when it cannot be read. */
+long long moe_sched_slice_ns(void);
 
 #endif /* MOE_SCHED_H */

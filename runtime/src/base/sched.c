@@ -26,3 +26,14 @@ bool moe_sched_short_slice(void)
     return false;
 #endif
 }
+
+long long moe_sched_slice_ns(void)
+{
+#ifdef SYS_sched_getattr
+    sched_attr_v0_t a = {.size = sizeof(a)};
+    if (syscall(SYS_sched_getattr, 0, &a, (unsigned)sizeof(a), 0U) == 0) {
+        return (long long)a.runtime;
+    }
+#endif
+    return -1;
+}
