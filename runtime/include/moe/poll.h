@@ -13,13 +13,13 @@
  * process itself spent stopped (SIGSTOP: a gap of over a second between two polls) moves
  * the deadline: a resumed rank does not blame the peers it was waiting for.
  *
- * A wait may carry an expectation of when it ends (moe_poll_expect: a step's long wait for
- * the experts, guessed from the same wait a step before): its naps then run straight to
- * that time, at most MOE_POLL_QUIET_MAX_NS each, and back off from it as from a wait's
- * start once it has passed. A master waiting ~100 ms for two expert ranks otherwise wakes
- * ~100 times, each wake-up taken from the expert rank sharing its core (~1.5% of that
- * rank's compute on 2 cores); with the expectation it wakes a few times, and ends as close
- * behind its peers as the backoff allows.
+ * A wait may carry an expectation of when it ends (moe_poll_expect: the master's long wait
+ * for the experts, guessed from the layer's last two: layer/moe_layer.c): its naps then run
+ * straight to that time, at most MOE_POLL_QUIET_MAX_NS each, and back off from it as from a
+ * wait's start once it has passed. A master waiting ~100 ms for two expert ranks otherwise
+ * wakes ~100 times, each wake-up taken from an expert rank's core (~1.5% of that rank's
+ * compute on 2 cores); with the expectation it wakes a few times. A nap may also end early
+ * when a peer on the node posts a send to this rank (moe_poll_set_nap, transport/wake.h).
  *
  * A hook, set once by the transport layer, runs on every poll: it answers liveness pings
  * and learns of faults other ranks report, so every wait also serves the watchdog. */

@@ -1,8 +1,7 @@
-/* Waking a napping rank of the same node (moe/wake.h). */
+/* Waking a napping rank of the same node (transport/wake.h). */
 #define _GNU_SOURCE
 #include "transport/wake.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -12,7 +11,6 @@
 #include <unistd.h>
 
 #include "moe/clock.h"
-#include "moe/mpi_check.h"
 #include "moe/poll.h"
 #include "transport/wait.h"
 
@@ -28,6 +26,7 @@ static void sem_name(char *out, size_t len, const char *id, int rank)
 moe_status_t moe_wake_setup(MPI_Comm comm, int rank, int world, const char (*hosts)[64],
                             moe_error_t *err)
 {
+    moe_wake_teardown(); /* a second set-up replaces the first */
     char id[32] = {0};
     if (rank == 0) { /* one name space per job: rank 0's pid and start time */
         snprintf(id, sizeof(id), "%x.%llx", (unsigned)getpid(),

@@ -31,7 +31,7 @@ void moe_wake_post(int peer);
 /* Nap up to ns, ending early when posted or signalled; the posts that came are consumed
  * (the caller tests right after). False when this rank has no semaphore (nothing slept). */
 bool moe_wake_nap(int64_t ns);
-/* Close the semaphores (at the end; accepts no setup). */
+/* Close the semaphores (at the end; accepts no set-up, and a second call). */
 void moe_wake_teardown(void);
 
 #endif /* MOE_TRANSPORT_WAKE_H */
