@@ -1,7 +1,9 @@
 /* Two halves of a row loop on two threads (moe/halves.h). */
+#define _GNU_SOURCE
 #include "moe/halves.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -13,6 +15,8 @@ struct moe_halves {
     pthread_cond_t go, done; /* a job posted; the helper finished it */
     uint64_t posted, finished; /* job counters */
     bool quit, short_slice;
+    cpu_set_t allowed;  /* the process's CPUs when the helper started */
+    int away_from;      /* the CPU the helper is kept off (the caller's last), -1: none */
     moe_halves_fn fn;
     void *arg;
     int64_t lo, hi;
@@ -54,6 +58,10 @@ moe_status_t moe_halves_create(bool short_slice, moe_halves_t **out, moe_error_t
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the row helper");
     }
     h->short_slice = short_slice;
+    h->away_from = -1;
+    if (sched_getaffinity(0, sizeof(h->allowed), &h->allowed) != 0) {
+        CPU_ZERO(&h->allowed);
+    }
     pthread_mutex_init(&h->lock, NULL);
     pthread_cond_init(&h->go, NULL);
     pthread_cond_init(&h->done, NULL);
@@ -68,12 +76,30 @@ moe_status_t moe_halves_create(bool short_slice, moe_halves_t **out, moe_error_t
     return MOE_OK;
 }
 
+/* Keep the helper off the caller's CPU, so the halves run on two cores (left to itself
+ * the scheduler woke it now and then on the caller's). One syscall when the caller has
+ * moved; nothing where the process has one CPU or the caller's is unknown. */
+static void keep_apart(moe_halves_t *h)
+{
+    int cpu = sched_getcpu();
+    if (cpu < 0 || cpu == h->away_from || CPU_COUNT(&h->allowed) < 2 ||
+        !CPU_ISSET(cpu, &h->allowed)) {
+        return;
+    }
+    cpu_set_t set = h->allowed;
+    CPU_CLR(cpu, &set);
+    if (pthread_setaffinity_np(h->thread, sizeof(set), &set) == 0) {
+        h->away_from = cpu;
+    }
+}
+
 void moe_halves_run(moe_halves_t *h, moe_halves_fn fn, void *arg, int64_t n, int64_t min_split)
 {
     if (h == NULL || n < min_split || n < 2) {
         fn(arg, 0, n);
         return;
     }
+    keep_apart(h);
     int64_t mid = n / 2;
     pthread_mutex_lock(&h->lock);
     h->fn = fn;
