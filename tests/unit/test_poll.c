@@ -180,7 +180,8 @@ static void *post_later(void *arg)
 
 /* The transport's wake-up (transport/wake.h) on one rank: a post (here from another thread,
  * as a peer's would come) ends a 5 s nap at once; an unposted nap lasts its length; a wait
- * naps on it once set up; after teardown naps are plain sleeps again. */
+ * naps on it once set up, and a post ends its nap towards an expected end 3 s ahead, after
+ * which it backs off afresh; after teardown naps are plain sleeps again. */
 static void test_wake(void)
 {
     moe_error_t err;
@@ -189,23 +190,35 @@ static void test_wake(void)
     moe_wait_configure(10.0, 0, 1, (const char (*)[64])hosts);
     CHECK_INT_EQ(moe_wake_setup(MPI_COMM_WORLD, 0, 1, (const char (*)[64])hosts, &err), MOE_OK);
     int64_t t0 = moe_now_ns();
-    CHECK(moe_wake_nap(20000000));
+    CHECK_INT_EQ(moe_wake_nap(20000000), MOE_NAP_SLEPT);
     CHECK(moe_now_ns() - t0 >= 20000000); /* nobody posted: the whole nap */
     pthread_t th;
     pthread_create(&th, NULL, post_later, NULL);
     t0 = moe_now_ns();
-    CHECK(moe_wake_nap(5000000000LL));
+    CHECK_INT_EQ(moe_wake_nap(5000000000LL), MOE_NAP_POSTED);
     double took = (double)(moe_now_ns() - t0) * 1e-9;
     pthread_join(th, NULL);
     CHECK(took >= 0.04 && took < 2.5); /* woken by the post, not the 5 s bound */
     moe_wake_post(0); /* posts before a nap: consumed by it, the next one sleeps */
     moe_wake_post(0);
-    CHECK(moe_wake_nap(1000000));
+    CHECK_INT_EQ(moe_wake_nap(1000000), MOE_NAP_POSTED);
     t0 = moe_now_ns();
-    CHECK(moe_wake_nap(20000000));
+    CHECK_INT_EQ(moe_wake_nap(20000000), MOE_NAP_SLEPT);
     CHECK(moe_now_ns() - t0 >= 20000000);
+    /* a wait expecting its end far ahead: a post makes it back off afresh from then */
+    moe_poll_t p;
+    moe_poll_begin(&p, 0, false); /* test_signals left a stop requested */
+    moe_poll_expect(&p, moe_now_ns() + 3000000000LL);
+    pthread_create(&th, NULL, post_later, NULL);
+    t0 = moe_now_ns();
+    CHECK_INT_EQ(moe_poll_next(&p), MOE_OK); /* the first nap, towards the expected end */
+    took = (double)(moe_now_ns() - t0) * 1e-9;
+    pthread_join(th, NULL);
+    CHECK(took < 2.5);
+    CHECK(p.expect_ns <= moe_now_ns()); /* no longer ahead */
+    CHECK(moe_poll_nap_at(&p, moe_now_ns()) < MOE_POLL_NAP_MAX_NS);
     moe_wake_teardown();
-    CHECK(!moe_wake_nap(1000000));
+    CHECK_INT_EQ(moe_wake_nap(1000000), MOE_NAP_CANNOT);
     moe_wake_post(0); /* after teardown: nothing */
 }
 

@@ -73,11 +73,14 @@ double moe_poll_waited_s(const moe_poll_t *p);
  * pending). An MPI failure is MOE_ERR_MPI with err filled. */
 moe_status_t moe_poll_request(MPI_Request *req, moe_poll_t *p, moe_error_t *err);
 
-/* How a nap sleeps: fn(ns) sleeps up to ns and returns true (it may end early: the caller
- * tests again), or returns false when it cannot (then a plain nanosleep). NULL: always
- * nanosleep. The transport layer sets one that a peer on the node can cut short
- * (transport/wake.h). */
-typedef bool (*moe_poll_nap_fn)(int64_t ns);
+/* How a nap sleeps: fn(ns) sleeps up to ns and returns MOE_NAP_SLEPT (the whole nap, or
+ * cut by a signal), MOE_NAP_POSTED (a peer posted: something was sent to this rank), or
+ * MOE_NAP_CANNOT (nothing slept: then a plain nanosleep). NULL: always nanosleep. The
+ * transport layer sets one that a peer on the node can cut short (transport/wake.h). After
+ * a post the wait backs off afresh from the post's time, past any expected end: the peers
+ * are finishing, and the message a post announced may take a moment to be seen. */
+enum { MOE_NAP_CANNOT = -1, MOE_NAP_SLEPT = 0, MOE_NAP_POSTED = 1 };
+typedef int (*moe_poll_nap_fn)(int64_t ns);
 void moe_poll_set_nap(moe_poll_nap_fn fn);
 
 /* The hook run on every poll (NULL: none). A non-OK status ends the wait with it. */

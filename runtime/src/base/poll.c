@@ -89,12 +89,16 @@ int64_t moe_poll_nap_at(const moe_poll_t *p, int64_t now)
 }
 
 /* Sleep `nap` ns (a signal cuts it short: nanosleep is never restarted; so does a peer's
- * post with the transport's nap). */
-static void poll_nap(int64_t nap)
+ * post with the transport's nap: then the backoff starts again from now). */
+static void poll_nap(moe_poll_t *p, int64_t nap)
 {
-    if (nap > 0 && (g_nap_fn == NULL || !g_nap_fn(nap))) {
+    int how = nap > 0 && g_nap_fn != NULL ? g_nap_fn(nap) : MOE_NAP_CANNOT;
+    if (nap > 0 && how == MOE_NAP_CANNOT) {
         struct timespec ts = {(time_t)(nap / 1000000000LL), (long)(nap % 1000000000LL)};
         nanosleep(&ts, NULL);
+    }
+    if (how == MOE_NAP_POSTED) {
+        p->expect_ns = moe_now_ns();
     }
 }
 
@@ -118,7 +122,7 @@ moe_status_t moe_poll_next(moe_poll_t *p)
         return MOE_ERR_TIMEOUT;
     }
     if (st == MOE_OK) {
-        poll_nap(moe_poll_nap_at(p, now));
+        poll_nap(p, moe_poll_nap_at(p, now));
     }
     return st;
 }

@@ -70,20 +70,21 @@ void moe_wake_post(int peer)
     }
 }
 
-bool moe_wake_nap(int64_t ns)
+int moe_wake_nap(int64_t ns)
 {
     if (g_own == SEM_FAILED) {
-        return false;
+        return MOE_NAP_CANNOT;
     }
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     int64_t end = (int64_t)until.tv_sec * 1000000000LL + until.tv_nsec + ns;
     until.tv_sec = (time_t)(end / 1000000000LL);
     until.tv_nsec = (long)(end % 1000000000LL);
-    (void)sem_clockwait(g_own, CLOCK_MONOTONIC, &until); /* posted, timed out or a signal */
+    bool posted = sem_clockwait(g_own, CLOCK_MONOTONIC, &until) == 0; /* else timeout, EINTR */
     while (sem_trywait(g_own) == 0) {
+        posted = true;
     }
-    return true;
+    return posted ? MOE_NAP_POSTED : MOE_NAP_SLEPT;
 }
 
 void moe_wake_teardown(void)

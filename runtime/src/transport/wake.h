@@ -29,8 +29,9 @@ moe_status_t moe_wake_setup(MPI_Comm comm, int rank, int world, const char (*hos
 /* Wake `peer` if it shares this node (nothing otherwise, or before setup). */
 void moe_wake_post(int peer);
 /* Nap up to ns, ending early when posted or signalled; the posts that came are consumed
- * (the caller tests right after). False when this rank has no semaphore (nothing slept). */
-bool moe_wake_nap(int64_t ns);
+ * (the caller tests right after). MOE_NAP_POSTED when a post ended it, MOE_NAP_SLEPT when
+ * the time (or a signal) did, MOE_NAP_CANNOT when this rank has no semaphore (moe/poll.h). */
+int moe_wake_nap(int64_t ns);
 /* Close the semaphores (at the end; accepts no set-up, and a second call). */
 void moe_wake_teardown(void);
 
