@@ -99,14 +99,15 @@ void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*h
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int slot = moe_bind_slot(cfg->bind, expert, nlocal, me, ncpu, (int)cfg->threads,
                              online > 0 && ncpu == online);
-    if (me >= 0 && !expert[me] && nlocal > 1) {
+    int first_expert = -1; /* a local rank hosting experts */
+    for (int i = 0; i < nlocal && first_expert < 0; i++) {
+        first_expert = expert[i] ? i : -1;
+    }
+    bool waits = me >= 0 && !expert[me] && first_expert >= 0; /* the master of this node */
+    if (waits) {
         (void)moe_sched_short_slice(); /* an older kernel or a refusal: it waits as before */
     }
-    int first_expert = -1;
-    for (int i = nlocal - 1; i >= 0; i--) {
-        first_expert = expert[i] ? i : first_expert;
-    }
-    if (slot < 0 && me >= 0 && !expert[me] && first_expert >= 0 &&
+    if (slot < 0 && waits &&
         moe_bind_slot(cfg->bind, expert, nlocal, first_expert, ncpu, (int)cfg->threads,
                       online > 0 && ncpu == online) >= 0) {
         snprintf(desc, desc_len, "%d ranks on %d CPUs here, the expert ranks pinned, this one "

@@ -14,7 +14,8 @@
  * share this node. Every thread of the process is moved (OpenBLAS's pool, MPI's).
  *
  * A rank that hosts no experts but shares its node with ranks that do (the master) also
- * asks the scheduler for a short time slice (moe/sched.h), whatever runtime.bind says. */
+ * asks the scheduler for a short time slice (moe/sched.h), unless runtime.bind is `none`
+ * (which leaves its main thread's scheduling alone; its row helper asks either way). */
 #ifndef MOE_APP_BIND_H
 #define MOE_APP_BIND_H
 

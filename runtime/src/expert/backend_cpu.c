@@ -19,7 +19,8 @@
 #include "moe/bf16.h"
 #include "moe/halves.h"
 
-/* BF16 compute: one tile's GEMM input, up projection, activation and output. */
+/* The back-end's state: the routing rank's row helper, and for BF16 compute one tile's
+ * GEMM input, up projection, activation and output. */
 typedef struct cpu_state {
     moe_halves_t *halves; /* the routing rank's row helper, or NULL */
     moe_onednn_t *dnn;
