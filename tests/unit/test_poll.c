@@ -1,11 +1,16 @@
 /* The waiting primitive (moe/poll.h), the fault channel on one rank (moe/watchdog.h), the
  * stop signals (moe/stop.h): deadlines, a process's own stop not counted, SIGCONT; and the
  * nap a peer's post ends (transport/wake.h). */
+#include <fcntl.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "moe/clock.h"
 #include "moe/poll.h"
@@ -222,6 +227,62 @@ static void test_wake(void)
     moe_wake_post(0); /* after teardown: nothing */
 }
 
+/* A file named `name` in dir, its time set back by age_s. */
+static void make_aged(const char *dir, const char *name, double age_s)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= (time_t)age_s;
+    t[1] = t[0];
+    CHECK(futimens(fd, t) == 0);
+    close(fd);
+}
+
+static bool exists_in(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* A rank killed between creating its semaphore and unlinking it leaves sem.moed.<job>.<rank>
+ * in /dev/shm: the sweep removes such names once older than the set-up could be, keeps
+ * younger ones (a live job's, during its set-up) and every other file; moe_wake_setup
+ * sweeps /dev/shm itself. */
+static void test_wake_sweep(void)
+{
+    char dir[] = "/tmp/moed-sweep.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    make_aged(dir, "sem.moed.1f2e.18c0a.1", 3600); /* a job killed an hour ago */
+    make_aged(dir, "sem.moed.2a2b.18c0b.0", 5);    /* a job in its set-up now */
+    make_aged(dir, "sem.other.1", 3600);           /* not moed's */
+    moe_wake_sweep(dir, MOE_WAKE_STALE_S);
+    CHECK(!exists_in(dir, "sem.moed.1f2e.18c0a.1"));
+    CHECK(exists_in(dir, "sem.moed.2a2b.18c0b.0"));
+    CHECK(exists_in(dir, "sem.other.1"));
+    char path[512];
+    snprintf(path, sizeof(path), "%s/sem.moed.2a2b.18c0b.0", dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/sem.other.1", dir);
+    unlink(path);
+    CHECK(rmdir(dir) == 0);
+    /* the set-up sweeps /dev/shm (where a killed rank's name really is) */
+    char name[64];
+    snprintf(name, sizeof(name), "sem.moed.test%x.0.1", (unsigned)getpid());
+    make_aged("/dev/shm", name, 3600);
+    CHECK(exists_in("/dev/shm", name));
+    moe_error_t err;
+    moe_error_clear(&err);
+    char hosts[1][64] = {"here"};
+    CHECK_INT_EQ(moe_wake_setup(MPI_COMM_WORLD, 0, 1, (const char (*)[64])hosts, &err), MOE_OK);
+    CHECK(!exists_in("/dev/shm", name));
+    moe_wake_teardown();
+}
+
 int main(int argc, char **argv)
 {
     moe_stop_mpi_init_begin();
@@ -236,6 +297,7 @@ int main(int argc, char **argv)
     test_watchdog_alone();
     test_signals();
     test_wake();
+    test_wake_sweep();
     int rc = moe_test_finish("test_poll");
     MPI_Finalize();
     return rc;

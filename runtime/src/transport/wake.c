@@ -2,11 +2,13 @@
 #define _GNU_SOURCE
 #include "transport/wake.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,10 +25,36 @@ static void sem_name(char *out, size_t len, const char *id, int rank)
     snprintf(out, len, "/moed.%s.%d", id, rank);
 }
 
+/* Remove the names a killed job left: a rank killed between creating its semaphore and the
+ * unlink after the second barrier leaves /dev/shm/sem.moed.<job>.<rank>. A live job's names
+ * exist only during its two start-up barriers (each bounded by the start-up watchdog), so a
+ * name older than MOE_WAKE_STALE_S is a dead job's. Names of other jobs that are younger
+ * are left alone, whatever node their rank 0 is on. */
+void moe_wake_sweep(const char *dir, double stale_s)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        return;
+    }
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        struct stat sb;
+        if (strncmp(e->d_name, "sem.moed.", 9) != 0 ||
+            fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) ||
+            difftime(now, sb.st_mtime) < stale_s) {
+            continue;
+        }
+        unlinkat(dirfd(d), e->d_name, 0); /* another rank may have removed it: ENOENT */
+    }
+    closedir(d);
+}
+
 moe_status_t moe_wake_setup(MPI_Comm comm, int rank, int world, const char (*hosts)[64],
                             moe_error_t *err)
 {
     moe_wake_teardown(); /* a second set-up replaces the first */
+    moe_wake_sweep("/dev/shm", MOE_WAKE_STALE_S);
     char id[32] = {0};
     if (rank == 0) { /* one name space per job: rank 0's pid and start time */
         snprintf(id, sizeof(id), "%x.%llx", (unsigned)getpid(),

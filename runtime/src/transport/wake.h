@@ -6,7 +6,7 @@
  * is guessed: the machine's own noise moves the experts' time by +-5%), and for the expert
  * ranks napping while the master routes, a few tenths of a ms more. So each rank owns a
  * POSIX semaphore (named, opened by the node's other ranks at start, then unlinked: nothing
- * stays in /dev/shm), naps on it (sem_clockwait with the nap as its bound), and a rank that
+ * stays in /dev/shm; a name a killed rank left is swept by a later job), naps on it (sem_clockwait with the nap as its bound), and a rank that
  * posts a send to a peer on its node (the rows, the counts) posts the peer's semaphore:
  * the peer wakes at once and its next test finds the message. A rank on another node is
  * not posted (its naps bound the delay as before); where semaphores cannot be made, every
@@ -26,6 +26,12 @@
  * that cannot be made or opened leaves that rank's naps plain. */
 moe_status_t moe_wake_setup(MPI_Comm comm, int rank, int world, const char (*hosts)[64],
                             moe_error_t *err);
+/* A semaphore name older than this (seconds) is a killed job's: two start-up barriers of a
+ * live job last at most 2 x MOE_WATCHDOG_STARTUP_S. */
+#define MOE_WAKE_STALE_S 600.0
+/* Unlink the sem.moed.* names in dir (/dev/shm) older than stale_s: what a rank killed during
+ * the set-up left. Called by moe_wake_setup; public for its test. */
+void moe_wake_sweep(const char *dir, double stale_s);
 /* Wake `peer` if it shares this node (nothing otherwise, or before setup). */
 void moe_wake_post(int peer);
 /* Nap up to ns, ending early when posted or signalled; the posts that came are consumed
