@@ -169,6 +169,38 @@ case "$1" in
     grep -qE "rank 0 .*(exited on signal 9|killed)" err.log run.log || fail "rank 0 not named"
     report none
     ;;
+  kill_midstep_r1_ucx)  # UCX: a rank killed mid-step, 3 times; rank 0 must not abort in UCX
+    # Rows of 4 kB x 1024 tokens: rank 0 is in UCX's shared-memory reads (process_vm_readv
+    # from rank 1) most of the time, where a peer's death was fatal to rank 0 and its report
+    # (3 runs in 6 lost it before UCX's peer error handling was asked for).
+    H=1024 F=128 E=4 TOKENS=1024 STEPS=100000 PROF=true small_model \
+      | sed "s/^runtime:/runtime:\n  transport: ucx\n  step_timeout_s: 30/" \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 3\n  repeat: 0/' \
+      > c.yaml
+    sed 's/^  steps: .*/  steps: 1/' c.yaml > probe.yaml
+    if ! timeout -k 5 60 mpirun $MPIRUN_FLAGS -np 2 "$MOED" --config probe.yaml --no-progress \
+         > probe.log 2>&1; then
+      grep -qE 'ucp_(config_read|init|worker_create|ep_create) failed|UCX failed to start' probe.log \
+        && { echo "SKIP: UCX cannot start here: $(grep -m1 'moed: error' probe.log)"; exit 77; }
+      cat probe.log; fail "the UCX probe run failed"
+    fi
+    for i in 1 2 3; do
+      rm -rf "$WORK/experiments"; t_event=
+      run_bg
+      wait_steps 2
+      t_event=$(date +%s%N); kill -KILL "$(rank_pid 1)"
+      finish 20
+      [[ $code -ne 0 ]] || fail "exit 0 after rank 1 died"
+      ! grep -qE 'process_vm_readv|Signal: Aborted|ucs_fatal_error' err.log \
+        || fail "run $i: a rank aborted inside UCX"
+      d=$(ls -d "$WORK"/experiments/*/ 2> /dev/null | head -1 || true)
+      [[ -n "$d" && -f "$d/summary.json" && ! -e "$d/INCOMPLETE" ]] \
+        || fail "run $i: no report of the completed steps: $(ls "$d" 2> /dev/null | tr '\n' ' ')"
+      python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["run"]["recorded_steps"] > 0' \
+        "$d/summary.json" || fail "run $i: the report has no recorded step"
+      echo "run $i: report kept ($(grep -m1 'moed: error' err.log | cut -c1-120))"
+    done
+    ;;
   term_midstep_r1)  # SIGTERM to one rank: the job stops as one, the report is complete
     job > c.yaml
     run_bg

@@ -5,8 +5,16 @@
  * bits) and the sending rank (low 32), matched with the full mask, so rows of one exchange
  * never match another's (every rank starts the same exchanges in the same order, so the
  * sequence numbers agree). Each slot keeps its own requests, polled with
- * ucp_request_check_status after a ucp_worker_progress. */
+ * ucp_request_check_status after a ucp_worker_progress.
+ *
+ * Endpoints use UCX's peer error handling (UCP_ERR_HANDLING_MODE_PEER): a peer that dies
+ * reaches moed as an endpoint error callback and failed requests, which the exchange
+ * reports as the watchdog reports a peer that does not answer (moe_wait_peer_lost: the rank
+ * named, rank 0 writes the report of the completed steps, marked partial). Without it UCX
+ * treats a transport error as fatal and aborts the process: a shared-memory read
+ * (process_vm_readv) from a rank that was just killed took rank 0 and the report with it. */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,10 +35,19 @@ typedef struct ucx_slot {
     int nreq, left;
 } ucx_slot_t;
 
+struct ucx_impl;
+/* What an endpoint's error callback gets: the transport and the peer's rank. */
+typedef struct ucx_peer {
+    struct ucx_impl *impl;
+    int rank;
+} ucx_peer_t;
+
 typedef struct ucx_impl {
     ucp_context_h context;
     ucp_worker_h worker;
     ucp_ep_h *eps;     /* [world]; NULL for self */
+    ucx_peer_t *peers; /* [world]: the error callbacks' arguments */
+    ucs_status_t *peer_status; /* [world]: UCS_OK, or the error an endpoint reported */
     ucx_slot_t *slots; /* [num_slots] */
     uint32_t seq;      /* exchanges started so far: the high half of every tag */
     bool failed;       /* an exchange was abandoned: close endpoints by force */
@@ -47,6 +64,33 @@ typedef struct ucx_impl {
             goto cleanup;                                                                  \
         }                                                                                  \
     } while (0)
+
+/* UCX calls this from ucp_worker_progress when the endpoint to a peer fails (the peer died,
+ * its process went away under a shared-memory read, a connection reset). The endpoint is
+ * not used again; destroy closes it by force. */
+static void ucx_peer_failed(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    (void)ep;
+    ucx_peer_t *peer = arg;
+    if (peer->impl->peer_status[peer->rank] == UCS_OK) {
+        peer->impl->peer_status[peer->rank] = status;
+    }
+    peer->impl->failed = true;
+}
+
+/* The first lost peer this slot still waits on (a receive from it or a send to it), or -1.
+ * A receive is matched by tag, not by endpoint: one posted before its sender died stays
+ * pending, so the peer's failure is checked here rather than waited out. */
+static int slot_lost_peer(const ucx_impl_t *impl, const ucx_slot_t *s)
+{
+    for (int i = 0; i < s->nreq; i++) {
+        int peer = s->req_peer[i] >= 0 ? s->req_peer[i] : -2 - s->req_peer[i];
+        if (s->reqs[i] != NULL && impl->peer_status[peer] != UCS_OK) {
+            return peer;
+        }
+    }
+    return -1;
+}
 
 static ucp_tag_t rows_tag(uint32_t seq, int src)
 {
@@ -118,7 +162,7 @@ cleanup:
 
 /* Retire the slot's finished requests: stamp receives, free them. Returns how many
  * finished; *first_bad gets the first failure's status (else stays UCS_OK). */
-static int retire_done(moe_transport_t *t, int slot, ucs_status_t *first_bad)
+static int retire_done(moe_transport_t *t, int slot, ucs_status_t *first_bad, int *bad_peer)
 {
     ucx_impl_t *impl = t->impl;
     ucx_slot_t *s = &impl->slots[slot];
@@ -137,6 +181,7 @@ static int retire_done(moe_transport_t *t, int slot, ucs_status_t *first_bad)
         done++;
         if (rs != UCS_OK && *first_bad == UCS_OK) {
             *first_bad = rs;
+            *bad_peer = s->req_peer[i] >= 0 ? s->req_peer[i] : -2 - s->req_peer[i];
         }
         if (s->req_peer[i] >= 0) {
             now = now != 0 ? now : moe_now_ns();
@@ -158,7 +203,15 @@ static moe_status_t ucx_test(moe_transport_t *t, int slot, bool *done, moe_error
     }
     ucp_worker_progress(impl->worker);
     ucs_status_t bad = UCS_OK;
-    s->left -= retire_done(t, slot, &bad);
+    int bad_peer = -1;
+    s->left -= retire_done(t, slot, &bad, &bad_peer);
+    int lost = bad_peer >= 0 && impl->peer_status[bad_peer] != UCS_OK ? bad_peer
+                                                                      : slot_lost_peer(impl, s);
+    if (lost >= 0) {
+        char how[128];
+        snprintf(how, sizeof(how), "UCX: %s", ucs_status_string(impl->peer_status[lost]));
+        return moe_wait_peer_lost(lost, "the UCX row exchange", how, err);
+    }
     MOE_UCX_CHECK(bad, "a UCX row transfer");
     if (s->left == 0) {
         x->active = false;
@@ -265,6 +318,8 @@ static void ucx_destroy(moe_transport_t *t)
             free(impl->slots[s].req_peer);
         }
         free(impl->eps);
+        free(impl->peers);
+        free(impl->peer_status);
         free(impl->slots);
         free(impl);
     }
@@ -344,8 +399,14 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
         if (p == t->rank) {
             continue;
         }
-        ucp_ep_params_t ep_params = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
-                                     .address = (const ucp_address_t *)(all + displs[p])};
+        impl->peers[p] = (ucx_peer_t){.impl = impl, .rank = p};
+        ucp_ep_params_t ep_params = {
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                          UCP_EP_PARAM_FIELD_ERR_HANDLER,
+            .address = (const ucp_address_t *)(all + displs[p]),
+            .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+            .err_handler = {.cb = ucx_peer_failed, .arg = &impl->peers[p]},
+        };
         MOE_UCX_CHECK(ucp_ep_create(impl->worker, &ep_params, &impl->eps[p]), "ucp_ep_create");
     }
 cleanup:
@@ -373,8 +434,11 @@ moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_
     size_t W = (size_t)t->world_size;
     if (st == MOE_OK) {
         impl->eps = calloc(W, sizeof(ucp_ep_h));
+        impl->peers = calloc(W, sizeof(ucx_peer_t));
+        impl->peer_status = calloc(W, sizeof(ucs_status_t)); /* UCS_OK is 0 */
         impl->slots = calloc((size_t)num_slots, sizeof(ucx_slot_t));
-        bool failed = impl->eps == NULL || impl->slots == NULL;
+        bool failed = impl->eps == NULL || impl->peers == NULL || impl->peer_status == NULL ||
+                      impl->slots == NULL;
         for (int s = 0; !failed && s < num_slots; s++) {
             impl->slots[s].reqs = calloc(2 * W, sizeof(void *));
             impl->slots[s].req_peer = calloc(2 * W, sizeof(int));

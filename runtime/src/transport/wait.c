@@ -96,6 +96,21 @@ static moe_status_t watchdog_fire(double waited_s, const char *what, const int *
     return MOE_ERR_TIMEOUT;
 }
 
+moe_status_t moe_wait_peer_lost(int peer, const char *what, const char *how, moe_error_t *err)
+{
+    if (moe_watchdog_notice(err) != MOE_OK) {
+        return MOE_ERR_TIMEOUT; /* rank 0: another rank reported a fault first; its words */
+    }
+    char me[96], lost[96];
+    moe_error_set(err, MOE_ERR_TIMEOUT,
+                  "%s lost %s in step %lld, layer %d, phase %s: waiting in %s (%s); aborting "
+                  "the job",
+                  rank_text(me, sizeof(me), g_wait.rank), rank_text(lost, sizeof(lost), peer),
+                  (long long)g_wait.step, g_wait.layer, g_wait.phase, what, how);
+    moe_watchdog_defer(err->msg, &peer, 1, MOE_WATCHDOG_REPORT_S);
+    return MOE_ERR_TIMEOUT;
+}
+
 /* The wait in progress (waits do not nest): moe_wait_poll's callers keep only its start. */
 static moe_poll_t g_poll;
 static int64_t g_poll_start = -1;

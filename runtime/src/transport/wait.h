@@ -32,6 +32,12 @@ void moe_wait_expect(int64_t end_ns);
 moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pending, int npending,
                            moe_error_t *err);
 
+/* A transport learned that `peer` is gone (e.g. UCX's endpoint error callback): reported
+ * like a watchdog that fired on that peer (named, the step, layer and phase; rank 0 writes
+ * the report of the completed steps, marked partial), without waiting out the timeout.
+ * how: the transport's words for it. Returns MOE_ERR_TIMEOUT with err filled. */
+moe_status_t moe_wait_peer_lost(int peer, const char *what, const char *how, moe_error_t *err);
+
 /* Add `peer` to list[0..n) unless it is there already (at most cap entries); returns the
  * new count. The watchdog names each peer it waits on once. */
 int moe_wait_note_peer(int *list, int n, int cap, int peer);
