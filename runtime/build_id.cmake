@@ -2,7 +2,9 @@
 # the start-up handshake compares and `moed --version` prints into OUT, only when it
 # changed, so a commit or an edit is reflected without re-running CMake and an unchanged
 # id rebuilds nothing.
-#   -DSRC=<source dir> -DOUT=<file.c> [-DFIXED=<id>] [-DVERSION=<x.y.z>]
+#   -DSRC=<source dir> -DOUT=<file.c> [-DOUT_H=<file.h>] [-DFIXED=<id>] [-DVERSION=<x.y.z>]
+# OUT_H gets the id as a macro (MOED_BUILD_ID_STRING) for the CUDA plug-in, which carries
+# its own copy: the registry refuses a plug-in built from another commit.
 if(FIXED)
   set(id "${FIXED}")
 else()
@@ -22,4 +24,15 @@ else()
 endif()
 if(NOT old STREQUAL text)
   file(WRITE "${OUT}" "${text}")
+endif()
+if(OUT_H)
+  set(text_h "/* Generated at build time by runtime/build_id.cmake: do not edit. */\n#define MOED_BUILD_ID_STRING \"${id}\"\n")
+  if(EXISTS "${OUT_H}")
+    file(READ "${OUT_H}" old_h)
+  else()
+    set(old_h "")
+  endif()
+  if(NOT old_h STREQUAL text_h)
+    file(WRITE "${OUT_H}" "${text_h}")
+  endif()
 endif()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# plugin.sh CASE MOED PLUGIN [FAKE_PLUGIN]: the CUDA plug-in (libmoed_cuda.so) is loaded
+# plugin.sh CASE MOED PLUGIN [FAKE_PLUGIN [OTHER_BUILD]]: the CUDA plug-in (libmoed_cuda.so) is loaded
 # only when asked for, moed exports what it calls back, and its absence is one clear error.
 #   cpu_maps_no_cuda  moed links no CUDA library, and a CPU job (and --version) maps
 #                     neither the plug-in nor cudart, cuBLAS or NCCL
@@ -8,9 +8,12 @@
 #                     MOED_PLUGIN_DIR: exit 4, one message naming the file and the key
 #   broken            a plug-in that cannot load (a library it needs is missing): the
 #                     message names that library and the key
+#   other_build       a plug-in of the same table version and size but another build id
+#                     (another commit): refused before any slot is called, exit 6 (builds
+#                     differ), naming both build ids
 set -euo pipefail
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-CASE=$1 MOED=$2 PLUGIN=$3 FAKE=${4:-}
+CASE=$1 MOED=$2 PLUGIN=$3 FAKE=${4:-} OTHER=${5:-}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/moed-plugin.XXXXXX")
 trap '[[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -86,5 +89,11 @@ case "$CASE" in
     config cuda > c.yaml
     expect_error 4 "runtime.device: cuda" "libmoed_test_missing_dep.so"
     echo "PASS: broken plug-in" ;;
+  other_build)
+    mkdir -p bin empty && cp "$MOED" bin/ && cp "$OTHER" bin/libmoed_cuda.so
+    config cuda > c.yaml
+    expect_error 6 "from another moed build" "0123456789ab-other-commit" \
+      "this moed from $("$MOED" --version | sed -n 's/.*(build \([^,]*\),.*/\1/p')"
+    echo "PASS: a plug-in of another build is refused" ;;
   *) fail "unknown case $CASE" ;;
 esac

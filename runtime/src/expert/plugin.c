@@ -15,6 +15,8 @@
  * library, not a reason to look further. */
 #include "expert/plugin.h"
 
+#include "moe/build_info.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +96,12 @@ static moe_status_t plugin_check(const moe_plugin_t *p, const char *path, moe_er
                              "needs version %d, size %zu): rebuild both together",
                              path, p != NULL ? p->version : 0, p != NULL ? p->size : 0,
                              MOE_PLUGIN_VERSION, sizeof(moe_plugin_t));
+    }
+    if (p->build_id == NULL || strcmp(p->build_id, moe_build_id()) != 0) {
+        return moe_error_set(err, MOE_ERR_PEER,
+                             "%s is from another moed build (plug-in built from %s, this moed "
+                             "from %s): rebuild both together", path,
+                             p->build_id != NULL ? p->build_id : "no build id", moe_build_id());
     }
     return MOE_OK;
 }

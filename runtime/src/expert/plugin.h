@@ -5,12 +5,16 @@
  * runtime.transport: nccl, so a CPU rank never maps them (the ggml GGML_BACKEND_DL model).
  *
  * The plug-in exports one symbol, MOE_PLUGIN_ENTRY, a function returning a const table.
- * The registry checks the table's size and version before using any slot; a plug-in from
- * another moed is refused with a message naming both versions.
+ * The registry checks the table's size, version and build id before using any slot: the
+ * plug-in binds moed's own internal functions (plugin.c), so one built from another commit
+ * could call them with another layout even when the table's shape agrees; it is refused
+ * with a message naming both versions or both build ids.
  *
  * Slots (moe_plugin_t). `cu` is the plug-in's device context (moe_cuda_t *), opaque here.
  * Functions returning moe_status_t fill err on failure and never exit.
  *   size, version   sizeof(moe_plugin_t) and MOE_PLUGIN_VERSION as the plug-in was built
+ *   build_id        the build id of the plug-in's build (MOED_BUILD_ID_STRING), which must
+ *                   equal moed's moe_build_id()
  *   name            "cuda"
  *   available       true when a CUDA device can be used, else false with the reason in
  *                   why; touches no device
@@ -41,14 +45,15 @@
 #include "moe/status.h"
 
 /* Bump when a slot is added, removed or changes meaning. */
-#define MOE_PLUGIN_VERSION 1
-#define MOE_PLUGIN_ENTRY "moed_plugin_v1"
+#define MOE_PLUGIN_VERSION 2
+#define MOE_PLUGIN_ENTRY "moed_plugin_v2"
 #define MOE_PLUGIN_FILE "libmoed_cuda.so"
 
 
 typedef struct moe_plugin {
     uint32_t size;
     uint32_t version;
+    const char *build_id;
     const char *name;
     bool (*available)(char *why, size_t why_len);
     int (*device_count)(void);
@@ -68,15 +73,15 @@ typedef struct moe_plugin {
     moe_transport_create_fn nccl_create;
 } moe_plugin_t;
 
-/* The entry point's type: the plug-in defines `const moe_plugin_t *moed_plugin_v1(void)`. */
+/* The entry point's type: the plug-in defines `const moe_plugin_t *moed_plugin_v2(void)`. */
 typedef const moe_plugin_t *(*moe_plugin_entry_fn)(void);
 
 /* The plug-in's table, loading it on first use (thread-safe for the first call only from
  * the main thread, as moed does at start-up). `key` is the config setting that asks for
  * it ("runtime.device: cuda"), named in the error. Errors: MOE_ERR_UNSUPPORTED when this
- * build has no plug-in; MOE_ERR_IO when the plug-in or a library it needs cannot be
- * loaded (the message names the library, as dlopen reports it, and the key);
- * MOE_ERR_PEER when the plug-in is from another moed (size or version). */
+ * build has no plug-in, or when the plug-in or a library it needs cannot be loaded (the
+ * message names the library, as dlopen reports it, and the key); MOE_ERR_PEER when the
+ * plug-in is from another moed (size, version or build id). */
 moe_status_t moe_plugin_get(const char *key, const moe_plugin_t **out, moe_error_t *err);
 
 

@@ -120,7 +120,7 @@ void moe_transport_base_begin(moe_transport_t *t, int slot);
 moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, int num_slots,
                                       moe_transport_t **out, moe_error_t *err);
 #ifdef MOE_HAVE_UCX
-/* UCP tagged messages (transport_ucx.c); collective over comm (swaps worker addresses). */
+/* UCP tagged messages (ucx.c); collective over comm (swaps worker addresses). */
 moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_slots,
                                       moe_transport_t **out, moe_error_t *err);
 #endif

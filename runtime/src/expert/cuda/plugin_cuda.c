@@ -2,6 +2,8 @@
  * and calls. Thin adapters from the table's opaque `void *cu` to moe_cuda.h. */
 #include <stdint.h>
 
+#include "build_id.h" /* generated: MOED_BUILD_ID_STRING, this build's own copy */
+
 #include "expert/cuda/backend_cuda.h"
 #include "expert/cuda/moe_cuda.h"
 #include "expert/plugin.h"
@@ -65,6 +67,7 @@ static moe_status_t plugin_nccl_create(MPI_Comm comm, int64_t row_elems, int num
 static const moe_plugin_t k_plugin = {
     .size = sizeof(moe_plugin_t),
     .version = MOE_PLUGIN_VERSION,
+    .build_id = MOED_BUILD_ID_STRING,
     .name = "cuda",
     .available = moe_cuda_available,
     .device_count = moe_cuda_device_count,
@@ -83,9 +86,9 @@ static const moe_plugin_t k_plugin = {
 };
 
 /* The versioned entry point (MOE_PLUGIN_ENTRY); the only symbol moed looks up. */
-const moe_plugin_t *moed_plugin_v1(void);
+const moe_plugin_t *moed_plugin_v2(void);
 
-const moe_plugin_t *moed_plugin_v1(void)
+const moe_plugin_t *moed_plugin_v2(void)
 {
     return &k_plugin;
 }
