@@ -166,6 +166,71 @@ assert f["straggler_threshold"] == 1.1, f
 assert (f["straggler_rank"] is None) == (f["straggler_ratio"] < 1.1), f
 PY
     ;;
+  imbalance_next_dispatch)  # an expert rank's wait for the master's next dispatch is imbalance
+    # when the master was still waiting for a slower expert rank's rows (it was once all booked
+    # as the routing rank's designed wait), booked against that rank; truths by construction:
+    # 1. Rank 1's experts made 100 ms slower a layer (MOED_TEST_EXPERT_DELAY_MS, a sleep):
+    #    rank 2 idles about 200 ms a step (2 layers) waiting for rank 1.
+    # 2. Both expert ranks slowed alike: balanced, next to no imbalance.
+    # 3. A straggler by placement: rank 1 hosts 6 experts, rank 2 4 (1.5x the rows): rank 2
+    #    waits for rank 1 about rank 1's extra compute a step (measured in the same run).
+    check() {  # check CASE: the run's summary.json against the case's truth
+      python3 - "$(run_dir)" "$1" <<'PY'
+import json, sys
+d, case = sys.argv[1], sys.argv[2]  # run.log: the headline
+s = json.load(open(d + "/summary.json"))
+k = {r["rank"]: r for r in s["ranks"]}
+f = s["findings"]
+for r in (0, 1, 2):
+    print(case, "rank", r, "step", k[r]["per_step_ms"]["step"], "compute",
+          k[r]["per_step_ms"]["compute"], "idle", k[r]["per_step_ms"]["idle"], "designed",
+          k[r]["per_step_ms"]["structural_wait"], "idle for", k[r]["idle_waiting_for_ms"])
+for r in (0, 1, 2):  # the split adds up: a rank's idle is its idle for each rank
+    assert abs(sum(k[r]["idle_waiting_for_ms"]) - k[r]["per_step_ms"]["idle"]) < 1e-6, k[r]
+two = k[2]
+step2, idle2 = two["per_step_ms"]["step"], two["per_step_ms"]["idle"]
+designed2, for1 = two["per_step_ms"]["structural_wait"], two["idle_waiting_for_ms"][1]
+head = open("run.log").read()
+if case == "slowed":
+    # 4 recorded steps x 2 layers; the window's first exchange has no previous combine to
+    # look at (its wait stays designed): 7 of 8 layers' 100 ms, so >= 175 ms; asked >= 120
+    assert for1 >= 120, ("rank 2's wait for slowed rank 1 is not booked against it", for1)
+    assert for1 > 3 * designed2, ("rank 2's wait for rank 1 is booked as designed", designed2)
+    assert idle2 > 0.5 * step2, (idle2, step2)
+    assert f["idle_most_rank"] == 2 and f["idle_most_waiting_for"] == 1, f
+    assert "(most: rank 2 waiting for rank 1, " in head, head
+    txt = open(d + "/summary.txt").read()
+    assert "  rank 2 waited for rank 1 " in txt and "  * Most imbalance: rank 2 (" in txt, txt
+elif case == "balanced":
+    # 200 ms a step of sleep on each expert rank: what is left is noise, a few ms
+    for r in (1, 2):
+        assert k[r]["per_step_ms"]["idle"] < 0.15 * k[r]["per_step_ms"]["step"], k[r]
+    # the master's wait for the experts is designed
+    assert k[0]["per_step_ms"]["structural_wait"] > 0.5 * k[0]["per_step_ms"]["step"], k[0]
+else:  # placement: the truth is rank 1's extra compute, measured in this run
+    lead = k[1]["per_step_ms"]["compute"] - two["per_step_ms"]["compute"]
+    assert lead > 0, ("rank 1 (1.5x the rows) did not compute more than rank 2", lead)
+    assert for1 >= 0.5 * lead, ("rank 2's wait for rank 1 is not its imbalance", for1, lead)
+    assert for1 > designed2, ("rank 2's wait for rank 1 is booked as designed", for1, designed2)
+PY
+    }
+    STEPS=5 PROF=true small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1/' > c.yaml
+    rm -rf experiments  # one run folder at a time: run_dir is the only one
+    MOED_TEST_EXPERT_DELAY_MS=1:100 mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 \
+      || { cat run.log; fail "run with a slowed rank 1 failed"; }
+    check slowed || fail "a slowed rank: rank 2's wait for it"
+    rm -rf experiments
+    MOED_TEST_EXPERT_DELAY_MS=1:100,2:100 mpirun_moed 3 --config c.yaml --no-progress \
+      > run.log 2>&1 || { cat run.log; fail "run with both expert ranks slowed failed"; }
+    check balanced || fail "balanced: imbalance booked"
+    E=10 H=512 F=1024 TOKENS=256 STEPS=5 PROF=true \
+      PLACEMENT='{1: [0, 1, 2, 3, 4, 5], 2: [6, 7, 8, 9]}' small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1/' > p.yaml
+    rm -rf experiments
+    mpirun_moed 3 --config p.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    check placement || fail "a straggler by placement: rank 2's wait for it"
+    ;;
   cpu_share)  # each rank's CPU share (CPU time / wall time) against known cases
     # 1. The master made to sleep 200 ms in each layer's gate (MOED_TEST_GATE_DELAY_MS, not
     #    compute): its share is near 0; the expert ranks only wait for it meanwhile, and a

@@ -376,7 +376,9 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
     r->bytes = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->msgs = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->wait_ns = calloc((size_t)W * (size_t)W, sizeof(double));
-    bool ok = m->lost && r->ranks && r->experts && r->layers && r->bytes && r->msgs && r->wait_ns;
+    r->idle_for_ns = calloc((size_t)W * (size_t)W, sizeof(double));
+    bool ok = m->lost && r->ranks && r->experts && r->layers && r->bytes && r->msgs &&
+              r->wait_ns && r->idle_for_ns;
     for (int l = 0; ok && l < L; l++) {
         r->layers[l].demand = calloc((size_t)E, sizeof(uint64_t));
         r->layers[l].kept = calloc((size_t)E, sizeof(uint64_t));
@@ -639,27 +641,116 @@ static bool merge_waits_by_design(const moe_rep_rank_t *k, bool combine)
     return combine ? k->num_local == 0 : !k->routes;
 }
 
+/* Book `ns` of rank r's wait as idle (imbalance) spent waiting for rank `peer`. */
+static void merge_book_idle(moe_merge_t *m, int r, int peer, double ns)
+{
+    m->rep.ranks[r].idle_ns += ns;
+    if (peer >= 0 && m->rep.idle_for_ns != NULL) {
+        m->rep.idle_for_ns[(size_t)r * (size_t)m->W + (size_t)peer] += ns;
+    }
+}
+
+/* Whether exchange i directly follows exchange i - 1 on every present rank (the next layer
+ * of the step, or the first layer of the next step after the last one). */
+static bool merge_follows(const moe_merge_t *m, const moe_prof_record_t *recs, const bool *have,
+                          int64_t i)
+{
+    for (int r = 0; i > 0 && r < m->W; r++) {
+        if (!have[r]) {
+            continue;
+        }
+        const moe_rec_exchange_t *a = &recs[r].exchanges[i - 1], *b = &recs[r].exchanges[i];
+        bool next = (a->step == b->step && a->layer + 1 == b->layer) ||
+                    (a->step + 1 == b->step && b->layer == 0 && a->layer == m->L - 1);
+        if (!next) {
+            return false;
+        }
+    }
+    return i > 0;
+}
+
+/* The previous exchange's combine as the dispatch of exchange i sees it: the expert rank
+ * that arrived last at it (done with its experts last: the slowest), when it arrived, and
+ * when the routing ranks had every row back (the last routing rank's combine end). */
+typedef struct {
+    int slowest;
+    double slowest_arrive, last_arrive, rows_back;
+} merge_prev_t;
+
+static bool merge_prev_combine(const moe_merge_t *m, const moe_prof_record_t *recs,
+                               const bool *have, int64_t i, merge_prev_t *pv)
+{
+    *pv = (merge_prev_t){-1, -INFINITY, -INFINITY, -INFINITY};
+    if (!merge_follows(m, recs, have, i)) {
+        return false;
+    }
+    for (int r = 0; r < m->W; r++) {
+        if (!have[r]) {
+            continue;
+        }
+        merge_phase_t c = merge_phase_of(&recs[r], i - 1, true);
+        pv->last_arrive = fmax(pv->last_arrive, c.arrive);
+        if (m->rep.ranks[r].num_local > 0 && c.arrive > pv->slowest_arrive) {
+            pv->slowest = r;
+            pv->slowest_arrive = c.arrive;
+        }
+        if (m->rep.ranks[r].routes) {
+            pv->rows_back = fmax(pv->rows_back, c.arrive + c.len);
+        }
+    }
+    return pv->slowest >= 0 && isfinite(pv->rows_back);
+}
+
+/* The part of expert rank r's designed wait in the dispatch of exchange i (for the routing
+ * ranks' next dispatch) that was a wait for a slower expert rank: while the routing ranks
+ * still waited for the slowest rank's rows of the previous exchange, the routing rank's
+ * merge and gate had not even begun. It is the part of the wait before the routing ranks
+ * had every row back, at most the lead the slowest rank had over r in finishing its experts
+ * less what r already booked as idle in that combine (what a balanced placement would have
+ * saved); the rest (the rows' travel, the routing rank's merge and gate) stays designed. */
+static double merge_prev_lag(const moe_merge_t *m, const moe_prof_record_t *recs, int64_t i,
+                             int r, const merge_prev_t *pv, double arrive, double designed)
+{
+    if (pv->slowest < 0 || pv->slowest == r || m->rep.ranks[r].num_local == 0) {
+        return 0.0;
+    }
+    merge_phase_t c = merge_phase_of(&recs[r], i - 1, true);
+    double booked = fmin(fmax(pv->last_arrive - c.arrive, 0.0), c.len);
+    double lead = pv->slowest_arrive - c.arrive - booked;
+    return fmin(fmax(fmin(pv->rows_back - arrive, lead), 0.0), designed);
+}
+
 /* The wait of every present rank in one phase of exchange i, split in two:
  *   wait       = clamp(last arrival - own arrival, 0, phase length)
  *   structural = for a rank that waits by design, clamp(mean arrival of the ranks it waits
  *                for by design - own arrival, 0, wait): what a perfectly balanced placement
- *                would still make it wait; 0 when none of those ranks is present
- *   imbalance  = wait - structural (waiting for a slower peer: idle) */
+ *                would still make it wait; 0 when none of those ranks is present; less, in
+ *                the dispatch, an expert rank's wait for the slowest rank of the previous
+ *                combine (merge_prev_lag)
+ *   imbalance  = wait - structural (waiting for a slower peer: idle), booked against the
+ *                rank that arrived last, or the slowest rank of the previous combine */
 static void merge_idle_phase(moe_merge_t *m, const moe_prof_record_t *recs, const bool *have,
                              int64_t i, bool combine)
 {
     double last = -INFINITY, role_sum = 0.0;
-    int role_n = 0;
+    int role_n = 0, last_rank = -1;
     for (int r = 0; r < m->W; r++) {
         if (!have[r]) {
             continue;
         }
         double a = merge_phase_of(&recs[r], i, combine).arrive;
-        last = fmax(last, a);
+        if (a > last) {
+            last = a;
+            last_rank = r;
+        }
         if (!merge_waits_by_design(&m->rep.ranks[r], combine)) {
             role_sum += a;
             role_n++;
         }
+    }
+    merge_prev_t pv = {-1, 0.0, 0.0, 0.0};
+    if (!combine) {
+        (void)merge_prev_combine(m, recs, have, i, &pv);
     }
     for (int r = 0; r < m->W; r++) {
         if (!have[r]) {
@@ -667,12 +758,14 @@ static void merge_idle_phase(moe_merge_t *m, const moe_prof_record_t *recs, cons
         }
         moe_rep_rank_t *k = &m->rep.ranks[r];
         merge_phase_t p = merge_phase_of(&recs[r], i, combine);
-        double wait = fmin(fmax(last - p.arrive, 0.0), p.len), designed = 0.0;
+        double wait = fmin(fmax(last - p.arrive, 0.0), p.len), designed = 0.0, lag = 0.0;
         if (role_n > 0 && merge_waits_by_design(k, combine)) {
             designed = fmin(fmax(role_sum / role_n - p.arrive, 0.0), wait);
+            lag = combine ? 0.0 : merge_prev_lag(m, recs, i, r, &pv, p.arrive, designed);
         }
-        k->structural_wait_ns += designed;
-        k->idle_ns += wait - designed;
+        k->structural_wait_ns += designed - lag;
+        merge_book_idle(m, r, last_rank != r ? last_rank : -1, wait - designed);
+        merge_book_idle(m, r, pv.slowest, lag);
         k->exchange_ns -= wait;
     }
 }
