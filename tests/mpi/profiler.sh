@@ -69,6 +69,50 @@ assert all(e["args"]["experts_moved"] == rb[0]["experts_moved"]
 print("rebalances", [(x["step"], x["experts_moved"], x["bytes"]) for x in rb])
 PY
     ;;
+  rebalance_slowest)  # a rebalance costs the slowest rank's move, not rank 0's
+    # In master routing rank 0 moves no weights, so its own time was once the rebalance's
+    # "seconds" (302 MB "moved in 2.8 ms"). Rank 2's moves are made 400 ms slower
+    # (MOED_TEST_REBALANCE_DELAY_MS, a sleep after its moves arrive): every rebalance then
+    # takes at least 400 ms on the step's critical path, and rank 2 is the slowest.
+    H=128 F=256 PROF=true SKEW=1.5 STEPS=9 small_model \
+      | sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 2/' \
+      | sed 's/^  enabled: true/  enabled: true\n  trace: true\n  warmup_steps: 0/' > c.yaml
+    MOED_TEST_REBALANCE_DELAY_MS=2:400 mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 \
+      || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" <<'PY' || fail "the rebalance's time is not the slowest rank's"
+import json, re, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+rb = s["rebalances"]
+assert [x["step"] for x in rb] == [4, 8], rb
+moved = {x["step"] for x in rb if x["experts_moved"] > 0}  # a rebalance that moves nothing
+assert 4 in moved, rb                                       # has no moves to slow
+for x in rb:
+    assert x["seconds"] < 60, x
+    if x["step"] in moved:
+        assert x["seconds"] >= 0.4, ("rank 2's 400 ms move is not in the rebalance's time", x)
+        assert x["slowest_rank"] == 2, x
+log = open("run.log").read()
+got = {int(a): (float(b), int(c)) for a, b, c in re.findall(
+    r"rebalance before step (\d+): \d+ experts moved \([\d.]+ MB\) in ([\d.]+) ms \(the slowest "
+    r"rank's, rank (\d+)\)", log)}
+assert sorted(got) == [4, 8], (got, log)
+assert all(got[st][0] >= 400 and got[st][1] == 2 for st in moved), (got, log)
+txt = open(d + "/summary.txt").read()
+lines = [l for l in txt.splitlines() if l.startswith("  rebalance before step 4:")]
+assert len(lines) == 1 and "ms (the slowest rank's, rank 2)" in lines[0], lines
+assert float(lines[0].split(" MB, ")[1].split(" ms")[0]) >= 400, lines
+t = json.load(open(d + "/trace.json"))
+spans = [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "rebalance"]
+assert sorted({e["pid"] for e in spans}) == [1, 2, 3], spans
+for e in spans:
+    if e["args"]["step"] in moved:
+        assert e["args"]["critical_path_ms"] >= 400 and e["args"]["slowest_rank"] == 2, e
+        if e["pid"] == 1:  # rank 0's own span lasts until the slowest rank is done
+            assert e["dur"] >= 400e3, e
+print("rebalances", [(x["step"], x["experts_moved"], x["seconds"], x["slowest_rank"]) for x in rb])
+PY
+    ;;
   rebalance_truth)  # per-expert rows after online rebalancing name the expert that ran
     # routing_skew 16: every token picks expert 0 first and expert 1 second (the truth by
     # hand: 64 rows a step each, none for experts 2-7). Auto placement puts 0-3 on rank 1

@@ -109,12 +109,14 @@ typedef struct moe_rep_expert {
 /* One copy of an expert that has replicas (placement.experts or placement.layers listing
  * it under several ranks): the rows its own rank computed. The expert's row in `experts`
  * sums its copies; the router's counts stay per expert. */
-/* One online rebalance (runtime.rebalance_every), rank 0's time. */
+/* One online rebalance (runtime.rebalance_every). */
 typedef struct moe_rep_rebalance {
     int64_t step;        /* the first step with the new placement */
     int64_t moved;       /* expert copies moved */
     int64_t bytes;       /* their weights' bytes */
-    double seconds;      /* reduction, packing, moves and switch */
+    double seconds;      /* the critical path: reduction, packing, moves and switch of the
+                            slowest rank (not rank 0's, which in master routing moves none) */
+    int slowest_rank;    /* that rank */
     double before;       /* max / mean of the expert ranks' rows over the window */
     double after;        /* predicted for the new placement */
 } moe_rep_rebalance_t;

@@ -391,6 +391,7 @@ static void json_rebalances(json_w_t *w, const moe_report_t *r)
         jw_i64(w, "experts_moved", x->moved);
         jw_i64(w, "bytes", x->bytes);
         jw_num(w, "seconds", x->seconds);
+        jw_i64(w, "slowest_rank", x->slowest_rank);
         jw_num(w, "imbalance_before", x->before);
         jw_num(w, "imbalance_after_predicted", x->after);
         jw_close(w, '}');

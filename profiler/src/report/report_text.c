@@ -511,8 +511,9 @@ static void text_rebalances(FILE *f, const moe_report_t *r)
     for (int i = 0; r->rebalances != NULL && i < r->num_rebalances; i++) {
         const moe_rep_rebalance_t *x = &r->rebalances[i];
         fprintf(f, "  rebalance before step %" PRId64 ": %" PRId64 " experts moved, %.3f MB, "
-                "%.1f ms, imbalance %.2f -> %.2f predicted\n", x->step, x->moved,
-                (double)x->bytes / 1e6, x->seconds * 1e3, x->before, x->after);
+                "%.1f ms (the slowest rank's, rank %d), imbalance %.2f -> %.2f predicted\n",
+                x->step, x->moved, (double)x->bytes / 1e6, x->seconds * 1e3, x->slowest_rank,
+                x->before, x->after);
     }
 }
 
