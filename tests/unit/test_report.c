@@ -1847,6 +1847,63 @@ static void test_merge_waits_next_dispatch(const char *root)
     }
 }
 
+/* The same skewed pair of steps merged as two windows of one step each: the second
+ * window's first dispatch looks back at the first window's last combine, so rank 2's wait
+ * for rank 1 is the same 500 us (it was designed when a window's first exchange had
+ * nothing to look back at). A window after a gap (step 3 missing) does not look back. */
+static void test_merge_waits_windows(const char *root)
+{
+    static const wt_seq_t skew = {
+        .disp_b = {{0, 0, 0}, {1800, 1600, 1100}},
+        .disp_e = {{50, 50, 50}, {1850, 1850, 1850}},
+        .comb_b = {{50, 1550, 1050}, {3000, 3000, 3000}},
+        .comb_e = {{1600, 1600, 1100}, {3050, 3050, 3050}},
+    };
+    static const wt_case_t c = {"two windows", {0}, {0}, {100, 1500, 1000}, &skew};
+    for (int gap = 0; gap < 2; gap++) {
+        wt_run_t w;
+        memset(&w, 0, sizeof(w));
+        snprintf(w.yaml, sizeof(w.yaml),
+                 "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+                 "  num_layers: 1\nplacement:\n  master_rank: 0\n  experts: auto\n"
+                 "workload:\n  tokens_per_step: 64\n  steps: 2\nprofiler:\n  enabled: true\n"
+                 "  warmup_steps: 1\n  output_dir: %s/waits\n",
+                 root);
+        moe_error_t err;
+        static const char hosts[3][64] = {"h0", "h1", "h2"};
+        static const bool have[3] = {true, true, true};
+        bool ok = moe_cfg_parse(w.yaml, strlen(w.yaml), "w.yaml", 3, &w.cfg, &err) == MOE_OK &&
+                  (w.m = moe_merge_create(&w.cfg, 3, hosts)) != NULL;
+        for (int k = 0; ok && k < 3; k++) {
+            ok = wt_record(&w.recs[k], &c, k);
+        }
+        moe_rec_exchange_t second[3];
+        for (int k = 0; ok && k < 3; k++) { /* window 1: step 1's exchange only */
+            second[k] = w.recs[k].exchanges[1];
+            second[k].step += gap; /* gap: window 2 is step 3, not step 2 */
+            w.recs[k].num_exchanges = 1;
+        }
+        ok = ok && moe_merge_window(w.m, w.recs, have, 0, &err) == MOE_OK;
+        for (int k = 0; ok && k < 3; k++) { /* window 2: step 2's (or 3's) */
+            w.recs[k].exchanges[0] = second[k];
+        }
+        ok = ok && moe_merge_window(w.m, w.recs, have, 0, &err) == MOE_OK;
+        moe_prof_run_t run = {2, 2, 1.0, w.yaml, strlen(w.yaml), false, 1.0, NULL};
+        moe_prof_static_t info;
+        memset(&info, 0, sizeof(info));
+        w.r = ok ? moe_merge_finish(w.m, &run, &info) : NULL;
+        CHECK(w.r != NULL);
+        if (w.r != NULL) {
+            const moe_rep_rank_t *k2 = &w.r->ranks[2];
+            double idle = gap ? 50e3 : 500e3, designed = gap ? 700e3 : 250e3;
+            CHECK_NEAR(k2->idle_ns, idle, 1e-3);
+            CHECK_NEAR(k2->structural_wait_ns, designed, 1e-3);
+            CHECK_NEAR(w.r->idle_for_ns[2 * 3 + 1], idle, 1e-3);
+        }
+        wt_done(&w, root);
+    }
+}
+
 /* Runs compare into a string; returns its code. */
 static int run_compare(const char *a, const char *b, char **text)
 {
@@ -2442,6 +2499,7 @@ int main(int argc, char **argv)
     test_merge_waits_balanced(root);
     test_merge_waits_dispatch(root);
     test_merge_waits_next_dispatch(root);
+    test_merge_waits_windows(root);
     test_bytes_split(root);
     rmdir(root);
     return moe_test_finish("test_report");

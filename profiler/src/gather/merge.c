@@ -44,6 +44,10 @@ struct moe_merge {
     int64_t metrics_off;      /* bytes of whole rows on disk; -1: could not cut back */
     int metrics_errno;        /* why streaming stopped, when a write failed */
     char fixed_dir[MOE_PATH_MAX]; /* the run folder's exact path; "" names it by time */
+    /* [W] each rank's last exchange of the window merged before, and whether it had one:
+     * the first exchange of a window looks back at it (merge_prev_combine) */
+    moe_rec_exchange_t *last_x;
+    bool *last_have;
 };
 
 #define METRICS_BUF_BYTES (64 * 1024)
@@ -377,8 +381,10 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
     r->msgs = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->wait_ns = calloc((size_t)W * (size_t)W, sizeof(double));
     r->idle_for_ns = calloc((size_t)W * (size_t)W, sizeof(double));
+    m->last_x = calloc((size_t)W, sizeof(*m->last_x));
+    m->last_have = calloc((size_t)W, sizeof(*m->last_have));
     bool ok = m->lost && r->ranks && r->experts && r->layers && r->bytes && r->msgs &&
-              r->wait_ns && r->idle_for_ns;
+              r->wait_ns && r->idle_for_ns && m->last_x && m->last_have;
     for (int l = 0; ok && l < L; l++) {
         r->layers[l].demand = calloc((size_t)E, sizeof(uint64_t));
         r->layers[l].kept = calloc((size_t)E, sizeof(uint64_t));
@@ -446,6 +452,8 @@ void moe_merge_destroy(moe_merge_t *m)
     }
     moe_report_free(&m->rep);
     free(m->lost);
+    free(m->last_x);
+    free(m->last_have);
     free(m);
 }
 
@@ -624,12 +632,17 @@ typedef struct {
     double arrive, len;
 } merge_phase_t;
 
-static merge_phase_t merge_phase_of(const moe_prof_record_t *rec, int64_t i, bool combine)
+static merge_phase_t merge_phase_at(const moe_prof_record_t *rec, const moe_rec_exchange_t *x,
+                                    bool combine)
 {
-    const moe_rec_exchange_t *x = &rec->exchanges[i];
     int64_t b = combine ? x->combine_begin_ns : x->dispatch_begin_ns;
     int64_t e = combine ? x->combine_end_ns : x->dispatch_end_ns;
     return (merge_phase_t){(double)b - rec->clock_offset_ns, (double)(e - b)};
+}
+
+static merge_phase_t merge_phase_of(const moe_prof_record_t *rec, int64_t i, bool combine)
+{
+    return merge_phase_at(rec, &rec->exchanges[i], combine);
 }
 
 /* A rank whose wait in this phase is by design: in the combine, a rank hosting no experts
@@ -650,23 +663,33 @@ static void merge_book_idle(moe_merge_t *m, int r, int peer, double ns)
     }
 }
 
-/* Whether exchange i directly follows exchange i - 1 on every present rank (the next layer
- * of the step, or the first layer of the next step after the last one). */
+/* Rank r's exchange before exchange i of this window: i - 1, or for the window's first the
+ * last one of the window merged before (clocks: the same rank's offset); NULL if none. */
+static const moe_rec_exchange_t *merge_prev_x(const moe_merge_t *m,
+                                              const moe_prof_record_t *recs, int64_t i, int r)
+{
+    return i > 0 ? &recs[r].exchanges[i - 1] : m->last_have[r] ? &m->last_x[r] : NULL;
+}
+
+/* Whether exchange i directly follows the one before it on every present rank (the next
+ * layer of the step, or the first layer of the next step after the last one), and every
+ * present rank has that one. */
 static bool merge_follows(const moe_merge_t *m, const moe_prof_record_t *recs, const bool *have,
                           int64_t i)
 {
-    for (int r = 0; i > 0 && r < m->W; r++) {
+    for (int r = 0; r < m->W; r++) {
         if (!have[r]) {
             continue;
         }
-        const moe_rec_exchange_t *a = &recs[r].exchanges[i - 1], *b = &recs[r].exchanges[i];
-        bool next = (a->step == b->step && a->layer + 1 == b->layer) ||
-                    (a->step + 1 == b->step && b->layer == 0 && a->layer == m->L - 1);
+        const moe_rec_exchange_t *a = merge_prev_x(m, recs, i, r), *b = &recs[r].exchanges[i];
+        bool next = a != NULL && ((a->step == b->step && a->layer + 1 == b->layer) ||
+                                  (a->step + 1 == b->step && b->layer == 0 &&
+                                   a->layer == m->L - 1));
         if (!next) {
             return false;
         }
     }
-    return i > 0;
+    return true;
 }
 
 /* The previous exchange's combine as the dispatch of exchange i sees it: the expert rank
@@ -688,7 +711,7 @@ static bool merge_prev_combine(const moe_merge_t *m, const moe_prof_record_t *re
         if (!have[r]) {
             continue;
         }
-        merge_phase_t c = merge_phase_of(&recs[r], i - 1, true);
+        merge_phase_t c = merge_phase_at(&recs[r], merge_prev_x(m, recs, i, r), true);
         pv->last_arrive = fmax(pv->last_arrive, c.arrive);
         if (m->rep.ranks[r].num_local > 0 && c.arrive > pv->slowest_arrive) {
             pv->slowest = r;
@@ -698,7 +721,10 @@ static bool merge_prev_combine(const moe_merge_t *m, const moe_prof_record_t *re
             pv->rows_back = fmax(pv->rows_back, c.arrive + c.len);
         }
     }
-    return pv->slowest >= 0 && isfinite(pv->rows_back);
+    if (!isfinite(pv->rows_back)) {
+        pv->slowest = -1; /* no routing rank present: nothing to look back at */
+    }
+    return pv->slowest >= 0;
 }
 
 /* The part of expert rank r's designed wait in the dispatch of exchange i (for the routing
@@ -714,7 +740,7 @@ static double merge_prev_lag(const moe_merge_t *m, const moe_prof_record_t *recs
     if (pv->slowest < 0 || pv->slowest == r || m->rep.ranks[r].num_local == 0) {
         return 0.0;
     }
-    merge_phase_t c = merge_phase_of(&recs[r], i - 1, true);
+    merge_phase_t c = merge_phase_at(&recs[r], merge_prev_x(m, recs, i, r), true);
     double booked = fmin(fmax(pv->last_arrive - c.arrive, 0.0), c.len);
     double lead = pv->slowest_arrive - c.arrive - booked;
     return fmin(fmax(fmin(pv->rows_back - arrive, lead), 0.0), designed);
@@ -782,6 +808,12 @@ static void merge_idle(moe_merge_t *m, const moe_prof_record_t *recs, const bool
     for (int64_t i = 0; n != INT64_MAX && i < n; i++) {
         merge_idle_phase(m, recs, have, i, false);
         merge_idle_phase(m, recs, have, i, true);
+    }
+    for (int r = 0; r < m->W; r++) { /* the next window's first exchange looks back here */
+        m->last_have[r] = have[r] && n != INT64_MAX && n > 0;
+        if (m->last_have[r]) {
+            m->last_x[r] = recs[r].exchanges[n - 1];
+        }
     }
 }
 
