@@ -254,8 +254,10 @@ elif case == "balanced":
 else:  # placement: the truth is rank 1's extra compute, measured in this run
     lead = k[1]["per_step_ms"]["compute"] - two["per_step_ms"]["compute"]
     assert lead > 0, ("rank 1 (1.5x the rows) did not compute more than rank 2", lead)
+    # (it was once about 3 ms idle and 100 ms designed with a lead of 116 ms; the master's
+    # merge and gate stay designed, and on a loaded machine they can take tens of ms)
     assert for1 >= 0.5 * lead, ("rank 2's wait for rank 1 is not its imbalance", for1, lead)
-    assert for1 > designed2, ("rank 2's wait for rank 1 is booked as designed", for1, designed2)
+    assert f["idle_most_waiting_for"] == 1, f
 PY
     }
     STEPS=5 PROF=true small_model \
