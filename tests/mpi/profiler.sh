@@ -69,6 +69,50 @@ assert all(e["args"]["experts_moved"] == rb[0]["experts_moved"]
 print("rebalances", [(x["step"], x["experts_moved"], x["bytes"]) for x in rb])
 PY
     ;;
+  rebalance_slowest)  # a rebalance costs the slowest rank's move, not rank 0's
+    # In master routing rank 0 moves no weights, so its own time was once the rebalance's
+    # "seconds" (302 MB "moved in 2.8 ms"). Rank 2's moves are made 400 ms slower
+    # (MOED_TEST_REBALANCE_DELAY_MS, a sleep after its moves arrive): every rebalance then
+    # takes at least 400 ms on the step's critical path, and rank 2 is the slowest.
+    H=128 F=256 PROF=true SKEW=1.5 STEPS=9 small_model \
+      | sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 2/' \
+      | sed 's/^  enabled: true/  enabled: true\n  trace: true\n  warmup_steps: 0/' > c.yaml
+    MOED_TEST_REBALANCE_DELAY_MS=2:400 mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 \
+      || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" <<'PY' || fail "the rebalance's time is not the slowest rank's"
+import json, re, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+rb = s["rebalances"]
+assert [x["step"] for x in rb] == [4, 8], rb
+moved = {x["step"] for x in rb if x["experts_moved"] > 0}  # a rebalance that moves nothing
+assert 4 in moved, rb                                       # has no moves to slow
+for x in rb:
+    assert x["seconds"] < 60, x
+    if x["step"] in moved:
+        assert x["seconds"] >= 0.4, ("rank 2's 400 ms move is not in the rebalance's time", x)
+        assert x["slowest_rank"] == 2, x
+log = open("run.log").read()
+got = {int(a): (float(b), int(c)) for a, b, c in re.findall(
+    r"rebalance before step (\d+): \d+ experts moved \([\d.]+ MB\) in ([\d.]+) ms \(the slowest "
+    r"rank's, rank (\d+)\)", log)}
+assert sorted(got) == [4, 8], (got, log)
+assert all(got[st][0] >= 400 and got[st][1] == 2 for st in moved), (got, log)
+txt = open(d + "/summary.txt").read()
+lines = [l for l in txt.splitlines() if l.startswith("  rebalance before step 4:")]
+assert len(lines) == 1 and "ms (the slowest rank's, rank 2)" in lines[0], lines
+assert float(lines[0].split(" MB, ")[1].split(" ms")[0]) >= 400, lines
+t = json.load(open(d + "/trace.json"))
+spans = [e for e in t["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "rebalance"]
+assert sorted({e["pid"] for e in spans}) == [1, 2, 3], spans
+for e in spans:
+    if e["args"]["step"] in moved:
+        assert e["args"]["critical_path_ms"] >= 400 and e["args"]["slowest_rank"] == 2, e
+        if e["pid"] == 1:  # rank 0's own span lasts until the slowest rank is done
+            assert e["dur"] >= 400e3, e
+print("rebalances", [(x["step"], x["experts_moved"], x["seconds"], x["slowest_rank"]) for x in rb])
+PY
+    ;;
   rebalance_truth)  # per-expert rows after online rebalancing name the expert that ran
     # routing_skew 16: every token picks expert 0 first and expert 1 second (the truth by
     # hand: 64 rows a step each, none for experts 2-7). Auto placement puts 0-3 on rank 1
@@ -165,6 +209,73 @@ assert f["structural_wait_share"] > f["idle_share"], f
 assert f["straggler_threshold"] == 1.1, f
 assert (f["straggler_rank"] is None) == (f["straggler_ratio"] < 1.1), f
 PY
+    ;;
+  imbalance_next_dispatch)  # an expert rank's wait for the master's next dispatch is imbalance
+    # when the master was still waiting for a slower expert rank's rows (it was once all booked
+    # as the routing rank's designed wait), booked against that rank; truths by construction:
+    # 1. Rank 1's experts made 100 ms slower a layer (MOED_TEST_EXPERT_DELAY_MS, a sleep):
+    #    rank 2 idles about 200 ms a step (2 layers) waiting for rank 1.
+    # 2. Both expert ranks slowed alike: balanced, next to no imbalance.
+    # 3. A straggler by placement: rank 1 hosts 6 experts, rank 2 4 (1.5x the rows): rank 2
+    #    waits for rank 1 about rank 1's extra compute a step (measured in the same run).
+    check() {  # check CASE: the run's summary.json against the case's truth
+      python3 - "$(run_dir)" "$1" <<'PY'
+import json, sys
+d, case = sys.argv[1], sys.argv[2]  # run.log: the headline
+s = json.load(open(d + "/summary.json"))
+k = {r["rank"]: r for r in s["ranks"]}
+f = s["findings"]
+for r in (0, 1, 2):
+    print(case, "rank", r, "step", k[r]["per_step_ms"]["step"], "compute",
+          k[r]["per_step_ms"]["compute"], "idle", k[r]["per_step_ms"]["idle"], "designed",
+          k[r]["per_step_ms"]["structural_wait"], "idle for", k[r]["idle_waiting_for_ms"])
+for r in (0, 1, 2):  # the split adds up: a rank's idle is its idle for each rank
+    assert abs(sum(k[r]["idle_waiting_for_ms"]) - k[r]["per_step_ms"]["idle"]) < 1e-6, k[r]
+two = k[2]
+step2, idle2 = two["per_step_ms"]["step"], two["per_step_ms"]["idle"]
+designed2, for1 = two["per_step_ms"]["structural_wait"], two["idle_waiting_for_ms"][1]
+head = open("run.log").read()
+if case == "slowed":
+    # 4 recorded steps x 2 layers; the window's first exchange has no previous combine to
+    # look at (its wait stays designed): 7 of 8 layers' 100 ms, so >= 175 ms; asked >= 120
+    assert for1 >= 120, ("rank 2's wait for slowed rank 1 is not booked against it", for1)
+    assert for1 > 3 * designed2, ("rank 2's wait for rank 1 is booked as designed", designed2)
+    assert idle2 > 0.5 * step2, (idle2, step2)
+    assert f["idle_most_rank"] == 2 and f["idle_most_waiting_for"] == 1, f
+    assert "(most: rank 2 waiting for rank 1, " in head, head
+    txt = open(d + "/summary.txt").read()
+    assert "  rank 2 waited for rank 1 " in txt and "  * Most imbalance: rank 2 (" in txt, txt
+elif case == "balanced":
+    # 200 ms a step of sleep on each expert rank: what is left is noise, a few ms
+    for r in (1, 2):
+        assert k[r]["per_step_ms"]["idle"] < 0.15 * k[r]["per_step_ms"]["step"], k[r]
+    # the master's wait for the experts is designed
+    assert k[0]["per_step_ms"]["structural_wait"] > 0.5 * k[0]["per_step_ms"]["step"], k[0]
+else:  # placement: the truth is rank 1's extra compute, measured in this run
+    lead = k[1]["per_step_ms"]["compute"] - two["per_step_ms"]["compute"]
+    assert lead > 0, ("rank 1 (1.5x the rows) did not compute more than rank 2", lead)
+    # (it was once about 3 ms idle and 100 ms designed with a lead of 116 ms; the master's
+    # merge and gate stay designed, and on a loaded machine they can take tens of ms)
+    assert for1 >= 0.5 * lead, ("rank 2's wait for rank 1 is not its imbalance", for1, lead)
+    assert f["idle_most_waiting_for"] == 1, f
+PY
+    }
+    STEPS=5 PROF=true small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1/' > c.yaml
+    rm -rf experiments  # one run folder at a time: run_dir is the only one
+    MOED_TEST_EXPERT_DELAY_MS=1:100 mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 \
+      || { cat run.log; fail "run with a slowed rank 1 failed"; }
+    check slowed || fail "a slowed rank: rank 2's wait for it"
+    rm -rf experiments
+    MOED_TEST_EXPERT_DELAY_MS=1:100,2:100 mpirun_moed 3 --config c.yaml --no-progress \
+      > run.log 2>&1 || { cat run.log; fail "run with both expert ranks slowed failed"; }
+    check balanced || fail "balanced: imbalance booked"
+    E=10 H=512 F=1024 TOKENS=256 STEPS=5 PROF=true \
+      PLACEMENT='{1: [0, 1, 2, 3, 4, 5], 2: [6, 7, 8, 9]}' small_model \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1/' > p.yaml
+    rm -rf experiments
+    mpirun_moed 3 --config p.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    check placement || fail "a straggler by placement: rank 2's wait for it"
     ;;
   cpu_share)  # each rank's CPU share (CPU time / wall time) against known cases
     # 1. The master made to sleep 200 ms in each layer's gate (MOED_TEST_GATE_DELAY_MS, not

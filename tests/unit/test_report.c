@@ -1491,10 +1491,17 @@ static void test_merge_router(const char *root)
 
 /* The wait tests' job: 3 ranks, master routing; rank 0 routes and hosts no experts, ranks
  * 1 and 2 host experts 0-3 and 4-7. One recorded step of one layer. */
+/* Two recorded steps in a row (one exchange each, num_layers 1), every phase's begin and
+ * end given per rank on rank 0's clock: [exchange][rank]. */
+typedef struct wt_seq {
+    double disp_b[2][3], disp_e[2][3], comb_b[2][3], comb_e[2][3];
+} wt_seq_t;
+
 typedef struct wt_case {
     const char *name;
     double disp_us[3], comb_us[3]; /* arrivals on rank 0's clock */
     double compute_us[3];          /* gate (rank 0) or expert (ranks 1, 2) per step */
+    const wt_seq_t *seq;           /* set: two steps as given, not disp_us / comb_us */
 } wt_case_t;
 
 #define WT_STEP_US 2000.0
@@ -1513,28 +1520,36 @@ static bool wt_record(moe_prof_record_t *rec, const wt_case_t *c, int k)
     if (moe_prof_record_alloc(rec, 3, 1, 8, local) != MOE_OK) {
         return false;
     }
-    rec->exchanges = calloc(1, sizeof(*rec->exchanges));
+    int n = c->seq != NULL ? 2 : 1;
+    rec->exchanges = calloc((size_t)n, sizeof(*rec->exchanges));
     if (rec->exchanges == NULL) {
         return false;
     }
-    rec->num_exchanges = 1;
+    rec->num_exchanges = n;
     rec->rank = k;
     rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
-    rec->steps_recorded = 1;
+    rec->steps_recorded = n;
     rec->clock_offset_ns = k == 2 ? 1e6 : 0.0;
     int64_t off = (int64_t)rec->clock_offset_ns;
-    moe_rec_exchange_t *x = &rec->exchanges[0];
-    x->dispatch_begin_ns = (int64_t)(c->disp_us[k] * 1e3) + off;
-    x->dispatch_end_ns = (int64_t)((wt_last(c->disp_us) + WT_TAIL_US) * 1e3) + off;
-    x->combine_begin_ns = (int64_t)(c->comb_us[k] * 1e3) + off;
-    x->combine_end_ns = (int64_t)((wt_last(c->comb_us) + WT_TAIL_US) * 1e3) + off;
     double phase[MOE_PHASE_COUNT] = {0};
-    phase[MOE_PHASE_STEP] = WT_STEP_US * 1e3;
-    phase[k == 0 ? MOE_PHASE_GATE : MOE_PHASE_EXPERT] = c->compute_us[k] * 1e3;
-    phase[MOE_PHASE_DISPATCH] = (double)(x->dispatch_end_ns - x->dispatch_begin_ns);
-    phase[MOE_PHASE_COMBINE] = (double)(x->combine_end_ns - x->combine_begin_ns);
-    for (int p = 0; p < MOE_PHASE_COUNT; p++) {
-        rec->phase_sum[p] = rec->phase_min[p] = rec->phase_max[p] = phase[p];
+    for (int i = 0; i < n; i++) {
+        moe_rec_exchange_t *x = &rec->exchanges[i];
+        const wt_seq_t *q = c->seq;
+        x->step = 1 + i;
+        x->dispatch_begin_ns = (int64_t)((q ? q->disp_b[i][k] : c->disp_us[k]) * 1e3) + off;
+        x->dispatch_end_ns =
+            (int64_t)((q ? q->disp_e[i][k] : wt_last(c->disp_us) + WT_TAIL_US) * 1e3) + off;
+        x->combine_begin_ns = (int64_t)((q ? q->comb_b[i][k] : c->comb_us[k]) * 1e3) + off;
+        x->combine_end_ns =
+            (int64_t)((q ? q->comb_e[i][k] : wt_last(c->comb_us) + WT_TAIL_US) * 1e3) + off;
+        phase[MOE_PHASE_DISPATCH] += (double)(x->dispatch_end_ns - x->dispatch_begin_ns);
+        phase[MOE_PHASE_COMBINE] += (double)(x->combine_end_ns - x->combine_begin_ns);
+    }
+    phase[MOE_PHASE_STEP] = n * WT_STEP_US * 1e3;
+    phase[k == 0 ? MOE_PHASE_GATE : MOE_PHASE_EXPERT] = n * c->compute_us[k] * 1e3;
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) { /* sums over the steps; min, max per step */
+        rec->phase_sum[p] = phase[p];
+        rec->phase_min[p] = rec->phase_max[p] = phase[p] / n;
     }
     for (int i = 0; i < local; i++) {
         rec->local_ids[i] = 4 * (k - 1) + i;
@@ -1640,8 +1655,8 @@ static double wt_ms(const wt_run_t *w, int k, const char *what)
 static void test_merge_waits_combine(const char *root)
 {
     static const wt_case_t cases[2] = {
-        {"combine 1.05x", {0, 0, 0}, {0, 100, 300}, {100, 950, 1050}},
-        {"combine 1.5x", {0, 0, 0}, {0, 100, 300}, {100, 500, 1500}},
+        {"combine 1.05x", {0, 0, 0}, {0, 100, 300}, {100, 950, 1050}, NULL},
+        {"combine 1.5x", {0, 0, 0}, {0, 100, 300}, {100, 500, 1500}, NULL},
     };
     for (int i = 0; i < 2; i++) {
         wt_run_t w;
@@ -1671,8 +1686,18 @@ static void test_merge_waits_combine(const char *root)
         CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_threshold"), -1), 1.1,
                    1e-12);
         CHECK_STR_CONTAINS(w.headline, "; exchange: 5.0% of step time moving bytes, 5.0% waiting "
-                                       "for slower ranks (routing rank's designed wait: 3.3%, "
-                                       "not imbalance)\n");
+                                       "for slower ranks (most: rank 1 waiting for rank 2, 10.0% "
+                                       "of its step; routing rank's designed wait: 3.3%, not "
+                                       "imbalance)\n");
+        /* every idle is a wait for rank 2, the last to arrive */
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.0.idle_waiting_for_ms.2"), -1),
+                   0.100, 1e-9);
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.1.idle_waiting_for_ms.2"), -1),
+                   0.200, 1e-9);
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.1.idle_waiting_for_ms.0"), -1),
+                   0.0, 1e-9);
+        CHECK_STR_CONTAINS(w.summary, "  rank 0 waited for rank 2 0.100 ms (5.0%)\n"
+                                      "  rank 1 waited for rank 2 0.200 ms (10.0%)\n");
         CHECK_STR_CONTAINS(w.summary, "  * Exchange: 5.0% of step time goes to moving bytes and "
                                       "5.0% to waiting in the exchange for slower ranks (load "
                                       "imbalance); the routing rank's designed wait, not "
@@ -1701,7 +1726,7 @@ static void test_merge_waits_combine(const char *root)
  * nothing is imbalance, no straggler; every writer shows the designed wait apart. */
 static void test_merge_waits_balanced(const char *root)
 {
-    static const wt_case_t c = {"balanced", {0, 0, 0}, {0, 200, 200}, {100, 1000, 1000}};
+    static const wt_case_t c = {"balanced", {0, 0, 0}, {0, 200, 200}, {100, 1000, 1000}, NULL};
     wt_run_t w;
     bool ok = wt_run(&w, root, &c);
     CHECK(ok);
@@ -1734,8 +1759,8 @@ static void test_merge_waits_balanced(const char *root)
 static void test_merge_waits_dispatch(const char *root)
 {
     static const wt_case_t cases[2] = {
-        {"dispatch early", {500, 0, 100}, {0, 0, 0}, {100, 1000, 1000}},
-        {"dispatch late", {300, 0, 500}, {0, 0, 0}, {100, 1000, 1000}},
+        {"dispatch early", {500, 0, 100}, {0, 0, 0}, {100, 1000, 1000}, NULL},
+        {"dispatch late", {300, 0, 500}, {0, 0, 0}, {100, 1000, 1000}, NULL},
     };
     /* [case][rank]: structural, idle (ms per step) */
     static const double want[2][3][2] = {
@@ -1750,6 +1775,130 @@ static void test_merge_waits_dispatch(const char *root)
             CHECK_NEAR(wt_ms(&w, k, "structural_wait"), want[i][k][0], 1e-9);
             CHECK_NEAR(wt_ms(&w, k, "idle"), want[i][k][1], 1e-9);
             CHECK_NEAR(wt_ms(&w, k, "exchange"), 0.100, 1e-9);
+        }
+        wt_done(&w, root);
+    }
+}
+
+/* An expert rank's wait for the master's next dispatch while the master still waits for a
+ * slower expert rank's rows is imbalance, booked against that rank (it was all booked as
+ * the routing rank's designed wait); the master's merge and gate after the last rows are
+ * back stay designed. Truth by construction: rank 1 computes 1500 us, rank 2 1000 us, so a
+ * balanced placement would save rank 2 exactly 500 us a step; a balanced pair (10 us apart
+ * from noise) books only those 10 us. Rank 0 routes (gate 100 us, merge 100 us), hosts no
+ * experts; rank 2's clock runs 1 ms ahead. */
+static void test_merge_waits_next_dispatch(const char *root)
+{
+    /* [exchange][rank 0, 1, 2]: step 1's combine, then step 2's dispatch */
+    static const wt_seq_t skew = {
+        .disp_b = {{0, 0, 0}, {1800, 1600, 1100}},
+        .disp_e = {{50, 50, 50}, {1850, 1850, 1850}},
+        .comb_b = {{50, 1550, 1050}, {3000, 3000, 3000}},
+        .comb_e = {{1600, 1600, 1100}, {3050, 3050, 3050}},
+    };
+    static const wt_seq_t even = {
+        .disp_b = {{0, 0, 0}, {1410, 1110, 1100}},
+        .disp_e = {{50, 50, 50}, {1460, 1460, 1460}},
+        .comb_b = {{50, 1060, 1050}, {3000, 3000, 3000}},
+        .comb_e = {{1110, 1110, 1100}, {3050, 3050, 3050}},
+    };
+    static const wt_case_t cases[2] = {
+        {"next dispatch 1.5x", {0}, {0}, {100, 1500, 1000}, &skew},
+        {"next dispatch balanced", {0}, {0}, {100, 1000, 1000}, &even},
+    };
+    /* [case][rank]: idle, designed (ms per step over the 2 steps) and idle for rank 1 */
+    static const double want[2][3][3] = {
+        /* rank 2: 50 us in the combine + 450 us of the next dispatch for rank 1 (was 50
+         * idle, 700 designed); 250 designed = rank 1's rows' travel + merge + gate */
+        {{0.125, 0.625, 0.125}, {0.0, 0.100, 0.0}, {0.250, 0.125, 0.250}},
+        /* rank 2: the 10 us in the combine only; 310 us designed (rows back, merge, gate) */
+        {{0.0025, 0.5025, 0.0025}, {0.0, 0.150, 0.0}, {0.005, 0.155, 0.005}},
+    };
+    for (int i = 0; i < 2; i++) {
+        wt_run_t w;
+        bool ok = wt_run(&w, root, &cases[i]);
+        CHECK(ok);
+        for (int k = 0; ok && k < 3; k++) {
+            char path[96];
+            snprintf(path, sizeof(path), "ranks.%d.idle_waiting_for_ms.1", k);
+            CHECK_NEAR(wt_ms(&w, k, "idle"), want[i][k][0], 1e-9);
+            CHECK_NEAR(wt_ms(&w, k, "structural_wait"), want[i][k][1], 1e-9);
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, path), -1), want[i][k][2], 1e-9);
+            for (int j = 0; j < 3; j++) { /* a rank's idle: all of it for rank 1 */
+                snprintf(path, sizeof(path), "ranks.%d.idle_waiting_for_ms.%d", k, j);
+                CHECK_NEAR(moe_json_num(moe_json_path(w.doc, path), -1),
+                           j == 1 ? want[i][k][2] : 0.0, 1e-9);
+            }
+        }
+        if (ok && i == 0) {
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_most_rank"), -1), 2, 0);
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_most_waiting_for"), -1),
+                       1, 0);
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_most_share"), -1),
+                       0.125, 1e-9);
+            CHECK_STR_CONTAINS(w.headline, "waiting for slower ranks (most: rank 2 waiting for "
+                                           "rank 1, 12.5% of its step; routing rank's designed "
+                                           "wait: ");
+            CHECK_STR_CONTAINS(w.summary, "  rank 2 waited for rank 1 0.250 ms (12.5%)\n");
+            CHECK_STR_CONTAINS(w.summary, "  * Most imbalance: rank 2 (h2) waited 12.5% of its "
+                                          "step for rank 1 (h1).\n");
+        }
+        wt_done(&w, root);
+    }
+}
+
+/* The same skewed pair of steps merged as two windows of one step each: the second
+ * window's first dispatch looks back at the first window's last combine, so rank 2's wait
+ * for rank 1 is the same 500 us (it was designed when a window's first exchange had
+ * nothing to look back at). A window after a gap (step 3 missing) does not look back. */
+static void test_merge_waits_windows(const char *root)
+{
+    static const wt_seq_t skew = {
+        .disp_b = {{0, 0, 0}, {1800, 1600, 1100}},
+        .disp_e = {{50, 50, 50}, {1850, 1850, 1850}},
+        .comb_b = {{50, 1550, 1050}, {3000, 3000, 3000}},
+        .comb_e = {{1600, 1600, 1100}, {3050, 3050, 3050}},
+    };
+    static const wt_case_t c = {"two windows", {0}, {0}, {100, 1500, 1000}, &skew};
+    for (int gap = 0; gap < 2; gap++) {
+        wt_run_t w;
+        memset(&w, 0, sizeof(w));
+        snprintf(w.yaml, sizeof(w.yaml),
+                 "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+                 "  num_layers: 1\nplacement:\n  master_rank: 0\n  experts: auto\n"
+                 "workload:\n  tokens_per_step: 64\n  steps: 2\nprofiler:\n  enabled: true\n"
+                 "  warmup_steps: 1\n  output_dir: %s/waits\n",
+                 root);
+        moe_error_t err;
+        static const char hosts[3][64] = {"h0", "h1", "h2"};
+        static const bool have[3] = {true, true, true};
+        bool ok = moe_cfg_parse(w.yaml, strlen(w.yaml), "w.yaml", 3, &w.cfg, &err) == MOE_OK &&
+                  (w.m = moe_merge_create(&w.cfg, 3, hosts)) != NULL;
+        for (int k = 0; ok && k < 3; k++) {
+            ok = wt_record(&w.recs[k], &c, k);
+        }
+        moe_rec_exchange_t second[3];
+        for (int k = 0; ok && k < 3; k++) { /* window 1: step 1's exchange only */
+            second[k] = w.recs[k].exchanges[1];
+            second[k].step += gap; /* gap: window 2 is step 3, not step 2 */
+            w.recs[k].num_exchanges = 1;
+        }
+        ok = ok && moe_merge_window(w.m, w.recs, have, 0, &err) == MOE_OK;
+        for (int k = 0; ok && k < 3; k++) { /* window 2: step 2's (or 3's) */
+            w.recs[k].exchanges[0] = second[k];
+        }
+        ok = ok && moe_merge_window(w.m, w.recs, have, 0, &err) == MOE_OK;
+        moe_prof_run_t run = {2, 2, 1.0, w.yaml, strlen(w.yaml), false, 1.0, NULL};
+        moe_prof_static_t info;
+        memset(&info, 0, sizeof(info));
+        w.r = ok ? moe_merge_finish(w.m, &run, &info) : NULL;
+        CHECK(w.r != NULL);
+        if (w.r != NULL) {
+            const moe_rep_rank_t *k2 = &w.r->ranks[2];
+            double idle = gap ? 50e3 : 500e3, designed = gap ? 700e3 : 250e3;
+            CHECK_NEAR(k2->idle_ns, idle, 1e-3);
+            CHECK_NEAR(k2->structural_wait_ns, designed, 1e-3);
+            CHECK_NEAR(w.r->idle_for_ns[2 * 3 + 1], idle, 1e-3);
         }
         wt_done(&w, root);
     }
@@ -2349,6 +2498,8 @@ int main(int argc, char **argv)
     test_merge_waits_combine(root);
     test_merge_waits_balanced(root);
     test_merge_waits_dispatch(root);
+    test_merge_waits_next_dispatch(root);
+    test_merge_waits_windows(root);
     test_bytes_split(root);
     rmdir(root);
     return moe_test_finish("test_report");

@@ -129,13 +129,16 @@ typedef struct moe_prof_run {
     const char *missing_why;        /* why a rank's last record may not come (NULL: lost) */
 } moe_prof_run_t;
 
-/* One online rebalance (runtime.rebalance_every), the same figures on every rank but the
- * times (this rank's). */
+/* One online rebalance (runtime.rebalance_every), the same figures on every rank but
+ * begin_ns and end_ns (this rank's). */
 typedef struct moe_prof_rebalance {
     int64_t step;                   /* the first step run with the new placement */
     int64_t moved;                  /* expert copies moved to a rank that lacked them */
     int64_t bytes;                  /* their weights' bytes */
-    int64_t begin_ns, end_ns;       /* reduction, packing, moves and switch on this rank */
+    int64_t begin_ns, end_ns;       /* reduction, packing, moves and switch on this rank,
+                                       until the slowest rank had finished its own */
+    int64_t critical_ns;            /* the critical path: the slowest rank's (rebalance.h) */
+    int32_t slowest_rank;           /* that rank */
     double before;                  /* max / mean of expert ranks' rows over the window */
     double after;                   /* predicted for the new placement */
 } moe_prof_rebalance_t;

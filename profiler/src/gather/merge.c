@@ -44,6 +44,10 @@ struct moe_merge {
     int64_t metrics_off;      /* bytes of whole rows on disk; -1: could not cut back */
     int metrics_errno;        /* why streaming stopped, when a write failed */
     char fixed_dir[MOE_PATH_MAX]; /* the run folder's exact path; "" names it by time */
+    /* [W] each rank's last exchange of the window merged before, and whether it had one:
+     * the first exchange of a window looks back at it (merge_prev_combine) */
+    moe_rec_exchange_t *last_x;
+    bool *last_have;
 };
 
 #define METRICS_BUF_BYTES (64 * 1024)
@@ -376,7 +380,11 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
     r->bytes = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->msgs = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->wait_ns = calloc((size_t)W * (size_t)W, sizeof(double));
-    bool ok = m->lost && r->ranks && r->experts && r->layers && r->bytes && r->msgs && r->wait_ns;
+    r->idle_for_ns = calloc((size_t)W * (size_t)W, sizeof(double));
+    m->last_x = calloc((size_t)W, sizeof(*m->last_x));
+    m->last_have = calloc((size_t)W, sizeof(*m->last_have));
+    bool ok = m->lost && r->ranks && r->experts && r->layers && r->bytes && r->msgs &&
+              r->wait_ns && r->idle_for_ns && m->last_x && m->last_have;
     for (int l = 0; ok && l < L; l++) {
         r->layers[l].demand = calloc((size_t)E, sizeof(uint64_t));
         r->layers[l].kept = calloc((size_t)E, sizeof(uint64_t));
@@ -444,6 +452,8 @@ void moe_merge_destroy(moe_merge_t *m)
     }
     moe_report_free(&m->rep);
     free(m->lost);
+    free(m->last_x);
+    free(m->last_have);
     free(m);
 }
 
@@ -622,12 +632,17 @@ typedef struct {
     double arrive, len;
 } merge_phase_t;
 
-static merge_phase_t merge_phase_of(const moe_prof_record_t *rec, int64_t i, bool combine)
+static merge_phase_t merge_phase_at(const moe_prof_record_t *rec, const moe_rec_exchange_t *x,
+                                    bool combine)
 {
-    const moe_rec_exchange_t *x = &rec->exchanges[i];
     int64_t b = combine ? x->combine_begin_ns : x->dispatch_begin_ns;
     int64_t e = combine ? x->combine_end_ns : x->dispatch_end_ns;
     return (merge_phase_t){(double)b - rec->clock_offset_ns, (double)(e - b)};
+}
+
+static merge_phase_t merge_phase_of(const moe_prof_record_t *rec, int64_t i, bool combine)
+{
+    return merge_phase_at(rec, &rec->exchanges[i], combine);
 }
 
 /* A rank whose wait in this phase is by design: in the combine, a rank hosting no experts
@@ -639,27 +654,129 @@ static bool merge_waits_by_design(const moe_rep_rank_t *k, bool combine)
     return combine ? k->num_local == 0 : !k->routes;
 }
 
+/* Book `ns` of rank r's wait as idle (imbalance) spent waiting for rank `peer`. */
+static void merge_book_idle(moe_merge_t *m, int r, int peer, double ns)
+{
+    m->rep.ranks[r].idle_ns += ns;
+    if (peer >= 0 && m->rep.idle_for_ns != NULL) {
+        m->rep.idle_for_ns[(size_t)r * (size_t)m->W + (size_t)peer] += ns;
+    }
+}
+
+/* Rank r's exchange before exchange i of this window: i - 1, or for the window's first the
+ * last one of the window merged before (clocks: the same rank's offset); NULL if none. */
+static const moe_rec_exchange_t *merge_prev_x(const moe_merge_t *m,
+                                              const moe_prof_record_t *recs, int64_t i, int r)
+{
+    return i > 0 ? &recs[r].exchanges[i - 1] : m->last_have[r] ? &m->last_x[r] : NULL;
+}
+
+/* Whether exchange i directly follows the one before it on every present rank (the next
+ * layer of the step, or the first layer of the next step after the last one), and every
+ * present rank has that one. */
+static bool merge_follows(const moe_merge_t *m, const moe_prof_record_t *recs, const bool *have,
+                          int64_t i)
+{
+    for (int r = 0; r < m->W; r++) {
+        if (!have[r]) {
+            continue;
+        }
+        const moe_rec_exchange_t *a = merge_prev_x(m, recs, i, r), *b = &recs[r].exchanges[i];
+        bool next = a != NULL && ((a->step == b->step && a->layer + 1 == b->layer) ||
+                                  (a->step + 1 == b->step && b->layer == 0 &&
+                                   a->layer == m->L - 1));
+        if (!next) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The previous exchange's combine as the dispatch of exchange i sees it: the expert rank
+ * that arrived last at it (done with its experts last: the slowest), when it arrived, and
+ * when the routing ranks had every row back (the last routing rank's combine end). */
+typedef struct {
+    int slowest;
+    double slowest_arrive, last_arrive, rows_back;
+} merge_prev_t;
+
+static bool merge_prev_combine(const moe_merge_t *m, const moe_prof_record_t *recs,
+                               const bool *have, int64_t i, merge_prev_t *pv)
+{
+    *pv = (merge_prev_t){-1, -INFINITY, -INFINITY, -INFINITY};
+    if (!merge_follows(m, recs, have, i)) {
+        return false;
+    }
+    for (int r = 0; r < m->W; r++) {
+        if (!have[r]) {
+            continue;
+        }
+        merge_phase_t c = merge_phase_at(&recs[r], merge_prev_x(m, recs, i, r), true);
+        pv->last_arrive = fmax(pv->last_arrive, c.arrive);
+        if (m->rep.ranks[r].num_local > 0 && c.arrive > pv->slowest_arrive) {
+            pv->slowest = r;
+            pv->slowest_arrive = c.arrive;
+        }
+        if (m->rep.ranks[r].routes) {
+            pv->rows_back = fmax(pv->rows_back, c.arrive + c.len);
+        }
+    }
+    if (!isfinite(pv->rows_back)) {
+        pv->slowest = -1; /* no routing rank present: nothing to look back at */
+    }
+    return pv->slowest >= 0;
+}
+
+/* The part of expert rank r's designed wait in the dispatch of exchange i (for the routing
+ * ranks' next dispatch) that was a wait for a slower expert rank: while the routing ranks
+ * still waited for the slowest rank's rows of the previous exchange, the routing rank's
+ * merge and gate had not even begun. It is the part of the wait before the routing ranks
+ * had every row back, at most the lead the slowest rank had over r in finishing its experts
+ * less what r already booked as idle in that combine (what a balanced placement would have
+ * saved); the rest (the rows' travel, the routing rank's merge and gate) stays designed. */
+static double merge_prev_lag(const moe_merge_t *m, const moe_prof_record_t *recs, int64_t i,
+                             int r, const merge_prev_t *pv, double arrive, double designed)
+{
+    if (pv->slowest < 0 || pv->slowest == r || m->rep.ranks[r].num_local == 0) {
+        return 0.0;
+    }
+    merge_phase_t c = merge_phase_at(&recs[r], merge_prev_x(m, recs, i, r), true);
+    double booked = fmin(fmax(pv->last_arrive - c.arrive, 0.0), c.len);
+    double lead = pv->slowest_arrive - c.arrive - booked;
+    return fmin(fmax(fmin(pv->rows_back - arrive, lead), 0.0), designed);
+}
+
 /* The wait of every present rank in one phase of exchange i, split in two:
  *   wait       = clamp(last arrival - own arrival, 0, phase length)
  *   structural = for a rank that waits by design, clamp(mean arrival of the ranks it waits
  *                for by design - own arrival, 0, wait): what a perfectly balanced placement
- *                would still make it wait; 0 when none of those ranks is present
- *   imbalance  = wait - structural (waiting for a slower peer: idle) */
+ *                would still make it wait; 0 when none of those ranks is present; less, in
+ *                the dispatch, an expert rank's wait for the slowest rank of the previous
+ *                combine (merge_prev_lag)
+ *   imbalance  = wait - structural (waiting for a slower peer: idle), booked against the
+ *                rank that arrived last, or the slowest rank of the previous combine */
 static void merge_idle_phase(moe_merge_t *m, const moe_prof_record_t *recs, const bool *have,
                              int64_t i, bool combine)
 {
     double last = -INFINITY, role_sum = 0.0;
-    int role_n = 0;
+    int role_n = 0, last_rank = -1;
     for (int r = 0; r < m->W; r++) {
         if (!have[r]) {
             continue;
         }
         double a = merge_phase_of(&recs[r], i, combine).arrive;
-        last = fmax(last, a);
+        if (a > last) {
+            last = a;
+            last_rank = r;
+        }
         if (!merge_waits_by_design(&m->rep.ranks[r], combine)) {
             role_sum += a;
             role_n++;
         }
+    }
+    merge_prev_t pv = {-1, 0.0, 0.0, 0.0};
+    if (!combine) {
+        (void)merge_prev_combine(m, recs, have, i, &pv);
     }
     for (int r = 0; r < m->W; r++) {
         if (!have[r]) {
@@ -667,12 +784,14 @@ static void merge_idle_phase(moe_merge_t *m, const moe_prof_record_t *recs, cons
         }
         moe_rep_rank_t *k = &m->rep.ranks[r];
         merge_phase_t p = merge_phase_of(&recs[r], i, combine);
-        double wait = fmin(fmax(last - p.arrive, 0.0), p.len), designed = 0.0;
+        double wait = fmin(fmax(last - p.arrive, 0.0), p.len), designed = 0.0, lag = 0.0;
         if (role_n > 0 && merge_waits_by_design(k, combine)) {
             designed = fmin(fmax(role_sum / role_n - p.arrive, 0.0), wait);
+            lag = combine ? 0.0 : merge_prev_lag(m, recs, i, r, &pv, p.arrive, designed);
         }
-        k->structural_wait_ns += designed;
-        k->idle_ns += wait - designed;
+        k->structural_wait_ns += designed - lag;
+        merge_book_idle(m, r, last_rank != r ? last_rank : -1, wait - designed);
+        merge_book_idle(m, r, pv.slowest, lag);
         k->exchange_ns -= wait;
     }
 }
@@ -689,6 +808,12 @@ static void merge_idle(moe_merge_t *m, const moe_prof_record_t *recs, const bool
     for (int64_t i = 0; n != INT64_MAX && i < n; i++) {
         merge_idle_phase(m, recs, have, i, false);
         merge_idle_phase(m, recs, have, i, true);
+    }
+    for (int r = 0; r < m->W; r++) { /* the next window's first exchange looks back here */
+        m->last_have[r] = have[r] && n != INT64_MAX && n > 0;
+        if (m->last_have[r]) {
+            m->last_x[r] = recs[r].exchanges[n - 1];
+        }
     }
 }
 

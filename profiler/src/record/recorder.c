@@ -470,8 +470,8 @@ void moe_prof_rebalance(moe_prof_t *p, const moe_prof_rebalance_t *r)
     }
     p->rebalances[p->num_rebalances++] = (moe_rep_rebalance_t){
         .step = r->step, .moved = r->moved, .bytes = r->bytes,
-        .seconds = (double)(r->end_ns - r->begin_ns) * 1e-9, .before = r->before,
-        .after = r->after};
+        .seconds = (double)r->critical_ns * 1e-9, .slowest_rank = r->slowest_rank,
+        .before = r->before, .after = r->after};
 }
 
 /* The record column of local expert le in the sample's layer (-1: none holds it). */

@@ -34,6 +34,7 @@ void moe_report_free(moe_report_t *r)
     free(r->bytes);
     free(r->msgs);
     free(r->wait_ns);
+    free(r->idle_for_ns);
     free(r->metrics);
     free(r->steps);
     free(r->events);
@@ -41,7 +42,7 @@ void moe_report_free(moe_report_t *r)
     r->experts = NULL;
     r->layers = NULL;
     r->bytes = r->msgs = NULL;
-    r->wait_ns = NULL;
+    r->wait_ns = r->idle_for_ns = NULL;
     r->metrics = NULL;
     r->steps = NULL;
     r->events = NULL;
@@ -266,6 +267,20 @@ static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
         designed += k->structural_wait_ns / step;
         n++;
     }
+    f->idle_most_rank = f->idle_most_for = -1;
+    f->idle_most_share = 0.0;
+    for (int i = 0; r->idle_for_ns != NULL && r->ranks != NULL && i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        double step = k->phase[MOE_PHASE_STEP].sum;
+        for (int j = 0; k->present && step > 0.0 && j < r->world_size; j++) {
+            double s = r->idle_for_ns[(size_t)i * (size_t)r->world_size + (size_t)j] / step;
+            if (s > f->idle_most_share) {
+                f->idle_most_rank = i;
+                f->idle_most_for = j;
+                f->idle_most_share = s;
+            }
+        }
+    }
     f->exchange_share = n > 0 ? ex / n : 0.0;
     f->idle_share = n > 0 ? idle / n : 0.0;
     f->structural_wait_share = n > 0 ? designed / n : 0.0;
@@ -293,9 +308,17 @@ void moe_report_print_waits(const moe_report_findings_t *f, FILE *out)
 {
     fprintf(out, "%.1f%% of step time moving bytes, %.1f%% waiting for slower ranks",
             100.0 * f->exchange_share, 100.0 * f->idle_share);
+    bool most = f->idle_most_rank >= 0 && f->idle_most_share > 0.0005; /* shows as 0.1% */
+    if (most) {
+        fprintf(out, " (most: rank %d waiting for rank %d, %.1f%% of its step", f->idle_most_rank,
+                f->idle_most_for, 100.0 * f->idle_most_share);
+    }
     if (f->structural_wait_share > 0.0005) { /* shows as 0.1% or more */
-        fprintf(out, " (routing rank's designed wait: %.1f%%, not imbalance)",
+        fprintf(out, "%srouting rank's designed wait: %.1f%%, not imbalance", most ? "; " : " (",
                 100.0 * f->structural_wait_share);
+    }
+    if (most || f->structural_wait_share > 0.0005) {
+        fputc(')', out);
     }
 }
 
@@ -305,6 +328,7 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
     f->hot_layer = f->hot_expert = -1;
     f->slow_layer = f->slow_expert = -1;
     f->straggler_rank = -1;
+    f->idle_most_rank = f->idle_most_for = -1;
     f->hidden_share = NAN;
     f->drop_share = NAN;
     if (r == NULL) {

@@ -109,12 +109,14 @@ typedef struct moe_rep_expert {
 /* One copy of an expert that has replicas (placement.experts or placement.layers listing
  * it under several ranks): the rows its own rank computed. The expert's row in `experts`
  * sums its copies; the router's counts stay per expert. */
-/* One online rebalance (runtime.rebalance_every), rank 0's time. */
+/* One online rebalance (runtime.rebalance_every). */
 typedef struct moe_rep_rebalance {
     int64_t step;        /* the first step with the new placement */
     int64_t moved;       /* expert copies moved */
     int64_t bytes;       /* their weights' bytes */
-    double seconds;      /* reduction, packing, moves and switch */
+    double seconds;      /* the critical path: reduction, packing, moves and switch of the
+                            slowest rank (not rank 0's, which in master routing moves none) */
+    int slowest_rank;    /* that rank */
     double before;       /* max / mean of the expert ranks' rows over the window */
     double after;        /* predicted for the new placement */
 } moe_rep_rebalance_t;
@@ -270,6 +272,9 @@ typedef struct moe_report {
     uint64_t *msgs;
     /* wait[i * W + j]: time rank i spent in exchanges until rank j's rows had arrived. */
     double *wait_ns;
+    /* idle_for[i * W + j]: the part of rank i's idle_ns (waiting for slower ranks) spent
+     * waiting for rank j; a row sums to ranks[i].idle_ns. NULL: not known. */
+    double *idle_for_ns;
 
     int64_t num_metrics;
     moe_rep_metric_t *metrics;
@@ -332,6 +337,11 @@ typedef struct moe_report_findings {
     double idle_share;               /* waiting in an exchange for slower ranks (idle:
                                         imbalance only) */
     double structural_wait_share;    /* the designed wait (structural_wait_ns), apart */
+    /* The largest idle of one present rank for one other (idle_for_ns) as a share of that
+     * rank's step time: rank idle_most_rank waited idle_most_share of its step for rank
+     * idle_most_for; -1 (share 0) when no rank was idle. */
+    int idle_most_rank, idle_most_for;
+    double idle_most_share;
     /* Share of exchange time hidden behind expert compute: sum of hidden_ns over sum of
      * inflight_ns, present ranks; NAN when no exchange was recorded (older records). */
     double hidden_share;
@@ -363,8 +373,9 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
 /* The findings' wording shared by the headline and summary.txt, without a newline:
  * "straggler: rank 2, 1.50x the mean compute of the ranks with experts (named from 1.10x)"
  * or "no straggler (ranks with experts within 1.03x of their mean compute; named from
- * 1.10x)"; and "0.7% of step time moving bytes, 2.1% waiting for slower ranks (routing
- * rank's designed wait: 31.0%, not imbalance)" (the parenthesis only when there is one). */
+ * 1.10x)"; and "0.7% of step time moving bytes, 2.1% waiting for slower ranks (most: rank 2
+ * waiting for rank 1, 4.0% of its step; routing rank's designed wait: 31.0%, not
+ * imbalance)" (each part of the parenthesis only when there is one). */
 void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out);
 void moe_report_print_waits(const moe_report_findings_t *f, FILE *out);
 

@@ -426,6 +426,11 @@ static void html_findings(FILE *f, const moe_report_t *r)
             "routing rank's designed wait, not imbalance, is <b>%.1f%%</b> (mean over the ranks "
             "present).</li>\n",
             100.0 * x.exchange_share, 100.0 * x.idle_share, 100.0 * x.structural_wait_share);
+    if (x.idle_most_rank >= 0 && x.idle_most_share > 0.0005) {
+        fprintf(f, "<li><b>Most imbalance:</b> rank %d waited <b>%.1f%%</b> of its step for "
+                   "rank %d.</li>\n",
+                x.idle_most_rank, 100.0 * x.idle_most_share, x.idle_most_for);
+    }
     if (isfinite(x.hidden_share)) {
         fprintf(f,
                 "<li><b>Overlap:</b> <b>%.1f%%</b> of exchange time was hidden behind expert "

@@ -278,6 +278,14 @@ static void json_rank(json_w_t *w, const moe_report_t *r, int i, int32_t *ids)
     jw_i64(w, "steps", k->steps);
     jw_str(w, "device", k->device);
     json_rank_split(w, k);
+    /* idle_ns split by the rank waited for: ms per recorded step, one per rank */
+    jw_open(w, "idle_waiting_for_ms", '[', true);
+    for (int j = 0; j < r->world_size; j++) {
+        size_t at = (size_t)i * (size_t)r->world_size + (size_t)j;
+        jw_num(w, NULL, json_per_step_ms(r->idle_for_ns != NULL ? r->idle_for_ns[at] : 0.0,
+                                         k->steps));
+    }
+    jw_close(w, ']');
     jw_num(w, "exchange_ms", json_per_step_ms(k->inflight_ns, k->steps));
     jw_num(w, "hidden_ms", json_per_step_ms(k->hidden_ns, k->steps));
     jw_num(w, "exchange_hidden_share", moe_report_hidden_share(k));
@@ -383,6 +391,7 @@ static void json_rebalances(json_w_t *w, const moe_report_t *r)
         jw_i64(w, "experts_moved", x->moved);
         jw_i64(w, "bytes", x->bytes);
         jw_num(w, "seconds", x->seconds);
+        jw_i64(w, "slowest_rank", x->slowest_rank);
         jw_num(w, "imbalance_before", x->before);
         jw_num(w, "imbalance_after_predicted", x->after);
         jw_close(w, '}');
@@ -569,6 +578,9 @@ static void json_findings(json_w_t *w, const moe_report_t *r)
     jw_num(w, "exchange_share", x.exchange_share);
     jw_num(w, "idle_share", x.idle_share);
     jw_num(w, "structural_wait_share", x.structural_wait_share);
+    jw_index(w, "idle_most_rank", x.idle_most_rank);
+    jw_index(w, "idle_most_waiting_for", x.idle_most_for);
+    jw_num(w, "idle_most_share", x.idle_most_share);
     jw_close(w, '}');
 }
 

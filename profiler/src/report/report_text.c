@@ -278,6 +278,38 @@ static void text_rank_split(const moe_rep_rank_t *k, double out[TEXT_SPLIT])
     out[4] = text_per_step_ms(k->structural_wait_ns, k->steps);
 }
 
+/* Each idle rank's idle split by the rank it waited for (ms per step, % of its step):
+ * "  rank 2 waited for rank 1 1.234 ms (61.0%), rank 0 0.010 ms (0.5%)". */
+static void text_idle_for(FILE *f, const moe_report_t *r)
+{
+    int W = r->world_size;
+    bool head = false;
+    for (int i = 0; r->idle_for_ns != NULL && i < W; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        double step = text_per_step_ms(k->phase[MOE_PHASE_STEP].sum, k->steps);
+        int n = 0;
+        for (int j = 0; k->present && k->steps > 0 && j < W; j++) {
+            double v = text_per_step_ms(r->idle_for_ns[(size_t)i * (size_t)W + (size_t)j],
+                                        k->steps);
+            if (v < 0.0005) {
+                continue; /* shows as 0.000 */
+            }
+            if (!head) {
+                fputs("\n  idle by the rank waited for (ms per step, % of the waiting rank's "
+                      "step):\n", f);
+                head = true;
+            }
+            if (n++ == 0) {
+                fprintf(f, "  rank %d waited for", i);
+            }
+            fprintf(f, "%s rank %d %.3f ms (%.1f%%)", n > 1 ? "," : "", j, v, text_pct(v, step));
+        }
+        if (n > 0) {
+            fputc('\n', f);
+        }
+    }
+}
+
 static void text_time_split(FILE *f, const moe_report_t *r)
 {
     static const char *const names[TEXT_SPLIT] = {"step ms", "compute ms", "exchange ms",
@@ -317,6 +349,7 @@ static void text_time_split(FILE *f, const moe_report_t *r)
     for (int j = 0; j < TEXT_SPLIT; j++) {
         text_spread_row(f, names[j], &s[j]);
     }
+    text_idle_for(f, r);
 }
 
 /* ---- exchange hidden behind compute ---------------------------------------------- */
@@ -478,8 +511,9 @@ static void text_rebalances(FILE *f, const moe_report_t *r)
     for (int i = 0; r->rebalances != NULL && i < r->num_rebalances; i++) {
         const moe_rep_rebalance_t *x = &r->rebalances[i];
         fprintf(f, "  rebalance before step %" PRId64 ": %" PRId64 " experts moved, %.3f MB, "
-                "%.1f ms, imbalance %.2f -> %.2f predicted\n", x->step, x->moved,
-                (double)x->bytes / 1e6, x->seconds * 1e3, x->before, x->after);
+                "%.1f ms (the slowest rank's, rank %d), imbalance %.2f -> %.2f predicted\n",
+                x->step, x->moved, (double)x->bytes / 1e6, x->seconds * 1e3, x->slowest_rank,
+                x->before, x->after);
     }
 }
 
@@ -777,6 +811,11 @@ static void text_findings(FILE *f, const moe_report_t *r)
             "the exchange for slower ranks (load imbalance); the routing rank's designed wait, "
             "not imbalance, is %.1f%% (mean over the ranks present).\n",
             100.0 * x.exchange_share, 100.0 * x.idle_share, 100.0 * x.structural_wait_share);
+    if (x.idle_most_rank >= 0 && x.idle_most_share > 0.0005) {
+        fprintf(f, "  * Most imbalance: rank %d (%s) waited %.1f%% of its step for rank %d (%s).\n",
+                x.idle_most_rank, text_host(r, x.idle_most_rank), 100.0 * x.idle_most_share,
+                x.idle_most_for, text_host(r, x.idle_most_for));
+    }
     if (isfinite(x.hidden_share)) {
         fprintf(f,
                 "  * Overlap: %.1f%% of exchange time was hidden behind expert compute "

@@ -350,7 +350,19 @@ static void trace_event_name(const moe_rep_event_t *e, char *buf, size_t n)
     }
 }
 
-static void trace_span(trace_w_t *w, const moe_rep_event_t *e, int32_t lane)
+/* The report's row of the rebalance before `step` (its critical path), or NULL. */
+static const moe_rep_rebalance_t *trace_rebalance(const moe_report_t *r, int64_t step)
+{
+    for (int i = 0; r->rebalances != NULL && i < r->num_rebalances; i++) {
+        if (r->rebalances[i].step == step) {
+            return &r->rebalances[i];
+        }
+    }
+    return NULL;
+}
+
+static void trace_span(trace_w_t *w, const moe_report_t *r, const moe_rep_event_t *e,
+                       int32_t lane)
 {
     static const char *const cats[5] = {"phase", "expert", "step", "exchange", "rebalance"};
     char name[64];
@@ -365,7 +377,13 @@ static void trace_span(trace_w_t *w, const moe_rep_event_t *e, int32_t lane)
     trace_us(w->f, e->dur_ns > 0 ? e->dur_ns : 0);
     fprintf(w->f, ",\"args\":{\"step\":%" PRId64, e->step);
     if (e->kind == MOE_TEV_REBALANCE) {
+        /* the span is this rank's; the rebalance's cost is the slowest rank's */
+        const moe_rep_rebalance_t *x = trace_rebalance(r, e->step);
         fprintf(w->f, ",\"experts_moved\":%d,\"bytes\":%" PRId64, (int)e->id, e->arg);
+        if (x != NULL) {
+            fprintf(w->f, ",\"critical_path_ms\":%.3f,\"slowest_rank\":%d", x->seconds * 1e3,
+                    x->slowest_rank);
+        }
     } else if (e->kind != MOE_TEV_STEP) {
         fprintf(w->f, ",\"layer\":%d", (int)e->layer);
     }
@@ -387,7 +405,7 @@ static void trace_spans(trace_w_t *w, const moe_report_t *r, const trace_layout_
         if (lo->lane[i] < 0) {
             w->skipped++; /* no lane left where it nests */
         } else if (trace_take(w)) {
-            trace_span(w, e, lo->lane[i]);
+            trace_span(w, r, e, lo->lane[i]);
         }
     }
 }

@@ -386,15 +386,16 @@ static moe_status_t engine_rebalance(moe_engine_t *eng, int64_t s, int64_t steps
     eng->rebalances++;
     moe_prof_rebalance_t rec = {.step = s + 1, .moved = r.moved, .bytes = r.bytes,
                                 .begin_ns = r.begin_ns, .end_ns = r.end_ns,
+                                .critical_ns = r.critical_ns, .slowest_rank = r.slowest_rank,
                                 .before = r.before, .after = r.after};
     if (eng->prof != NULL) {
         moe_prof_rebalance(eng->prof, &rec);
     }
     if (eng->rank == 0) {
-        MOE_INFO("rebalance before step %lld: %lld experts moved (%.1f MB) in %.1f ms, "
-                 "imbalance %.2f -> %.2f predicted", (long long)(s + 1), (long long)r.moved,
-                 (double)r.bytes / 1e6, (double)(r.end_ns - r.begin_ns) * 1e-6, r.before,
-                 r.after);
+        MOE_INFO("rebalance before step %lld: %lld experts moved (%.1f MB) in %.1f ms (the "
+                 "slowest rank's, rank %d), imbalance %.2f -> %.2f predicted", (long long)(s + 1),
+                 (long long)r.moved, (double)r.bytes / 1e6, (double)r.critical_ns * 1e-6,
+                 r.slowest_rank, r.before, r.after);
     }
     return MOE_OK;
 }

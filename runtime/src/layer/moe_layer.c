@@ -175,6 +175,28 @@ static void layer_rebalance_room(moe_layer_ctx_t *ctx)
     ctx->max_slots = copies > ctx->max_slots ? copies : ctx->max_slots;
 }
 
+/* Fault injection for tests: "rank:ms[,rank:ms...]" in env var `name` gives each rank named
+ * ms of sleep; this rank's in ns (0 when not named, or unset). */
+static int64_t layer_test_delay(const char *name, int rank)
+{
+    const char *delay = getenv(name);
+    for (const char *p = delay; p != NULL && *p != '\0'; p = strchr(p, ',')) {
+        p += *p == ',' ? 1 : 0;
+        long long dr = -1, dms = 0;
+        if (sscanf(p, "%lld:%lld", &dr, &dms) == 2 && dr == rank && dms > 0) {
+            return (int64_t)dms * 1000000LL;
+        }
+    }
+    return 0;
+}
+
+/* Sleep ns (a test's delay: costs the time, not the CPU). */
+static void layer_test_sleep(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+    nanosleep(&ts, NULL);
+}
+
 moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, MPI_Comm comm,
                                 moe_transport_t *transport, const moe_weights_t *weights,
                                 int64_t max_tokens, const moe_plugin_t *plugin, void *device,
@@ -205,12 +227,8 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->capacity = moe_plan_capacity(cfg->capacity_factor, cfg->tokens_per_step,
                                       (int)cfg->top_k, (int)cfg->num_experts);
     ctx->chunks = (int)cfg->chunks;
-    const char *delay = getenv("MOED_TEST_GATE_DELAY_MS"); /* "rank:ms", fault injection */
-    long long dr = -1, dms = 0;
-    if (delay != NULL && sscanf(delay, "%lld:%lld", &dr, &dms) == 2 && dr == ctx->rank &&
-        dms > 0) {
-        ctx->test_gate_delay_ns = (int64_t)dms * 1000000LL;
-    }
+    ctx->test_gate_delay_ns = layer_test_delay("MOED_TEST_GATE_DELAY_MS", ctx->rank);
+    ctx->test_expert_delay_ns = layer_test_delay("MOED_TEST_EXPERT_DELAY_MS", ctx->rank);
     if (ctx->chunks * 2 > transport->num_slots) {
         return moe_error_set(err, MOE_ERR_INTERNAL, "the transport has %d slots, %d chunks need %d",
                              transport->num_slots, ctx->chunks, 2 * ctx->chunks);
@@ -253,9 +271,7 @@ static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, 
     }
     moe_plan_count_demand(&ctx->plan, ctx->io.topk_idx, tokens);
     if (ctx->test_gate_delay_ns > 0) { /* MOED_TEST_GATE_DELAY_MS: a slow gate, for tests */
-        struct timespec ts = {(time_t)(ctx->test_gate_delay_ns / 1000000000LL),
-                              (long)(ctx->test_gate_delay_ns % 1000000000LL)};
-        nanosleep(&ts, NULL);
+        layer_test_sleep(ctx->test_gate_delay_ns);
     }
     return MOE_OK;
 }
@@ -573,6 +589,10 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const float *x, int64_t
         }
         if (st == MOE_OK) {
             st = layer_chunk_experts(ctx, layer, c, err);
+        }
+        if (c == 0 && ctx->test_expert_delay_ns > 0 && ctx->layer_local > 0) {
+            /* MOED_TEST_EXPERT_DELAY_MS: slow experts (before their rows go back) */
+            layer_test_sleep(ctx->test_expert_delay_ns);
         }
         const void *computed = NULL;
         if (st == MOE_OK) {

@@ -65,6 +65,7 @@ struct moe_layer_ctx {
     int64_t capacity;     /* per expert per layer, 0 = none */
     int chunks;           /* runtime.chunks: exchange slots 0..chunks-1 dispatch, then combine */
     int64_t test_gate_delay_ns; /* MOED_TEST_GATE_DELAY_MS=rank:ms on this rank, else 0 */
+    int64_t test_expert_delay_ns; /* MOED_TEST_EXPERT_DELAY_MS=rank:ms on this rank, else 0 */
     moe_transport_t *transport;
     moe_expert_io_t io;   /* what the back-end sees: sizes, host buffers, rows, the step */
     moe_expert_backend_t backend;

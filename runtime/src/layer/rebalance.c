@@ -3,8 +3,10 @@
 #include "layer/rebalance.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "moe/clock.h"
 #include "moe/eplb.h"
@@ -309,11 +311,48 @@ static moe_status_t rb_switch_weights(moe_weights_t *w, rb_plan_t *p, int rank, 
     return st;
 }
 
+/* MOED_TEST_REBALANCE_DELAY_MS=rank:ms (fault injection for tests/mpi/profiler.sh): that
+ * rank's moves take ms longer, asleep (a slow or frozen receiver of known size). */
+static void rb_test_delay(int rank)
+{
+    const char *delay = getenv("MOED_TEST_REBALANCE_DELAY_MS");
+    long long dr = -1, dms = 0;
+    if (delay != NULL && sscanf(delay, "%lld:%lld", &dr, &dms) == 2 && dr == rank && dms > 0) {
+        struct timespec ts = {(time_t)(dms / 1000), (long)(dms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Step 5: the critical path from every rank's times. The reduction ends when the last rank
+ * arrives, so the least reduction is that rank's (the others waited for it), and the work
+ * after it ends with the slowest rank's. One reduction of (time, rank) pairs: MAXLOC of
+ * minus the reduction and of the work. */
+static moe_status_t rb_critical(MPI_Comm comm, int rank, int64_t reduce_ns, int64_t work_ns,
+                                moe_rebalance_result_t *res, moe_error_t *err)
+{
+    struct {
+        double v;
+        int rank;
+    } mine[2] = {{-(double)reduce_ns, rank}, {(double)work_ns, rank}}, all[2];
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Iallreduce(mine, all, 2, MPI_DOUBLE_INT, MPI_MAXLOC, comm,
+                                             &req), err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the rebalancing's time", err);
+    }
+    if (st == MOE_OK) {
+        res->critical_ns = (int64_t)(-all[0].v + all[1].v);
+        res->slowest_rank = all[1].rank;
+    }
+    return st;
+}
+
 static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_t *w,
                            MPI_Comm comm, int rank, rb_plan_t *p, moe_rebalance_result_t *res,
                            moe_error_t *err)
 {
     moe_status_t st = rb_reduce(rb, comm, err);
+    res->reduced_ns = moe_now_ns();
     if (st != MOE_OK) {
         return st;
     }
@@ -342,6 +381,7 @@ static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_
     }
     if (st == MOE_OK) {
         st = rb_transfer(live, w, p, rank, comm, err);
+        rb_test_delay(rank);
     }
     if (st == MOE_OK) {
         st = rb_switch_weights(w, p, rank, err);
@@ -362,11 +402,16 @@ moe_status_t moe_rebalance_apply(moe_rebalance_t *rb, moe_config_t *live, moe_we
                                  moe_error_t *err)
 {
     rb_plan_t *p = calloc(1, sizeof(*p));
-    moe_rebalance_result_t r = {.begin_ns = moe_now_ns()};
+    moe_rebalance_result_t r = {.begin_ns = moe_now_ns(), .slowest_rank = rank};
     moe_status_t st = p != NULL ? MOE_OK
                                 : moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the plan");
+    r.reduced_ns = r.begin_ns;
     if (st == MOE_OK) {
         st = rb_run(rb, live, w, comm, rank, p, &r, err);
+    }
+    if (st == MOE_OK) {
+        st = rb_critical(comm, rank, r.reduced_ns - r.begin_ns, moe_now_ns() - r.reduced_ns, &r,
+                         err);
     }
     for (int i = 0; p != NULL && i < p->num_moves; i++) {
         moe_weights_expert_free(&p->moves[i].got); /* what was not taken (errors) */

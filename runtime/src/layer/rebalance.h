@@ -16,6 +16,8 @@
  *    every move has arrived, then drops those the new placement does not give it.
  * 4. The new sets become placement.layers of the engine's live config
  *    (moe_cfg_set_layer_sets): the plan and the counts exchange use them from the next step.
+ * 5. The ranks agree on the rebalance's cost (moe_rebalance_result_t.critical_ns): the
+ *    slowest rank's, not rank 0's.
  * The output does not change: the plan splits a replicated expert's tokens by global token
  * index whatever the placement (layer/plan.h). */
 #ifndef MOE_REBALANCE_H
@@ -39,7 +41,16 @@ typedef struct moe_rebalance {
 typedef struct moe_rebalance_result {
     int64_t moved;          /* expert copies sent to a rank that lacked them, all layers */
     int64_t bytes;          /* moved x bytes of one expert's weights */
-    int64_t begin_ns, end_ns; /* on this rank: reduction, packing, moves, switch */
+    int64_t begin_ns, end_ns; /* on this rank: reduction, packing, moves, switch, and the
+                                 wait for the slowest rank to finish its own (so every
+                                 rank's span ends with the rebalance's critical path) */
+    int64_t reduced_ns;       /* on this rank: when the counts' reduction ended */
+    /* The rebalance's critical path, the same on every rank: the reduction as the last rank
+     * to arrive saw it (the least of the ranks' reductions) plus the slowest rank's work
+     * after it (packing, its moves, switch), and the rank that was slowest. Not rank 0's
+     * time: in master routing rank 0 moves no weights. */
+    int64_t critical_ns;
+    int slowest_rank;
     double before;          /* max / mean of the expert ranks' rows over the window */
     double after;           /* the same predicted for the new placement (EPLB's model:
                                an expert's load split evenly over its copies) */
