@@ -43,6 +43,9 @@ case "$1" in
   nccl_on_cpu)
     small_model | sed 's/^runtime:/runtime:\n  transport: nccl/' > c.yaml
     want_code=3 want="needs runtime.device: cuda" ;;
+  step_timeout_tiny)  # a bound no step can meet once ended the job at once (exit 7)
+    small_model | sed 's/^runtime:/runtime:\n  step_timeout_s: 1e-300/' > c.yaml
+    want_code=3 want="c.yaml:17:19: runtime.step_timeout_s: 1e-300 is below the watchdog's minimum of 1 s (0 turns the watchdog off)" ;;
   rebalance_negative)
     small_model | sed 's/^runtime:/runtime:\n  rebalance_every: -2/' > c.yaml
     want_code=3 want="runtime.rebalance_every" ;;
