@@ -78,10 +78,10 @@ case "$1" in
     want_code=3 want="/nonexistent/moed.yaml" ;;
   bad_flag)
     small_model > c.yaml; args=(--config c.yaml --steps many)
-    want_code=2 want="--steps: 'many' is not a whole number (1..1000000000)" ;;
-  flag_range)
-    small_model > c.yaml; args=(--config c.yaml --steps=0)
-    want_code=2 want="--steps: 0 is outside 1..1000000000" ;;
+    want_code=2 want="--steps: 'many' is not a whole number (0..1000000000)" ;;
+  flag_range)  # (--steps 0 is a run without end: failures.steps_zero)
+    small_model > c.yaml; args=(--config c.yaml --steps=1000000001)
+    want_code=2 want="--steps: 1000000001 is outside 0..1000000000" ;;
   flag_typo)
     small_model > c.yaml; args=(--config c.yaml --stpes 3)
     want_code=2 want="unknown option '--stpes' (did you mean --steps?)" ;;
