@@ -114,6 +114,22 @@ case "$1" in
   idle_rank)  # a warning: the run goes on
     PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model > c.yaml
     want_code=0 want="placement.experts: rank 2 (of 3) hosts no experts" ;;
+  threads_beyond_cpus)  # a warning: rank 1 may use one CPU (taskset), runtime.threads is 2
+    cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')  # the first CPU this test may use
+    printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && exec taskset -c %s "%s" "$@"\nexec "%s" "$@"\n' \
+      "$cpu" "$MOED" "$MOED" > moed_rank1_one_cpu
+    chmod +x moed_rank1_one_cpu; MOED=$PWD/moed_rank1_one_cpu
+    small_model | sed 's/^runtime:/runtime:\n  threads: 2/' > c.yaml
+    want_code=0 want="runtime.threads: 2, but rank 1 ($(hostname)) may use 1 CPU (its affinity mask)"
+    if (( $(nproc) < 2 )); then  # every rank has one CPU here
+      want="runtime.threads: 2, but 3 of 3 ranks may use fewer CPUs"
+    fi ;;
+  threads_beyond_cpus_all)  # every rank on one CPU: one warning counting them
+    cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')
+    printf '#!/bin/sh\nexec taskset -c %s "%s" "$@"\n' "$cpu" "$MOED" > moed_one_cpu
+    chmod +x moed_one_cpu; MOED=$PWD/moed_one_cpu
+    small_model | sed 's/^runtime:/runtime:\n  threads: 3/' > c.yaml
+    want_code=0 want="runtime.threads: 3, but 3 of 3 ranks may use fewer CPUs (their affinity masks; the fewest: rank 0 ($(hostname)), 1)" ;;
   warmup_only)
     PROF=true STEPS=2 small_model > c.yaml
     want_code=0 want="profiler: all 2 steps are warm-up (profiler.warmup_steps 5)" ;;

@@ -176,6 +176,45 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
+/* runtime.threads above the CPUs a rank may use (its affinity mask, after runtime.bind) makes
+ * its threads share them. Not an error (the run is right, only slower): rank 0 says so once,
+ * naming the rank with the fewest CPUs and how many ranks have fewer than runtime.threads. */
+static moe_status_t engine_threads_check(moe_engine_t *eng, moe_error_t *err)
+{
+    int cpus = moe_bind_cpus_allowed();
+    bool few = cpus > 0 && cpus < eng->cfg->threads;
+    struct {
+        int cpus, rank;
+    } mine = {few ? cpus : 1 << 30, eng->rank}, least = {0, 0};
+    int n = few, nfew = 0;
+    MPI_Request req[2];
+    moe_status_t st = MOE_MPI(MPI_Iallreduce(&mine, &least, 1, MPI_2INT, MPI_MINLOC, eng->comm,
+                                             &req[0]),
+                              err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req[0], "the CPU count check", err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Iallreduce(&n, &nfew, 1, MPI_INT, MPI_SUM, eng->comm, &req[1]), err);
+    }
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req[1], "the CPU count check", err);
+    }
+    long long t = (long long)eng->cfg->threads;
+    if (st == MOE_OK && eng->rank == 0 && nfew == 1) {
+        MOE_WARN("runtime.threads: %lld, but rank %d (%s) may use %d CPU%s (its affinity mask): "
+                 "its threads share %s; set runtime.threads to at most %d, or give the rank "
+                 "more CPUs", t, least.rank, eng->hosts[least.rank], least.cpus,
+                 least.cpus == 1 ? "" : "s", least.cpus == 1 ? "it" : "them", least.cpus);
+    } else if (st == MOE_OK && eng->rank == 0 && nfew > 1) {
+        MOE_WARN("runtime.threads: %lld, but %d of %d ranks may use fewer CPUs (their affinity "
+                 "masks; the fewest: rank %d (%s), %d): their threads share them; set "
+                 "runtime.threads to at most %d, or give the ranks more CPUs", t, nfew,
+                 eng->world_size, least.rank, eng->hosts[least.rank], least.cpus, least.cpus);
+    }
+    return st;
+}
+
 /* The experts' held type on this rank, as engine_load_weights holds them: BF16 for BF16
  * compute on the CPU, the value type on the GPU (its plug-in stores them in it), else F32. */
 static moe_dtype_t engine_held_dtype(const moe_config_t *cfg, moe_num_dtype_t compute,
@@ -481,6 +520,7 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
     if (st == MOE_OK) { /* before the weights are made: that work runs pinned too */
         moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
                        &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
+        st = engine_threads_check(eng, err);
     }
     if (st == MOE_OK) {
         st = engine_dtypes(eng, err);
