@@ -7,6 +7,12 @@
 #   fallback  on a CPU without native BF16 (forced: MOED_CPU_NO_BF16=1) model.dtype bf16 with
 #             compute auto runs in F32; compute_dtype bf16 is refused: one message, exit 3,
 #             no report written.
+#   first_line  with master routing (rank 0 hosts no experts) and a BF16 or an FP8
+#             checkpoint (model.dtype auto), rank 0's first line names the type the expert
+#             ranks hold: `bf16 weights` with native BF16, `bf16 weights (held as f32)` on a
+#             CPU without (forced: MOED_CPU_NO_BF16=1); and that type is what they hold:
+#             summary.json's expert_weights_mib of all ranks is the experts' element count
+#             times 2 (bf16) or 4 (f32) bytes. (It once said `f32 weights`: rank 0's own.)
 #   memory    an expert rank's memory for its weights held in BF16 is at most 0.6x that of
 #             F32 (peak RSS at exit, wait4's ru_maxrss, minus the same run's with tiny
 #             experts, so MPI and code are not counted); both peaks are printed.
@@ -82,7 +88,7 @@ fallback)
   # shellcheck disable=SC2086
   timeout -k 5 120 mpirun $MPIRUN_FLAGS -x MOED_CPU_NO_BF16=1 -np 2 "$MOED" --config auto.yaml \
     --no-progress > auto.log 2>&1 || { cat auto.log; fail "compute auto on a CPU without BF16 did not run"; }
-  grep -q "bf16 weights, f32 compute" auto.log || { cat auto.log; fail "auto did not fall back to f32"; }
+  grep -q "bf16 weights (held as f32), f32 compute" auto.log || { cat auto.log; fail "auto did not fall back to f32"; }
   cfg forced "compute_dtype: bf16"
   rc=0
   # shellcheck disable=SC2086
@@ -92,6 +98,42 @@ fallback)
   n=$(grep -c "^moed: error: runtime.compute_dtype: bf16, but MOED_CPU_NO_BF16 is set" forced.log || true)
   ((n == 1)) || { cat forced.log; fail "want one error line naming the key and the reason, got $n"; }
   [[ ! -e $WORK/exp.forced ]] || fail "a refused run wrote $WORK/exp.forced"
+  ;;
+first_line)
+  H=160 F=136  # FP8: two 128-wide scale blocks each way
+  native=1
+  cfg probe "compute_dtype: bf16"
+  "$MOED" --config probe.yaml --check-config > probe.log 2>&1 || native=0
+  for dt in bf16 fp8; do
+    family=mixtral moe_layers=3  # make_checkpoint --dir: 3 layers, dense first in deepseek
+    [[ $dt == fp8 ]] && family=deepseek_v3 moe_layers=2
+    mkdir "ck_$dt"
+    "$MAKE_CKPT" --dir "ck_$dt" $family $dt $H $F 8 2 3 1 40 > /dev/null || fail "make_checkpoint $dt"
+    for nobf16 in 0 1; do
+      ((nobf16 == 0 && native == 0)) && continue  # this CPU has no native BF16
+      n=$dt.$nobf16
+      printf 'model:\n  checkpoint: %s\nruntime:\n  routing: master\nworkload:\n  tokens_per_step: 40\n  steps: 2\n  input: %s\nprofiler:\n  enabled: true\n  warmup_steps: 0\n  output_dir: %s\n' \
+        "$WORK/ck_$dt" "$WORK/ck_$dt/input.safetensors" "$WORK/exp.$n" > "$n.yaml"
+      # shellcheck disable=SC2086
+      timeout -k 5 120 mpirun $MPIRUN_FLAGS -x MOED_CPU_NO_BF16=$nobf16 -np 3 "$MOED" \
+        --config "$n.yaml" --no-progress > "$n.out" 2> "$n.err" || { cat "$n.out" "$n.err"; fail "$n run"; }
+      first=$(head -1 "$n.out")
+      echo "$dt, MOED_CPU_NO_BF16=$nobf16: $first"
+      want="experts: bf16 weights, bf16 compute"
+      ((nobf16 == 1)) && want="experts: bf16 weights (held as f32), f32 compute"
+      [[ $first == "$want"* ]] || fail "first line '$first', want '$want...'"
+      held=2; ((nobf16 == 1)) && held=4
+      "$PY" - "$WORK/exp.$n" $held $((8 * moe_layers * 3 * H * F)) <<'EOF2' || fail "$n: the expert ranks do not hold what the line says"
+import glob, json, sys
+s = json.load(open(glob.glob(sys.argv[1] + "/*/summary.json")[0]))
+held, elems = int(sys.argv[2]), int(sys.argv[3])
+got = sum(m["expert_weights_mib"] for m in s["memory"]) * 2**20
+print("expert weights held: %.0f bytes, %d elements x %d = %d" % (got, elems, held, elems * held))
+assert s["memory"][0]["expert_weights_mib"] == 0, s["memory"][0]  # the master: none
+assert abs(got - elems * held) < 1, (got, elems * held)
+EOF2
+    done
+  done
   ;;
 memory)
   need_bf16
@@ -124,7 +166,7 @@ if gb > 0.6 * gf:
 EOF
   ;;
 *)
-  fail "unknown case '$case_name' (wire, fallback, memory)"
+  fail "unknown case '$case_name' (wire, fallback, first_line, memory)"
   ;;
 esac
 echo "PASS dtype $case_name"

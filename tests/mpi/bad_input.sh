@@ -43,6 +43,9 @@ case "$1" in
   nccl_on_cpu)
     small_model | sed 's/^runtime:/runtime:\n  transport: nccl/' > c.yaml
     want_code=3 want="needs runtime.device: cuda" ;;
+  step_timeout_tiny)  # a bound no step can meet once ended the job at once (exit 7)
+    small_model | sed 's/^runtime:/runtime:\n  step_timeout_s: 1e-300/' > c.yaml
+    want_code=3 want="c.yaml:17:19: runtime.step_timeout_s: 1e-300 is below the watchdog's minimum of 1 s (0 turns the watchdog off)" ;;
   rebalance_negative)
     small_model | sed 's/^runtime:/runtime:\n  rebalance_every: -2/' > c.yaml
     want_code=3 want="runtime.rebalance_every" ;;
@@ -75,10 +78,10 @@ case "$1" in
     want_code=3 want="/nonexistent/moed.yaml" ;;
   bad_flag)
     small_model > c.yaml; args=(--config c.yaml --steps many)
-    want_code=2 want="--steps: 'many' is not a whole number (1..1000000000)" ;;
-  flag_range)
-    small_model > c.yaml; args=(--config c.yaml --steps=0)
-    want_code=2 want="--steps: 0 is outside 1..1000000000" ;;
+    want_code=2 want="--steps: 'many' is not a whole number (0..1000000000)" ;;
+  flag_range)  # (--steps 0 is a run without end: failures.steps_zero)
+    small_model > c.yaml; args=(--config c.yaml --steps=1000000001)
+    want_code=2 want="--steps: 1000000001 is outside 0..1000000000" ;;
   flag_typo)
     small_model > c.yaml; args=(--config c.yaml --stpes 3)
     want_code=2 want="unknown option '--stpes' (did you mean --steps?)" ;;
@@ -111,6 +114,22 @@ case "$1" in
   idle_rank)  # a warning: the run goes on
     PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model > c.yaml
     want_code=0 want="placement.experts: rank 2 (of 3) hosts no experts" ;;
+  threads_beyond_cpus)  # a warning: rank 1 may use one CPU (taskset), runtime.threads is 2
+    cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')  # the first CPU this test may use
+    printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && exec taskset -c %s "%s" "$@"\nexec "%s" "$@"\n' \
+      "$cpu" "$MOED" "$MOED" > moed_rank1_one_cpu
+    chmod +x moed_rank1_one_cpu; MOED=$PWD/moed_rank1_one_cpu
+    small_model | sed 's/^runtime:/runtime:\n  threads: 2/' > c.yaml
+    want_code=0 want="runtime.threads: 2, but rank 1 ($(hostname)) may use 1 CPU (its affinity mask)"
+    if (( $(nproc) < 2 )); then  # every rank has one CPU here
+      want="runtime.threads: 2, but 3 of 3 ranks may use fewer CPUs"
+    fi ;;
+  threads_beyond_cpus_all)  # every rank on one CPU: one warning counting them
+    cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')
+    printf '#!/bin/sh\nexec taskset -c %s "%s" "$@"\n' "$cpu" "$MOED" > moed_one_cpu
+    chmod +x moed_one_cpu; MOED=$PWD/moed_one_cpu
+    small_model | sed 's/^runtime:/runtime:\n  threads: 3/' > c.yaml
+    want_code=0 want="runtime.threads: 3, but 3 of 3 ranks may use fewer CPUs (their affinity masks; the fewest: rank 0 ($(hostname)), 1)" ;;
   warmup_only)
     PROF=true STEPS=2 small_model > c.yaml
     want_code=0 want="profiler: all 2 steps are warm-up (profiler.warmup_steps 5)" ;;

@@ -104,6 +104,26 @@ for r in s["ranks"]:
 print("interrupted after", done, "steps; recorded per rank:", [r["steps"] for r in s["ranks"]])
 PY
     ;;
+  steps_zero)  # --steps 0 overrides workload.steps: 3 with a run without end, as
+    # workload.steps: 0 does (it was refused, exit 2): records past step 3, then SIGTERM
+    STEPS=3 long_job > c.yaml
+    start_bg --config c.yaml --no-progress --steps 0
+    wait_running 10
+    kill -TERM "$job"; wait_job "$(date +%s%N)"
+    cat err.log | grep moed || true
+    [[ $code -ne 2 ]] || fail "--steps 0 refused as a bad flag"
+    [[ $code -ne 0 && $code -ne 124 && $code -ne 137 ]] || fail "exit $code: not stopped by the signal"
+    grep -qE "moed: error: stopped by .* after [0-9]+ steps" err.log || fail "no 'stopped by' line"
+    ! grep -qE "after [0-9]+ of [0-9]+ steps" err.log || fail "the stop names a total: not a run without end"
+    python3 - "$(run_dir)" <<'PY' || fail "report of the run without end"
+import json, sys
+run = json.load(open(sys.argv[1] + "/summary.json"))["run"]
+assert run["interrupted"], run
+assert run["steps_planned"] == 0, run  # 0: no end (it would be 3, the config's, if ignored)
+assert run["steps_run"] > 10, run
+print("ran", run["steps_run"], "steps of a run without end; planned", run["steps_planned"])
+PY
+    ;;
   rank_killed)  # a rank dies: the job ends, names it, and rank 0 writes a partial report
     long_job > c.yaml
     start_bg --config c.yaml --no-progress

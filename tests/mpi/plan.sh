@@ -120,6 +120,23 @@ PY
     E=16 small_model > other.yaml
     out=other.yaml before=$(sha256sum < other.yaml) want="is a config of another model shape"
     refuses "$A" --ranks 3 -o other.yaml ;;
+  exists)  # a second plan does not replace the first without --force (-o or the default)
+    skewed_run
+    "$MOED" plan "$A" --ranks 3 -o p.yaml > plan.log 2>&1 || { cat plan.log; fail "first plan failed"; }
+    out=p.yaml before=$(sha256sum < p.yaml)
+    want="-o p.yaml exists (a config of this model): not replacing it; --force replaces it"
+    refuses "$A" --ranks 3 --redundant 2 -o p.yaml
+    "$MOED" plan "$A" --ranks 3 --redundant 2 -o p.yaml --force > plan.log 2>&1 \
+      || { cat plan.log; fail "--force did not replace p.yaml"; }
+    [[ $(sha256sum < p.yaml) != "$before" ]] || fail "--force left p.yaml as it was"
+    grep -qE "^  overall +before" plan.log || fail "--force: no figures printed"
+    "$MOED" --config p.yaml --check-config --ranks 3 > check.log 2>&1 || { cat check.log; fail "the replaced p.yaml does not load"; }
+    # the default target, REPORT_DIR/planned.yaml, the same way
+    dir=${A%/}
+    "$MOED" plan "$dir" --ranks 3 > plan.log 2>&1 || { cat plan.log; fail "plan to the default file failed"; }
+    out=$dir/planned.yaml before=$(sha256sum < "$dir/planned.yaml")
+    want="$dir/planned.yaml exists (a config of this model): not replacing it"
+    refuses "$dir" --ranks 3 --redundant 2 ;;
   redundant_beyond)  # 8 experts on 2 expert ranks: at most 8 extra copies
     skewed_run
     out=p.yaml before=absent want="--redundant 9 is more than the 8 free slots"

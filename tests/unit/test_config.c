@@ -332,6 +332,48 @@ static void test_out_of_range(void)
     /* top_k left at its default (2): the message cites num_experts instead. */
     CHECK_CFG_ERROR("model:\n  num_experts: 1\n", 1, "cfg.yaml:2:16: ",
                     "model.top_k: 2 is more than model.num_experts (1)");
+
+    /* model.num_layers: the table's bound is moed's real limit of layers (it once said 4096
+     * and 1025 then failed on another key, without a line). */
+    CHECK_CFG_ERROR("model:\n  num_layers: 1025\n", 1, "cfg.yaml:2:15: ",
+                    "model.num_layers: 1025 is out of range [1, 1024]");
+    CHECK_INT_EQ(parse("model:\n  num_layers: 1024\n", 1), MOE_OK);
+    CHECK_INT_EQ(cfg.num_layers, MOE_MAX_LAYER_IDS);
+    /* runtime.step_timeout_s: 0 (off) or at least 1 s; 1e-300 once ended the job at once. */
+    CHECK_CFG_ERROR("runtime:\n  step_timeout_s: 1e-300\n", 1, "cfg.yaml:2:19: ",
+                    "runtime.step_timeout_s: 1e-300 is below the watchdog's minimum of 1 s "
+                    "(0 turns the watchdog off)");
+    CHECK_CFG_ERROR("runtime:\n  step_timeout_s: 0.999\n", 1, "cfg.yaml:2:19: ",
+                    "runtime.step_timeout_s: 0.999 is below the watchdog's minimum of 1 s");
+    CHECK_INT_EQ(parse("runtime:\n  step_timeout_s: 1\n", 1), MOE_OK);
+    CHECK_NEAR(cfg.step_timeout_s, 1.0, 0);
+    CHECK_INT_EQ(parse("runtime:\n  step_timeout_s: 0\n", 1), MOE_OK);
+    CHECK_NEAR(cfg.step_timeout_s, 0.0, 0);
+}
+
+/* --help-config prints the bounds the loader applies: model.num_layers's is moed's limit of
+ * layers, and step_timeout_s's line names its minimum. */
+static void test_reference_bounds(void)
+{
+    char *text = NULL, want[64];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL);
+    if (f == NULL) {
+        return;
+    }
+    moe_cfg_print_reference(f);
+    fclose(f);
+    const char *line = strstr(text, "\nmodel.num_layers ");
+    CHECK(line != NULL);
+    snprintf(want, sizeof(want), "[1, %d]", MOE_MAX_LAYER_IDS);
+    if (line != NULL) {
+        const char *end = strchr(line + 1, '\n');
+        CHECK(end != NULL && strstr(line, want) != NULL && strstr(line, want) < end);
+    }
+    line = strstr(text, "\nruntime.step_timeout_s ");
+    CHECK(line != NULL && strstr(line, "0 = off, else at least 1") != NULL);
+    free(text);
 }
 
 static const char *const placement_head = "placement:\n  experts: ";
@@ -966,6 +1008,7 @@ int main(void)
     test_unknown_names();
     test_wrong_types();
     test_out_of_range();
+    test_reference_bounds();
     test_placement_errors();
     test_rank_errors();
     test_yaml_errors();

@@ -1,4 +1,5 @@
-/* `moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]`:
+/* `moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]
+ * [--force]`:
  * a placement for the loads a report recorded (its router counts per layer and expert),
  * computed like DeepSeek's EPLB (compare/eplb.h), written as the run's resolved config with
  * the new placement, the predicted per-rank load max/mean before and after as comments. */
@@ -20,6 +21,8 @@ enum { PLAN_OK = 0, PLAN_RUNTIME = 1, PLAN_USAGE = 2, PLAN_HELP = -1 };
 typedef struct plan_args {
     const char *dir, *hostfile, *out;
     int ranks, redundant, slots;
+    bool out_given; /* -o: else REPORT_DIR/planned.yaml */
+    bool force;     /* --force: replace an existing moed config of the same model */
 } plan_args_t;
 
 typedef struct plan {
@@ -43,13 +46,14 @@ static void plan_usage_text(FILE *f, const char *why)
         fprintf(f, "moed plan: %s\n", why);
     }
     fprintf(f, "usage: moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] "
-            "[-o FILE]\n"
+            "[-o FILE] [--force]\n"
             "  N ranks in the new run (mpirun -np, 2 or more); R extra expert copies per layer "
             "(default 0);\n"
             "  S the most experts one rank holds per layer (default ceil((E + R) / expert "
             "ranks));\n  F an Open MPI hostfile ('host slots=N' lines: ranks fill hosts in "
             "order) to balance nodes first;\n  -o FILE the config to write (default "
-            "REPORT_DIR/planned.yaml; '-': stdout)\n");
+            "REPORT_DIR/planned.yaml; '-': stdout);\n  --force replaces FILE when it exists (only a "
+            "moed config of the same model shape)\n");
 }
 
 static int plan_usage(const char *why)
@@ -92,6 +96,9 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
             a->hostfile = argv[++i];
         } else if (strcmp(f, "-o") == 0 && has) {
             a->out = argv[++i];
+            a->out_given = true;
+        } else if (strcmp(f, "--force") == 0) {
+            a->force = true;
         } else if (f[0] == '-' && strcmp(f, "-") != 0) {
             snprintf(why, sizeof(why), "unknown option or missing value: %s", f);
             return plan_usage(why);
@@ -481,9 +488,12 @@ static moe_status_t plan_check(plan_t *p, moe_error_t *err)
     return MOE_OK;
 }
 
-/* -o must not replace a config of another model shape (nor a file that is no config). */
+/* The config is written only where no file is, or with --force over a moed config of the
+ * same model shape (a plan written before); never over another model's config nor a file
+ * that is no config. */
 static moe_status_t plan_check_target(const plan_t *p, moe_error_t *err)
 {
+    const char *o = p->a.out_given ? "-o " : "";
     char *text = NULL;
     size_t len = 0;
     struct stat sb;
@@ -497,15 +507,19 @@ static moe_status_t plan_check_target(const plan_t *p, moe_error_t *err)
         st = moe_cfg_parse(text, len, p->a.out, 1, c, &e2);
     }
     if (st != MOE_OK) {
-        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "-o %s exists and is not a moed config: "
-                           "not replacing it", p->a.out);
+        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s%s exists and is not a moed config: "
+                           "not replacing it", o, p->a.out);
     } else if (c->num_experts != p->old->num_experts || c->num_layers != p->old->num_layers ||
                c->hidden_dim != p->old->hidden_dim || c->ffn_dim != p->old->ffn_dim) {
-        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "-o %s is a config of another model shape "
+        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s%s is a config of another model shape "
                            "(%lld experts x %lld layers, hidden %lld) than the report's (%d x %d, "
-                           "hidden %lld): not replacing it", p->a.out, (long long)c->num_experts,
+                           "hidden %lld): not replacing it", o, p->a.out, (long long)c->num_experts,
                            (long long)c->num_layers, (long long)c->hidden_dim, p->E, p->L,
                            (long long)p->old->hidden_dim);
+    } else if (!p->a.force) {
+        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s%s exists (a config of this model): not "
+                           "replacing it; --force replaces it, or name another file with -o",
+                           o, p->a.out);
     }
     free(text);
     free(c);

@@ -44,6 +44,12 @@ int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int n
     return order % slots;
 }
 
+int moe_bind_cpus_allowed(void)
+{
+    cpu_set_t allowed;
+    return sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : -1;
+}
+
 /* Move every thread of this process onto `set` (threads created later inherit it from the
  * main thread). False if the main thread could not be moved. */
 static bool pin_all_threads(const cpu_set_t *set)

@@ -38,4 +38,8 @@ int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int n
 void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],
                     int *pinned_cpu, char *desc, size_t desc_len);
 
+/* The CPUs this process may use (its affinity mask: taskset, mpirun's binding, a cpuset),
+ * or -1 when the mask cannot be read. */
+int moe_bind_cpus_allowed(void);
+
 #endif /* MOE_APP_BIND_H */

@@ -176,10 +176,75 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
+/* runtime.threads above the CPUs a rank may use (its affinity mask, after runtime.bind) makes
+ * its threads share them. Not an error (the run is right, only slower): rank 0 says so once,
+ * naming the rank with the fewest CPUs and how many ranks have fewer than runtime.threads. */
+static moe_status_t engine_threads_check(moe_engine_t *eng, moe_error_t *err)
+{
+    int cpus = moe_bind_cpus_allowed();
+    bool few = cpus > 0 && cpus < eng->cfg->threads;
+    struct {
+        int cpus, rank;
+    } mine = {few ? cpus : 1 << 30, eng->rank}, least = {0, 0};
+    int n = few, nfew = 0;
+    MPI_Request req[2];
+    moe_status_t st = MOE_MPI(MPI_Iallreduce(&mine, &least, 1, MPI_2INT, MPI_MINLOC, eng->comm,
+                                             &req[0]),
+                              err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req[0], "the CPU count check", err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Iallreduce(&n, &nfew, 1, MPI_INT, MPI_SUM, eng->comm, &req[1]), err);
+    }
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req[1], "the CPU count check", err);
+    }
+    long long t = (long long)eng->cfg->threads;
+    if (st == MOE_OK && eng->rank == 0 && nfew == 1) {
+        MOE_WARN("runtime.threads: %lld, but rank %d (%s) may use %d CPU%s (its affinity mask): "
+                 "its threads share %s; set runtime.threads to at most %d, or give the rank "
+                 "more CPUs", t, least.rank, eng->hosts[least.rank], least.cpus,
+                 least.cpus == 1 ? "" : "s", least.cpus == 1 ? "it" : "them", least.cpus);
+    } else if (st == MOE_OK && eng->rank == 0 && nfew > 1) {
+        MOE_WARN("runtime.threads: %lld, but %d of %d ranks may use fewer CPUs (their affinity "
+                 "masks; the fewest: rank %d (%s), %d): their threads share them; set "
+                 "runtime.threads to at most %d, or give the ranks more CPUs", t, nfew,
+                 eng->world_size, least.rank, eng->hosts[least.rank], least.cpus, least.cpus);
+    }
+    return st;
+}
+
+/* The experts' held type on this rank, as engine_load_weights holds them: BF16 for BF16
+ * compute on the CPU, the value type on the GPU (its plug-in stores them in it), else F32. */
+static moe_dtype_t engine_held_dtype(const moe_config_t *cfg, moe_num_dtype_t compute,
+                                     moe_dtype_t value)
+{
+    if (cfg->device == MOE_DEVICE_CUDA) {
+        return value;
+    }
+    return compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
+}
+
+/* "bf16", or "bf16+f32" when ranks differ: the types set in `bits` (1 << moe_dtype_t). */
+static void engine_dtype_names(int bits, char *out, size_t len)
+{
+    static const char *const names[] = {"f32", "bf16", "f16"};
+    size_t pos = 0;
+    out[0] = '\0';
+    for (int d = 0; d < 3; d++) {
+        if ((bits & (1 << d)) != 0 && pos < len) {
+            int w = snprintf(out + pos, len - pos, "%s%s", pos > 0 ? "+" : "", names[d]);
+            pos += w > 0 ? (size_t)w : 0;
+        }
+    }
+}
+
 /* model.dtype, runtime.compute_dtype and runtime.wire_dtype as this run resolves them. The
  * wire type is the job's: bf16 when asked, or (auto) when every rank hosting experts
  * computes in bf16. Sets eng->value and eng->weights.compute / .wire (the load that follows
- * keeps them). */
+ * keeps them). Rank 0's line names the types of the ranks hosting experts (the master of
+ * master routing hosts none: its own value type is f32). */
 static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -192,12 +257,25 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     bool hosts = moe_cfg_experts_of_rank(cfg, eng->rank, NULL) > 0;
     int vote[2] = {hosts ? compute == MOE_NUM_BF16 : 1, 0}, all[2] = {0, 0};
     vote[1] = cfg->wire_dtype == MOE_NUM_AUTO ? vote[0] : cfg->wire_dtype == MOE_NUM_BF16;
-    MPI_Request req;
+    /* the value and held types of the experts here, as bit sets (engine_load_weights) */
+    bool bf16 = cfg->device != MOE_DEVICE_CUDA && compute == MOE_NUM_BF16;
+    moe_dtype_t value = bf16 ? MOE_DTYPE_BF16 : eng->value;
+    int kinds[2] = {hosts ? 1 << value : 0,
+                    hosts ? 1 << engine_held_dtype(cfg, compute, value) : 0},
+        kinds_all[2] = {0, 0};
+    MPI_Request req[2];
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Iallreduce(vote, all, 2, MPI_INT, MPI_MIN, eng->comm, &req), err);
+        st = MOE_MPI(MPI_Iallreduce(vote, all, 2, MPI_INT, MPI_MIN, eng->comm, &req[0]), err);
     }
     if (st == MOE_OK) {
-        st = moe_wait_request(&req, "the dtype agreement", err);
+        st = moe_wait_request(&req[0], "the dtype agreement", err);
+    }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Iallreduce(kinds, kinds_all, 2, MPI_INT, MPI_BOR, eng->comm, &req[1]),
+                     err);
+    }
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req[1], "the dtype agreement", err);
     }
     if (st != MOE_OK) {
         return st;
@@ -205,8 +283,13 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     eng->weights.compute = compute;
     eng->weights.wire = all[1] ? MOE_NUM_BF16 : MOE_NUM_F32;
     if (eng->rank == 0) {
-        MOE_INFO("experts: %s weights, %s compute%s%s%s, %s rows on the wire",
-                 eng->value == MOE_DTYPE_BF16 ? "bf16" : eng->value == MOE_DTYPE_F16 ? "f16" : "f32",
+        char vals[32], held[32], as[48] = "";
+        engine_dtype_names(kinds_all[0] != 0 ? kinds_all[0] : 1 << value, vals, sizeof(vals));
+        engine_dtype_names(kinds_all[1] != 0 ? kinds_all[1] : 1 << value, held, sizeof(held));
+        if (strcmp(vals, held) != 0) {
+            snprintf(as, sizeof(as), " (held as %s)", held); /* no native BF16: F32 */
+        }
+        MOE_INFO("experts: %s weights%s, %s compute%s%s%s, %s rows on the wire", vals, as,
                  all[0] ? "bf16" : "f32",
                  all[0] && cfg->device != MOE_DEVICE_CUDA ? " (oneDNN " : "",
                  all[0] && cfg->device != MOE_DEVICE_CUDA ? moe_onednn_isa_name() : "",
@@ -438,6 +521,7 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
     if (st == MOE_OK) { /* before the weights are made: that work runs pinned too */
         moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
                        &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
+        st = engine_threads_check(eng, err);
     }
     if (st == MOE_OK) {
         st = engine_dtypes(eng, err);

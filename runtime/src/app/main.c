@@ -63,8 +63,9 @@ static void print_usage(FILE *out)
             "       moed --config FILE [options]          (one rank hosting every expert)\n"
             "       moed compare RUN_DIR_A RUN_DIR_B       (two profiler reports side by side)\n"
             "       moed plan RUN_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]\n"
-            "                                   (a balanced placement with replicas from a report;\n"
-            "                                    writes RUN_DIR/planned.yaml unless -o, '-': stdout)\n"
+            "                 [--force]         (a balanced placement with replicas from a report;\n"
+            "                                    writes RUN_DIR/planned.yaml unless -o, '-': stdout;\n"
+            "                                    an existing file is replaced only with --force)\n"
             "       moed top URL [--once]                  (a live endpoint in the terminal)\n"
             "\n"
             "Runs Mixture-of-Experts layers across MPI ranks as the YAML config says.\n"
@@ -72,7 +73,8 @@ static void print_usage(FILE *out)
             "options:\n"
             "  --config FILE         the YAML config (read by rank 0 only)\n"
             "                        (every option with a value also takes --name=VALUE)\n"
-            "  --steps N             override workload.steps (1..1000000000)\n"
+            "  --steps N             override workload.steps (0..1000000000; 0: no end,\n"
+            "                        until SIGINT/SIGTERM, as workload.steps: 0)\n"
             "  --dump-output FILE    write the last step's hidden states as tensor 'output'\n"
             "                        (F32, [tokens, hidden_dim]) to a .safetensors file\n"
             "  --check-config        validate the config and what the run needs (build,\n"
@@ -224,7 +226,7 @@ static int parse_args(int argc, char **argv, options_t *o, char *why, size_t why
     long long ranks = 0;
     const opt_def_t defs[] = {
         {.name = "--config", .kind = OPT_TEXT, .text = &o->config},
-        {.name = "--steps", .kind = OPT_NUMBER, .number = &o->steps, .min = 1,
+        {.name = "--steps", .kind = OPT_NUMBER, .number = &o->steps, .min = 0,
          .max = OPT_STEPS_MAX},
         {.name = "--dump-output", .kind = OPT_TEXT, .text = &o->dump_output},
         {.name = "--check-config", .kind = OPT_FLAG, .flag = &o->check_config},
@@ -767,7 +769,7 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
     }
-    if (st == MOE_OK && opt.steps > 0) {
+    if (st == MOE_OK && opt.steps >= 0) { /* 0: a run without end, as workload.steps: 0 */
         cfg->steps = opt.steps; /* one number for the run loop and the profiler's bounds */
     }
     if (st == MOE_OK && opt.profiler_ab > 0 && !cfg->prof_enabled &&

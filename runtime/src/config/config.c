@@ -112,7 +112,8 @@ static const cfg_key_t cfg_keys[] = {
     KEY_INT("model.ffn_dim", ffn_dim, "3584", 1, 1048576, "", "inner width of each expert's FFN"),
     KEY_INT("model.num_experts", num_experts, "8", 1, MOE_MAX_EXPERTS, "", "experts per MoE layer"),
     KEY_INT("model.top_k", top_k, "2", 1, MOE_MAX_EXPERTS, "", "experts each token is sent to"),
-    KEY_INT("model.num_layers", num_layers, "2", 1, 4096, "", "MoE layers run per step"),
+    KEY_INT("model.num_layers", num_layers, "2", 1, MOE_MAX_LAYER_IDS, "",
+            "MoE layers run per step"),
     KEY_ENUM("model.activation", activation, cfg_activation_names, "swiglu", "expert activation"),
     KEY_BOOL("model.normalize_topk", normalize_topk, "true",
              "renormalise the k gate weights to sum to 1, as Mixtral does"),
@@ -177,7 +178,7 @@ static const cfg_key_t cfg_keys[] = {
     KEY_INT("runtime.chunks", chunks, "1", 1, 64, "",
             "pieces each step's rows are cut into, so one piece's exchange overlaps another's expert compute (1 = no overlap)"),
     KEY_DBL("runtime.step_timeout_s", step_timeout_s, "60", 0, 86400, "s",
-            "watchdog on one step; 0 = off"),
+            "watchdog on one step; 0 = off, else at least 1 (its pings wait 1 s for answers)"),
     KEY_INT("runtime.rebalance_every", rebalance_every, "0", 0, 1000000000, "steps",
             "online rebalancing: every N steps the ranks repack the experts from the last "
             "window's router counts and move weights between them (cpu only); 0 = off"),
@@ -1966,9 +1967,27 @@ static moe_status_t check_rebalance(cfg_parse_t *p, int world)
     return MOE_OK;
 }
 
+/* runtime.step_timeout_s: 0 turns the watchdog off; a bound under 1 s would fire on any
+ * wait (a step, the start-up) and is shorter than the 1 s the watchdog then waits for the
+ * ranks' answers to its pings (base/watchdog.c), so it is refused. */
+#define CFG_STEP_TIMEOUT_MIN_S 1.0
+static moe_status_t check_step_timeout(cfg_parse_t *p)
+{
+    double t = p->cfg.step_timeout_s;
+    if (t > 0 && t < CFG_STEP_TIMEOUT_MIN_S) {
+        return cfg_fail(p, val_mark_of(p, "runtime.step_timeout_s"),
+                        "runtime.step_timeout_s: %g is below the watchdog's minimum of %g s "
+                        "(0 turns the watchdog off)", t, CFG_STEP_TIMEOUT_MIN_S);
+    }
+    return MOE_OK;
+}
+
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
-    moe_status_t st = resolve_layers(p);
+    moe_status_t st = check_step_timeout(p);
+    if (st == MOE_OK) {
+        st = resolve_layers(p);
+    }
     if (st == MOE_OK) {
         st = check_family(p);
     }
