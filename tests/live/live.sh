@@ -262,7 +262,7 @@ page_window)
   # folder named), one recording (step k of N), and the states between (requested, then
   # writing), each replayed to the page unchanged
   curl -sf -m 5 "$URL" > page.html || fail "GET /"
-  py <<'PY' || fail "windows"
+  timeout 120 "$PYTHON" - <<'PY' || fail "windows"
 import json, os, time, urllib.request
 url, token = os.environ["URL"], os.environ["TOKEN"]
 def post(q):
@@ -273,13 +273,15 @@ def post(q):
 def status():
     with urllib.request.urlopen(url + "status", timeout=5) as r:
         return r.read()
-def until(pred, what):
-    for _ in range(600):
+def until(pred, what):                  # bounded by time, not by luck: 90 s at most
+    end = time.monotonic() + 90
+    while True:
         raw = status()
         if pred(json.loads(raw)):
             return raw
+        if time.monotonic() > end:
+            raise SystemExit("no " + what + ": " + raw.decode())
         time.sleep(0.1)
-    raise SystemExit("no " + what + ": " + raw.decode())
 w1 = post("steps=2")["folder"]
 open("st_written.json", "wb").write(until(lambda s: w1 in s["reports"] and
                                           s["window"]["state"] == "idle", "window written"))
