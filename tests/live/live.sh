@@ -20,7 +20,7 @@
 #            at one moment (tests/live/replay.py): every figure it shows equals theirs
 #            (page_check.py; 77 without Chromium)
 #   page_window  the window's state in words in Chromium, from /status replayed: a window
-#            written (its folder), one recording (step k of N), requested and writing
+#            written (its folder), one recording (step k of N), agreed, requested, writing
 #   page_js  the page's script run by node against the live endpoint with a stub DOM: all
 #            four charts draw their SVG with hover titles, no exception (77 without node 18+)
 #   top      `moed top URL --once` prints a frame
@@ -286,17 +286,22 @@ w1 = post("steps=2")["folder"]
 open("st_written.json", "wb").write(until(lambda s: w1 in s["reports"] and
                                           s["window"]["state"] == "idle", "window written"))
 post("steps=1000000")                   # longer than the test: it stays open
-raw = until(lambda s: s["window"]["state"] == "open", "window open")
+raw = until(lambda s: s["window"]["state"] == "open" and s["step"] >= s["window"]["first_step"],
+            "window recording")
 open("st_open.json", "wb").write(raw)
-for state in ("requested", "writing"):  # the same window as /status shows it in those states
+# the same window as /status shows it in the other states: agreed (open, its first step
+# not reached yet), requested, writing
+for state in ("agreed", "requested", "writing"):
     s = json.loads(raw)
-    s["window"]["state"] = state
+    s["window"]["state"] = "open" if state == "agreed" else state
+    if state == "agreed":
+        s["step"] = s["window"]["first_step"] - 3
     if state == "requested":
         del s["window"]["first_step"], s["window"]["last_step"]
     open("st_%s.json" % state, "w").write(json.dumps(s))
 PY
   curl -sf -m 5 "${URL}live.json" > lj.json || fail "GET /live.json"
-  for st in written open requested writing; do
+  for st in written open agreed requested writing; do
     page_replay "st_$st.json" lj.json "win_$st.html"
     "$PYTHON" "$CHECK" window "win_$st.html" "st_$st.json" || fail "window $st in words"
   done

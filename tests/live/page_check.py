@@ -176,19 +176,22 @@ def window(text, st):
     w, rep = st["window"], st["reports"]
     span = "(steps %s to %s)" % (w.get("first_step"), w.get("last_step"))
     ns = "%s step%s" % (w.get("steps"), "" if w.get("steps") == 1 else "s")
-    into = "into folder %s." % w.get("folder")
+    into = "into folder %s" % w.get("folder")
     if w["state"] == "idle":
         want = "Idle: no profiling window is recording."
     elif w["state"] == "requested":
-        want = "Window %d requested: %s, from a step boundary soon %s" % (w["id"], ns, into)
+        want = "Window %d requested: %s %s; it opens at a step boundary soon." % (
+            w["id"], ns, into)
     elif w["state"] == "open" and st["step"] < w["first_step"]:
-        want = "Window %d agreed: %s %s, starting in %d steps %s" % (
-            w["id"], ns, span, w["first_step"] - st["step"], into)
+        want = "Window %d agreed: %s %s %s, starting in %d steps." % (
+            w["id"], ns, span, into, w["first_step"] - st["step"])
     elif w["state"] == "open":
         k = min(w["steps"], st["step"] - w["first_step"] + 1)
-        want = "Recording window %d: step %d of %d %s %s" % (w["id"], k, w["steps"], span, into)
+        want = "Recording window %d: step %d of %d %s %s." % (w["id"], k, w["steps"], span,
+                                                             into)
     elif w["state"] == "writing":
-        want = "Window %d recorded its %s %s; writing the report %s" % (w["id"], ns, span, into)
+        want = "Window %d recorded its %s %s; writing the report %s." % (w["id"], ns, span,
+                                                                        into)
     else:
         raise SystemExit("unknown state " + w["state"])
     assert want in text, (want, text)
