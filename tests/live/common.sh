@@ -25,3 +25,31 @@ live_start() {
 }
 
 stop_run() { kill -TERM "$RUN" 2>/dev/null || true; wait "$RUN" 2>/dev/null || true; }
+
+# page_dom URL OUT: the DOM of the page at URL once headless Chromium has let it refresh a
+# few times (--virtual-time-budget runs its 1.5 s timers without waiting for them); as root
+# in a container Chromium needs --no-sandbox.
+page_dom() {
+  local chrome
+  chrome=$(command -v chromium || command -v chromium-browser)
+  timeout 90 "$chrome" --headless --no-sandbox --disable-gpu --virtual-time-budget=5000 \
+    --dump-dom "$1" > "$2" 2>chrome.err || { tail -5 chrome.err; fail "chromium failed"; }
+}
+
+# page_replay STATUS LIVE OUT: the DOM of the page (page.html, as the endpoint served it)
+# loaded from tests/live/replay.py serving those very /status and /live.json files: every
+# figure it shows is then known, however busy the machine or fast the run.
+page_replay() {
+  rm -f replay.port
+  "$PYTHON" "$(dirname "${BASH_SOURCE[0]}")/replay.py" page.html "$1" "$2" > replay.port &
+  local pid=$! port=""
+  for _ in $(seq 1 300); do
+    port=$(head -1 replay.port 2>/dev/null || true)
+    [[ -n "$port" ]] && break
+    sleep 0.1
+  done
+  [[ -n "$port" ]] || { kill "$pid"; fail "the replay server did not start"; }
+  page_dom "http://127.0.0.1:$port/" "$3"
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}

@@ -14,9 +14,15 @@
 #   abuse    garbage, a 200 kB header and idle connections: steps keep going and /metrics
 #            still answers fast
 #   page     the page in headless Chromium draws its charts with data: heat map cells,
-#            step-time points, byte cells and memory bars counted (77 without Chromium)
+#            step-time points, byte cells and memory bars counted; axis labels with units,
+#            colour scales with numbers, rank, layer and expert labels, hover titles, the
+#            window in words; then the page replayed with the /status and /live.json taken
+#            at one moment (tests/live/replay.py): every figure it shows equals theirs
+#            (page_check.py; 77 without Chromium)
+#   page_window  the window's state in words in Chromium, from /status replayed: a window
+#            written (its folder), one recording (step k of N), agreed, requested, writing
 #   page_js  the page's script run by node against the live endpoint with a stub DOM: all
-#            four charts draw, no exception (77 without node 18+)
+#            four charts draw their SVG with hover titles, no exception (77 without node 18+)
 #   top      `moed top URL --once` prints a frame
 #   stop     SIGTERM: every rank stops within seconds and rank 0 writes the report
 set -euo pipefail
@@ -29,7 +35,7 @@ if [[ "$case_name" == page_js ]] && ! node -e 'if (typeof fetch !== "function") 
    2>/dev/null; then
   echo "SKIP: node 18+ (with fetch) not installed"; exit 77
 fi
-if [[ "$case_name" == page ]] && ! command -v chromium >/dev/null && \
+if [[ "$case_name" == page* && "$case_name" != page_js ]] && ! command -v chromium >/dev/null && \
    ! command -v chromium-browser >/dev/null; then
   echo "SKIP: chromium not installed"; exit 77
 fi
@@ -55,6 +61,7 @@ export URL TOKEN
 sleep 1
 
 py() { timeout 60 "$PYTHON" - "$@"; }
+CHECK=$(dirname "$0")/page_check.py
 
 case "$case_name" in
 metrics)
@@ -238,50 +245,79 @@ print("abuse ok: steps %d -> %d, slowest /metrics %.3f s" % (s0, s1, worst))
 PY
   ;;
 page)
-  CHROME=$(command -v chromium || command -v chromium-browser)
-  # as root in a container Chromium needs --no-sandbox; --virtual-time-budget lets the
-  # page's 1.5 s refreshes run before the DOM is dumped
-  timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --virtual-time-budget=5000 \
-    --dump-dom "$URL" > dom.html 2>chrome.err || { tail -5 chrome.err; fail "chromium failed"; }
-  # each chart's data-n: its marks that carry data (see profiler/src/live/live_page.c)
-  "$PYTHON" - <<'PY' || { head -c 2000 dom.html; fail "page charts"; }
-import re
-dom = open("dom.html").read()
-n = {}
-for tag in re.findall(r"<canvas[^>]*>", dom):
-    i = re.search(r'id="(\w+)"', tag)
-    k = re.search(r'data-n="(\d+)"', tag)
-    if i and k and 'data-drawn="1"' in tag:
-        n[i.group(1)] = int(k.group(1))
-print("chart marks with data:", n)
-# 2 layers x 8 experts: every cell routed something; 3 ranks: 3 memory bars; the routing
-# rank 0 exchanges with ranks 1 and 2 (both ways): 4 byte cells; step points: >= 2
-assert n.get("heat", 0) == 16, n
-assert n.get("mem", 0) == 3, n
-assert n.get("bytes", 0) >= 4, n
-assert n.get("steps", 0) >= 2, n
-assert "tokens/s" in dom, "no header figures"
-PY
+  # the page live: every chart drawn with data, every label, unit and colour scale there
+  page_dom "$URL" dom.html
+  "$PYTHON" "$CHECK" marks dom.html || { head -c 2000 dom.html; fail "page charts"; }
+  # the page fed the /status and /live.json taken now, replayed unchanged: every figure it
+  # shows (hover titles, labels, scales, table, header) must equal those files
+  curl -sf -m 5 "$URL" > page.html && curl -sf -m 5 "${URL}status" > st.json && \
+    curl -sf -m 5 "${URL}live.json" > lj.json || fail "GET /, /status, /live.json"
+  page_replay st.json lj.json replay.html
+  "$PYTHON" "$CHECK" values replay.html st.json lj.json || fail "page values"
+  "$PYTHON" "$CHECK" window replay.html st.json || fail "window state in words"
   echo "page ok"
+  ;;
+page_window)
+  # the window's state in words, from what /status says: a window written (idle, its
+  # folder named), one recording (step k of N), and the states between (requested, then
+  # writing), each replayed to the page unchanged
+  curl -sf -m 5 "$URL" > page.html || fail "GET /"
+  timeout 120 "$PYTHON" - <<'PY' || fail "windows"
+import json, os, time, urllib.request
+url, token = os.environ["URL"], os.environ["TOKEN"]
+def post(q):
+    req = urllib.request.Request(url + "profile?" + q, data=b"", method="POST",
+                                 headers={"Authorization": "Bearer " + token})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.load(r)
+def status():
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        return r.read()
+def until(pred, what):                  # bounded by time, not by luck: 90 s at most
+    end = time.monotonic() + 90
+    while True:
+        raw = status()
+        if pred(json.loads(raw)):
+            return raw
+        if time.monotonic() > end:
+            raise SystemExit("no " + what + ": " + raw.decode())
+        time.sleep(0.1)
+w1 = post("steps=2")["folder"]
+open("st_written.json", "wb").write(until(lambda s: w1 in s["reports"] and
+                                          s["window"]["state"] == "idle", "window written"))
+post("steps=1000000")                   # longer than the test: it stays open
+raw = until(lambda s: s["window"]["state"] == "open" and s["step"] >= s["window"]["first_step"],
+            "window recording")
+open("st_open.json", "wb").write(raw)
+# the same window as /status shows it in the other states: agreed (open, its first step
+# not reached yet), requested, writing
+for state in ("agreed", "requested", "writing"):
+    s = json.loads(raw)
+    s["window"]["state"] = "open" if state == "agreed" else state
+    if state == "agreed":
+        s["step"] = s["window"]["first_step"] - 3
+    if state == "requested":
+        del s["window"]["first_step"], s["window"]["last_step"]
+    open("st_%s.json" % state, "w").write(json.dumps(s))
+PY
+  curl -sf -m 5 "${URL}live.json" > lj.json || fail "GET /live.json"
+  for st in written open agreed requested writing; do
+    page_replay "st_$st.json" lj.json "win_$st.html"
+    "$PYTHON" "$CHECK" window "win_$st.html" "st_$st.json" || fail "window $st in words"
+  done
   ;;
 page_js)
   curl -s -m 5 "$URL" > page.html || fail "GET /"
-  grep -q '<canvas id="heat"' page.html || fail "no heat map canvas"
+  grep -q '<div id="heat"' page.html || fail "no heat map chart"
   ! grep -qE '(src|href)="(https?:)?//' page.html || fail "the page loads something from a network"
   sed -n '/<script>/,/<\/script>/p' page.html | sed '1s/.*<script>//; $s/<\/script>.*//' > page.js
   cat > run_page.js <<'JS'
 const fs = require("fs");
 const base = process.env.URL.replace(/\/$/, "");
 const els = {};
-function ctx2d() {
-  const c = {calls: 0};
-  for (const f of ["clearRect", "fillRect", "beginPath", "moveTo", "lineTo", "stroke", "fillText"])
-    c[f] = () => { c.calls++; };
-  return c;
-}
 global.document = {getElementById(id) {
-  if (!els[id]) els[id] = {id, width: 900, height: 200, attrs: {}, textContent: "", ctx: ctx2d(),
-    getContext() { return this.ctx; }, setAttribute(k, v) { this.attrs[k] = v; }};
+  if (!els[id]) els[id] = {id, attrs: {}, textContent: "", innerHTML: "",
+    setAttribute(k, v) { this.attrs[k] = v; }};
   return els[id];
 }};
 const realFetch = fetch;
@@ -293,9 +329,13 @@ eval(fs.readFileSync("page.js", "utf8"));
 setTimeout(() => {
   for (const id of ["heat", "steps", "bytes", "mem"]) {
     const e = els[id];
-    if (!e || e.attrs["data-drawn"] !== "1" || e.ctx.calls < 2) { console.log("chart not drawn:", id); process.exit(1); }
+    if (!e || e.attrs["data-drawn"] !== "1" || !/^<svg[^>]*>.*<title>.*<\/svg>$/s.test(e.innerHTML)) {
+      console.log("chart not drawn:", id, e && e.innerHTML.slice(0, 200)); process.exit(1);
+    }
   }
-  const h = els["hdr"].textContent;
+  if (!/Idle: no profiling window is recording/.test(els["win"].innerHTML) ||
+      !/<td/.test(els["ranks"].innerHTML)) { console.log("no window or ranks"); process.exit(1); }
+  const h = els["hdr"].innerHTML;
   if (!/tokens\/s/.test(h)) { console.log("header:", h); process.exit(1); }
   console.log("page ok after", ticks, "refreshes:", h);
   process.exit(0);

@@ -158,6 +158,13 @@ static void test_per_expert(void)
     /* layer 1: expert 5 has 49 of 56 routed rows: 49 * 8 / 56 */
     CHECK_STR_CONTAINS(b.p, "moed_layer_imbalance{layer=\"1\"} 7.000000\n");
     live_buf_free(&b);
+    /* the page's data names the ranks each expert's tokens went to (its hover titles): both
+     * holders of the moved expert 5 and both copies of expert 6 in layer 1 */
+    char *data = live_render_data(&v);
+    CHECK(data != NULL);
+    CHECK_STR_CONTAINS(data, "\"expert_ranks\":[[[1],[1],[1],[1],[2],[2],[2],[2]],"
+                             "[[1],[1],[1],[1],[2],[1,2],[1,2],[2]]]");
+    free(data);
     /* the imbalance is over the last ~10 s: a snapshot 11 s old is its baseline, so only
      * what came since counts (8 more rows on each expert of layer 1 since) */
     live_view_sample_routed(&v, moe_now_ns() - 11000000000LL);

@@ -478,6 +478,34 @@ static json_t *data_ranks(const live_view_t *v, json_t *root)
     return root;
 }
 
+/* For each layer and expert, the ranks the routing ranks sent its tokens to (the page's
+ * hover titles name them): [L][E][ranks], NULL when out of memory. */
+static json_t *expert_ranks(const live_view_t *v)
+{
+    const live_dims_t *d = &v->dims;
+    int64_t *per_rank = sum_routed_ranks(v);
+    if (per_rank == NULL) {
+        return NULL;
+    }
+    json_t *layers = json_array();
+    for (int l = 0; l < d->L; l++) {
+        json_t *experts = json_array();
+        for (int e = 0; e < d->E; e++) {
+            json_t *ranks = json_array();
+            const int64_t *t = per_rank + ((size_t)l * d->E + e) * (size_t)d->W;
+            for (int r = 0; r < d->W; r++) {
+                if (t[r] >= 0) {
+                    json_array_append_new(ranks, json_integer(r));
+                }
+            }
+            json_array_append_new(experts, ranks);
+        }
+        json_array_append_new(layers, experts);
+    }
+    free(per_rank);
+    return layers;
+}
+
 char *live_render_data(const live_view_t *v)
 {
     const live_dims_t *d = &v->dims;
@@ -503,6 +531,12 @@ char *live_render_data(const live_view_t *v)
     }
     json_object_set_new(root, "tokens", tok);
     json_object_set_new(root, "imbalance", imb);
+    json_t *hosts = expert_ranks(v);
+    if (hosts == NULL) {
+        json_decref(root);
+        goto out;
+    }
+    json_object_set_new(root, "expert_ranks", hosts);
     json_t *ms = json_array(), *idx = json_array();
     for (int i = v->step_n; i > 0; i--) {
         int k = (v->step_head + LIVE_STEP_RING - i) % LIVE_STEP_RING;

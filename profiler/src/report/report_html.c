@@ -13,6 +13,7 @@
  * the width), axis labels are thinned so they never overlap, and every cell
  * or bar has a hover title with its exact figures. All text from the run (hosts, paths) is HTML-escaped. */
 #include "report/report.h"
+#include "report/html_style.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -26,10 +27,9 @@
 #define HTML_COMM_MAX 128   /* ranks; a larger matrix is not drawn (see comm.csv) */
 #define HTML_MEM_POINTS 600 /* points per memory line, peaks kept */
 
-/* ColorBrewer YlGnBu: a sequential palette that stays readable in grey and for the common
- * colour-vision deficiencies; light = little, dark = much. */
-static const unsigned html_seq[9] = {0xffffd9, 0xedf8b1, 0xc7e9b4, 0x7fcdbb, 0x41b6c4,
-                                     0x1d91c0, 0x225ea8, 0x253494, 0x081d58};
+/* the sequential palette (report/html_style.h), as numbers */
+#define HTML_SEQ_HEX(h) 0x##h,
+static const unsigned html_seq[9] = {MOE_HTML_SEQ_PALETTE(HTML_SEQ_HEX)};
 /* Tableau 10 for categories (ranks). */
 static const unsigned html_cat[10] = {0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
                                       0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac};
@@ -216,21 +216,7 @@ static double html_clamp(double v, double lo, double hi)
 
 /* ---- page head, facts, findings -------------------------------------------------- */
 
-static const char html_css[] =
-    "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'DejaVu Sans',Arial,sans-serif;"
-    "color:#222;margin:0 auto;max-width:1240px;padding:16px 20px;background:#fff}\n"
-    "h1{font-size:22px;margin:4px 0 10px}h2{font-size:17px;margin:28px 0 2px}\n"
-    "p.note{color:#555;font-size:13px;margin:2px 0 6px}\n"
-    "table{border-collapse:collapse;font-size:13px}\n"
-    "td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #e4e4e4;vertical-align:top}\n"
-    "th{background:#f4f4f4}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\n"
-    ".partial{background:#fde2e1;border:2px solid #c0392b;color:#7b1d13;padding:10px 14px;"
-    "font-weight:600;margin:10px 0}\n"
-    ".findings li{margin:5px 0}\n"
-    "svg{display:block;max-width:100%;height:auto;margin:6px 0 0}\n"
-    "svg text{font-size:12px;fill:#333}svg .grid{stroke:#e6e6e6}svg .axis{stroke:#888}\n"
-    "svg text.in{font-size:11px}svg text.dark{fill:#fff}\n"
-    "footer{color:#666;font-size:12px;margin:30px 0 10px}\n";
+static const char html_css[] = MOE_HTML_CSS;
 
 static void html_head(FILE *f, const moe_report_t *r)
 {
