@@ -663,9 +663,14 @@ static moe_status_t ck_read_fp8(moe_ckpt_t *ck, moe_st_file_t *f, const char *na
         }
     }
     if (st == MOE_OK && bad >= 0) {
-        st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' (F8_E4M3) holds %s at "
-                           "element %lld (code 0x%02x, scale %g): moed refuses weights that "
-                           "are not finite", ck->name, name, isnan(dst[bad]) ? "NaN" : "inf",
+        const char *file = ck->index != NULL
+                               ? json_string_value(json_object_get(ck->weight_map, name))
+                               : NULL; /* the shard, found by ck_locate already */
+        st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s%s%s: tensor '%.200s' (F8_E4M3) holds %s "
+                           "at element %lld (code 0x%02x, scale %g): moed refuses weights that "
+                           "are not finite", file != NULL ? ck->name : ck->files[0],
+                           file != NULL ? "/" : "", file != NULL ? file : "", name,
+                           isnan(dst[bad]) ? "NaN" : "inf",
                            (long long)bad, raw[bad], (double)scale[(bad / C / b0) * sshape[1] +
                                                                   bad % C / b1]);
     }
