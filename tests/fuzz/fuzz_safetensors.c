@@ -6,7 +6,8 @@
  *  - an opened file lists tensors with unique names that moe_st_find returns, shapes of at
  *    most MOE_ST_MAX_DIMS dims and data ranges inside the data section;
  *  - every tensor (up to 1 << 20 elements) is read with moe_st_read_f32: F32/BF16/F16
- *    read (F32 and BF16 bit-exact against the file bytes), any other dtype is refused with
+ *    read (F32 and BF16 bit-exact against the file bytes) unless an element is NaN or
+ *    infinite, which is refused with MOE_ERR_WEIGHTS; any other dtype is refused with
  *    MOE_ERR_UNSUPPORTED, never MOE_OK; a wrong count and a missing name are refused. */
 #include <stdbool.h>
 #include <stddef.h>
@@ -72,10 +73,31 @@ static void check_read(moe_st_file_t *f, const moe_st_tensor_info_t *t, const ui
                    t->dtype_name, (int)st);
         fuzz_check_error(&err, st, NAME, 1);
     } else {
-        /* The header was validated at open and the bytes are in memory: it must read. */
+        /* The header was validated at open and the bytes are in memory: it must read, unless
+         * an element is not finite. */
+        const uint8_t *raw = data + data_start + t->data_begin;
+        bool special = false;
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t u;
+            if (t->dtype == MOE_ST_F32) {
+                const uint8_t *b = raw + 4 * i;
+                u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                    (uint32_t)b[3] << 24;
+            } else {
+                uint16_t h = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+                u = t->dtype == MOE_ST_BF16 ? (uint32_t)h << 16 : f32_bits(moe_f16_to_f32(h));
+            }
+            special = special || (u & 0x7F800000u) == 0x7F800000u;
+        }
+        if (special) {
+            FUZZ_CHECK(st == MOE_ERR_WEIGHTS, "tensor '%.100s' with a NaN or inf gave %d",
+                       t->name, (int)st);
+            fuzz_check_error(&err, st, NAME, 1);
+            free(dst);
+            return;
+        }
         FUZZ_CHECK(st == MOE_OK, "valid %s tensor '%.100s' not read: %s", t->dtype_name,
                    t->name, err.msg);
-        const uint8_t *raw = data + data_start + t->data_begin;
         for (uint64_t i = 0; i < n; i++) {
             uint32_t want;
             if (t->dtype == MOE_ST_F32) {

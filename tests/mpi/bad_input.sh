@@ -179,6 +179,57 @@ case "$1" in
   ckpt_contradicts)
     ckdir mixtral f32 1 "" '  hidden_dim: 128\n'
     want_code=4 want="c.yaml:3:15: model.hidden_dim: 128 contradicts ck/config.json (key 'hidden_size' 64)" ;;
+  fifo_weights)  # a FIFO with no writer: refused at once, never waited on (open() blocked)
+    mkfifo w.fifo; WEIGHTS=w.fifo small_model > c.yaml
+    want_code=4 fast=1
+    want="model.weights: 'w.fifo' (tried $here/w.fifo) is a FIFO (named pipe), not a .safetensors file" ;;
+  fifo_input)
+    mkfifo in.fifo; INPUT=in.fifo small_model > c.yaml
+    want_code=4 fast=1
+    want="workload.input: 'in.fifo' (tried $here/in.fifo) is a FIFO (named pipe), not a .safetensors file" ;;
+  fifo_ckpt_config)
+    ckdir mixtral f32 1; rm ck/config.json; mkfifo ck/config.json
+    want_code=4 fast=1 want="ck/config.json: is a FIFO (named pipe), not a regular file" ;;
+  fifo_ckpt_shard)  # the one model.safetensors of a checkpoint folder
+    ckdir mixtral f32 1; rm ck/model.safetensors; mkfifo ck/model.safetensors
+    want_code=4 fast=1 want="ck/model.safetensors: is a FIFO (named pipe), not a regular file" ;;
+  fifo_ckpt_index)
+    ckdir qwen3_moe f32 2; rm ck/model.safetensors.index.json; mkfifo ck/model.safetensors.index.json
+    want_code=4 fast=1 want="ck/model.safetensors.index.json: is a FIFO (named pipe), not a regular file" ;;
+  fifo_ckpt_shards)  # a shard the index names
+    ckdir qwen3_moe f32 2; rm ck/model-00002-of-00002.safetensors
+    mkfifo ck/model-00002-of-00002.safetensors
+    want_code=4 fast=1
+    want="names shard ck/model-00002-of-00002.safetensors, which is not a regular file (a FIFO (named pipe))" ;;
+  ckpt_is_file)  # model.checkpoint names a .safetensors file, not a folder
+    ckpt; printf 'model:\n  checkpoint: ckpt.safetensors\n' > c.yaml
+    want_code=4
+    want="model.checkpoint: 'ckpt.safetensors' is a file, not a folder: a Hugging Face checkpoint folder (config.json with model.safetensors, or model.safetensors.index.json and the shards it names) is expected; one .safetensors file goes in model.weights instead" ;;
+  ckpt_is_config)  # ... or its config.json
+    ckdir mixtral f32 1; sed -i 's|checkpoint: ck|checkpoint: ck/config.json|' c.yaml
+    want_code=4 want="model.checkpoint: 'ck/config.json' is a file, not a folder: a Hugging Face checkpoint folder (config.json with model.safetensors, or model.safetensors.index.json and the shards it names) is expected; name the folder that holds this config.json" ;;
+  ckpt_mxfp4_config)  # gpt-oss as released: quantization_config says mxfp4
+    ckdir gpt_oss bf16 1 mxfp4
+    sed -i 's/^  "swiglu_limit": 7.0/  "swiglu_limit": 7.0,\n  "quantization_config": {"quant_method": "mxfp4"}/' ck/config.json
+    grep -q mxfp4 ck/config.json || fail "config.json not edited"
+    want_code=4
+    want="ck/config.json: quantization_config.quant_method is 'mxfp4': MXFP4 expert weights are not supported yet; use a BF16 copy of the checkpoint" ;;
+  ckpt_mxfp4_tensors)  # the same tensors without the config key: found by their names
+    ckdir gpt_oss bf16 1 mxfp4
+    want_code=4
+    want="tensor 'model.layers.0.mlp.experts.gate_up_proj' is stored as MXFP4 ('model.layers.0.mlp.experts.gate_up_proj_blocks' and _scales): MXFP4 expert weights are not supported yet; use a BF16 copy of the checkpoint" ;;
+  ckpt_nan_scale)  # a NaN FP8 scale: refused naming the tensor, not an all-NaN output
+    ckdir deepseek_v3 fp8 1 nan_scale
+    want_code=4
+    want="tensor 'model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv' (F32) holds NaN at element 0" ;;
+  ckpt_nan_fp8)  # a NaN code in an FP8 weight
+    ckdir deepseek_v3 fp8 1 nan_fp8
+    want_code=4
+    want="tensor 'model.layers.1.mlp.experts.0.gate_proj.weight' (F8_E4M3) holds NaN at element 3 (code 0x7f" ;;
+  ckpt_inf_bf16)  # an infinite BF16 weight
+    ckdir mixtral bf16 1 inf_weight
+    want_code=4
+    want="tensor 'model.layers.0.block_sparse_moe.experts.1.w1.weight' (BF16) holds +inf at element 5" ;;
   *) fail "unknown case $1" ;;
 esac
 set +e

@@ -4,7 +4,44 @@
 # checkpoint.sh dir FAMILY DTYPE ROUTING SHARDS: a tiny Hugging Face checkpoint directory
 # of FAMILY (config.json, shards + index when SHARDS > 1, FP8 + _scale_inv for fp8) runs
 # every MoE layer from config.json, and 3 ranks equal 1 rank.
+# checkpoint.sh skew FAMILY ROUTING: workload.routing_skew applies to a checkpoint's router
+# as to random weights: the output differs from the unskewed run's, 3 ranks equal 1 rank,
+# and with routing_skew 16 (mixtral, gpt_oss: top-2 of logits) only experts 0 and 1 run.
 source "$(dirname "$0")/common.sh"
+if [[ "$1" == skew ]]; then
+  family=$2 routing=$3
+  mkdir ck
+  "$MAKE_CKPT" --dir ck "$family" bf16 64 48 8 2 3 1 40 || fail "make_checkpoint failed"
+  skewed() {  # skewed S [PROF]: c.yaml with routing_skew S
+    printf 'model:\n  checkpoint: %s\nplacement:\n  experts: auto\nruntime:\n  routing: %s\n' \
+      "$WORK/ck" "$routing"
+    printf 'workload:\n  tokens_per_step: 40\n  steps: 2\n  input: %s\n  routing_skew: %s\n' \
+      "$WORK/ck/input.safetensors" "$1"
+    printf 'profiler:\n  enabled: %s\n  warmup_steps: 0\n  output_dir: %s\n' "${2:-false}" \
+      "$WORK/experiments"
+  }
+  skewed 0 > c.yaml
+  "$MOED" --config c.yaml --dump-output plain.safetensors --no-progress > plain.log 2>&1 \
+    || { cat plain.log; fail "unskewed run failed"; }
+  skewed 2 > c.yaml
+  same_as_one_rank 3
+  rc=0; "$ST_DIFF" plain.safetensors one.safetensors --tol 1e-3 || rc=$?
+  [[ $rc -ne 0 ]] || fail "routing_skew 2 gave the unskewed output: the key was ignored with model.checkpoint"
+  [[ $rc -eq 1 ]] || fail "st_diff could not read the outputs"
+  if [[ $family == mixtral || $family == gpt_oss ]]; then
+    skewed 16 true > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > prof.log 2>&1 || { cat prof.log; fail "profiled run"; }
+    d=$(ls -d "$WORK"/experiments/*/ | tail -1)
+    python3 - "$d/summary.json" <<'PY' || fail "routing_skew 16: experts other than 0 and 1 ran"
+import json, sys
+ex = {x["expert"]: x["tokens"] for x in json.load(open(sys.argv[1]))["experts"]}
+assert ex[0] > 0 and ex[1] > 0, ex
+assert all(ex[e] == 0 for e in range(2, 8)), ex
+PY
+  fi
+  echo "PASS checkpoint skew $family $routing"
+  exit 0
+fi
 if [[ "$1" == dir ]]; then
   family=$2 dtype=$3 routing=$4 shards=$5
   H=64 F=48 E=8 K=2 T=40

@@ -30,13 +30,16 @@ static float *randn(size_t n, unsigned *state, float scale)
 /* config.json with the family's keys, the family's tensor names, a dense layer 0 where the */
 /* family has dense layers, attention tensors to be ignored, optional shards with          */
 /* model.safetensors.index.json, FP8 e4m3 weights with 128x128 _scale_inv blocks.          */
-/* BREAK (for bad-input tests) spoils one thing: no_scale, shape, index_file, index_tensor.  */
+/* BREAK (for bad-input tests) spoils one thing: no_scale, shape, index_file, index_tensor,  */
+/* nan_scale (a NaN in the first expert's first FP8 _scale_inv), nan_fp8 (a NaN code, 0x7f,  */
+/* in that FP8 weight), inf_weight (+inf at element 5 of expert 1's first projection),       */
+/* mxfp4 (gpt-oss experts as MXFP4 U8 *_blocks + *_scales, as the released checkpoint).     */
 
 typedef struct dtensor {
     char name[200];
     const char *dtype; /* "F32", "BF16", "F16", "F8_E4M3" */
     int ndim;
-    int64_t shape[3];
+    int64_t shape[4];
     unsigned char *bytes;
     size_t len;
     int shard;
@@ -45,6 +48,8 @@ typedef struct dtensor {
 static dtensor_t g_t[20000];
 static int g_n;
 static unsigned g_state = 4242;
+static const char *g_break = ""; /* BREAK */
+static int g_broken;              /* the one value BREAK spoils is spoilt */
 
 static uint8_t f32_to_e4m3(float v)
 {
@@ -94,6 +99,22 @@ static void add_f(const char *name, const char *dtype, int ndim, const int64_t *
     }
 }
 
+/* A zero U8 tensor (MXFP4 blocks and scales: only their names and dtype matter here). */
+static void add_u8(const char *name, int ndim, const int64_t *shape, int shard)
+{
+    dtensor_t *t = &g_t[g_n++];
+    snprintf(t->name, sizeof(t->name), "%s", name);
+    t->dtype = "U8";
+    t->ndim = ndim;
+    t->len = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->len *= (size_t)shape[i];
+    }
+    t->shard = shard;
+    t->bytes = calloc(t->len, 1);
+}
+
 /* A random tensor; fp8 weights (2-D, dtype "fp8") get an F32 _scale_inv beside them. */
 static void add_rand(const char *name, const char *dtype, int ndim, const int64_t *shape,
                      float scale, int shard, int with_scale)
@@ -103,6 +124,11 @@ static void add_rand(const char *name, const char *dtype, int ndim, const int64_
         n *= (size_t)shape[i];
     }
     float *v = randn(n, &g_state, scale);
+    if (strcmp(g_break, "inf_weight") == 0 && !g_broken && strstr(name, ".experts.1.") != NULL &&
+        n > 5) {
+        v[5] = INFINITY;
+        g_broken = 1;
+    }
     if (strcmp(dtype, "fp8") != 0 || ndim != 2) {
         add_f(name, strcmp(dtype, "fp8") == 0 ? "BF16" : dtype, ndim, shape, v, shard);
         free(v);
@@ -131,6 +157,15 @@ static void add_rand(const char *name, const char *dtype, int ndim, const int64_
             float s = sc[(r / 128) * bc + c / 128];
             t->bytes[r * C + c] = f32_to_e4m3(s > 0 ? v[r * C + c] / s : 0.0f);
         }
+    }
+    int spoil = strstr(name, ".experts.0.") != NULL && !g_broken;
+    if (spoil && strcmp(g_break, "nan_fp8") == 0) {
+        t->bytes[3] = 0x7f; /* e4m3fn's NaN */
+        g_broken = 1;
+    }
+    if (spoil && strcmp(g_break, "nan_scale") == 0) {
+        sc[0] = NAN;
+        g_broken = 1;
     }
     if (with_scale) {
         char sname[200];
@@ -287,6 +322,19 @@ static void add_layer(const fam_spec_t *s, const char *dt, int l, int64_t H, int
     }
     if (s->fused) {
         int64_t gu[3] = {E, H, 2 * F}, gub[2] = {E, 2 * F}, dn[3] = {E, F, H}, dnb[2] = {E, H};
+        if (strcmp(brk, "mxfp4") == 0) { /* [E, rows, blocks of 32, 16 bytes], scales per block */
+            const char *p[2] = {"gate_up_proj", "down_proj"};
+            for (int w = 0; w < 2; w++) {
+                int64_t rows = w == 0 ? 2 * F : H, nb = ((w == 0 ? H : F) + 31) / 32;
+                snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%s_blocks", l, p[w]);
+                add_u8(name, 4, (int64_t[]){E, rows, nb, 16}, shard);
+                snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%s_scales", l, p[w]);
+                add_u8(name, 3, (int64_t[]){E, rows, nb}, shard);
+                snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%s_bias", l, p[w]);
+                add_rand(name, dt, 2, w == 0 ? gub : dnb, 0.1f, shard, 1);
+            }
+            return;
+        }
         snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.gate_up_proj", l);
         add_rand(name, dt, 3, gu, sqrtf(3.0f / (float)H), shard, 1);
         snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.gate_up_proj_bias", l);
@@ -353,10 +401,12 @@ static int dir_main(int argc, char **argv)
 {
     if (argc != 12 && argc != 13) {
         fprintf(stderr, "usage: make_checkpoint --dir DIR FAMILY f32|bf16|f16|fp8 H F E K LAYERS "
-                        "SHARDS TOKENS [no_scale|shape|index_file|index_tensor]\n");
+                        "SHARDS TOKENS [no_scale|shape|index_file|index_tensor|nan_scale|nan_fp8|"
+                        "inf_weight|mxfp4]\n");
         return 2;
     }
     const char *dir = argv[2], *brk = argc == 13 ? argv[12] : "";
+    g_break = brk;
     const fam_spec_t *s = NULL;
     for (size_t i = 0; i < sizeof(k_specs) / sizeof(k_specs[0]); i++) {
         s = strcmp(k_specs[i].family, argv[3]) == 0 ? &k_specs[i] : s;

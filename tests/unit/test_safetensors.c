@@ -324,7 +324,7 @@ static void test_round_trip(void)
 }
 
 /* Arbitrary values through each dtype come back as the conversion functions say, across
- * more than one 64 KiB writer chunk. */
+ * more than one 64 KiB writer chunk; a NaN and an infinity are written, and refused when read. */
 static void test_large_round_trip(void)
 {
     enum { N = 100003 };
@@ -344,9 +344,23 @@ static void test_large_round_trip(void)
         moe_st_file_t *f = NULL;
         CHECK_INT_EQ(moe_st_write(path, &t, 1, &err), MOE_OK);
         CHECK_INT_EQ(moe_st_open(path, &f, &err), MOE_OK);
-        CHECK_INT_EQ(moe_st_read_f32(f, "big", dst, N, &err), MOE_OK);
+        /* the whole tensor is refused (elements 7 and 8 are not finite): read around them */
+        CHECK_INT_EQ(moe_st_read_f32(f, "big", dst, N, &err), MOE_ERR_WEIGHTS);
+        CHECK_STR_CONTAINS(err.msg, "holds NaN at element 7");
+        CHECK_INT_EQ(moe_st_read_f32_range(f, "big", 0, 7, dst, &err), MOE_OK);
+        int from = d == 2 ? 10 : 9; /* 1e6 is +inf in F16, so refused there too */
+        if (d == 2) {
+            CHECK_INT_EQ(moe_st_read_f32_range(f, "big", 9, N - 9, dst + 9, &err),
+                         MOE_ERR_WEIGHTS);
+            CHECK_STR_CONTAINS(err.msg, "(F16) holds +inf at element 9");
+        }
+        CHECK_INT_EQ(moe_st_read_f32_range(f, "big", (uint64_t)from, (size_t)(N - from),
+                                           dst + from, &err), MOE_OK);
         int bad = 0;
         for (int i = 0; i < N; i++) {
+            if (i >= 7 && i < from) {
+                continue;
+            }
             float want = d == 0   ? src[i]
                          : d == 1 ? moe_bf16_to_f32(moe_f32_to_bf16(src[i]))
                                   : moe_f16_to_f32(moe_f32_to_f16(src[i]));
@@ -866,6 +880,79 @@ static void test_range_raw_fp8(void)
     CHECK(isnan(moe_fp8_e4m3_to_f32(0x7F)) && isnan(moe_fp8_e4m3_to_f32(0xFF)));
 }
 
+/* A NaN or an infinity in a float tensor is refused by every reader, naming the tensor, its
+ * dtype and the first such element; finite extremes read as they are. */
+static void test_nonfinite(void)
+{
+    const moe_st_dtype_t dts[3] = {MOE_ST_F32, MOE_ST_BF16, MOE_ST_F16};
+    const char *names[3] = {"F32", "BF16", "F16"};
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    const char *said[3] = {"NaN", "+inf", "-inf"};
+    const float top[3] = {3.4028235e38f, 3.3895314e38f, 65504.0f}; /* largest finite */
+    for (int d = 0; d < 3; d++) {
+        for (int b = 0; b < 3; b++) {
+            char path[256], want[128];
+            float v[6] = {1, 2, 3, 4, 5, 6}, ok[2] = {top[d], -top[d]}, got[6];
+            moe_error_t err;
+            moe_st_file_t *f = NULL;
+            v[4] = bad[b];
+            moe_st_out_tensor_t t[2] = {{"w", dts[d], 2, {2, 3}, v}, {"ok", dts[d], 1, {2}, ok}};
+            snprintf(want, sizeof(want), "tensor 'w' (%s) holds %s at element 4", names[d],
+                     said[b]);
+            path_in(path, sizeof(path), "nonfinite.safetensors");
+            CHECK_INT_EQ(moe_st_write(path, t, 2, &err), MOE_OK);
+            CHECK_INT_EQ(moe_st_open(path, &f, &err), MOE_OK);
+            if (f == NULL) {
+                continue;
+            }
+            CHECK_INT_EQ(moe_st_read_f32(f, "w", got, 6, &err), MOE_ERR_WEIGHTS);
+            CHECK_STR_CONTAINS(err.msg, want);
+            CHECK_STR_CONTAINS(err.msg, path);
+            CHECK_INT_EQ(moe_st_read_f32_shaped(f, "w", 2, (int64_t[]){2, 3}, got, &err),
+                         MOE_ERR_WEIGHTS);
+            CHECK_STR_CONTAINS(err.msg, want);
+            CHECK_INT_EQ(moe_st_read_f32_range(f, "w", 3, 3, got, &err), MOE_ERR_WEIGHTS);
+            CHECK_STR_CONTAINS(err.msg, want); /* the element of the tensor, not of the range */
+            CHECK_INT_EQ(moe_st_read_f32_range(f, "w", 0, 4, got, &err), MOE_OK);
+            CHECK_NEAR(got[3], 4.0, 0.0);
+            CHECK_INT_EQ(moe_st_read_f32(f, "ok", got, 2, &err), MOE_OK);
+            CHECK(got[0] == top[d] && got[1] == -top[d]);
+            moe_st_close(f);
+        }
+    }
+}
+
+/* A FIFO (no writer: open() would wait forever), a folder and a missing file are refused at
+ * once, each said as what it is; a regular file opens in blocking mode. */
+static void test_not_regular(void)
+{
+    char fifo[256], reg[256];
+    const char *kind = NULL;
+    moe_error_t err;
+    moe_st_file_t *f = NULL;
+    path_in(fifo, sizeof(fifo), "pipe.safetensors");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    CHECK_INT_EQ(moe_open_regular(fifo, &kind), -1);
+    CHECK_STR_CONTAINS(kind, "a FIFO (named pipe)");
+    CHECK_INT_EQ(moe_st_open(fifo, &f, &err), MOE_ERR_IO);
+    CHECK(f == NULL);
+    CHECK_STR_CONTAINS(err.msg, "pipe.safetensors: is a FIFO (named pipe), not a regular file");
+    CHECK_INT_EQ(moe_open_regular(g_dir, &kind), -1);
+    CHECK_STR_CONTAINS(kind, "a folder");
+    path_in(reg, sizeof(reg), "absent.safetensors");
+    errno = 0;
+    CHECK_INT_EQ(moe_open_regular(reg, &kind), -1);
+    CHECK(kind == NULL && errno == ENOENT);
+    path_in(reg, sizeof(reg), "plain.bin");
+    CHECK(write_bytes(reg, "abc", 3) == 0);
+    int fd = moe_open_regular(reg, &kind);
+    CHECK(fd >= 0 && kind == NULL);
+    if (fd >= 0) {
+        CHECK((fcntl(fd, F_GETFL) & O_NONBLOCK) == 0);
+        close(fd);
+    }
+}
+
 int main(void)
 {
     if (mkdtemp(g_dir) == NULL) {
@@ -885,6 +972,8 @@ int main(void)
     test_truncated_and_io();
     test_writer_errors();
     test_range_raw_fp8();
+    test_nonfinite();
+    test_not_regular();
     remove_dir();
     return moe_test_finish("test_safetensors");
 }

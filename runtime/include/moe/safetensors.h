@@ -39,7 +39,15 @@ typedef struct moe_st_tensor_info {
 
 typedef struct moe_st_file moe_st_file_t;
 
-/* Open and validate the header. err says the path and the exact problem. */
+/* Opens `path` read-only without ever waiting (O_NONBLOCK: a FIFO with no writer, a
+ * terminal) and keeps it only when it is a regular file: the descriptor, in blocking mode
+ * again; or -1 with *kind naming what is there ("a FIFO (named pipe)", "a folder", ...), or
+ * with *kind NULL and errno saying why it did not open. For every file moed reads from the
+ * config (weights, input, a checkpoint's config.json, index and shards). */
+int moe_open_regular(const char *path, const char **kind);
+
+/* Open and validate the header. err says the path and the exact problem; a path that is
+ * not a regular file (a FIFO, a folder, a device) is refused at once (MOE_ERR_IO). */
 moe_status_t moe_st_open(const char *path, moe_st_file_t **out, moe_error_t *err);
 /* Open from memory (no copy: buf must outlive the handle). For tests and fuzzing. */
 moe_status_t moe_st_open_memory(const void *buf, size_t len, const char *name,
@@ -54,7 +62,10 @@ const moe_st_tensor_info_t *moe_st_find(const moe_st_file_t *f, const char *name
 /* Read tensor `name` converted to F32 into dst, which holds `count` floats. Fails with a
  * message naming the file and tensor when the tensor is missing (MOE_ERR_WEIGHTS), its
  * element count differs from `count` (MOE_ERR_WEIGHTS), its dtype is not F32/BF16/F16
- * (MOE_ERR_UNSUPPORTED), or the data cannot be read (MOE_ERR_IO / MOE_ERR_TRUNCATED). */
+ * (MOE_ERR_UNSUPPORTED), the data cannot be read (MOE_ERR_IO / MOE_ERR_TRUNCATED), or it
+ * holds a NaN or an infinity (MOE_ERR_WEIGHTS, naming the first such element): weights and
+ * inputs are finite, and one such value would make the whole output NaN. The same holds
+ * for the _shaped and _range readers below. */
 moe_status_t moe_st_read_f32(moe_st_file_t *f, const char *name, float *dst, size_t count,
                              moe_error_t *err);
 /* Same, but also checks the exact shape (ndim dims). */

@@ -15,6 +15,7 @@
 #include "expert/onednn.h"
 #include "expert/plugin.h"
 #include "moe/log.h"
+#include "moe/safetensors.h"
 
 moe_build_caps_t moe_build_caps(void)
 {
@@ -124,26 +125,19 @@ static moe_preflight_fail_t check_input_file(const char *key, const char *path, 
         return MOE_PREFLIGHT_OK;
     }
     tried_text(path, tried, sizeof(tried));
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *kind = NULL; /* a FIFO is refused, never waited on */
+    int fd = moe_open_regular(path, &kind);
+    if (fd < 0 && kind != NULL) {
+        moe_error_set(err, MOE_ERR_IO, "%s: '%s'%s is %s, not a .safetensors file", key, path,
+                      tried, kind);
+        return MOE_PREFLIGHT_INPUT;
+    }
     if (fd < 0) {
         errno_text(errno, why, sizeof(why));
         moe_error_set(err, MOE_ERR_IO, "%s: cannot read '%s'%s: %s", key, path, tried, why);
         return MOE_PREFLIGHT_INPUT;
     }
-    struct stat sb;
-    int rc = fstat(fd, &sb);
-    int e = errno;
     close(fd);
-    if (rc != 0) {
-        errno_text(e, why, sizeof(why));
-        moe_error_set(err, MOE_ERR_IO, "%s: cannot read '%s'%s: %s", key, path, tried, why);
-        return MOE_PREFLIGHT_INPUT;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        moe_error_set(err, MOE_ERR_IO, "%s: '%s'%s is %s, not a .safetensors file", key, path,
-                      tried, S_ISDIR(sb.st_mode) ? "a folder" : "not a regular file");
-        return MOE_PREFLIGHT_INPUT;
-    }
     return MOE_PREFLIGHT_OK;
 }
 

@@ -193,8 +193,8 @@ static const cfg_key_t cfg_keys[] = {
     KEY_STR("workload.input", input, "random",
             "'random' or a .safetensors file holding tensor \"input\" [tokens, hidden_dim]"),
     KEY_DBL("workload.routing_skew", routing_skew, "0", 0, 16, "",
-            "0 = the gate as it is; >0 biases random-weight gates toward a Zipf-like expert "
-            "popularity with this exponent"),
+            "0 = the gate as it is; >0 biases the gate (random or a checkpoint's) toward a "
+            "Zipf-like expert popularity with this exponent"),
 
     KEY_BOOL("profiler.enabled", prof_enabled, "true", "record per-step statistics"),
     KEY_INT("profiler.warmup_steps", prof_warmup_steps, "5", 0, 1000000000, "steps",

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "moe/safetensors.h"
 #include "model/family.h"
@@ -17,22 +18,34 @@
 /* ------------------------------------------------------------------------------------ */
 /* config.json                                                                            */
 
-static bool file_exists(const char *path)
+static bool path_exists(const char *path)
 {
     struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    return stat(path, &sb) == 0;
 }
 
-/* Load a JSON object from path: a missing file, a syntax error (line:column) and a
- * non-object are each one message naming the file. */
+/* Load a JSON object from path: a missing file, one that is not a regular file (a FIFO is
+ * refused, never waited on), a syntax error (line:column) and a non-object are each one
+ * message naming the file. */
 static moe_status_t json_load_object(const char *path, const char *what, json_t **out,
                                      moe_error_t *err)
 {
     json_error_t je;
-    if (!file_exists(path)) {
+    const char *kind = NULL;
+    int fd = moe_open_regular(path, &kind);
+    if (fd < 0 && kind != NULL) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: is %s, not a regular file (%s)", path,
+                             kind, what);
+    }
+    if (fd < 0 && errno == ENOENT) {
         return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: no such file (%s)", path, what);
     }
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (fd < 0) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: cannot read (%s): %s", path, what,
+                             strerror(errno));
+    }
+    json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+    close(fd);
     if (root == NULL) {
         return moe_error_set(err, MOE_ERR_FORMAT, "%s:%d:%d: not valid JSON: %s", path, je.line,
                              je.column, je.text);
@@ -230,20 +243,70 @@ static moe_status_t family_of(info_ctx_t *c, const moe_family_t **out)
     return MOE_OK;
 }
 
+#define CK_LAYOUT "a Hugging Face checkpoint folder (config.json with model.safetensors, or " \
+                  "model.safetensors.index.json and the shards it names)"
+
+/* model.checkpoint names a folder: anything else is said as what it is, with the key that
+ * takes it when there is one. */
+static moe_status_t ckpt_dir_check(const char *dir, moe_error_t *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "model.checkpoint: '%s': %s; %s is expected",
+                             dir, strerror(errno), CK_LAYOUT);
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        return MOE_OK;
+    }
+    const char *base = strrchr(dir, '/') != NULL ? strrchr(dir, '/') + 1 : dir;
+    size_t n = strlen(base), ext = strlen(".safetensors");
+    const char *hint = "";
+    if (strcmp(base, "config.json") == 0) {
+        hint = "; name the folder that holds this config.json";
+    } else if (n > ext && strcmp(base + n - ext, ".safetensors") == 0) {
+        hint = "; one .safetensors file goes in model.weights instead";
+    }
+    return moe_error_set(err, MOE_ERR_WEIGHTS, "model.checkpoint: '%s' is %s, not a folder: %s "
+                         "is expected%s", dir, S_ISREG(sb.st_mode) ? "a file" : S_ISFIFO(sb.st_mode)
+                         ? "a FIFO (named pipe)" : "a device or socket", CK_LAYOUT, hint);
+}
+
+#define CK_MXFP4 "MXFP4 expert weights are not supported yet; use a BF16 copy of the checkpoint"
+
+/* quantization_config.quant_method: moed dequantises block FP8 (fp8) itself; MXFP4
+ * (gpt-oss's release) it does not read yet: said here, before any shard is opened. */
+static moe_status_t quant_check(info_ctx_t *c)
+{
+    const char *qm = json_string_value(json_object_get(json_object_get(c->root,
+                                       "quantization_config"), "quant_method"));
+    if (qm != NULL && strcmp(qm, "mxfp4") == 0) {
+        return moe_error_set(c->err, MOE_ERR_UNSUPPORTED, "%s: quantization_config.quant_method "
+                             "is 'mxfp4': " CK_MXFP4 " (one whose experts' gate_up_proj and "
+                             "down_proj are BF16 tensors)", c->path);
+    }
+    return MOE_OK;
+}
+
 moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
                                 moe_error_t *err)
 {
     memset(out, 0, sizeof(*out));
+    moe_status_t st = ckpt_dir_check(dir, err);
+    if (st != MOE_OK) {
+        return st;
+    }
     snprintf(out->config_path, sizeof(out->config_path), "%s/config.json", dir);
     json_t *root = NULL;
-    moe_status_t st = json_load_object(out->config_path, "a checkpoint directory needs it",
-                                       &root, err);
+    st = json_load_object(out->config_path, "a checkpoint directory needs it", &root, err);
     if (st != MOE_OK) {
         return st;
     }
     info_ctx_t c = {.info = out, .root = root, .path = out->config_path, .err = err};
     const moe_family_t *fam = NULL;
     st = family_of(&c, &fam);
+    if (st == MOE_OK) {
+        st = quant_check(&c);
+    }
     if (st == MOE_OK) {
         fact_add(out, "model.family", fam->name, "architectures");
         st = fact_key(&c, "model.hidden_dim", "hidden_size", NULL);
@@ -381,9 +444,16 @@ static moe_status_t ck_index(moe_ckpt_t *ck, moe_error_t *err)
     /* Every shard the index names must be there, even one this rank never reads: a missing
      * shard is a broken download, better said at once than by whichever rank needs it. */
     for (int i = 0; i < ck->nfiles; i++) {
-        if (!file_exists(ck->files[i])) {
+        struct stat sb;
+        if (stat(ck->files[i], &sb) != 0) {
             return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: names shard %s, which is not "
                                  "there", ck->index_path, ck->files[i]);
+        }
+        if (!S_ISREG(sb.st_mode)) { /* a FIFO would make its reader wait: refused now */
+            return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: names shard %s, which is not a "
+                                 "regular file (%s)", ck->index_path, ck->files[i],
+                                 S_ISDIR(sb.st_mode) ? "a folder" : S_ISFIFO(sb.st_mode)
+                                 ? "a FIFO (named pipe)" : "a device or socket");
         }
     }
     return MOE_OK;
@@ -400,10 +470,10 @@ static moe_status_t ck_open_dir(moe_ckpt_t *ck, const char *dir, moe_error_t *er
     if (st != MOE_OK) {
         return st;
     }
-    if (file_exists(ck->index_path)) {
-        return ck_index(ck, err);
+    if (path_exists(ck->index_path)) {
+        return ck_index(ck, err); /* which refuses an index that is not a regular file */
     }
-    if (!file_exists(single)) {
+    if (!path_exists(single)) {
         return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: neither model.safetensors nor "
                              "model.safetensors.index.json is there", dir);
     }
@@ -479,6 +549,20 @@ bool moe_ckpt_has(moe_ckpt_t *ck, const char *name)
     return moe_st_find(ck->st[0], name) != NULL;
 }
 
+/* Tensor `name` is not in the checkpoint: when NAME_blocks is (with NAME_scales: the MXFP4
+ * layout of gpt-oss's release), the message says so instead of naming a missing tensor. */
+static moe_status_t ck_missing(moe_ckpt_t *ck, const char *name, const char *where,
+                               const char *what, moe_error_t *err)
+{
+    char blocks[512];
+    snprintf(blocks, sizeof(blocks), "%s_blocks", name);
+    if (moe_ckpt_has(ck, blocks)) {
+        return moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: tensor '%.200s' is stored as MXFP4 "
+                             "('%.200s' and _scales): " CK_MXFP4, where, name, blocks);
+    }
+    return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: %s '%.200s'", where, what, name);
+}
+
 /* The file holding tensor `name` (opened now if it was not) and its entry. */
 static moe_status_t ck_locate(moe_ckpt_t *ck, const char *name, moe_st_file_t **f,
                               const moe_st_tensor_info_t **ti, moe_error_t *err)
@@ -488,8 +572,7 @@ static moe_status_t ck_locate(moe_ckpt_t *ck, const char *name, moe_st_file_t **
         const char *file = json_string_value(json_object_get(ck->weight_map, name));
         char path[2 * MOE_PATH_MAX];
         if (file == NULL) {
-            return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: the index names no tensor '%.200s'",
-                                 ck->index_path, name);
+            return ck_missing(ck, name, ck->index_path, "the index names no tensor", err);
         }
         snprintf(path, sizeof(path), "%s/%s", ck->name, file);
         moe_status_t st = ck_add_file(ck, path, &idx, err); /* finds the one listed at open */
@@ -502,9 +585,12 @@ static moe_status_t ck_locate(moe_ckpt_t *ck, const char *name, moe_st_file_t **
     }
     *f = ck->st[idx];
     *ti = moe_st_find(*f, name);
+    if (*ti == NULL && ck->index == NULL) {
+        return ck_missing(ck, name, ck->files[idx], "no tensor", err);
+    }
     if (*ti == NULL) {
-        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: no tensor '%.200s'%s", ck->files[idx],
-                             name, ck->index != NULL ? " although the index puts it there" : "");
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: no tensor '%.200s' although the index "
+                             "puts it there", ck->files[idx], name);
     }
     return MOE_OK;
 }
@@ -568,11 +654,25 @@ static moe_status_t ck_read_fp8(moe_ckpt_t *ck, moe_st_file_t *f, const char *na
     if (st == MOE_OK) {
         st = moe_st_read_raw(f, name, raw, (size_t)(R * C), err);
     }
+    int64_t bad = -1; /* the first element that is NaN (code 0x7f/0xff) or overflows */
     for (int64_t r = 0; st == MOE_OK && r < R; r++) {
         for (int64_t c = 0; c < C; c++) {
-            dst[r * C + c] = moe_fp8_e4m3_to_f32(raw[r * C + c]) *
-                             scale[(r / b0) * sshape[1] + c / b1];
+            float v = moe_fp8_e4m3_to_f32(raw[r * C + c]) * scale[(r / b0) * sshape[1] + c / b1];
+            dst[r * C + c] = v;
+            bad = bad < 0 && !isfinite(v) ? r * C + c : bad;
         }
+    }
+    if (st == MOE_OK && bad >= 0) {
+        const char *file = ck->index != NULL
+                               ? json_string_value(json_object_get(ck->weight_map, name))
+                               : NULL; /* the shard, found by ck_locate already */
+        st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s%s%s: tensor '%.200s' (F8_E4M3) holds %s "
+                           "at element %lld (code 0x%02x, scale %g): moed refuses weights that "
+                           "are not finite", file != NULL ? ck->name : ck->files[0],
+                           file != NULL ? "/" : "", file != NULL ? file : "", name,
+                           isnan(dst[bad]) ? "NaN" : "inf",
+                           (long long)bad, raw[bad], (double)scale[(bad / C / b0) * sshape[1] +
+                                                                  bad % C / b1]);
     }
     free(raw);
     free(scale);

@@ -703,7 +703,7 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = load_layer(&c, rank, routes, Fs, l, &w->layers[l]);
     }
     progress_end(&prog, local_bytes, st);
-    if (st == MOE_OK && random && cfg->routing_skew > 0.0) {
+    if (st == MOE_OK && cfg->routing_skew > 0.0) { /* random weights or a checkpoint's */
         st = apply_skew(cfg, c.fam, w, err);
     }
     w->value = value;
