@@ -18,9 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdarg.h>
+
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 
 #include "moe/clock.h"
+#include "moe/log.h"
 #include "moe/mpi_check.h"
 #include "moe/stop.h"
 #include "transport/transport.h"
@@ -51,6 +55,7 @@ typedef struct ucx_impl {
     ucx_slot_t *slots; /* [num_slots] */
     uint32_t seq;      /* exchanges started so far: the high half of every tag */
     bool failed;       /* an exchange was abandoned: close endpoints by force */
+    bool no_peer_errors; /* an endpoint was made without peer error handling (said once) */
 } ucx_impl_t;
 
 /* Convert a ucs_status_t into MOE_ERR_UCX (with UCX's text and where) and jump to cleanup;
@@ -354,6 +359,17 @@ cleanup:
     return st;
 }
 
+/* A UCX log handler that drops every message (pushed around one call only). */
+static ucs_log_func_rc_t ucx_log_quiet(const char *file, unsigned line, const char *function,
+                                       ucs_log_level_t level,
+                                       const ucs_log_component_config_t *comp_conf,
+                                       const char *message, va_list ap)
+{
+    (void)file, (void)line, (void)function, (void)level, (void)comp_conf, (void)message;
+    (void)ap;
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
 /* Swap worker addresses over MPI (lengths, then bytes) and open an endpoint to every
  * other rank. */
 static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
@@ -407,7 +423,28 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
             .err_mode = UCP_ERR_HANDLING_MODE_PEER,
             .err_handler = {.cb = ucx_peer_failed, .arg = &impl->peers[p]},
         };
-        MOE_UCX_CHECK(ucp_ep_create(impl->worker, &ep_params, &impl->eps[p]), "ucp_ep_create");
+        /* UCX logs an ERROR when no allowed transport handles peer failures, before
+         * ucp_ep_create returns UNREACHABLE: that attempt's log is held back (the retry
+         * below logs as usual, and the warning says what it means). */
+        ucs_log_push_handler(ucx_log_quiet);
+        ucs_status_t rc = ucp_ep_create(impl->worker, &ep_params, &impl->eps[p]);
+        ucs_log_pop_handler();
+        if (rc == UCS_ERR_UNREACHABLE) {
+            /* The transports UCX_TLS allows cannot report a peer's failure (UCX 1.13's
+             * shared-memory mm transports: UCX_TLS=sm,self): connect without, and say once
+             * that a lost rank can then end this process inside UCX. */
+            ep_params.field_mask &= ~(uint64_t)(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                                UCP_EP_PARAM_FIELD_ERR_HANDLER);
+            rc = ucp_ep_create(impl->worker, &ep_params, &impl->eps[p]);
+            if (rc == UCS_OK && !impl->no_peer_errors) {
+                impl->no_peer_errors = true;
+                MOE_WARN("UCX: the transports in use cannot report a lost peer (UCX_TLS=%s): a "
+                         "rank's death may end rank %d inside UCX without a report; unset "
+                         "UCX_TLS or add cma to it",
+                         getenv("UCX_TLS") != NULL ? getenv("UCX_TLS") : "unset", t->rank);
+            }
+        }
+        MOE_UCX_CHECK(rc, "ucp_ep_create");
     }
 cleanup:
     if (mine != NULL) {
