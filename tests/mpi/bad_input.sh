@@ -17,6 +17,18 @@ ro_mount() {
 }
 with_output_dir() { sed "s|^  output_dir: .*|  output_dir: $1|"; }
 fast=0  # 1: must end before any step (a run of a million steps would not)
+no_folder=0  # 1: the report's output_dir must not exist afterwards (nothing made before the checks)
+# hold_port: a listener of another program on a free port of 127.0.0.1, in $PORT, until exit.
+hold_port() {
+  python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True); time.sleep(600)' > port.txt &
+  holder=$!
+  trap 'kill $holder 2>/dev/null || true; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
+  for _ in $(seq 100); do [[ -s port.txt ]] && break; sleep 0.1; done
+  PORT=$(cat port.txt); [[ -n "$PORT" ]] || fail "no port held"
+}
+with_listen() { sed "s|^profiler:|profiler:\n  listen: $1|"; }
 # ckdir FAMILY DTYPE SHARDS [BREAK] [YAML model lines]: a checkpoint directory ck/ (layer 0
 # dense for deepseek/qwen) and c.yaml pointing at it.
 ckdir() {
@@ -160,6 +172,18 @@ case "$1" in
   ckpt_contradicts)
     ckdir mixtral f32 1 "" '  hidden_dim: 128\n'
     want_code=4 want="c.yaml:3:15: model.hidden_dim: 128 contradicts ck/config.json (key 'hidden_size' 64)" ;;
+  listen_no_port)  # refused before the run: no report folder, --check-config too
+    PROF=true STEPS=1000000 small_model | with_listen localhost > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="profiler.listen: localhost: expected HOST:PORT such as 127.0.0.1:9464" ;;
+  listen_in_use)
+    hold_port; PROF=true STEPS=1000000 small_model | with_listen "127.0.0.1:$PORT" > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="profiler.listen: 127.0.0.1:$PORT: cannot listen there: Address already in use" ;;
+  listen_not_here)  # an address of no interface of this host (TEST-NET-1)
+    PROF=true STEPS=1000000 small_model | with_listen 192.0.2.1:9464 > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="profiler.listen: 192.0.2.1:9464: cannot listen there: Cannot assign requested address (not an address of this host)" ;;
   *) fail "unknown case $1" ;;
 esac
 set +e
@@ -178,6 +202,9 @@ cat err.log
 if [[ $fast -eq 1 ]]; then
   [[ $elapsed -le 60 ]] || fail "took ${elapsed}s: the check did not come before the steps"
   ! grep -q 'report:' out.log || fail "a report: line was printed for a run that failed"
+fi
+if [[ $no_folder -eq 1 && -e "$WORK/experiments" ]]; then
+  find "$WORK/experiments"; fail "a report folder was made for a job refused at start"
 fi
 n=$(grep -c 'moed: error' err.log || true)
 if [[ $want_code -eq 0 ]]; then

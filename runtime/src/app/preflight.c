@@ -15,6 +15,7 @@
 #include "expert/onednn.h"
 #include "expert/plugin.h"
 #include "moe/log.h"
+#include "moe/prof.h"
 
 moe_build_caps_t moe_build_caps(void)
 {
@@ -246,6 +247,19 @@ static moe_preflight_fail_t check_dump_output(const char *path, moe_error_t *err
     return check_output_dir("--dump-output", dir, true, err);
 }
 
+/* profiler.listen: rank 0's endpoint must be able to start (an address of this host, a
+ * port free now), checked before anything is made: a config error, as the run's own
+ * failure to start it is. */
+static moe_preflight_fail_t check_listen(const char *listen, moe_error_t *err)
+{
+    char why[256];
+    if (strcmp(listen, "off") == 0 || moe_live_listen_check(listen, why, sizeof(why)) == 0) {
+        return MOE_PREFLIGHT_OK;
+    }
+    moe_error_set(err, MOE_ERR_CONFIG, "profiler.listen: %s: %s", listen, why);
+    return MOE_PREFLIGHT_CONFIG;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Warnings                                                                              */
 /* ------------------------------------------------------------------------------------ */
@@ -298,6 +312,9 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_input_file("workload.input", cfg->input, err);
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_listen(cfg->prof_listen, err);
     }
     if (f == MOE_PREFLIGHT_OK && cfg->prof_enabled) {
         f = check_output_dir("profiler.output_dir", cfg->prof_output_dir, false, err);
