@@ -184,6 +184,14 @@ case "$1" in
     PROF=true STEPS=1000000 small_model | with_listen 192.0.2.1:9464 > c.yaml
     want_code=3 fast=1 no_folder=1
     want="profiler.listen: 192.0.2.1:9464: cannot listen there: Cannot assign requested address (not an address of this host)" ;;
+  output_dangling)  # a dangling symbolic link: mkdir says EEXIST, but no folder can be made in it
+    ln -s "$WORK/gone" "$WORK/experiments"; PROF=true small_model > c.yaml
+    want_code=5 no_folder=1
+    want="profiler.output_dir: cannot write in '$WORK/experiments': '$WORK/experiments' is a symbolic link to '$WORK/gone', which does not exist" ;;
+  output_newline)  # it would split the report's headline
+    PROF=true small_model | with_output_dir "\"$WORK/experiments\\\\nx\"" > c.yaml
+    want_code=3 no_folder=1
+    want="profiler.output_dir: the path holds a control character (byte 0x0a at offset $((${#WORK} + 12)): a newline)" ;;
   *) fail "unknown case $1" ;;
 esac
 set +e
@@ -203,8 +211,11 @@ if [[ $fast -eq 1 ]]; then
   [[ $elapsed -le 60 ]] || fail "took ${elapsed}s: the check did not come before the steps"
   ! grep -q 'report:' out.log || fail "a report: line was printed for a run that failed"
 fi
-if [[ $no_folder -eq 1 && -e "$WORK/experiments" ]]; then
-  find "$WORK/experiments"; fail "a report folder was made for a job refused at start"
+if [[ $no_folder -eq 1 ]] && compgen -G "$WORK/experiments*/*" > /dev/null; then
+  find "$WORK"/experiments*; fail "a report folder was made for a job refused at start"
+fi
+if [[ $no_folder -eq 1 && ! -L "$WORK/experiments" ]] && compgen -G "$WORK/experiments*" > /dev/null; then
+  find "$WORK"/experiments*; fail "an output folder was made for a job refused at start"
 fi
 n=$(grep -c 'moed: error' err.log || true)
 if [[ $want_code -eq 0 ]]; then

@@ -162,8 +162,10 @@ static void path_parent(char *dir)
 }
 
 /* The nearest existing folder at or above `dir` into `found`, and how many components were
- * cut off to reach it; 0, or an errno (ENOTDIR when what exists there is a file). */
-static int nearest_existing(const char *dir, char *found, size_t n, int *cut)
+ * cut off to reach it; 0, or an errno (ENOTDIR when what exists there is a file). A
+ * symbolic link whose target does not exist stops the walk: ENOENT with `found` the link
+ * (mkdir through it would fail, and mkdir on it says EEXIST). */
+static int nearest_existing(const char *dir, char *found, size_t n, int *cut, bool *dangling)
 {
     snprintf(found, n, "%s", dir[0] != '\0' ? dir : ".");
     for (size_t len = strlen(found); len > 1 && found[len - 1] == '/'; len--) {
@@ -171,11 +173,17 @@ static int nearest_existing(const char *dir, char *found, size_t n, int *cut)
     }
     struct stat sb;
     *cut = 0;
+    *dangling = false;
     while (stat(found, &sb) != 0) {
+        int e = errno;
+        if (e == ENOENT && lstat(found, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+            *dangling = true;
+            return ENOENT;
+        }
         /* ENOTDIR: a file stands where a folder should; go up to it */
-        if ((errno != ENOENT && errno != ENOTDIR) || strcmp(found, ".") == 0 ||
+        if ((e != ENOENT && e != ENOTDIR) || strcmp(found, ".") == 0 ||
             strcmp(found, "/") == 0) {
-            return errno;
+            return e;
         }
         path_parent(found);
         (*cut)++;
@@ -207,7 +215,18 @@ static moe_preflight_fail_t check_output_dir(const char *what, const char *dir, 
 {
     char found[MOE_PATH_MAX], tried[MOE_PATH_MAX + 64], why[128], where[MOE_PATH_MAX + 64];
     int cut = 0;
-    int e = nearest_existing(dir, found, sizeof(found), &cut);
+    bool dangling = false;
+    int e = nearest_existing(dir, found, sizeof(found), &cut, &dangling);
+    if (dangling) {
+        char target[MOE_PATH_MAX];
+        ssize_t k = readlink(found, target, sizeof(target) - 1);
+        target[k > 0 ? k : 0] = '\0';
+        tried_text(dir, tried, sizeof(tried));
+        moe_error_set(err, MOE_ERR_IO, "%s: cannot write in '%s'%s: '%s' is a symbolic link to "
+                      "'%s', which does not exist; make the folder it points to, or name "
+                      "another", what, dir, tried, found, target);
+        return MOE_PREFLIGHT_OUTPUT;
+    }
     if (e == 0 && must_exist && cut > 0) {
         e = ENOENT;
     }
@@ -228,6 +247,22 @@ static moe_preflight_fail_t check_output_dir(const char *what, const char *dir, 
     moe_error_set(err, MOE_ERR_IO, "%s: cannot write in '%s'%s%s: %s", what, dir, tried, where,
                   why);
     return MOE_PREFLIGHT_OUTPUT;
+}
+
+/* A path that a line of output quotes (the report's headline, the error lines) holds no
+ * control character: a newline would split the line, and no folder needs one. */
+static moe_preflight_fail_t check_path_text(const char *key, const char *path, moe_error_t *err)
+{
+    for (size_t i = 0; path[i] != '\0'; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (c < 0x20 || c == 0x7f) {
+            moe_error_set(err, MOE_ERR_CONFIG, "%s: the path holds a control character (byte "
+                          "0x%02x at offset %zu%s); name a folder without one", key, c, i,
+                          c == '\n' ? ": a newline" : c == '\t' ? ": a tab" : "");
+            return MOE_PREFLIGHT_CONFIG;
+        }
+    }
+    return MOE_PREFLIGHT_OK;
 }
 
 /* --dump-output FILE: the file is written (through a temporary beside it) into its folder,
@@ -315,6 +350,9 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_listen(cfg->prof_listen, err);
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_path_text("profiler.output_dir", cfg->prof_output_dir, err);
     }
     if (f == MOE_PREFLIGHT_OK && cfg->prof_enabled) {
         f = check_output_dir("profiler.output_dir", cfg->prof_output_dir, false, err);
