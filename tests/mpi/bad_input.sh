@@ -172,6 +172,12 @@ case "$1" in
   ckpt_contradicts)
     ckdir mixtral f32 1 "" '  hidden_dim: 128\n'
     want_code=4 want="c.yaml:3:15: model.hidden_dim: 128 contradicts ck/config.json (key 'hidden_size' 64)" ;;
+  ckpt_top_k)  # the checkpoint contradicts itself: its file is named, exit 4 (not the YAML's 3)
+    ckdir mixtral f32 1; sed -i 's/"num_experts_per_tok": [0-9]*/"num_experts_per_tok": 20/' ck/config.json
+    want_code=4 want="ck/config.json: key 'num_experts_per_tok' 20 is more than key 'num_local_experts' 8 (moed's model.top_k and model.num_experts)" ;;
+  ckpt_n_group)
+    ckdir deepseek_v3 f32 1; sed -i 's/"n_group": [0-9]*/"n_group": 3/' ck/config.json
+    want_code=4 want="ck/config.json: model.n_group 3 / model.topk_group" ;;
   listen_no_port)  # refused before the run: no report folder, --check-config too
     PROF=true STEPS=1000000 small_model | with_listen localhost > c.yaml
     want_code=3 fast=1 no_folder=1
