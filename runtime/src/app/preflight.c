@@ -16,6 +16,7 @@
 #include "expert/plugin.h"
 #include "moe/log.h"
 #include "moe/prof.h"
+#include "model/weights.h"
 
 moe_build_caps_t moe_build_caps(void)
 {
@@ -347,6 +348,9 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_input_file("workload.input", cfg->input, err);
+    }
+    if (f == MOE_PREFLIGHT_OK && moe_input_check(cfg, err) != MOE_OK) {
+        f = MOE_PREFLIGHT_INPUT; /* its shape against tokens_per_step and hidden_dim */
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_listen(cfg->prof_listen, err);

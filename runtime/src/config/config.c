@@ -1793,6 +1793,33 @@ void moe_cfg_set_checkpoint_reader(moe_cfg_checkpoint_fn fn)
     cfg_checkpoint_reader = fn;
 }
 
+static moe_cfg_input_rows_fn cfg_input_reader;
+
+void moe_cfg_set_input_reader(moe_cfg_input_rows_fn fn)
+{
+    cfg_input_reader = fn;
+}
+
+/* workload.tokens_per_step left out with an input file: the file's row count (moe/config.h
+ * moe_cfg_set_input_reader); within the key's range, else the default stays and the load
+ * says what the file has. */
+static void input_tokens(cfg_parse_t *p)
+{
+    moe_config_t *c = &p->cfg;
+    const cfg_key_t *k = key_by_path("workload.tokens_per_step");
+    int64_t rows = 0;
+    moe_error_t ignored;
+    moe_error_clear(&ignored);
+    if (cfg_input_reader == NULL || k == NULL || key_given(p, k->path) ||
+        strcmp(c->input, "random") == 0 ||
+        cfg_input_reader(c->input, &rows, &ignored) != MOE_OK) {
+        return;
+    }
+    if (rows >= k->imin && rows <= k->imax) {
+        c->tokens_per_step = rows;
+    }
+}
+
 /* A checkpoint problem is bad input (exit 4), not a config error: MOE_ERR_WEIGHTS. */
 static moe_status_t ckpt_fail(cfg_parse_t *p, moe_cfg_mark_t m, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -2023,6 +2050,7 @@ static moe_status_t check_rebalance(cfg_parse_t *p, int world)
 
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
+    input_tokens(p);
     moe_status_t st = resolve_layers(p);
     if (st == MOE_OK) {
         st = check_family(p);

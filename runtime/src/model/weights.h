@@ -99,4 +99,11 @@ void moe_weights_skew_bias(float *bias, int num_experts, double skew);
 moe_status_t moe_input_load(const moe_config_t *cfg, int batch, int64_t first, int64_t count,
                             float *dst, moe_error_t *err);
 
+/* workload.input (unless random) opens and its tensor 'input' is [tokens_per_step,
+ * hidden_dim]: the header only (the checks before the run). */
+moe_status_t moe_input_check(const moe_config_t *cfg, moe_error_t *err);
+/* The rows of workload.input's 2-D tensor 'input', from the file's header (the config
+ * loader's default for workload.tokens_per_step: moe_cfg_set_input_reader). */
+moe_status_t moe_input_rows(const char *path, int64_t *rows, moe_error_t *err);
+
 #endif /* MOE_WEIGHTS_H */
