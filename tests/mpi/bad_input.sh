@@ -186,6 +186,16 @@ case "$1" in
     ckdir mixtral f32 1; sed -i '/  tokens_per_step: 12/d' c.yaml
     args+=(--dump-output out.safetensors)
     want_code=0 want="" post='grep -aq "\"shape\":\[12,64\]" out.safetensors || fail "the output is not [12, 64]: $(head -c 120 out.safetensors)"' ;;
+  too_big)  # 768 GiB an expert: more than any node's memory; refused before the run
+    H=65536 F=1048576 E=128 LAYERS=1024 PROF=true STEPS=1000000 small_model > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="model: rank 1 would hold 50331648.0 GiB of weights (65536 expert-layers of 768 GiB each in F32), more than " ;;
+  too_big_ulimit)  # 2.6 GiB on each expert rank, under ulimit -v 2.4 GiB (MPI starts in it)
+    [[ -z "${MOED_SANITIZED:-}" ]] || { echo "SKIP: ASan reserves more address space than this"; exit 77; }
+    ulimit -v 2500000 || { echo "SKIP: cannot set ulimit -v"; exit 77; }
+    H=4096 F=14336 E=8 LAYERS=1 PROF=true STEPS=1000000 small_model > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="model: rank 1 would hold 2.6 GiB of weights (4 expert-layers of 0.656 GiB each in F32), more than the address-space limit, ulimit -v (2.4 GiB); raise ulimit -v" ;;
   listen_no_port)  # refused before the run: no report folder, --check-config too
     PROF=true STEPS=1000000 small_model | with_listen localhost > c.yaml
     want_code=3 fast=1 no_folder=1

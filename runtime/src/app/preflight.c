@@ -9,9 +9,12 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app/engine.h"
+#include "expert/backend.h"
 #include "expert/onednn.h"
 #include "expert/plugin.h"
 #include "moe/log.h"
@@ -297,6 +300,109 @@ static moe_preflight_fail_t check_listen(const char *listen, moe_error_t *err)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* Memory                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* A cgroup's memory limit in bytes (v2 memory.max, v1 memory.limit_in_bytes), or 0. */
+static double cgroup_limit(void)
+{
+    static const char *const files[] = {"/sys/fs/cgroup/memory.max",
+                                        "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        FILE *f = fopen(files[i], "r");
+        unsigned long long v = 0;
+        int got = f != NULL ? fscanf(f, "%llu", &v) : 0; /* "max": no number, no limit */
+        if (f != NULL) {
+            fclose(f);
+        }
+        if (got == 1 && v > 0) {
+            return (double)v;
+        }
+    }
+    return 0.0;
+}
+
+/* The experts' element as the run will hold them (engine_load_weights): BF16 when this CPU
+ * computes in BF16, else F32. The value type of a checkpoint is read from the rank's first
+ * expert; when that fails (the load will say why) the smaller BF16 is assumed, so the check
+ * never refuses a model that could fit. */
+static moe_dtype_t held_dtype(const moe_config_t *cfg, int rank)
+{
+    moe_error_t ignored;
+    moe_dtype_t value = MOE_DTYPE_BF16;
+    moe_num_dtype_t compute = MOE_NUM_F32;
+    moe_error_clear(&ignored);
+    if (moe_weights_value_dtype(cfg, rank, &value, &ignored) != MOE_OK) {
+        return MOE_DTYPE_BF16;
+    }
+    if (moe_expert_compute_dtype(cfg, value, &compute, &ignored) != MOE_OK) {
+        return MOE_DTYPE_F32;
+    }
+    return compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
+}
+
+/* Each rank's weights, as they will be held, against what one process can have on this
+ * node: its memory (or its cgroup's limit) and the address-space limit (ulimit -v). Rank 0
+ * sees its own node only, and ranks sharing a node are not added up: a rank that cannot
+ * fit alone is what is refused. The GPU back-end holds its copy on the device: not here. */
+static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *err)
+{
+    if (cfg->device == MOE_DEVICE_CUDA) {
+        return MOE_PREFLIGHT_OK;
+    }
+    int big = 0, big_layers = 0;
+    double big_bytes = -1.0, big_one = 0.0;
+    int W = cfg->world_size > 0 ? cfg->world_size : 1;
+    moe_dtype_t store = MOE_DTYPE_F32;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int r = 0; r < W; r++) {
+            int64_t first = 0, count = 0;
+            int layers = 0;
+            double one = 0.0;
+            moe_tokens_of_rank(cfg, W, r, &first, &count);
+            double b = moe_weights_rank_bytes(cfg, r, count > 0, store, &layers, &one);
+            if (b > big_bytes) {
+                big = r, big_bytes = b, big_layers = layers, big_one = one;
+            }
+        }
+        if (pass == 0) { /* the largest rank's held type, then its bytes in that type */
+            store = held_dtype(cfg, big);
+            big_bytes = -1.0;
+        }
+    }
+    double node = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    double cg = cgroup_limit();
+    const char *node_what = "this node's memory";
+    if (cg > 0.0 && (node <= 0.0 || cg < node)) {
+        node = cg;
+        node_what = "the memory limit of this node's cgroup";
+    }
+    struct rlimit as;
+    double as_lim = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY
+                        ? (double)as.rlim_cur : 0.0;
+    const char *what = NULL;
+    double lim = 0.0;
+    if (as_lim > 0.0 && big_bytes > as_lim && (node <= 0.0 || as_lim <= node)) {
+        what = "the address-space limit, ulimit -v", lim = as_lim;
+    } else if (node > 0.0 && big_bytes > node) {
+        what = node_what, lim = node;
+    }
+    if (what == NULL) {
+        return MOE_PREFLIGHT_OK;
+    }
+    moe_error_set(err, MOE_ERR_CONFIG, "model: rank %d would hold %.1f GiB of weights (%d "
+                  "expert-layers of %.3g GiB each in %s%s), more than %s (%.1f GiB); %sspread "
+                  "the experts over more ranks (mpirun -np, placement.experts), or run fewer "
+                  "layers or a smaller model", big, big_bytes / GIB, big_layers, big_one / GIB,
+                  store == MOE_DTYPE_BF16 ? "BF16" : "F32",
+                  big_bytes > (double)big_layers * big_one ? ", and the gates" : "", what,
+                  lim / GIB, lim == as_lim ? "raise ulimit -v, or " : "");
+    return MOE_PREFLIGHT_CONFIG;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* Warnings                                                                              */
 /* ------------------------------------------------------------------------------------ */
 
@@ -351,6 +457,9 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
     }
     if (f == MOE_PREFLIGHT_OK && moe_input_check(cfg, err) != MOE_OK) {
         f = MOE_PREFLIGHT_INPUT; /* its shape against tokens_per_step and hidden_dim */
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_memory(cfg, err);
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_listen(cfg->prof_listen, err);
