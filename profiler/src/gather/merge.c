@@ -49,6 +49,7 @@ struct moe_merge {
 #define METRICS_BUF_BYTES (64 * 1024)
 
 static void make_run_dir(moe_merge_t *m);
+static bool metrics_flush(moe_merge_t *m);
 
 static void metrics_path(const moe_report_t *r, char *path, size_t n)
 {
@@ -76,6 +77,9 @@ static void open_metrics_stream(moe_merge_t *m)
     size_t n = strlen(moe_report_metrics_header);
     memcpy(m->metrics_buf, moe_report_metrics_header, n);
     m->metrics_len = n;
+    /* the header now: a run that ends early (rank 0 killed) leaves a CSV with its rows */
+    metrics_flush(m);
+    moe_report_mark_incomplete(r); /* INCOMPLETE names the .part the rows are in */
 }
 
 /* No more rows go to disk from here: the file keeps its whole rows. */
