@@ -352,26 +352,40 @@ static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *e
     if (cfg->device == MOE_DEVICE_CUDA) {
         return MOE_PREFLIGHT_OK;
     }
-    int big = 0, big_layers = 0;
-    double big_bytes = -1.0, big_one = 0.0;
     int W = cfg->world_size > 0 ? cfg->world_size : 1;
-    moe_dtype_t store = MOE_DTYPE_F32;
-    for (int pass = 0; pass < 2; pass++) {
-        for (int r = 0; r < W; r++) {
-            int64_t first = 0, count = 0;
-            int layers = 0;
-            double one = 0.0;
-            moe_tokens_of_rank(cfg, W, r, &first, &count);
-            double b = moe_weights_rank_bytes(cfg, r, count > 0, store, &layers, &one);
-            if (b > big_bytes) {
-                big = r, big_bytes = b, big_layers = layers, big_one = one;
+    int64_t *layers = calloc((size_t)W, sizeof(*layers)); /* expert-layers of each rank */
+    if (layers == NULL) {
+        return MOE_PREFLIGHT_OK; /* the load will say it, with the bytes */
+    }
+    for (int l = 0; l < (int)cfg->num_layers; l++) {
+        int n = 0;
+        const moe_cfg_replica_t *e = moe_cfg_layer_entries(cfg, l, &n);
+        for (int i = 0; e != NULL && i < n; i++) {
+            if (e[i].rank >= 0 && e[i].rank < W) {
+                layers[e[i].rank]++;
             }
         }
-        if (pass == 0) { /* the largest rank's held type, then its bytes in that type */
+    }
+    int big = 0;
+    double one = 0.0, routing = 0.0, big_bytes = -1.0;
+    moe_dtype_t store = MOE_DTYPE_F32;
+    for (int pass = 0; pass < 2; pass++) {
+        moe_weights_bytes(cfg, store, &one, &routing);
+        big_bytes = -1.0;
+        for (int r = 0; r < W; r++) {
+            int64_t first = 0, count = 0;
+            moe_tokens_of_rank(cfg, W, r, &first, &count);
+            double b = one * (double)layers[r] + (count > 0 ? routing : 0.0);
+            if (b > big_bytes) {
+                big = r, big_bytes = b;
+            }
+        }
+        if (pass == 0) { /* the largest rank's held type, then the bytes in that type */
             store = held_dtype(cfg, big);
-            big_bytes = -1.0;
         }
     }
+    int64_t big_layers = layers[big];
+    free(layers);
     double node = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     double cg = cgroup_limit();
     const char *node_what = "this node's memory";
@@ -392,12 +406,12 @@ static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *e
     if (what == NULL) {
         return MOE_PREFLIGHT_OK;
     }
-    moe_error_set(err, MOE_ERR_CONFIG, "model: rank %d would hold %.1f GiB of weights (%d "
+    moe_error_set(err, MOE_ERR_CONFIG, "model: rank %d would hold %.1f GiB of weights (%lld "
                   "expert-layers of %.3g GiB each in %s%s), more than %s (%.1f GiB); %sspread "
                   "the experts over more ranks (mpirun -np, placement.experts), or run fewer "
-                  "layers or a smaller model", big, big_bytes / GIB, big_layers, big_one / GIB,
+                  "layers or a smaller model", big, big_bytes / GIB, (long long)big_layers, one / GIB,
                   store == MOE_DTYPE_BF16 ? "BF16" : "F32",
-                  big_bytes > (double)big_layers * big_one ? ", and the gates" : "", what,
+                  big_bytes > (double)big_layers * one ? ", and the gates" : "", what,
                   lim / GIB, lim == as_lim ? "raise ulimit -v, or " : "");
     return MOE_PREFLIGHT_CONFIG;
 }

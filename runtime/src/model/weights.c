@@ -576,26 +576,18 @@ static int64_t shared_ffn(const moe_config_t *cfg, const moe_family_t *fam)
     return cfg->shared_ffn_dim > 0 ? cfg->shared_ffn_dim : cfg->ffn_dim * cfg->n_shared_experts;
 }
 
-double moe_weights_rank_bytes(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t store,
-                              int *expert_layers, double *per_expert)
+void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
+                       double *routing)
 {
-    int lo = 0, hi = 0;
-    int n = rank_expert_layers(cfg, rank, &lo, &hi);
-    bool bf16 = store == MOE_DTYPE_BF16;
     /* as moe_weights_load counts them, in double: no size_t product to overflow */
-    double one = (double)ffn_bytes(cfg, cfg->ffn_dim, bf16 ? sizeof(uint16_t) : sizeof(float));
-    double bytes = one * (double)n;
-    if (routes) {
-        int64_t Fs = shared_ffn(cfg, moe_family_get(cfg->family));
-        double gate = (double)cfg->num_experts * (double)(cfg->hidden_dim + 1) * sizeof(float);
-        double shared = Fs > 0 ? (double)ffn_bytes(cfg, Fs, sizeof(float)) +
-                                     (double)cfg->hidden_dim * sizeof(float)
-                               : 0.0;
-        bytes += (gate + shared) * (double)cfg->num_layers;
-    }
-    *expert_layers = n;
-    *per_expert = one;
-    return bytes;
+    bool bf16 = store == MOE_DTYPE_BF16;
+    int64_t Fs = shared_ffn(cfg, moe_family_get(cfg->family));
+    double gate = (double)cfg->num_experts * (double)(cfg->hidden_dim + 1) * sizeof(float);
+    double shared = Fs > 0 ? (double)ffn_bytes(cfg, Fs, sizeof(float)) +
+                                 (double)cfg->hidden_dim * sizeof(float)
+                           : 0.0;
+    *per_expert = (double)ffn_bytes(cfg, cfg->ffn_dim, bf16 ? sizeof(uint16_t) : sizeof(float));
+    *routing = (gate + shared) * (double)cfg->num_layers;
 }
 
 /* skew as a log-prior: added to the gpt-oss router bias, else the router's own bias. */

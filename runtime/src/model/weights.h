@@ -81,11 +81,11 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
                               moe_dtype_t store, moe_weights_t *w, moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
 
-/* Bytes of weights `rank` will hold (moe_weights_load's expert_bytes + routing_bytes) with
- * the experts held as `store` (F32 or BF16), before anything is loaded: its expert-layers
- * into *expert_layers, one expert's bytes into *per_expert. */
-double moe_weights_rank_bytes(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t store,
-                              int *expert_layers, double *per_expert);
+/* What moe_weights_load will hold, before anything is loaded: one expert's weights held as
+ * `store` (F32 or BF16: bytes_per_expert), and a routing rank's gates, biases and shared
+ * experts over all layers (routing_bytes). In double: a config's product may pass 2^64. */
+void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
+                       double *routing);
 
 /* One expert's buffers (model.ffn_dim, the activation's shapes, biases for swiglu_oai),
  * uninitialised, held as `store` says (F32 in w13/w2, or BF16 in w13_bf16/w2_bf16), for
