@@ -186,7 +186,7 @@ static const cfg_key_t cfg_keys[] = {
             "rank holds at most ceil((E + R) / expert ranks) experts per layer"),
 
     KEY_INT("workload.tokens_per_step", tokens_per_step, "2048", 1, 4194304, "tokens",
-            "tokens routed per step"),
+            "tokens routed per step; left out with a workload.input file: its rows"),
     KEY_INT("workload.steps", steps, "20", 0, 1000000000, "steps",
             "steps to run; 0 = until SIGINT or SIGTERM"),
     KEY_STR("workload.input", input, "random",
