@@ -343,19 +343,21 @@ static moe_dtype_t held_dtype(const moe_config_t *cfg, int rank)
     return compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
 }
 
-/* Each rank's weights, as they will be held, against what one process can have on this
- * node: its memory (or its cgroup's limit) and the address-space limit (ulimit -v). Rank 0
- * sees its own node only, and ranks sharing a node are not added up: a rank that cannot
- * fit alone is what is refused. The GPU back-end holds its copy on the device: not here. */
-static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *err)
+/* The rank that will hold the most weight bytes (its expert-layers counted in one pass over
+ * the placement; a routing rank adds the gates), in the type it will hold them in. */
+typedef struct rank_size {
+    int rank;
+    int64_t expert_layers;
+    double bytes, per_expert;
+    moe_dtype_t store;
+} rank_size_t;
+
+static bool largest_rank(const moe_config_t *cfg, rank_size_t *out)
 {
-    if (cfg->device == MOE_DEVICE_CUDA) {
-        return MOE_PREFLIGHT_OK;
-    }
     int W = cfg->world_size > 0 ? cfg->world_size : 1;
-    int64_t *layers = calloc((size_t)W, sizeof(*layers)); /* expert-layers of each rank */
+    int64_t *layers = calloc((size_t)W, sizeof(*layers));
     if (layers == NULL) {
-        return MOE_PREFLIGHT_OK; /* the load will say it, with the bytes */
+        return false; /* the load will say it, with the bytes */
     }
     for (int l = 0; l < (int)cfg->num_layers; l++) {
         int n = 0;
@@ -366,26 +368,30 @@ static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *e
             }
         }
     }
-    int big = 0;
-    double one = 0.0, routing = 0.0, big_bytes = -1.0;
-    moe_dtype_t store = MOE_DTYPE_F32;
-    for (int pass = 0; pass < 2; pass++) {
-        moe_weights_bytes(cfg, store, &one, &routing);
-        big_bytes = -1.0;
+    double routing = 0.0;
+    *out = (rank_size_t){.rank = 0, .store = MOE_DTYPE_F32};
+    for (int pass = 0; pass < 2; pass++) { /* F32, then the largest rank's own type */
+        moe_weights_bytes(cfg, out->store, &out->per_expert, &routing);
+        out->bytes = -1.0;
         for (int r = 0; r < W; r++) {
             int64_t first = 0, count = 0;
             moe_tokens_of_rank(cfg, W, r, &first, &count);
-            double b = one * (double)layers[r] + (count > 0 ? routing : 0.0);
-            if (b > big_bytes) {
-                big = r, big_bytes = b;
+            double b = out->per_expert * (double)layers[r] + (count > 0 ? routing : 0.0);
+            if (b > out->bytes) {
+                out->rank = r, out->bytes = b;
             }
         }
-        if (pass == 0) { /* the largest rank's held type, then the bytes in that type */
-            store = held_dtype(cfg, big);
-        }
+        out->store = pass == 0 ? held_dtype(cfg, out->rank) : out->store;
     }
-    int64_t big_layers = layers[big];
+    out->expert_layers = layers[out->rank];
     free(layers);
+    return true;
+}
+
+/* What one process may hold on this node: its memory (or its cgroup's limit, if lower) and
+ * the address-space limit (ulimit -v); the one `bytes` passes into *what, or 0. */
+static double memory_limit_passed(double bytes, const char **what)
+{
     double node = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     double cg = cgroup_limit();
     const char *node_what = "this node's memory";
@@ -396,23 +402,40 @@ static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *e
     struct rlimit as;
     double as_lim = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY
                         ? (double)as.rlim_cur : 0.0;
-    const char *what = NULL;
-    double lim = 0.0;
-    if (as_lim > 0.0 && big_bytes > as_lim && (node <= 0.0 || as_lim <= node)) {
-        what = "the address-space limit, ulimit -v", lim = as_lim;
-    } else if (node > 0.0 && big_bytes > node) {
-        what = node_what, lim = node;
+    if (as_lim > 0.0 && bytes > as_lim && (node <= 0.0 || as_lim <= node)) {
+        *what = "the address-space limit, ulimit -v";
+        return as_lim;
     }
-    if (what == NULL) {
+    if (node > 0.0 && bytes > node) {
+        *what = node_what;
+        return node;
+    }
+    return 0.0;
+}
+
+/* Each rank's weights, as they will be held, against what one process can have on this
+ * node. Rank 0 sees its own node only, and ranks sharing a node are not added up: a rank
+ * that cannot fit alone is what is refused. The GPU back-end holds its copy on the device:
+ * not here. */
+static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *err)
+{
+    rank_size_t big;
+    const char *what = NULL;
+    if (cfg->device == MOE_DEVICE_CUDA || !largest_rank(cfg, &big)) {
+        return MOE_PREFLIGHT_OK;
+    }
+    double lim = memory_limit_passed(big.bytes, &what);
+    if (lim <= 0.0) {
         return MOE_PREFLIGHT_OK;
     }
     moe_error_set(err, MOE_ERR_CONFIG, "model: rank %d would hold %.1f GiB of weights (%lld "
                   "expert-layers of %.3g GiB each in %s%s), more than %s (%.1f GiB); %sspread "
                   "the experts over more ranks (mpirun -np, placement.experts), or run fewer "
-                  "layers or a smaller model", big, big_bytes / GIB, (long long)big_layers, one / GIB,
-                  store == MOE_DTYPE_BF16 ? "BF16" : "F32",
-                  big_bytes > (double)big_layers * one ? ", and the gates" : "", what,
-                  lim / GIB, lim == as_lim ? "raise ulimit -v, or " : "");
+                  "layers or a smaller model", big.rank, big.bytes / GIB,
+                  (long long)big.expert_layers, big.per_expert / GIB,
+                  big.store == MOE_DTYPE_BF16 ? "BF16" : "F32",
+                  big.bytes > (double)big.expert_layers * big.per_expert ? ", and the gates" : "",
+                  what, lim / GIB, strstr(what, "ulimit") != NULL ? "raise ulimit -v, or " : "");
     return MOE_PREFLIGHT_CONFIG;
 }
 
