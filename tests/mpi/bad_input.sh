@@ -17,6 +17,19 @@ ro_mount() {
 }
 with_output_dir() { sed "s|^  output_dir: .*|  output_dir: $1|"; }
 fast=0  # 1: must end before any step (a run of a million steps would not)
+post=  # want_code=0 and want="": a command that checks what the run made
+no_folder=0  # 1: the report's output_dir must not exist afterwards (nothing made before the checks)
+# hold_port: a listener of another program on a free port of 127.0.0.1, in $PORT, until exit.
+hold_port() {
+  python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1)
+print(s.getsockname()[1], flush=True); time.sleep(600)' > port.txt &
+  holder=$!
+  trap 'kill $holder 2>/dev/null || true; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
+  for _ in $(seq 100); do [[ -s port.txt ]] && break; sleep 0.1; done
+  PORT=$(cat port.txt); [[ -n "$PORT" ]] || fail "no port held"
+}
+with_listen() { sed "s|^profiler:|profiler:\n  listen: $1|"; }
 # ckdir FAMILY DTYPE SHARDS [BREAK] [YAML model lines]: a checkpoint directory ck/ (layer 0
 # dense for deepseek/qwen) and c.yaml pointing at it.
 ckdir() {
@@ -230,6 +243,49 @@ case "$1" in
     ckdir mixtral bf16 1 inf_weight
     want_code=4
     want="tensor 'model.layers.0.block_sparse_moe.experts.1.w1.weight' (BF16) holds +inf at element 5" ;;
+  ckpt_top_k)  # the checkpoint contradicts itself: its file is named, exit 4 (not the YAML's 3)
+    ckdir mixtral f32 1; sed -i 's/"num_experts_per_tok": [0-9]*/"num_experts_per_tok": 20/' ck/config.json
+    want_code=4 want="ck/config.json: key 'num_experts_per_tok' 20 is more than key 'num_local_experts' 8 (moed's model.top_k and model.num_experts)" ;;
+  ckpt_n_group)
+    ckdir deepseek_v3 f32 1; sed -i 's/"n_group": [0-9]*/"n_group": 3/' ck/config.json
+    want_code=4 want="ck/config.json: model.n_group 3 / model.topk_group" ;;
+  input_rows)  # both shapes in the message, before the run (--check-config too)
+    ckdir mixtral f32 1; sed -i 's/  tokens_per_step: 12/  tokens_per_step: 20/' c.yaml
+    want_code=4 want="ck/input.safetensors: workload.input needs tensor 'input' of shape [20, 64] (workload.tokens_per_step, model.hidden_dim); the file's 'input' has shape [12, 64]; set workload.tokens_per_step to its rows, or leave the key out" ;;
+  input_rows_default)  # no tokens_per_step: the input's 12 rows (the output has as many)
+    ckdir mixtral f32 1; sed -i '/  tokens_per_step: 12/d' c.yaml
+    args+=(--dump-output out.safetensors)
+    want_code=0 want="" post='grep -aq "\"shape\":\[12,64\]" out.safetensors || fail "the output is not [12, 64]: $(head -c 120 out.safetensors)"' ;;
+  too_big)  # 768 GiB an expert: more than any node's memory; refused before the run
+    H=65536 F=1048576 E=128 LAYERS=1024 PROF=true STEPS=1000000 small_model > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="model: rank 1 would hold 50331648.0 GiB of weights (65536 expert-layers of 768 GiB each in F32), more than " ;;
+  too_big_ulimit)  # 2.6 GiB on each expert rank, under ulimit -v 2.4 GiB (MPI starts in it)
+    [[ -z "${MOED_SANITIZED:-}" ]] || { echo "SKIP: ASan reserves more address space than this"; exit 77; }
+    ulimit -v 2500000 || { echo "SKIP: cannot set ulimit -v"; exit 77; }
+    H=4096 F=14336 E=8 LAYERS=1 PROF=true STEPS=1000000 small_model > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="model: rank 1 would hold 2.6 GiB of weights (4 expert-layers of 0.656 GiB each in F32), more than the address-space limit, ulimit -v (2.4 GiB); raise ulimit -v" ;;
+  listen_no_port)  # refused before the run: no report folder, --check-config too
+    PROF=true STEPS=1000000 small_model | with_listen localhost > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="profiler.listen: localhost: expected HOST:PORT such as 127.0.0.1:9464" ;;
+  listen_in_use)
+    hold_port; PROF=true STEPS=1000000 small_model | with_listen "127.0.0.1:$PORT" > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="profiler.listen: 127.0.0.1:$PORT: cannot listen there: Address already in use" ;;
+  listen_not_here)  # an address of no interface of this host (TEST-NET-1)
+    PROF=true STEPS=1000000 small_model | with_listen 192.0.2.1:9464 > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="profiler.listen: 192.0.2.1:9464: cannot listen there: Cannot assign requested address (not an address of this host)" ;;
+  output_dangling)  # a dangling symbolic link: mkdir says EEXIST, but no folder can be made in it
+    ln -s "$WORK/gone" "$WORK/experiments"; PROF=true small_model > c.yaml
+    want_code=5 no_folder=1
+    want="profiler.output_dir: cannot write in '$WORK/experiments': '$WORK/experiments' is a symbolic link to '$WORK/gone', which does not exist" ;;
+  output_newline)  # it would split the report's headline
+    PROF=true small_model | with_output_dir "\"$WORK/experiments\\\\nx\"" > c.yaml
+    want_code=3 no_folder=1
+    want="profiler.output_dir: the path holds a control character (byte 0x0a at offset $((${#WORK} + 12)): a newline)" ;;
   *) fail "unknown case $1" ;;
 esac
 set +e
@@ -249,9 +305,20 @@ if [[ $fast -eq 1 ]]; then
   [[ $elapsed -le 60 ]] || fail "took ${elapsed}s: the check did not come before the steps"
   ! grep -q 'report:' out.log || fail "a report: line was printed for a run that failed"
 fi
+if [[ $no_folder -eq 1 ]] && compgen -G "$WORK/experiments*/*" > /dev/null; then
+  find "$WORK"/experiments*; fail "a report folder was made for a job refused at start"
+fi
+if [[ $no_folder -eq 1 && ! -L "$WORK/experiments" ]] && compgen -G "$WORK/experiments*" > /dev/null; then
+  find "$WORK"/experiments*; fail "an output folder was made for a job refused at start"
+fi
 n=$(grep -c 'moed: error' err.log || true)
 if [[ $want_code -eq 0 ]]; then
   [[ $n -eq 0 ]] || fail "$n error lines, want none"
+  if [[ -z "$want" ]]; then  # no warning expected: the case's own check of what it made
+    [[ "${2:-}" == check ]] || eval "$post"
+    echo "PASS $1${2:+ ($2)}: exit 0 in ${elapsed}s"
+    exit 0
+  fi
   w=$(grep 'moed: warning' err.log | grep -cF -- "$want" || true)
   [[ $w -eq 1 ]] || fail "warning '$want' printed $w times, want exactly once"
   echo "PASS $1: exit 0 with the warning in ${elapsed}s"

@@ -168,6 +168,14 @@ case "$1" in
     [[ $code -ne 0 ]] || fail "exit 0 after rank 0 died"
     grep -qE "rank 0 .*(exited on signal 9|killed)" err.log run.log || fail "rank 0 not named"
     report none
+    # what survives is metrics.csv.part, a readable CSV, and INCOMPLETE says so
+    d=$(ls -d "$WORK"/experiments/*/ | head -1)
+    cat "$d/INCOMPLETE"
+    grep -q "^metrics.csv: .*metrics.csv.part" "$d/INCOMPLETE" || fail "INCOMPLETE does not name metrics.csv.part"
+    head -1 "$d/metrics.csv.part" | grep -qx "step,layer,expert,rank,tokens,compute_ms,gflops" \
+      || fail "metrics.csv.part does not start with the CSV header"
+    awk -F, 'NF != 7 { exit 1 }' "$d/metrics.csv.part" || fail "metrics.csv.part has a torn row"
+    (( $(wc -l < "$d/metrics.csv.part") > 1 )) || fail "metrics.csv.part has no rows"
     ;;
   kill_midstep_r1_ucx)  # UCX: a rank killed mid-step, 3 times; rank 0 must not abort in UCX
     # Rows of 4 kB x 1024 tokens: rank 0 is in UCX's shared-memory reads (process_vm_readv

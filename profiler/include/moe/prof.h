@@ -217,6 +217,11 @@ void moe_live_destroy(moe_live_t *lv); /* accepts NULL */
 /* CPU time of the live path's threads so far, ns: HTTP handlers and window writers (rank
  * 0), a window recorder's sampler if it has one; 0 for NULL. */
 int64_t moe_live_threads_cpu_ns(const moe_live_t *lv);
+/* profiler.listen as the live path will take it: HOST:PORT that resolves, and a port this
+ * host lets a program listen on now (bound and released at once). 0, or -1 with why
+ * ("expected HOST:PORT ...", the resolver's or the system's reason). For the checks before
+ * the run (runtime/src/app/preflight.c): no folder is made before the endpoint could start. */
+int moe_live_listen_check(const char *listen, char *why, size_t why_len);
 /* `moed top URL [--once]`: exit 0, 1 when the endpoint cannot be read, 2 bad arguments. */
 int moe_live_top_main(int argc, char **argv, FILE *out);
 

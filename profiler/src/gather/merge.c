@@ -53,6 +53,7 @@ struct moe_merge {
 #define METRICS_BUF_BYTES (64 * 1024)
 
 static void make_run_dir(moe_merge_t *m);
+static bool metrics_flush(moe_merge_t *m);
 
 static void metrics_path(const moe_report_t *r, char *path, size_t n)
 {
@@ -80,6 +81,9 @@ static void open_metrics_stream(moe_merge_t *m)
     size_t n = strlen(moe_report_metrics_header);
     memcpy(m->metrics_buf, moe_report_metrics_header, n);
     m->metrics_len = n;
+    /* the header now: a run that ends early (rank 0 killed) leaves a CSV with its rows */
+    metrics_flush(m);
+    moe_report_mark_incomplete(r); /* INCOMPLETE names the .part the rows are in */
 }
 
 /* No more rows go to disk from here: the file keeps its whole rows. */
@@ -843,6 +847,23 @@ moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const boo
     return MOE_OK;
 }
 
+/* mkdir of one component; EEXIST counts only for a folder (or a link to one): a dangling
+ * symbolic link or a file there is its stat's error (ENOENT, ENOTDIR). */
+static int mkdir_one(const char *path)
+{
+    struct stat sb;
+    if (mkdir(path, 0755) == 0) {
+        return 0;
+    }
+    if (errno != EEXIST) {
+        return errno;
+    }
+    if (stat(path, &sb) != 0) {
+        return errno;
+    }
+    return S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
+}
+
 /* mkdir -p; 0, or the errno of the component that could not be made. */
 static int mkdir_p(const char *path)
 {
@@ -851,13 +872,14 @@ static int mkdir_p(const char *path)
     for (char *p = tmp + 1; *p; p++) {
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
-                return errno;
+            int e = mkdir_one(tmp);
+            if (e != 0) {
+                return e;
             }
             *p = '/';
         }
     }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? errno : 0;
+    return mkdir_one(tmp);
 }
 
 /* The folder's hash: the resolved configuration, i.e. the config text and every

@@ -1,6 +1,7 @@
 /* Rank 0's HTTP endpoint: libmicrohttpd in its own threads, bounded in connections, request
  * memory and idle time, so no client can hold a step back (the main thread never waits
  * for these threads: see live.c). */
+#include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "live/live_int.h"
 #include "moe/clock.h"
@@ -260,6 +262,37 @@ static int resolve(const char *listen, struct addrinfo **out, char *host, size_t
     int rc = getaddrinfo(host, colon + 1, &hints, out);
     if (rc != 0) {
         snprintf(why, why_len, "%s", gai_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int moe_live_listen_check(const char *addr, char *why, size_t why_len)
+{
+    struct addrinfo *ai = NULL;
+    char host[128];
+    if (resolve(addr, &ai, host, sizeof(host), why, why_len) != 0) {
+        return -1;
+    }
+    /* bind and listen as libmicrohttpd will (SO_REUSEADDR: a port in TIME_WAIT is not "in
+     * use"), then let go: the run binds it again at start-up */
+    int e = 0, one = 1;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        e = errno;
+    } else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+               bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1) != 0) {
+        e = errno;
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    if (e != 0) {
+        snprintf(why, why_len, "cannot listen there: %s%s", strerror(e),
+                 e == EADDRINUSE ? " (another program has the port: pick another, or 0 for "
+                                   "any free port)"
+                 : e == EADDRNOTAVAIL ? " (not an address of this host)" : "");
         return -1;
     }
     return 0;

@@ -444,6 +444,11 @@ void moe_report_mark_incomplete(const moe_report_t *r)
         moe_rfile_state_t s = r->files->state[i];
         if (s == MOE_RFILE_PENDING || s == MOE_RFILE_FAILED) {
             const char *why = s == MOE_RFILE_PENDING ? "not yet written" : r->files->why[i];
+            if (s == MOE_RFILE_PENDING && i == MOE_RFILE_METRICS_CSV && r->metrics_streamed) {
+                why = "not yet written: until the report is complete its rows stream into "
+                      "metrics.csv.part (the same CSV: header, then whole rows), which is what "
+                      "a run that ends early leaves";
+            }
             n += (size_t)snprintf(text + n, sizeof(text) - n, "%s: %s\n", rfile_names[i], why);
         }
     }

@@ -237,6 +237,14 @@ typedef moe_status_t (*moe_cfg_checkpoint_fn)(const char *dir, moe_cfg_checkpoin
  * model part: the app registers model/checkpoint.c's reader). Without one, model.checkpoint
  * is rejected. */
 void moe_cfg_set_checkpoint_reader(moe_cfg_checkpoint_fn fn);
+/* The rows of workload.input's tensor 'input' (its first dimension), read from the file's
+ * header: with such a reader registered (model/weights.c's moe_input_rows), a config that
+ * names an input file and leaves workload.tokens_per_step out takes that count. A file that
+ * cannot be read leaves the default: the checks before the run and the input's load say
+ * why. */
+typedef moe_status_t (*moe_cfg_input_rows_fn)(const char *path, int64_t *rows,
+                                              moe_error_t *err);
+void moe_cfg_set_input_reader(moe_cfg_input_rows_fn fn);
 
 /* Print the resolved placement, one line per rank: "rank 1: experts 0 1 2 3". */
 void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out);

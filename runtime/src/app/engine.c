@@ -553,11 +553,13 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
         eng->layer.token_first = eng->token_first; /* where replicas split its tokens */
     }
     st = moe_agree(comm, st, err);
-    if (st == MOE_OK && cfg->prof_enabled) {
-        st = moe_agree(comm, engine_create_profiler(eng, err), err);
-    }
+    /* the endpoint first: the profiler makes the run folder, which a failure to start the
+     * endpoint (its port taken since the checks before the run) would leave behind */
     if (st == MOE_OK && strcmp(cfg->prof_listen, "off") != 0) {
         st = moe_agree(comm, engine_create_live(eng, err), err);
+    }
+    if (st == MOE_OK && cfg->prof_enabled) {
+        st = moe_agree(comm, engine_create_profiler(eng, err), err);
     }
     if (eng != NULL) {
         eng->config_text = NULL; /* the caller's: not kept */

@@ -28,6 +28,7 @@
 #include "app/selfbench.h"
 #include "app/startup.h"
 #include "model/checkpoint.h"
+#include "model/weights.h"
 
 /* Exit codes (README "Exit codes"). */
 enum {
@@ -766,6 +767,7 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     }
     int check_world = opt.check_config && opt.ranks > 0 ? opt.ranks : world;
     moe_cfg_set_checkpoint_reader(moe_ckpt_read_info); /* model.checkpoint's config.json */
+    moe_cfg_set_input_reader(moe_input_rows); /* workload.tokens_per_step: the input's rows */
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
     }
@@ -823,6 +825,7 @@ int main(int argc, char **argv)
         /* Reads a report folder, writes a config; needs no MPI. Exit codes: 0, 1, 2. The
          * report's config may name a model.checkpoint: its config.json is read again. */
         moe_cfg_set_checkpoint_reader(moe_ckpt_read_info);
+        moe_cfg_set_input_reader(moe_input_rows);
         return moe_prof_plan_main(argc - 2, argv + 2, stdout);
     }
     if (argc > 1 && strcmp(argv[1], "compare") == 0) {

@@ -9,13 +9,18 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app/engine.h"
+#include "expert/backend.h"
 #include "expert/onednn.h"
 #include "expert/plugin.h"
 #include "moe/log.h"
+#include "moe/prof.h"
 #include "moe/safetensors.h"
+#include "model/weights.h"
 
 moe_build_caps_t moe_build_caps(void)
 {
@@ -155,8 +160,10 @@ static void path_parent(char *dir)
 }
 
 /* The nearest existing folder at or above `dir` into `found`, and how many components were
- * cut off to reach it; 0, or an errno (ENOTDIR when what exists there is a file). */
-static int nearest_existing(const char *dir, char *found, size_t n, int *cut)
+ * cut off to reach it; 0, or an errno (ENOTDIR when what exists there is a file). A
+ * symbolic link whose target does not exist stops the walk: ENOENT with `found` the link
+ * (mkdir through it would fail, and mkdir on it says EEXIST). */
+static int nearest_existing(const char *dir, char *found, size_t n, int *cut, bool *dangling)
 {
     snprintf(found, n, "%s", dir[0] != '\0' ? dir : ".");
     for (size_t len = strlen(found); len > 1 && found[len - 1] == '/'; len--) {
@@ -164,11 +171,17 @@ static int nearest_existing(const char *dir, char *found, size_t n, int *cut)
     }
     struct stat sb;
     *cut = 0;
+    *dangling = false;
     while (stat(found, &sb) != 0) {
+        int e = errno;
+        if (e == ENOENT && lstat(found, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+            *dangling = true;
+            return ENOENT;
+        }
         /* ENOTDIR: a file stands where a folder should; go up to it */
-        if ((errno != ENOENT && errno != ENOTDIR) || strcmp(found, ".") == 0 ||
+        if ((e != ENOENT && e != ENOTDIR) || strcmp(found, ".") == 0 ||
             strcmp(found, "/") == 0) {
-            return errno;
+            return e;
         }
         path_parent(found);
         (*cut)++;
@@ -200,7 +213,18 @@ static moe_preflight_fail_t check_output_dir(const char *what, const char *dir, 
 {
     char found[MOE_PATH_MAX], tried[MOE_PATH_MAX + 64], why[128], where[MOE_PATH_MAX + 64];
     int cut = 0;
-    int e = nearest_existing(dir, found, sizeof(found), &cut);
+    bool dangling = false;
+    int e = nearest_existing(dir, found, sizeof(found), &cut, &dangling);
+    if (dangling) {
+        char target[MOE_PATH_MAX];
+        ssize_t k = readlink(found, target, sizeof(target) - 1);
+        target[k > 0 ? k : 0] = '\0';
+        tried_text(dir, tried, sizeof(tried));
+        moe_error_set(err, MOE_ERR_IO, "%s: cannot write in '%s'%s: '%s' is a symbolic link to "
+                      "'%s', which does not exist; make the folder it points to, or name "
+                      "another", what, dir, tried, found, target);
+        return MOE_PREFLIGHT_OUTPUT;
+    }
     if (e == 0 && must_exist && cut > 0) {
         e = ENOENT;
     }
@@ -223,6 +247,22 @@ static moe_preflight_fail_t check_output_dir(const char *what, const char *dir, 
     return MOE_PREFLIGHT_OUTPUT;
 }
 
+/* A path that a line of output quotes (the report's headline, the error lines) holds no
+ * control character: a newline would split the line, and no folder needs one. */
+static moe_preflight_fail_t check_path_text(const char *key, const char *path, moe_error_t *err)
+{
+    for (size_t i = 0; path[i] != '\0'; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (c < 0x20 || c == 0x7f) {
+            moe_error_set(err, MOE_ERR_CONFIG, "%s: the path holds a control character (byte "
+                          "0x%02x at offset %zu%s); name a folder without one", key, c, i,
+                          c == '\n' ? ": a newline" : c == '\t' ? ": a tab" : "");
+            return MOE_PREFLIGHT_CONFIG;
+        }
+    }
+    return MOE_PREFLIGHT_OK;
+}
+
 /* --dump-output FILE: the file is written (through a temporary beside it) into its folder,
  * which must exist; FILE itself must not be a folder. */
 static moe_preflight_fail_t check_dump_output(const char *path, moe_error_t *err)
@@ -238,6 +278,159 @@ static moe_preflight_fail_t check_dump_output(const char *path, moe_error_t *err
     snprintf(dir, sizeof(dir), "%s", path);
     path_parent(dir);
     return check_output_dir("--dump-output", dir, true, err);
+}
+
+/* profiler.listen: rank 0's endpoint must be able to start (an address of this host, a
+ * port free now), checked before anything is made: a config error, as the run's own
+ * failure to start it is. */
+static moe_preflight_fail_t check_listen(const char *listen, moe_error_t *err)
+{
+    char why[256];
+    if (strcmp(listen, "off") == 0 || moe_live_listen_check(listen, why, sizeof(why)) == 0) {
+        return MOE_PREFLIGHT_OK;
+    }
+    moe_error_set(err, MOE_ERR_CONFIG, "profiler.listen: %s: %s", listen, why);
+    return MOE_PREFLIGHT_CONFIG;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* Memory                                                                                */
+/* ------------------------------------------------------------------------------------ */
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* A cgroup's memory limit in bytes (v2 memory.max, v1 memory.limit_in_bytes), or 0. */
+static double cgroup_limit(void)
+{
+    static const char *const files[] = {"/sys/fs/cgroup/memory.max",
+                                        "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        FILE *f = fopen(files[i], "r");
+        unsigned long long v = 0;
+        int got = f != NULL ? fscanf(f, "%llu", &v) : 0; /* "max": no number, no limit */
+        if (f != NULL) {
+            fclose(f);
+        }
+        if (got == 1 && v > 0) {
+            return (double)v;
+        }
+    }
+    return 0.0;
+}
+
+/* The experts' element as the run will hold them (engine_load_weights): BF16 when this CPU
+ * computes in BF16, else F32. The value type of a checkpoint is read from the rank's first
+ * expert; when that fails (the load will say why) the smaller BF16 is assumed, so the check
+ * never refuses a model that could fit. */
+static moe_dtype_t held_dtype(const moe_config_t *cfg, int rank)
+{
+    moe_error_t ignored;
+    moe_dtype_t value = MOE_DTYPE_BF16;
+    moe_num_dtype_t compute = MOE_NUM_F32;
+    moe_error_clear(&ignored);
+    if (moe_weights_value_dtype(cfg, rank, &value, &ignored) != MOE_OK) {
+        return MOE_DTYPE_BF16;
+    }
+    if (moe_expert_compute_dtype(cfg, value, &compute, &ignored) != MOE_OK) {
+        return MOE_DTYPE_F32;
+    }
+    return compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
+}
+
+/* The rank that will hold the most weight bytes (its expert-layers counted in one pass over
+ * the placement; a routing rank adds the gates), in the type it will hold them in. */
+typedef struct rank_size {
+    int rank;
+    int64_t expert_layers;
+    double bytes, per_expert;
+    moe_dtype_t store;
+} rank_size_t;
+
+static bool largest_rank(const moe_config_t *cfg, rank_size_t *out)
+{
+    int W = cfg->world_size > 0 ? cfg->world_size : 1;
+    int64_t *layers = calloc((size_t)W, sizeof(*layers));
+    if (layers == NULL) {
+        return false; /* the load will say it, with the bytes */
+    }
+    for (int l = 0; l < (int)cfg->num_layers; l++) {
+        int n = 0;
+        const moe_cfg_replica_t *e = moe_cfg_layer_entries(cfg, l, &n);
+        for (int i = 0; e != NULL && i < n; i++) {
+            if (e[i].rank >= 0 && e[i].rank < W) {
+                layers[e[i].rank]++;
+            }
+        }
+    }
+    double routing = 0.0;
+    *out = (rank_size_t){.rank = 0, .store = MOE_DTYPE_F32};
+    for (int pass = 0; pass < 2; pass++) { /* F32, then the largest rank's own type */
+        moe_weights_bytes(cfg, out->store, &out->per_expert, &routing);
+        out->bytes = -1.0;
+        for (int r = 0; r < W; r++) {
+            int64_t first = 0, count = 0;
+            moe_tokens_of_rank(cfg, W, r, &first, &count);
+            double b = out->per_expert * (double)layers[r] + (count > 0 ? routing : 0.0);
+            if (b > out->bytes) {
+                out->rank = r, out->bytes = b;
+            }
+        }
+        out->store = pass == 0 ? held_dtype(cfg, out->rank) : out->store;
+    }
+    out->expert_layers = layers[out->rank];
+    free(layers);
+    return true;
+}
+
+/* What one process may hold on this node: its memory (or its cgroup's limit, if lower) and
+ * the address-space limit (ulimit -v); the one `bytes` passes into *what, or 0. */
+static double memory_limit_passed(double bytes, const char **what)
+{
+    double node = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    double cg = cgroup_limit();
+    const char *node_what = "this node's memory";
+    if (cg > 0.0 && (node <= 0.0 || cg < node)) {
+        node = cg;
+        node_what = "the memory limit of this node's cgroup";
+    }
+    struct rlimit as;
+    double as_lim = getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY
+                        ? (double)as.rlim_cur : 0.0;
+    if (as_lim > 0.0 && bytes > as_lim && (node <= 0.0 || as_lim <= node)) {
+        *what = "the address-space limit, ulimit -v";
+        return as_lim;
+    }
+    if (node > 0.0 && bytes > node) {
+        *what = node_what;
+        return node;
+    }
+    return 0.0;
+}
+
+/* Each rank's weights, as they will be held, against what one process can have on this
+ * node. Rank 0 sees its own node only, and ranks sharing a node are not added up: a rank
+ * that cannot fit alone is what is refused. The GPU back-end holds its copy on the device:
+ * not here. */
+static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *err)
+{
+    rank_size_t big;
+    const char *what = NULL;
+    if (cfg->device == MOE_DEVICE_CUDA || !largest_rank(cfg, &big)) {
+        return MOE_PREFLIGHT_OK;
+    }
+    double lim = memory_limit_passed(big.bytes, &what);
+    if (lim <= 0.0) {
+        return MOE_PREFLIGHT_OK;
+    }
+    moe_error_set(err, MOE_ERR_CONFIG, "model: rank %d would hold %.1f GiB of weights (%lld "
+                  "expert-layers of %.3g GiB each in %s%s), more than %s (%.1f GiB); %sspread "
+                  "the experts over more ranks (mpirun -np, placement.experts), or run fewer "
+                  "layers or a smaller model", big.rank, big.bytes / GIB,
+                  (long long)big.expert_layers, big.per_expert / GIB,
+                  big.store == MOE_DTYPE_BF16 ? "BF16" : "F32",
+                  big.bytes > (double)big.expert_layers * big.per_expert ? ", and the gates" : "",
+                  what, lim / GIB, strstr(what, "ulimit") != NULL ? "raise ulimit -v, or " : "");
+    return MOE_PREFLIGHT_CONFIG;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -292,6 +485,18 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_input_file("workload.input", cfg->input, err);
+    }
+    if (f == MOE_PREFLIGHT_OK && moe_input_check(cfg, err) != MOE_OK) {
+        f = MOE_PREFLIGHT_INPUT; /* its shape against tokens_per_step and hidden_dim */
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_memory(cfg, err);
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_listen(cfg->prof_listen, err);
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_path_text("profiler.output_dir", cfg->prof_output_dir, err);
     }
     if (f == MOE_PREFLIGHT_OK && cfg->prof_enabled) {
         f = check_output_dir("profiler.output_dir", cfg->prof_output_dir, false, err);

@@ -187,7 +187,7 @@ static const cfg_key_t cfg_keys[] = {
             "rank holds at most ceil((E + R) / expert ranks) experts per layer"),
 
     KEY_INT("workload.tokens_per_step", tokens_per_step, "2048", 1, 4194304, "tokens",
-            "tokens routed per step"),
+            "tokens routed per step; left out with a workload.input file: its rows"),
     KEY_INT("workload.steps", steps, "20", 0, 1000000000, "steps",
             "steps to run; 0 = until SIGINT or SIGTERM"),
     KEY_STR("workload.input", input, "random",
@@ -841,6 +841,11 @@ typedef struct cfg_parse {
     moe_cfg_mark_t pl_layer_mark[MOE_MAX_LAYER_IDS]; /* layer keys of placement.layers */
     moe_cfg_mark_t prof_rank_mark[MOE_MAX_RANKS]; /* entries of profiled_ranks, by rank */
     moe_cfg_mark_t layer_mark[MOE_MAX_LAYER_IDS]; /* entries of model.layers, in order */
+    /* model.checkpoint's config.json: its path and the values it set, so a check that
+     * fails on one of them names that file (exit 4), not the YAML */
+    char ckpt_path[MOE_PATH_MAX];
+    int num_ckpt_facts;
+    moe_cfg_fact_t ckpt_facts[MOE_CFG_FACTS_MAX];
 } cfg_parse_t;
 
 /* Fail with `code`: "src:line:col: message", or "src: message" without a mark. */
@@ -890,6 +895,11 @@ static moe_cfg_mark_t val_mark_of(cfg_parse_t *p, const char *path)
     const cfg_key_t *k = key_by_path(path);
     moe_cfg_mark_t none = {0, 0};
     return k != NULL ? p->val_mark[key_index(k)] : none;
+}
+
+static bool key_given(cfg_parse_t *p, const char *path)
+{
+    return val_mark_of(p, path).line > 0;
 }
 
 /* libyaml's own error: reader errors (bad UTF-8, control bytes) carry a byte offset,
@@ -1400,11 +1410,57 @@ out_parser:
 /* Cross checks, once every key is known                                                  */
 /* ------------------------------------------------------------------------------------ */
 
+/* The fact of model.checkpoint's config.json that set the key `path` (the YAML does not
+ * give it), or NULL. */
+static const moe_cfg_fact_t *ckpt_fact_of(const cfg_parse_t *p, const char *path)
+{
+    for (int i = 0; i < p->num_ckpt_facts; i++) {
+        if (strcmp(p->ckpt_facts[i].path, path) == 0) {
+            return &p->ckpt_facts[i];
+        }
+    }
+    return NULL;
+}
+
+/* A check failed on the value of `path`: the YAML's error at its mark (exit 3) when the
+ * YAML gives it; when config.json set it, that file's error (MOE_ERR_WEIGHTS, exit 4)
+ * naming the key it came from; else the YAML's at mark `m`. */
+static moe_status_t key_fail(cfg_parse_t *p, const char *path, moe_cfg_mark_t m,
+                             const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static moe_status_t key_fail(cfg_parse_t *p, const char *path, moe_cfg_mark_t m,
+                             const char *fmt, ...)
+{
+    char msg[MOE_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    const moe_cfg_fact_t *f = key_given(p, path) ? NULL : ckpt_fact_of(p, path);
+    if (f == NULL) {
+        moe_status_t st = cfg_failv(p, MOE_ERR_CONFIG, key_given(p, path) ?
+                                    val_mark_of(p, path) : m, fmt, ap);
+        va_end(ap);
+        return st;
+    }
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return moe_error_set(p->err, MOE_ERR_WEIGHTS, "%s: %s (%s is this file's %s %s)",
+                         p->ckpt_path, msg, path, f->source, f->value);
+}
+
 static moe_status_t check_top_k(cfg_parse_t *p)
 {
     const moe_config_t *c = &p->cfg;
     if (c->top_k <= c->num_experts) {
         return MOE_OK;
+    }
+    const moe_cfg_fact_t *fk = key_given(p, "model.top_k") ? NULL : ckpt_fact_of(p, "model.top_k");
+    if (fk != NULL) { /* the checkpoint contradicts itself: the YAML cannot fix that */
+        const moe_cfg_fact_t *fe = ckpt_fact_of(p, "model.num_experts");
+        return moe_error_set(p->err, MOE_ERR_WEIGHTS, "%s: %s %s is more than %s %lld "
+                             "(moed's model.top_k and model.num_experts): a token cannot "
+                             "choose more experts than a layer has; check the file",
+                             p->ckpt_path, fk->source, fk->value,
+                             fe != NULL ? fe->source : "model.num_experts",
+                             (long long)c->num_experts);
     }
     moe_cfg_mark_t m = val_mark_of(p, "model.top_k");
     if (m.line == 0) {
@@ -1738,9 +1794,31 @@ void moe_cfg_set_checkpoint_reader(moe_cfg_checkpoint_fn fn)
     cfg_checkpoint_reader = fn;
 }
 
-static bool key_given(cfg_parse_t *p, const char *path)
+static moe_cfg_input_rows_fn cfg_input_reader;
+
+void moe_cfg_set_input_reader(moe_cfg_input_rows_fn fn)
 {
-    return val_mark_of(p, path).line > 0;
+    cfg_input_reader = fn;
+}
+
+/* workload.tokens_per_step left out with an input file: the file's row count (moe/config.h
+ * moe_cfg_set_input_reader); within the key's range, else the default stays and the load
+ * says what the file has. */
+static void input_tokens(cfg_parse_t *p)
+{
+    moe_config_t *c = &p->cfg;
+    const cfg_key_t *k = key_by_path("workload.tokens_per_step");
+    int64_t rows = 0;
+    moe_error_t ignored;
+    moe_error_clear(&ignored);
+    if (cfg_input_reader == NULL || k == NULL || key_given(p, k->path) ||
+        strcmp(c->input, "random") == 0 ||
+        cfg_input_reader(c->input, &rows, &ignored) != MOE_OK) {
+        return;
+    }
+    if (rows >= k->imin && rows <= k->imax) {
+        c->tokens_per_step = rows;
+    }
 }
 
 /* A checkpoint problem is bad input (exit 4), not a config error: MOE_ERR_WEIGHTS. */
@@ -1773,6 +1851,10 @@ static moe_status_t fact_apply(cfg_parse_t *p, const moe_cfg_checkpoint_info_t *
     }
     if (!key_given(p, k->path)) {
         memcpy((char *)&p->cfg + k->offset, (const char *)scratch + k->offset, k->size);
+        snprintf(p->ckpt_path, sizeof(p->ckpt_path), "%s", info->config_path);
+        if (p->num_ckpt_facts < MOE_CFG_FACTS_MAX) {
+            p->ckpt_facts[p->num_ckpt_facts++] = *f;
+        }
         return MOE_OK;
     }
     if (memcmp((const char *)&p->cfg + k->offset, (const char *)scratch + k->offset, k->size) ==
@@ -1911,7 +1993,7 @@ static moe_status_t check_family(cfg_parse_t *p)
     }
     bool shared_ok = deepseek || (fam == MOE_FAMILY_QWEN2_MOE && c->n_shared_experts <= 1);
     if (c->n_shared_experts > 0 && !shared_ok) {
-        return cfg_fail(p, val_mark_of(p, "model.n_shared_experts"), "model.n_shared_experts: "
+        return key_fail(p, "model.n_shared_experts", fm, "model.n_shared_experts: "
                         "%lld, but model.family %s has %s", (long long)c->n_shared_experts,
                         name, fam == MOE_FAMILY_QWEN2_MOE ? "at most one shared expert"
                                                           : "no shared experts");
@@ -1920,7 +2002,7 @@ static moe_status_t check_family(cfg_parse_t *p)
     if (grouped && (c->num_experts % c->n_group != 0 || c->topk_group > c->n_group ||
                     c->top_k > c->topk_group * (c->num_experts / c->n_group) ||
                     (fam == MOE_FAMILY_DEEPSEEK_V3 && c->num_experts / c->n_group < 2))) {
-        return cfg_fail(p, key_given(p, "model.n_group") ? val_mark_of(p, "model.n_group") : fm,
+        return key_fail(p, "model.n_group", fm,
                         "model.n_group %lld / model.topk_group %lld: the %lld experts must split "
                         "into n_group equal groups (of at least 2 for deepseek_v3), topk_group "
                         "<= n_group, and the kept groups must hold top_k %lld experts",
@@ -1984,6 +2066,7 @@ static moe_status_t check_step_timeout(cfg_parse_t *p)
 
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
+    input_tokens(p);
     moe_status_t st = check_step_timeout(p);
     if (st == MOE_OK) {
         st = resolve_layers(p);

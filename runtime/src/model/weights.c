@@ -576,6 +576,20 @@ static int64_t shared_ffn(const moe_config_t *cfg, const moe_family_t *fam)
     return cfg->shared_ffn_dim > 0 ? cfg->shared_ffn_dim : cfg->ffn_dim * cfg->n_shared_experts;
 }
 
+void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
+                       double *routing)
+{
+    /* as moe_weights_load counts them, in double: no size_t product to overflow */
+    bool bf16 = store == MOE_DTYPE_BF16;
+    int64_t Fs = shared_ffn(cfg, moe_family_get(cfg->family));
+    double gate = (double)cfg->num_experts * (double)(cfg->hidden_dim + 1) * sizeof(float);
+    double shared = Fs > 0 ? (double)ffn_bytes(cfg, Fs, sizeof(float)) +
+                                 (double)cfg->hidden_dim * sizeof(float)
+                           : 0.0;
+    *per_expert = (double)ffn_bytes(cfg, cfg->ffn_dim, bf16 ? sizeof(uint16_t) : sizeof(float));
+    *routing = (gate + shared) * (double)cfg->num_layers;
+}
+
 /* skew as a log-prior: added to the gpt-oss router bias, else the router's own bias. */
 static moe_status_t apply_skew(const moe_config_t *cfg, const moe_family_t *fam,
                                moe_weights_t *w, moe_error_t *err)
@@ -749,6 +763,48 @@ void moe_weights_destroy(moe_weights_t *w)
     memset(w, 0, sizeof(*w));
 }
 
+/* workload.input's tensor 'input' against [tokens_per_step, hidden_dim]: the message gives
+ * both shapes. */
+static moe_status_t input_shape(const moe_config_t *cfg, const moe_st_file_t *f,
+                                moe_error_t *err)
+{
+    int64_t H = cfg->hidden_dim, T = cfg->tokens_per_step;
+    const moe_st_tensor_info_t *ti = moe_st_find(f, "input");
+    if (ti != NULL && ti->ndim == 2 && ti->shape[0] == T && ti->shape[1] == H) {
+        return MOE_OK;
+    }
+    char has[160] = "the file has no tensor 'input'";
+    if (ti != NULL) {
+        size_t n = (size_t)snprintf(has, sizeof(has), "the file's 'input' has shape [");
+        for (int d = 0; d < ti->ndim && n < sizeof(has); d++) {
+            n += (size_t)snprintf(has + n, sizeof(has) - n, "%s%lld", d == 0 ? "" : ", ",
+                                  (long long)ti->shape[d]);
+        }
+        if (n < sizeof(has)) {
+            snprintf(has + n, sizeof(has) - n, "]%s", ti->ndim == 2 && ti->shape[1] == H ?
+                     "; set workload.tokens_per_step to its rows, or leave the key out" : "");
+        }
+    }
+    return moe_error_set(err, MOE_ERR_WEIGHTS,
+                         "%s: workload.input needs tensor 'input' of shape [%lld, %lld] "
+                         "(workload.tokens_per_step, model.hidden_dim); %s",
+                         cfg->input, (long long)T, (long long)H, has);
+}
+
+moe_status_t moe_input_check(const moe_config_t *cfg, moe_error_t *err)
+{
+    moe_st_file_t *f = NULL;
+    if (strcmp(cfg->input, "random") == 0) {
+        return MOE_OK;
+    }
+    moe_status_t st = moe_st_open(cfg->input, &f, err);
+    if (st == MOE_OK) {
+        st = input_shape(cfg, f, err);
+        moe_st_close(f);
+    }
+    return st;
+}
+
 moe_status_t moe_input_load(const moe_config_t *cfg, int batch, int64_t first, int64_t count,
                             float *dst, moe_error_t *err)
 {
@@ -766,25 +822,34 @@ moe_status_t moe_input_load(const moe_config_t *cfg, int batch, int64_t first, i
     if (st != MOE_OK) {
         return st;
     }
-    const moe_st_tensor_info_t *ti = moe_st_find(f, "input");
-    if (ti == NULL || ti->ndim != 2 || ti->shape[0] != T || ti->shape[1] != H) {
-        st = moe_error_set(err, MOE_ERR_WEIGHTS,
-                           "%s: workload.input needs tensor 'input' of shape [%lld, %lld] "
-                           "(workload.tokens_per_step, model.hidden_dim); %s",
-                           cfg->input, (long long)T, (long long)H,
-                           ti == NULL ? "the file has no tensor 'input'"
-                                      : "the file's 'input' has another shape");
-        goto out;
+    st = input_shape(cfg, f, err);
+    if (st == MOE_OK) {
+        st = alloc_floats(&all, (size_t)(T * H), err);
     }
-    st = alloc_floats(&all, (size_t)(T * H), err);
     if (st == MOE_OK) {
         st = moe_st_read_f32(f, "input", all, (size_t)(T * H), err);
     }
     if (st == MOE_OK) {
         memcpy(dst, all + first * H, (size_t)(count * H) * sizeof(float));
     }
-out:
     free(all);
+    moe_st_close(f);
+    return st;
+}
+
+moe_status_t moe_input_rows(const char *path, int64_t *rows, moe_error_t *err)
+{
+    moe_st_file_t *f = NULL;
+    moe_status_t st = moe_st_open(path, &f, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    const moe_st_tensor_info_t *ti = moe_st_find(f, "input");
+    if (ti == NULL || ti->ndim != 2) {
+        st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: no 2-D tensor 'input'", path);
+    } else {
+        *rows = ti->shape[0];
+    }
     moe_st_close(f);
     return st;
 }

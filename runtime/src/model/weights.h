@@ -81,6 +81,12 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
                               moe_dtype_t store, moe_weights_t *w, moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
 
+/* What moe_weights_load will hold, before anything is loaded: one expert's weights held as
+ * `store` (F32 or BF16: bytes_per_expert), and a routing rank's gates, biases and shared
+ * experts over all layers (routing_bytes). In double: a config's product may pass 2^64. */
+void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
+                       double *routing);
+
 /* One expert's buffers (model.ffn_dim, the activation's shapes, biases for swiglu_oai),
  * uninitialised, held as `store` says (F32 in w13/w2, or BF16 in w13_bf16/w2_bf16), for
  * weights that arrive from another rank (online rebalancing); free
@@ -98,5 +104,12 @@ void moe_weights_skew_bias(float *bias, int num_experts, double skew);
  * (every batch different), or rows of tensor "input" of workload.input. */
 moe_status_t moe_input_load(const moe_config_t *cfg, int batch, int64_t first, int64_t count,
                             float *dst, moe_error_t *err);
+
+/* workload.input (unless random) opens and its tensor 'input' is [tokens_per_step,
+ * hidden_dim]: the header only (the checks before the run). */
+moe_status_t moe_input_check(const moe_config_t *cfg, moe_error_t *err);
+/* The rows of workload.input's 2-D tensor 'input', from the file's header (the config
+ * loader's default for workload.tokens_per_step: moe_cfg_set_input_reader). */
+moe_status_t moe_input_rows(const char *path, int64_t *rows, moe_error_t *err);
 
 #endif /* MOE_WEIGHTS_H */
