@@ -1295,6 +1295,78 @@ bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t
     return od_take(p, out);
 }
 
+void moe_prof_od_cut(moe_prof_t *p, int64_t last)
+{
+    if (!p->od_armed) {
+        return; /* closed here already, or never armed: nothing to shorten */
+    }
+    int64_t l = last > p->step ? last : p->step + 1; /* p->step has begun: the next one */
+    l = l > p->od_first ? l : p->od_first;
+    if (l < p->od_last) {
+        p->od_last = l;
+        p->own_cfg->prof_measurement_steps = l - p->od_first + 1;
+        p->own_cfg->steps = l - p->od_first + 1;
+    }
+}
+
+bool moe_prof_od_end(moe_prof_t *p, int64_t step, int64_t end_ns, int64_t deadline_ns)
+{
+    step_abandon(p); /* a step stopped in flight counts for nothing */
+    if (p->od_armed && step >= p->od_first && step < p->od_last) {
+        p->od_last = step;
+        p->own_cfg->prof_measurement_steps = step - p->od_first + 1;
+        p->own_cfg->steps = step - p->od_first + 1;
+        p->od_armed = false;
+        if (p->rank != 0 && p->profiled) {
+            /* the previous part first, then the last one: both waited for, a stop or not
+             * (rank 0 takes them in its own end; the process ends after this) */
+            moe_error_t err;
+            moe_status_t st = send_wait(p, deadline_ns, false, &err);
+            if (st == MOE_OK) {
+                st = send_part(p, MOE_PROF_FLAG_WINDOW_END, deadline_ns, &err);
+            }
+            if (st == MOE_OK) {
+                st = send_wait(p, deadline_ns, false, &err);
+            }
+            if (st != MOE_OK) {
+                fprintf(stderr, "moed: warning: on-demand window at the end: %s\n", err.msg);
+            }
+        } else if (p->rank == 0) {
+            od_keep_own(p);
+            p->od_end_ns = end_ns;
+            p->od_close_ns = moe_now_ns();
+            p->od_gathering = true;
+        }
+        p->windows_gathered++;
+        reset_window(p);
+    } else if (p->od_armed && step < p->od_first) {
+        p->od_armed = false; /* not begun: nothing recorded */
+        reset_window(p);
+    }
+    return p->rank == 0 && p->od_gathering;
+}
+
+bool moe_prof_od_collect(moe_prof_t *p, int64_t deadline_ns, moe_od_set_t *out)
+{
+    if (p->rank != 0 || !p->od_gathering) {
+        return false;
+    }
+    moe_poll_t poll;
+    moe_poll_begin_at(&poll, deadline_ns, false);
+    while (!window_complete(p, p->od_w)) {
+        if (!receive_one(p, &poll) && moe_poll_next(&poll) != MOE_OK) {
+            break; /* its deadline: written without the ranks still missing */
+        }
+    }
+    p->od_gathering = false;
+    bool ok = od_take(p, out);
+    if (ok) {
+        double waited = (double)(deadline_ns - p->od_close_ns) * 1e-9;
+        out->grace_s = waited > 0 ? waited : 0;
+    }
+    return ok;
+}
+
 moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *err)
 {
     moe_merge_t *m = moe_merge_create_in(set->cfg, set->world,
@@ -1303,7 +1375,7 @@ moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: cannot allocate the report", dir);
     }
     char why[96];
-    snprintf(why, sizeof(why), "no record within %.0f s of the window's end", set->grace_s);
+    snprintf(why, sizeof(why), "no record within %.1f s of the window's end", set->grace_s);
     for (int r = 0; r < set->world; r++) {
         if (moe_cfg_rank_profiled(set->cfg, r) && !set->have[r]) {
             moe_merge_note_missing(m, r, why);
@@ -1317,10 +1389,17 @@ moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *
     moe_status_t st = moe_merge_window(m, set->recs, set->have, set->t0_ns, err);
     if (st == MOE_OK) {
         int64_t n = set->last - set->first + 1;
-        moe_prof_run_t run = {.steps_run = n, .steps_planned = n, .run_s = set->seconds,
-                              .deadline_s = set->grace_s, .config_text = set->config_text,
+        moe_prof_run_t run = {.steps_run = n, .steps_planned = set->planned > 0 ? set->planned : n,
+                              .run_s = set->seconds, .deadline_s = set->grace_s,
+                              .interrupted = set->interrupted, .config_text = set->config_text,
                               .config_len = set->config_len};
         moe_report_t *rep = moe_merge_finish(m, &run, &set->info);
+        if (rep != NULL && set->short_why[0] != '\0') { /* cut short: partial, and why */
+            size_t used = strlen(rep->missing);
+            snprintf(rep->missing + used, sizeof(rep->missing) - used, "%s%s",
+                     rep->partial ? "; " : "", set->short_why);
+            rep->partial = true;
+        }
         st = rep != NULL ? moe_report_write_all(rep, err)
                          : moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: no report", dir);
     }
