@@ -28,6 +28,10 @@
 #   close    DELETE /profile closes an open window early: its folder is written, partial,
 #            with the steps it got and the steps asked for; 409 with no window
 #   window_stop  SIGTERM with a window open: its folder is written, partial and interrupted
+#   sched    the profiler's schedule (warm-up 2, 5 steps, repeat 1) in this run without end:
+#            <run folder>/window-1 is written whole while the run goes on, no second one
+#   sched_repeat  repeat 0, wait_steps 300, keep_windows 3: window folders appear while the
+#            run goes on, never more than 3, the newest ones, each whole
 set -euo pipefail
 source "$(dirname "$0")/../mpi/common.sh"
 source "$(dirname "$0")/common.sh"
@@ -58,6 +62,7 @@ cat >> c.yaml <<EOC
   listen: "127.0.0.1:0"
   control_token: "$FILE_TOKEN"
 EOC
+[[ "$case_name" == sched_repeat ]] && printf '  repeat: 0\n  wait_steps: 300\n  keep_windows: 3\n' >> c.yaml
 export MOED_CONTROL_TOKEN=$TOKEN FILE_TOKEN
 if [[ "$case_name" == start_checks ]]; then
   # shellcheck disable=SC2086
@@ -508,6 +513,48 @@ assert all(x["steps"] > 0 for x in j["ranks"] if x["profiled"]), j["ranks"]
 print("window_stop ok: %d of 100000 steps; %s" % (r["steps_run"], j["missing"]))
 PY
   fi
+  ;;
+sched|sched_repeat)
+  py <<'PY' || fail "$case_name check"
+import glob, json, os, re, time, urllib.request
+url, case = os.environ["URL"], os.environ["CASE"]
+def step():
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        return json.load(r)["step"]
+def windows():
+    got = {}
+    for d in glob.glob("experiments/*/window-*"):
+        got[int(re.search(r"window-(\d+)$", d).group(1))] = d
+    return got
+want = 1 if case == "sched" else 6
+t0 = time.monotonic(); most = 0; done = None
+while time.monotonic() - t0 < 50:              # py itself is bounded at 60 s
+    w = windows(); most = max(most, len(w))
+    whole = [n for n, d in w.items() if os.path.exists(d + "/summary.json")
+             and not os.path.exists(d + "/INCOMPLETE")]
+    if whole and max(whole) >= want:
+        done = max(whole); break
+    time.sleep(0.2)
+assert done is not None, "no window folder %d while the run goes on: %s" % (want, windows())
+s0 = step(); time.sleep(1.0); s1 = step()
+assert s1 > s0, "the run did not go on"
+d = windows()[done]
+j = json.load(open(d + "/summary.json"))
+assert j["run"]["steps_run"] == 5 and j["run"]["recorded_steps"] == 5, j["run"]
+assert [r["rank"] for r in j["ranks"] if r["profiled"]] == [0, 1, 2], j["ranks"]
+assert all(r["steps"] == 5 for r in j["ranks"]), j["ranks"]
+for f in ["summary.txt", "report.html", "metrics.csv", "config.yaml"]:
+    assert os.path.exists(os.path.join(d, f)), f
+w = windows()
+if case == "sched":
+    assert sorted(w) == [1], w                     # repeat 1: one window, one folder
+else:
+    assert most <= 3 and len(w) <= 3, (most, w)     # keep_windows 3
+    assert sorted(w) == list(range(max(w) - len(w) + 1, max(w) + 1)) and max(w) >= 6, w
+print("%s ok: window-%d written at step ~%d, folders %s" % (case, done, s0, sorted(w)))
+PY
+  kill -TERM "$RUN"; rc=0; wait "$RUN" || rc=$?
+  compgen -G "experiments/*/summary.json" >/dev/null || fail "no end report after the windows"
   ;;
 top)
   timeout 20 "$MOED" top "$URL" --once > top.txt || { cat top.txt; fail "moed top --once"; }

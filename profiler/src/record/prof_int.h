@@ -68,6 +68,8 @@ moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const cha
 moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
                                  const char (*hosts)[64], const char *dir);
 void moe_merge_destroy(moe_merge_t *m);
+/* The run folder, made at create ("" when it could not be made). */
+const char *moe_merge_run_dir(const moe_merge_t *m);
 /* Add one window's records (recs[i] for the ranks in order; NULL where absent). t0: rank
  * 0's first step begin (its clock); offsets: each rank's clock offset to rank 0. */
 moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const bool *have,
