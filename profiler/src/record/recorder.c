@@ -21,6 +21,8 @@
 #include "record/prof_int.h"
 
 #define LIST_BOUND (1 << 20) /* items per list per window, whatever the config */
+/* A run without end: window folders kept (README "Profiler"); the oldest goes first. */
+#define MOE_PROF_KEEP_WINDOWS 10
 
 struct moe_prof {
     const moe_config_t *cfg;
@@ -410,8 +412,8 @@ static void win_join(moe_prof_t *p)
 
 /* Rank 0 of a run without end, window w's records gathered: its own folder,
  * <run folder>/window-<w + 1>, merged here from the same records and written by a thread
- * (the previous window's joined first); the folder profiler.keep_windows windows older is
- * removed first (a few files: microseconds). */
+ * (the previous window's joined first); the folder MOE_PROF_KEEP_WINDOWS windows older is
+ * removed first (a few files: microseconds), so the newest that many are kept. */
 static void window_folder(moe_prof_t *p, int64_t w, moe_prof_record_t *set, const bool *have)
 {
     const char *run_dir = moe_merge_run_dir(p->merge);
@@ -423,13 +425,13 @@ static void window_folder(moe_prof_t *p, int64_t w, moe_prof_record_t *set, cons
     job->p = p;
     job->w = w;
     snprintf(job->dir, sizeof(job->dir), "%s/window-%lld", run_dir, (long long)w + 1);
-    if (w >= p->cfg->prof_keep_windows) { /* first: never more than that many folders */
+    if (w >= MOE_PROF_KEEP_WINDOWS) { /* first: never more than that many folders */
         char old[MOE_PATH_MAX + 32];
         snprintf(old, sizeof(old), "%s/window-%lld", run_dir,
-                 (long long)(w + 1 - p->cfg->prof_keep_windows));
+                 (long long)(w + 1 - MOE_PROF_KEEP_WINDOWS));
         if (access(old, F_OK) == 0 && nftw(old, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
-            fprintf(stderr, "moed: warning: profile: cannot remove %s (profiler.keep_windows)\n",
-                    old);
+            fprintf(stderr, "moed: warning: profile: cannot remove %s (the newest %d are kept)\n",
+                    old, MOE_PROF_KEEP_WINDOWS);
         }
     }
     moe_error_t err;

@@ -147,7 +147,6 @@ typedef struct moe_config {
     int64_t prof_wait_steps;
     int64_t prof_measurement_steps;
     int64_t prof_repeat;            /* 0 = until the run ends */
-    int64_t prof_keep_windows;      /* a run without end: window folders kept, newest */
     int64_t prof_sampling_rate;
     bool prof_all_ranks;            /* profiled_ranks: all */
     int32_t prof_num_ranks;         /* else a list of this many */

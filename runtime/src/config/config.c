@@ -204,9 +204,6 @@ static const cfg_key_t cfg_keys[] = {
             "steps recorded per window"),
     KEY_INT("profiler.repeat", prof_repeat, "1", 0, 1000000000, "windows",
             "measurement windows; 0 = until the run ends"),
-    KEY_INT("profiler.keep_windows", prof_keep_windows, "10", 1, 1000000, "folders",
-            "a run without end (workload.steps 0): each window's folder is written when it "
-            "closes; the newest this many are kept, older ones removed"),
     KEY_INT("profiler.sampling_rate", prof_sampling_rate, "1", 1, 1000000, "steps",
             "record every Nth step inside a window"),
     KEY_SPECIAL("profiler.profiled_ranks", CFG_RANKS, prof_all_ranks, "all",
