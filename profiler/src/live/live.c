@@ -670,7 +670,7 @@ static moe_status_t start_http(moe_live_t *lv, const moe_config_t *cfg, moe_erro
         return moe_error_set(err, MOE_ERR_CONFIG, "profiler.listen: %s: %s", cfg->prof_listen,
                              why);
     }
-    MOE_INFO("live: %s (GET /metrics, /status, /; POST /profile%s)", v->url,
+    MOE_INFO("live: %s (GET /metrics, /status, /; POST, DELETE /profile%s)", v->url,
              v->token[0] != '\0' ? "" : " off: no control token");
     fflush(stdout);
     return MOE_OK;
@@ -778,7 +778,7 @@ static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
     window_label(lv, w, w->cut == LIVE_CUT_SENT ? "closed early by DELETE /profile"
                         : interrupted           ? "the run was stopped"
                                                 : "the run ended");
-    lv->od_set.interrupted = interrupted;
+    lv->od_set.interrupted = interrupted && lv->od_set.short_why[0] != '\0'; /* cut by it */
     w->state = LIVE_WIN_WRITING;
     pthread_mutex_unlock(&lv->view->mu);
     if (interrupted) { /* while the end report is written; finish joins it */

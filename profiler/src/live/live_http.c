@@ -190,7 +190,7 @@ static void window_request(live_view_t *v, long long steps)
     w->state = LIVE_WIN_REQUESTED;
 }
 
-/* The control requests' token check: NULL when allowed, else the refusal queued. */
+/* The control requests' token check: true when allowed, else false with the refusal queued. */
 static bool authorized(live_view_t *v, struct MHD_Connection *c, enum MHD_Result *ret)
 {
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
