@@ -25,11 +25,24 @@
 #            four charts draw their SVG with hover titles, no exception (77 without node 18+)
 #   top      `moed top URL --once` prints a frame
 #   stop     SIGTERM: every rank stops within seconds and rank 0 writes the report
+#   start_checks  a control token under 16 bytes (file or environment) is refused at start
+#            (exit 3); listen 0.0.0.0 starts with a warning that the network reaches it
+#   harden   32 clients trickling a byte a second are cut at the request deadline while a
+#            client from another address is answered (and theirs after); a 1 MB chunked
+#            body gets 413; GET /profile 405 with Allow; steps over the maximum 400;
+#            /status names folders, never an absolute path
+#   close    DELETE /profile closes an open window early: its folder is written, partial,
+#            with the steps it got and the steps asked for; 409 with no window
+#   window_stop  SIGTERM with a window open: its folder is written, partial and interrupted
+#   sched    the profiler's schedule (warm-up 2, 5 steps, repeat 1) in this run without end:
+#            <run folder>/window-1 is written whole while the run goes on, no second one
+#   sched_repeat  repeat 0, wait_steps 100: window folders appear while the run goes on,
+#            never more than the 10 kept, the newest ones, each whole
 set -euo pipefail
 source "$(dirname "$0")/../mpi/common.sh"
 source "$(dirname "$0")/common.sh"
 case_name=${1:?case}
-TOKEN=t0ken-$$-live
+TOKEN=t0ken-$$-live-0123456789
 
 if [[ "$case_name" == page_js ]] && ! node -e 'if (typeof fetch !== "function") process.exit(1)' \
    2>/dev/null; then
@@ -47,7 +60,7 @@ PYTHON=${MOED_PYTHON:-$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || c
 PROF=true
 [[ "$case_name" == window_noprof ]] && PROF=false
 # a token in the file too (the environment's wins): the reports' config.yaml must not hold it
-FILE_TOKEN=f1le-t0ken-$$
+FILE_TOKEN=f1le-t0ken-$$-0123456789
 STEPS=0 PROF=$PROF TOKENS=64 LAYERS=2 E=8 small_model > c.yaml
 cat >> c.yaml <<EOC
   warmup_steps: 2
@@ -55,9 +68,42 @@ cat >> c.yaml <<EOC
   listen: "127.0.0.1:0"
   control_token: "$FILE_TOKEN"
 EOC
+[[ "$case_name" == sched_repeat ]] && printf '  repeat: 0\n  wait_steps: 100\n' >> c.yaml
 export MOED_CONTROL_TOKEN=$TOKEN FILE_TOKEN
+if [[ "$case_name" == start_checks ]]; then
+  # shellcheck disable=SC2086
+  run_moed() { timeout -k 5 60 mpirun $MPIRUN_FLAGS -np 3 "$MOED" --no-progress "$@"; }
+  STEPS=0 TOKENS=64 small_model > short.yaml
+  printf '  listen: "127.0.0.1:0"\n  control_token: x\n' >> short.yaml
+  rc=0; run_moed --config short.yaml > short.log 2>&1 || rc=$?
+  (( rc == 3 )) || { cat short.log; fail "a 1-byte token: exit $rc, want 3"; }
+  grep -q "short.yaml:[0-9]*:[0-9]*: profiler.control_token: 1 byte; .*at least 16" short.log || \
+    { cat short.log; fail "no file:line message for the short token"; }
+  STEPS=0 TOKENS=64 small_model > env.yaml
+  printf '  listen: "127.0.0.1:0"\n' >> env.yaml
+  rc=0; MOED_CONTROL_TOKEN=abc run_moed --config env.yaml > env.log 2>&1 || rc=$?
+  (( rc == 3 )) || { cat env.log; fail "a 3-byte MOED_CONTROL_TOKEN: exit $rc, want 3"; }
+  grep -q "MOED_CONTROL_TOKEN: 3 bytes; .*at least 16" env.log || \
+    { cat env.log; fail "env message"; }
+  # bound to every interface for a few steps; nothing connects to it
+  STEPS=20 TOKENS=64 small_model > open.yaml
+  printf '  listen: "0.0.0.0:0"\n' >> open.yaml
+  rc=0; run_moed --config open.yaml > open.log 2>&1 || rc=$?
+  (( rc == 0 )) || { cat open.log; fail "listen 0.0.0.0: exit $rc"; }
+  grep -q "reachable from the network.*127.0.0.1.*SSH tunnel" open.log || \
+    { cat open.log; fail "no warning for listen 0.0.0.0"; }
+  STEPS=20 TOKENS=64 small_model > lo.yaml
+  printf '  listen: "127.0.0.1:0"\n' >> lo.yaml
+  run_moed --config lo.yaml > lo.log 2>&1 || { cat lo.log; fail "listen 127.0.0.1"; }
+  ! grep -q "reachable from the network" lo.log || fail "a warning for 127.0.0.1"
+  echo "start checks ok"
+  exit 0
+fi
+# the stopped window's folder and the end report are written before Open MPI's SIGKILL
+# (2 x odls_base_sigkill_timeout after the stop): room for both on a busy machine
+[[ "$case_name" == window_stop ]] && MPIRUN_FLAGS+=" --mca odls_base_sigkill_timeout 5"
 live_start 150
-export URL TOKEN
+export URL TOKEN CASE=$case_name
 sleep 1
 
 py() { timeout 60 "$PYTHON" - "$@"; }
@@ -342,6 +388,217 @@ setTimeout(() => {
 }, 2500);
 JS
   URL=$URL timeout 30 node run_page.js || fail "the page's script"
+  ;;
+harden)
+  py <<'PY' || fail "hardening check"
+import json, os, socket, time, urllib.request, urllib.error
+url, token = os.environ["URL"], os.environ["TOKEN"]
+host, port = url[len("http://"):].rstrip("/").split(":")
+port = int(port)
+bad = []
+def check(ok, what):
+    if not ok:
+        bad.append(what)
+        print("NOT OK:", what)
+def get(path, src="127.0.0.1"):
+    s = socket.create_connection((host, port), timeout=5, source_address=(src, 0))
+    s.sendall(b"GET /" + path.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.decode(), body
+# /status: folder names, never a path (output_dir is absolute in c.yaml)
+head, body = get("status")
+st = json.loads(body)
+check(st["output_dir"] == "experiments", "/status output_dir %s" % st["output_dir"])
+check(os.getcwd() not in body.decode() and '"/' not in body.decode(), "a path in /status")
+# GET /profile: 405, Allow says what is
+head, _ = get("profile")
+check(head.startswith("HTTP/1.1 405"), "GET /profile: " + head.split("\r\n")[0])
+allow = [l for l in head.split("\r\n") if l.lower().startswith("allow:")]
+check(allow and "POST" in allow[0] and "DELETE" in allow[0], "Allow: %s" % allow)
+# steps over the maximum
+req = urllib.request.Request(url + "profile?steps=100001", data=b"", method="POST",
+                             headers={"Authorization": "Bearer " + token})
+try:
+    urllib.request.urlopen(req, timeout=5); check(False, "steps=100001 accepted")
+except urllib.error.HTTPError as e:
+    check(e.code == 400 and b"100000" in e.read(), "steps=100001: %d" % e.code)
+# a 1 MB body in 4 kB chunks: the total counts, 413
+s = socket.create_connection((host, port), timeout=10)
+s.sendall(("POST /profile?steps=3 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+           "Transfer-Encoding: chunked\r\n\r\n" % token).encode())
+try:
+    for _ in range(256):
+        s.sendall(b"1000\r\n" + b"a" * 4096 + b"\r\n")
+    s.sendall(b"0\r\n\r\n")
+except OSError:
+    pass
+try:
+    ans = s.recv(200)
+except OSError as e:
+    ans = str(e).encode()
+s.close()
+check(ans.startswith(b"HTTP/1.1 413"), "1 MB chunked body: %r" % ans[:40])
+st = json.loads(get("status")[1])
+check(st["window"]["state"] == "idle", "a refused body opened a window")
+# 32 clients of 127.0.0.1 (its whole per-address limit) send a byte a second
+req_bytes = b"GET /status HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 100 + b"\r\n\r\n"
+slow = [socket.create_connection((host, port), timeout=5) for _ in range(32)]
+for s in slow:
+    s.setblocking(False)
+t0 = time.monotonic(); cut = {}; other = 0
+while len(cut) < 32 and time.monotonic() - t0 < 30:     # deadline 10 s; bounded at 30
+    i = int(time.monotonic() - t0)
+    for k, s in enumerate(slow):
+        if k in cut:
+            continue
+        try:
+            if s.recv(100) == b"":
+                cut[k] = time.monotonic() - t0
+                continue
+        except BlockingIOError:
+            pass
+        except OSError:
+            cut[k] = time.monotonic() - t0
+            continue
+        try:
+            s.send(req_bytes[i:i + 1])
+        except BlockingIOError:
+            pass
+        except OSError:
+            cut[k] = time.monotonic() - t0
+    if len(cut) == 0 and time.monotonic() - t0 > 2 and other < 3:
+        assert json.loads(get("status", "127.0.0.2")[1])["world"] == 3  # another address
+        other += 1
+    time.sleep(1.0)
+for s in slow:
+    s.close()
+check(len(cut) == 32, "%d of 32 trickling clients cut within 30 s" % len(cut))
+check(other >= 1, "no answer to another address while they trickled")
+check(not cut or min(cut.values()) >= 5, "cut before the deadline: %s" % cut)
+check(json.loads(get("status")[1])["world"] == 3, "127.0.0.1 not served again")
+assert not bad, bad
+print("harden ok: tricklers cut after %.1f-%.1f s, %d answers meanwhile" %
+      (min(cut.values()), max(cut.values()), other))
+PY
+  ;;
+close|window_stop)
+  py <<'PY' || fail "$case_name check"
+import json, os, time, urllib.request, urllib.error
+url, token = os.environ["URL"], os.environ["TOKEN"]
+def call(method, path):
+    req = urllib.request.Request(url + path, data=b"" if method == "POST" else None,
+                                 method=method, headers={"Authorization": "Bearer " + token})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+def status():
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        return json.load(r)
+if os.environ["CASE"] == "close":
+    assert call("DELETE", "profile")[0] == 409, "DELETE with no window"
+    req = urllib.request.Request(url + "profile", method="DELETE")
+    try:
+        urllib.request.urlopen(req, timeout=5); raise SystemExit("DELETE without a token")
+    except urllib.error.HTTPError as e:
+        assert e.code == 401, e.code
+code, ans = call("POST", "profile?steps=100000")
+assert code == 202, (code, ans)
+for _ in range(300):
+    st = status()
+    if st["window"]["state"] == "open" and st["step"] > st["window"]["first_step"] + 5:
+        break
+    time.sleep(0.1)
+else:
+    raise SystemExit("window never open: %s" % st)
+open("window.txt", "w").write(ans["folder"])
+if os.environ["CASE"] == "window_stop":
+    print("window open at step", st["step"]); raise SystemExit(0)
+code, c = call("DELETE", "profile")
+assert code == 202 and c["state"] == "closing", (code, c)
+for _ in range(300):
+    st = status()
+    if ans["folder"] in st["reports"]:
+        break
+    time.sleep(0.1)
+else:
+    raise SystemExit("closed window never written: %s" % st)
+j = json.load(open(os.path.join("experiments", ans["folder"], "summary.json")))
+r = j["run"]
+assert 5 < r["steps_run"] < 100000 and r["steps_planned"] == 100000, r
+assert j["partial"] and "DELETE /profile" in j["missing"], (j.get("partial"), j.get("missing"))
+assert not r["interrupted"], r
+s1 = status()["step"]; time.sleep(0.5)
+assert status()["step"] > s1, "the run did not go on"
+assert call("POST", "profile?steps=2")[0] == 202, "no new window after a closed one"
+print("close ok: %d of 100000 steps; %s" % (r["steps_run"], j["missing"]))
+PY
+  if [[ "$case_name" == window_stop ]]; then
+    kill -TERM "$RUN"; rc=0; wait "$RUN" || rc=$?
+    d=experiments/$(cat window.txt)
+    [[ -f $d/summary.json ]] || \
+      { tail -5 run.log; ls experiments; fail "no folder for the window open at the stop"; }
+    [[ ! -e $d/INCOMPLETE ]] || fail "the window's folder is incomplete: $(cat "$d/INCOMPLETE")"
+    "$PYTHON" - "$d/summary.json" <<'PY' || fail "the stopped window's summary"
+import json, sys
+j = json.load(open(sys.argv[1])); r = j["run"]
+assert j["partial"] and "stopped" in j["missing"] and r["interrupted"], (j.get("missing"), r)
+assert 5 < r["steps_run"] < 100000 and r["steps_planned"] == 100000, r
+assert all(x["steps"] > 0 for x in j["ranks"] if x["profiled"]), j["ranks"]
+print("window_stop ok: %d of 100000 steps; %s" % (r["steps_run"], j["missing"]))
+PY
+  fi
+  ;;
+sched|sched_repeat)
+  py <<'PY' || fail "$case_name check"
+import glob, json, os, re, time, urllib.request
+url, case = os.environ["URL"], os.environ["CASE"]
+def step():
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        return json.load(r)["step"]
+def windows():
+    got = {}
+    for d in glob.glob("experiments/*/window-*"):
+        got[int(re.search(r"window-(\d+)$", d).group(1))] = d
+    return got
+want = 1 if case == "sched" else 13
+t0 = time.monotonic(); most = 0; done = None
+while time.monotonic() - t0 < 50:              # py itself is bounded at 60 s
+    w = windows(); most = max(most, len(w))
+    whole = [n for n, d in w.items() if os.path.exists(d + "/summary.json")
+             and not os.path.exists(d + "/INCOMPLETE")]
+    if whole and max(whole) >= want:
+        done = max(whole); break
+    time.sleep(0.2)
+assert done is not None, "no window folder %d while the run goes on: %s" % (want, windows())
+s0 = step(); time.sleep(1.0); s1 = step()
+assert s1 > s0, "the run did not go on"
+d = windows()[done]
+j = json.load(open(d + "/summary.json"))
+assert j["run"]["steps_run"] == 5 and j["run"]["recorded_steps"] == 5, j["run"]
+assert [r["rank"] for r in j["ranks"] if r["profiled"]] == [0, 1, 2], j["ranks"]
+assert all(r["steps"] == 5 for r in j["ranks"]), j["ranks"]
+for f in ["summary.txt", "report.html", "metrics.csv", "config.yaml"]:
+    assert os.path.exists(os.path.join(d, f)), f
+w = windows()
+if case == "sched":
+    assert sorted(w) == [1], w                     # repeat 1: one window, one folder
+else:
+    assert most <= 10 and len(w) <= 10, (most, w)   # the newest 10 are kept
+    assert sorted(w) == list(range(max(w) - len(w) + 1, max(w) + 1)) and max(w) >= 13, w
+    assert len(w) >= 9, w                           # the oldest go only past 10
+print("%s ok: window-%d written at step ~%d, folders %s" % (case, done, s0, sorted(w)))
+PY
+  kill -TERM "$RUN"; rc=0; wait "$RUN" || rc=$?
+  compgen -G "experiments/*/summary.json" >/dev/null || fail "no end report after the windows"
   ;;
 top)
   timeout 20 "$MOED" top "$URL" --once > top.txt || { cat top.txt; fail "moed top --once"; }

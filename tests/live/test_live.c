@@ -2,6 +2,7 @@
  * ranks: at most 2 MB, rendered well within 1 s), the series each histogram mode gives, the
  * buckets and the constant-time token check. `test_live --dump FILE` also writes the
  * large text for tests/live/scale.sh to parse with prometheus_client. */
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,10 +211,34 @@ static void test_buckets_and_token(void)
     CHECK(!live_token_equal("x", 1, ""));
 }
 
+/* Which listen addresses are this host's only: the rest get the warning at start. */
+static bool loopback(const char *host)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_flags = AI_NUMERICHOST}, *ai = NULL;
+    CHECK(getaddrinfo(host, "0", &hints, &ai) == 0 && ai != NULL);
+    bool lo = ai != NULL && live_addr_loopback(ai->ai_addr);
+    freeaddrinfo(ai);
+    return lo;
+}
+
+static void test_listen_exposed(void)
+{
+    CHECK(loopback("127.0.0.1"));
+    CHECK(loopback("127.3.2.1"));
+    CHECK(loopback("::1"));
+    CHECK(loopback("::ffff:127.0.0.1"));
+    CHECK(!loopback("0.0.0.0"));
+    CHECK(!loopback("::"));
+    CHECK(!loopback("10.1.2.3"));
+    CHECK(!loopback("192.168.0.7"));
+    CHECK(!loopback("fe80::1"));
+}
+
 int main(int argc, char **argv)
 {
     const char *dump = argc == 3 && strcmp(argv[1], "--dump") == 0 ? argv[2] : NULL;
     test_buckets_and_token();
+    test_listen_exposed();
     test_per_expert();
     test_scale(dump);
     return moe_test_finish("test_live");

@@ -728,30 +728,44 @@ static void check_redacted(const char *yaml, const char *want)
 
 static void test_redacted_text(void)
 {
-    check_redacted("profiler:\n  control_token: s3cret  # the token\n  enabled: false\n",
+    check_redacted("profiler:\n  control_token: s3cret-0123456789  # the token\n  enabled: false\n",
                    "profiler:\n  control_token: \"<redacted>\"  # the token\n  enabled: false\n");
     /* a byte-order mark and two-byte characters before it: libyaml counts characters */
-    check_redacted("\xEF\xBB\xBF# caf\xC3\xA9 \xC3\xA9t\xC3\xA9\nprofiler:\n  control_token: 's3cret x'\n",
+    check_redacted("\xEF\xBB\xBF# caf\xC3\xA9 \xC3\xA9t\xC3\xA9\nprofiler:\n"
+                   "  control_token: 's3cret-0123456789 x'\n",
                    "\xEF\xBB\xBF# caf\xC3\xA9 \xC3\xA9t\xC3\xA9\nprofiler:\n  control_token: \"<redacted>\"\n");
-    check_redacted("profiler: {control_token: \"s3\\\"cret\", enabled: false}\n",
+    check_redacted("profiler: {control_token: \"s3\\\"cret-0123456789\", enabled: false}\n",
                    "profiler: {control_token: \"<redacted>\", enabled: false}\n");
-    check_redacted("profiler:\r\n  control_token: s3cret\r\n  enabled: false\r\n",
+    check_redacted("profiler:\r\n  control_token: s3cret-0123456789\r\n  enabled: false\r\n",
                    "profiler:\r\n  control_token: \"<redacted>\"\r\n  enabled: false\r\n");
-    check_redacted("profiler:\n  control_token: >-\n    s3cret\n  enabled: false\n",
+    check_redacted("profiler:\n  control_token: >-\n    s3cret-0123456789\n  enabled: false\n",
                    "profiler:\n  control_token: \"<redacted>\"\n  enabled: false\n");
     /* an alias: the anchored value is the one copy of the secret */
-    check_redacted("profiler:\n  output_dir: &t s3cret\n  control_token: *t\n",
+    check_redacted("profiler:\n  output_dir: &t s3cret-0123456789\n  control_token: *t\n",
                    "profiler:\n  output_dir: &t \"<redacted>\"\n  control_token: *t\n");
     check_redacted("profiler:\n  enabled: false\n", "profiler:\n  enabled: false\n");
-    check_redacted("profiler:\n  control_token: !!str s3cret\n",
+    check_redacted("profiler:\n  control_token: !!str s3cret-0123456789\n",
                    "profiler:\n  control_token: !!str \"<redacted>\"\n");
     /* not the text cfg came from: nothing */
-    const char *a = "profiler:\n  control_token: s3cret\n";
+    const char *a = "profiler:\n  control_token: s3cret-0123456789\n";
     CHECK_INT_EQ(parse(a, 1), MOE_OK);
     size_t n = 0;
-    CHECK(moe_cfg_redacted_text(&cfg, "profiler:\n  control_token: s3creT\n", strlen(a), &n) ==
-          NULL);
+    CHECK(moe_cfg_redacted_text(&cfg, "profiler:\n  control_token: s3creT-0123456789\n",
+                                strlen(a), &n) == NULL);
     CHECK(moe_cfg_redacted_text(&cfg, NULL, 0, &n) == NULL);
+}
+
+/* A control token shorter than 16 bytes is refused where it is written; 16 are enough;
+ * a report's copy ("<redacted>") still parses. */
+static void test_control_token_length(void)
+{
+    CHECK_INT_EQ(parse("profiler:\n  control_token: x\n", 1), MOE_ERR_CONFIG);
+    CHECK(strstr(err.msg, ":2:") != NULL && strstr(err.msg, "1 byte;") != NULL &&
+          strstr(err.msg, "at least 16") != NULL);
+    CHECK_INT_EQ(parse("profiler:\n  control_token: 0123456789abcde\n", 1), MOE_ERR_CONFIG);
+    CHECK_INT_EQ(parse("profiler:\n  control_token: 0123456789abcdef\n", 1), MOE_OK);
+    CHECK_INT_EQ(parse("profiler:\n  control_token: none\n", 1), MOE_OK);
+    CHECK_INT_EQ(parse("profiler:\n  control_token: \"<redacted>\"\n", 1), MOE_OK);
 }
 
 /* Print through a memory stream and return the text (caller frees). */
@@ -1020,6 +1034,7 @@ int main(void)
     test_read_file();
     test_hash();
     test_redacted_text();
+    test_control_token_length();
     test_print();
     test_malformed();
     test_preflight();

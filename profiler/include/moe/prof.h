@@ -210,6 +210,10 @@ void moe_live_step_begin(moe_live_t *lv, int64_t step);
 void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s);
 /* Every step: bumps counters; may start one MPI_Isend; rank 0 also takes what arrived. */
 void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t end_ns);
+/* The run was stopped (every rank, before the end report): a window open is closed at the
+ * last completed step, its records gathered on rank 0 (within 0.4 s) and its folder, marked
+ * partial, written by a thread while the end report is (finish joins it). Accepts NULL. */
+void moe_live_stopped(moe_live_t *lv);
 /* After the run: last counters to rank 0 (bounded wait); after a stop, nothing is sent.
  * Accepts NULL. The HTTP server keeps answering until destroy. */
 void moe_live_finish(moe_live_t *lv, bool interrupted);

@@ -350,6 +350,11 @@ static moe_rep_replica_t *merge_replica_of(moe_report_t *r, int l, int e, int ra
     return NULL;
 }
 
+const char *moe_merge_run_dir(const moe_merge_t *m)
+{
+    return m->rep.dir_error[0] == '\0' ? m->rep.run_dir : "";
+}
+
 moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const char (*hosts)[64])
 {
     return moe_merge_create_in(cfg, world_size, hosts, NULL);

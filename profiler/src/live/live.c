@@ -67,6 +67,8 @@ struct moe_live {
     int64_t *ctrl;               /* [moe_live_ctrl_len(W)] */
     bool *od_ranks;              /* [W] scratch: a window's ranks */
     int64_t step, steps_done;
+    int64_t last_end_ns;         /* the last completed step's end */
+    int64_t armed_id;            /* the window this rank's recorder was last armed for */
     /* rank 0 */
     live_view_t *view;
     live_http_t *http;
@@ -303,9 +305,15 @@ static int64_t open_lead(const moe_live_t *lv)
     return lead < 100000 ? (int64_t)lead : 100000;
 }
 
-/* Arm this rank's window recorder from a control message. */
+/* Arm this rank's window recorder from a control message; a second message for the window
+ * already armed brings its last step nearer (DELETE /profile). */
 static void arm_from_ctrl(moe_live_t *lv, const int64_t *c)
 {
+    if (c[MOE_LIVE_CTRL_WINDOW] == lv->armed_id) {
+        moe_prof_od_cut(lv->od, c[MOE_LIVE_CTRL_LAST]);
+        return;
+    }
+    lv->armed_id = c[MOE_LIVE_CTRL_WINDOW];
     bool all = c[MOE_LIVE_CTRL_ALL] != 0;
     for (int r = 0; r < lv->world; r++) {
         lv->od_ranks[r] = all || ((uint64_t)c[MOE_LIVE_CTRL_MASK + r / 64] >> (r % 64)) & 1u;
@@ -346,6 +354,46 @@ static void window_open(moe_live_t *lv, live_window_t *w)
     w->state = LIVE_WIN_OPEN;
 }
 
+/* Rank 0, DELETE /profile on an open window: every rank is told a last step far enough
+ * ahead that each has polled for it (as at the open), its own recorder first. */
+static void window_cut(moe_live_t *lv, live_window_t *w)
+{
+    int64_t last = lv->step + open_lead(lv);
+    last = last > w->open_step + 1 ? last : w->open_step + 1;
+    if (last >= w->close_step) {
+        w->cut = LIVE_CUT_NONE; /* it ends as soon anyway: whole */
+        return;
+    }
+    int64_t *c = lv->ctrl;
+    for (int r = 1; r < lv->world; r++) {
+        wait_or_cancel(&lv->creq[r], moe_now_ns() + 1000000000LL);
+    }
+    c[MOE_LIVE_CTRL_LAST] = last; /* the rest as the open sent it: the same window */
+    for (int r = 1; r < lv->world; r++) {
+        if (MOE_MPI(MPI_Isend(c, (int)moe_live_ctrl_len(lv->world), MPI_INT64_T, r,
+                              MOE_LIVE_TAG_CTRL, lv->comm, &lv->creq[r]), NULL) != MOE_OK) {
+            lv->creq[r] = MPI_REQUEST_NULL;
+        }
+    }
+    moe_prof_od_cut(lv->od, last);
+    w->close_step = last;
+    w->cut = LIVE_CUT_SENT;
+}
+
+/* What the window's folder says of its length: the steps asked for, and why it is short. */
+static void window_label(moe_live_t *lv, const live_window_t *w, const char *why)
+{
+    moe_od_set_t *set = &lv->od_set;
+    set->planned = w->steps;
+    int64_t got = set->last - set->first + 1;
+    if (why != NULL && got < w->steps) {
+        snprintf(set->short_why, sizeof(set->short_why),
+                 "steps %lld..%lld of the window's %lld (%s at step %lld)",
+                 (long long)set->last + 1, (long long)(set->first + w->steps - 1),
+                 (long long)w->steps, why, (long long)set->last);
+    }
+}
+
 /* Rank 0: a window's records are all in: the writer thread writes its folder. */
 static void window_write(moe_live_t *lv, live_window_t *w)
 {
@@ -353,6 +401,7 @@ static void window_write(moe_live_t *lv, live_window_t *w)
         pthread_join(lv->writer, NULL); /* the previous window's: done (state was idle) */
         lv->writer_started = false;
     }
+    window_label(lv, w, w->cut == LIVE_CUT_SENT ? "closed early by DELETE /profile" : NULL);
     w->state = LIVE_WIN_WRITING;
     lv->writer_started = pthread_create(&lv->writer, NULL, writer_main, lv) == 0;
     if (!lv->writer_started) {
@@ -385,6 +434,8 @@ static void publish_locked(moe_live_t *lv)
     v->rate_head = lv->rate_head;
     if (v->win.state == LIVE_WIN_REQUESTED) {
         window_open(lv, &v->win);
+    } else if (v->win.state == LIVE_WIN_OPEN && v->win.cut == LIVE_CUT_ASKED) {
+        window_cut(lv, &v->win);
     }
 }
 
@@ -539,6 +590,7 @@ void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t e
     h[moe_live_bucket_of_ns(end_ns - begin_ns)]++;
     h[MOE_LIVE_NB] += end_ns - begin_ns;
     lv->step = step;
+    lv->last_end_ns = end_ns;
     lv->steps_done++;
     bool poll = end_ns - lv->last_poll_ns >= LIVE_POLL_NS;
     if (poll) {
@@ -601,6 +653,16 @@ static moe_status_t start_http(moe_live_t *lv, const moe_config_t *cfg, moe_erro
     live_view_t *v = lv->view;
     const char *env = getenv("MOED_CONTROL_TOKEN");
     const char *tok = env != NULL && env[0] != '\0' ? env : cfg->prof_control_token;
+    if (tok == env && strlen(env) < MOE_CFG_TOKEN_MIN) { /* the file's is checked at parse */
+        return moe_error_set(err, MOE_ERR_CONFIG, "MOED_CONTROL_TOKEN: %zu byte%s; a control "
+                             "token needs at least %d (e.g. `openssl rand -hex 16`)",
+                             strlen(env), strlen(env) == 1 ? "" : "s", MOE_CFG_TOKEN_MIN);
+    }
+    if (tok != env && strcmp(tok, "<redacted>") == 0) { /* a report's config.yaml, run again */
+        MOE_WARN("live: profiler.control_token is \"<redacted>\" (a report's copy): control "
+                 "off; set MOED_CONTROL_TOKEN");
+        tok = "none";
+    }
     snprintf(v->token, sizeof(v->token), "%s", strcmp(tok, "none") == 0 ? "" : tok);
     snprintf(v->output_dir, sizeof(v->output_dir), "%s", cfg->prof_output_dir);
     char why[256];
@@ -608,7 +670,7 @@ static moe_status_t start_http(moe_live_t *lv, const moe_config_t *cfg, moe_erro
         return moe_error_set(err, MOE_ERR_CONFIG, "profiler.listen: %s: %s", cfg->prof_listen,
                              why);
     }
-    MOE_INFO("live: %s (GET /metrics, /status, /; POST /profile%s)", v->url,
+    MOE_INFO("live: %s (GET /metrics, /status, /; POST, DELETE /profile%s)", v->url,
              v->token[0] != '\0' ? "" : " off: no control token");
     fflush(stdout);
     return MOE_OK;
@@ -626,6 +688,7 @@ moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes
     lv->comm = MPI_COMM_NULL;
     lv->sreq = MPI_REQUEST_NULL;
     lv->step = -1;
+    lv->armed_id = -1;
     st = MOE_MPI(MPI_Comm_dup(comm, &lv->comm), err);
     if (st == MOE_OK) {
         st = MOE_MPI(MPI_Comm_rank(comm, &lv->rank), err);
@@ -680,13 +743,71 @@ static void wait_or_cancel(MPI_Request *req, int64_t deadline_ns)
     }
 }
 
+/* The run's end with a window open: each rank closes it at its last completed step and
+ * sends what it recorded; rank 0 gathers for at most `wait_ns` and writes the folder, marked
+ * partial, before the process ends (a window that had not begun is dropped, and said). */
+static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
+{
+    int64_t deadline = moe_now_ns() + wait_ns;
+    bool gathering = moe_prof_od_end(lv->od, lv->step, lv->last_end_ns, deadline);
+    if (lv->rank != 0) {
+        return;
+    }
+    live_window_t *w = &lv->view->win;
+    pthread_mutex_lock(&lv->view->mu);
+    live_win_state_t state = w->state;
+    pthread_mutex_unlock(&lv->view->mu);
+    if (!gathering) {
+        if (state == LIVE_WIN_REQUESTED || state == LIVE_WIN_OPEN) {
+            MOE_WARN("live: window %lld had not begun when the run ended: nothing recorded, "
+                     "%s not written", (long long)w->id, w->name);
+            pthread_mutex_lock(&lv->view->mu);
+            w->state = LIVE_WIN_IDLE;
+            pthread_mutex_unlock(&lv->view->mu);
+        }
+        return;
+    }
+    if (lv->writer_started) {
+        pthread_join(lv->writer, NULL); /* a previous window's: its set is free then */
+        lv->writer_started = false;
+    }
+    if (!moe_prof_od_collect(lv->od, deadline, &lv->od_set)) {
+        return;
+    }
+    pthread_mutex_lock(&lv->view->mu);
+    window_label(lv, w, w->cut == LIVE_CUT_SENT ? "closed early by DELETE /profile"
+                        : interrupted           ? "the run was stopped"
+                                                : "the run ended");
+    lv->od_set.interrupted = interrupted && lv->od_set.short_why[0] != '\0'; /* cut by it */
+    w->state = LIVE_WIN_WRITING;
+    pthread_mutex_unlock(&lv->view->mu);
+    if (interrupted) { /* while the end report is written; finish joins it */
+        lv->writer_started = pthread_create(&lv->writer, NULL, writer_main, lv) == 0;
+    }
+    if (!lv->writer_started) {
+        moe_live_window_write(lv->view, &lv->od_set);
+    }
+}
+
+void moe_live_stopped(moe_live_t *lv)
+{
+    if (lv != NULL) {
+        window_end(lv, true, 400000000LL);
+    }
+}
+
 void moe_live_finish(moe_live_t *lv, bool interrupted)
 {
     if (lv == NULL) {
         return;
     }
     if (interrupted) {
-        /* the process ends with _exit right after the report: no more messages */
+        /* the process ends with _exit right after the report: no more messages; the open
+         * window's folder (moe_live_stopped) written */
+        if (lv->writer_started) {
+            pthread_join(lv->writer, NULL);
+            lv->writer_started = false;
+        }
         if (lv->rank == 0) {
             publish(lv, true);
         }
@@ -698,6 +819,9 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
         while (check_control(lv)) {
             /* a window asked for at the very end: taken, so no message stays unmatched */
         }
+    }
+    window_end(lv, false, 10000000000LL);
+    if (lv->rank != 0) {
         wait_or_cancel(&lv->sreq, deadline);
         emit(lv, &lv->sreq, MOE_LIVE_KIND_FIN);
         wait_or_cancel(&lv->sreq, deadline);

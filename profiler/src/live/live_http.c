@@ -1,10 +1,11 @@
 /* Rank 0's HTTP endpoint: libmicrohttpd in its own threads, bounded in connections, request
- * memory and idle time, so no client can hold a step back (the main thread never waits
- * for these threads: see live.c). */
+ * memory, idle time, each request's whole time and its body, so no client can hold a step
+ * back (the main thread never waits for these threads: see live.c). */
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 #include "live/live_int.h"
 #include "moe/clock.h"
+#include "moe/log.h"
 
 /* Bounds on what a client may take (README "Live endpoint"). */
 #define HTTP_THREADS 2
@@ -21,11 +23,35 @@
 #define HTTP_MAX_PER_IP 32
 #define HTTP_IDLE_S 10
 #define HTTP_CONN_MEMORY (32 * 1024) /* a request's headers must fit: larger gets 431 */
-#define HTTP_MAX_BODY 4096
+#define HTTP_MAX_BODY 4096           /* a request's whole body, over all its upload calls */
+/* A request must arrive whole and be answered within this of its connection's opening or
+ * of that connection's previous answer: the idle timeout restarts at every byte, so a
+ * client trickling a byte a second would otherwise hold its connection for ever. */
+#define HTTP_REQUEST_S 10
+#define HTTP_SWEEP_NS 250000000LL    /* how often the deadlines are looked at */
+#define HTTP_SLOTS (2 * HTTP_MAX_CONNECTIONS) /* closed ones leave their slot at once */
+
+/* A connection's deadline clock (one slot per open connection, under mu). */
+typedef struct http_conn {
+    bool used, cut;
+    int fd;
+    int64_t since_ns;                /* opened, or its previous answer sent */
+} http_conn_t;
+
+/* A request's state between upload calls. */
+typedef struct http_req {
+    size_t body;                     /* body bytes seen */
+    bool too_big;
+} http_req_t;
 
 struct live_http {
     struct MHD_Daemon *d;
     live_view_t *v;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stopping, sweeper_started;
+    pthread_t sweeper;
+    http_conn_t conns[HTTP_SLOTS];
 };
 
 bool live_token_equal(const char *given, size_t given_len, const char *want)
@@ -40,8 +66,8 @@ bool live_token_equal(const char *given, size_t given_len, const char *want)
     return diff == 0 && want_len > 0;
 }
 
-static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type,
-                             char *body, bool owned)
+static enum MHD_Result reply_allow(struct MHD_Connection *c, unsigned code, const char *type,
+                                   char *body, bool owned, const char *allow)
 {
     if (body == NULL) {
         static const char oom[] = "{\"error\":\"out of memory\"}";
@@ -63,9 +89,18 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
     if (code == MHD_HTTP_UNAUTHORIZED) {
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     }
+    if (code == MHD_HTTP_METHOD_NOT_ALLOWED) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    }
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type,
+                             char *body, bool owned)
+{
+    return reply_allow(c, code, type, body, owned, "GET");
 }
 
 static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, const char *msg)
@@ -114,7 +149,8 @@ static bool parse_ranks(const char *s, bool *ranks, int W)
     return true;
 }
 
-static enum MHD_Result window_answer(live_view_t *v, struct MHD_Connection *c)
+static enum MHD_Result window_answer(live_view_t *v, struct MHD_Connection *c, unsigned code,
+                                     const char *state)
 {
     const live_window_t *w = &v->win;
     json_t *o = json_object();
@@ -129,10 +165,14 @@ static enum MHD_Result window_answer(live_view_t *v, struct MHD_Connection *c)
         }
     }
     json_object_set_new(o, "ranks", ranks);
-    json_object_set_new(o, "state", json_string("requested"));
+    json_object_set_new(o, "state", json_string(state));
+    if (w->state == LIVE_WIN_OPEN) {
+        json_object_set_new(o, "first_step", json_integer(w->open_step + 1));
+        json_object_set_new(o, "last_step", json_integer(w->close_step));
+    }
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
-    return reply(c, MHD_HTTP_ACCEPTED, "application/json", s, true);
+    return reply(c, code, "application/json", s, true);
 }
 
 /* Under v->mu: a new window, named now so the answer can say where it will be. */
@@ -146,35 +186,48 @@ static void window_request(live_view_t *v, long long steps)
     strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
     w->id++;
     w->steps = steps;
+    w->cut = LIVE_CUT_NONE;
     snprintf(w->name, sizeof(w->name), "live-%s-w%lld", stamp, (long long)w->id);
     snprintf(w->folder, sizeof(w->folder), "%.380s/%.120s", v->output_dir, w->name);
     w->state = LIVE_WIN_REQUESTED;
 }
 
-static enum MHD_Result serve_profile(live_http_t *h, struct MHD_Connection *c)
+/* The control requests' token check: true when allowed, else false with the refusal queued. */
+static bool authorized(live_view_t *v, struct MHD_Connection *c, enum MHD_Result *ret)
 {
-    live_view_t *v = h->v;
     const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION);
     if (v->token[0] == '\0') {
-        return reply_error(c, MHD_HTTP_FORBIDDEN, "control is off: no control token");
+        *ret = reply_error(c, MHD_HTTP_FORBIDDEN, "control is off: no control token");
+    } else if (auth == NULL) {
+        *ret = reply_error(c, MHD_HTTP_UNAUTHORIZED, "Authorization: Bearer TOKEN required");
+    } else if (strncmp(auth, "Bearer ", 7) != 0 ||
+               !live_token_equal(auth + 7, strlen(auth + 7), v->token)) {
+        *ret = reply_error(c, MHD_HTTP_FORBIDDEN, "wrong token");
+    } else {
+        return true;
     }
-    if (auth == NULL) {
-        return reply_error(c, MHD_HTTP_UNAUTHORIZED, "Authorization: Bearer TOKEN required");
-    }
-    if (strncmp(auth, "Bearer ", 7) != 0 || !live_token_equal(auth + 7, strlen(auth + 7),
-                                                              v->token)) {
-        return reply_error(c, MHD_HTTP_FORBIDDEN, "wrong token");
+    return false;
+}
+
+static enum MHD_Result serve_profile(live_http_t *h, struct MHD_Connection *c)
+{
+    live_view_t *v = h->v;
+    enum MHD_Result ret;
+    if (!authorized(v, c, &ret)) {
+        return ret;
     }
     const char *steps_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "steps");
     const char *ranks_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "ranks");
     char *end = NULL;
     long long steps = steps_s != NULL ? strtoll(steps_s, &end, 10) : 0;
-    if (steps_s == NULL || end == steps_s || *end != '\0' || steps < 1 || steps > 1000000) {
-        return reply_error(c, MHD_HTTP_BAD_REQUEST, "steps=N (1..1000000) required");
+    if (steps_s == NULL || end == steps_s || *end != '\0' || steps < 1 ||
+        steps > LIVE_WINDOW_MAX_STEPS) {
+        char msg[64];
+        snprintf(msg, sizeof(msg), "steps=N (1..%d) required", LIVE_WINDOW_MAX_STEPS);
+        return reply_error(c, MHD_HTTP_BAD_REQUEST, msg);
     }
     pthread_mutex_lock(&v->mu);
-    enum MHD_Result ret;
     if (v->finished || v->win.state != LIVE_WIN_IDLE) {
         ret = reply_error(c, MHD_HTTP_CONFLICT,
                           v->finished ? "the run has ended" : "a window is already open");
@@ -183,7 +236,34 @@ static enum MHD_Result serve_profile(live_http_t *h, struct MHD_Connection *c)
     } else {
         v->win.all_ranks = ranks_s == NULL;
         window_request(v, steps);
-        ret = window_answer(v, c);
+        ret = window_answer(v, c, MHD_HTTP_ACCEPTED, "requested");
+    }
+    pthread_mutex_unlock(&v->mu);
+    return ret;
+}
+
+/* DELETE /profile: a window not opened yet is dropped; an open one is closed early (rank 0
+ * tells every rank a nearer last step at its next poll) and written as far as it got,
+ * marked partial. */
+static enum MHD_Result serve_profile_close(live_http_t *h, struct MHD_Connection *c)
+{
+    live_view_t *v = h->v;
+    enum MHD_Result ret;
+    if (!authorized(v, c, &ret)) {
+        return ret;
+    }
+    pthread_mutex_lock(&v->mu);
+    live_window_t *w = &v->win;
+    if (w->state == LIVE_WIN_REQUESTED) {
+        w->state = LIVE_WIN_IDLE;
+        ret = window_answer(v, c, MHD_HTTP_OK, "cancelled");
+    } else if (w->state == LIVE_WIN_OPEN) {
+        w->cut = w->cut == LIVE_CUT_NONE ? LIVE_CUT_ASKED : w->cut;
+        ret = window_answer(v, c, MHD_HTTP_ACCEPTED, "closing");
+    } else {
+        ret = reply_error(c, MHD_HTTP_CONFLICT, w->state == LIVE_WIN_WRITING
+                                                    ? "the window is being written"
+                                                    : "no window is open");
     }
     pthread_mutex_unlock(&v->mu);
     return ret;
@@ -194,21 +274,36 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               void **state)
 {
     (void)upload;
-    static int seen;
     live_http_t *h = cls;
     bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
-    if (post && *state == NULL) {
-        *state = &seen; /* answered once the body (ignored, bounded) has been read */
-        return MHD_YES;
-    }
-    if (post && *upload_size > 0) {
-        if (*upload_size > HTTP_MAX_BODY) {
+    bool del = strcmp(method, MHD_HTTP_METHOD_DELETE) == 0;
+    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+    http_req_t *rq = *state;
+    if (rq == NULL) {
+        rq = calloc(1, sizeof(*rq)); /* freed when the request completes (on_completed) */
+        if (rq == NULL) {
             return MHD_NO;
         }
+        *state = rq;
+        const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (len != NULL && strtoull(len, NULL, 10) > HTTP_MAX_BODY) {
+            /* said at once, before the body is read */
+            return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body over 4096 bytes");
+        }
+        return MHD_YES; /* answered once the body (ignored, bounded) has been read */
+    }
+    if (*upload_size > 0) {
+        /* the whole body is bounded, whatever its chunks: the rest is read and dropped (the
+         * request's deadline bounds that), then 413 */
+        rq->body += *upload_size;
+        rq->too_big = rq->too_big || rq->body > HTTP_MAX_BODY;
         *upload_size = 0;
         return MHD_YES;
     }
-    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+    if (rq->too_big) {
+        return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body over 4096 bytes");
+    }
     if (get && strcmp(url, "/metrics") == 0) {
         return serve_metrics(h, c);
     }
@@ -221,11 +316,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (get && strcmp(url, "/") == 0) {
         return reply(c, MHD_HTTP_OK, "text/html; charset=utf-8", (char *)live_page_html, false);
     }
-    if (post && strcmp(url, "/profile") == 0) {
-        return serve_profile(h, c);
+    if (strcmp(url, "/profile") == 0) {
+        return post ? serve_profile(h, c)
+               : del ? serve_profile_close(h, c)
+                     : reply_allow(c, MHD_HTTP_METHOD_NOT_ALLOWED, "application/json",
+                                   strdup("{\"error\":\"POST or DELETE /profile\"}\n"),
+                                   true, "POST, DELETE");
     }
-    return reply_error(c, get || post ? MHD_HTTP_NOT_FOUND : MHD_HTTP_METHOD_NOT_ALLOWED,
-                       get || post ? "not found" : "method not allowed");
+    return reply_error(c, get || post || del ? MHD_HTTP_NOT_FOUND : MHD_HTTP_METHOD_NOT_ALLOWED,
+                       get || post || del ? "not found" : "method not allowed");
 }
 
 /* Every request, its handler's CPU time added to the live path's threads' cost (the
@@ -240,6 +339,93 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     enum MHD_Result r = handle(cls, c, url, method, upload, upload_size, state);
     atomic_fetch_add(&h->v->threads_cpu_ns, moe_thread_cpu_ns() - t);
     return r;
+}
+
+/* A request is over (answered, or its connection closed): its state freed, and its
+ * connection's deadline starts again for the next request. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **state,
+                         enum MHD_RequestTerminationCode why)
+{
+    (void)why;
+    live_http_t *h = cls;
+    free(*state);
+    *state = NULL;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    http_conn_t *hc = ci != NULL ? ci->socket_context : NULL;
+    if (hc != NULL) {
+        pthread_mutex_lock(&h->mu);
+        hc->since_ns = moe_now_ns();
+        pthread_mutex_unlock(&h->mu);
+    }
+}
+
+/* A connection opened or closed: its slot in the deadline table (closed is told before
+ * libmicrohttpd closes the socket, so the sweeper never touches a reused descriptor). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    live_http_t *h = cls;
+    pthread_mutex_lock(&h->mu);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = NULL;
+        for (size_t i = 0; ci != NULL && i < HTTP_SLOTS; i++) {
+            if (!h->conns[i].used) {
+                h->conns[i] = (http_conn_t){.used = true, .fd = ci->connect_fd,
+                                            .since_ns = moe_now_ns()};
+                *socket_context = &h->conns[i];
+                break;
+            }
+        }
+    } else if (*socket_context != NULL) {
+        ((http_conn_t *)*socket_context)->used = false;
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Every HTTP_SWEEP_NS: a connection past its request's deadline is shut down (both ways);
+ * libmicrohttpd sees the socket end and closes it, which frees its slot and its place in
+ * the per-address limit. */
+static void *sweeper_main(void *arg)
+{
+    live_http_t *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stopping) {
+        int64_t now = moe_now_ns();
+        for (size_t i = 0; i < HTTP_SLOTS; i++) {
+            http_conn_t *hc = &h->conns[i];
+            if (hc->used && !hc->cut && now - hc->since_ns > HTTP_REQUEST_S * 1000000000LL) {
+                shutdown(hc->fd, SHUT_RDWR);
+                hc->cut = true;
+            }
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += HTTP_SWEEP_NS;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&h->cv, &h->mu, &until);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* Whether a bound address is this host's loopback only (127.0.0.0/8, ::1). */
+bool live_addr_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127);
+    }
+    return false;
 }
 
 /* "HOST:PORT" -> its first address; the port may be 0. */
@@ -313,20 +499,30 @@ int live_http_start(live_view_t *v, const char *listen, live_http_t **out, char 
         return -1;
     }
     h->v = v;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
     if (ai->ai_family == AF_INET6) {
         flags |= MHD_USE_IPv6;
     }
+    bool exposed = !live_addr_loopback(ai->ai_addr);
     h->d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)HTTP_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)HTTP_MAX_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, h, MHD_OPTION_END);
     freeaddrinfo(ai);
-    if (h->d == NULL) {
-        snprintf(why, why_len, "cannot listen there (in use, or not an address of this host)");
-        free(h);
+    if (h->d != NULL) {
+        h->sweeper_started = pthread_create(&h->sweeper, NULL, sweeper_main, h) == 0;
+    }
+    if (h->d == NULL || !h->sweeper_started) {
+        snprintf(why, why_len, h->d == NULL
+                                   ? "cannot listen there (in use, or not an address of this host)"
+                                   : "cannot start its deadline thread");
+        live_http_stop(h);
         return -1;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -334,6 +530,11 @@ int live_http_start(live_view_t *v, const char *listen, live_http_t **out, char 
     bool v6 = strchr(host, ':') != NULL;
     snprintf(v->url, sizeof(v->url), "http://%s%.100s%s:%u/", v6 ? "[" : "", host, v6 ? "]" : "",
              port);
+    if (exposed) {
+        MOE_WARN("live: %s is reachable from the network, not only from this host: anyone "
+                 "who reaches it reads /metrics, /status and the page (plain HTTP); bind "
+                 "127.0.0.1 and use an SSH tunnel or a reverse proxy with TLS", v->url);
+    }
     *out = h;
     return 0;
 }
@@ -343,6 +544,17 @@ void live_http_stop(live_http_t *h)
     if (h == NULL) {
         return;
     }
-    MHD_stop_daemon(h->d);
+    if (h->sweeper_started) {
+        pthread_mutex_lock(&h->mu);
+        h->stopping = true;
+        pthread_cond_signal(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->sweeper, NULL);
+    }
+    if (h->d != NULL) {
+        MHD_stop_daemon(h->d);
+    }
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
     free(h);
 }

@@ -23,6 +23,7 @@
 #define LIVE_STEP_RING 240               /* rank 0's recent step times, for the page */
 #define LIVE_RATE_RING 64                /* rank 0's (time, step) samples, for tokens/s */
 #define LIVE_MAX_REPORTS 64              /* window folders listed by /status */
+#define LIVE_WINDOW_MAX_STEPS 100000     /* POST /profile?steps=N: N at most this */
 #define LIVE_IMB_RING 12                 /* rank 0's routed-token snapshots, for imbalance */
 #define LIVE_IMB_EVERY_NS 1000000000LL   /* one snapshot per second at most */
 #define LIVE_IMB_WINDOW_NS 10000000000LL /* moed_layer_imbalance covers the last ~10 s */
@@ -48,8 +49,13 @@ typedef enum {
     LIVE_WIN_WRITING,    /* the writer thread writes the folder */
 } live_win_state_t;
 
+/* DELETE /profile on an open window: asked (by the HTTP thread), then sent (the main
+ * thread told every rank the nearer last step). */
+typedef enum { LIVE_CUT_NONE = 0, LIVE_CUT_ASKED, LIVE_CUT_SENT } live_cut_t;
+
 typedef struct live_window {
     live_win_state_t state;
+    live_cut_t cut;
     int64_t id;
     int64_t steps;             /* requested */
     bool all_ranks;
@@ -125,6 +131,10 @@ void live_http_stop(live_http_t *h);
 /* The window writer thread's work: the full report folder from the gathered records
  * (then freed), then the view updated. */
 void moe_live_window_write(live_view_t *v, moe_od_set_t *set);
+
+/* Whether a bound address is this host's loopback only (127.0.0.0/8, ::1). */
+struct sockaddr;
+bool live_addr_loopback(const struct sockaddr *sa);
 
 /* Constant-time comparison of a presented token with the expected one. */
 bool live_token_equal(const char *given, size_t given_len, const char *want);

@@ -440,7 +440,15 @@ char *live_render_status(const live_view_t *v)
         json_array_append_new(reps, json_string(v->reports[i]));
     }
     json_object_set_new(root, "reports", reps);
-    json_object_set_new(root, "output_dir", json_string(v->output_dir));
+    /* read without a token: the folder's name, never the path to it */
+    char dir[MOE_PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", v->output_dir);
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) {
+        dir[n - 1] = '\0'; /* "dir/" */
+    }
+    const char *slash = strrchr(dir, '/');
+    json_object_set_new(root, "output_dir",
+                        json_string(slash != NULL && slash[1] != '\0' ? slash + 1 : dir));
     if (v->last_error[0] != '\0') {
         json_object_set_new(root, "last_error", json_string(v->last_error));
     }

@@ -30,8 +30,16 @@ void moe_live_window_write(live_view_t *v, moe_od_set_t *set)
     if (st == MOE_OK && v->num_reports < LIVE_MAX_REPORTS) {
         snprintf(v->reports[v->num_reports++], sizeof(v->reports[0]), "%s", name);
     } else if (st != MOE_OK) {
-        snprintf(v->last_error, sizeof(v->last_error), "window %lld: %.200s", (long long)id,
-                 err.msg);
+        /* /status is read without a token: the folder by its name, not its path */
+        const char *at = strstr(err.msg, folder);
+        if (at != NULL) {
+            snprintf(v->last_error, sizeof(v->last_error), "window %lld: %.*s%s%.100s",
+                     (long long)id, (int)(at - err.msg), err.msg, name,
+                     at + strlen(folder));
+        } else {
+            snprintf(v->last_error, sizeof(v->last_error), "window %lld: %.200s",
+                     (long long)id, err.msg);
+        }
     }
     v->win.state = LIVE_WIN_IDLE;
     pthread_mutex_unlock(&v->mu);

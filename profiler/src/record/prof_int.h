@@ -68,6 +68,8 @@ moe_merge_t *moe_merge_create(const moe_config_t *cfg, int world_size, const cha
 moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
                                  const char (*hosts)[64], const char *dir);
 void moe_merge_destroy(moe_merge_t *m);
+/* The run folder, made at create ("" when it could not be made). */
+const char *moe_merge_run_dir(const moe_merge_t *m);
 /* Add one window's records (recs[i] for the ranks in order; NULL where absent). t0: rank
  * 0's first step begin (its clock); offsets: each rank's clock offset to rank 0. */
 moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const bool *have,
@@ -97,6 +99,11 @@ typedef struct moe_od_set {
     double grace_s;
     const char *config_text;    /* the run's, the recorder's copy (it outlives the writer) */
     size_t config_len;
+    /* set by the caller before the write: the steps asked for (0: last - first + 1), and
+     * why the window stopped short (""): the report is then partial and says so */
+    int64_t planned;
+    bool interrupted;
+    char short_why[160];
 } moe_od_set_t;
 
 /* Collective, like moe_prof_create. max_steps bounds the per-step lists reserved. */
@@ -109,6 +116,17 @@ void moe_prof_od_arm(moe_prof_t *p, int64_t first, int64_t last, const bool *ran
  * set is complete, moved into *out (free it with moe_od_set_free). */
 bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
                           moe_od_set_t *out);
+/* Every rank: rank 0 has told a nearer last step for the armed window (DELETE /profile):
+ * recorded up to it (at least the next step here, at least its first). */
+void moe_prof_od_cut(moe_prof_t *p, int64_t last);
+/* Every rank at the run's end, step its last completed step: a window that has begun here
+ * is closed at that step (non-root: its last part sent, waited for until deadline_ns); one
+ * not begun is dropped. Rank 0: true when a window is now being gathered. */
+bool moe_prof_od_end(moe_prof_t *p, int64_t step, int64_t end_ns, int64_t deadline_ns);
+/* Rank 0 after moe_prof_od_end (or with a window closed and still gathering): the rest of
+ * its parts until every chosen rank's last one is in or deadline_ns; true with the set in
+ * *out. */
+bool moe_prof_od_collect(moe_prof_t *p, int64_t deadline_ns, moe_od_set_t *out);
 /* Merge the set and write the full report folder `dir` (whole or absent, INCOMPLETE). */
 moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *err);
 void moe_od_set_free(moe_od_set_t *set);

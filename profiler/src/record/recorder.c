@@ -4,6 +4,8 @@
  * part's folder opens with such a comment; tests/lint/parts.sh holds every part to its
  * list. */
 /* The per-rank recorder: the hot-path entry points and the window gather. */
+#define _XOPEN_SOURCE 700 /* nftw */
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,8 @@
 #include "record/prof_int.h"
 
 #define LIST_BOUND (1 << 20) /* items per list per window, whatever the config */
+/* A run without end: window folders kept (README "Profiler"); the oldest goes first. */
+#define MOE_PROF_KEEP_WINDOWS 10
 
 struct moe_prof {
     const moe_config_t *cfg;
@@ -75,6 +79,13 @@ struct moe_prof {
     moe_step_mem_t od_mem;       /* the window's memory series, read at its steps */
     char *od_config;             /* rank 0: the run's config text, for the folders */
     size_t od_config_len;
+    /* rank 0 of a run without end (workload.steps 0): each scheduled window's own folder,
+     * written by a thread when the window closes */
+    bool win_folders;
+    int64_t win_seen, win_begin_ns, win_end_ns; /* the window in progress: its span */
+    pthread_t win_writer;
+    bool win_writer_started;
+    atomic_llong win_cpu_ns;     /* those threads' CPU time */
 };
 
 /* A rank that may be SIGKILLed about 1 s after a signal must not sit on much data: parts
@@ -284,6 +295,8 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe
     if (st == MOE_OK && p->rank == 0 && !p->on_demand) {
         p->merge = moe_merge_create(cfg, p->world, info->hosts);
         st = p->merge != NULL ? MOE_OK : MOE_ERR_NO_MEMORY;
+        p->win_folders = cfg->steps == 0; /* a run without end: a folder per window */
+        p->win_seen = -1;
     }
     if (st == MOE_OK && !p->on_demand &&
         moe_sampler_start(&p->sampler, cfg->prof_memory_sample_ms, 4096,
@@ -332,12 +345,120 @@ static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
 moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
                              const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err)
 {
-    return prof_create(cfg, comm, info, false, out, err);
+    moe_status_t st = prof_create(cfg, comm, info, false, out, err);
+    moe_prof_t *p = st == MOE_OK ? *out : NULL;
+    if (p != NULL && p->win_folders && info->config_text != NULL) {
+        p->od_config = malloc(info->config_len + 1); /* the window folders' config.yaml */
+        if (p->od_config != NULL) {
+            memcpy(p->od_config, info->config_text, info->config_len);
+            p->od_config[info->config_len] = '\0';
+            p->od_config_len = info->config_len;
+        }
+    }
+    return st;
 }
 
 int64_t moe_prof_threads_cpu_ns(const moe_prof_t *p)
 {
-    return p != NULL ? moe_sampler_cpu_ns(&p->sampler) : 0;
+    return p != NULL ? moe_sampler_cpu_ns(&p->sampler) + (int64_t)atomic_load(&p->win_cpu_ns)
+                     : 0;
+}
+
+/* A window folder's work for its thread: the merge of its records, done, written. */
+typedef struct win_job {
+    moe_prof_t *p;
+    moe_merge_t *m;
+    moe_prof_run_t run;
+    int64_t w;
+    char dir[MOE_PATH_MAX + 32];
+} win_job_t;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 ? -1 : 0;
+}
+
+static void *win_main(void *arg)
+{
+    win_job_t *job = arg;
+    moe_prof_t *p = job->p;
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_report_t *rep = moe_merge_finish(job->m, &job->run, &p->info);
+    moe_status_t st = rep != NULL ? moe_report_write_all(rep, &err)
+                                  : moe_error_set(&err, MOE_ERR_NO_MEMORY, "no report");
+    if (st == MOE_OK) {
+        printf("moed: profile: window %lld written: %s\n", (long long)job->w + 1, job->dir);
+        fflush(stdout);
+    } else {
+        fprintf(stderr, "moed: warning: profile: window %lld: %s\n", (long long)job->w + 1,
+                err.msg);
+    }
+    moe_merge_destroy(job->m);
+    free(job);
+    atomic_fetch_add(&p->win_cpu_ns, moe_thread_cpu_ns()); /* a thread a window */
+    return NULL;
+}
+
+static void win_join(moe_prof_t *p)
+{
+    if (p->win_writer_started) {
+        pthread_join(p->win_writer, NULL);
+        p->win_writer_started = false;
+    }
+}
+
+/* Rank 0 of a run without end, window w's records gathered: its own folder,
+ * <run folder>/window-<w + 1>, merged here from the same records and written by a thread
+ * (the previous window's joined first); the folder MOE_PROF_KEEP_WINDOWS windows older is
+ * removed first (a few files: microseconds), so the newest that many are kept. */
+static void window_folder(moe_prof_t *p, int64_t w, moe_prof_record_t *set, const bool *have)
+{
+    const char *run_dir = moe_merge_run_dir(p->merge);
+    win_join(p);
+    win_job_t *job = run_dir[0] != '\0' ? calloc(1, sizeof(*job)) : NULL;
+    if (job == NULL) {
+        return; /* no run folder: the end report says why */
+    }
+    job->p = p;
+    job->w = w;
+    snprintf(job->dir, sizeof(job->dir), "%s/window-%lld", run_dir, (long long)w + 1);
+    if (w >= MOE_PROF_KEEP_WINDOWS) { /* first: never more than that many folders */
+        char old[MOE_PATH_MAX + 32];
+        snprintf(old, sizeof(old), "%s/window-%lld", run_dir,
+                 (long long)(w + 1 - MOE_PROF_KEEP_WINDOWS));
+        if (access(old, F_OK) == 0 && nftw(old, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+            fprintf(stderr, "moed: warning: profile: cannot remove %s (the newest %d are kept)\n",
+                    old, MOE_PROF_KEEP_WINDOWS);
+        }
+    }
+    moe_error_t err;
+    moe_error_clear(&err);
+    job->m = moe_merge_create_in(p->cfg, p->world, p->info.hosts, job->dir);
+    moe_status_t st = job->m != NULL ? moe_merge_window(job->m, set, have, p->win_begin_ns, &err)
+                                     : moe_error_set(&err, MOE_ERR_NO_MEMORY, "no memory");
+    if (st != MOE_OK) {
+        fprintf(stderr, "moed: warning: profile: window %lld: %s\n", (long long)w + 1, err.msg);
+        moe_merge_destroy(job->m);
+        free(job);
+        return;
+    }
+    for (int r = 1; r < p->world; r++) {
+        if (moe_cfg_rank_profiled(p->cfg, r) && !have[r]) {
+            moe_merge_note_missing(job->m, r, "no record of this window");
+        }
+    }
+    int64_t n = p->cfg->prof_measurement_steps;
+    job->run = (moe_prof_run_t){.steps_run = n, .steps_planned = n,
+                                .run_s = (double)(p->win_end_ns - p->win_begin_ns) * 1e-9,
+                                .config_text = p->od_config, .config_len = p->od_config_len,
+                                .deadline_s = prof_timeout_s(p)};
+    p->win_writer_started = pthread_create(&p->win_writer, NULL, win_main, job) == 0;
+    if (!p->win_writer_started) {
+        win_main(job);
+    }
 }
 
 void moe_prof_destroy(moe_prof_t *p)
@@ -347,6 +468,7 @@ void moe_prof_destroy(moe_prof_t *p)
     }
     moe_sampler_stop(&p->sampler);
     moe_sampler_free(&p->sampler);
+    win_join(p);
     moe_prof_record_free(&p->rec);
     moe_prof_record_free(&p->mark);
     moe_merge_destroy(p->merge);
@@ -821,6 +943,9 @@ static moe_status_t merge_group(moe_prof_t *p, int64_t w, moe_prof_record_t *own
     }
     if (st == MOE_OK) {
         st = moe_merge_window(p->merge, set, have, p->t0_ns, err);
+        if (st == MOE_OK && p->win_folders && w == p->win_seen) { /* closed while running */
+            window_folder(p, w, set, have);
+        }
         for (int r = 1; r < p->world; r++) {
             if (have[r]) {
                 moe_prof_record_free(&set[r]);
@@ -907,7 +1032,12 @@ moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, in
     if (p->recorded) {
         record_step(p, begin_ns, end_ns);
     }
+    if (p->window >= 0 && p->window != p->win_seen) {
+        p->win_seen = p->window; /* its first step */
+        p->win_begin_ns = begin_ns;
+    }
     if (p->window >= 0 && p->closes) {
+        p->win_end_ns = end_ns;
         return close_window(p, err);
     }
     moe_status_t st = stream_parts(p, end_ns, err);
@@ -1037,6 +1167,8 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
     }
     moe_sampler_stop(&p->sampler);
     step_abandon(p);
+    p->win_folders = false; /* the end report covers the rest */
+    win_join(p);
     p->rec.clock_offset_end_ns = p->rec.clock_offset_ns;
     moe_error_t fault; /* the watchdog's verdict, reported once the report is written */
     moe_error_clear(&fault);
@@ -1295,6 +1427,78 @@ bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t
     return od_take(p, out);
 }
 
+void moe_prof_od_cut(moe_prof_t *p, int64_t last)
+{
+    if (!p->od_armed) {
+        return; /* closed here already, or never armed: nothing to shorten */
+    }
+    int64_t l = last > p->step ? last : p->step + 1; /* p->step has begun: the next one */
+    l = l > p->od_first ? l : p->od_first;
+    if (l < p->od_last) {
+        p->od_last = l;
+        p->own_cfg->prof_measurement_steps = l - p->od_first + 1;
+        p->own_cfg->steps = l - p->od_first + 1;
+    }
+}
+
+bool moe_prof_od_end(moe_prof_t *p, int64_t step, int64_t end_ns, int64_t deadline_ns)
+{
+    step_abandon(p); /* a step stopped in flight counts for nothing */
+    if (p->od_armed && step >= p->od_first && step < p->od_last) {
+        p->od_last = step;
+        p->own_cfg->prof_measurement_steps = step - p->od_first + 1;
+        p->own_cfg->steps = step - p->od_first + 1;
+        p->od_armed = false;
+        if (p->rank != 0 && p->profiled) {
+            /* the previous part first, then the last one: both waited for, a stop or not
+             * (rank 0 takes them in its own end; the process ends after this) */
+            moe_error_t err;
+            moe_status_t st = send_wait(p, deadline_ns, false, &err);
+            if (st == MOE_OK) {
+                st = send_part(p, MOE_PROF_FLAG_WINDOW_END, deadline_ns, &err);
+            }
+            if (st == MOE_OK) {
+                st = send_wait(p, deadline_ns, false, &err);
+            }
+            if (st != MOE_OK) {
+                fprintf(stderr, "moed: warning: on-demand window at the end: %s\n", err.msg);
+            }
+        } else if (p->rank == 0) {
+            od_keep_own(p);
+            p->od_end_ns = end_ns;
+            p->od_close_ns = moe_now_ns();
+            p->od_gathering = true;
+        }
+        p->windows_gathered++;
+        reset_window(p);
+    } else if (p->od_armed && step < p->od_first) {
+        p->od_armed = false; /* not begun: nothing recorded */
+        reset_window(p);
+    }
+    return p->rank == 0 && p->od_gathering;
+}
+
+bool moe_prof_od_collect(moe_prof_t *p, int64_t deadline_ns, moe_od_set_t *out)
+{
+    if (p->rank != 0 || !p->od_gathering) {
+        return false;
+    }
+    moe_poll_t poll;
+    moe_poll_begin_at(&poll, deadline_ns, false);
+    while (!window_complete(p, p->od_w)) {
+        if (!receive_one(p, &poll) && moe_poll_next(&poll) != MOE_OK) {
+            break; /* its deadline: written without the ranks still missing */
+        }
+    }
+    p->od_gathering = false;
+    bool ok = od_take(p, out);
+    if (ok) {
+        double waited = (double)(deadline_ns - p->od_close_ns) * 1e-9;
+        out->grace_s = waited > 0 ? waited : 0;
+    }
+    return ok;
+}
+
 moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *err)
 {
     moe_merge_t *m = moe_merge_create_in(set->cfg, set->world,
@@ -1303,7 +1507,7 @@ moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: cannot allocate the report", dir);
     }
     char why[96];
-    snprintf(why, sizeof(why), "no record within %.0f s of the window's end", set->grace_s);
+    snprintf(why, sizeof(why), "no record within %.1f s of the window's end", set->grace_s);
     for (int r = 0; r < set->world; r++) {
         if (moe_cfg_rank_profiled(set->cfg, r) && !set->have[r]) {
             moe_merge_note_missing(m, r, why);
@@ -1317,10 +1521,17 @@ moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *
     moe_status_t st = moe_merge_window(m, set->recs, set->have, set->t0_ns, err);
     if (st == MOE_OK) {
         int64_t n = set->last - set->first + 1;
-        moe_prof_run_t run = {.steps_run = n, .steps_planned = n, .run_s = set->seconds,
-                              .deadline_s = set->grace_s, .config_text = set->config_text,
+        moe_prof_run_t run = {.steps_run = n, .steps_planned = set->planned > 0 ? set->planned : n,
+                              .run_s = set->seconds, .deadline_s = set->grace_s,
+                              .interrupted = set->interrupted, .config_text = set->config_text,
                               .config_len = set->config_len};
         moe_report_t *rep = moe_merge_finish(m, &run, &set->info);
+        if (rep != NULL && set->short_why[0] != '\0') { /* cut short: partial, and why */
+            size_t used = strlen(rep->missing);
+            snprintf(rep->missing + used, sizeof(rep->missing) - used, "%s%s",
+                     rep->partial ? "; " : "", set->short_why);
+            rep->partial = true;
+        }
         st = rep != NULL ? moe_report_write_all(rep, err)
                          : moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: no report", dir);
     }

@@ -158,6 +158,7 @@ typedef struct moe_config {
     char prof_output_dir[MOE_PATH_MAX];
     char prof_listen[MOE_PATH_MAX];       /* "HOST:PORT" or "off" */
     char prof_control_token[MOE_PATH_MAX]; /* "none": none (MOED_CONTROL_TOKEN may set one) */
+#define MOE_CFG_TOKEN_MIN 16               /* bytes a control token has at least */
     moe_expert_hist_t prof_expert_hist;
 
     /* Provenance, filled by moe_cfg_parse(). */

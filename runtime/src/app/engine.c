@@ -345,6 +345,8 @@ static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
 {
     int32_t ids[MOE_MAX_EXPERTS];
     moe_prof_static_t info = engine_prof_info(eng, ids);
+    info.config_text = eng->config_text; /* a run without end's window folders (copied) */
+    info.config_len = eng->config_len;
     return moe_prof_create(eng->cfg, eng->comm, &info, &eng->prof, err);
 }
 

@@ -606,6 +606,7 @@ static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *t
         MOE_ERROR("stopped by %s after %lld%s steps%s%s", cause, (long long)eng->steps_done, of,
                   lost, eng->prof != NULL ? "; writing what was measured" : "");
     }
+    moe_live_stopped(eng->live); /* an open window first: SIGKILL may follow */
     finish_profile(eng, cfg, text, len, true, NULL, rank);
     moe_live_finish(eng->live, true);
     moe_engine_destroy(eng);

@@ -2064,6 +2064,21 @@ static moe_status_t check_step_timeout(cfg_parse_t *p)
     return MOE_OK;
 }
 
+/* A control token anyone could guess is no token: at least MOE_CFG_TOKEN_MIN bytes. A
+ * report's config.yaml ("<redacted>") parses again: the live endpoint takes it as none. */
+static moe_status_t check_control_token(cfg_parse_t *p)
+{
+    const char *t = p->cfg.prof_control_token;
+    size_t n = strlen(t);
+    if (strcmp(t, "none") == 0 || strcmp(t, "<redacted>") == 0 || n >= MOE_CFG_TOKEN_MIN) {
+        return MOE_OK;
+    }
+    return cfg_fail(p, val_mark_of(p, "profiler.control_token"),
+                    "profiler.control_token: %zu byte%s; a control token needs at least %d "
+                    "(e.g. `openssl rand -hex 16`), or none", n, n == 1 ? "" : "s",
+                    MOE_CFG_TOKEN_MIN);
+}
+
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
     input_tokens(p);
@@ -2085,6 +2100,9 @@ static moe_status_t parse_checks(cfg_parse_t *p, int world)
     }
     if (st == MOE_OK) {
         st = check_rebalance(p, world);
+    }
+    if (st == MOE_OK) {
+        st = check_control_token(p);
     }
     return st;
 }
