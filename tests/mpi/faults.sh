@@ -80,7 +80,7 @@ only_error() {
   [[ $n -eq 1 ]] || fail "want one error line, got $n"
   grep 'moed: error' err.log | grep -qE "$1" || fail "the error line does not match: $1"
 }
-# report WHAT: the report's summary.json says WHAT (partial | interrupted | none).
+# report WHAT: the report's summary.json says WHAT (complete | partial | interrupted | none).
 report() {
   local d; d=$(ls -d "$WORK"/experiments/*/ 2> /dev/null | sort | tail -1 || true)
   python3 - "$1" "${d:-}" <<'PY' || fail "report check ($1)"
@@ -96,7 +96,12 @@ if want == "none":
 s = json.load(open(path))
 run = s["run"]
 assert run["recorded_steps"] > 0, "the completed steps must be in the report"
-if want == "partial":
+if want == "complete":
+    # a fault after the report: the report stays as written, whole
+    assert not s["partial"] and not run["interrupted"], ("a complete report", s["missing"])
+    assert run["steps_run"] == run["steps_planned"], run
+    print("complete:", run["steps_run"], "steps")
+elif want == "partial":
     # every step may have run (a fault after the last one): partial says what is missing
     assert s["partial"], "the report must be marked partial"
     print("partial; missing:", s["missing"])
@@ -224,6 +229,24 @@ PY
     finish 6
     [[ $code -ne 0 ]] || fail "exit 0 after Ctrl-C"
     grep -q 'stopped by .* during start-up' err.log || fail "no line says it stopped"
+    ;;
+  stop_finalize_r1)  # a rank stopped at MPI_Finalize's door, after the report and the last
+    # barrier: Open MPI's last fence would wait for it forever; rank 0 ends the job past T
+    STEPS=40 job > c.yaml
+    run_bg MOED_TEST_PAUSE=1:finalize
+    finish 30
+    [[ $code -ne 0 ]] || fail "exit 0 with a rank stopped in MPI_Finalize"
+    one_error "watchdog: rank 0 waited 3 s in MPI_Finalize: every rank reached it"
+    grep -q '  report: ' run.log || fail "no report line"
+    report complete
+    ;;
+  stop_teardown_r1)  # a rank stopped after the last barrier, before its teardown: named
+    STEPS=40 job > c.yaml
+    run_bg MOED_TEST_PAUSE=1:teardown
+    finish 30
+    expect_code 7
+    one_error "watchdog: .*phase the end \(teardown done, before MPI_Finalize\).*rank 1 \(.*\) does not answer"
+    report complete
     ;;
   *) fail "unknown case $1" ;;
 esac

@@ -31,6 +31,13 @@ moe_status_t moe_watchdog_notice(moe_error_t *err);
  * wait_s for the job's end; returns at once on the reporter, and after wait_s on another
  * rank whose reporter did not end the job: the caller then prints msg and aborts. */
 void moe_watchdog_defer(const char *msg, const int *dead, int ndead, double wait_s);
+/* The job's end (the transports' and the plug-in's teardown, MPI_Finalize): waits inside
+ * libraries that no poll bounds. Arm: if the process has not exited (or re-armed, or
+ * disarmed) within timeout_s, a thread prints "moed: error: msg" (msg "" prints nothing)
+ * and _exits with `code`. Time this process spent stopped does not count. timeout_s <= 0
+ * disarms (the watchdog is off: runtime.step_timeout_s 0). */
+void moe_watchdog_end_arm(double timeout_s, int code, const char *msg);
+void moe_watchdog_end_disarm(void);
 /* The bound of the waits before a step_timeout_s is known (start-up before the config). */
 #define MOE_WATCHDOG_STARTUP_S 60.0
 /* How long a rank whose watchdog fired waits for the reporter (rank 0 writing the report)

@@ -335,7 +335,9 @@ static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t
 
 /* MOED_TEST_PAUSE=rank:phase (fault injection for tests/mpi/faults.sh): that rank stops
  * itself (SIGSTOP) at that phase: "startup" (before the first agreement of the engine),
- * "end" (after the last step's barrier), "report" (before the profile's last records). */
+ * "end" (after the last step's barrier), "report" (before the profile's last records),
+ * "teardown" (after the report and the last barrier, before the transports' teardown),
+ * "finalize" (every rank at MPI_Finalize's door). */
 static void test_pause(int rank, const char *phase)
 {
     const char *pause = getenv("MOED_TEST_PAUSE");
@@ -350,6 +352,11 @@ static void test_pause(int rank, const char *phase)
 void moe_engine_test_pause(const moe_engine_t *eng, const char *phase)
 {
     test_pause(eng->rank, phase);
+}
+
+void moe_engine_test_pause_rank(int rank, const char *phase)
+{
+    test_pause(rank, phase);
 }
 
 /* runtime.rebalance_every: the live copy of the config and the counts' window (one rank

@@ -81,6 +81,8 @@ struct moe_engine {
  * lowest failing rank, with its message copied into err on every rank. Collective. */
 /* MOED_TEST_PAUSE=rank:phase: this rank stops itself (SIGSTOP) here when phase matches. */
 void moe_engine_test_pause(const moe_engine_t *eng, const char *phase);
+/* The same, for a rank whose engine is gone (MPI_Finalize's door). */
+void moe_engine_test_pause_rank(int rank, const char *phase);
 
 moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err);
 

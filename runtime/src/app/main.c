@@ -609,6 +609,22 @@ static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *t
     return EXIT_SIGNAL;
 }
 
+/* Every rank is at MPI_Finalize's door (the last barrier): Open MPI's MPI_Finalize then waits
+ * for every rank in a fence no poll bounds. A rank stopped or hung inside it would hold the
+ * job forever: past step_timeout_s rank 0 says so and ends the job (exit 7); another rank
+ * does so a little later, if rank 0 has not (rank 0 itself stopped there). */
+static void finalize_guard(const moe_config_t *cfg, int rank)
+{
+    char msg[MOE_ERROR_MSG_MAX];
+    double t = cfg->step_timeout_s;
+    snprintf(msg, sizeof(msg), "watchdog: rank %d waited %g s in MPI_Finalize: every rank "
+             "reached it and one of them did not finish it (stopped, hung or lost inside "
+             "Open MPI's last fence) (runtime.step_timeout_s = %g); the report is complete; "
+             "ending the job", rank, t, t);
+    moe_watchdog_end_arm(t > 0 && rank != 0 ? t + 3.0 : t, EXIT_WATCHDOG, msg);
+    moe_engine_test_pause_rank(rank, "finalize");
+}
+
 /* After every step ran and the summary is out: the report, --bench, --dump-output, and a
  * last barrier, polled, so MPI_Finalize never waits for a rank stopped by now. */
 static int run_finish(const options_t *opt, moe_engine_t *eng, const moe_config_t *cfg,
@@ -635,8 +651,42 @@ static int run_finish(const options_t *opt, moe_engine_t *eng, const moe_config_
         abort_on_watchdog(NULL, cfg, text, len, rank, &err);
     } else if (st == MOE_ERR_INTERRUPTED) {
         *skip_finalize = true; /* a stop after the report: nothing is lost */
+        moe_engine_destroy(eng);
+        return code;
     }
+    /* The teardown (transports, plug-in) waits inside libraries: bounded by a thread; then
+     * a second polled barrier, so a rank stopped in its teardown is named and MPI_Finalize
+     * starts only once every rank is at its door. */
+    int64_t steps_done = eng->steps_done;
+    int world = eng->world_size;
+    MPI_Comm comm = eng->comm;
+    char msg[MOE_ERROR_MSG_MAX];
+    snprintf(msg, sizeof(msg), "watchdog: rank %d (%s) made no progress for %g s in the job's "
+             "end: its transports' and plug-in's teardown did not finish (runtime.step_timeout_s"
+             " = %g); the report is complete; aborting the job", rank, eng->hosts[rank],
+             cfg->step_timeout_s, cfg->step_timeout_s);
+    /* the barrier's message names hosts: a copy outlives the engine (NULL: ranks only) */
+    char(*hosts)[64] = malloc((size_t)world * sizeof(*hosts));
+    if (hosts != NULL) {
+        memcpy(hosts, eng->hosts, (size_t)world * sizeof(*hosts));
+    }
+    moe_wait_configure(cfg->step_timeout_s, rank, world, (const char(*)[64])hosts);
+    moe_engine_test_pause(eng, "teardown");
+    moe_watchdog_end_arm(cfg->step_timeout_s, EXIT_WATCHDOG, msg);
     moe_engine_destroy(eng);
+    moe_watchdog_end_disarm();
+    moe_wait_set_where(steps_done, 0, "the end (teardown done, before MPI_Finalize)");
+    st = moe_wait_barrier(comm, &err);
+    moe_wait_configure(cfg->step_timeout_s, rank, world, NULL); /* err holds the names */
+    free(hosts);
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
+    } else if (st == MOE_ERR_INTERRUPTED) {
+        *skip_finalize = true;
+    }
+    if (st == MOE_OK) {
+        finalize_guard(cfg, rank);
+    }
     return code;
 }
 
@@ -866,6 +916,7 @@ int main(int argc, char **argv)
         /* After a stop, MPI_Finalize could wait forever for a rank that is gone. */
         _exit(code);
     }
-    MPI_Finalize();
+    MPI_Finalize(); /* bounded by the end guard run_finish armed (finalize_guard) */
+    moe_watchdog_end_disarm();
     return code;
 }

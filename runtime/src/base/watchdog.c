@@ -1,8 +1,11 @@
 #include "moe/watchdog.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
@@ -240,4 +243,84 @@ void moe_watchdog_defer(const char *msg, const int *dead, int ndead, double wait
     while (moe_now_ns() < poll.deadline_ns) {
         (void)moe_poll_next(&poll);
     }
+}
+
+/* ---- the job's end: waits no poll can bound --------------------------------------- */
+
+/* The transports' and the plug-in's teardown and MPI_Finalize wait inside libraries, not in
+ * a poll: a thread ends the process when one lasts past its deadline. It sleeps in slices
+ * of at most 0.5 s so that time this process itself spent stopped (a slice that ends over a
+ * second late) moves the deadline, as a poll's does. */
+#define END_SLICE_NS 500000000LL
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool started;
+    int64_t timeout_ns; /* 0: disarmed */
+    int64_t deadline_ns;
+    int code;
+    char msg[MOE_ERROR_MSG_MAX];
+} g_end = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *end_guard(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_end.mu);
+    int64_t last = moe_now_ns();
+    for (;;) {
+        int64_t now = moe_now_ns();
+        if (g_end.timeout_ns > 0 && now - last > 2 * END_SLICE_NS) {
+            g_end.deadline_ns += now - last - END_SLICE_NS; /* stopped meanwhile */
+        }
+        last = now;
+        if (g_end.timeout_ns > 0 && now >= g_end.deadline_ns) {
+            break;
+        }
+        int64_t until = g_end.timeout_ns > 0 && g_end.deadline_ns - now < END_SLICE_NS
+                            ? g_end.deadline_ns
+                            : now + END_SLICE_NS;
+        struct timespec ts = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
+        pthread_cond_timedwait(&g_end.cv, &g_end.mu, &ts);
+    }
+    char msg[MOE_ERROR_MSG_MAX];
+    snprintf(msg, sizeof(msg), "%s", g_end.msg);
+    int code = g_end.code;
+    pthread_mutex_unlock(&g_end.mu);
+    if (msg[0] != '\0') {
+        fprintf(stderr, "moed: error: %s\n", msg);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    _exit(code);
+    return NULL;
+}
+
+void moe_watchdog_end_arm(double timeout_s, int code, const char *msg)
+{
+    pthread_mutex_lock(&g_end.mu);
+    if (!g_end.started && timeout_s > 0) {
+        pthread_condattr_t attr;
+        pthread_t tid;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* moe_now_ns()'s clock */
+        pthread_cond_init(&g_end.cv, &attr);
+        pthread_condattr_destroy(&attr);
+        if (pthread_create(&tid, NULL, end_guard, NULL) == 0) {
+            pthread_detach(tid);
+            g_end.started = true;
+        }
+    }
+    g_end.timeout_ns = timeout_s > 0 ? (int64_t)(timeout_s * 1e9) : 0;
+    g_end.deadline_ns = moe_now_ns() + g_end.timeout_ns;
+    g_end.code = code;
+    snprintf(g_end.msg, sizeof(g_end.msg), "%s", msg != NULL ? msg : "");
+    if (g_end.started) {
+        pthread_cond_signal(&g_end.cv);
+    }
+    pthread_mutex_unlock(&g_end.mu);
+}
+
+void moe_watchdog_end_disarm(void)
+{
+    moe_watchdog_end_arm(0, 0, NULL);
 }
