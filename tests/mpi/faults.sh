@@ -248,6 +248,25 @@ PY
     one_error "watchdog: .*phase the end \(teardown done, before MPI_Finalize\).*rank 1 \(.*\) does not answer"
     report complete
     ;;
+  pause_mpirun)  # mpirun alone paused (SIGSTOP) and resumed: it passes its SIGCONT on to
+    # the ranks, which ran on meanwhile; that is no end of the job: it completes, exit 0.
+    # Rank 0's hook sleeps 20 ms a step, so the 500 steps last 10 s or more after start-up
+    # (rank 0's first line, the dtypes, comes before the weights): the pause lands in them.
+    STEPS=500 job > c.yaml
+    run_bg MOED_TEST_HOOK_DELAY_US=20000
+    for _ in $(seq 1 600); do grep -q '^experts: ' run.log && break; sleep 0.1; done
+    grep -q '^experts: ' run.log || fail "rank 0 never printed its dtypes line"
+    sleep 3
+    mp=$(pgrep -P "$job" -x mpirun) || fail "no mpirun under the test's timeout"
+    kill -STOP "$mp"; sleep 2; kill -CONT "$mp"
+    sleep 2
+    kill -0 "$job" 2> /dev/null || fail "the job ended right after mpirun was resumed"
+    finish 85
+    expect_code 0
+    [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line after a pause"
+    grep -q '^tokens/s: ' run.log || fail "no tokens/s"
+    report complete
+    ;;
   *) fail "unknown case $1" ;;
 esac
 echo "PASS faults $1"
