@@ -12,7 +12,7 @@ TIMEOUT_S=3
 # The issue's small job: hidden 256, ffn 512, 4 experts, 2 layers, 512 tokens, profiler on,
 # warm-up 2. STEPS steps (default: long enough to be interrupted mid-run).
 job() {
-  H=256 F=512 E=4 TOKENS=512 STEPS=${STEPS:-100000} PROF=true small_model \
+  H=256 F=512 E=4 TOKENS=512 STEPS=${STEPS:-100000} PROF=${PROF:-true} small_model \
     | sed "s/^runtime:/runtime:\n  step_timeout_s: $TIMEOUT_S/" \
     | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 2\n  measurement_steps: 5\n  repeat: 0/'
 }
@@ -79,6 +79,18 @@ only_error() {
   local n; n=$(grep -c 'moed: error' err.log || true)
   [[ $n -eq 1 ]] || fail "want one error line, got $n"
   grep 'moed: error' err.log | grep -qE "$1" || fail "the error line does not match: $1"
+}
+# stopped_line REGEX: a deliberate stop is a normal end: no 'moed: error' line at all; rank 0
+# says on stdout that it stopped, after how many steps, with the tokens/s of those steps;
+# with the profiler on the report's path follows.
+stopped_line() {
+  local n; n=$(grep -c 'moed: error' err.log || true)
+  [[ $n -eq 0 ]] || fail "a deliberate stop printed $n error line(s)"
+  grep -qE "^moed: stopped by $1 after [0-9]+( of [0-9]+)? steps, [0-9]+ tokens/s over them" \
+    run.log || fail "no line on stdout says it stopped ($1), after how many steps, tokens/s"
+  if grep -q '^profiler:' c.yaml && grep -q '^  enabled: true' c.yaml; then
+    grep -q '^  report: .*summary.txt' run.log || fail "no line says where the report is"
+  fi
 }
 # report WHAT: the report's summary.json says WHAT (complete | partial | interrupted | none).
 report() {
@@ -181,7 +193,7 @@ case "$1" in
     t_event=$(date +%s%N); kill -TERM "$(rank_pid 1)"
     finish 8
     expect_code 130
-    only_error "stopped by SIGTERM on rank 1 after [0-9]+ of"
+    stopped_line "SIGTERM on rank 1"
     report interrupted
     ;;
   hup_midstep_r2)  # SIGHUP to one rank: honoured like SIGTERM
@@ -191,7 +203,7 @@ case "$1" in
     t_event=$(date +%s%N); kill -HUP "$(rank_pid 2)"
     finish 8
     expect_code 130
-    only_error "stopped by SIGHUP on rank 2 after [0-9]+ of"
+    stopped_line "SIGHUP on rank 2"
     report interrupted
     ;;
   int_midstep)  # Ctrl-C mid-step: the abandoned step's finished layers do not count
@@ -201,7 +213,7 @@ case "$1" in
     t_event=$(date +%s%N); kill -INT "$job"
     finish 8
     [[ $code -ne 0 ]] || fail "exit 0 after Ctrl-C"
-    only_error "stopped by .* after [0-9]+ of"
+    stopped_line ".*"
     report interrupted
     d=$(ls -d "$WORK"/experiments/*/ | sort | tail -1)
     python3 - "$d" <<'PY' || fail "figures of an abandoned step in the report"
@@ -266,6 +278,18 @@ PY
     [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line after a pause"
     grep -q '^tokens/s: ' run.log || fail "no tokens/s"
     report complete
+    ;;
+  term_noend_noprof)  # SIGTERM to mpirun, a run without end, profiler off: it says it
+    # stopped, after how many steps and their tokens/s (it used to print nothing or an error)
+    STEPS=0 PROF=false job > c.yaml
+    run_bg
+    for _ in $(seq 1 600); do grep -q '^experts: ' run.log && break; sleep 0.1; done
+    sleep 3
+    t_event=$(date +%s%N); kill -TERM "$job"
+    finish 10
+    [[ $code -ne 0 ]] || fail "exit 0 after SIGTERM to mpirun (its own code: 1)"
+    stopped_line "mpirun ending the job \(Ctrl-C or a signal to mpirun\)"
+    grep -q '(profiler off: no report)' run.log || fail "the line does not say there is no report"
     ;;
   *) fail "unknown case $1" ;;
 esac

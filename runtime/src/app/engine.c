@@ -692,6 +692,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             break;
         }
         eng->steps_done = s + 1;
+        eng->steps_ns = e - t0; /* a stop's tokens/s: the completed steps only */
         eng->hook_steps += eng->hooks_on ? 1 : 0;
         if (eng->prof != NULL && eng->hooks_on) {
             if (eng->test_hook_delay_ns > 0) {

@@ -55,6 +55,7 @@ struct moe_engine {
     int64_t rows_sent;     /* dispatch rows, all layers and steps */
     int64_t dropped;
     int64_t run_ns;        /* first step begin to last step end (between barriers) */
+    int64_t steps_ns;      /* first step begin to the end of the last completed step */
     int64_t run_cpu_ns;    /* this process's CPU time (all threads) over run_ns */
     int pinned_cpu;        /* runtime.bind: the first CPU this rank is pinned to; -1 none */
     char bind_desc[128];   /* "3 ranks on 2 CPUs here, pinned (runtime.bind auto)" or "" */
