@@ -12,7 +12,7 @@ TIMEOUT_S=3
 # The small job: hidden 256, ffn 512, 4 experts, 2 layers, 512 tokens, profiler on,
 # warm-up 2. STEPS steps (default: long enough to be interrupted mid-run).
 job() {
-  H=256 F=512 E=4 TOKENS=512 STEPS=${STEPS:-100000} PROF=${PROF:-true} small_model \
+  H=${H:-256} F=${F:-512} E=${E:-4} TOKENS=${TOKENS:-512} STEPS=${STEPS:-100000} PROF=${PROF:-true} small_model \
     | sed "s/^runtime:/runtime:\n  step_timeout_s: $TIMEOUT_S/" \
     | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 2\n  measurement_steps: 5\n  repeat: 0/'
 }
@@ -290,6 +290,30 @@ PY
     [[ $code -ne 0 ]] || fail "exit 0 after SIGTERM to mpirun (its own code: 1)"
     stopped_line "mpirun ending the job \(Ctrl-C or a signal to mpirun\)"
     grep -q '(profiler off: no report)' run.log || fail "the line does not say there is no report"
+    ;;
+  load_slow)  # the expert ranks load for longer than T, slowly and steadily (500 ms a piece,
+    # 12 pieces a rank: 6 s or more) while rank 0, which hosts no expert, waits for them at
+    # start-up: a busy rank is not a hung one; the job completes
+    H=1024 F=3584 E=8 LAYERS=1 STEPS=3 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
+      job > c.yaml
+    run_bg MOED_TEST_LOAD_DELAY_MS=500
+    finish 80
+    expect_code 0
+    [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line"
+    grep -q '^tokens/s: ' run.log || fail "no tokens/s"
+    report complete
+    ;;
+  load_stop_r1)  # the same load, rank 1 stopped in the middle of it: still caught, named
+    H=1024 F=3584 E=8 LAYERS=1 STEPS=3 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
+      job > c.yaml
+    run_bg MOED_TEST_LOAD_DELAY_MS=500
+    for _ in $(seq 1 600); do grep -q '^experts: ' run.log && break; sleep 0.1; done
+    grep -q '^experts: ' run.log || fail "rank 0 never printed its dtypes line"
+    sleep 1
+    t_event=$(date +%s%N); kill -STOP "$(rank_pid 1)"
+    finish 25
+    expect_code 7
+    one_error "watchdog: .*rank 1 \(.*\) does not answer"
     ;;
   *) fail "unknown case $1" ;;
 esac

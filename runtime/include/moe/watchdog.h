@@ -12,6 +12,7 @@
 
 #include <mpi.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "moe/status.h"
 
@@ -23,6 +24,19 @@ moe_status_t moe_watchdog_tick(void);
 /* Ping every other rank and wait up to grace_s for the answers: fills dead[] (ascending) with
  * the ranks that did not answer and returns their count. */
 int moe_watchdog_unresponsive(double grace_s, int *dead, int cap);
+/* A rank's load progress as its answer carried it: bytes of weights built or read so far,
+ * and ns since it last made some (-1: none yet, or no answer). */
+typedef struct moe_watchdog_load {
+    int64_t bytes, age_ns;
+} moe_watchdog_load_t;
+/* The same; load[world] (when not NULL) gets every rank's progress, this rank's included. */
+int moe_watchdog_unresponsive_progress(double grace_s, int *dead, int cap,
+                                       moe_watchdog_load_t *load);
+/* This rank made `bytes` of load progress (weights generated, read or packed): counted for
+ * the pongs, and the channel is serviced (pings answered, a stop taken in) as a poll would.
+ * Start-up's waits then see a rank that loads as busy, not hung (transport/wait.c). Main
+ * thread only. */
+void moe_watchdog_progress(int64_t bytes);
 /* Rank 0: if another rank reported a fault, MOE_ERR_TIMEOUT with its message in err. */
 moe_status_t moe_watchdog_notice(moe_error_t *err);
 /* A watchdog fired here with message msg; dead[0..ndead) are the ranks that do not answer.

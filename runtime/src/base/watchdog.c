@@ -21,7 +21,10 @@ static struct {
     bool ready, in_tick, stop_sent, fault;
     int64_t last_tick_ns;
     char fault_msg[MOE_ERROR_MSG_MAX];
-    int pong; /* the payload of pongs and stops */
+    int pong; /* the payload of stops */
+    /* Load progress (moe_watchdog_progress): bytes done, when last; a pong carries both. */
+    int64_t progress_bytes, progress_ns;
+    int64_t pong_buf[2]; /* {bytes done, ns since the last progress (-1: none yet)} */
 } g = {.comm = MPI_COMM_NULL};
 
 /* Send a small message nobody waits for: it either goes or dies with the job. */
@@ -134,7 +137,9 @@ moe_status_t moe_watchdog_tick(void)
     pass_stop_on();
     int v = 0, src;
     while ((src = take_int(TAG_PING, &v)) >= 0) {
-        send_free(&g.pong, 1, MPI_INT, src, TAG_PONG);
+        g.pong_buf[0] = g.progress_bytes;
+        g.pong_buf[1] = g.progress_ns > 0 ? now - g.progress_ns : -1;
+        send_free(g.pong_buf, 2, MPI_INT64_T, src, TAG_PONG);
     }
     while ((src = take_int(TAG_STOP, &v)) >= 0) {
         moe_stop_request_from(v, src);
@@ -147,13 +152,28 @@ moe_status_t moe_watchdog_tick(void)
     return g.fault ? MOE_ERR_TIMEOUT : MOE_OK;
 }
 
+void moe_watchdog_progress(int64_t bytes)
+{
+    int64_t now = moe_now_ns();
+    g.progress_bytes += bytes;
+    g.progress_ns = now;
+    moe_stop_alive(now); /* this process runs (rank 0: it also looks at its launcher) */
+    (void)moe_watchdog_tick(); /* a fault notice is seen by the next wait */
+}
+
 int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
+{
+    return moe_watchdog_unresponsive_progress(grace_s, dead, cap, NULL);
+}
+
+int moe_watchdog_unresponsive_progress(double grace_s, int *dead, int cap,
+                                       moe_watchdog_load_t *load)
 {
     if (!g.ready) {
         return 0;
     }
     MPI_Request *reqs = calloc((size_t)g.world, sizeof(MPI_Request));
-    int *answer = calloc((size_t)g.world, sizeof(int));
+    int64_t *answer = calloc(2 * (size_t)g.world, sizeof(int64_t));
     if (reqs == NULL || answer == NULL) {
         free(reqs);
         free(answer);
@@ -162,8 +182,8 @@ int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
     int ping = 1;
     for (int r = 0; r < g.world; r++) {
         reqs[r] = MPI_REQUEST_NULL;
-        if (r != g.rank && MOE_MPI(MPI_Irecv(&answer[r], 1, MPI_INT, r, TAG_PONG, g.comm,
-                                             &reqs[r]),
+        if (r != g.rank && MOE_MPI(MPI_Irecv(&answer[2 * r], 2, MPI_INT64_T, r, TAG_PONG,
+                                             g.comm, &reqs[r]),
                                    NULL) == MOE_OK) {
             send_free(&ping, 1, MPI_INT, r, TAG_PING);
         }
@@ -184,6 +204,13 @@ int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
         }
     }
     int n = 0;
+    for (int r = 0; r < g.world && load != NULL; r++) {
+        bool answered = r != g.rank && reqs[r] == MPI_REQUEST_NULL;
+        load[r].bytes = answered ? answer[2 * r] : r == g.rank ? g.progress_bytes : -1;
+        load[r].age_ns = answered      ? answer[2 * r + 1]
+                         : r == g.rank ? (g.progress_ns > 0 ? moe_now_ns() - g.progress_ns : -1)
+                                       : -1;
+    }
     for (int r = 0; r < g.world; r++) {
         if (reqs[r] != MPI_REQUEST_NULL) { /* no answer: that rank does not run */
             MOE_MPI(MPI_Cancel(&reqs[r]), NULL);
