@@ -273,6 +273,7 @@ PY
     kill -STOP "$mp"; sleep 2; kill -CONT "$mp"
     sleep 2
     kill -0 "$job" 2> /dev/null || fail "the job ended right after mpirun was resumed"
+    grep -q 'Forwarding signal 18' err.log || fail "mpirun did not pass its SIGCONT on"
     finish 85
     expect_code 0
     [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line after a pause"
@@ -293,8 +294,8 @@ PY
     ;;
   load_slow)  # the expert ranks load for longer than T, slowly and steadily (500 ms a piece,
     # 12 pieces a rank: 6 s or more) while rank 0, which hosts no expert, waits for them at
-    # start-up: a busy rank is not a hung one; the job completes
-    H=1024 F=3584 E=8 LAYERS=1 STEPS=3 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
+    # start-up: a busy rank is not a hung one; the job completes (32 tokens: short steps)
+    H=1024 F=3584 E=8 LAYERS=1 STEPS=3 TOKENS=32 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
       job > c.yaml
     run_bg MOED_TEST_LOAD_DELAY_MS=500
     finish 80
@@ -304,7 +305,7 @@ PY
     report complete
     ;;
   load_stop_r1)  # the same load, rank 1 stopped in the middle of it: still caught, named
-    H=1024 F=3584 E=8 LAYERS=1 STEPS=3 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
+    H=1024 F=3584 E=8 LAYERS=1 STEPS=3 TOKENS=32 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
       job > c.yaml
     run_bg MOED_TEST_LOAD_DELAY_MS=500
     for _ in $(seq 1 600); do grep -q '^experts: ' run.log && break; sleep 0.1; done

@@ -662,6 +662,9 @@ static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *t
     moe_live_finish(eng->live, true);
     fflush(stdout);
     stop_handshake(eng, rank);
+    /* the teardown waits inside libraries, on ranks that may be gone: bounded, silently
+     * (the line above said why the job ends) */
+    moe_watchdog_end_arm(cfg->step_timeout_s, EXIT_SIGNAL, "");
     moe_engine_destroy(eng);
     return EXIT_SIGNAL;
 }
@@ -669,7 +672,7 @@ static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *t
 /* Every rank is at MPI_Finalize's door (the last barrier): Open MPI's MPI_Finalize then waits
  * for every rank in a fence no poll bounds. A rank stopped or hung inside it would hold the
  * job forever: past step_timeout_s rank 0 says so and ends the job (exit 7); another rank
- * does so a little later, if rank 0 has not (rank 0 itself stopped there). */
+ * does so 5 s later, if rank 0 has not (rank 0 itself stopped there). */
 static void finalize_guard(const moe_config_t *cfg, int rank)
 {
     char msg[MOE_ERROR_MSG_MAX];
@@ -678,7 +681,7 @@ static void finalize_guard(const moe_config_t *cfg, int rank)
              "reached it and one of them did not finish it (stopped, hung or lost inside "
              "Open MPI's last fence) (runtime.step_timeout_s = %g); the report is complete; "
              "ending the job", rank, t, t);
-    moe_watchdog_end_arm(t > 0 && rank != 0 ? t + 3.0 : t, EXIT_WATCHDOG, msg);
+    moe_watchdog_end_arm(t > 0 && rank != 0 ? t + 5.0 : t, EXIT_WATCHDOG, msg);
     moe_engine_test_pause_rank(rank, "finalize");
 }
 

@@ -98,7 +98,11 @@ static moe_status_t watchdog_fire(double waited_s, const char *what, const int *
     int dead[64];
     moe_watchdog_load_t *load = calloc((size_t)(g_wait.world > 0 ? g_wait.world : 1),
                                        sizeof(*load));
-    int ndead = moe_watchdog_unresponsive_progress(1.0, dead, 64, load);
+    /* A rank that loads answers between two pieces of its load (one tensor read, 16 MiB
+     * generated, one expert packed): at start-up it has up to T (10 s at most) to answer. */
+    double grace = strcmp(g_wait.phase, "start-up") == 0 ? g_wait.timeout_s : 1.0;
+    grace = grace < 1.0 ? 1.0 : grace > 10.0 ? 10.0 : grace;
+    int ndead = moe_watchdog_unresponsive_progress(grace, dead, 64, load);
     int64_t bytes = 0;
     int busy = ndead == 0 ? busy_loading(load, &bytes) : -1;
     free(load);
