@@ -292,22 +292,35 @@ PY
     stopped_line "mpirun ending the job \(Ctrl-C or a signal to mpirun\)"
     grep -q '(profiler off: no report)' run.log || fail "the line does not say there is no report"
     ;;
-  load_slow)  # the expert ranks load for longer than T, slowly and steadily (500 ms a piece,
-    # 12 pieces a rank: 6 s or more) while rank 0, which hosts no expert, waits for them at
+  load_slow)  # the expert ranks load for longer than T, slowly and steadily (700 ms a piece,
+    # 12 pieces a rank: 8.4 s or more, past T + the pings' grace) while rank 0, which hosts no expert, waits for them at
     # start-up: a busy rank is not a hung one; the job completes (32 tokens: short steps)
     H=1024 F=3584 E=8 LAYERS=1 STEPS=3 TOKENS=32 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
       job > c.yaml
-    run_bg MOED_TEST_LOAD_DELAY_MS=500
+    run_bg MOED_TEST_LOAD_DELAY_MS=700
     finish 80
     expect_code 0
     [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line"
     grep -q '^tokens/s: ' run.log || fail "no tokens/s"
     report complete
     ;;
+  load_slow_ckpt)  # the same from a BF16 checkpoint (held in BF16, packed where oneDNN
+    # runs): every tensor read takes 700 ms more, 12 a rank (2 experts x 2 layers x 3)
+    "$MAKE_CKPT" ckpt.safetensors mixtral bf16 64 96 4 2 1 32 input.safetensors \
+      || fail "make_checkpoint failed"
+    H=64 F=96 E=4 LAYERS=2 FIRST=1 STEPS=3 TOKENS=32 WEIGHTS=ckpt.safetensors \
+      INPUT=input.safetensors PLACEMENT='{1: [0, 1], 2: [2, 3]}' job > c.yaml
+    run_bg MOED_TEST_LOAD_DELAY_MS=700
+    finish 80
+    expect_code 0
+    [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line"
+    grep -q 'bf16 compute' run.log || fail "no BF16 compute: the packing was not exercised"
+    report complete
+    ;;
   load_stop_r1)  # the same load, rank 1 stopped in the middle of it: still caught, named
     H=1024 F=3584 E=8 LAYERS=1 STEPS=3 TOKENS=32 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
       job > c.yaml
-    run_bg MOED_TEST_LOAD_DELAY_MS=500
+    run_bg MOED_TEST_LOAD_DELAY_MS=700
     for _ in $(seq 1 600); do grep -q '^experts: ' run.log && break; sleep 0.1; done
     grep -q '^experts: ' run.log || fail "rank 0 never printed its dtypes line"
     sleep 1
