@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # faults.sh CASE: a fault (SIGSTOP, SIGKILL, SIGTERM, SIGHUP, SIGINT) on one rank at one phase
-# (start-up, mid-step, after the last step, during the report) of a 3-rank job. Each case
-# checks: the job ends within its bound, with the expected exit code, one error line naming
-# the rank at fault, and the report of the completed steps present and marked (or absent
-# where the fault takes rank 0, which writes it). step_timeout_s is 3 s so bounds are short.
+# (start-up, loading, mid-step, after the last step, during the report, after the report:
+# teardown, MPI_Finalize) of a 3-rank job. Each case checks: the job ends within its bound,
+# with the expected exit code, one error line naming the rank at fault, and the report of the
+# completed steps present and marked (or absent where the fault takes rank 0, which writes
+# it). A deliberate stop (a signal) prints no error but a normal line. And what is no fault:
+# mpirun paused and resumed (pause_mpirun), a load slower than the bound but steady
+# (load_slow*). step_timeout_s is 3 s so bounds are short.
 # Names: <signal>_<phase>_r<rank>. README "Failures and stopping" states the bounds.
 source "$(dirname "$0")/common.sh"
 command -v python3 > /dev/null || { echo "SKIP: python3 is needed to read the reports"; exit 77; }
