@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # faults.sh CASE: a fault (SIGSTOP, SIGKILL, SIGTERM, SIGHUP, SIGINT) on one rank at one phase
-# (start-up, mid-step, after the last step, during the report) of a 3-rank job. Each case
-# checks: the job ends within its bound, with the expected exit code, one error line naming
-# the rank at fault, and the report of the completed steps present and marked (or absent
-# where the fault takes rank 0, which writes it). step_timeout_s is 3 s so bounds are short.
+# (start-up, loading, mid-step, after the last step, during the report, after the report:
+# teardown, MPI_Finalize) of a 3-rank job. Each case checks: the job ends within its bound,
+# with the expected exit code, one error line naming the rank at fault, and the report of the
+# completed steps present and marked (or absent where the fault takes rank 0, which writes
+# it). A deliberate stop (a signal) prints no error but a normal line. And what is no fault:
+# mpirun paused and resumed (pause_mpirun), a load slower than the bound but steady
+# (load_slow*). step_timeout_s is 3 s so bounds are short.
 # Names: <signal>_<phase>_r<rank>. README "Failures and stopping" states the bounds.
 source "$(dirname "$0")/common.sh"
 command -v python3 > /dev/null || { echo "SKIP: python3 is needed to read the reports"; exit 77; }
@@ -12,7 +15,7 @@ TIMEOUT_S=3
 # The issue's small job: hidden 256, ffn 512, 4 experts, 2 layers, 512 tokens, profiler on,
 # warm-up 2. STEPS steps (default: long enough to be interrupted mid-run).
 job() {
-  H=256 F=512 E=4 TOKENS=512 STEPS=${STEPS:-100000} PROF=true small_model \
+  H=${H:-256} F=${F:-512} E=${E:-4} TOKENS=${TOKENS:-512} STEPS=${STEPS:-100000} PROF=${PROF:-true} small_model \
     | sed "s/^runtime:/runtime:\n  step_timeout_s: $TIMEOUT_S/" \
     | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 2\n  measurement_steps: 5\n  repeat: 0/'
 }
@@ -80,7 +83,19 @@ only_error() {
   [[ $n -eq 1 ]] || fail "want one error line, got $n"
   grep 'moed: error' err.log | grep -qE "$1" || fail "the error line does not match: $1"
 }
-# report WHAT: the report's summary.json says WHAT (partial | interrupted | none).
+# stopped_line REGEX: a deliberate stop is a normal end: no 'moed: error' line at all; rank 0
+# says on stdout that it stopped, after how many steps, with the tokens/s of those steps;
+# with the profiler on the report's path follows.
+stopped_line() {
+  local n; n=$(grep -c 'moed: error' err.log || true)
+  [[ $n -eq 0 ]] || fail "a deliberate stop printed $n error line(s)"
+  grep -qE "^moed: stopped by $1 after [0-9]+( of [0-9]+)? steps, [0-9]+ tokens/s over them" \
+    run.log || fail "no line on stdout says it stopped ($1), after how many steps, tokens/s"
+  if grep -q '^profiler:' c.yaml && grep -q '^  enabled: true' c.yaml; then
+    grep -q '^  report: .*summary.txt' run.log || fail "no line says where the report is"
+  fi
+}
+# report WHAT: the report's summary.json says WHAT (complete | partial | interrupted | none).
 report() {
   local d; d=$(ls -d "$WORK"/experiments/*/ 2> /dev/null | sort | tail -1 || true)
   python3 - "$1" "${d:-}" <<'PY' || fail "report check ($1)"
@@ -96,7 +111,12 @@ if want == "none":
 s = json.load(open(path))
 run = s["run"]
 assert run["recorded_steps"] > 0, "the completed steps must be in the report"
-if want == "partial":
+if want == "complete":
+    # a fault after the report: the report stays as written, whole
+    assert not s["partial"] and not run["interrupted"], ("a complete report", s["missing"])
+    assert run["steps_run"] == run["steps_planned"], run
+    print("complete:", run["steps_run"], "steps")
+elif want == "partial":
     # every step may have run (a fault after the last one): partial says what is missing
     assert s["partial"], "the report must be marked partial"
     print("partial; missing:", s["missing"])
@@ -216,7 +236,7 @@ case "$1" in
     t_event=$(date +%s%N); kill -TERM "$(rank_pid 1)"
     finish 8
     expect_code 130
-    only_error "stopped by SIGTERM on rank 1 after [0-9]+ of"
+    stopped_line "SIGTERM on rank 1"
     report interrupted
     ;;
   hup_midstep_r2)  # SIGHUP to one rank: honoured like SIGTERM
@@ -226,7 +246,7 @@ case "$1" in
     t_event=$(date +%s%N); kill -HUP "$(rank_pid 2)"
     finish 8
     expect_code 130
-    only_error "stopped by SIGHUP on rank 2 after [0-9]+ of"
+    stopped_line "SIGHUP on rank 2"
     report interrupted
     ;;
   int_midstep)  # Ctrl-C mid-step: the abandoned step's finished layers do not count
@@ -236,7 +256,7 @@ case "$1" in
     t_event=$(date +%s%N); kill -INT "$job"
     finish 8
     [[ $code -ne 0 ]] || fail "exit 0 after Ctrl-C"
-    only_error "stopped by .* after [0-9]+ of"
+    stopped_line ".*"
     report interrupted
     d=$(ls -d "$WORK"/experiments/*/ | sort | tail -1)
     python3 - "$d" <<'PY' || fail "figures of an abandoned step in the report"
@@ -264,6 +284,93 @@ PY
     finish 6
     [[ $code -ne 0 ]] || fail "exit 0 after Ctrl-C"
     grep -q 'stopped by .* during start-up' err.log || fail "no line says it stopped"
+    ;;
+  stop_finalize_r1)  # a rank stopped at MPI_Finalize's door, after the report and the last
+    # barrier: Open MPI's last fence would wait for it forever; rank 0 ends the job past T
+    STEPS=40 job > c.yaml
+    run_bg MOED_TEST_PAUSE=1:finalize
+    finish 30
+    [[ $code -ne 0 ]] || fail "exit 0 with a rank stopped in MPI_Finalize"
+    one_error "watchdog: rank 0 waited 3 s in MPI_Finalize: every rank reached it"
+    grep -q '  report: ' run.log || fail "no report line"
+    report complete
+    ;;
+  stop_teardown_r1)  # a rank stopped after the last barrier, before its teardown: named
+    STEPS=40 job > c.yaml
+    run_bg MOED_TEST_PAUSE=1:teardown
+    finish 30
+    expect_code 7
+    one_error "watchdog: .*phase the end \(teardown done, before MPI_Finalize\).*rank 1 \(.*\) does not answer"
+    report complete
+    ;;
+  pause_mpirun)  # mpirun alone paused (SIGSTOP) and resumed: it passes its SIGCONT on to
+    # the ranks, which ran on meanwhile; that is no end of the job: it completes, exit 0.
+    # Rank 0's hook sleeps 20 ms a step, so the 500 steps last 10 s or more after start-up
+    # (rank 0's first line, the dtypes, comes before the weights): the pause lands in them.
+    STEPS=500 job > c.yaml
+    run_bg MOED_TEST_HOOK_DELAY_US=20000
+    for _ in $(seq 1 600); do grep -q '^experts: ' run.log && break; sleep 0.1; done
+    grep -q '^experts: ' run.log || fail "rank 0 never printed its dtypes line"
+    sleep 3
+    mp=$(pgrep -P "$job" -x mpirun) || fail "no mpirun under the test's timeout"
+    kill -STOP "$mp"; sleep 2; kill -CONT "$mp"
+    sleep 2
+    kill -0 "$job" 2> /dev/null || fail "the job ended right after mpirun was resumed"
+    grep -q 'Forwarding signal 18' err.log || fail "mpirun did not pass its SIGCONT on"
+    finish 85
+    expect_code 0
+    [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line after a pause"
+    grep -q '^tokens/s: ' run.log || fail "no tokens/s"
+    report complete
+    ;;
+  term_noend_noprof)  # SIGTERM to mpirun, a run without end, profiler off: it says it
+    # stopped, after how many steps and their tokens/s (it used to print nothing or an error)
+    STEPS=0 PROF=false job > c.yaml
+    run_bg
+    for _ in $(seq 1 600); do grep -q '^experts: ' run.log && break; sleep 0.1; done
+    sleep 3
+    t_event=$(date +%s%N); kill -TERM "$job"
+    finish 10
+    [[ $code -ne 0 ]] || fail "exit 0 after SIGTERM to mpirun (its own code: 1)"
+    stopped_line "mpirun ending the job \(Ctrl-C or a signal to mpirun\)"
+    grep -q '(profiler off: no report)' run.log || fail "the line does not say there is no report"
+    ;;
+  load_slow)  # the expert ranks load for longer than T, slowly and steadily (700 ms a piece,
+    # 12 pieces a rank: 8.4 s or more, past T + the pings' grace) while rank 0, which hosts no expert, waits for them at
+    # start-up: a busy rank is not a hung one; the job completes (32 tokens: short steps)
+    H=1024 F=3584 E=8 LAYERS=1 STEPS=3 TOKENS=32 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
+      job > c.yaml
+    run_bg MOED_TEST_LOAD_DELAY_MS=700
+    finish 80
+    expect_code 0
+    [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line"
+    grep -q '^tokens/s: ' run.log || fail "no tokens/s"
+    report complete
+    ;;
+  load_slow_ckpt)  # the same from a BF16 checkpoint (held in BF16, packed where oneDNN
+    # runs): every tensor read takes 700 ms more, 12 a rank (2 experts x 2 layers x 3)
+    "$MAKE_CKPT" ckpt.safetensors mixtral bf16 64 96 4 2 1 32 input.safetensors \
+      || fail "make_checkpoint failed"
+    H=64 F=96 E=4 LAYERS=2 FIRST=1 STEPS=3 TOKENS=32 WEIGHTS=ckpt.safetensors \
+      INPUT=input.safetensors PLACEMENT='{1: [0, 1], 2: [2, 3]}' job > c.yaml
+    run_bg MOED_TEST_LOAD_DELAY_MS=700
+    finish 80
+    expect_code 0
+    [[ $(grep -c 'moed: error' err.log || true) -eq 0 ]] || fail "an error line"
+    grep -q 'bf16 compute' run.log || fail "no BF16 compute: the packing was not exercised"
+    report complete
+    ;;
+  load_stop_r1)  # the same load, rank 1 stopped in the middle of it: still caught, named
+    H=1024 F=3584 E=8 LAYERS=1 STEPS=3 TOKENS=32 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
+      job > c.yaml
+    run_bg MOED_TEST_LOAD_DELAY_MS=700
+    for _ in $(seq 1 600); do grep -q '^experts: ' run.log && break; sleep 0.1; done
+    grep -q '^experts: ' run.log || fail "rank 0 never printed its dtypes line"
+    sleep 1
+    t_event=$(date +%s%N); kill -STOP "$(rank_pid 1)"
+    finish 25
+    expect_code 7
+    one_error "watchdog: .*rank 1 \(.*\) does not answer"
     ;;
   *) fail "unknown case $1" ;;
 esac

@@ -12,9 +12,12 @@
 #include <stdint.h>
 
 /* Install the SIGINT/SIGTERM/SIGHUP handlers (main, once), and SIGCONT's: mpirun's first
- * signal when it ends a job, a stop for a rank that was running (see stop.c). */
+ * signal when it ends a job, a stop for rank 0 when it was running, unless it saw its
+ * launcher (mpirun) stopped within the last 2 s: then mpirun was paused and passes on its
+ * own SIGCONT (see stop.c). Other ranks leave SIGCONT to rank 0 and mpirun's SIGTERM. */
 void moe_stop_install_handlers(void);
-/* This process runs at now_ns (every poll says so): tells mpirun's SIGCONT from a resume. */
+/* This process runs at now_ns (every poll says so): tells mpirun's SIGCONT from a resume.
+ * On rank 0 it also reads its launcher's state (/proc/PPID/stat) every 20 ms at most. */
 void moe_stop_alive(int64_t now_ns);
 /* Around MPI_Init: the handlers are installed, and a stop signal meanwhile ends the process
  * at once (rank 0 says so), since MPI_Init may never return once mpirun ends the job. */

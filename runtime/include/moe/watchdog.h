@@ -12,6 +12,7 @@
 
 #include <mpi.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "moe/status.h"
 
@@ -23,6 +24,19 @@ moe_status_t moe_watchdog_tick(void);
 /* Ping every other rank and wait up to grace_s for the answers: fills dead[] (ascending) with
  * the ranks that did not answer and returns their count. */
 int moe_watchdog_unresponsive(double grace_s, int *dead, int cap);
+/* A rank's load progress as its answer carried it: bytes of weights built or read so far,
+ * and ns since it last made some (-1: none yet, or no answer). */
+typedef struct moe_watchdog_load {
+    int64_t bytes, age_ns;
+} moe_watchdog_load_t;
+/* The same; load[world] (when not NULL) gets every rank's progress, this rank's included. */
+int moe_watchdog_unresponsive_progress(double grace_s, int *dead, int cap,
+                                       moe_watchdog_load_t *load);
+/* This rank made `bytes` of load progress (weights generated, read or packed): counted for
+ * the pongs, and the channel is serviced (pings answered, a stop taken in) as a poll would.
+ * Start-up's waits then see a rank that loads as busy, not hung (transport/wait.c). Main
+ * thread only. */
+void moe_watchdog_progress(int64_t bytes);
 /* Rank 0: if another rank reported a fault, MOE_ERR_TIMEOUT with its message in err. */
 moe_status_t moe_watchdog_notice(moe_error_t *err);
 /* A watchdog fired here with message msg; dead[0..ndead) are the ranks that do not answer.
@@ -31,6 +45,13 @@ moe_status_t moe_watchdog_notice(moe_error_t *err);
  * wait_s for the job's end; returns at once on the reporter, and after wait_s on another
  * rank whose reporter did not end the job: the caller then prints msg and aborts. */
 void moe_watchdog_defer(const char *msg, const int *dead, int ndead, double wait_s);
+/* The job's end (the transports' and the plug-in's teardown, MPI_Finalize): waits inside
+ * libraries that no poll bounds. Arm: if the process has not exited (or re-armed, or
+ * disarmed) within timeout_s, a thread prints "moed: error: msg" (msg "" prints nothing)
+ * and _exits with `code`. Time this process spent stopped does not count. timeout_s <= 0
+ * disarms (the watchdog is off: runtime.step_timeout_s 0). */
+void moe_watchdog_end_arm(double timeout_s, int code, const char *msg);
+void moe_watchdog_end_disarm(void);
 /* The bound of the waits before a step_timeout_s is known (start-up before the config). */
 #define MOE_WATCHDOG_STARTUP_S 60.0
 /* How long a rank whose watchdog fired waits for the reporter (rank 0 writing the report)

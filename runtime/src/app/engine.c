@@ -420,7 +420,9 @@ static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t
 
 /* MOED_TEST_PAUSE=rank:phase (fault injection for tests/mpi/faults.sh): that rank stops
  * itself (SIGSTOP) at that phase: "startup" (before the first agreement of the engine),
- * "end" (after the last step's barrier), "report" (before the profile's last records). */
+ * "end" (after the last step's barrier), "report" (before the profile's last records),
+ * "teardown" (after the report and the last barrier, before the transports' teardown),
+ * "finalize" (every rank at MPI_Finalize's door). */
 static void test_pause(int rank, const char *phase)
 {
     const char *pause = getenv("MOED_TEST_PAUSE");
@@ -435,6 +437,11 @@ static void test_pause(int rank, const char *phase)
 void moe_engine_test_pause(const moe_engine_t *eng, const char *phase)
 {
     test_pause(eng->rank, phase);
+}
+
+void moe_engine_test_pause_rank(int rank, const char *phase)
+{
+    test_pause(rank, phase);
 }
 
 /* runtime.rebalance_every: the live copy of the config and the counts' window (one rank
@@ -774,6 +781,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
             break;
         }
         eng->steps_done = s + 1;
+        eng->steps_ns = e - t0; /* a stop's tokens/s: the completed steps only */
         eng->hook_steps += eng->hooks_on ? 1 : 0;
         if (eng->prof != NULL && eng->hooks_on) {
             if (eng->test_hook_delay_ns > 0) {

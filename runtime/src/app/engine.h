@@ -55,6 +55,7 @@ struct moe_engine {
     int64_t rows_sent;     /* dispatch rows, all layers and steps */
     int64_t dropped;
     int64_t run_ns;        /* first step begin to last step end (between barriers) */
+    int64_t steps_ns;      /* first step begin to the end of the last completed step */
     int64_t run_cpu_ns;    /* this process's CPU time (all threads) over run_ns */
     int pinned_cpu;        /* runtime.bind: the first CPU this rank is pinned to; -1 none */
     char bind_desc[128];   /* "3 ranks on 2 CPUs here, pinned (runtime.bind auto)" or "" */
@@ -81,6 +82,8 @@ struct moe_engine {
  * lowest failing rank, with its message copied into err on every rank. Collective. */
 /* MOED_TEST_PAUSE=rank:phase: this rank stops itself (SIGSTOP) here when phase matches. */
 void moe_engine_test_pause(const moe_engine_t *eng, const char *phase);
+/* The same, for a rank whose engine is gone (MPI_Finalize's door). */
+void moe_engine_test_pause_rank(int rank, const char *phase);
 
 moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err);
 

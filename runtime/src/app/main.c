@@ -18,6 +18,7 @@
 #include "moe/build_info.h"
 #include "moe/log.h"
 #include "moe/mpi_check.h"
+#include "moe/poll.h"
 #include "moe/config.h"
 #include "moe/prof.h"
 #include "moe/safetensors.h"
@@ -556,12 +557,14 @@ static void stopped_at_startup(int rank, bool *skip_finalize)
 
 /* mpirun ends the job for a Ctrl-C or for a rank it lost (killed, crashed): the ranks that
  * do not answer a ping within 0.3 s are the lost ones, named in rank 0's line ("" if none,
- * or when a rank's own signal stopped the job). */
+ * or when a signal of a rank's own, SIGINT/SIGTERM/SIGHUP, stopped the job). */
 static void stop_lost_ranks(const moe_engine_t *eng, char *out, size_t len)
 {
     int dead[16];
     out[0] = '\0';
-    int n = moe_stop_origin() < 0 ? moe_watchdog_unresponsive(0.3, dead, 16) : 0;
+    int n = moe_stop_origin() < 0 && moe_stop_signal() == SIGCONT
+                ? moe_watchdog_unresponsive(0.3, dead, 16)
+                : 0;
     size_t used = 0;
     for (int i = 0; i < n && used + 80 < len; i++) {
         used += (size_t)snprintf(out + used, len - used, "%srank %d (%s)%s",
@@ -588,9 +591,43 @@ static void abort_on_watchdog(moe_engine_t *eng, const moe_config_t *cfg, const 
     MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
 }
 
-/* The run stopped (a signal here or on another rank, mpirun ending the job): rank 0 says
- * why and writes the report of the completed steps. Point to point only from here (ranks
- * left different collectives in flight), and no MPI_Finalize. */
+/* After a stop the ranks other than 0 stay until rank 0 has said why and written the report:
+ * a rank that exits first makes mpirun end the job at once, rank 0 included (with the
+ * profiler off nothing else held them). Point to point on its own tag, polled, bounded. */
+enum { TAG_STOP_DONE = 7201 };
+static void stop_handshake(const moe_engine_t *eng, int rank)
+{
+    int one = 1;
+    moe_poll_t poll;
+    if (rank != 0) {
+        MPI_Request req;
+        if (MOE_MPI(MPI_Irecv(&one, 1, MPI_INT, 0, TAG_STOP_DONE, eng->comm, &req), NULL) ==
+            MOE_OK) {
+            moe_poll_begin(&poll, 5.0, false); /* rank 0 gone: mpirun ends this rank too */
+            if (moe_poll_request(&req, &poll, NULL) != MOE_OK) {
+                MOE_MPI(MPI_Cancel(&req), NULL);
+                MOE_MPI(MPI_Request_free(&req), NULL);
+            }
+        }
+        return;
+    }
+    moe_poll_begin(&poll, 0.5, false);
+    for (int r = 1; r < eng->world_size; r++) {
+        MPI_Request req;
+        if (MOE_MPI(MPI_Isend(&one, 1, MPI_INT, r, TAG_STOP_DONE, eng->comm, &req), NULL) ==
+                MOE_OK &&
+            moe_poll_request(&req, &poll, NULL) != MOE_OK) {
+            MOE_MPI(MPI_Request_free(&req), NULL); /* that rank is gone: left to the end */
+        }
+    }
+}
+
+/* The run stopped (a signal here or on another rank, mpirun ending the job). A deliberate
+ * stop is a normal end: rank 0 says after how many steps, the tokens/s of the completed
+ * steps, and writes their report (its path follows in the headline); exit 130 (README
+ * "Exit codes"). mpirun ending the job for a rank it lost is a failure: rank 0 names the
+ * ranks that do not answer, as an error. Point to point only from here (ranks left
+ * different collectives in flight), and no MPI_Finalize. */
 static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *text, size_t len,
                        int rank, bool *skip_finalize)
 {
@@ -599,18 +636,57 @@ static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *t
         char cause[128], lost[256];
         stop_cause(cause, sizeof(cause));
         stop_lost_ranks(eng, lost, sizeof(lost));
+        if (lost[0] == '\0' && moe_stop_signal() == SIGCONT && moe_stop_origin() < 0) {
+            snprintf(cause, sizeof(cause), "mpirun ending the job (Ctrl-C or a signal to mpirun)");
+        }
         char of[48] = ""; /* workload.steps: 0 is a run without end */
         if (cfg->steps > 0) {
             snprintf(of, sizeof(of), " of %lld", (long long)cfg->steps);
         }
-        MOE_ERROR("stopped by %s after %lld%s steps%s%s", cause, (long long)eng->steps_done, of,
-                  lost, eng->prof != NULL ? "; writing what was measured" : "");
+        double secs = (double)eng->steps_ns * 1e-9;
+        char tps[96] = "";
+        if (eng->steps_done > 0 && secs > 0) {
+            snprintf(tps, sizeof(tps), ", %.0f tokens/s over them",
+                     (double)eng->steps_done * (double)cfg->tokens_per_step / secs);
+        }
+        const char *report = eng->prof != NULL ? "; the report of the completed steps follows"
+                                               : " (profiler off: no report)";
+        if (lost[0] != '\0') {
+            MOE_ERROR("stopped by %s after %lld%s steps%s%s%s", cause,
+                      (long long)eng->steps_done, of, tps, lost, report);
+        } else {
+            printf("moed: stopped by %s after %lld%s steps%s%s\n", cause,
+                   (long long)eng->steps_done, of, tps, report);
+        }
+        fflush(stdout);
+        fflush(stderr);
     }
     moe_live_stopped(eng->live); /* an open window first: SIGKILL may follow */
     finish_profile(eng, cfg, text, len, true, NULL, rank);
     moe_live_finish(eng->live, true);
+    fflush(stdout);
+    stop_handshake(eng, rank);
+    /* the teardown waits inside libraries, on ranks that may be gone: bounded, silently
+     * (the line above said why the job ends) */
+    moe_watchdog_end_arm(cfg->step_timeout_s, EXIT_SIGNAL, "");
     moe_engine_destroy(eng);
     return EXIT_SIGNAL;
+}
+
+/* Every rank is at MPI_Finalize's door (the last barrier): Open MPI's MPI_Finalize then waits
+ * for every rank in a fence no poll bounds. A rank stopped or hung inside it would hold the
+ * job forever: past step_timeout_s rank 0 says so and ends the job (exit 7); another rank
+ * does so 5 s later, if rank 0 has not (rank 0 itself stopped there). */
+static void finalize_guard(const moe_config_t *cfg, int rank)
+{
+    char msg[MOE_ERROR_MSG_MAX];
+    double t = cfg->step_timeout_s;
+    snprintf(msg, sizeof(msg), "watchdog: rank %d waited %g s in MPI_Finalize: every rank "
+             "reached it and one of them did not finish it (stopped, hung or lost inside "
+             "Open MPI's last fence) (runtime.step_timeout_s = %g); the report is complete; "
+             "ending the job", rank, t, t);
+    moe_watchdog_end_arm(t > 0 && rank != 0 ? t + 5.0 : t, EXIT_WATCHDOG, msg);
+    moe_engine_test_pause_rank(rank, "finalize");
 }
 
 /* After every step ran and the summary is out: the report, --bench, --dump-output, and a
@@ -639,8 +715,42 @@ static int run_finish(const options_t *opt, moe_engine_t *eng, const moe_config_
         abort_on_watchdog(NULL, cfg, text, len, rank, &err);
     } else if (st == MOE_ERR_INTERRUPTED) {
         *skip_finalize = true; /* a stop after the report: nothing is lost */
+        moe_engine_destroy(eng);
+        return code;
     }
+    /* The teardown (transports, plug-in) waits inside libraries: bounded by a thread; then
+     * a second polled barrier, so a rank stopped in its teardown is named and MPI_Finalize
+     * starts only once every rank is at its door. */
+    int64_t steps_done = eng->steps_done;
+    int world = eng->world_size;
+    MPI_Comm comm = eng->comm;
+    char msg[MOE_ERROR_MSG_MAX];
+    snprintf(msg, sizeof(msg), "watchdog: rank %d (%s) made no progress for %g s in the job's "
+             "end: its transports' and plug-in's teardown did not finish (runtime.step_timeout_s"
+             " = %g); the report is complete; aborting the job", rank, eng->hosts[rank],
+             cfg->step_timeout_s, cfg->step_timeout_s);
+    /* the barrier's message names hosts: a copy outlives the engine (NULL: ranks only) */
+    char(*hosts)[64] = malloc((size_t)world * sizeof(*hosts));
+    if (hosts != NULL) {
+        memcpy(hosts, eng->hosts, (size_t)world * sizeof(*hosts));
+    }
+    moe_wait_configure(cfg->step_timeout_s, rank, world, (const char(*)[64])hosts);
+    moe_engine_test_pause(eng, "teardown");
+    moe_watchdog_end_arm(cfg->step_timeout_s, EXIT_WATCHDOG, msg);
     moe_engine_destroy(eng);
+    moe_watchdog_end_disarm();
+    moe_wait_set_where(steps_done, 0, "the end (teardown done, before MPI_Finalize)");
+    st = moe_wait_barrier(comm, &err);
+    moe_wait_configure(cfg->step_timeout_s, rank, world, NULL); /* err holds the names */
+    free(hosts);
+    if (st == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
+    } else if (st == MOE_ERR_INTERRUPTED) {
+        *skip_finalize = true;
+    }
+    if (st == MOE_OK) {
+        finalize_guard(cfg, rank);
+    }
     return code;
 }
 
@@ -872,6 +982,7 @@ int main(int argc, char **argv)
         /* After a stop, MPI_Finalize could wait forever for a rank that is gone. */
         _exit(code);
     }
-    MPI_Finalize();
+    MPI_Finalize(); /* bounded by the end guard run_finish armed (finalize_guard) */
+    moe_watchdog_end_disarm();
     return code;
 }

@@ -1,8 +1,11 @@
 #include "moe/watchdog.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
@@ -18,7 +21,10 @@ static struct {
     bool ready, in_tick, stop_sent, fault;
     int64_t last_tick_ns;
     char fault_msg[MOE_ERROR_MSG_MAX];
-    int pong; /* the payload of pongs and stops */
+    int pong; /* the payload of stops */
+    /* Load progress (moe_watchdog_progress): bytes done, when last; a pong carries both. */
+    int64_t progress_bytes, progress_ns;
+    int64_t pong_buf[2]; /* {bytes done, ns since the last progress (-1: none yet)} */
 } g = {.comm = MPI_COMM_NULL};
 
 /* Send a small message nobody waits for: it either goes or dies with the job. */
@@ -131,7 +137,9 @@ moe_status_t moe_watchdog_tick(void)
     pass_stop_on();
     int v = 0, src;
     while ((src = take_int(TAG_PING, &v)) >= 0) {
-        send_free(&g.pong, 1, MPI_INT, src, TAG_PONG);
+        g.pong_buf[0] = g.progress_bytes;
+        g.pong_buf[1] = g.progress_ns > 0 ? now - g.progress_ns : -1;
+        send_free(g.pong_buf, 2, MPI_INT64_T, src, TAG_PONG);
     }
     while ((src = take_int(TAG_STOP, &v)) >= 0) {
         moe_stop_request_from(v, src);
@@ -144,13 +152,28 @@ moe_status_t moe_watchdog_tick(void)
     return g.fault ? MOE_ERR_TIMEOUT : MOE_OK;
 }
 
+void moe_watchdog_progress(int64_t bytes)
+{
+    int64_t now = moe_now_ns();
+    g.progress_bytes += bytes;
+    g.progress_ns = now;
+    moe_stop_alive(now); /* this process runs (rank 0: it also looks at its launcher) */
+    (void)moe_watchdog_tick(); /* a fault notice is seen by the next wait */
+}
+
 int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
+{
+    return moe_watchdog_unresponsive_progress(grace_s, dead, cap, NULL);
+}
+
+int moe_watchdog_unresponsive_progress(double grace_s, int *dead, int cap,
+                                       moe_watchdog_load_t *load)
 {
     if (!g.ready) {
         return 0;
     }
     MPI_Request *reqs = calloc((size_t)g.world, sizeof(MPI_Request));
-    int *answer = calloc((size_t)g.world, sizeof(int));
+    int64_t *answer = calloc(2 * (size_t)g.world, sizeof(int64_t));
     if (reqs == NULL || answer == NULL) {
         free(reqs);
         free(answer);
@@ -159,8 +182,8 @@ int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
     int ping = 1;
     for (int r = 0; r < g.world; r++) {
         reqs[r] = MPI_REQUEST_NULL;
-        if (r != g.rank && MOE_MPI(MPI_Irecv(&answer[r], 1, MPI_INT, r, TAG_PONG, g.comm,
-                                             &reqs[r]),
+        if (r != g.rank && MOE_MPI(MPI_Irecv(&answer[2 * r], 2, MPI_INT64_T, r, TAG_PONG,
+                                             g.comm, &reqs[r]),
                                    NULL) == MOE_OK) {
             send_free(&ping, 1, MPI_INT, r, TAG_PING);
         }
@@ -181,6 +204,13 @@ int moe_watchdog_unresponsive(double grace_s, int *dead, int cap)
         }
     }
     int n = 0;
+    for (int r = 0; r < g.world && load != NULL; r++) {
+        bool answered = r != g.rank && reqs[r] == MPI_REQUEST_NULL;
+        load[r].bytes = answered ? answer[2 * r] : r == g.rank ? g.progress_bytes : -1;
+        load[r].age_ns = answered      ? answer[2 * r + 1]
+                         : r == g.rank ? (g.progress_ns > 0 ? moe_now_ns() - g.progress_ns : -1)
+                                       : -1;
+    }
     for (int r = 0; r < g.world; r++) {
         if (reqs[r] != MPI_REQUEST_NULL) { /* no answer: that rank does not run */
             MOE_MPI(MPI_Cancel(&reqs[r]), NULL);
@@ -240,4 +270,84 @@ void moe_watchdog_defer(const char *msg, const int *dead, int ndead, double wait
     while (moe_now_ns() < poll.deadline_ns) {
         (void)moe_poll_next(&poll);
     }
+}
+
+/* ---- the job's end: waits no poll can bound --------------------------------------- */
+
+/* The transports' and the plug-in's teardown and MPI_Finalize wait inside libraries, not in
+ * a poll: a thread ends the process when one lasts past its deadline. It sleeps in slices
+ * of at most 0.5 s so that time this process itself spent stopped (a slice that ends over a
+ * second late) moves the deadline, as a poll's does. */
+#define END_SLICE_NS 500000000LL
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool started;
+    int64_t timeout_ns; /* 0: disarmed */
+    int64_t deadline_ns;
+    int code;
+    char msg[MOE_ERROR_MSG_MAX];
+} g_end = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *end_guard(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_end.mu);
+    int64_t last = moe_now_ns();
+    for (;;) {
+        int64_t now = moe_now_ns();
+        if (g_end.timeout_ns > 0 && now - last > 2 * END_SLICE_NS) {
+            g_end.deadline_ns += now - last - END_SLICE_NS; /* stopped meanwhile */
+        }
+        last = now;
+        if (g_end.timeout_ns > 0 && now >= g_end.deadline_ns) {
+            break;
+        }
+        int64_t until = g_end.timeout_ns > 0 && g_end.deadline_ns - now < END_SLICE_NS
+                            ? g_end.deadline_ns
+                            : now + END_SLICE_NS;
+        struct timespec ts = {(time_t)(until / 1000000000LL), (long)(until % 1000000000LL)};
+        pthread_cond_timedwait(&g_end.cv, &g_end.mu, &ts);
+    }
+    char msg[MOE_ERROR_MSG_MAX];
+    snprintf(msg, sizeof(msg), "%s", g_end.msg);
+    int code = g_end.code;
+    pthread_mutex_unlock(&g_end.mu);
+    if (msg[0] != '\0') {
+        fprintf(stderr, "moed: error: %s\n", msg);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    _exit(code);
+    return NULL;
+}
+
+void moe_watchdog_end_arm(double timeout_s, int code, const char *msg)
+{
+    pthread_mutex_lock(&g_end.mu);
+    if (!g_end.started && timeout_s > 0) {
+        pthread_condattr_t attr;
+        pthread_t tid;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* moe_now_ns()'s clock */
+        pthread_cond_init(&g_end.cv, &attr);
+        pthread_condattr_destroy(&attr);
+        if (pthread_create(&tid, NULL, end_guard, NULL) == 0) {
+            pthread_detach(tid);
+            g_end.started = true;
+        }
+    }
+    g_end.timeout_ns = timeout_s > 0 ? (int64_t)(timeout_s * 1e9) : 0;
+    g_end.deadline_ns = moe_now_ns() + g_end.timeout_ns;
+    g_end.code = code;
+    snprintf(g_end.msg, sizeof(g_end.msg), "%s", msg != NULL ? msg : "");
+    if (g_end.started) {
+        pthread_cond_signal(&g_end.cv);
+    }
+    pthread_mutex_unlock(&g_end.mu);
+}
+
+void moe_watchdog_end_disarm(void)
+{
+    moe_watchdog_end_arm(0, 0, NULL);
 }

@@ -4,11 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "moe/bf16.h"
 #include "moe/clock.h"
 #include "moe/log.h"
 #include "moe/stop.h"
+#include "moe/watchdog.h"
 #include "moe/safetensors.h"
 #include "model/checkpoint.h"
 #include "model/family.h"
@@ -21,8 +23,9 @@
 #define LOAD_REPORT_NS 5000000000LL
 
 /* Random tensors are filled this many values at a time, so progress moves within one
- * expert too (a Mixtral expert is 672 MiB: tens of seconds on a loaded machine). */
-#define LOAD_PIECE_FLOATS ((size_t)16 << 20)
+ * expert too (a Mixtral expert is 672 MiB: tens of seconds on a loaded machine), and the
+ * watchdog's pings are answered between pieces (16 MiB: well under a second each). */
+#define LOAD_PIECE_FLOATS ((size_t)4 << 20)
 
 /* Progress of the expert weights of the rank that reports (rank 0). Every rank builds its
  * own experts at the same time and no rank waits for another here, so rank 0 can only tell
@@ -134,9 +137,29 @@ static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_
     p->last_ns = p->t0;
 }
 
-/* `bytes` more of this rank's experts built; a line at most every LOAD_REPORT_NS. */
+/* MOED_TEST_LOAD_DELAY_MS=N (fault injection for tests/mpi/faults.sh): every piece of load
+ * progress takes N ms more, asleep: a load slow and steady, on every rank with experts. */
+static void test_load_delay(void)
+{
+    static long ms = -1;
+    if (ms < 0) {
+        const char *env = getenv("MOED_TEST_LOAD_DELAY_MS");
+        ms = env != NULL ? strtol(env, NULL, 10) : 0;
+        ms = ms < 0 ? 0 : ms > 10000 ? 10000 : ms;
+    }
+    if (ms > 0) {
+        struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* `bytes` more of this rank's experts built: counted for the watchdog (a rank that loads
+ * answers its pings and is seen busy, not hung), and on rank 0 a line at most every
+ * LOAD_REPORT_NS. */
 static void progress_add(load_progress_t *p, size_t bytes)
 {
+    test_load_delay();
+    moe_watchdog_progress((int64_t)bytes);
     if (p == NULL || !p->show) {
         return;
     }

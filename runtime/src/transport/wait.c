@@ -2,11 +2,13 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
 
 #include "moe/clock.h"
+#include "moe/log.h"
 #include "moe/mpi_check.h"
 #include "moe/poll.h"
 #include "moe/stop.h"
@@ -68,16 +70,50 @@ static void name_ranks(char *out, size_t len, const int *ranks, int n)
     }
 }
 
-/* The wait lasted step_timeout_s. Ask every rank whether it still runs, so the message names
- * the ranks at fault (a peer that waits too is not one), then let one rank report it. */
-static moe_status_t watchdog_fire(double waited_s, const char *what, const int *pending,
-                                  int npending, moe_error_t *err)
+/* A rank that answers and made load progress within the bound (it generates, reads or packs
+ * its weights: moe_watchdog_progress) is busy, not hung: the bound is on progress stopping,
+ * not on the total time. Its name and how much it has done, for the log, or -1 if none. */
+static int busy_loading(const moe_watchdog_load_t *load, int64_t *bytes)
 {
+    int64_t bound = (int64_t)(g_wait.timeout_s * 1e9);
+    for (int r = 0; load != NULL && r < g_wait.world; r++) {
+        if (r != g_wait.rank && load[r].age_ns >= 0 && load[r].age_ns < bound) {
+            *bytes = load[r].bytes;
+            return r;
+        }
+    }
+    return -1;
+}
+
+/* The wait lasted step_timeout_s. Ask every rank whether it still runs, so the message names
+ * the ranks at fault (a peer that waits too is not one), then let one rank report it; or,
+ * when every rank answers and one of them still loads, wait on (MOE_OK, *again). */
+static moe_status_t watchdog_fire(double waited_s, const char *what, const int *pending,
+                                  int npending, bool *again, moe_error_t *err)
+{
+    *again = false;
     if (moe_watchdog_notice(err) != MOE_OK) {
         return MOE_ERR_TIMEOUT; /* rank 0: another rank's watchdog fired first; its words */
     }
     int dead[64];
-    int ndead = moe_watchdog_unresponsive(1.0, dead, 64);
+    moe_watchdog_load_t *load = calloc((size_t)(g_wait.world > 0 ? g_wait.world : 1),
+                                       sizeof(*load));
+    /* A rank that loads answers between two pieces of its load (one tensor read, 16 MiB
+     * generated, one expert packed): at start-up it has up to T (10 s at most) to answer. */
+    double grace = strcmp(g_wait.phase, "start-up") == 0 ? g_wait.timeout_s : 1.0;
+    grace = grace < 1.0 ? 1.0 : grace > 10.0 ? 10.0 : grace;
+    int ndead = moe_watchdog_unresponsive_progress(grace, dead, 64, load);
+    int64_t bytes = 0;
+    int busy = ndead == 0 ? busy_loading(load, &bytes) : -1;
+    free(load);
+    if (busy >= 0) {
+        char who[96];
+        MOE_DEBUG("watchdog: %.1f s in %s, but %s still loads its weights (%.0f MiB so far): "
+                  "waiting on", waited_s, what, rank_text(who, sizeof(who), busy),
+                  (double)bytes / (double)(1 << 20));
+        *again = true;
+        return MOE_OK;
+    }
     char peers[512], culprits[512], me[96];
     name_ranks(peers, sizeof(peers), pending, npending);
     name_ranks(culprits, sizeof(culprits), dead, ndead);
@@ -135,7 +171,14 @@ moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pendin
                              g_wait.phase);
     }
     if (st == MOE_ERR_TIMEOUT) {
-        return watchdog_fire(moe_poll_waited_s(&g_poll), what, pending, npending, err);
+        bool again = false;
+        st = watchdog_fire(moe_poll_waited_s(&g_poll), what, pending, npending, &again, err);
+        if (again) { /* a rank still loads: the bound starts afresh from now */
+            int64_t now = moe_now_ns();
+            g_poll.start_ns = g_poll.last_ns = now;
+            g_poll.stopped_ns = 0;
+            g_poll.deadline_ns = now + (int64_t)(g_wait.timeout_s * 1e9);
+        }
     }
     return st;
 }
