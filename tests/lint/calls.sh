@@ -55,42 +55,31 @@ for top in runtime/src profiler/src; do
   done
 done > "$tmp/lists"
 
-part_of() { # runtime/src/layer/plan.c -> runtime/layer; proto/src/wire.c -> proto
-  local top=${1%%/*} rest=${1#*/src/}
-  if [[ "$top" == proto ]]; then echo proto; else echo "$top/${rest%%/*}"; fi
-}
-
-may_call() { # may part $1 call part $2?
-  local a=$1 b=$2 atop=${1%%/*} btop=${2%%/*}
-  [[ "$a" == "$b" ]] && return 0
-  if [[ "$atop" == "$btop" ]]; then
-    [[ "$atop" == proto ]] && return 0
-    grep -q -- "^$a .*\b${b#*/}\b" "$tmp/lists"
-    return
-  fi
-  case "$atop:$b" in
-    proto:runtime/base) return 0 ;;
-    profiler:runtime/base | profiler:runtime/config | profiler:proto) return 0 ;;
-    runtime:*) [[ "$a" != runtime/base && "$a" != runtime/config ]]; return ;;
-  esac
-  return 1
-}
-
 # ---- findings -------------------------------------------------------------------------
-: > "$tmp/found"
-declare -A said=()
-while read -r from to sym; do
-  pa=$(part_of "$from"); pb=$(part_of "$to")
-  if [[ "$pa" != "$pb" ]] && ! may_call "$pa" "$pb"; then
-    key="part $pa -> $pb"
-    if [[ -z "${said[$key]:-}" ]]; then
-      said[$key]=1
-      printf '%s\t%s calls %s (%s)\n' "$key" "$from" "$sym" "$to" >> "$tmp/found"
-    fi
-  fi
-done < "$tmp/edges"
+# part of a file: runtime/src/layer/plan.c -> runtime/layer; proto/src/wire.c -> proto
+awk 'function part(f,   p) { split(f, p, "/"); return p[1] == "proto" ? "proto" : p[1] "/" p[3] }
+     function top(q) { sub(/\/.*/, "", q); return q }
+     function may(a, b,   n, i, w) { # may part a call part b?
+       if (a == b) return 1
+       if (top(a) == top(b)) {
+         if (top(a) == "proto") return 1
+         n = split(list[a], w, " ")
+         for (i = 1; i <= n; i++) if (top(a) "/" w[i] == b) return 1
+         return 0
+       }
+       if (top(a) == "proto") return b == "runtime/base"
+       if (top(a) == "profiler")
+         return b == "runtime/base" || b == "runtime/config" || b == "proto"
+       return a != "runtime/base" && a != "runtime/config" # runtime -> profiler, proto
+     }
+     NR == FNR { p = $1; $1 = ""; list[p] = $0; next }
+     { a = part($1); b = part($2); key = "part " a " -> " b
+       if (!may(a, b) && !(key in said)) {
+         said[key] = 1
+         printf "%s\t%s calls %s (%s)\n", key, $1, $3, $2
+       } }' "$tmp/lists" "$tmp/edges" > "$tmp/found"
 # loops between two files of one folder
-awk '{ split($1, a, "/"); split($2, b, "/"); da = $1; db = $2
+awk '{ da = $1; db = $2
        sub(/\/[^\/]*$/, "", da); sub(/\/[^\/]*$/, "", db)
        if (da == db) print $1, $2, $3 }' "$tmp/edges" > "$tmp/local"
 awk 'NR == FNR { e[$1" "$2] = $3; next }
