@@ -1,5 +1,6 @@
 /* Reading the profiler's own JSON files (summary.json, trace.json) through jansson: loading
- * with errors that name "file:line:col", and the lookups `moed compare` and the tests chain.
+ * with errors that name "file:line:col", and the lookups `moed compare`, `moed plan` and the
+ * tests chain.
  *
  * jansson's own getters already accept NULL and the wrong type (json_object_get,
  * json_array_get, json_string_value return NULL, json_array_size 0), so a chain such as

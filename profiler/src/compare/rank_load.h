@@ -1,7 +1,7 @@
 /* Where a report's experts ran and the load each rank carried, per layer, read from the
  * structured rows of summary.json (experts[].rank, replicas[]), never from the config
  * strings (placement.experts / placement.layers): `moed compare` and `moed plan` share it.
- * Private to the compare part. */
+ * The compare part's; the planner part (`moed plan`) includes it too. */
 #ifndef MOE_RANK_LOAD_H
 #define MOE_RANK_LOAD_H
 

@@ -387,7 +387,7 @@ moe_status_t moe_report_write_json(const moe_report_t *r, moe_error_t *err);    
 moe_status_t moe_report_write_csv(const moe_report_t *r, moe_error_t *err);      /* metrics.csv, comm.csv */
 moe_status_t moe_report_write_trace(const moe_report_t *r, moe_error_t *err);    /* trace.json */
 moe_status_t moe_report_write_html(const moe_report_t *r, moe_error_t *err);     /* report.html */
-/* All of the above (trace only if profiler.trace). */
+/* All of the above (trace only if profiler.trace), in report_write.c. */
 moe_status_t moe_report_write_all(const moe_report_t *r, moe_error_t *err);
 /* For the writers: open <run_dir>/<name> for writing (NULL and err set on failure), and
  * close it (MOE_ERR_IO naming the file if anything did not reach the disk). */

@@ -2,8 +2,8 @@
  * replicate the hottest experts, then pack the copies onto the expert ranks so each carries
  * about the same load; with nodes, balance the nodes first so a token's rows stay inside
  * one node as far as the loads allow. In the config part (config/eplb.c) so that both
- * `moed plan` (profiler/src/compare/plan.c) and online rebalancing (runtime.rebalance_every,
- * layer/rebalance.c) compute placements with the same code. */
+ * `moed plan` (profiler/src/planner/planner.c) and online rebalancing
+ * (runtime.rebalance_every, layer/rebalance.c) compute placements with the same code. */
 #ifndef MOE_EPLB_H
 #define MOE_EPLB_H
 

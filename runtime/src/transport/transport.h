@@ -1,8 +1,8 @@
 /* Part transport (runtime/src/transport/): the exchange of rows between ranks behind one
- * table (transport.h: mpi, ucx; nccl is built into the CUDA plug-in) and the watchdog-
- * guarded waits. May include: base config (and the public headers in moe/). One file of
- * each part's folder opens with such a comment; tests/lint/parts.sh holds every part to
- * its list. */
+ * interface (transport.h), the back-ends found in one table (registry.c: mpi, ucx; nccl
+ * is built into the CUDA plug-in) and the watchdog-guarded waits. May include: base
+ * config (and the public headers in moe/). One file of each part's folder opens with such
+ * a comment; tests/lint/parts.sh holds every part to its list. */
 /* Token-row transports behind one interface.
  *
  * A transport moves rows of `row_elems` floats between all ranks of a communicator in
@@ -108,7 +108,7 @@ moe_status_t moe_transport_exchange(moe_transport_t *t, const float *send, const
                                     const int *send_displs, float *recv, const int *recv_rows,
                                     const int *recv_displs, moe_error_t *err);
 
-/* For implementations: fill the common fields and allocate the slots; *t must be zeroed.
+/* For implementations (common.c): fill the common fields and allocate the slots; *t must be zeroed.
  * moe_transport_base_free frees what base_init allocated (not t itself). */
 moe_status_t moe_transport_base_init(moe_transport_t *t, const moe_transport_ops_t *ops,
                                      MPI_Comm comm, int64_t row_elems, int num_slots,

@@ -1,8 +1,15 @@
+/* Part planner (profiler/src/planner/): `moed plan REPORT_DIR`: a placement for the loads
+ * a report recorded, by the EPLB the runtime rebalances with (runtime/src/config/eplb.c),
+ * written as a config. May include: compare report (and the public headers in moe/). One
+ * file of each part's folder opens with such a comment; tests/lint/parts.sh holds every
+ * part to its list. */
 /* `moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]
  * [--force]`:
  * a placement for the loads a report recorded (its router counts per layer and expert),
- * computed like DeepSeek's EPLB (compare/eplb.h), written as the run's resolved config with
- * the new placement, the predicted per-rank load max/mean before and after as comments. */
+ * computed like DeepSeek's EPLB (moe/eplb.h, runtime/src/config/eplb.c), written as the
+ * run's resolved config with the new placement, the predicted per-rank load max/mean before
+ * and after as comments. It reads summary.json with the compare part's readers
+ * (compare/json_lookup.h, compare/rank_load.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
