@@ -4,7 +4,7 @@
 # checks: the job ends within its bound, with the expected exit code, one error line naming
 # the rank at fault, and the report of the completed steps present and marked (or absent
 # where the fault takes rank 0, which writes it). step_timeout_s is 3 s so bounds are short.
-# Names: <signal>_<phase>_r<rank>. README "Failures and stopping" states the bounds.
+# Names: <signal>_<phase>_r<rank>. docs/faults.md "Failures and stopping" states the bounds.
 source "$(dirname "$0")/common.sh"
 command -v python3 > /dev/null || { echo "SKIP: python3 is needed to read the reports"; exit 77; }
 
