@@ -6,6 +6,9 @@
 #      it is built and linked even without a GPU, and the GPU tests skip with the reason
 #   3. build again with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ (CPU
 #      only: the sanitizers do not instrument CUDA) and run the same tests there
+#   4. build (no tests) as a packager would, Release (-O3), in build-release/: -O3 finds
+#      warnings the other two builds do not
+# Every build here has -Werror (MOED_WERROR=ON); a user's or packager's build has it off.
 # Prints one closing line with the totals of both runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +53,7 @@ count_results() {
 mkdir -p build build-asan
 # nvcc is looked for on PATH; the toolkit's usual home is added so a login shell is not needed.
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="$PATH:/usr/local/cuda/bin"
-run_suite build "" -DCMAKE_BUILD_TYPE=RelWithDebInfo || rc=1
+run_suite build "" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMOED_WERROR=ON || rc=1
 grep -E 'moed: (CUDA|NCCL|UCX)' build.configure.log || true
 # ASan + UBSan over the same tests. Leak checking covers the unit tests (no MPI); the
 # tests that start MPI turn it off (tests/CMakeLists.txt says why).
@@ -58,7 +61,18 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # The fuzz targets build their own sanitized binaries with clang: not run twice.
 run_suite build-asan "-LE fuzz" -DCMAKE_BUILD_TYPE=Debug -DMOED_SANITIZE=ON \
-  -DMOED_WITH_CUDA=OFF || rc=1
+  -DMOED_WITH_CUDA=OFF -DMOED_WERROR=ON || rc=1
+echo "== build-release: configure and build (Release, CPU; not tested again)"
+mkdir -p build-release
+if cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DMOED_WITH_CUDA=OFF \
+     -DMOED_WERROR=ON > build-release.configure.log 2>&1 &&
+   cmake --build build-release -j "$jobs" > build-release.build.log 2>&1; then
+  echo "build-release: built"
+else
+  cat build-release.configure.log build-release.build.log 2>/dev/null | grep -E 'error|warning' | head -40
+  echo "build-release: FAILED (counted as one failed test)"
+  failed=$((failed + 1)); rc=1
+fi
 
 echo "moed test suite, both builds (build/ and build-asan/) together:"
 echo "total: $passed passed, $failed failed, $skipped skipped"

@@ -29,10 +29,10 @@ static void put_message(live_view_t *v, int r, bool routes, int64_t nr, const in
     m[MOE_LIVE_HDR_RKEYS] = routes ? nr : 0;
     m[MOE_LIVE_HDR_GROUPS] = ng;
     m[MOE_LIVE_HDR_STEP] = 123456;
-    for (int64_t i = 0; routes && i < nr; i++) {
+    for (int64_t i = 0; routes && rkey != NULL && i < nr; i++) {
         m[lay.rkey + (size_t)i] = rkey[i];
     }
-    for (int64_t i = 0; d->per_expert && i < ng; i++) {
+    for (int64_t i = 0; d->per_expert && hkey != NULL && i < ng; i++) {
         m[lay.hkey + (size_t)i] = hkey[i];
     }
     moe_live_layout_t got;

@@ -33,7 +33,7 @@ static float *randn(size_t n, unsigned *state, float scale)
 /* BREAK (for bad-input tests) spoils one thing: no_scale, shape, index_file, index_tensor.  */
 
 typedef struct dtensor {
-    char name[160];
+    char name[200];
     const char *dtype; /* "F32", "BF16", "F16", "F8_E4M3" */
     int ndim;
     int64_t shape[3];

@@ -833,8 +833,11 @@ static bool cmp_kv_parse(const char *line, size_t len, char *section, size_t sec
         return false;
     }
     int klen = colon != NULL ? (int)(colon - body) : (int)strlen(body);
-    snprintf(kv->key, sizeof(kv->key), "%s%s%.*s", indent > 0 ? section : "", indent > 0 ? "." : "",
-             klen, body);
+    /* A key longer than the field is kept cut short (no moed key comes near 160 bytes). */
+    if (snprintf(kv->key, sizeof(kv->key), "%s%s%.*s", indent > 0 ? section : "",
+                 indent > 0 ? "." : "", klen, body) >= (int)sizeof(kv->key)) {
+        kv->key[sizeof(kv->key) - 1] = '\0';
+    }
     snprintf(kv->value, sizeof(kv->value), "%s",
              colon != NULL ? colon + 1 + strspn(colon + 1, " ") : "");
     return true;
