@@ -1,7 +1,3 @@
-/* Part gather (profiler/src/gather/): on rank 0: records received and merged into one
- * report, balance figures. May include: record report (and the public headers in moe/).
- * One file of each part's folder opens with such a comment; tests/lint/parts.sh holds
- * every part to its list. */
 /* Rank 0: merge the windows' records of every profiled rank into one report. Lists grow
  * geometrically here (rank 0, window ends only), bounded by the config. */
 #include <errno.h>
@@ -17,7 +13,7 @@
 #include "gather/balance.h"
 #include "moe/build_info.h"
 #include "moe/hash.h"
-#include "record/prof_int.h"
+#include "gather/gather.h"
 #include "report/atomic_file.h"
 
 /* Kept in rank 0's memory (the rest of metrics.csv goes straight to disk): enough for the
