@@ -12,7 +12,7 @@
 #include "moe/prof.h"
 #include "moe/prof_record.h"
 #include "record/overlap.h"
-#include "record/prof_int.h"
+#include "record/record.h"
 #include "test_util.h"
 
 static void test_balance(void)

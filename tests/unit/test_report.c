@@ -23,7 +23,7 @@
 
 #include "gather/balance.h"
 #include "compare/json_lookup.h"
-#include "record/prof_int.h"
+#include "gather/gather.h"
 #include "report/json_write.h"
 #include "test_util.h"
 

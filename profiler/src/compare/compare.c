@@ -1045,3 +1045,8 @@ int moe_report_compare_main(int argc, char **argv, FILE *out)
     }
     return moe_report_compare(argv[0], argv[1], out);
 }
+
+int moe_prof_compare_main(int argc, char **argv, FILE *out)
+{
+    return moe_report_compare_main(argc, argv, out);
+}

@@ -1,7 +1,3 @@
-/* Part gather (profiler/src/gather/): on rank 0: records received and merged into one
- * report, balance figures. May include: record report (and the public headers in moe/).
- * One file of each part's folder opens with such a comment; tests/lint/parts.sh holds
- * every part to its list. */
 /* Rank 0: merge the windows' records of every profiled rank into one report. Lists grow
  * geometrically here (rank 0, window ends only), bounded by the config. */
 #include <errno.h>
@@ -17,7 +13,7 @@
 #include "gather/balance.h"
 #include "moe/build_info.h"
 #include "moe/hash.h"
-#include "record/prof_int.h"
+#include "gather/gather.h"
 #include "report/atomic_file.h"
 
 /* Kept in rank 0's memory (the rest of metrics.csv goes straight to disk): enough for the
@@ -229,87 +225,6 @@ static bool rank_routes(const moe_config_t *cfg, int world, int rank)
         return rank == (world == 1 ? 0 : (int)cfg->master_rank);
     }
     return cfg->tokens_per_step / world + (rank < cfg->tokens_per_step % world ? 1 : 0) > 0;
-}
-
-/* Append n items of `size` bytes from src to *dst (holding *count). */
-static bool append_list(void **dst, int64_t *count, const void *src, int64_t n, size_t size)
-{
-    if (n <= 0) {
-        return true;
-    }
-    void *p = realloc(*dst, (size_t)(*count + n) * size);
-    if (p == NULL) {
-        return false;
-    }
-    memcpy((char *)p + (size_t)*count * size, src, (size_t)n * size);
-    *dst = p;
-    *count += n;
-    return true;
-}
-
-moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *src)
-{
-    if (src->num_layers != dst->num_layers || src->num_local != dst->num_local ||
-        src->num_experts != dst->num_experts || src->world_size != dst->world_size ||
-        memcmp(src->slot_ids, dst->slot_ids,
-               sizeof(int32_t) * (size_t)src->num_layers * (size_t)src->num_local) != 0) {
-        return MOE_ERR_FORMAT; /* parts of one rank's window have one shape and columns */
-    }
-    for (int p = 0; p < MOE_PHASE_COUNT && src->steps_recorded > 0; p++) {
-        bool first = dst->steps_recorded == 0;
-        dst->phase_sum[p] += src->phase_sum[p];
-        dst->phase_min[p] = first || src->phase_min[p] < dst->phase_min[p] ? src->phase_min[p] : dst->phase_min[p];
-        dst->phase_max[p] = first || src->phase_max[p] > dst->phase_max[p] ? src->phase_max[p] : dst->phase_max[p];
-    }
-    dst->steps_recorded += src->steps_recorded;
-    for (int i = 0; i < dst->num_layers * dst->num_local; i++) {
-        dst->experts[i].tokens += src->experts[i].tokens;
-        dst->experts[i].calls += src->experts[i].calls;
-        dst->experts[i].flops += src->experts[i].flops;
-        moe_hist_merge(&dst->experts[i].hist, &src->experts[i].hist);
-    }
-    for (int i = 0; i < dst->num_layers * dst->num_experts; i++) {
-        dst->demand[i] += src->demand[i];
-        dst->kept[i] += src->kept[i];
-        dst->dropped[i] += src->dropped[i];
-    }
-    for (int j = 0; j < dst->world_size; j++) {
-        dst->bytes_sent[j] += src->bytes_sent[j];
-        dst->bytes_recv[j] += src->bytes_recv[j];
-        dst->msgs_sent[j] += src->msgs_sent[j];
-        dst->msgs_recv[j] += src->msgs_recv[j];
-        dst->wait_ns[j] += src->wait_ns[j];
-    }
-    bool ok = append_list((void **)&dst->steps, &dst->num_steps, src->steps, src->num_steps, sizeof(*src->steps)) &&
-              append_list((void **)&dst->exchanges, &dst->num_exchanges, src->exchanges, src->num_exchanges, sizeof(*src->exchanges)) &&
-              append_list((void **)&dst->metrics, &dst->num_metrics, src->metrics, src->num_metrics, sizeof(*src->metrics)) &&
-              append_list((void **)&dst->events, &dst->num_events, src->events, src->num_events, sizeof(*src->events)) &&
-              append_list((void **)&dst->mem, &dst->num_mem, src->mem, src->num_mem, sizeof(*src->mem));
-    dst->metrics_dropped += src->metrics_dropped;
-    dst->events_dropped += src->events_dropped;
-    dst->flags |= src->flags;
-    dst->clock_offset_end_ns = src->clock_offset_end_ns;
-    dst->rss_peak = src->rss_peak > dst->rss_peak ? src->rss_peak : dst->rss_peak;
-    dst->dev_peak = src->dev_peak > dst->dev_peak ? src->dev_peak : dst->dev_peak;
-    dst->exchange_ns += src->exchange_ns;
-    dst->hidden_ns += src->hidden_ns;
-    dst->cpu_steps_ns += src->cpu_steps_ns;
-    dst->wall_steps_ns += src->wall_steps_ns;
-    if (src->wall_run_ns > 0) { /* the final part's */
-        dst->cpu_run_ns = src->cpu_run_ns;
-        dst->wall_run_ns = src->wall_run_ns;
-    }
-    for (int l = 0; l < dst->num_layers; l++) {
-        dst->shared_rows[l] += src->shared_rows[l];
-        dst->shared_ns[l] += src->shared_ns[l];
-    }
-    if (src->chunks > 0) { /* static facts: a part that has them wins */
-        dst->chunks = src->chunks;
-    }
-    if (src->device[0] != '\0') {
-        memcpy(dst->device, src->device, sizeof(dst->device));
-    }
-    return ok ? MOE_OK : MOE_ERR_NO_MEMORY;
 }
 
 /* One row per copy of every replicated expert of every layer. */

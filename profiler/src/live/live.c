@@ -1,18 +1,20 @@
 /* Part live (profiler/src/live/): the live path: every rank's small cumulative counters
  * sent to rank 0 at step boundaries, rank 0's HTTP endpoint (libmicrohttpd) serving
  * /metrics, /status, the live page and on-demand windows, and `moed top`. May include:
- * record report (and the public headers in moe/). One file of each part's folder opens
- * with such a comment; tests/lint/parts.sh holds every part to its list. */
+ * facade record report (and the public headers in moe/; facade.h brings gather/'s
+ * moe_od_set_t). One file of each part's folder opens with such a comment;
+ * tests/lint/parts.sh holds every part to its list. */
 /* The live path on every rank: counters, messages, and on rank 0 their publication and
  * the on-demand windows (moe/live_msg.h for the messages, live_int.h for rank 0's view).
  *
  * An on-demand window is a profiling window of the normal recorder (record/, a second
- * instance on its own communicator, moe_prof_od_*): rank 0 picks its first step far enough
- * ahead that every rank has polled for the control message by then, every rank arms its
- * recorder with those steps, the chosen ranks record them and send them to rank 0 in parts
- * (gather path, non-blocking), and rank 0 takes what arrived at each step boundary. Once
- * every chosen rank's last part is in, a writer thread merges them and writes the full
- * report folder, so the steps never wait for the disk or for the report's formatting.
+ * instance on its own communicator, moe_prof_od_* in facade/): rank 0 picks its first
+ * step far enough ahead that every rank has polled for the control message by then, every
+ * rank arms its recorder with those steps, the chosen ranks record them and send them to
+ * rank 0 in parts (gather/, non-blocking), and rank 0 takes what arrived at each step
+ * boundary. Once every chosen rank's last part is in, a writer thread merges them and
+ * writes the full report folder, so the steps never wait for the disk or for the report's
+ * formatting.
  *
  * Only the main thread calls MPI (MPI_THREAD_FUNNELED). The HTTP threads read rank 0's
  * view under its mutex; the main thread only try-locks it, so a slow client costs a
@@ -29,7 +31,7 @@
 #include "moe/log.h"
 #include "moe/mpi_check.h"
 #include "moe/prof.h"
-#include "record/prof_int.h"
+#include "record/record.h"
 
 #define LIVE_POLL_NS 50000000LL  /* MPI is polled (control, arrivals) at most this often */
 #define LIVE_FINISH_NS 30000000000LL       /* at a normal end, for the last counters */

@@ -17,7 +17,7 @@
 
 #include "moe/config.h"
 #include "moe/live_msg.h"
-#include "record/prof_int.h"
+#include "facade/facade.h"
 
 #define LIVE_SEND_MS 200                 /* at most one periodic message per rank per this */
 #define LIVE_STEP_RING 240               /* rank 0's recent step times, for the page */

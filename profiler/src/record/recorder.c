@@ -1,11 +1,10 @@
 /* Part record (profiler/src/record/): on every rank: the recorder's spans and counters,
- * the memory sampler, clock alignment, measurement windows, overlap; rank 0's side of the
- * record stream. May include: report (and the public headers in moe/). One file of each
- * part's folder opens with such a comment; tests/lint/parts.sh holds every part to its
- * list. */
-/* The per-rank recorder: the hot-path entry points and the window gather. */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
+ * the memory sampler, clock alignment, measurement windows as a rank sees them, overlap,
+ * its records packed and sent to rank 0. May include: no other part (the public headers in
+ * moe/, the record layout in proto/). One file of each part's folder opens with such a
+ * comment; tests/lint/parts.sh holds every part to its list. */
+/* The per-rank recorder (record.h): the hot-path entry points and the parts sent to rank
+ * 0; rank 0's receive-and-merge loop is gather/'s. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +17,11 @@
 #include "moe/poll.h"
 #include "moe/watchdog.h"
 #include "record/overlap.h"
-#include "record/prof_int.h"
+#include "record/record.h"
 
 #define LIST_BOUND (1 << 20) /* items per list per window, whatever the config */
-/* A run without end: window folders kept (README "Profiler"); the oldest goes first. */
-#define MOE_PROF_KEEP_WINDOWS 10
 
-struct moe_prof {
+struct moe_rec {
     const moe_config_t *cfg;
     MPI_Comm comm;
     int rank, world;
@@ -42,8 +39,6 @@ struct moe_prof {
     bool recorded, closes;
     int64_t window;
     int64_t phase_acc[MOE_PHASE_COUNT];
-    int64_t t0_ns;               /* first step's begin on this rank */
-    bool have_t0;
     int64_t cpu_step_ns;         /* process CPU time at the recorded step's begin */
     int64_t run_cpu0_ns, run_wall0_ns; /* the same, and the clock, at the run's first step */
     int windows_gathered;
@@ -53,50 +48,26 @@ struct moe_prof {
     moe_wbuf_t sendbuf;          /* the record in flight to rank 0 (non-root ranks) */
     MPI_Request sendreq;
     bool sending;
-    /* rank 0 only */
-    moe_merge_t *merge;
-    moe_prof_record_t *pending;  /* records received but not merged yet (grows) */
-    int num_pending, cap_pending;
-    bool *final_seen;            /* [world] its last record arrived, or it was given up */
-    int64_t merged_windows;      /* windows merged so far */
-    moe_rep_rebalance_t *rebalances; /* online rebalances (grows; the report takes it) */
-    int num_rebalances, cap_rebalances;
     int64_t last_send_ns;        /* non-root: when the last part left */
-    int64_t last_probe_ns;       /* rank 0: when it last looked for parts between windows */
     /* the step in flight: its per-layer figures count only when it completes */
     moe_prof_record_t mark;      /* the accumulators as they were at its begin */
     int64_t mark_budget;         /* events_budget then */
     bool step_open;
-    /* on-demand windows (moe_prof_od_*) */
+    /* on-demand windows (moe_rec_od_*) */
     bool on_demand;
     moe_config_t *own_cfg;       /* cfg points here: the current window's ranks and steps */
     char (*hosts)[64];           /* [world] a copy: windows are written after create */
-    bool od_armed, od_gathering;
+    bool od_armed;
     int64_t od_first, od_last, od_w;
-    int64_t od_t0_ns, od_end_ns, od_close_ns;
+    int64_t od_t0_ns;            /* its first step's begin here */
     moe_prof_record_t od_own;    /* rank 0's record of the window, while the rest come */
     bool od_own_have;
     moe_step_mem_t od_mem;       /* the window's memory series, read at its steps */
-    char *od_config;             /* rank 0: the run's config text, for the folders */
-    size_t od_config_len;
-    /* rank 0 of a run without end (workload.steps 0): each scheduled window's own folder,
-     * written by a thread when the window closes */
-    bool win_folders;
-    int64_t win_seen, win_begin_ns, win_end_ns; /* the window in progress: its span */
-    pthread_t win_writer;
-    bool win_writer_started;
-    atomic_llong win_cpu_ns;     /* those threads' CPU time */
 };
 
 /* A rank that may be SIGKILLed about 1 s after a signal must not sit on much data: parts
  * go to rank 0 at the first step boundary this long after the previous one. */
 #define PART_INTERVAL_NS 250000000LL
-/* Rank 0 looks for parts between window ends at most this often: parts come at most every
- * PART_INTERVAL_NS per rank, and a probe is an MPI progress call (microseconds, a yield
- * when ranks share cores) that 1 ms steps should not pay every step. */
-#define PROBE_INTERVAL_NS 20000000LL
-
-enum { TAG_WINDOW = 4401, TAG_FINAL = 4402, TAG_DONE = 4403 };
 
 /* Recorded steps the run will have: bounds the per-window lists. */
 static int64_t steps_per_window(const moe_config_t *cfg)
@@ -109,7 +80,7 @@ static int64_t bound(int64_t n)
     return n < 1 ? 1 : n > LIST_BOUND ? LIST_BOUND : n;
 }
 
-static moe_status_t alloc_lists(moe_prof_t *p)
+static moe_status_t alloc_lists(moe_rec_t *p)
 {
     const moe_config_t *cfg = p->cfg;
     int64_t steps = steps_per_window(cfg), L = cfg->num_layers, nl = p->rec.num_local;
@@ -138,7 +109,7 @@ static moe_status_t alloc_lists(moe_prof_t *p)
 }
 
 /* Clear what a window accumulates; keep identity and static facts. */
-static void reset_window(moe_prof_t *p)
+static void reset_window(moe_rec_t *p)
 {
     moe_prof_record_t *r = &p->rec;
     size_t le = (size_t)r->num_layers * (size_t)r->num_experts;
@@ -170,7 +141,7 @@ static void reset_window(moe_prof_t *p)
 }
 
 /* The profiler's bound on one wait for a peer: the step watchdog's (0: none). */
-static double prof_timeout_s(const moe_prof_t *p)
+static double prof_timeout_s(const moe_rec_t *p)
 {
     return p->cfg->step_timeout_s;
 }
@@ -179,7 +150,7 @@ static double prof_timeout_s(const moe_prof_t *p)
  * for, -1 for several). As the step watchdog does: a fault another rank reported to rank 0
  * is taken as is; else ask every rank whether it runs, name those that do not, and let one
  * rank report it (moe/watchdog.h). Returns MOE_ERR_TIMEOUT with err set. */
-static moe_status_t prof_fire(moe_prof_t *p, const char *what, double waited_s,
+static moe_status_t prof_fire(moe_rec_t *p, const char *what, double waited_s,
                               moe_error_t *err)
 {
     if (moe_watchdog_notice(err) != MOE_OK) {
@@ -233,7 +204,7 @@ static void fill_slot_ids(moe_prof_record_t *r, const moe_config_t *cfg, int ran
     }
 }
 
-static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe_error_t *err)
+static moe_status_t prof_setup(moe_rec_t *p, const moe_prof_static_t *info, moe_error_t *err)
 {
     const moe_config_t *cfg = p->cfg;
     int nl = record_columns(cfg, p->rank);
@@ -286,31 +257,17 @@ static moe_status_t prof_setup(moe_prof_t *p, const moe_prof_static_t *info, moe
             st = prof_fire(p, "the clock sync at start-up", prof_timeout_s(p), err);
         }
     }
-    p->final_seen = calloc((size_t)p->world, sizeof(bool));
-    if (p->final_seen == NULL) {
-        st = MOE_ERR_NO_MEMORY;
-    }
     p->rec.clock_offset_ns = p->offsets[p->rank];
     p->rec.clock_uncertainty_ns = p->uncert[p->rank];
-    if (st == MOE_OK && p->rank == 0 && !p->on_demand) {
-        p->merge = moe_merge_create(cfg, p->world, info->hosts);
-        st = p->merge != NULL ? MOE_OK : MOE_ERR_NO_MEMORY;
-        p->win_folders = cfg->steps == 0; /* a run without end: a folder per window */
-        p->win_seen = -1;
-    }
-    if (st == MOE_OK && !p->on_demand &&
-        moe_sampler_start(&p->sampler, cfg->prof_memory_sample_ms, 4096,
-                          info->device_memory) != 0) {
-        st = MOE_ERR_INTERNAL;
-    }
     return st;
 }
 
 static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
                                 const moe_prof_static_t *info, bool on_demand,
-                                moe_prof_t **out, moe_error_t *err)
+                                moe_rec_t **out, moe_error_t *err)
 {
-    moe_prof_t *p = calloc(1, sizeof(*p));
+    *out = NULL;
+    moe_rec_t *p = calloc(1, sizeof(*p));
     if (p == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the profiler");
     }
@@ -334,7 +291,7 @@ static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
         st = prof_setup(p, info, &why);
     }
     if (st != MOE_OK) {
-        moe_prof_destroy(p);
+        moe_rec_destroy(p);
         return moe_error_set(err, st, "profiler start-up failed: %s",
                              why.msg[0] != '\0' ? why.msg : moe_status_string(st));
     }
@@ -342,142 +299,77 @@ static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
     return MOE_OK;
 }
 
-moe_status_t moe_prof_create(const moe_config_t *cfg, MPI_Comm comm,
-                             const moe_prof_static_t *info, moe_prof_t **out, moe_error_t *err)
+moe_status_t moe_rec_create(const moe_config_t *cfg, MPI_Comm comm,
+                            const moe_prof_static_t *info, moe_rec_t **out, moe_error_t *err)
 {
-    moe_status_t st = prof_create(cfg, comm, info, false, out, err);
-    moe_prof_t *p = st == MOE_OK ? *out : NULL;
-    if (p != NULL && p->win_folders && info->config_text != NULL) {
-        p->od_config = malloc(info->config_len + 1); /* the window folders' config.yaml */
-        if (p->od_config != NULL) {
-            memcpy(p->od_config, info->config_text, info->config_len);
-            p->od_config[info->config_len] = '\0';
-            p->od_config_len = info->config_len;
-        }
-    }
-    return st;
+    return prof_create(cfg, comm, info, false, out, err);
 }
 
-int64_t moe_prof_threads_cpu_ns(const moe_prof_t *p)
+int moe_rec_start_sampler(moe_rec_t *p)
 {
-    return p != NULL ? moe_sampler_cpu_ns(&p->sampler) + (int64_t)atomic_load(&p->win_cpu_ns)
-                     : 0;
+    return moe_sampler_start(&p->sampler, p->cfg->prof_memory_sample_ms, 4096,
+                             p->info.device_memory);
 }
 
-/* A window folder's work for its thread: the merge of its records, done, written. */
-typedef struct win_job {
-    moe_prof_t *p;
-    moe_merge_t *m;
-    moe_prof_run_t run;
-    int64_t w;
-    char dir[MOE_PATH_MAX + 32];
-} win_job_t;
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+int64_t moe_rec_sampler_cpu_ns(const moe_rec_t *p)
 {
-    (void)st;
-    (void)ftw;
-    return (flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 ? -1 : 0;
+    return p != NULL ? moe_sampler_cpu_ns(&p->sampler) : 0;
 }
 
-static void *win_main(void *arg)
+int moe_rec_rank(const moe_rec_t *p)
 {
-    win_job_t *job = arg;
-    moe_prof_t *p = job->p;
-    moe_error_t err;
-    moe_error_clear(&err);
-    moe_report_t *rep = moe_merge_finish(job->m, &job->run, &p->info);
-    moe_status_t st = rep != NULL ? moe_report_write_all(rep, &err)
-                                  : moe_error_set(&err, MOE_ERR_NO_MEMORY, "no report");
-    if (st == MOE_OK) {
-        printf("moed: profile: window %lld written: %s\n", (long long)job->w + 1, job->dir);
-        fflush(stdout);
-    } else {
-        fprintf(stderr, "moed: warning: profile: window %lld: %s\n", (long long)job->w + 1,
-                err.msg);
-    }
-    moe_merge_destroy(job->m);
-    free(job);
-    atomic_fetch_add(&p->win_cpu_ns, moe_thread_cpu_ns()); /* a thread a window */
-    return NULL;
+    return p->rank;
 }
 
-static void win_join(moe_prof_t *p)
+int moe_rec_world(const moe_rec_t *p)
 {
-    if (p->win_writer_started) {
-        pthread_join(p->win_writer, NULL);
-        p->win_writer_started = false;
-    }
+    return p->world;
 }
 
-/* Rank 0 of a run without end, window w's records gathered: its own folder,
- * <run folder>/window-<w + 1>, merged here from the same records and written by a thread
- * (the previous window's joined first); the folder MOE_PROF_KEEP_WINDOWS windows older is
- * removed first (a few files: microseconds), so the newest that many are kept. */
-static void window_folder(moe_prof_t *p, int64_t w, moe_prof_record_t *set, const bool *have)
+MPI_Comm moe_rec_comm(const moe_rec_t *p)
 {
-    const char *run_dir = moe_merge_run_dir(p->merge);
-    win_join(p);
-    win_job_t *job = run_dir[0] != '\0' ? calloc(1, sizeof(*job)) : NULL;
-    if (job == NULL) {
-        return; /* no run folder: the end report says why */
-    }
-    job->p = p;
-    job->w = w;
-    snprintf(job->dir, sizeof(job->dir), "%s/window-%lld", run_dir, (long long)w + 1);
-    if (w >= MOE_PROF_KEEP_WINDOWS) { /* first: never more than that many folders */
-        char old[MOE_PATH_MAX + 32];
-        snprintf(old, sizeof(old), "%s/window-%lld", run_dir,
-                 (long long)(w + 1 - MOE_PROF_KEEP_WINDOWS));
-        if (access(old, F_OK) == 0 && nftw(old, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
-            fprintf(stderr, "moed: warning: profile: cannot remove %s (the newest %d are kept)\n",
-                    old, MOE_PROF_KEEP_WINDOWS);
-        }
-    }
-    moe_error_t err;
-    moe_error_clear(&err);
-    job->m = moe_merge_create_in(p->cfg, p->world, p->info.hosts, job->dir);
-    moe_status_t st = job->m != NULL ? moe_merge_window(job->m, set, have, p->win_begin_ns, &err)
-                                     : moe_error_set(&err, MOE_ERR_NO_MEMORY, "no memory");
-    if (st != MOE_OK) {
-        fprintf(stderr, "moed: warning: profile: window %lld: %s\n", (long long)w + 1, err.msg);
-        moe_merge_destroy(job->m);
-        free(job);
-        return;
-    }
-    for (int r = 1; r < p->world; r++) {
-        if (moe_cfg_rank_profiled(p->cfg, r) && !have[r]) {
-            moe_merge_note_missing(job->m, r, "no record of this window");
-        }
-    }
-    int64_t n = p->cfg->prof_measurement_steps;
-    job->run = (moe_prof_run_t){.steps_run = n, .steps_planned = n,
-                                .run_s = (double)(p->win_end_ns - p->win_begin_ns) * 1e-9,
-                                .config_text = p->od_config, .config_len = p->od_config_len,
-                                .deadline_s = prof_timeout_s(p)};
-    p->win_writer_started = pthread_create(&p->win_writer, NULL, win_main, job) == 0;
-    if (!p->win_writer_started) {
-        win_main(job);
-    }
+    return p->pcomm;
 }
 
-void moe_prof_destroy(moe_prof_t *p)
+const moe_config_t *moe_rec_cfg(const moe_rec_t *p)
+{
+    return p->cfg;
+}
+
+bool moe_rec_profiled(const moe_rec_t *p)
+{
+    return p->profiled;
+}
+
+double moe_rec_timeout_s(const moe_rec_t *p)
+{
+    return prof_timeout_s(p);
+}
+
+moe_prof_record_t *moe_rec_own(moe_rec_t *p)
+{
+    return &p->rec;
+}
+
+int64_t moe_rec_window_index(const moe_rec_t *p)
+{
+    return p->windows_gathered;
+}
+
+moe_status_t moe_rec_fire(moe_rec_t *p, const char *what, double waited_s, moe_error_t *err)
+{
+    return prof_fire(p, what, waited_s, err);
+}
+
+void moe_rec_destroy(moe_rec_t *p)
 {
     if (p == NULL) {
         return;
     }
     moe_sampler_stop(&p->sampler);
     moe_sampler_free(&p->sampler);
-    win_join(p);
     moe_prof_record_free(&p->rec);
     moe_prof_record_free(&p->mark);
-    moe_merge_destroy(p->merge);
-    for (int i = 0; i < p->num_pending; i++) {
-        moe_prof_record_free(&p->pending[i]);
-    }
-    free(p->pending);
-    free(p->final_seen);
-    free(p->rebalances);
     moe_wbuf_free(&p->sendbuf);
     /* a send still in flight (rank 0 gone) is abandoned with the process */
     if (p->pcomm != MPI_COMM_NULL && !moe_stop_requested()) {
@@ -489,7 +381,6 @@ void moe_prof_destroy(moe_prof_t *p)
     free(p->ov_calls);
     moe_prof_record_free(&p->od_own);
     moe_step_mem_close(&p->od_mem);
-    free(p->od_config);
     free(p->own_cfg);
     free(p->hosts);
     free(p);
@@ -521,7 +412,7 @@ static void copy_layer_figures(moe_prof_record_t *dst, const moe_prof_record_t *
 
 /* A recorded step's layers add to the window as they run; if the step never completes (a
  * stop mid-step), the window goes back to its mark, so only completed steps count. */
-static void step_abandon(moe_prof_t *p)
+static void step_abandon(moe_rec_t *p)
 {
     if (p->step_open) {
         copy_layer_figures(&p->rec, &p->mark);
@@ -530,7 +421,7 @@ static void step_abandon(moe_prof_t *p)
     }
 }
 
-void moe_prof_step_begin(moe_prof_t *p, int64_t step)
+void moe_rec_step_begin(moe_rec_t *p, int64_t step)
 {
     bool rec;
     p->step = step;
@@ -555,7 +446,7 @@ void moe_prof_step_begin(moe_prof_t *p, int64_t step)
     }
 }
 
-static void add_event(moe_prof_t *p, int kind, int layer, int id, int lane, int64_t ts,
+static void add_event(moe_rec_t *p, int kind, int layer, int id, int lane, int64_t ts,
                       int64_t dur, int64_t arg)
 {
     moe_prof_record_t *r = &p->rec;
@@ -569,7 +460,7 @@ static void add_event(moe_prof_t *p, int kind, int layer, int id, int lane, int6
                                                    .step = p->step, .arg = arg};
 }
 
-void moe_prof_rebalance(moe_prof_t *p, const moe_prof_rebalance_t *r)
+void moe_rec_rebalance(moe_rec_t *p, const moe_prof_rebalance_t *r)
 {
     if (p->profiled && p->cfg->prof_trace) {
         int64_t keep = p->step;
@@ -578,26 +469,10 @@ void moe_prof_rebalance(moe_prof_t *p, const moe_prof_rebalance_t *r)
                   r->end_ns - r->begin_ns, r->bytes);
         p->step = keep;
     }
-    if (p->rank != 0) {
-        return;
-    }
-    if (p->num_rebalances == p->cap_rebalances) {
-        int cap = p->cap_rebalances > 0 ? 2 * p->cap_rebalances : 16;
-        void *grown = realloc(p->rebalances, sizeof(*p->rebalances) * (size_t)cap);
-        if (grown == NULL) {
-            return; /* the report lacks this row; the run goes on */
-        }
-        p->rebalances = grown;
-        p->cap_rebalances = cap;
-    }
-    p->rebalances[p->num_rebalances++] = (moe_rep_rebalance_t){
-        .step = r->step, .moved = r->moved, .bytes = r->bytes,
-        .seconds = (double)r->critical_ns * 1e-9, .slowest_rank = r->slowest_rank,
-        .before = r->before, .after = r->after};
 }
 
 /* The record column of local expert le in the sample's layer (-1: none holds it). */
-static int record_column(const moe_prof_t *p, const moe_prof_layer_sample_t *s, int le,
+static int record_column(const moe_rec_t *p, const moe_prof_layer_sample_t *s, int le,
                          int expert)
 {
     const moe_prof_record_t *r = &p->rec;
@@ -612,7 +487,7 @@ static int record_column(const moe_prof_t *p, const moe_prof_layer_sample_t *s, 
 /* One histogram entry and metrics row per expert per layer: its busy time over all the
  * layer's chunks (with chunks 1 this is its one call, as before), booked under the expert
  * the slot held in this layer at this step. */
-static void record_experts(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+static void record_experts(moe_rec_t *p, const moe_prof_layer_sample_t *s)
 {
     moe_prof_record_t *r = &p->rec;
     for (int local = 0; local < s->num_local_experts; local++) {
@@ -637,7 +512,7 @@ static void record_experts(moe_prof_t *p, const moe_prof_layer_sample_t *s)
 }
 
 /* The trace: one event per exchange span (lane 2) and per expert call (lane 3 + local). */
-static void record_timeline(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+static void record_timeline(moe_rec_t *p, const moe_prof_layer_sample_t *s)
 {
     const moe_prof_record_t *r = &p->rec;
     if (!p->cfg->prof_trace) {
@@ -663,7 +538,7 @@ static void record_timeline(moe_prof_t *p, const moe_prof_layer_sample_t *s)
 
 /* Exchange in flight this layer (the union of its spans) and the part of it during this
  * rank's expert calls, through the scratch reserved at create. */
-static void record_overlap(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+static void record_overlap(moe_rec_t *p, const moe_prof_layer_sample_t *s)
 {
     int64_t inflight = 0, hidden = 0;
     moe_overlap_layer(s, p->ov_spans, 2 * p->chunks, p->ov_calls,
@@ -673,7 +548,7 @@ static void record_overlap(moe_prof_t *p, const moe_prof_layer_sample_t *s)
     p->rec.hidden_ns += hidden;
 }
 
-static void record_comm(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+static void record_comm(moe_rec_t *p, const moe_prof_layer_sample_t *s)
 {
     moe_prof_record_t *r = &p->rec;
     uint64_t rb = (uint64_t)p->info.row_bytes;
@@ -691,7 +566,7 @@ static void record_comm(moe_prof_t *p, const moe_prof_layer_sample_t *s)
     }
 }
 
-void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s)
+void moe_rec_layer(moe_rec_t *p, const moe_prof_layer_sample_t *s)
 {
     if (!p->recorded) {
         return;
@@ -724,7 +599,7 @@ void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s)
     }
 }
 
-static void record_step(moe_prof_t *p, int64_t begin_ns, int64_t end_ns)
+static void record_step(moe_rec_t *p, int64_t begin_ns, int64_t end_ns)
 {
     moe_prof_record_t *r = &p->rec;
     p->phase_acc[5] = end_ns - begin_ns;
@@ -750,7 +625,7 @@ static void record_step(moe_prof_t *p, int64_t begin_ns, int64_t end_ns)
 /* ---- records to rank 0 ----------------------------------------------------------- */
 
 /* Non-root: finish the previous send before reusing its buffer. */
-static moe_status_t send_wait(moe_prof_t *p, int64_t deadline_ns, bool honour_stop,
+static moe_status_t send_wait(moe_rec_t *p, int64_t deadline_ns, bool honour_stop,
                               moe_error_t *err)
 {
     if (!p->sending) {
@@ -766,7 +641,7 @@ static moe_status_t send_wait(moe_prof_t *p, int64_t deadline_ns, bool honour_st
 }
 
 /* Send what was recorded since the last part (then cleared). flags: MOE_PROF_FLAG_*. */
-static moe_status_t send_part(moe_prof_t *p, uint32_t flags, int64_t deadline_ns,
+static moe_status_t send_part(moe_rec_t *p, uint32_t flags, int64_t deadline_ns,
                               moe_error_t *err)
 {
     bool final = (flags & MOE_PROF_FLAG_FINAL) != 0;
@@ -782,7 +657,8 @@ static moe_status_t send_part(moe_prof_t *p, uint32_t flags, int64_t deadline_ns
         return MOE_ERR_NO_MEMORY;
     }
     st = MOE_MPI(MPI_Isend(p->sendbuf.data, (int)p->sendbuf.len, MPI_BYTE, 0,
-                           final ? TAG_FINAL : TAG_WINDOW, p->pcomm, &p->sendreq),
+                           final ? MOE_PROF_TAG_FINAL : MOE_PROF_TAG_WINDOW, p->pcomm,
+                           &p->sendreq),
                  err);
     if (st != MOE_OK) {
         return st;
@@ -793,222 +669,28 @@ static moe_status_t send_part(moe_prof_t *p, uint32_t flags, int64_t deadline_ns
     return final ? send_wait(p, deadline_ns, false, err) : MOE_OK;
 }
 
-/* Rank 0: keep a decoded record until its window can be merged. */
-static void pending_push(moe_prof_t *p, moe_prof_record_t *rec)
+/* Non-root, the end of a window: its last part to rank 0. */
+moe_status_t moe_rec_send_window_end(moe_rec_t *p, moe_error_t *err)
 {
-    if (p->num_pending == p->cap_pending) {
-        int cap = p->cap_pending ? 2 * p->cap_pending : 16;
-        moe_prof_record_t *n = realloc(p->pending, (size_t)cap * sizeof(*n));
-        if (n == NULL) {
-            moe_prof_record_free(rec);
-            return;
-        }
-        p->pending = n;
-        p->cap_pending = cap;
-    }
-    p->pending[p->num_pending++] = *rec;
-}
-
-/* Rank 0: an MPI call on rank r's records failed (why). Rank r is given up like a sender
- * that died: no longer waited for, and the report names it and is partial. */
-static void give_up_rank(moe_prof_t *p, int r, const moe_error_t *why)
-{
-    if (r <= 0 || r >= p->world || p->final_seen[r] || !moe_cfg_rank_profiled(p->cfg, r)) {
-        return;
-    }
-    fprintf(stderr, "moed: warning: profile records of rank %d lost: %s\n", r, why->msg);
-    if (p->merge != NULL) {
-        moe_merge_note_missing(p->merge, r, why->msg);
-    }
-    p->final_seen[r] = true;
-}
-
-/* Rank 0: receive one record if one is there. Returns true if it took one.
- * A record above the eager size is read from the sender's memory after the match; if the
- * sender died in between, that read never completes. So the receive is non-blocking and
- * abandoned when `poll` ends (its deadline, a stop it honours, a fault notice). A failed MPI
- * call gives up the sender; a failed probe (no sender known) every rank still awaited. */
-static bool receive_one(moe_prof_t *p, moe_poll_t *poll)
-{
-    int flag = 0;
-    MPI_Message msg;
-    MPI_Status status;
-    moe_error_t why;
-    if (MOE_MPI(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, p->pcomm, &flag, &msg, &status),
-                &why) != MOE_OK) {
-        for (int r = 1; r < p->world; r++) {
-            give_up_rank(p, r, &why);
-        }
-        return false;
-    }
-    if (!flag) {
-        return false;
-    }
-    int n = 0, done = 0, src = status.MPI_SOURCE;
-    if (MOE_MPI(MPI_Get_count(&status, MPI_BYTE, &n), &why) != MOE_OK) {
-        give_up_rank(p, src, &why); /* the matched message is left unreceived */
-        return false;
-    }
-    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf == NULL) {
-        moe_error_set(&why, MOE_ERR_NO_MEMORY, "no memory for a %d-byte record", n);
-        give_up_rank(p, src, &why);
-        return false;
-    }
-    MPI_Request req;
-    if (MOE_MPI(MPI_Imrecv(buf, n, MPI_BYTE, &msg, &req), &why) != MOE_OK) {
-        free(buf); /* the matched message is lost with its sender's record */
-        give_up_rank(p, src, &why);
-        return false;
-    }
-    while (!done) {
-        if (MOE_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE), &why) != MOE_OK) {
-            give_up_rank(p, src, &why);
-            return false; /* buf stays with MPI */
-        }
-        if (!done && moe_poll_next(poll) != MOE_OK) {
-            return false; /* a sender gone mid-message: buf stays with the pending receive */
-        }
-    }
-    moe_prof_record_t rec;
-    moe_error_t derr;
-    if (moe_prof_record_decode(buf, (size_t)n, &rec, &derr) != MOE_OK) {
-        fprintf(stderr, "moed: warning: record from rank %d dropped: %s\n", src, derr.msg);
-    } else if (rec.rank != src) {
-        fprintf(stderr, "moed: warning: rank %d sent a record for rank %d; dropped\n", src, rec.rank);
-        moe_prof_record_free(&rec);
-    } else {
-        p->final_seen[src] |= (rec.flags & MOE_PROF_FLAG_FINAL) != 0;
-        pending_push(p, &rec);
-    }
-    free(buf);
-    return true;
-}
-
-/* Rank 0: does it still wait for rank r's last part of window w? (Not profiled, its last
- * record arrived, or a part of w with the end flag or of a later window is here: no.) */
-static bool awaits_window_end(const moe_prof_t *p, int r, int64_t w)
-{
-    if (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]) {
-        return false;
-    }
-    for (int i = 0; i < p->num_pending; i++) {
-        const moe_prof_record_t *q = &p->pending[i];
-        if (q->rank == r && (q->window > w ||
-                             (q->window == w && (q->flags & MOE_PROF_FLAG_WINDOW_END)))) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool window_complete(const moe_prof_t *p, int64_t w)
-{
-    for (int r = 1; r < p->world; r++) {
-        if (awaits_window_end(p, r, w)) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Rank 0: merge the received records of window w together with `own` (rank 0's, may be
- * NULL), then forget them. Records of one window are merged as one set: idle time
- * compares the ranks' exchanges step by step. */
-static moe_status_t merge_group(moe_prof_t *p, int64_t w, moe_prof_record_t *own,
-                                moe_error_t *err)
-{
-    moe_prof_record_t *set = calloc((size_t)p->world, sizeof(*set));
-    bool *have = calloc((size_t)p->world, sizeof(bool));
-    moe_status_t st = set && have ? MOE_OK : MOE_ERR_NO_MEMORY;
-    if (st == MOE_OK && own != NULL) {
-        set[0] = *own; /* shallow: read only */
-        have[0] = true;
-    }
-    int kept = 0;
-    for (int i = 0; st == MOE_OK && i < p->num_pending; i++) {
-        moe_prof_record_t *rec = &p->pending[i];
-        if (rec->window != w) {
-            p->pending[kept++] = *rec;
-        } else if (!have[rec->rank]) { /* a rank's first part of w: taken over */
-            set[rec->rank] = *rec;
-            have[rec->rank] = true;
-        } else { /* its later parts, in the order they were sent, are folded in */
-            if (moe_record_absorb(&set[rec->rank], rec) != MOE_OK) {
-                fprintf(stderr, "moed: warning: a profile part of rank %d could not be merged\n",
-                        rec->rank);
-            }
-            moe_prof_record_free(rec);
-        }
-    }
-    if (st == MOE_OK) {
-        st = moe_merge_window(p->merge, set, have, p->t0_ns, err);
-        if (st == MOE_OK && p->win_folders && w == p->win_seen) { /* closed while running */
-            window_folder(p, w, set, have);
-        }
-        for (int r = 1; r < p->world; r++) {
-            if (have[r]) {
-                moe_prof_record_free(&set[r]);
-            }
-        }
-        p->num_pending = kept;
-        p->merged_windows = w + 1;
-    }
-    free(set);
-    free(have);
-    return st;
-}
-
-/* The end of a window: non-root ranks send its last part, rank 0 waits for every rank's
- * last part and merges the window. */
-static moe_status_t close_window(moe_prof_t *p, moe_error_t *err)
-{
-    moe_status_t st = MOE_OK;
-    int64_t w = p->windows_gathered;
-    if (p->rank != 0) {
-        int64_t deadline = prof_timeout_s(p) > 0
-                               ? moe_now_ns() + (int64_t)(prof_timeout_s(p) * 1e9) : 0;
-        st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, deadline, err) : MOE_OK;
-        if (st == MOE_ERR_TIMEOUT) {
-            st = prof_fire(p, "the profile window's send to rank 0", prof_timeout_s(p), err);
-        }
-    } else {
-        moe_poll_t poll;
-        moe_poll_begin(&poll, prof_timeout_s(p), true);
-        while (!window_complete(p, w)) {
-            moe_status_t pst = receive_one(p, &poll) ? MOE_OK : moe_poll_next(&poll);
-            if (pst == MOE_ERR_INTERRUPTED) { /* what came is kept for the final merge */
-                return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested");
-            }
-            if (pst != MOE_OK) {
-                return prof_fire(p, "the profile window's gather", moe_poll_waited_s(&poll),
-                                 err);
-            }
-        }
-        st = merge_group(p, w, p->profiled ? &p->rec : NULL, err);
-    }
-    if (st == MOE_OK) {
-        p->windows_gathered++;
-        reset_window(p);
+    int64_t deadline = prof_timeout_s(p) > 0
+                           ? moe_now_ns() + (int64_t)(prof_timeout_s(p) * 1e9) : 0;
+    moe_status_t st = p->profiled ? send_part(p, MOE_PROF_FLAG_WINDOW_END, deadline, err) : MOE_OK;
+    if (st == MOE_ERR_TIMEOUT) {
+        st = prof_fire(p, "the profile window's send to rank 0", prof_timeout_s(p), err);
     }
     return st;
 }
 
-/* Between window ends: non-root ranks send a part when PART_INTERVAL_NS has passed; rank 0
- * takes whatever has arrived, so senders never wait on it. */
-static moe_status_t stream_parts(moe_prof_t *p, int64_t now_ns, moe_error_t *err)
+void moe_rec_window_done(moe_rec_t *p)
 {
-    if (p->rank == 0) {
-        if (now_ns - p->last_probe_ns < PROBE_INTERVAL_NS) {
-            return MOE_OK;
-        }
-        p->last_probe_ns = now_ns;
-        moe_poll_t poll;
-        moe_poll_begin(&poll, prof_timeout_s(p), true);
-        while (receive_one(p, &poll)) {
-        }
-        return MOE_OK;
-    }
+    p->windows_gathered++;
+    reset_window(p);
+}
+
+/* Between window ends: non-root ranks send a part when PART_INTERVAL_NS has passed (rank 0
+ * takes whatever has arrived, so senders never wait on it). */
+moe_status_t moe_rec_stream(moe_rec_t *p, int64_t now_ns, moe_error_t *err)
+{
     if (p->profiled && p->rec.steps_recorded > 0 &&
         now_ns - p->last_send_ns >= PART_INTERVAL_NS) {
         int64_t deadline = prof_timeout_s(p) > 0
@@ -1021,107 +703,26 @@ static moe_status_t stream_parts(moe_prof_t *p, int64_t now_ns, moe_error_t *err
     return MOE_OK;
 }
 
-moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
-                               moe_error_t *err)
+void moe_rec_step_end(moe_rec_t *p, int64_t begin_ns, int64_t end_ns, int64_t *window,
+                      bool *closes)
 {
-    if (!p->have_t0) {
-        p->t0_ns = begin_ns;
-        p->have_t0 = true;
-    }
     p->step_open = false; /* completed: its layers count */
     if (p->recorded) {
         record_step(p, begin_ns, end_ns);
     }
-    if (p->window >= 0 && p->window != p->win_seen) {
-        p->win_seen = p->window; /* its first step */
-        p->win_begin_ns = begin_ns;
-    }
-    if (p->window >= 0 && p->closes) {
-        p->win_end_ns = end_ns;
-        return close_window(p, err);
-    }
-    moe_status_t st = stream_parts(p, end_ns, err);
-    return st == MOE_ERR_INTERRUPTED ? moe_error_set(err, st, "stop requested") : st;
-}
-
-/* Rank 0 at the end: collect the records still on their way until every profiled rank's
- * last one is here or the deadline passes; then merge what came, window by window. The
- * ranks whose last record did not come are noted in the report (why: the cause when known)
- * and counted in *missing. */
-static moe_status_t collect_final(moe_prof_t *p, double deadline_s, const char *why_known,
-                                  int *missing, moe_error_t *err)
-{
-    moe_poll_t poll;
-    moe_poll_begin(&poll, deadline_s, false);
-    for (;;) {
-        bool all = true;
-        for (int r = 1; r < p->world; r++) {
-            all = all && (!moe_cfg_rank_profiled(p->cfg, r) || p->final_seen[r]);
-        }
-        if (all || (!receive_one(p, &poll) && moe_poll_next(&poll) != MOE_OK)) {
-            break; /* its deadline, or a fault another rank reported: write what is here */
-        }
-    }
-    char why[160];
-    if (why_known != NULL) {
-        snprintf(why, sizeof(why), "%s", why_known);
-    } else {
-        snprintf(why, sizeof(why), "no last record within %.1f s (rank lost, killed or hung)",
-                 deadline_s);
-    }
-    *missing = 0;
-    for (int r = 1; r < p->world; r++) {
-        if (moe_cfg_rank_profiled(p->cfg, r) && !p->final_seen[r]) {
-            moe_merge_note_missing(p->merge, r, why);
-            ++*missing;
-        }
-    }
-    /* windows in order; rank 0's own last data joins the group of its own window index */
-    int64_t last = p->profiled ? p->windows_gathered : -1;
-    for (int i = 0; i < p->num_pending; i++) {
-        last = p->pending[i].window > last ? p->pending[i].window : last;
-    }
-    moe_status_t st = MOE_OK;
-    for (int64_t w = p->merged_windows; w <= last && st == MOE_OK; w++) {
-        st = merge_group(p, w, p->profiled && w == p->windows_gathered ? &p->rec : NULL, err);
-    }
-    return st;
-}
-
-/* Rank 0 has written the report: tell every rank, and see the notes leave (for at most
- * 0.5 s: a rank may be gone), so no rank waits for one that died with rank 0's exit. */
-static void announce_done(moe_prof_t *p)
-{
-    static const int one = 1;
-    MPI_Request *reqs = calloc((size_t)p->world, sizeof(MPI_Request));
-    if (reqs == NULL) {
-        return; /* the ranks' wait ends at its deadline */
-    }
-    for (int r = 1; r < p->world; r++) {
-        /* a failure is logged: the report is written, the ranks' wait ends at its deadline */
-        if (MOE_MPI(MPI_Isend(&one, 1, MPI_INT, r, TAG_DONE, p->pcomm, &reqs[r]), NULL) !=
-            MOE_OK) {
-            reqs[r] = MPI_REQUEST_NULL;
-        }
-    }
-    moe_poll_t poll;
-    moe_poll_begin(&poll, 0.5, false);
-    for (int r = 1; r < p->world; r++) {
-        if (reqs[r] != MPI_REQUEST_NULL && moe_poll_request(&reqs[r], &poll, NULL) != MOE_OK) {
-            break; /* left to the process's end */
-        }
-    }
-    free(reqs);
+    *window = p->window;
+    *closes = p->closes;
 }
 
 /* The other ranks stay until rank 0 has written the report: a rank that exits non-zero
  * first makes mpirun kill the whole job at once, rank 0 included. */
-static void await_done(moe_prof_t *p, int64_t deadline_ns)
+static void await_done(moe_rec_t *p, int64_t deadline_ns)
 {
     static int one;
     MPI_Request req;
     /* a failure is logged and ends the wait: this rank's part is done either way */
-    if (MOE_MPI(MPI_Irecv(&one, 1, MPI_INT, 0, TAG_DONE, p->pcomm, &req), NULL) != MOE_OK) {
+    if (MOE_MPI(MPI_Irecv(&one, 1, MPI_INT, 0, MOE_PROF_TAG_DONE, p->pcomm, &req), NULL) !=
+        MOE_OK) {
         return;
     }
     moe_poll_t poll;
@@ -1136,7 +737,7 @@ static void await_done(moe_prof_t *p, int64_t deadline_ns)
 /* The second clock estimate, for the drift; needs every rank alive and in step. A rank that
  * does not answer within step_timeout_s is the watchdog's (err set, MOE_ERR_TIMEOUT); a stop
  * or a failed MPI call only costs the estimate (the start's is kept). */
-static moe_status_t end_clock_sync(moe_prof_t *p, moe_error_t *err)
+moe_status_t moe_rec_end_sync(moe_rec_t *p, moe_error_t *err)
 {
     double *end_off = calloc((size_t)p->world, sizeof(double));
     double *end_unc = calloc((size_t)p->world, sizeof(double));
@@ -1158,8 +759,7 @@ static moe_status_t end_clock_sync(moe_prof_t *p, moe_error_t *err)
     return MOE_OK;
 }
 
-moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run_dir,
-                             size_t run_dir_len, moe_error_t *err)
+void moe_rec_run_end(moe_rec_t *p)
 {
     if (p->run_wall0_ns > 0) { /* the run: its steps, not the end's clock sync and gather */
         p->rec.cpu_run_ns = moe_cpu_ns() - p->run_cpu0_ns;
@@ -1167,71 +767,37 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
     }
     moe_sampler_stop(&p->sampler);
     step_abandon(p);
-    p->win_folders = false; /* the end report covers the rest */
-    win_join(p);
     p->rec.clock_offset_end_ns = p->rec.clock_offset_ns;
-    moe_error_t fault; /* the watchdog's verdict, reported once the report is written */
-    moe_error_clear(&fault);
-    moe_status_t fst = run->interrupted ? MOE_OK : end_clock_sync(p, &fault);
-    if (fst != MOE_OK && p->rank != 0) {
-        *err = fault;
-        return fst;
-    }
+}
+
+void moe_rec_last_part(moe_rec_t *p)
+{
     p->rec.rss_peak = atomic_load(&p->sampler.rss_peak);
     p->rec.dev_peak = atomic_load(&p->sampler.dev_peak);
     moe_sampler_collect(&p->sampler, &p->rec);
     p->rec.flags = MOE_PROF_FLAG_FINAL;
-    int64_t deadline = moe_now_ns() + (int64_t)(run->deadline_s * 1e9);
+}
+
+moe_status_t moe_rec_send_final(moe_rec_t *p, int64_t deadline_ns, int64_t done_deadline_ns,
+                                moe_error_t *err)
+{
     moe_status_t st = MOE_OK;
-    if (p->rank != 0) {
-        if (p->profiled) {
-            st = send_part(p, MOE_PROF_FLAG_FINAL, deadline, err);
-        }
-        /* rank 0 waits run->deadline_s for records, then writes: allow for both */
-        await_done(p, deadline + (int64_t)(run->deadline_s * 1e9) + 5000000000LL);
-        return st == MOE_ERR_TIMEOUT
-                   ? moe_error_set(err, st, "rank 0 did not take the last profile record")
-                   : st;
+    if (p->profiled) {
+        st = send_part(p, MOE_PROF_FLAG_FINAL, deadline_ns, err);
     }
-    int missing = 0;
-    const char *why = fst != MOE_OK ? "the watchdog ended the run before its last record "
-                                      "(see the error)"
-                                    : run->missing_why;
-    st = collect_final(p, fst != MOE_OK ? 0.2 : run->deadline_s, why, &missing, err);
-    moe_report_t *rep = st == MOE_OK ? moe_merge_finish(p->merge, run, &p->info) : NULL;
-    if (rep != NULL && rep->rebalances == NULL) {
-        rep->rebalances = p->rebalances; /* the report owns them from here */
-        rep->num_rebalances = p->num_rebalances;
-        p->rebalances = NULL;
-        p->num_rebalances = p->cap_rebalances = 0;
-    }
-    if (rep != NULL) {
-        st = moe_report_write_all(rep, err);
-        moe_report_print_headline(rep, stdout);
-        if (run_dir != NULL) {
-            snprintf(run_dir, run_dir_len, "%s", rep->run_dir);
-        }
-    }
-    fflush(stdout);
-    announce_done(p);
-    if (fst == MOE_OK && missing > 0 && !run->interrupted && run->missing_why == NULL) {
-        /* a complete run whose ranks do not all end: the watchdog names them */
-        fst = prof_fire(p, "the last profile records", run->deadline_s, &fault);
-    }
-    if (fst != MOE_OK) {
-        *err = fault;
-        return fst;
-    }
-    return st;
+    await_done(p, done_deadline_ns);
+    return st == MOE_ERR_TIMEOUT
+               ? moe_error_set(err, st, "rank 0 did not take the last profile record")
+               : st;
 }
 
 /* ---- on-demand windows ------------------------------------------------------------ */
 
-#define OD_GRACE_NS 10000000000LL /* rank 0 waits this long after its close for the rest */
+#define OD_GRACE_NS 10000000000LL /* a non-root rank's bound on its window's last send */
 
-moe_status_t moe_prof_od_create(const moe_config_t *cfg, MPI_Comm comm,
-                                const moe_prof_static_t *info, int64_t max_steps,
-                                moe_prof_t **out, moe_error_t *err)
+moe_status_t moe_rec_od_create(const moe_config_t *cfg, MPI_Comm comm,
+                               const moe_prof_static_t *info, int64_t max_steps,
+                               moe_rec_t **out, moe_error_t *err)
 {
     int world = 0;
     moe_status_t st = MOE_MPI(MPI_Comm_size(comm, &world), err);
@@ -1260,7 +826,7 @@ moe_status_t moe_prof_od_create(const moe_config_t *cfg, MPI_Comm comm,
         free(hosts);
         return st;
     }
-    moe_prof_t *p = *out;
+    moe_rec_t *p = *out;
     p->own_cfg = own;
     p->hosts = hosts;
     p->info.hosts = (const char (*)[64])hosts;
@@ -1271,18 +837,10 @@ moe_status_t moe_prof_od_create(const moe_config_t *cfg, MPI_Comm comm,
         fprintf(stderr, "moed: warning: on-demand windows: /proc/self/statm not readable: no "
                         "memory series\n");
     }
-    if (p->rank == 0 && info->config_text != NULL) {
-        p->od_config = malloc(info->config_len + 1);
-        if (p->od_config != NULL) {
-            memcpy(p->od_config, info->config_text, info->config_len);
-            p->od_config[info->config_len] = '\0';
-            p->od_config_len = info->config_len;
-        }
-    }
     return MOE_OK;
 }
 
-void moe_prof_od_arm(moe_prof_t *p, int64_t first, int64_t last, const bool *ranks)
+void moe_rec_od_arm(moe_rec_t *p, int64_t first, int64_t last, const bool *ranks)
 {
     moe_config_t *c = p->own_cfg;
     c->prof_all_ranks = ranks == NULL;
@@ -1305,8 +863,13 @@ void moe_prof_od_arm(moe_prof_t *p, int64_t first, int64_t last, const bool *ran
     p->od_armed = last >= first;
 }
 
+bool moe_rec_od_in_window(const moe_rec_t *p)
+{
+    return p->window >= 0;
+}
+
 /* Rank 0: its own record of the window, copied (encode, decode) so the recorder can go on. */
-static void od_keep_own(moe_prof_t *p)
+static void od_keep_own(moe_rec_t *p)
 {
     moe_wbuf_t w;
     moe_error_t why;
@@ -1320,8 +883,8 @@ static void od_keep_own(moe_prof_t *p)
     moe_wbuf_free(&w);
 }
 
-/* The window's last step on this rank: its last part to rank 0, or rank 0 starts taking. */
-static void od_close(moe_prof_t *p, int64_t end_ns)
+/* The window's last step on this rank: its last part to rank 0, or rank 0 keeps its own. */
+static void od_close(moe_rec_t *p)
 {
     p->od_armed = false;
     if (p->rank != 0) {
@@ -1334,67 +897,13 @@ static void od_close(moe_prof_t *p, int64_t end_ns)
         }
     } else {
         od_keep_own(p);
-        p->od_end_ns = end_ns;
-        p->od_close_ns = moe_now_ns();
-        p->od_gathering = true;
     }
     p->windows_gathered++;
     reset_window(p);
 }
 
-/* Rank 0: the window's records, gathered: moved into out. */
-static bool od_take(moe_prof_t *p, moe_od_set_t *out)
+bool moe_rec_od_step_end(moe_rec_t *p, int64_t step, int64_t begin_ns, int64_t end_ns)
 {
-    memset(out, 0, sizeof(*out));
-    out->world = p->world;
-    out->cfg = malloc(sizeof(*out->cfg));
-    out->hosts = calloc((size_t)p->world, sizeof(*out->hosts));
-    out->recs = calloc((size_t)p->world, sizeof(*out->recs));
-    out->have = calloc((size_t)p->world, sizeof(bool));
-    if (!out->cfg || !out->hosts || !out->recs || !out->have) {
-        moe_od_set_free(out);
-        return false;
-    }
-    *out->cfg = *p->own_cfg;
-    memcpy(out->hosts, p->hosts, (size_t)p->world * sizeof(*out->hosts));
-    out->info = p->info;
-    out->info.hosts = (const char (*)[64])out->hosts;
-    out->t0_ns = p->od_t0_ns;
-    out->first = p->od_first;
-    out->last = p->od_last;
-    out->seconds = (double)(p->od_end_ns - p->od_t0_ns) * 1e-9;
-    out->grace_s = (double)OD_GRACE_NS * 1e-9;
-    out->config_text = p->od_config;
-    out->config_len = p->od_config_len;
-    if (p->od_own_have) {
-        out->recs[0] = p->od_own;
-        out->have[0] = true;
-        memset(&p->od_own, 0, sizeof(p->od_own));
-        p->od_own_have = false;
-    }
-    int kept = 0;
-    for (int i = 0; i < p->num_pending; i++) {
-        moe_prof_record_t *rec = &p->pending[i];
-        if (rec->window != p->od_w) {
-            p->pending[kept++] = *rec;
-        } else if (!out->have[rec->rank]) {
-            out->recs[rec->rank] = *rec;
-            out->have[rec->rank] = true;
-        } else {
-            (void)moe_record_absorb(&out->recs[rec->rank], rec);
-            moe_prof_record_free(rec);
-        }
-    }
-    p->num_pending = kept;
-    return true;
-}
-
-bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
-                          moe_od_set_t *out)
-{
-    if (p->window < 0 && !p->od_gathering) {
-        return false; /* no window: nothing to record, nothing to poll */
-    }
     p->step_open = false;
     if (p->window >= 0 && step == p->od_first) {
         p->od_t0_ns = begin_ns;
@@ -1405,29 +914,19 @@ bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t
                           MOE_STEP_MEM_MAX);
     }
     if (p->window >= 0 && p->closes) {
-        od_close(p, end_ns);
-    } else if (p->window >= 0 && p->rank != 0) {
+        od_close(p);
+        return true;
+    }
+    if (p->window >= 0 && p->rank != 0) {
         moe_error_t err;
-        if (stream_parts(p, end_ns, &err) != MOE_OK) {
+        if (moe_rec_stream(p, end_ns, &err) != MOE_OK) {
             fprintf(stderr, "moed: warning: on-demand window: %s\n", err.msg);
         }
     }
-    if (p->rank != 0) {
-        return false;
-    }
-    moe_poll_t poll;
-    moe_poll_begin(&poll, prof_timeout_s(p), true);
-    while (receive_one(p, &poll)) {
-    }
-    if (!p->od_gathering || (!window_complete(p, p->od_w) &&
-                             moe_now_ns() - p->od_close_ns < OD_GRACE_NS)) {
-        return false;
-    }
-    p->od_gathering = false;
-    return od_take(p, out);
+    return false;
 }
 
-void moe_prof_od_cut(moe_prof_t *p, int64_t last)
+void moe_rec_od_cut(moe_rec_t *p, int64_t last)
 {
     if (!p->od_armed) {
         return; /* closed here already, or never armed: nothing to shorten */
@@ -1441,9 +940,10 @@ void moe_prof_od_cut(moe_prof_t *p, int64_t last)
     }
 }
 
-bool moe_prof_od_end(moe_prof_t *p, int64_t step, int64_t end_ns, int64_t deadline_ns)
+bool moe_rec_od_end(moe_rec_t *p, int64_t step, int64_t deadline_ns)
 {
     step_abandon(p); /* a step stopped in flight counts for nothing */
+    bool closed = false;
     if (p->od_armed && step >= p->od_first && step < p->od_last) {
         p->od_last = step;
         p->own_cfg->prof_measurement_steps = step - p->od_first + 1;
@@ -1465,98 +965,36 @@ bool moe_prof_od_end(moe_prof_t *p, int64_t step, int64_t end_ns, int64_t deadli
             }
         } else if (p->rank == 0) {
             od_keep_own(p);
-            p->od_end_ns = end_ns;
-            p->od_close_ns = moe_now_ns();
-            p->od_gathering = true;
         }
         p->windows_gathered++;
         reset_window(p);
+        closed = true;
     } else if (p->od_armed && step < p->od_first) {
         p->od_armed = false; /* not begun: nothing recorded */
         reset_window(p);
     }
-    return p->rank == 0 && p->od_gathering;
+    return closed;
 }
 
-bool moe_prof_od_collect(moe_prof_t *p, int64_t deadline_ns, moe_od_set_t *out)
+void moe_rec_od_window(const moe_rec_t *p, const moe_config_t **cfg,
+                       const moe_prof_static_t **info, int64_t *w, int64_t *first,
+                       int64_t *last, int64_t *t0_ns)
 {
-    if (p->rank != 0 || !p->od_gathering) {
+    *cfg = p->own_cfg;
+    *info = &p->info;
+    *w = p->od_w;
+    *first = p->od_first;
+    *last = p->od_last;
+    *t0_ns = p->od_t0_ns;
+}
+
+bool moe_rec_od_take_own(moe_rec_t *p, moe_prof_record_t *dst)
+{
+    if (!p->od_own_have) {
         return false;
     }
-    moe_poll_t poll;
-    moe_poll_begin_at(&poll, deadline_ns, false);
-    while (!window_complete(p, p->od_w)) {
-        if (!receive_one(p, &poll) && moe_poll_next(&poll) != MOE_OK) {
-            break; /* its deadline: written without the ranks still missing */
-        }
-    }
-    p->od_gathering = false;
-    bool ok = od_take(p, out);
-    if (ok) {
-        double waited = (double)(deadline_ns - p->od_close_ns) * 1e-9;
-        out->grace_s = waited > 0 ? waited : 0;
-    }
-    return ok;
-}
-
-moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *err)
-{
-    moe_merge_t *m = moe_merge_create_in(set->cfg, set->world,
-                                         (const char (*)[64])set->hosts, dir);
-    if (m == NULL) {
-        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: cannot allocate the report", dir);
-    }
-    char why[96];
-    snprintf(why, sizeof(why), "no record within %.1f s of the window's end", set->grace_s);
-    for (int r = 0; r < set->world; r++) {
-        if (moe_cfg_rank_profiled(set->cfg, r) && !set->have[r]) {
-            moe_merge_note_missing(m, r, why);
-        } else if (set->have[r]) {
-            /* each rank's whole window is here: the merge takes its memory series and peak
-             * as a run's last record's; a window has no second clock estimate */
-            set->recs[r].flags |= MOE_PROF_FLAG_FINAL;
-            set->recs[r].clock_offset_end_ns = set->recs[r].clock_offset_ns;
-        }
-    }
-    moe_status_t st = moe_merge_window(m, set->recs, set->have, set->t0_ns, err);
-    if (st == MOE_OK) {
-        int64_t n = set->last - set->first + 1;
-        moe_prof_run_t run = {.steps_run = n, .steps_planned = set->planned > 0 ? set->planned : n,
-                              .run_s = set->seconds, .deadline_s = set->grace_s,
-                              .interrupted = set->interrupted, .config_text = set->config_text,
-                              .config_len = set->config_len};
-        moe_report_t *rep = moe_merge_finish(m, &run, &set->info);
-        if (rep != NULL && set->short_why[0] != '\0') { /* cut short: partial, and why */
-            size_t used = strlen(rep->missing);
-            snprintf(rep->missing + used, sizeof(rep->missing) - used, "%s%s",
-                     rep->partial ? "; " : "", set->short_why);
-            rep->partial = true;
-        }
-        st = rep != NULL ? moe_report_write_all(rep, err)
-                         : moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: no report", dir);
-    }
-    moe_merge_destroy(m);
-    return st;
-}
-
-void moe_od_set_free(moe_od_set_t *set)
-{
-    if (set == NULL) {
-        return;
-    }
-    for (int r = 0; set->recs != NULL && r < set->world; r++) {
-        if (set->have[r]) {
-            moe_prof_record_free(&set->recs[r]);
-        }
-    }
-    free(set->recs);
-    free(set->have);
-    free(set->cfg);
-    free(set->hosts);
-    memset(set, 0, sizeof(*set));
-}
-
-int moe_prof_compare_main(int argc, char **argv, FILE *out)
-{
-    return moe_report_compare_main(argc, argv, out);
+    *dst = p->od_own;
+    memset(&p->od_own, 0, sizeof(p->od_own));
+    p->od_own_have = false;
+    return true;
 }

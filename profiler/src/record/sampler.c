@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "record/prof_int.h"
+#include "record/record.h"
 #include "moe/clock.h"
 
 /* RSS from /proc/self/statm (second field, in pages); 0 if unreadable. */

@@ -18,6 +18,7 @@
 #include "moe/config.h"
 #include "moe/hist.h"
 #include "moe/phase.h"
+#include "moe/prof_record.h"
 #include "moe/status.h"
 
 /* Per-step statistics of one quantity: sum over recorded steps and the per-step extremes. */
@@ -163,26 +164,8 @@ typedef struct moe_rep_step {
     int64_t phase_ns[MOE_PHASE_COUNT];
 } moe_rep_step_t;
 
-/* Trace events, already aligned and relative to t0_ns. */
-typedef enum {
-    MOE_TEV_PHASE = 0,    /* id = phase (MOE_PHASE_*), layer set; lane "phases" */
-    MOE_TEV_EXPERT = 1,   /* one expert call: id = expert id, layer set, arg = rows; lane per
-                             local expert */
-    MOE_TEV_STEP = 2,     /* id = step; lane "steps" */
-    MOE_TEV_EXCHANGE = 3, /* one row exchange in flight: id = MOE_PROF_SPAN_* (0 dispatch,
-                             1 combine), layer set, arg = chunk; lane "exchange" */
-    MOE_TEV_REBALANCE = 4, /* an online rebalance between steps: id = experts moved,
-                              arg = bytes, step = the first step after it; lane "steps" */
-} moe_tev_kind_t;
-
-/* Trace lanes of a rank: steps, phases, exchanges, then one per local expert. */
-enum {
-    MOE_LANE_STEPS = 0,
-    MOE_LANE_PHASES = 1,
-    MOE_LANE_EXCHANGE = 2,
-    MOE_LANE_EXPERT0 = 3, /* + local expert index */
-};
-
+/* Trace events, already aligned and relative to t0_ns (kinds and lanes: moe_tev_kind_t,
+ * MOE_LANE_* in moe/prof_record.h, as the ranks record them). */
 typedef struct moe_rep_event {
     int64_t ts_ns;
     int64_t dur_ns;

@@ -39,6 +39,9 @@
 #define MOE_PROF_HEADER_SIZE 32
 #define MOE_PROF_FLAG_FINAL 1u      /* the rank's last record */
 #define MOE_PROF_FLAG_WINDOW_END 2u /* the last part of its window */
+/* The record stream's messages on the profiler's communicator: a rank's parts to rank 0
+ * (record/), and rank 0's note that the report is written (gather/). */
+enum { MOE_PROF_TAG_WINDOW = 4401, MOE_PROF_TAG_FINAL = 4402, MOE_PROF_TAG_DONE = 4403 };
 
 typedef struct moe_rec_step {
     int64_t step;
@@ -68,6 +71,26 @@ typedef struct moe_rec_event {
     int64_t step;
     int64_t arg;
 } moe_rec_event_t;
+
+/* An event's kind (moe_rec_event_t.kind; the report's trace events keep it). */
+typedef enum {
+    MOE_TEV_PHASE = 0,    /* id = phase (MOE_PHASE_*), layer set; lane "phases" */
+    MOE_TEV_EXPERT = 1,   /* one expert call: id = expert id, layer set, arg = rows; lane per
+                             local expert */
+    MOE_TEV_STEP = 2,     /* id = step; lane "steps" */
+    MOE_TEV_EXCHANGE = 3, /* one row exchange in flight: id = MOE_PROF_SPAN_* (0 dispatch,
+                             1 combine), layer set, arg = chunk; lane "exchange" */
+    MOE_TEV_REBALANCE = 4, /* an online rebalance between steps: id = experts moved,
+                              arg = bytes, step = the first step after it; lane "steps" */
+} moe_tev_kind_t;
+
+/* Trace lanes of a rank: steps, phases, exchanges, then one per local expert. */
+enum {
+    MOE_LANE_STEPS = 0,
+    MOE_LANE_PHASES = 1,
+    MOE_LANE_EXCHANGE = 2,
+    MOE_LANE_EXPERT0 = 3, /* + local expert index */
+};
 
 typedef struct moe_rec_mem {
     int64_t t_ns;                       /* local clock */
