@@ -3,7 +3,7 @@
 #ifndef MOE_FACADE_H
 #define MOE_FACADE_H
 
-#include "gather/gather.h" /* moe_od_set_t, moe_od_set_free */
+#include "gather/gather.h" /* moe_od_set_t */
 
 /* On-demand windows (the live path's POST /profile): a second recorder on its own
  * communicator whose windows are set at run time, not by the schedule. The ranks record
@@ -20,7 +20,7 @@ moe_status_t moe_prof_od_create(const moe_config_t *cfg, MPI_Comm comm,
 /* Every rank, once it knows the window: steps first..last, ranks[W] (NULL: all). */
 void moe_prof_od_arm(moe_prof_t *p, int64_t first, int64_t last, const bool *ranks);
 /* Every rank after each step (in place of moe_prof_step_end). Rank 0: true when a window's
- * set is complete, moved into *out (free it with moe_od_set_free). */
+ * set is complete, moved into *out (free it with moe_prof_od_free). */
 bool moe_prof_od_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, int64_t end_ns,
                           moe_od_set_t *out);
 /* Every rank: rank 0 has told a nearer last step for the armed window (DELETE /profile):
@@ -36,5 +36,7 @@ bool moe_prof_od_end(moe_prof_t *p, int64_t step, int64_t end_ns, int64_t deadli
 bool moe_prof_od_collect(moe_prof_t *p, int64_t deadline_ns, moe_od_set_t *out);
 /* Merge the set and write the full report folder `dir` (whole or absent, INCOMPLETE). */
 moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *err);
+/* Free a set's contents (accepts an empty or already freed set). */
+void moe_prof_od_free(moe_od_set_t *set);
 
 #endif /* MOE_FACADE_H */

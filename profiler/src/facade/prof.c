@@ -261,3 +261,8 @@ moe_status_t moe_prof_od_write(moe_od_set_t *set, const char *dir, moe_error_t *
 {
     return moe_gather_od_write(set, dir, err);
 }
+
+void moe_prof_od_free(moe_od_set_t *set)
+{
+    moe_od_set_free(set);
+}

@@ -409,7 +409,7 @@ static void window_write(moe_live_t *lv, live_window_t *w)
     if (!lv->writer_started) {
         snprintf(lv->view->last_error, sizeof(lv->view->last_error),
                  "cannot start the window writer");
-        moe_od_set_free(&lv->od_set);
+        moe_prof_od_free(&lv->od_set);
         w->state = LIVE_WIN_IDLE;
     }
 }
@@ -876,7 +876,7 @@ void moe_live_destroy(moe_live_t *lv)
     for (int r = 0; lv->inbox != NULL && r < lv->world; r++) {
         free(lv->inbox[r]);
     }
-    moe_od_set_free(&lv->od_set);
+    moe_prof_od_free(&lv->od_set);
     moe_prof_destroy(lv->od);
     free(lv->inbox);
     free(lv->inbox_len);

@@ -20,7 +20,7 @@ void moe_live_window_write(live_view_t *v, moe_od_set_t *set)
     moe_error_t err;
     moe_error_clear(&err);
     moe_status_t st = moe_prof_od_write(set, folder, &err);
-    moe_od_set_free(set);
+    moe_prof_od_free(set);
     if (st == MOE_OK) {
         MOE_INFO("live: window %lld written: %s", (long long)id, folder);
     } else {
