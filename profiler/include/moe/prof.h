@@ -192,7 +192,7 @@ int moe_prof_compare_main(int argc, char **argv, FILE *out);
  * input: nothing written). */
 int moe_prof_plan_main(int argc, char **argv, FILE *out);
 
-/* The live path (profiler.listen; README "Live endpoint"). Every rank keeps small
+/* The live path (profiler.listen; docs/live.md). Every rank keeps small
  * cumulative counters and sends them to rank 0 at step boundaries (one non-blocking
  * message at most every 200 ms); rank 0 serves them over HTTP from its own threads.
  * On-demand windows (POST /profile) record with a second recorder of the profiler's own

@@ -21,7 +21,7 @@
 #include "moe/mpi_check.h"
 #include "moe/poll.h"
 
-/* A run without end: window folders kept (README "Profiler"); the oldest goes first. */
+/* A run without end: window folders kept (docs/profiler.md "A run without end"); the oldest goes first. */
 #define MOE_PROF_KEEP_WINDOWS 10
 /* Rank 0 looks for parts between window ends at most this often: parts come at most every
  * 250 ms per rank (record/), and a probe is an MPI progress call (microseconds, a yield

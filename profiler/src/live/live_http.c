@@ -17,7 +17,7 @@
 #include "moe/clock.h"
 #include "moe/log.h"
 
-/* Bounds on what a client may take (README "Live endpoint"). */
+/* Bounds on what a client may take (docs/live.md). */
 #define HTTP_THREADS 2
 #define HTTP_MAX_CONNECTIONS 64
 #define HTTP_MAX_PER_IP 32

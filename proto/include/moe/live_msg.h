@@ -1,4 +1,4 @@
-/* The live path's messages (profiler.listen; README "Live endpoint"): every rank's
+/* The live path's messages (profiler.listen; docs/live.md): every rank's
  * cumulative counters to rank 0, and rank 0's window control to every rank.
  *
  * Counters (tag MOE_LIVE_TAG_DATA, MPI_INT64_T): an array of int64. All ranks run the same

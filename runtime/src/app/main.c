@@ -31,7 +31,7 @@
 #include "model/checkpoint.h"
 #include "model/weights.h"
 
-/* Exit codes (README "Exit codes"). */
+/* Exit codes (docs/faults.md "Exit codes"). */
 enum {
     EXIT_OK = 0,
     EXIT_RUNTIME = 1,  /* MPI / peer / internal failure during the run */
@@ -624,8 +624,8 @@ static void stop_handshake(const moe_engine_t *eng, int rank)
 
 /* The run stopped (a signal here or on another rank, mpirun ending the job). A deliberate
  * stop is a normal end: rank 0 says after how many steps, the tokens/s of the completed
- * steps, and writes their report (its path follows in the headline); exit 130 (README
- * "Exit codes"). mpirun ending the job for a rank it lost is a failure: rank 0 names the
+ * steps, and writes their report (its path follows in the headline); exit 130
+ * (docs/faults.md "Exit codes"). mpirun ending the job for a rank it lost is a failure: rank 0 names the
  * ranks that do not answer, as an error. Point to point only from here (ranks left
  * different collectives in flight), and no MPI_Finalize. */
 static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *text, size_t len,

@@ -5,7 +5,7 @@
  * later on something these could have seen: a transport or device this build lacks, a
  * weights or input file that is not there, an output folder that cannot be written (found
  * today only after the whole run). Paths are used as written: a relative path is relative
- * to the working directory of the process (README "Relative paths"). */
+ * to the working directory of the process (docs/config.md "Relative paths"). */
 #ifndef MOE_APP_PREFLIGHT_H
 #define MOE_APP_PREFLIGHT_H
 
@@ -29,7 +29,7 @@ moe_build_caps_t moe_build_caps(void);
 /* "transports: mpi ucx; devices: cpu" — the line `moed --version` prints. */
 void moe_build_caps_print(const moe_build_caps_t *caps, FILE *out);
 
-/* What a failed check is about; the caller turns it into an exit code (README "Exit codes"). */
+/* What a failed check is about; the caller turns it into an exit code (docs/faults.md "Exit codes"). */
 typedef enum {
     MOE_PREFLIGHT_OK = 0,
     MOE_PREFLIGHT_CONFIG, /* the config asks for what this build cannot do (exit 3) */

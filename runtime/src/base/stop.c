@@ -25,8 +25,8 @@ static int64_t g_launcher_seen_ns = 0;
 #define LAUNCHER_RESUMED_NS 2000000000LL /* a SIGCONT this soon after it was seen stopped */
 
 /* mpirun ends a job (Ctrl-C, a lost rank, MPI_Abort) with SIGCONT to every rank, then
- * SIGTERM only odls_base_sigkill_timeout later, and SIGKILL soon after: with the README's
- * 10 s, a rank that waits for SIGTERM loses 10 s, and then has little time. But mpirun also
+ * SIGTERM only odls_base_sigkill_timeout later, and SIGKILL soon after: with the 10 s of
+ * docs/faults.md, a rank that waits for SIGTERM loses 10 s, and then has little time. But mpirun also
  * passes on a SIGCONT it receives itself (ess_base_forward_signals): after a pause of mpirun
  * alone (SIGSTOP, then SIGCONT) the ranks, which ran on, get one too. Rank 0 judges: a
  * SIGCONT to it while it was running (it polled within the last 0.5 s) is mpirun ending the
