@@ -11,11 +11,11 @@ long_job() {
 }
 
 # start_bg ARGS...: mpirun in the background under timeout (its pid in $job), which passes
-# SIGINT/SIGTERM on to mpirun and ends a hung run after 90 s. --foreground: otherwise
+# SIGINT/SIGTERM on to mpirun and ends a hung run after 240 s. --foreground: otherwise
 # timeout also signals its process group, and mpirun takes a second SIGINT as "kill now".
 start_bg() {
   # shellcheck disable=SC2086
-  timeout --foreground -k 5 90 mpirun $MPIRUN_FLAGS -np 3 "$MOED" "$@" > run.log 2> err.log &
+  timeout --foreground -k 5 240 mpirun $MPIRUN_FLAGS -np 3 "$MOED" "$@" > run.log 2> err.log &
   job=$!
 }
 # wait_job: exit code of the background mpirun, and how long it took after $1 (ns stamp).
@@ -33,11 +33,12 @@ rank_pid() {
   done
 }
 # wait_running N: until rank 0 has merged records of step N or later (metrics.csv, or its
-# .part while the run goes on, gets them as windows close), at most 90 s: a fixed sleep
-# was too short on a loaded machine or under sanitizers, where start-up alone can take it.
+# .part while the run goes on, gets them as windows close, in batches), at most 180 s: a
+# fixed sleep was too short on a loaded machine or under sanitizers, where start-up alone
+# can take it, and 90 s once too short at a load of 25 on 2 cores.
 wait_running() {
   local want=${1:-6} waited=0 f last
-  while (( waited < 900 )); do
+  while (( waited < 1800 )); do
     for f in "$WORK"/experiments/*/metrics.csv.part "$WORK"/experiments/*/metrics.csv; do
       [[ -f $f ]] || continue
       last=$(awk -F, 'NR > 1 && $1 + 0 > m { m = $1 + 0 } END { print m + 0 }' "$f")
@@ -46,7 +47,7 @@ wait_running() {
     kill -0 "$job" 2> /dev/null || { cat err.log; fail "the run ended before step $want"; }
     sleep 0.1; waited=$((waited + 1))
   done
-  fail "no record of step $want within 90 s"
+  fail "no record of step $want within 180 s"
 }
 
 case "$1" in

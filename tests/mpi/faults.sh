@@ -20,12 +20,12 @@ job() {
     | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 2\n  measurement_steps: 5\n  repeat: 0/'
 }
 
-# run_bg [ENV=VALUE ...]: the job in the background (pid $job), bounded at 90 s.
+# run_bg [ENV=VALUE ...]: the job in the background (pid $job), bounded at 240 s.
 run_bg() {
   local xs=()
   for kv in "$@"; do xs+=(-x "$kv"); done
   # shellcheck disable=SC2086
-  timeout --foreground -k 5 90 mpirun $MPIRUN_FLAGS -np 3 "${xs[@]}" "$MOED" --config c.yaml \
+  timeout --foreground -k 5 240 mpirun $MPIRUN_FLAGS -np 3 "${xs[@]}" "$MOED" --config c.yaml \
     "${PROGRESS:---no-progress}" > run.log 2> err.log &
   job=$!
   t_start=$(date +%s%N)
@@ -36,7 +36,7 @@ finish() {
   took_ms=$(( ($(date +%s%N) - ${t_event:-$t_start}) / 1000000 ))
   echo "exit $code after ${took_ms} ms (bound $1 s)"
   grep -v '^\s*$' err.log | grep -v -- '----' | head -12 || true
-  (( took_ms < 90000 )) || fail "the job hung: killed by the test's timeout"
+  [[ $code -ne 124 ]] || fail "the job hung: killed by the test's timeout"
   (( took_ms <= $1 * 1000 )) || fail "took ${took_ms} ms, bound $1 s"
 }
 rank_pid() {
@@ -47,9 +47,11 @@ rank_pid() {
   done
 }
 # wait_steps N: until rank 0 has streamed N lines to metrics.csv (the run is in its steps;
-# the file is metrics.csv.part until the report is complete), at most 60 s.
+# the file is metrics.csv.part until the report is complete), at most 180 s: rank 0 merges
+# the windows' rows in batches (the first came after 18 s at a load of 9 on 2 cores; a
+# 60 s bound failed at a load of 25), and the bound on the fault comes after, in finish.
 wait_steps() {
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 1800); do
     f=$(ls "$WORK"/experiments/*/metrics.csv.part "$WORK"/experiments/*/metrics.csv \
           2> /dev/null | head -1 || true)
     [[ -n "$f" && $(wc -l < "$f") -gt ${1:-5} ]] && return
