@@ -330,7 +330,7 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .total_steps = cfg->steps > 0 ? cfg->steps : INT64_MAX, /* 0: until a signal */
         .row_bytes = moe_wire_row_bytes(cfg->hidden_dim, eng->weights.wire),
         .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
-        .transport = eng->transport->ops->name,
+        .transport = moe_transport_name(eng->transport),
         .blas = moe_gemm_backend_name(),
         .weights = eng->weights.naming,
         .hosts = (const char (*)[64])eng->hosts,

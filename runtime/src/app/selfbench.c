@@ -317,7 +317,7 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
         double tps = (double)eng->steps_done * (double)cfg->tokens_per_step /
                      ((double)eng->run_ns * 1e-9);
         printf("bench: device                         %s, transport %s, chunks %d\n",
-               eng->device_name, eng->transport->ops->name, (int)cfg->chunks);
+               eng->device_name, moe_transport_name(eng->transport), (int)cfg->chunks);
         printf("bench: tokens/s                       %.0f\n", tps);
         printf("bench: expert FFN GFLOP/s (run)       %.2f per expert rank (mean of %.0f)\n",
                sum[0] / n, n);

@@ -98,6 +98,17 @@ moe_status_t moe_transport_create(moe_transport_kind_t kind, MPI_Comm comm, int6
                                   moe_transport_t **out, moe_error_t *err);
 void moe_transport_destroy(moe_transport_t *t); /* accepts NULL */
 
+/* The calls into a transport: callers go through these (and the waits below), never
+ * through t->ops; only the back-ends' own files touch the table (tests/lint/ops_calls.sh).
+ * name and device_memory: the slots of the same name. start, cancel: the slots. */
+const char *moe_transport_name(const moe_transport_t *t);
+bool moe_transport_device_memory(const moe_transport_t *t);
+moe_status_t moe_transport_start(moe_transport_t *t, int slot, const float *send,
+                                 const int *send_rows, const int *send_displs, float *recv,
+                                 const int *recv_rows, const int *recv_displs,
+                                 const void *after, moe_error_t *err);
+void moe_transport_cancel(moe_transport_t *t, int slot);
+
 /* Wait for `slot` to complete (test + moe_wait_poll); on failure the slot is cancelled. */
 moe_status_t moe_transport_wait(moe_transport_t *t, int slot, const char *what,
                                  moe_error_t *err);
