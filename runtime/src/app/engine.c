@@ -741,6 +741,11 @@ static void engine_ab_block(moe_engine_t *eng, int64_t ns, bool on)
     eng->hook_ns += on ? ns : 0;
 }
 
+void moe_engine_set_profiler_ab(moe_engine_t *eng, int64_t k)
+{
+    eng->ab_steps = k;
+}
+
 moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err)
 {
     bool show = progress && eng->rank == 0;

@@ -776,7 +776,7 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         return exit_code_for(st);
     }
     bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
-    eng->ab_steps = opt->profiler_ab;
+    moe_engine_set_profiler_ab(eng, opt->profiler_ab);
     st = moe_engine_run(eng, cfg->steps, progress, &err); /* --steps already applied */
     if (st == MOE_OK) {
         /* the summary's reduction waits on every rank: a stop there is a stop like any */
