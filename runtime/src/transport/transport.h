@@ -68,16 +68,22 @@ typedef struct moe_transport_ops {
     void (*destroy)(moe_transport_t *t);
 } moe_transport_ops_t;
 
+/* One transport. Fields in groups (the libuv way): callers (the layer, the engine) read
+ * the public ones and write none; the back-ends own the rest. Callers reach the table only
+ * through the moe_transport_* functions below. */
 struct moe_transport {
-    const moe_transport_ops_t *ops;
+    /* public, read-only to callers (moe_transport_base_init sets them) */
     MPI_Comm comm;
     int rank;
     int world_size;
     int64_t row_elems;
     int num_slots;
-    moe_xfer_t *xfer;  /* [num_slots] */
-    int *peer_scratch; /* [2 * world]: the watchdog's peer list */
-    void *impl;
+    moe_xfer_t *xfer;  /* [num_slots]: written by the back-end (start, test), read-only to
+                        * callers (the layer's wait matrix and overlap figures) */
+    /* private: the back-ends' files, common.c and transport.c (the wrappers) */
+    const moe_transport_ops_t *ops;
+    int *peer_scratch; /* [2 * world]: the watchdog's peer list (transport.c's wait) */
+    void *impl;        /* the back-end's own state */
 };
 
 /* The NCCL transport's constructor, which lives in the CUDA plug-in (expert/plugin.h). */
