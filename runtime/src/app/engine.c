@@ -330,7 +330,7 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .total_steps = cfg->steps > 0 ? cfg->steps : INT64_MAX, /* 0: until a signal */
         .row_bytes = moe_wire_row_bytes(cfg->hidden_dim, eng->weights.wire),
         .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
-        .transport = eng->transport->ops->name,
+        .transport = moe_transport_name(eng->transport),
         .blas = moe_gemm_backend_name(),
         .weights = eng->weights.naming,
         .hosts = (const char (*)[64])eng->hosts,
@@ -559,7 +559,7 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
         st = moe_layer_ctx_init(&eng->layer, eng->live_cfg != NULL ? eng->live_cfg : cfg, comm,
                                 eng->transport, &eng->weights, eng->token_count, eng->plugin,
                                 eng->cuda, err);
-        eng->layer.token_first = eng->token_first; /* where replicas split its tokens */
+        moe_layer_set_token_first(&eng->layer, eng->token_first); /* the replica split */
     }
     st = moe_agree(comm, st, err);
     /* the endpoint first: the profiler makes the run folder, which a failure to start the
@@ -610,29 +610,31 @@ void moe_engine_destroy(moe_engine_t *eng)
 
 static void engine_account_layer(moe_engine_t *eng)
 {
-    const moe_layer_ctx_t *ctx = &eng->layer;
+    const moe_layer_record_t *rec = moe_layer_record(&eng->layer);
+    const moe_plan_t *plan = moe_layer_plan(&eng->layer);
     const moe_config_t *cfg = eng->cfg;
     for (int p = 0; p < MOE_PHASE_LAYER_COUNT; p++) {
-        eng->phase_ns[p] += ctx->rec.phase_end_ns[p] - ctx->rec.phase_begin_ns[p];
+        eng->phase_ns[p] += rec->phase_end_ns[p] - rec->phase_begin_ns[p];
     }
-    for (int le = 0; le < ctx->num_local; le++) {
-        int64_t rows = ctx->rec.expert_rows[le];
+    for (int le = 0; le < eng->layer.num_local; le++) {
+        int64_t rows = rec->expert_rows[le];
         if (rows == 0) {
             continue;
         }
-        eng->expert_ns += ctx->rec.expert_ns[le];
+        eng->expert_ns += rec->expert_ns[le];
         eng->expert_flops += moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, rows);
         eng->expert_rows += rows;
     }
-    eng->expert_calls += ctx->rec.num_calls; /* one per expert per chunk with rows */
-    eng->rows_sent += ctx->plan.num_send;
-    eng->dropped += ctx->plan.num_dropped;
+    eng->expert_calls += rec->num_calls; /* one per expert per chunk with rows */
+    eng->rows_sent += plan->num_send;
+    eng->dropped += plan->num_dropped;
 }
 
 static void engine_profile_layer(moe_engine_t *eng, int layer)
 {
-    const moe_layer_ctx_t *ctx = &eng->layer;
-    const moe_layer_record_t *rec = &ctx->rec;
+    const moe_layer_ctx_t *ctx = &eng->layer; /* read-only: its public fields */
+    const moe_layer_record_t *rec = moe_layer_record(ctx);
+    const moe_plan_t *plan = moe_layer_plan(ctx);
     moe_prof_layer_sample_t s = {
         .layer = layer,
         .phase_begin_ns = rec->phase_begin_ns,
@@ -643,11 +645,11 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .calls = rec->calls,
         .num_spans = rec->num_spans,
         .spans = rec->spans,
-        .demand = ctx->plan.expert_demand,
-        .kept = ctx->plan.expert_kept,
-        .dropped = ctx->plan.expert_dropped,
-        .slot_rows = ctx->plan.slot_kept,
-        .send_rows = ctx->plan.send_rows,
+        .demand = plan->expert_demand,
+        .kept = plan->expert_kept,
+        .dropped = plan->expert_dropped,
+        .slot_rows = plan->slot_kept,
+        .send_rows = plan->send_rows,
         .recv_rows = ctx->recv_rows,
         .peer_wait_ns = rec->peer_wait_ns,
         .shared_rows = rec->shared_rows,
@@ -691,8 +693,8 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
         engine_account_layer(eng);
         if (eng->live_cfg != NULL) {
             const moe_layer_ctx_t *lc = &eng->layer;
-            moe_rebalance_account(&eng->rebalance, l, lc->plan.expert_demand,
-                                  lc->rec.expert_rows, lc->layer_local, eng->rank);
+            moe_rebalance_account(&eng->rebalance, l, moe_layer_plan(lc)->expert_demand,
+                                  moe_layer_record(lc)->expert_rows, lc->layer_local, eng->rank);
         }
         if ((eng->prof != NULL || eng->live != NULL) && eng->hooks_on) {
             int64_t t = moe_now_ns();
@@ -737,6 +739,11 @@ static void engine_ab_block(moe_engine_t *eng, int64_t ns, bool on)
     }
     eng->ab_block_ns[eng->ab_blocks++] = ns;
     eng->hook_ns += on ? ns : 0;
+}
+
+void moe_engine_set_profiler_ab(moe_engine_t *eng, int64_t k)
+{
+    eng->ab_steps = k;
 }
 
 moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe_error_t *err)

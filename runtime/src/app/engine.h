@@ -18,35 +18,34 @@
 
 typedef struct moe_engine moe_engine_t;
 
+/* Fields, in groups (the libuv way: other files hold the pointer and read, only engine.c
+ * writes). "public, read-only" fields other files (main.c, selfbench.c) may read; handles
+ * among them (transport, layer, prof, live, plugin) are used through their own functions
+ * (moe_transport_name, moe_layer_plan, moe_prof_*, ...), never by their fields. The one
+ * setting another file makes goes through a setter (moe_engine_set_profiler_ab). "private"
+ * fields are engine.c's only. */
 struct moe_engine {
+    /* public, read-only to others: who and where */
     const moe_config_t *cfg;
-    const char *config_text;  /* during create only (the live path copies it) */
-    size_t config_len;
     MPI_Comm comm;
     int rank, world_size;
-    bool routes;           /* runs the gate for some tokens */
-    int64_t token_first;   /* global index of this rank's first token */
-    int64_t token_count;   /* tokens this rank routes per step */
+    char (*hosts)[64];     /* [world] host of every rank, for messages */
+    char device_name[64];  /* "cpu" or the GPU's name */
+    char bind_desc[128];   /* "3 ranks on 2 CPUs here, pinned (runtime.bind auto)" or "" */
+
+    /* public, read-only to others: device and part handles (call their functions) */
     moe_weights_t weights;
-    moe_dtype_t value;        /* the experts' values (model.dtype resolved on this rank) */
-    /* runtime.rebalance_every on more than one rank: the placement the layer and the
-     * weights follow (a copy of cfg whose placement.layers sets each rebalance replaces;
-     * the profiler keeps cfg), and the window of router counts. Else NULL. */
-    moe_config_t *live_cfg;
-    moe_rebalance_t rebalance;
-    int64_t rebalances;    /* done so far */
     moe_transport_t *transport;
     moe_layer_ctx_t layer;
-    float *x;              /* [token_count, H] hidden state of the current step */
     const moe_plugin_t *plugin; /* the CUDA plug-in (runtime.device: cuda), else NULL */
     void *cuda;            /* the plug-in's context on this rank's GPU */
-    float *x_dev;          /* [token_count, H] on the GPU: what the layers update */
-    char device_name[64];  /* "cpu" or the GPU's name */
-    float *batches;        /* [num_batches, token_count, H] inputs, cycled over steps */
-    int num_batches;
+    moe_prof_t *prof;      /* NULL when profiler.enabled is false */
+    moe_live_t *live;      /* NULL when profiler.listen is off */
+
+    /* public, read-only to others: run totals over the run (every step), for the end
+     * summary and --bench */
     int64_t steps_done;
     int64_t steps_planned; /* of the last moe_engine_run */
-    /* Totals over the run (every step), for the end summary. */
     int64_t phase_ns[MOE_PHASE_LAYER_COUNT];
     int64_t expert_ns;
     double expert_flops;
@@ -57,13 +56,11 @@ struct moe_engine {
     int64_t run_ns;        /* first step begin to last step end (between barriers) */
     int64_t steps_ns;      /* first step begin to the end of the last completed step */
     int64_t run_cpu_ns;    /* this process's CPU time (all threads) over run_ns */
-    int pinned_cpu;        /* runtime.bind: the first CPU this rank is pinned to; -1 none */
-    char bind_desc[128];   /* "3 ranks on 2 CPUs here, pinned (runtime.bind auto)" or "" */
-    moe_prof_t *prof;      /* NULL when profiler.enabled is false */
-    moe_live_t *live;      /* NULL when profiler.listen is off */
     int64_t live_ns;       /* time inside the live path's hooks (also counted in prof_ns) */
     int64_t prof_ns;       /* time spent inside the profiler's per-step hooks */
-    /* --profiler-ab K (0: off): blocks of K steps alternate with the profiler's and the
+
+    /* public, read-only to others: the A/B state. --profiler-ab K (0: off;
+     * moe_engine_set_profiler_ab): blocks of K steps alternate with the profiler's and the
      * live path's hooks on and off, in pairs on-off, off-on, on-off, ... The hooks see the
      * on blocks' steps only, numbered 0, 1, ... as in a run of those steps alone. */
     int64_t ab_steps;
@@ -72,7 +69,27 @@ struct moe_engine {
     int64_t hook_ns;       /* wall time of those steps' blocks (run_ns without A/B) */
     int64_t *ab_block_ns;  /* [ab_cap] each completed block's wall time, in run order */
     int64_t ab_blocks, ab_cap;
-    char (*hosts)[64];     /* [world] host of every rank, for messages */
+
+    /* private: engine.c only */
+    const char *config_text;  /* during create only (the live path copies it) */
+    size_t config_len;
+    bool routes;           /* runs the gate for some tokens */
+    int64_t token_first;   /* global index of this rank's first token */
+    int64_t token_count;   /* tokens this rank routes per step */
+    moe_dtype_t value;        /* the experts' values (model.dtype resolved on this rank) */
+    /* runtime.rebalance_every on more than one rank: the placement the layer and the
+     * weights follow (a copy of cfg whose placement.layers sets each rebalance replaces;
+     * the profiler keeps cfg), and the window of router counts. Else NULL. */
+    moe_config_t *live_cfg;
+    moe_rebalance_t rebalance;
+    int64_t rebalances;    /* done so far */
+    float *x;              /* [token_count, H] hidden state of the current step */
+    float *x_dev;          /* [token_count, H] on the GPU: what the layers update */
+    float *batches;        /* [num_batches, token_count, H] inputs, cycled over steps */
+    int num_batches;
+    int pinned_cpu;        /* runtime.bind: the first CPU this rank is pinned to; -1 none */
+
+    /* private: engine.c only: fault injection for the tests (MOED_TEST_*) */
     int stall_rank;        /* MOED_TEST_STALL=rank:step fault injection, -1 when unset */
     int64_t stall_step;
     int64_t test_hook_delay_ns; /* MOED_TEST_HOOK_DELAY_US: a sleep in rank 0's step hook */
@@ -98,6 +115,10 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
                                size_t config_len, MPI_Comm comm, moe_engine_t **out,
                                moe_error_t *err);
 void moe_engine_destroy(moe_engine_t *eng); /* accepts NULL */
+
+/* --profiler-ab K: alternate blocks of K steps with the hooks on and off (0: off, the
+ * default) in the runs after this call. */
+void moe_engine_set_profiler_ab(moe_engine_t *eng, int64_t k);
 
 /* Run `steps` steps. A stop request (moe/stop.h) ends the run at once: the step in flight
  * is abandoned (not counted) and MOE_ERR_INTERRUPTED returned; after that no collective

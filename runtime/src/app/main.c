@@ -411,7 +411,8 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
     double tps = steps * (double)cfg->tokens_per_step / secs;
     printf("moed %s: %d rank%s, %s routing over %s, BLAS %s, %lld threads/rank%s%s\n",
            moe_version(), W, W == 1 ? "" : "s",
-           cfg->routing == MOE_ROUTING_MASTER ? "master" : "symmetric", eng->transport->ops->name,
+           cfg->routing == MOE_ROUTING_MASTER ? "master" : "symmetric",
+           moe_transport_name(eng->transport),
            moe_gemm_backend_name(), (long long)cfg->threads, eng->bind_desc[0] ? "; " : "",
            eng->bind_desc);
     printf("model: %lld layers x %lld experts (top-%lld, %s), hidden %lld, ffn %lld, weights %s\n",
@@ -775,7 +776,7 @@ static int run_job(const options_t *opt, const moe_config_t *cfg, const char *te
         return exit_code_for(st);
     }
     bool progress = opt->progress == 1 || (opt->progress == -1 && stdout_is_terminal());
-    eng->ab_steps = opt->profiler_ab;
+    moe_engine_set_profiler_ab(eng, opt->profiler_ab);
     st = moe_engine_run(eng, cfg->steps, progress, &err); /* --steps already applied */
     if (st == MOE_OK) {
         /* the summary's reduction waits on every rank: a stop there is a stop like any */

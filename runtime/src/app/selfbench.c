@@ -203,22 +203,13 @@ static double memcpy_gbps(size_t bytes)
 static moe_status_t replay_exchange_ns(moe_engine_t *eng, int iters, int64_t *slowest,
                                        moe_error_t *err)
 {
-    moe_layer_ctx_t *ctx = &eng->layer;
-    moe_transport_t *t = ctx->transport;
     moe_status_t st = moe_wait_barrier(eng->comm, err);
     if (st != MOE_OK) {
         return st;
     }
     int64_t t0 = moe_now_ns();
     for (int i = 0; i < iters && st == MOE_OK; i++) { /* a failed exchange ends the replay */
-        st = moe_transport_exchange(t, ctx->io.xsend, ctx->plan.send_rows,
-                                    ctx->plan.send_row_displs, ctx->io.xrecv, ctx->recv_rows,
-                                    ctx->recv_displs, NULL);
-        if (st == MOE_OK) {
-            st = moe_transport_exchange(t, ctx->io.xback, ctx->recv_rows, ctx->recv_displs,
-                                        ctx->io.xret, ctx->plan.send_rows,
-                                        ctx->plan.send_row_displs, NULL);
-        }
+        st = moe_layer_replay_exchange(&eng->layer, NULL);
     }
     int64_t mine = (moe_now_ns() - t0) / iters;
     *slowest = 0;
@@ -237,7 +228,7 @@ static moe_status_t bench_measure(moe_engine_t *eng, double sum[3], int64_t *all
     moe_status_t st = moe_wait_barrier(eng->comm, err);
     double limit = st == MOE_OK ? gemm_limit_gflops(eng) : 0.0;
     double mine[3] = {run_gflops, limit, run_gflops > 0 ? 1.0 : 0.0};
-    int64_t pairs = eng->layer.plan.num_send;
+    int64_t pairs = moe_layer_plan(&eng->layer)->num_send;
     MPI_Request req;
     if (st == MOE_OK) {
         st = MOE_MPI(MPI_Ireduce(mine, sum, 3, MPI_DOUBLE, MPI_SUM, 0, eng->comm, &req), err);
@@ -317,7 +308,7 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
         double tps = (double)eng->steps_done * (double)cfg->tokens_per_step /
                      ((double)eng->run_ns * 1e-9);
         printf("bench: device                         %s, transport %s, chunks %d\n",
-               eng->device_name, eng->transport->ops->name, (int)cfg->chunks);
+               eng->device_name, moe_transport_name(eng->transport), (int)cfg->chunks);
         printf("bench: tokens/s                       %.0f\n", tps);
         printf("bench: expert FFN GFLOP/s (run)       %.2f per expert rank (mean of %.0f)\n",
                sum[0] / n, n);

@@ -128,8 +128,11 @@ typedef struct moe_expert_ops {
     void (*destroy)(moe_expert_backend_t *be);
 } moe_expert_ops_t;
 
-/* One attached back-end: its table, the layer's io and its own state. */
+/* One attached back-end: its table, the layer's io and its own state. The caller (the
+ * layer) holds it by value but touches none of its fields: it calls the
+ * moe_expert_backend_* functions below. */
 struct moe_expert_backend {
+    /* private: set by the back-end's attach, read by backend.c and the back-end's files */
     const moe_expert_ops_t *ops;
     moe_expert_io_t *io;
     void *impl;
@@ -159,6 +162,28 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
  * runtime.rebalance_every keeps them to move. Experts already packed are skipped. */
 moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err);
 
+/* The calls into an attached back-end (backend.c): one per slot, in the order above.
+ * Callers go through these and never through be->ops; only the back-ends' own files
+ * (backend_cpu.c, cuda/) touch the table (tests/lint/ops_calls.sh). */
+const char *moe_expert_backend_name(const moe_expert_backend_t *be);
+moe_status_t moe_expert_backend_gate(moe_expert_backend_t *be, int layer, const float *x,
+                                     int64_t tokens, moe_error_t *err);
+moe_status_t moe_expert_backend_permute(moe_expert_backend_t *be, const float *x,
+                                        const void **after, moe_error_t *err);
+moe_status_t moe_expert_backend_arrived(moe_expert_backend_t *be, int c, moe_error_t *err);
+moe_status_t moe_expert_backend_expert(moe_expert_backend_t *be, int layer, int le, int call,
+                                       const int64_t *from, const int64_t *n, int64_t total,
+                                       moe_error_t *err);
+moe_status_t moe_expert_backend_computed(moe_expert_backend_t *be, int c, const void **after,
+                                         moe_error_t *err);
+/* Whether the back-end has the optional shared slot (the shared experts). */
+bool moe_expert_backend_has_shared(const moe_expert_backend_t *be);
+moe_status_t moe_expert_backend_shared(moe_expert_backend_t *be, int layer, const float *x,
+                                       int64_t tokens, moe_error_t *err);
+moe_status_t moe_expert_backend_merge(moe_expert_backend_t *be, float *x, int64_t tokens,
+                                      moe_error_t *err);
+moe_status_t moe_expert_backend_finish(moe_expert_backend_t *be, moe_prof_call_t *calls,
+                                       int num_calls, int64_t *expert_ns, moe_error_t *err);
 /* Free be's state through its destroy slot and zero be. Accepts a zeroed be. */
 void moe_expert_backend_destroy(moe_expert_backend_t *be);
 

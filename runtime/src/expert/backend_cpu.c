@@ -82,17 +82,6 @@ int moe_expert_only_source(const int64_t *n, int world)
     return only;
 }
 
-void moe_expert_backend_destroy(moe_expert_backend_t *be)
-{
-    if (be == NULL) {
-        return;
-    }
-    if (be->ops != NULL && be->ops->destroy != NULL) {
-        be->ops->destroy(be);
-    }
-    memset(be, 0, sizeof(*be));
-}
-
 /* Loops of fewer rows run on one thread (waking the helper costs tens of us). */
 #define MIN_SPLIT_ROWS 64
 

@@ -126,7 +126,7 @@ static void layer_io_init(moe_layer_ctx_t *ctx)
     io->max_recv = T * k < ctx->num_local * T ? T * k : ctx->num_local * T;
     io->gather_rows = ctx->num_local > 0 ? T : 0;
     io->tile_rows = T < 1024 ? T : 1024;
-    io->host_transport = !ctx->transport->ops->device_memory;
+    io->host_transport = !moe_transport_device_memory(ctx->transport);
     io->compute = ctx->weights->compute;
     io->wire_bf16 = ctx->weights->wire == MOE_NUM_BF16;
     io->wire_row_bytes = moe_wire_row_bytes(cfg->hidden_dim, ctx->weights->wire);
@@ -260,13 +260,31 @@ size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx)
     return ctx->arena_bytes;
 }
 
+void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first)
+{
+    ctx->token_first = token_first;
+}
+
+moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err)
+{
+    moe_status_t st = moe_transport_exchange(ctx->transport, ctx->io.xsend, ctx->plan.send_rows,
+                                             ctx->plan.send_row_displs, ctx->io.xrecv,
+                                             ctx->recv_rows, ctx->recv_displs, err);
+    if (st == MOE_OK) {
+        st = moe_transport_exchange(ctx->transport, ctx->io.xback, ctx->recv_rows,
+                                    ctx->recv_displs, ctx->io.xret, ctx->plan.send_rows,
+                                    ctx->plan.send_row_displs, err);
+    }
+    return st;
+}
+
 /* The gate: this rank's own compute, the whole of the gate phase. */
 static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, int64_t tokens,
                                moe_error_t *err)
 {
     moe_status_t st = MOE_OK;
     moe_expert_backend_t *be = &ctx->backend;
-    if (tokens > 0 && (st = be->ops->gate(be, layer, x, tokens, err)) != MOE_OK) {
+    if (tokens > 0 && (st = moe_expert_backend_gate(be, layer, x, tokens, err)) != MOE_OK) {
         return st;
     }
     moe_plan_count_demand(&ctx->plan, ctx->io.topk_idx, tokens);
@@ -448,27 +466,26 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
     io->slot_pos = ctx->plan.slot_pos;
     io->chunk_recv_rows = ctx->chunk_recv_rows;
     io->chunk_recv_displs = ctx->chunk_recv_displs;
-    return ctx->backend.ops->permute(&ctx->backend, x, after, err);
+    return moe_expert_backend_permute(&ctx->backend, x, after, err);
 }
 
 static moe_status_t start_dispatch(moe_layer_ctx_t *ctx, int c, const void *after,
                                    moe_error_t *err)
 {
     int i = c * ctx->world_size;
-    return ctx->transport->ops->start(ctx->transport, c, ctx->io.xsend, ctx->chunk_send_rows + i,
-                                      ctx->chunk_send_displs + i, ctx->io.xrecv,
-                                      ctx->chunk_recv_rows + i, ctx->chunk_recv_displs + i, after,
-                                      err);
+    return moe_transport_start(ctx->transport, c, ctx->io.xsend, ctx->chunk_send_rows + i,
+                               ctx->chunk_send_displs + i, ctx->io.xrecv,
+                               ctx->chunk_recv_rows + i, ctx->chunk_recv_displs + i, after, err);
 }
 
 static moe_status_t start_combine(moe_layer_ctx_t *ctx, int c, const void *after,
                                   moe_error_t *err)
 {
     int i = c * ctx->world_size;
-    return ctx->transport->ops->start(ctx->transport, ctx->chunks + c, ctx->io.xback,
-                                      ctx->chunk_recv_rows + i, ctx->chunk_recv_displs + i,
-                                      ctx->io.xret, ctx->chunk_send_rows + i,
-                                      ctx->chunk_send_displs + i, after, err);
+    return moe_transport_start(ctx->transport, ctx->chunks + c, ctx->io.xback,
+                               ctx->chunk_recv_rows + i, ctx->chunk_recv_displs + i,
+                               ctx->io.xret, ctx->chunk_send_rows + i,
+                               ctx->chunk_send_displs + i, after, err);
 }
 
 /* Local expert le's rows of chunk c: from each source s the part of its block [a, b)
@@ -508,8 +525,8 @@ static moe_status_t layer_chunk_experts(moe_layer_ctx_t *ctx, int layer, int c,
             continue;
         }
         int64_t b = moe_now_ns();
-        moe_status_t st = ctx->backend.ops->expert(&ctx->backend, layer, le, rec->num_calls,
-                                                   ctx->src_from, ctx->src_rows, rows, err);
+        moe_status_t st = moe_expert_backend_expert(&ctx->backend, layer, le, rec->num_calls,
+                                                    ctx->src_from, ctx->src_rows, rows, err);
         int64_t e = moe_now_ns();
         if (st != MOE_OK) {
             return st;
@@ -552,11 +569,11 @@ static moe_status_t layer_shared(moe_layer_ctx_t *ctx, const float *x, int64_t t
 {
     moe_layer_record_t *rec = &ctx->rec;
     moe_expert_backend_t *be = &ctx->backend;
-    if (tokens == 0 || ctx->weights->shared_ffn == 0 || be->ops->shared == NULL) {
+    if (tokens == 0 || ctx->weights->shared_ffn == 0 || !moe_expert_backend_has_shared(be)) {
         return MOE_OK;
     }
     rec->shared_begin_ns = moe_now_ns();
-    moe_status_t st = be->ops->shared(be, layer, x, tokens, err);
+    moe_status_t st = moe_expert_backend_shared(be, layer, x, tokens, err);
     rec->shared_end_ns = moe_now_ns();
     rec->shared_rows = tokens;
     return st;
@@ -577,7 +594,7 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const float *x, int64_t
     for (int c = 0; c < N && st == MOE_OK; c++) {
         st = moe_transport_wait(ctx->transport, c, "the row dispatch", err);
         if (st == MOE_OK) {
-            st = be->ops->arrived(be, c, err);
+            st = moe_expert_backend_arrived(be, c, err);
         }
         if (c == 0) {
             rec->phase_end_ns[MOE_PHASE_DISPATCH] = rec->phase_begin_ns[MOE_PHASE_EXPERT] =
@@ -596,7 +613,7 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const float *x, int64_t
         }
         const void *computed = NULL;
         if (st == MOE_OK) {
-            st = be->ops->computed(be, c, &computed, err);
+            st = moe_expert_backend_computed(be, c, &computed, err);
         }
         if (st == MOE_OK) {
             st = start_combine(ctx, c, computed, err);
@@ -611,7 +628,7 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const float *x, int64_t
     layer_combine_waited(ctx, layer, begin, st);
     for (int slot = 0; slot < 2 * N && st != MOE_OK; slot++) {
         if (ctx->transport->xfer[slot].active) {
-            ctx->transport->ops->cancel(ctx->transport, slot);
+            moe_transport_cancel(ctx->transport, slot);
         }
     }
     rec->phase_end_ns[MOE_PHASE_COMBINE] = moe_now_ns();
@@ -660,11 +677,11 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
     rec->phase_begin_ns[MOE_PHASE_MERGE] = moe_now_ns();
     if (st == MOE_OK) {
         layer_record_exchanges(ctx);
-        st = ctx->backend.ops->merge(&ctx->backend, x, tokens, err);
+        st = moe_expert_backend_merge(&ctx->backend, x, tokens, err);
     }
     if (st == MOE_OK) {
-        st = ctx->backend.ops->finish(&ctx->backend, rec->calls, rec->num_calls,
-                                      rec->expert_ns, err);
+        st = moe_expert_backend_finish(&ctx->backend, rec->calls, rec->num_calls,
+                                       rec->expert_ns, err);
     }
     rec->phase_end_ns[MOE_PHASE_MERGE] = moe_now_ns();
     moe_nvtx_pop();

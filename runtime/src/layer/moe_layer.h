@@ -51,31 +51,42 @@ typedef struct moe_layer_ctx moe_layer_ctx_t;
  *
  * Memory: one arena. moe_layer_ctx_init sizes every buffer below (and the plan's) for the
  * worst case, makes one allocation and carves them from it, each aligned to 64 bytes;
- * destroy frees that one block. forward() never allocates. */
+ * destroy frees that one block. forward() never allocates.
+ *
+ * Fields (the libuv way: the owner embeds the struct, moe_engine_t does, but only
+ * moe_layer.c writes it): the first group is public and read-only to other files (the
+ * engine reads the record and the plan after each forward, through moe_layer_record() and
+ * moe_layer_plan()); the second is private to moe_layer.c. Others change the ctx only
+ * through the functions below (moe_layer_set_token_first, ...). */
 struct moe_layer_ctx {
+    /* public, read-only to others */
     const moe_config_t *cfg;
     const moe_weights_t *weights;
     MPI_Comm comm;
     int rank, world_size;
     int num_local;        /* most experts this rank hosts in one layer (buffers) */
     int layer_local;      /* experts it hosts in the layer running now */
-    int max_slots;        /* placement entries of one layer, at most */
-    int64_t token_first;  /* global index of this rank's first routed token (replica split) */
+    int64_t token_first;  /* global index of this rank's first routed token (replica split):
+                           * moe_layer_set_token_first */
     int64_t max_tokens;   /* tokens this rank routes per step */
-    int64_t capacity;     /* per expert per layer, 0 = none */
     int chunks;           /* runtime.chunks: exchange slots 0..chunks-1 dispatch, then combine */
+    moe_plan_t plan;      /* the last forward's plan: moe_layer_plan() */
+    int *recv_rows;       /* [world] rows received from each rank in the last forward */
+    moe_layer_record_t rec; /* what the last forward did: moe_layer_record() */
+
+    /* private: moe_layer.c only */
+    int max_slots;        /* placement entries of one layer, at most */
+    int64_t capacity;     /* per expert per layer, 0 = none */
     int64_t test_gate_delay_ns; /* MOED_TEST_GATE_DELAY_MS=rank:ms on this rank, else 0 */
     int64_t test_expert_delay_ns; /* MOED_TEST_EXPERT_DELAY_MS=rank:ms on this rank, else 0 */
     moe_transport_t *transport;
     moe_expert_io_t io;   /* what the back-end sees: sizes, host buffers, rows, the step */
     moe_expert_backend_t backend;
-    moe_plan_t plan;
     void *arena;          /* the one block every buffer is carved from */
     size_t arena_bytes;
 
     int32_t *demand_before; /* [E] */
     int32_t *recv_counts; /* [world, num_local] rows per source per local expert */
-    int *recv_rows;       /* [world] */
     int *recv_displs;     /* [world] */
     int *n_local_displs;  /* [world] where each source's counts land */
     int *chunk_send_rows;   /* [chunks * world] each chunk's piece of every send block */
@@ -89,8 +100,6 @@ struct moe_layer_ctx {
     int64_t *combine_hist; /* [num_layers, 4] a rank without experts: its wait for the
                             * combine in the layer's last two steps and the most rows it sent
                             * one rank in each (layer_expect_combine) */
-
-    moe_layer_record_t rec;
 };
 
 /* Size every buffer for `max_tokens` routed tokens. plugin and device: the CUDA plug-in
@@ -115,5 +124,23 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
 
 /* Bytes of the layer's arena: every host buffer of the step (for the memory report). */
 size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx);
+
+/* Where this rank's routed tokens start in the step's global token order (the replica
+ * split, moe_tokens_of_rank): the plan's tie-breaks use global indices. 0 after init. */
+void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first);
+
+/* The last forward's plan and record (valid until the next forward). */
+static inline const moe_plan_t *moe_layer_plan(const moe_layer_ctx_t *ctx)
+{
+    return &ctx->plan;
+}
+static inline const moe_layer_record_t *moe_layer_record(const moe_layer_ctx_t *ctx)
+{
+    return &ctx->rec;
+}
+
+/* Replay the last forward's dispatch and combine, unchunked, as two blocking exchanges in
+ * slot 0 (the self-bench's exchange timing, app/selfbench.c). err may be NULL. */
+moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err);
 
 #endif /* MOE_LAYER_H */

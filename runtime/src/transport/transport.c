@@ -1,4 +1,5 @@
-/* What a caller of any transport uses: the quiet watchdog-guarded wait, progress, the
+/* What a caller of any transport uses: the wrappers of the table's slots (the one file
+ * outside the back-ends that calls t->ops), the quiet watchdog-guarded wait, progress, the
  * blocking exchange, and create/destroy (the back-end found in registry.c's table). The
  * slot bookkeeping the back-ends share is common.c's: no back-end calls into this file. */
 #include "moe/clock.h"
@@ -6,6 +7,30 @@
 #include "transport/registry.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
+
+const char *moe_transport_name(const moe_transport_t *t)
+{
+    return t->ops->name;
+}
+
+bool moe_transport_device_memory(const moe_transport_t *t)
+{
+    return t->ops->device_memory;
+}
+
+moe_status_t moe_transport_start(moe_transport_t *t, int slot, const float *send,
+                                 const int *send_rows, const int *send_displs, float *recv,
+                                 const int *recv_rows, const int *recv_displs,
+                                 const void *after, moe_error_t *err)
+{
+    return t->ops->start(t, slot, send, send_rows, send_displs, recv, recv_rows, recv_displs,
+                         after, err);
+}
+
+void moe_transport_cancel(moe_transport_t *t, int slot)
+{
+    t->ops->cancel(t, slot);
+}
 
 moe_status_t moe_transport_wait(moe_transport_t *t, int slot, const char *what,
                                 moe_error_t *err)

@@ -68,16 +68,22 @@ typedef struct moe_transport_ops {
     void (*destroy)(moe_transport_t *t);
 } moe_transport_ops_t;
 
+/* One transport. Fields in groups (the libuv way): callers (the layer, the engine) read
+ * the public ones and write none; the back-ends own the rest. Callers reach the table only
+ * through the moe_transport_* functions below. */
 struct moe_transport {
-    const moe_transport_ops_t *ops;
+    /* public, read-only to callers (moe_transport_base_init sets them) */
     MPI_Comm comm;
     int rank;
     int world_size;
     int64_t row_elems;
     int num_slots;
-    moe_xfer_t *xfer;  /* [num_slots] */
-    int *peer_scratch; /* [2 * world]: the watchdog's peer list */
-    void *impl;
+    moe_xfer_t *xfer;  /* [num_slots]: written by the back-end (start, test), read-only to
+                        * callers (the layer's wait matrix and overlap figures) */
+    /* private: the back-ends' files, common.c and transport.c (the wrappers) */
+    const moe_transport_ops_t *ops;
+    int *peer_scratch; /* [2 * world]: the watchdog's peer list (transport.c's wait) */
+    void *impl;        /* the back-end's own state */
 };
 
 /* The NCCL transport's constructor, which lives in the CUDA plug-in (expert/plugin.h). */
@@ -97,6 +103,17 @@ moe_status_t moe_transport_create(moe_transport_kind_t kind, MPI_Comm comm, int6
                                   int num_slots, const moe_transport_device_t *dev,
                                   moe_transport_t **out, moe_error_t *err);
 void moe_transport_destroy(moe_transport_t *t); /* accepts NULL */
+
+/* The calls into a transport: callers go through these (and the waits below), never
+ * through t->ops; only the back-ends' own files touch the table (tests/lint/ops_calls.sh).
+ * name and device_memory: the slots of the same name. start, cancel: the slots. */
+const char *moe_transport_name(const moe_transport_t *t);
+bool moe_transport_device_memory(const moe_transport_t *t);
+moe_status_t moe_transport_start(moe_transport_t *t, int slot, const float *send,
+                                 const int *send_rows, const int *send_displs, float *recv,
+                                 const int *recv_rows, const int *recv_displs,
+                                 const void *after, moe_error_t *err);
+void moe_transport_cancel(moe_transport_t *t, int slot);
 
 /* Wait for `slot` to complete (test + moe_wait_poll); on failure the slot is cancelled. */
 moe_status_t moe_transport_wait(moe_transport_t *t, int slot, const char *what,
