@@ -3,6 +3,7 @@
  * are read once (a later setenv changes nothing until moe_testctl_reload); a pause stops the
  * process (SIGSTOP) only at its rank and phase. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -155,6 +156,9 @@ static void test_delays(void)
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_EXPERT_DELAY, 3), 7);
     set_hook(MOE_TESTCTL_EXPERT_DELAY, ",4:11");
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_EXPERT_DELAY, 4), 11);
+    set_hook(MOE_TESTCTL_EXPERT_DELAY, "0:99999999999999999"); /* its ns still fit */
+    CHECK(moe_testctl_delay_ms(MOE_TESTCTL_EXPERT_DELAY, 0) > 0 &&
+          moe_testctl_delay_ms(MOE_TESTCTL_EXPERT_DELAY, 0) <= INT64_MAX / 1000000);
 
     /* the rebalance's delay reads one rank:ms, the first */
     set_hook(MOE_TESTCTL_REBALANCE_DELAY, "1:300,2:400");

@@ -86,7 +86,8 @@ static void parse_pairs(const char *s, testctl_value_t *v, bool one)
     v->pairs = calloc((size_t)cap, sizeof(*v->pairs));
     for (const char *p = s; v->pairs != NULL; p++) {
         long long r = -1, ms = 0;
-        if (sscanf(p, "%lld:%lld", &r, &ms) == 2 && ms > 0) {
+        if (sscanf(p, "%lld:%lld", &r, &ms) == 2 && ms > 0) { /* kept so that ms in ns fits */
+            ms = ms > INT64_MAX / 1000000 ? INT64_MAX / 1000000 : ms;
             v->pairs[v->num_pairs++] = (testctl_pair_t){r, ms};
         }
         if (one || (p = strchr(p, ',')) == NULL) {
