@@ -15,22 +15,21 @@
 #include "moe/log.h"
 #include "moe/mpi_check.h"
 #include "moe/stop.h"
+#include "moe/testctl.h"
 #include "moe/watchdog.h"
 #include "expert/nvtx.h"
 #include "expert/onednn.h"
 #include "transport/wait.h"
 #include "transport/wake.h"
 
-/* MOED_TEST_MPI_FAIL=agree:N: the Nth agreement of this process hands MPI_Allreduce an
- * invalid count, so the call fails for real, on every rank at once (ranks agree in the same
+/* MOE_TESTCTL_MPI_FAIL (moe/testctl.h): the Nth agreement of this process hands MPI_Allreduce
+ * an invalid count, so the call fails for real, on every rank at once (ranks agree in the same
  * order): the test of the path below. Otherwise the count is 1. */
 static int agree_count(void)
 {
-    static long long calls;
-    const char *fail = getenv("MOED_TEST_MPI_FAIL");
-    long long nth = 0;
+    static int64_t calls;
     calls++;
-    return fail != NULL && sscanf(fail, "agree:%lld", &nth) == 1 && nth == calls ? -1 : 1;
+    return moe_testctl_agree_fails(calls) ? -1 : 1;
 }
 
 /* This rank's place and the lowest failing rank (*first == *world when none). Returns the
@@ -158,21 +157,14 @@ static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
     if (st != MOE_OK) {
         return st;
     }
-    /* Fault injection for the watchdog test: "rank:step" stalls that rank at that step. */
-    const char *stall = getenv("MOED_TEST_STALL");
-    long long sr = -1, ss = -1;
-    eng->stall_rank = -1;
-    if (stall != NULL && sscanf(stall, "%lld:%lld", &sr, &ss) == 2) {
-        eng->stall_rank = (int)sr;
-        eng->stall_step = ss;
-    }
-    /* MOED_TEST_HOOK_DELAY_US=N: rank 0's profiler step hook takes N us more, asleep (a
+    /* Fault injection for the watchdog test (MOE_TESTCTL_STALL): this rank stalls at a step. */
+    eng->stall_step = moe_testctl_stall_step(eng->rank);
+    eng->stall_rank = eng->stall_step >= 0 ? eng->rank : -1;
+    /* MOE_TESTCTL_HOOK_DELAY_US: rank 0's profiler step hook takes N us more, asleep (a
      * cost of known size for the --profiler-ab test: on one rank, so it adds to the step
      * rather than overlapping another rank's; a sleep, so on a loaded machine it costs the
      * time asked for and no CPU that other processes would then claim back) */
-    const char *delay = getenv("MOED_TEST_HOOK_DELAY_US");
-    eng->test_hook_delay_ns =
-        delay != NULL && eng->rank == 0 ? 1000LL * strtoll(delay, NULL, 10) : 0;
+    eng->test_hook_delay_ns = moe_testctl_hook_delay_ns(eng->rank);
     return MOE_OK;
 }
 
@@ -418,20 +410,14 @@ static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t
     return MOE_OK;
 }
 
-/* MOED_TEST_PAUSE=rank:phase (fault injection for tests/mpi/faults.sh): that rank stops
- * itself (SIGSTOP) at that phase: "startup" (before the first agreement of the engine),
+/* MOE_TESTCTL_PAUSE (fault injection for tests/mpi/faults.sh): that rank stops itself
+ * (SIGSTOP) at that phase: "startup" (before the first agreement of the engine),
  * "end" (after the last step's barrier), "report" (before the profile's last records),
  * "teardown" (after the report and the last barrier, before the transports' teardown),
  * "finalize" (every rank at MPI_Finalize's door). */
 static void test_pause(int rank, const char *phase)
 {
-    const char *pause = getenv("MOED_TEST_PAUSE");
-    char want[32];
-    int r = -1;
-    if (pause != NULL && sscanf(pause, "%d:%31s", &r, want) == 2 && r == rank &&
-        strcmp(want, phase) == 0) {
-        raise(SIGSTOP);
-    }
+    moe_testctl_pause_here(rank, phase);
 }
 
 void moe_engine_test_pause(const moe_engine_t *eng, const char *phase)
@@ -677,7 +663,7 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
     memcpy(eng->x, eng->batches + (size_t)(step % eng->num_batches) * floats,
            floats * sizeof(float));
     if (eng->rank == eng->stall_rank && step == eng->stall_step) {
-        /* MOED_TEST_STALL: stop making progress, as a hung rank would */
+        /* MOE_TESTCTL_STALL: stop making progress, as a hung rank would */
         while (!moe_stop_requested()) {
             struct timespec nap = {0, 100000000};
             nanosleep(&nap, NULL);

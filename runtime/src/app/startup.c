@@ -10,6 +10,7 @@
 #include "moe/build_info.h"
 #include "moe/handshake.h"
 #include "moe/mpi_check.h"
+#include "moe/testctl.h"
 #include "transport/wait.h"
 
 moe_status_t moe_startup_config_text(MPI_Comm comm, const char *path, char **text, size_t *len,
@@ -61,7 +62,7 @@ static moe_status_t hello_of_this_rank(MPI_Comm comm, uint64_t config_hash, moe_
 {
     memset(h, 0, sizeof(*h));
     h->protocol_version = MOE_PROTOCOL_VERSION;
-    const char *fake = getenv("MOED_TEST_BUILD_ID");
+    const char *fake = moe_testctl_build_id(); /* MOE_TESTCTL_BUILD_ID */
     snprintf(h->build_id, sizeof(h->build_id), "%s", fake != NULL ? fake : moe_build_id());
     h->config_hash = config_hash;
     if (gethostname(h->host, sizeof(h->host) - 1) != 0) {

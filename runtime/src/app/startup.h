@@ -17,8 +17,8 @@ moe_status_t moe_startup_config_text(MPI_Comm comm, const char *path, char **tex
 /* Every rank sends rank 0 its hello (protocol version, build id, config hash, host);
  * rank 0 checks them all against its own. On a mismatch every rank returns MOE_ERR_PEER
  * with the message naming the first rank that differs. Collective.
- * MOED_TEST_BUILD_ID, when set, replaces this rank's build id: a fault-injection hook for
- * the test of this check. */
+ * The test hook MOE_TESTCTL_BUILD_ID (moe/testctl.h) replaces this rank's build id: the
+ * test of this check. */
 moe_status_t moe_startup_handshake(MPI_Comm comm, uint64_t config_hash, moe_error_t *err);
 
 #endif /* MOE_STARTUP_H */

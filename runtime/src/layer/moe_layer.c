@@ -12,6 +12,7 @@
 #include "moe/mem.h"
 #include "moe/mpi_check.h"
 #include "moe/stop.h"
+#include "moe/testctl.h"
 #include "expert/expert.h"
 #include "expert/nvtx.h"
 #include "layer/arena.h"
@@ -175,19 +176,11 @@ static void layer_rebalance_room(moe_layer_ctx_t *ctx)
     ctx->max_slots = copies > ctx->max_slots ? copies : ctx->max_slots;
 }
 
-/* Fault injection for tests: "rank:ms[,rank:ms...]" in env var `name` gives each rank named
- * ms of sleep; this rank's in ns (0 when not named, or unset). */
-static int64_t layer_test_delay(const char *name, int rank)
+/* Fault injection for tests (moe/testctl.h): the delay hook's sleep for this rank in ns (0
+ * when the hook does not name it). */
+static int64_t layer_test_delay(moe_testctl_hook_t hook, int rank)
 {
-    const char *delay = getenv(name);
-    for (const char *p = delay; p != NULL && *p != '\0'; p = strchr(p, ',')) {
-        p += *p == ',' ? 1 : 0;
-        long long dr = -1, dms = 0;
-        if (sscanf(p, "%lld:%lld", &dr, &dms) == 2 && dr == rank && dms > 0) {
-            return (int64_t)dms * 1000000LL;
-        }
-    }
-    return 0;
+    return moe_testctl_delay_ms(hook, rank) * 1000000LL;
 }
 
 /* Sleep ns (a test's delay: costs the time, not the CPU). */
@@ -227,8 +220,8 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->capacity = moe_plan_capacity(cfg->capacity_factor, cfg->tokens_per_step,
                                       (int)cfg->top_k, (int)cfg->num_experts);
     ctx->chunks = (int)cfg->chunks;
-    ctx->test_gate_delay_ns = layer_test_delay("MOED_TEST_GATE_DELAY_MS", ctx->rank);
-    ctx->test_expert_delay_ns = layer_test_delay("MOED_TEST_EXPERT_DELAY_MS", ctx->rank);
+    ctx->test_gate_delay_ns = layer_test_delay(MOE_TESTCTL_GATE_DELAY, ctx->rank);
+    ctx->test_expert_delay_ns = layer_test_delay(MOE_TESTCTL_EXPERT_DELAY, ctx->rank);
     if (ctx->chunks * 2 > transport->num_slots) {
         return moe_error_set(err, MOE_ERR_INTERNAL, "the transport has %d slots, %d chunks need %d",
                              transport->num_slots, ctx->chunks, 2 * ctx->chunks);

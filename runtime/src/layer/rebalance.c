@@ -12,6 +12,7 @@
 #include "moe/eplb.h"
 #include "expert/backend.h"
 #include "moe/mpi_check.h"
+#include "moe/testctl.h"
 #include "transport/wait.h"
 
 enum { REBALANCE_TAG = 4251 };
@@ -311,13 +312,12 @@ static moe_status_t rb_switch_weights(moe_weights_t *w, rb_plan_t *p, int rank, 
     return st;
 }
 
-/* MOED_TEST_REBALANCE_DELAY_MS=rank:ms (fault injection for tests/mpi/profiler.sh): that
- * rank's moves take ms longer, asleep (a slow or frozen receiver of known size). */
+/* MOE_TESTCTL_REBALANCE_DELAY (fault injection for tests/mpi/profiler.sh): that rank's
+ * moves take ms longer, asleep (a slow or frozen receiver of known size). */
 static void rb_test_delay(int rank)
 {
-    const char *delay = getenv("MOED_TEST_REBALANCE_DELAY_MS");
-    long long dr = -1, dms = 0;
-    if (delay != NULL && sscanf(delay, "%lld:%lld", &dr, &dms) == 2 && dr == rank && dms > 0) {
+    int64_t dms = moe_testctl_delay_ms(MOE_TESTCTL_REBALANCE_DELAY, rank);
+    if (dms > 0) {
         struct timespec ts = {(time_t)(dms / 1000), (long)(dms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }

@@ -10,6 +10,7 @@
 #include "moe/clock.h"
 #include "moe/log.h"
 #include "moe/stop.h"
+#include "moe/testctl.h"
 #include "moe/watchdog.h"
 #include "moe/safetensors.h"
 #include "model/checkpoint.h"
@@ -137,16 +138,11 @@ static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_
     p->last_ns = p->t0;
 }
 
-/* MOED_TEST_LOAD_DELAY_MS=N (fault injection for tests/mpi/faults.sh): every piece of load
+/* MOE_TESTCTL_LOAD_DELAY (fault injection for tests/mpi/faults.sh): every piece of load
  * progress takes N ms more, asleep: a load slow and steady, on every rank with experts. */
 static void test_load_delay(void)
 {
-    static long ms = -1;
-    if (ms < 0) {
-        const char *env = getenv("MOED_TEST_LOAD_DELAY_MS");
-        ms = env != NULL ? strtol(env, NULL, 10) : 0;
-        ms = ms < 0 ? 0 : ms > 10000 ? 10000 : ms;
-    }
+    int64_t ms = moe_testctl_delay_ms(MOE_TESTCTL_LOAD_DELAY, -1);
     if (ms > 0) {
         struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
