@@ -365,6 +365,19 @@ PY
     grep -q 'bf16 compute' run.log || fail "no BF16 compute: the packing was not exercised"
     report complete
     ;;
+  stop_rebalance_r2)  # a rank stopped in an online rebalance, its weight moves arrived
+    # (MOED_TEST_PAUSE=2:rebalance): the others wait for it in the rebalance's reduction;
+    # the watchdog names it and rank 0 writes the report of the steps before, marked partial
+    H=256 F=512 E=8 TOKENS=512 SKEW=1.5 STEPS=40 PROF=true small_model \
+      | sed "s/^runtime:/runtime:\n  step_timeout_s: $TIMEOUT_S\n  rebalance_every: 4\n  redundant_experts: 2/" \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 2\n  repeat: 0/' \
+      > c.yaml
+    run_bg MOED_TEST_PAUSE=2:rebalance
+    finish 30
+    expect_code 7
+    one_error "watchdog: .*rank 2 \(.*\) does not answer"
+    report partial
+    ;;
   load_stop_r1)  # the same load, rank 1 stopped in the middle of it: still caught, named
     H=1024 F=3584 E=8 LAYERS=1 STEPS=3 TOKENS=32 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' \
       job > c.yaml

@@ -313,9 +313,11 @@ static moe_status_t rb_switch_weights(moe_weights_t *w, rb_plan_t *p, int rank, 
 }
 
 /* MOE_TESTCTL_REBALANCE_DELAY (fault injection for tests/mpi/profiler.sh): that rank's
- * moves take ms longer, asleep (a slow or frozen receiver of known size). */
+ * moves take ms longer, asleep (a slow or frozen receiver of known size); the pause phase
+ * "rebalance" (tests/mpi/faults.sh) stops it there, its moves arrived, before the switch. */
 static void rb_test_delay(int rank)
 {
+    moe_testctl_pause_here(rank, "rebalance");
     int64_t dms = moe_testctl_delay_ms(MOE_TESTCTL_REBALANCE_DELAY, rank);
     if (dms > 0) {
         struct timespec ts = {(time_t)(dms / 1000), (long)(dms % 1000) * 1000000L};
