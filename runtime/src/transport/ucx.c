@@ -438,10 +438,12 @@ static moe_status_t connect_peers(moe_transport_t *t, moe_error_t *err)
             rc = ucp_ep_create(impl->worker, &ep_params, &impl->eps[p]);
             if (rc == UCS_OK && !impl->no_peer_errors) {
                 impl->no_peer_errors = true;
-                MOE_WARN("UCX: the transports in use cannot report a lost peer (UCX_TLS=%s): a "
-                         "rank's death may end rank %d inside UCX without a report; unset "
-                         "UCX_TLS or add cma to it",
-                         getenv("UCX_TLS") != NULL ? getenv("UCX_TLS") : "unset", t->rank);
+                if (t->rank == 0) { /* the ranks share UCX_TLS: said once, by rank 0 */
+                    MOE_WARN("UCX: the transports in use cannot report a lost peer (UCX_TLS="
+                             "%s): a rank's death may end a rank inside UCX without a report; "
+                             "unset UCX_TLS (UCX then picks transports that can) or add tcp",
+                             getenv("UCX_TLS") != NULL ? getenv("UCX_TLS") : "unset");
+                }
             }
         }
         MOE_UCX_CHECK(rc, "ucp_ep_create");
