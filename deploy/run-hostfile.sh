@@ -35,7 +35,7 @@ options:
   --bind-to WHAT  mpirun --bind-to (default: none, so runtime.threads BLAS threads of a
                   rank are not pinned to one core; use core with threads: 1 and a core per
                   slot). With none, moed's runtime.bind (default auto) pins the ranks of a
-                  node that has fewer cores than they need (README "Binding")
+                  node that has fewer cores than they need (docs/cores.md, "Binding")
   --dry-run       print the mpirun line and exit
   -h, --help      this text
 

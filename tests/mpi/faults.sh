@@ -7,7 +7,7 @@
 # it). A deliberate stop (a signal) prints no error but a normal line. And what is no fault:
 # mpirun paused and resumed (pause_mpirun), a load slower than the bound but steady
 # (load_slow*). step_timeout_s is 3 s so bounds are short.
-# Names: <signal>_<phase>_r<rank>. README "Failures and stopping" states the bounds.
+# Names: <signal>_<phase>_r<rank>. docs/faults.md "Failures and stopping" states the bounds.
 source "$(dirname "$0")/common.sh"
 command -v python3 > /dev/null || { echo "SKIP: python3 is needed to read the reports"; exit 77; }
 

@@ -201,6 +201,10 @@ const char *moe_cfg_suggest(const char *word, const char *const *names, size_t n
 /* Print the key table (path, type, default, bounds, unit, doc) for --help-config. */
 void moe_cfg_print_reference(FILE *out);
 
+/* The same table as a Markdown table (docs/config.md holds its output; the test
+ * docs.config_table fails when they differ). */
+void moe_cfg_print_reference_markdown(FILE *out);
+
 /* Each key of the table, in table order, with its value as this run resolved it: how a
  * value is written in YAML ("4", "0.5", "true", "master", a path), the placement as the
  * owner of every expert ("{1: [0, 1], 2: [2, 3]}", whether `auto` or written out), the

@@ -2306,6 +2306,42 @@ void moe_cfg_print_reference(FILE *out)
     }
 }
 
+/* One table cell: '|' escaped, '*' and '<' made literal, so GitHub renders the text as is. */
+static void md_cell(FILE *out, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        if (*s == '|' || *s == '*') {
+            fprintf(out, "\\%c", *s);
+        } else if (*s == '<') {
+            fputs("&lt;", out);
+        } else {
+            fputc(*s, out);
+        }
+    }
+}
+
+void moe_cfg_print_reference_markdown(FILE *out)
+{
+    char range[128];
+    if (out == NULL) {
+        return;
+    }
+    fputs("| key | type | default | range | unit | meaning |\n|---|---|---|---|---|---|\n", out);
+    for (size_t i = 0; i < CFG_NKEYS; i++) {
+        const cfg_key_t *k = &cfg_keys[i];
+        key_range(range, sizeof(range), k);
+        fprintf(out, "| `%s` | %s | ", k->path, key_type_name(k));
+        md_cell(out, k->def);
+        fputs(" | ", out);
+        md_cell(out, range);
+        fputs(" | ", out);
+        md_cell(out, k->unit);
+        fputs(" | ", out);
+        md_cell(out, k->doc);
+        fputs(" |\n", out);
+    }
+}
+
 /* "{1: [0, 1], 2: [2, 3]}" for placement set `set`: the ranks ascending, each with its
  * experts ascending (an expert with replicas appears under each of its ranks). */
 static void value_set(const moe_config_t *cfg, int set, char *buf, size_t n, size_t *pos)
