@@ -35,8 +35,7 @@ typedef enum {
 } moe_layer_rule_t;
 
 typedef struct moe_family {
-    moe_family_id_t id;
-    const char *name;           /* model.family and config.json model_type */
+    moe_family_id_t id;         /* its name: moe_cfg_family_name(id) (moe/config.h) */
     const char *arch[2];        /* config.json "architectures" names (NULL-padded) */
     /* config.json keys; NULL where the family has none */
     const char *key_experts, *key_top_k, *key_top_k_alt, *key_ffn, *key_shared_ffn;
