@@ -83,7 +83,10 @@ fi
 # --- build ----------------------------------------------------------------------------
 
 lib_srcs=(runtime/src/base/status.c runtime/src/base/hash.c runtime/src/base/phase.c
-          runtime/src/config/config.c runtime/src/model/safetensors.c
+          runtime/src/config/config.c runtime/src/config/config_load.c
+          runtime/src/config/config_checks.c runtime/src/config/placement.c
+          runtime/src/config/config_print.c runtime/src/model/safetensors.c
+          runtime/src/model/safetensors_dtype.c runtime/src/model/safetensors_write.c
           proto/src/prof_record.c proto/src/wire.c proto/src/hist.c proto/src/handshake.c)
 objs=()
 for src in "${lib_srcs[@]}"; do

@@ -6,6 +6,7 @@
 
 #include "app/preflight.h"
 #include "config/config_int.h"
+#include "model/family.h"
 #include "test_util.h"
 
 #include <dirent.h>
@@ -85,6 +86,32 @@ static void test_table(void)
         fprintf(stderr, "table check: %s\n", e.msg);
     }
     CHECK(moe_cfg_table_size() >= 35);
+}
+
+/* The family names are written once, in the key table's model.family names: every row of
+ * model/family.c has one of them, in the enum's order, and nothing else has a name. */
+static void test_family_names(void)
+{
+    const cfg_key_t *k = cfg_key_by_path("model.family");
+    CHECK(k != NULL && k->type == CFG_ENUM && k->names != NULL);
+    if (k == NULL || k->names == NULL) {
+        return;
+    }
+    int n = 0;
+    while (k->names[n] != NULL) {
+        CHECK(moe_cfg_family_name((moe_family_id_t)n) == k->names[n]);
+        n++;
+    }
+    CHECK_INT_EQ(n, moe_family_count());
+    CHECK(strcmp(moe_cfg_family_name(MOE_FAMILY_MIXTRAL), "mixtral") == 0);
+    CHECK(strcmp(moe_cfg_family_name(MOE_FAMILY_GPT_OSS), "gpt_oss") == 0);
+    CHECK(moe_cfg_family_name((moe_family_id_t)n) == NULL);
+    CHECK(moe_cfg_family_name((moe_family_id_t)-1) == NULL);
+    for (int i = 0; i < moe_family_count(); i++) {
+        const moe_family_t *f = moe_family_at(i);
+        CHECK(f != NULL && moe_cfg_family_name(f->id) != NULL);
+        CHECK(f != NULL && moe_family_get(f->id) == f);
+    }
 }
 
 static void check_example_values(const moe_config_t *c)
@@ -1016,6 +1043,7 @@ static void test_preflight(void)
 int main(void)
 {
     test_table();
+    test_family_names();
     test_example();
     test_other_values();
     test_defaults();

@@ -41,6 +41,10 @@ typedef enum {
     MOE_FAMILY_DEEPSEEK_V3 = 4,
     MOE_FAMILY_GPT_OSS = 5,
 } moe_family_id_t;
+/* A family's name: model.family's value and config.json's model_type ("mixtral", ...);
+ * NULL for an id that is no family. The names are written once, in the config's key table
+ * (config.c); model/family.c's rows take them from here. */
+const char *moe_cfg_family_name(moe_family_id_t id);
 /* DeepSeek expert selection: plain top-k, top-k inside the topk_group best groups (group
  * score: best expert, V2), or V3's noaux_tc (group score: sum of its best two). */
 typedef enum {

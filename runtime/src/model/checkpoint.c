@@ -178,8 +178,8 @@ static moe_status_t family_facts(info_ctx_t *c, const moe_family_t *fam)
         const char *sf = json_string_value(json_object_get(c->root, "scoring_func"));
         if (sf != NULL && strcmp(sf, fam->scoring_func) != 0) {
             return moe_error_set(c->err, MOE_ERR_UNSUPPORTED, "%s: scoring_func '%s': moed runs "
-                                 "%s with scoring_func '%s' only", c->path, sf, fam->name,
-                                 fam->scoring_func);
+                                 "%s with scoring_func '%s' only", c->path, sf,
+                                 moe_cfg_family_name(fam->id), fam->scoring_func);
         }
     }
     if (fam->route == MOE_ROUTE_DEEPSEEK_V2 || fam->route == MOE_ROUTE_DEEPSEEK_V3) {
@@ -308,7 +308,7 @@ moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
         st = quant_check(&c);
     }
     if (st == MOE_OK) {
-        fact_add(out, "model.family", fam->name, "architectures");
+        fact_add(out, "model.family", moe_cfg_family_name(fam->id), "architectures");
         st = fact_key(&c, "model.hidden_dim", "hidden_size", NULL);
     }
     if (st == MOE_OK) {

@@ -2,7 +2,10 @@
  * keeps one table per architecture. A row names the family's config.json keys, which
  * decoder layers are MoE, its routing, its shared experts and its tensor names; the
  * checkpoint reader, the weight loader and the gate read the row and never branch on a
- * family's name, so adding a family is adding a row (and a routing kind if it is new).
+ * family's name, so adding a family is adding a row (and a routing kind if it is new),
+ * with its id in moe/config.h's moe_family_id_t and its name in the config's key table
+ * (config/config.c: cfg_family_names, the one place the names are written; a row's name
+ * is moe_cfg_family_name(row->id)).
  *
  * The math of each routing kind is Hugging Face transformers' own (the files are cited at
  * the gate, expert/gate.c). */
@@ -35,8 +38,7 @@ typedef enum {
 } moe_layer_rule_t;
 
 typedef struct moe_family {
-    moe_family_id_t id;
-    const char *name;           /* model.family and config.json model_type */
+    moe_family_id_t id;         /* its name: moe_cfg_family_name(id) (moe/config.h) */
     const char *arch[2];        /* config.json "architectures" names (NULL-padded) */
     /* config.json keys; NULL where the family has none */
     const char *key_experts, *key_top_k, *key_top_k_alt, *key_ffn, *key_shared_ffn;

@@ -572,7 +572,7 @@ static moe_status_t pick_names(load_ctx_t *c)
     return moe_error_set(c->err, MOE_ERR_WEIGHTS,
                          "%s: no MoE gate tensor for layer %d: looked for '%s' (model.family "
                          "%s) and every other family's; check model.first_layer (now %lld)",
-                         moe_ckpt_name(c->ck), decoder, name, c->fam->name,
+                         moe_ckpt_name(c->ck), decoder, name, moe_cfg_family_name(c->fam->id),
                          (long long)c->cfg->first_layer);
 }
 
@@ -630,16 +630,18 @@ static moe_status_t apply_skew(const moe_config_t *cfg, const moe_family_t *fam,
 static void describe(const moe_config_t *cfg, const load_ctx_t *c, moe_weights_t *w)
 {
     if (c->ck == NULL) {
-        snprintf(w->naming, sizeof(w->naming), "%s (random)", c->fam->name);
+        snprintf(w->naming, sizeof(w->naming), "%s (random)",
+                 moe_cfg_family_name(c->fam->id));
         snprintf(w->dtype, sizeof(w->dtype), "random");
         return;
     }
     snprintf(w->dtype, sizeof(w->dtype), "%s", moe_ckpt_dtypes(c->ck));
     if (c->names == c->fam) {
-        snprintf(w->naming, sizeof(w->naming), "%s (%s)", c->fam->name, w->dtype);
+        snprintf(w->naming, sizeof(w->naming), "%s (%s)", moe_cfg_family_name(c->fam->id),
+                 w->dtype);
     } else {
-        snprintf(w->naming, sizeof(w->naming), "%s names, %s routing (%s)", c->names->name,
-                 c->fam->name, w->dtype);
+        snprintf(w->naming, sizeof(w->naming), "%s names, %s routing (%s)",
+                 moe_cfg_family_name(c->names->id), moe_cfg_family_name(c->fam->id), w->dtype);
     }
     (void)cfg;
 }
