@@ -19,7 +19,7 @@
  * Where a value was written is kept in a private parse state (cfg_parse_t), not in the
  * public struct: the cross checks that run after every key is known (top_k against
  * num_experts, the placement against the world size) still cite the offending node. */
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 #include "config/config_int.h"
 
@@ -1801,7 +1801,7 @@ void moe_cfg_set_input_reader(moe_cfg_input_rows_fn fn)
     cfg_input_reader = fn;
 }
 
-/* workload.tokens_per_step left out with an input file: the file's row count (moe/config.h
+/* workload.tokens_per_step left out with an input file: the file's row count (moe_config/config.h
  * moe_cfg_set_input_reader); within the key's range, else the default stays and the load
  * says what the file has. */
 static void input_tokens(cfg_parse_t *p)

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 /* Check every table entry: "section.leaf" path, unique, sections contiguous, field size

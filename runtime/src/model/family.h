@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 /* How a family routes (expert/gate.h: moe_router_t). */
 typedef enum {

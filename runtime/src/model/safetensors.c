@@ -7,7 +7,7 @@
  * for an in-memory file) straight into the caller's buffer and converted there, in place,
  * so no tensor is ever held twice. All multi-byte values are decoded byte by byte as little
  * endian, whatever the host order. */
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
