@@ -1,8 +1,8 @@
-#include "moe/handshake.h"
+#include "moe_proto/handshake.h"
 
 #include <string.h>
 
-#include "moe/wire.h"
+#include "moe_proto/wire.h"
 
 void moe_hello_encode(const moe_hello_t *h, uint8_t out[MOE_HELLO_SIZE])
 {

@@ -1,4 +1,4 @@
-#include "moe/hist.h"
+#include "moe_proto/hist.h"
 
 #include <string.h>
 

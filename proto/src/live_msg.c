@@ -1,5 +1,5 @@
-/* The live path's counters message (moe/live_msg.h): bucket bounds and offsets. */
-#include "moe/live_msg.h"
+/* The live path's counters message (moe_proto/live_msg.h): bucket bounds and offsets. */
+#include "moe_proto/live_msg.h"
 
 const double moe_live_bucket_s[MOE_LIVE_NB - 1] = {
     1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,

@@ -1,4 +1,4 @@
-#include "moe/prof_record.h"
+#include "moe_proto/prof_record.h"
 
 #include <assert.h>
 #include <stdlib.h>

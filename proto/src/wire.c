@@ -1,4 +1,4 @@
-#include "moe/wire.h"
+#include "moe_proto/wire.h"
 
 #include <stdlib.h>
 #include <string.h>

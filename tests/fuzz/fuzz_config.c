@@ -1,5 +1,5 @@
-/* libFuzzer target: moe_cfg_parse() (runtime/include/moe/config.h) on arbitrary bytes, for
- * one rank and for three.
+/* libFuzzer target: moe_cfg_parse() (moe_config/config.h, under runtime/src/config/include)
+ * on arbitrary bytes, for one rank and for three.
  *
  * Properties:
  *  - a rejection fills err with one line, NUL-terminated in its buffer, starting with the
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 #define SRC "fuzz.yaml"
 

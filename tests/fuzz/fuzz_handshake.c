@@ -1,4 +1,4 @@
-/* libFuzzer target: the start-up hello (proto/include/moe/handshake.h), decoded from
+/* libFuzzer target: the start-up hello (proto/include/moe_proto/handshake.h), decoded from
  * arbitrary bytes and checked against a well-formed hello, as rank 0 does with every rank's.
  *
  * Properties:
@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "moe/handshake.h"
+#include "moe_proto/handshake.h"
 
 static void check_strings(const moe_hello_t *h)
 {

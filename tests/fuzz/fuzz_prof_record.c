@@ -1,4 +1,4 @@
-/* libFuzzer target: the profile record decoder (proto/include/moe/prof_record.h).
+/* libFuzzer target: the profile record decoder (proto/include/moe_proto/prof_record.h).
  *
  * Built as is, the input is decoded as received, so the header checks (magic, versions,
  * header size, payload length, FNV-1a checksum) are what gets fuzzed. Built with
@@ -19,9 +19,9 @@
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "moe/config.h"
-#include "moe/prof_record.h"
-#include "moe/wire.h"
+#include "moe_config/config.h"
+#include "moe_proto/prof_record.h"
+#include "moe_proto/wire.h"
 
 static void put_le64(uint8_t *p, uint64_t v)
 {

@@ -1,5 +1,5 @@
-/* libFuzzer target: the safetensors reader (runtime/include/moe/safetensors.h) on arbitrary
- * bytes, opened from memory.
+/* libFuzzer target: the safetensors reader (moe_model/safetensors.h, under
+ * runtime/src/model/include) on arbitrary bytes, opened from memory.
  *
  * Properties:
  *  - a rejected file returns no handle and a NUL-terminated message naming the file;
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "fuzz_common.h"
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 #define NAME "fuzz.safetensors"
 #define MAX_ELEMS ((uint64_t)1 << 20)

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "moe/handshake.h"
+#include "moe_proto/handshake.h"
 
 #include "seed_file.h"
 

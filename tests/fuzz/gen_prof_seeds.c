@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moe/config.h"
-#include "moe/prof_record.h"
-#include "moe/wire.h"
+#include "moe_config/config.h"
+#include "moe_proto/prof_record.h"
+#include "moe_proto/wire.h"
 
 #include "seed_file.h"
 

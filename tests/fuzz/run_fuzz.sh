@@ -70,7 +70,8 @@ command -v "$cc" >/dev/null 2>&1 || skip "$cc not found (install clang and libcl
 sanitize=(-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 cflags=(-std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 -fno-omit-frame-pointer
         -Wall -Wextra -Wno-unused-parameter "${sanitize[@]}"
-        -I"$root/runtime/include" -I"$root/runtime/src" -I"$root/profiler/include"
+        -I"$root/runtime/include" -I"$root/runtime/src" -I"$root/runtime/src/config/include"
+        -I"$root/runtime/src/model/include" -I"$root/profiler/include"
         -I"$root/profiler/src" -I"$root/proto/include" -I"$here")
 printf '#include <stddef.h>\n#include <stdint.h>\n#include <yaml.h>\n'\
 'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; '\

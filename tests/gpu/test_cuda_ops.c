@@ -33,7 +33,7 @@
 #include "expert/cuda/moe_cuda.h"
 #include "expert/expert.h"
 #include "expert/gate.h"
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 #include "model/rng.h"
 #include "test_util.h"
 

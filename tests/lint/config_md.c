@@ -4,7 +4,7 @@
  * the file's table from this output. */
 #include <stdio.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 int main(void)
 {

@@ -4,7 +4,9 @@
 # include: A B C (...)": this check reads that list and fails, naming file:line, on any
 # `#include "PART/..."` of a sibling part that is not in it, and on a folder with no such
 # comment or more than one. proto/ may include only the base headers (moe/...) and the
-# layouts under proto/include.
+# layouts under proto/include (moe_proto/...). Each include root publishes one namespace
+# (moe/ base, moe_config/, moe_model/, moe_proto/, moe_prof/) and the base and config
+# floors include nothing above them.
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 bad=0
@@ -51,10 +53,35 @@ while IFS= read -r hit; do
   inc=$(sed -nE 's/.*#include "([^"]+)".*/\1/p' <<< "$hit")
   case "$inc" in
     moe/status.h|moe/hash.h|moe/limits.h|moe/phase.h|moe/clock.h) ;;
-    moe/*) [[ -f "$root/proto/include/$inc" ]] || { hit=${hit#"$root"/}; echo "${hit%:*}: proto includes $inc (not a base or proto header)"; bad=1; } ;;
+    moe_proto/*) [[ -f "$root/proto/include/$inc" ]] || { hit=${hit#"$root"/}; echo "${hit%:*}: proto includes $inc (no such proto header)"; bad=1; } ;;
+    moe/*) hit=${hit#"$root"/}; echo "${hit%:*}: proto includes $inc (not a base header proto may use)"; bad=1 ;;
     *) echo "${hit#"$root"/}: proto includes $inc"; bad=1 ;;
   esac
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include "' "$root/proto" || true)
+# Each include root publishes one namespace, so an #include says which part it comes from:
+# moe/ the base layer, moe_config/ the config, moe_model/ the model's reader, moe_proto/ the
+# byte layouts, moe_prof/ the profiler's calls.
+for pair in "runtime/include:moe" "runtime/src/config/include:moe_config" \
+            "runtime/src/model/include:moe_model" "proto/include:moe_proto" \
+            "profiler/include:moe_prof"; do
+  dir=$root/${pair%%:*} want=${pair##*:}
+  for sub in "$dir"/*; do
+    [[ -e "$sub" ]] || continue
+    [[ "$(basename "$sub")" == "$want" ]] || { echo "${pair%%:*}/$(basename "$sub"): the include root ${pair%%:*} publishes only $want/"; bad=1; }
+  done
+done
+# The floors do not reach up: base includes only moe/ headers, config only moe/ and
+# moe_config/ (and its own folder's).
+while IFS= read -r hit; do
+  [[ -n "$hit" ]] || continue
+  echo "${hit#"$root"/}: the base layer includes a header above it"; bad=1
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include "moe_(config|model|proto|prof)/' \
+           "$root/runtime/src/base" "$root/runtime/include" || true)
+while IFS= read -r hit; do
+  [[ -n "$hit" ]] || continue
+  echo "${hit#"$root"/}: the config part includes a header above it"; bad=1
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include "moe_(model|proto|prof)/' \
+           "$root/runtime/src/config" || true)
 if [[ $bad -ne 0 ]]; then
   echo "FAIL: a part comment is missing or a part includes what its comment does not allow" >&2
   exit 1

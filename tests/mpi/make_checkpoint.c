@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 static float *randn(size_t n, unsigned *state, float scale)
 {

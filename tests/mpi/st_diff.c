@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 static float *load(const char *path, const char *name, int64_t *n, const moe_st_tensor_info_t **ti,
                    moe_st_file_t **f)

@@ -2,7 +2,7 @@
  * (code, line:col, key path), the placement for several world sizes, the queries, a
  * small built-in mutation run so malformed input is exercised on every build, and the
  * checks made before the run (app/preflight.c) on a parsed config. */
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 #include "app/preflight.h"
 #include "config/config_int.h"

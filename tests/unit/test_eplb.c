@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "moe/eplb.h"
+#include "moe_config/eplb.h"
 #include "test_util.h"
 
 /* Loads [10,1,1,1,1,1,1,1] on 2 expert ranks, R = 2, slots ceil(10/2) = 5. Replicate:

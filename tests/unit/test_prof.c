@@ -7,10 +7,10 @@
 #include <time.h>
 
 #include "gather/balance.h"
-#include "moe/config.h"
-#include "moe/hist.h"
-#include "moe/prof.h"
-#include "moe/prof_record.h"
+#include "moe_config/config.h"
+#include "moe_proto/hist.h"
+#include "moe_prof/prof.h"
+#include "moe_proto/prof_record.h"
 #include "record/overlap.h"
 #include "record/record.h"
 #include "test_util.h"

@@ -1,7 +1,7 @@
 /* Tests for the safetensors reader and writer: conversions, round trips, a hand-written
  * header, lookups, and a long list of corrupt or lying files that must each be rejected
  * with the right code and a message naming the file and the problem. */
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* The profiler's own calls above the public ones (moe/prof.h): the on-demand windows the
+/* The profiler's own calls above the public ones (moe_prof/prof.h): the on-demand windows the
  * live path records (POST /profile). Defined by facade/prof.c, over record/ and gather/. */
 #ifndef MOE_FACADE_H
 #define MOE_FACADE_H

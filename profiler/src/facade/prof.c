@@ -1,4 +1,4 @@
-/* Part facade (profiler/src/facade/): the profiler's public calls (moe/prof.h moe_prof_*,
+/* Part facade (profiler/src/facade/): the profiler's public calls (moe_prof/prof.h moe_prof_*,
  * and the on-demand windows of facade.h): every rank's recorder (record/) and, on rank 0,
  * the collection of its records (gather/), driven in step. May include: record gather
  * (and the public headers in moe/). One file of each part's folder opens with such a

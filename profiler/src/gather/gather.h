@@ -1,6 +1,6 @@
 /* Rank 0's side of the record stream: the records every rank sends (record/) received,
  * held until their window is whole, merged into the report and written; the on-demand
- * windows' sets. It knows the record's layout (moe/prof_record.h) and nothing of the
+ * windows' sets. It knows the record's layout (moe_proto/prof_record.h) and nothing of the
  * recorder: the facade (facade/prof.c) hands it what a rank's recorder knows. */
 #ifndef MOE_GATHER_H
 #define MOE_GATHER_H
@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "moe/prof.h"
-#include "moe/prof_record.h"
+#include "moe_prof/prof.h"
+#include "moe_proto/prof_record.h"
 #include "report/report.h"
 
 /* Fold record `src` (a later part of the same rank and window) into `dst`: sums add,

@@ -5,7 +5,7 @@
  * moe_od_set_t). One file of each part's folder opens with such a comment;
  * tests/lint/parts.sh holds every part to its list. */
 /* The live path on every rank: counters, messages, and on rank 0 their publication and
- * the on-demand windows (moe/live_msg.h for the messages, live_int.h for rank 0's view).
+ * the on-demand windows (moe_proto/live_msg.h for the messages, live_int.h for rank 0's view).
  *
  * An on-demand window is a profiling window of the normal recorder (record/, a second
  * instance on its own communicator, moe_prof_od_* in facade/): rank 0 picks its first
@@ -30,7 +30,7 @@
 #include "moe/clock.h"
 #include "moe/log.h"
 #include "moe/mpi_check.h"
-#include "moe/prof.h"
+#include "moe_prof/prof.h"
 #include "record/record.h"
 
 #define LIVE_POLL_NS 50000000LL  /* MPI is polled (control, arrivals) at most this often */

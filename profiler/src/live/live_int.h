@@ -1,5 +1,5 @@
 /* The live path's private side: the shape of the run, and rank 0's view that the HTTP
- * threads read. The messages' byte layout is proto's (moe/live_msg.h).
+ * threads read. The messages' byte layout is proto's (moe_proto/live_msg.h).
  *
  * Every rank keeps cumulative counters (so a message that is skipped loses nothing) and
  * sends them at a step boundary at most every LIVE_SEND_MS, with one MPI_Isend that is not
@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "moe/config.h"
-#include "moe/live_msg.h"
+#include "moe_config/config.h"
+#include "moe_proto/live_msg.h"
 #include "facade/facade.h"
 
 #define LIVE_SEND_MS 200                 /* at most one periodic message per rank per this */

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "moe/prof.h"
+#include "moe_prof/prof.h"
 
 #define TOP_MAX_BODY (64u << 20)
 #define TOP_TIMEOUT_MS 5000

@@ -6,7 +6,7 @@
 /* `moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]
  * [--force]`:
  * a placement for the loads a report recorded (its router counts per layer and expert),
- * computed like DeepSeek's EPLB (moe/eplb.h, runtime/src/config/eplb.c), written as the
+ * computed like DeepSeek's EPLB (moe_config/eplb.h, runtime/src/config/eplb.c), written as the
  * run's resolved config with the new placement, the predicted per-rank load max/mean before
  * and after as comments. It reads summary.json with the compare part's readers
  * (compare/json_lookup.h, compare/rank_load.h). */
@@ -16,9 +16,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "moe/config.h"
-#include "moe/prof.h"
-#include "moe/eplb.h"
+#include "moe_config/config.h"
+#include "moe_prof/prof.h"
+#include "moe_config/eplb.h"
 #include "compare/json_lookup.h"
 #include "compare/rank_load.h"
 #include "report/atomic_file.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "moe/prof.h"
+#include "moe_prof/prof.h"
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
 #include "moe/poll.h"

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "moe/prof.h"
+#include "moe_prof/prof.h"
 
 /* A half-open interval [begin, end) of ns; end <= begin is empty. */
 typedef struct moe_ival {

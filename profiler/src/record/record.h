@@ -6,8 +6,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "moe/prof.h"
-#include "moe/prof_record.h"
+#include "moe_prof/prof.h"
+#include "moe_proto/prof_record.h"
 
 /* The memory sampler (the daemon thread). */
 typedef struct moe_sampler {

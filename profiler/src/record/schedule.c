@@ -1,5 +1,5 @@
 /* The measurement schedule: which steps are recorded, which close a window. */
-#include "moe/prof.h"
+#include "moe_prof/prof.h"
 
 int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded, bool *closes)
 {

@@ -15,10 +15,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "moe/config.h"
-#include "moe/hist.h"
+#include "moe_config/config.h"
+#include "moe_proto/hist.h"
 #include "moe/phase.h"
-#include "moe/prof_record.h"
+#include "moe_proto/prof_record.h"
 #include "moe/status.h"
 
 /* Per-step statistics of one quantity: sum over recorded steps and the per-step extremes. */
@@ -165,7 +165,7 @@ typedef struct moe_rep_step {
 } moe_rep_step_t;
 
 /* Trace events, already aligned and relative to t0_ns (kinds and lanes: moe_tev_kind_t,
- * MOE_LANE_* in moe/prof_record.h, as the ranks record them). */
+ * MOE_LANE_* in moe_proto/prof_record.h, as the ranks record them). */
 typedef struct moe_rep_event {
     int64_t ts_ns;
     int64_t dur_ns;

@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 /* What the rule decides for one rank, as a pure function (unit-tested):
  * local_ranks: the node's ranks in rank order, expert[i]: whether local_ranks[i] hosts

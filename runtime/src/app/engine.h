@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "moe/config.h"
-#include "moe/prof.h"
+#include "moe_config/config.h"
+#include "moe_prof/prof.h"
 #include "moe/status.h"
 #include "layer/moe_layer.h"
 #include "layer/rebalance.h"

@@ -18,8 +18,8 @@
 #include "expert/onednn.h"
 #include "expert/plugin.h"
 #include "moe/log.h"
-#include "moe/prof.h"
-#include "moe/safetensors.h"
+#include "moe_prof/prof.h"
+#include "moe_model/safetensors.h"
 #include "model/weights.h"
 
 moe_build_caps_t moe_build_caps(void)

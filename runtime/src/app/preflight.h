@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 /* What this build can run, fixed at compile time (MOE_HAVE_UCX, MOED_HAVE_PLUGIN from

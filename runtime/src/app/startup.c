@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include "app/engine.h"
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/build_info.h"
-#include "moe/handshake.h"
+#include "moe_proto/handshake.h"
 #include "moe/mpi_check.h"
 #include "moe/testctl.h"
 #include "transport/wait.h"

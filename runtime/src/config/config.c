@@ -15,7 +15,7 @@
  *
  * The model families' names are written once, in cfg_family_names below (model.family's
  * values); model/family.c's rows take them through moe_cfg_family_name(). */
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 #include "config/config_int.h"
 

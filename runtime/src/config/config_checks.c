@@ -3,7 +3,7 @@
  * each family's knobs, the rebalance, and moe_cfg_parse on top of the loader, the checks
  * and the placement (config_int.h lists the part's files). A failed check cites the node
  * that set the value (cfg_parse_t's marks), or config.json when that file set it. */
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/hash.h"
 
 #include "config/config_int.h"
@@ -324,7 +324,7 @@ void moe_cfg_set_input_reader(moe_cfg_input_rows_fn fn)
     cfg_input_reader = fn;
 }
 
-/* workload.tokens_per_step left out with an input file: the file's row count (moe/config.h
+/* workload.tokens_per_step left out with an input file: the file's row count (moe_config/config.h
  * moe_cfg_set_input_reader); within the key's range, else the default stays and the load
  * says what the file has. */
 static void input_tokens(cfg_parse_t *p)

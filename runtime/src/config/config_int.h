@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 /* Check every table entry: "section.leaf" path, unique, sections contiguous, field size

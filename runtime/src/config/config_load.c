@@ -12,7 +12,7 @@
  * Where a value was written is kept in a private parse state (cfg_parse_t), not in the
  * public struct: the cross checks that run after every key is known (top_k against
  * num_experts, the placement against the world size) still cite the offending node. */
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 #include "config/config_int.h"
 

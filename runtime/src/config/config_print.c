@@ -2,7 +2,7 @@
  * is checked against it), each key's value as this run resolved it (moe_cfg_each_value:
  * config.json in the run folder, summary.json) and the placement lines (config_int.h lists
  * the part's files). */
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 #include "config/config_int.h"
 

@@ -1,7 +1,7 @@
 /* EPLB's three steps (see eplb.h): replicate_experts, balanced_packing, and the
  * hierarchical order (nodes first). Unlike eplb.py a rank never holds two copies of one
  * expert (the config rejects that), and ranks may hold different numbers of copies. */
-#include "moe/eplb.h"
+#include "moe_config/eplb.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * l's own map); the layer queries it on every forward (moe_cfg_layer_entries,
  * moe_cfg_experts_of_rank_layer), the online rebalance replaces the per-layer sets
  * (moe_cfg_set_layer_sets). config_int.h lists the part's other files. */
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 #include "config/config_int.h"
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "model/weights.h"
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 /* Element-wise loops (activations, BF16 narrowing and widening, the permutation and the

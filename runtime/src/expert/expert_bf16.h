@@ -10,7 +10,7 @@
 #include "expert/backend.h"
 #include "expert/onednn.h"
 #include "model/weights.h"
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 /* Rows of one BF16 GEMM at most: the CPU back-end cuts an expert call's rows into the

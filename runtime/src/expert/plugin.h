@@ -41,7 +41,7 @@
 
 #include "expert/backend.h"
 #include "transport/transport.h"
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 /* Bump when a slot is added, removed or changes meaning. */

@@ -15,9 +15,9 @@
 #include <mpi.h>
 #include <stdint.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/phase.h"
-#include "moe/prof.h"
+#include "moe_prof/prof.h"
 #include "moe/status.h"
 #include "expert/backend.h"
 #include "expert/plugin.h"

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "layer/arena.h"
 
 typedef struct moe_plan {

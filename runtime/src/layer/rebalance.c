@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "moe/clock.h"
-#include "moe/eplb.h"
+#include "moe_config/eplb.h"
 #include "expert/backend.h"
 #include "moe/mpi_check.h"
 #include "moe/testctl.h"

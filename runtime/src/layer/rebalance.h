@@ -5,7 +5,7 @@
  * 1. One reduction (sum) of every rank's window: per layer per expert the choices its
  *    routing ranks made (the router's demand, before capacity), and per rank the rows its
  *    experts computed. Every rank then holds the same counts.
- * 2. Every rank computes the same placement from them with the EPLB packing (moe/eplb.h:
+ * 2. Every rank computes the same placement from them with the EPLB packing (moe_config/eplb.h:
  *    `moed plan`'s code), per layer, on the expert ranks (moe_cfg_expert_ranks), R extra
  *    copies per layer, slots ceil((E + R) / expert ranks) per rank per layer.
  *    A placement that cuts the predicted max/mean by less than 2% is not taken (the
@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 #include "model/weights.h"
 

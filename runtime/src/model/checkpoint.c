@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 #include "model/family.h"
 
 /* ------------------------------------------------------------------------------------ */

@@ -1,5 +1,5 @@
 /* A Hugging Face checkpoint directory: config.json (read through jansson into the config's
- * facts, moe/config.h) and the weights, in DIR/model.safetensors or in the shards that
+ * facts, moe_config/config.h) and the weights, in DIR/model.safetensors or in the shards that
  * DIR/model.safetensors.index.json's weight_map names. Also wraps a single .safetensors
  * file (model.weights) so the loader has one way to read tensors.
  *
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 /* moe_cfg_checkpoint_fn: what DIR/config.json says. Bad input (missing file, bad JSON with

@@ -3,7 +3,7 @@
  * decoder layers are MoE, its routing, its shared experts and its tensor names; the
  * checkpoint reader, the weight loader and the gate read the row and never branch on a
  * family's name, so adding a family is adding a row (and a routing kind if it is new),
- * with its id in moe/config.h's moe_family_id_t and its name in the config's key table
+ * with its id in moe_config/config.h's moe_family_id_t and its name in the config's key table
  * (config/config.c: cfg_family_names, the one place the names are written; a row's name
  * is moe_cfg_family_name(row->id)).
  *
@@ -14,7 +14,7 @@
 
 #include <stdbool.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 
 /* How a family routes (expert/gate.h: moe_router_t). */
 typedef enum {
@@ -38,7 +38,7 @@ typedef enum {
 } moe_layer_rule_t;
 
 typedef struct moe_family {
-    moe_family_id_t id;         /* its name: moe_cfg_family_name(id) (moe/config.h) */
+    moe_family_id_t id;         /* its name: moe_cfg_family_name(id) (moe_config/config.h) */
     const char *arch[2];        /* config.json "architectures" names (NULL-padded) */
     /* config.json keys; NULL where the family has none */
     const char *key_experts, *key_top_k, *key_top_k_alt, *key_ffn, *key_shared_ffn;

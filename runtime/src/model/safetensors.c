@@ -7,7 +7,7 @@
  * for an in-memory file) straight into the caller's buffer and converted there, in place,
  * so no tensor is ever held twice (the conversions: safetensors_dtype.c; the writer:
  * safetensors_write.c; safetensors_int.h lists what they share). */
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 #include "model/safetensors_int.h"
 

@@ -2,7 +2,7 @@
  * helpers, the dtype table, shapes, and the loops that decode a tensor in place as it is
  * read and encode one as it is written (safetensors_int.h lists the files). All multi-byte
  * values are decoded byte by byte as little endian, whatever the host order. */
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 #include "model/safetensors_int.h"
 

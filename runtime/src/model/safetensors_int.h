@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 /* pread/write sizes per call: Linux transfers at most ~2 GiB per call anyway. */
 #define ST_IO_MAX ((size_t)1 << 30)

@@ -1,7 +1,7 @@
 /* The safetensors writer (moe_st_write): checks the tensors, builds the header and writes
  * the file through a bounce buffer of ST_CHUNK_BYTES, converting from F32 on the way
  * (safetensors_int.h lists the files). */
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 
 #include "model/safetensors_int.h"
 

@@ -12,7 +12,7 @@
 #include "moe/stop.h"
 #include "moe/testctl.h"
 #include "moe/watchdog.h"
-#include "moe/safetensors.h"
+#include "moe_model/safetensors.h"
 #include "model/checkpoint.h"
 #include "model/family.h"
 #include "model/rng.h"

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 /* One expert's weights on the host (see expert/expert.h for the FFN they feed), held as

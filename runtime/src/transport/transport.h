@@ -42,7 +42,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/mpi_check.h" /* transports and their callers check MPI with MOE_MPI */
 #include "moe/status.h"
 

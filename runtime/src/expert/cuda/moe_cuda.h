@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 typedef struct moe_cuda moe_cuda_t;             /* device, cuBLAS handle, two streams */

@@ -28,10 +28,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "moe/hist.h"
+#include "moe_proto/hist.h"
 #include "moe/phase.h"
 #include "moe/status.h"
-#include "moe/wire.h"
+#include "moe_proto/wire.h"
 
 #define MOE_PROF_MAGIC "MOEP"
 #define MOE_PROF_VERSION 2

@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "moe/config.h"
+#include "moe_config/config.h"
 #include "moe/status.h"
 
 typedef struct moe_prof moe_prof_t;
