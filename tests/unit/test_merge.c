@@ -1,0 +1,570 @@
+/* Unit tests for rank 0's merge (gather/merge.c): the router's per-expert counts, and the
+ * step's wait split into idle (by the rank waited for), designed wait and exchange, on
+ * records built by hand whose truth is known: a combine, a balanced pair, the dispatch, the
+ * wait for the master's next dispatch (also over two windows). Split from test_report.c,
+ * which tests the report writers on a merged profile. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gather/balance.h"
+#include "gather/gather.h"
+#include "report/report.h"
+#include "report_fixture.h"
+#include "report_util.h"
+#include "compare/json_lookup.h"
+#include <jansson.h>
+#include "test_util.h"
+
+/* Demand of expert e of layer l in the merge test's routing record; 30 kept at most. */
+static uint64_t mt_demand(int l, int e)
+{
+    return 10 * (uint64_t)(e + 1) + (uint64_t)l;
+}
+
+static uint64_t mt_kept(int l, int e)
+{
+    return mt_demand(l, e) < 30 ? mt_demand(l, e) : 30;
+}
+
+/* Records of ranks 0 (routes, no experts) and 2 (experts 4-7); rank 1 (experts 0-3) is not
+ * profiled. */
+static bool mt_records(moe_prof_record_t *recs)
+{
+    static const int local[3] = {0, 0, 4};
+    for (int k = 0; k < 3; k += 2) {
+        moe_prof_record_t *rec = &recs[k];
+        if (moe_prof_record_alloc(rec, 3, 2, 8, local[k]) != MOE_OK) {
+            return false;
+        }
+        rec->rank = k;
+        rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
+        rec->steps_recorded = 4;
+        for (int i = 0; i < local[k]; i++) {
+            rec->local_ids[i] = 4 + i;
+            for (int l = 0; l < 2; l++) {
+                moe_rec_expert_t *x = &rec->experts[l * local[k] + i];
+                moe_hist_reset(&x->hist);
+                moe_hist_add(&x->hist, 2000000);
+                x->tokens = mt_kept(l, 4 + i);
+                x->calls = 4;
+                x->flops = 1e9;
+            }
+        }
+        for (int i = 0; k == 0 && i < 2 * 8; i++) {
+            rec->demand[i] = mt_demand(i / 8, i % 8);
+            rec->kept[i] = mt_kept(i / 8, i % 8);
+            rec->dropped[i] = rec->demand[i] - rec->kept[i];
+        }
+    }
+    return true;
+}
+
+/* Experts of a rank outside profiled_ranks: their tokens are the router's count, marked as
+ * such in summary.txt and summary.json, their latency unknown ("-", null), not 0. */
+static void test_merge_router(const char *root)
+{
+    fixture_t fx;
+    memset(&fx, 0, sizeof(fx));
+    snprintf(fx.yaml, sizeof(fx.yaml),
+             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+             "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
+             "  experts: auto\nworkload:\n  tokens_per_step: 64\n  steps: 6\nprofiler:\n"
+             "  enabled: true\n  profiled_ranks: [0, 2]\n  warmup_steps: 2\n"
+             "  output_dir: %s/merged\n",
+             root);
+    moe_error_t err;
+    CHECK_INT_EQ(moe_cfg_parse(fx.yaml, strlen(fx.yaml), "m.yaml", 3, &fx.cfg, &err), MOE_OK);
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    moe_prof_record_t recs[3];
+    memset(recs, 0, sizeof(recs));
+    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
+    bool have[3] = {true, false, true};
+    CHECK(m != NULL && mt_records(recs));
+    CHECK_INT_EQ(m != NULL ? moe_merge_window(m, recs, have, 0, &err) : -1, MOE_OK);
+    moe_prof_run_t run = {6, 6, 1.0, fx.yaml, strlen(fx.yaml), false, 1.0, NULL};
+    moe_prof_static_t info;
+    memset(&info, 0, sizeof(info));
+    info.transport = "mpi";
+    info.blas = "openblas";
+    info.device = "cpu";
+    info.chunks = 1;
+    moe_report_t *r = m != NULL ? moe_merge_finish(m, &run, &info) : NULL;
+    for (int i = 0; r != NULL && i < 2 * 8; i++) {
+        const moe_rep_expert_t *x = &r->experts[i];
+        CHECK_INT_EQ(x->router_count, x->expert < 4);     /* rank 1's experts */
+        CHECK_INT_EQ(x->tokens, mt_kept(i / 8, i % 8)); /* both: what was kept */
+        CHECK_INT_EQ(x->calls, x->expert < 4 ? 0 : 4);
+    }
+    CHECK(r != NULL && !r->partial);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_summary(r, &err) : -1, MOE_OK);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_json(r, &err) : -1, MOE_OK);
+    char *t = r != NULL ? slurp(r->run_dir, "summary.txt", NULL) : NULL;
+    /* layer 0 expert 0: demand 10, all kept; rank 1's row: unknown calls and latency */
+    CHECK_STR_CONTAINS(t, "      0       0     1  h1            10          10           0        -"
+                          "          -          -          -          -          -         -"
+                          "  (router's count)\n");
+    CHECK_STR_CONTAINS(t, "      0       4     2  h2            50          30          20        4"
+                          "      2.");
+    CHECK_INT_EQ(count_substr(t, "(router's count)\n"), 2 * 4);
+    free(t);
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    snprintf(path, sizeof(path), "%s/summary.json", r != NULL ? r->run_dir : "");
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    CHECK(json_is_true(moe_json_path(doc, "experts.1.router_count")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.1.tokens"), -1), 20, 0);
+    CHECK(json_is_null(moe_json_path(doc, "experts.1.latency_ms.p50")));
+    CHECK(json_is_null(moe_json_path(doc, "experts.1.calls")));
+    CHECK(json_is_false(moe_json_path(doc, "experts.5.router_count")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.5.latency_ms.p50"), -1), 2.0, 0.2);
+    json_decref(doc);
+    if (r != NULL) {
+        static const char *const files[3] = {"summary.txt", "summary.json", "metrics.csv"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof(path), "%s/%s", r->run_dir, files[i]);
+            unlink(path);
+        }
+        rmdir(r->run_dir);
+    }
+    snprintf(path, sizeof(path), "%s/merged", root);
+    rmdir(path);
+    moe_merge_destroy(m);
+    moe_prof_record_free(&recs[0]);
+    moe_prof_record_free(&recs[2]);
+}
+
+/* The wait tests' job: 3 ranks, master routing; rank 0 routes and hosts no experts, ranks
+ * 1 and 2 host experts 0-3 and 4-7. One recorded step of one layer. */
+/* Two recorded steps in a row (one exchange each, num_layers 1), every phase's begin and
+ * end given per rank on rank 0's clock: [exchange][rank]. */
+typedef struct wt_seq {
+    double disp_b[2][3], disp_e[2][3], comb_b[2][3], comb_e[2][3];
+} wt_seq_t;
+
+typedef struct wt_case {
+    const char *name;
+    double disp_us[3], comb_us[3]; /* arrivals on rank 0's clock */
+    double compute_us[3];          /* gate (rank 0) or expert (ranks 1, 2) per step */
+    const wt_seq_t *seq;           /* set: two steps as given, not disp_us / comb_us */
+} wt_case_t;
+
+#define WT_STEP_US 2000.0
+#define WT_TAIL_US 50.0 /* every phase ends this long after the last arrival */
+
+static double wt_last(const double *a)
+{
+    return fmax(a[0], fmax(a[1], a[2]));
+}
+
+/* Rank k's record for case c; rank 2's clock runs 1 ms ahead of rank 0's, so arrivals
+ * must be aligned before they are compared. */
+static bool wt_record(moe_prof_record_t *rec, const wt_case_t *c, int k)
+{
+    int local = k == 0 ? 0 : 4;
+    if (moe_prof_record_alloc(rec, 3, 1, 8, local) != MOE_OK) {
+        return false;
+    }
+    int n = c->seq != NULL ? 2 : 1;
+    rec->exchanges = calloc((size_t)n, sizeof(*rec->exchanges));
+    if (rec->exchanges == NULL) {
+        return false;
+    }
+    rec->num_exchanges = n;
+    rec->rank = k;
+    rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
+    rec->steps_recorded = n;
+    rec->clock_offset_ns = k == 2 ? 1e6 : 0.0;
+    int64_t off = (int64_t)rec->clock_offset_ns;
+    double phase[MOE_PHASE_COUNT] = {0};
+    for (int i = 0; i < n; i++) {
+        moe_rec_exchange_t *x = &rec->exchanges[i];
+        const wt_seq_t *q = c->seq;
+        x->step = 1 + i;
+        x->dispatch_begin_ns = (int64_t)((q ? q->disp_b[i][k] : c->disp_us[k]) * 1e3) + off;
+        x->dispatch_end_ns =
+            (int64_t)((q ? q->disp_e[i][k] : wt_last(c->disp_us) + WT_TAIL_US) * 1e3) + off;
+        x->combine_begin_ns = (int64_t)((q ? q->comb_b[i][k] : c->comb_us[k]) * 1e3) + off;
+        x->combine_end_ns =
+            (int64_t)((q ? q->comb_e[i][k] : wt_last(c->comb_us) + WT_TAIL_US) * 1e3) + off;
+        phase[MOE_PHASE_DISPATCH] += (double)(x->dispatch_end_ns - x->dispatch_begin_ns);
+        phase[MOE_PHASE_COMBINE] += (double)(x->combine_end_ns - x->combine_begin_ns);
+    }
+    phase[MOE_PHASE_STEP] = n * WT_STEP_US * 1e3;
+    phase[k == 0 ? MOE_PHASE_GATE : MOE_PHASE_EXPERT] = n * c->compute_us[k] * 1e3;
+    for (int p = 0; p < MOE_PHASE_COUNT; p++) { /* sums over the steps; min, max per step */
+        rec->phase_sum[p] = phase[p];
+        rec->phase_min[p] = rec->phase_max[p] = phase[p] / n;
+    }
+    for (int i = 0; i < local; i++) {
+        rec->local_ids[i] = 4 * (k - 1) + i;
+        moe_hist_reset(&rec->experts[i].hist);
+    }
+    for (int e = 0; k == 0 && e < 8; e++) { /* the router's counts: the headline needs some */
+        rec->demand[e] = rec->kept[e] = 10 + (uint64_t)e;
+    }
+    return true;
+}
+
+typedef struct wt_run {
+    moe_config_t cfg;
+    char yaml[512];
+    moe_merge_t *m;
+    moe_prof_record_t recs[3];
+    moe_report_t *r;
+    json_t *doc;
+    char *headline, *summary;
+} wt_run_t;
+
+/* Merge case c's records, write summary.txt and summary.json, read them back. */
+static bool wt_run(wt_run_t *w, const char *root, const wt_case_t *c)
+{
+    memset(w, 0, sizeof(*w));
+    snprintf(w->yaml, sizeof(w->yaml),
+             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+             "  num_layers: 1\nplacement:\n  master_rank: 0\n  experts: auto\n"
+             "workload:\n  tokens_per_step: 64\n  steps: 2\nprofiler:\n  enabled: true\n"
+             "  warmup_steps: 1\n  output_dir: %s/waits\n",
+             root);
+    moe_error_t err;
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    static const bool have[3] = {true, true, true};
+    if (moe_cfg_parse(w->yaml, strlen(w->yaml), "w.yaml", 3, &w->cfg, &err) != MOE_OK ||
+        (w->m = moe_merge_create(&w->cfg, 3, hosts)) == NULL) {
+        return false;
+    }
+    for (int k = 0; k < 3; k++) {
+        if (!wt_record(&w->recs[k], c, k)) {
+            return false;
+        }
+    }
+    if (moe_merge_window(w->m, w->recs, have, 0, &err) != MOE_OK) {
+        return false;
+    }
+    moe_prof_run_t run = {2, 2, 1.0, w->yaml, strlen(w->yaml), false, 1.0, NULL};
+    moe_prof_static_t info;
+    memset(&info, 0, sizeof(info));
+    info.transport = "mpi";
+    info.blas = "openblas";
+    info.device = "cpu";
+    info.chunks = 1;
+    w->r = moe_merge_finish(w->m, &run, &info);
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/summary.json", w->r->run_dir);
+    if (moe_report_write_summary(w->r, &err) != MOE_OK ||
+        moe_report_write_json(w->r, &err) != MOE_OK ||
+        moe_report_write_html(w->r, &err) != MOE_OK ||
+        moe_json_load_file(path, &w->doc, &err) != MOE_OK) {
+        fprintf(stderr, "%s: %s\n", c->name, err.msg);
+        return false;
+    }
+    w->headline = headline_of(w->r);
+    w->summary = slurp(w->r->run_dir, "summary.txt", NULL);
+    return w->headline != NULL && w->summary != NULL;
+}
+
+static void wt_done(wt_run_t *w, const char *root)
+{
+    if (w->r != NULL) {
+        static const char *const files[4] = {"summary.txt", "summary.json", "report.html",
+                                             "metrics.csv"};
+        char path[MOE_PATH_MAX + 32];
+        for (int i = 0; i < 4; i++) {
+            snprintf(path, sizeof(path), "%s/%s", w->r->run_dir, files[i]);
+            unlink(path);
+        }
+        rmdir(w->r->run_dir);
+        snprintf(path, sizeof(path), "%s/waits", root);
+        rmdir(path);
+    }
+    json_decref(w->doc);
+    free(w->headline);
+    free(w->summary);
+    moe_merge_destroy(w->m);
+    for (int k = 0; k < 3; k++) {
+        moe_prof_record_free(&w->recs[k]);
+    }
+}
+
+/* ms per step of one rank's figure in summary.json. */
+static double wt_ms(const wt_run_t *w, int k, const char *what)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "ranks.%d.per_step_ms.%s", k, what);
+    return moe_json_num(moe_json_path(w->doc, path), NAN);
+}
+
+/* Combine: the routing rank (no experts) waits for the expert ranks by design; the part of
+ * its wait past their mean arrival, and every expert rank's wait for a slower expert rank,
+ * is imbalance. A straggler only from 1.10x. */
+static void test_merge_waits_combine(const char *root)
+{
+    static const wt_case_t cases[2] = {
+        {"combine 1.05x", {0, 0, 0}, {0, 100, 300}, {100, 950, 1050}, NULL},
+        {"combine 1.5x", {0, 0, 0}, {0, 100, 300}, {100, 500, 1500}, NULL},
+    };
+    for (int i = 0; i < 2; i++) {
+        wt_run_t w;
+        bool ok = wt_run(&w, root, &cases[i]);
+        CHECK(ok);
+        if (!ok) {
+            wt_done(&w, root);
+            continue;
+        }
+        CHECK(w.r->ranks[0].num_local == 0 && w.r->ranks[0].routes);
+        CHECK(w.r->ranks[1].num_local == 4 && !w.r->ranks[1].routes);
+        CHECK_NEAR(wt_ms(&w, 0, "structural_wait"), 0.200, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 0, "idle"), 0.100, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 1, "structural_wait"), 0.0, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 1, "idle"), 0.200, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 2, "structural_wait"), 0.0, 1e-9);
+        CHECK_NEAR(wt_ms(&w, 2, "idle"), 0.0, 1e-9);
+        for (int k = 0; k < 3; k++) { /* moving bytes: 50 us of each phase */
+            CHECK_NEAR(wt_ms(&w, k, "exchange"), 0.100, 1e-9);
+        }
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.0.share_of_step.structural_wait"), -1),
+                   0.1, 1e-12);
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_share"), -1),
+                   (0.1 + 0.2) / 2.0 / 3.0, 1e-9);
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.structural_wait_share"), -1),
+                   0.2 / 2.0 / 3.0, 1e-9); /* summary.json keeps 10 digits */
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_threshold"), -1), 1.1,
+                   1e-12);
+        CHECK_STR_CONTAINS(w.headline, "; exchange: 5.0% of step time moving bytes, 5.0% waiting "
+                                       "for slower ranks (most: rank 1 waiting for rank 2, 10.0% "
+                                       "of its step; routing rank's designed wait: 3.3%, not "
+                                       "imbalance)\n");
+        /* every idle is a wait for rank 2, the last to arrive */
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.0.idle_waiting_for_ms.2"), -1),
+                   0.100, 1e-9);
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.1.idle_waiting_for_ms.2"), -1),
+                   0.200, 1e-9);
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.1.idle_waiting_for_ms.0"), -1),
+                   0.0, 1e-9);
+        CHECK_STR_CONTAINS(w.summary, "  rank 0 waited for rank 2 0.100 ms (5.0%)\n"
+                                      "  rank 1 waited for rank 2 0.200 ms (10.0%)\n");
+        CHECK_STR_CONTAINS(w.summary, "  * Exchange: 5.0% of step time goes to moving bytes and "
+                                      "5.0% to waiting in the exchange for slower ranks (load "
+                                      "imbalance); the routing rank's designed wait, not "
+                                      "imbalance, is 3.3%");
+        if (i == 0) {
+            CHECK(json_is_null(moe_json_path(w.doc, "findings.straggler_rank")));
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_ratio"), -1), 1.05,
+                       1e-9);
+            CHECK_STR_CONTAINS(w.headline, "; no straggler (ranks with experts within 1.05x of "
+                                           "their mean compute; named from 1.10x);");
+            CHECK_STR_CONTAINS(w.summary, "  * Straggler: no straggler (ranks with experts within "
+                                          "1.05x of their mean compute; named from 1.10x).\n");
+        } else {
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_rank"), -1), 2, 0);
+            CHECK_STR_CONTAINS(w.headline, "; straggler: rank 2, 1.50x the mean compute of the "
+                                           "ranks with experts (named from 1.10x);");
+            CHECK_STR_CONTAINS(w.summary, "  * Straggler rank: rank 2 (h2) computes 1.500 ms per "
+                                          "step, 1.50x the mean of the ranks with experts (a "
+                                          "straggler is named from 1.10x).\n");
+        }
+        wt_done(&w, root);
+    }
+}
+
+/* Balanced: the expert ranks arrive together; all of the routing rank's wait is by design,
+ * nothing is imbalance, no straggler; every writer shows the designed wait apart. */
+static void test_merge_waits_balanced(const char *root)
+{
+    static const wt_case_t c = {"balanced", {0, 0, 0}, {0, 200, 200}, {100, 1000, 1000}, NULL};
+    wt_run_t w;
+    bool ok = wt_run(&w, root, &c);
+    CHECK(ok);
+    if (ok) {
+        CHECK_NEAR(wt_ms(&w, 0, "structural_wait"), 0.200, 1e-9);
+        for (int k = 0; k < 3; k++) {
+            CHECK_NEAR(wt_ms(&w, k, "idle"), 0.0, 1e-9);
+        }
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_share"), -1), 0.0, 1e-12);
+        CHECK(json_is_null(moe_json_path(w.doc, "findings.straggler_rank")));
+        CHECK_STR_CONTAINS(w.headline, "; no straggler (ranks with experts within 1.00x of their "
+                                       "mean compute; named from 1.10x); exchange: 5.0% of step "
+                                       "time moving bytes, 0.0% waiting for slower ranks "
+                                       "(routing rank's designed wait: 3.3%, not imbalance)\n");
+        /* summary.txt's table: rank 0's 0.200 ms designed wait, 10% of its step */
+        CHECK_STR_CONTAINS(w.summary, "designed ms      %\n");
+        CHECK_STR_CONTAINS(w.summary, "  0.000   0.0%        0.200  10.0%\n");
+        char *h = slurp(w.r->run_dir, "report.html", NULL);
+        CHECK_STR_CONTAINS(h, "<title>rank 0 designed wait: 0.200 ms per step (10.0% of the "
+                              "step)</title>");
+        CHECK_STR_CONTAINS(h, ">designed wait</text>");
+        free(h);
+    }
+    wt_done(&w, root);
+}
+
+/* Dispatch: an expert-only rank (routes nothing) waits for the routing rank's gate by
+ * design; waiting past the router's arrival for a slower expert rank is imbalance, and so
+ * is the router's own wait for an expert rank. */
+static void test_merge_waits_dispatch(const char *root)
+{
+    static const wt_case_t cases[2] = {
+        {"dispatch early", {500, 0, 100}, {0, 0, 0}, {100, 1000, 1000}, NULL},
+        {"dispatch late", {300, 0, 500}, {0, 0, 0}, {100, 1000, 1000}, NULL},
+    };
+    /* [case][rank]: structural, idle (ms per step) */
+    static const double want[2][3][2] = {
+        {{0.0, 0.0}, {0.500, 0.0}, {0.400, 0.0}},
+        {{0.0, 0.200}, {0.300, 0.200}, {0.0, 0.0}},
+    };
+    for (int i = 0; i < 2; i++) {
+        wt_run_t w;
+        bool ok = wt_run(&w, root, &cases[i]);
+        CHECK(ok);
+        for (int k = 0; ok && k < 3; k++) {
+            CHECK_NEAR(wt_ms(&w, k, "structural_wait"), want[i][k][0], 1e-9);
+            CHECK_NEAR(wt_ms(&w, k, "idle"), want[i][k][1], 1e-9);
+            CHECK_NEAR(wt_ms(&w, k, "exchange"), 0.100, 1e-9);
+        }
+        wt_done(&w, root);
+    }
+}
+
+/* An expert rank's wait for the master's next dispatch while the master still waits for a
+ * slower expert rank's rows is imbalance, booked against that rank (it was all booked as
+ * the routing rank's designed wait); the master's merge and gate after the last rows are
+ * back stay designed. Truth by construction: rank 1 computes 1500 us, rank 2 1000 us, so a
+ * balanced placement would save rank 2 exactly 500 us a step; a balanced pair (10 us apart
+ * from noise) books only those 10 us. Rank 0 routes (gate 100 us, merge 100 us), hosts no
+ * experts; rank 2's clock runs 1 ms ahead. */
+static void test_merge_waits_next_dispatch(const char *root)
+{
+    /* [exchange][rank 0, 1, 2]: step 1's combine, then step 2's dispatch */
+    static const wt_seq_t skew = {
+        .disp_b = {{0, 0, 0}, {1800, 1600, 1100}},
+        .disp_e = {{50, 50, 50}, {1850, 1850, 1850}},
+        .comb_b = {{50, 1550, 1050}, {3000, 3000, 3000}},
+        .comb_e = {{1600, 1600, 1100}, {3050, 3050, 3050}},
+    };
+    static const wt_seq_t even = {
+        .disp_b = {{0, 0, 0}, {1410, 1110, 1100}},
+        .disp_e = {{50, 50, 50}, {1460, 1460, 1460}},
+        .comb_b = {{50, 1060, 1050}, {3000, 3000, 3000}},
+        .comb_e = {{1110, 1110, 1100}, {3050, 3050, 3050}},
+    };
+    static const wt_case_t cases[2] = {
+        {"next dispatch 1.5x", {0}, {0}, {100, 1500, 1000}, &skew},
+        {"next dispatch balanced", {0}, {0}, {100, 1000, 1000}, &even},
+    };
+    /* [case][rank]: idle, designed (ms per step over the 2 steps) and idle for rank 1 */
+    static const double want[2][3][3] = {
+        /* rank 2: 50 us in the combine + 450 us of the next dispatch for rank 1 (was 50
+         * idle, 700 designed); 250 designed = rank 1's rows' travel + merge + gate */
+        {{0.125, 0.625, 0.125}, {0.0, 0.100, 0.0}, {0.250, 0.125, 0.250}},
+        /* rank 2: the 10 us in the combine only; 310 us designed (rows back, merge, gate) */
+        {{0.0025, 0.5025, 0.0025}, {0.0, 0.150, 0.0}, {0.005, 0.155, 0.005}},
+    };
+    for (int i = 0; i < 2; i++) {
+        wt_run_t w;
+        bool ok = wt_run(&w, root, &cases[i]);
+        CHECK(ok);
+        for (int k = 0; ok && k < 3; k++) {
+            char path[96];
+            snprintf(path, sizeof(path), "ranks.%d.idle_waiting_for_ms.1", k);
+            CHECK_NEAR(wt_ms(&w, k, "idle"), want[i][k][0], 1e-9);
+            CHECK_NEAR(wt_ms(&w, k, "structural_wait"), want[i][k][1], 1e-9);
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, path), -1), want[i][k][2], 1e-9);
+            for (int j = 0; j < 3; j++) { /* a rank's idle: all of it for rank 1 */
+                snprintf(path, sizeof(path), "ranks.%d.idle_waiting_for_ms.%d", k, j);
+                CHECK_NEAR(moe_json_num(moe_json_path(w.doc, path), -1),
+                           j == 1 ? want[i][k][2] : 0.0, 1e-9);
+            }
+        }
+        if (ok && i == 0) {
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_most_rank"), -1), 2, 0);
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_most_waiting_for"), -1),
+                       1, 0);
+            CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_most_share"), -1),
+                       0.125, 1e-9);
+            CHECK_STR_CONTAINS(w.headline, "waiting for slower ranks (most: rank 2 waiting for "
+                                           "rank 1, 12.5% of its step; routing rank's designed "
+                                           "wait: ");
+            CHECK_STR_CONTAINS(w.summary, "  rank 2 waited for rank 1 0.250 ms (12.5%)\n");
+            CHECK_STR_CONTAINS(w.summary, "  * Most imbalance: rank 2 (h2) waited 12.5% of its "
+                                          "step for rank 1 (h1).\n");
+        }
+        wt_done(&w, root);
+    }
+}
+
+/* The same skewed pair of steps merged as two windows of one step each: the second
+ * window's first dispatch looks back at the first window's last combine, so rank 2's wait
+ * for rank 1 is the same 500 us (it was designed when a window's first exchange had
+ * nothing to look back at). A window after a gap (step 3 missing) does not look back. */
+static void test_merge_waits_windows(const char *root)
+{
+    static const wt_seq_t skew = {
+        .disp_b = {{0, 0, 0}, {1800, 1600, 1100}},
+        .disp_e = {{50, 50, 50}, {1850, 1850, 1850}},
+        .comb_b = {{50, 1550, 1050}, {3000, 3000, 3000}},
+        .comb_e = {{1600, 1600, 1100}, {3050, 3050, 3050}},
+    };
+    static const wt_case_t c = {"two windows", {0}, {0}, {100, 1500, 1000}, &skew};
+    for (int gap = 0; gap < 2; gap++) {
+        wt_run_t w;
+        memset(&w, 0, sizeof(w));
+        snprintf(w.yaml, sizeof(w.yaml),
+                 "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+                 "  num_layers: 1\nplacement:\n  master_rank: 0\n  experts: auto\n"
+                 "workload:\n  tokens_per_step: 64\n  steps: 2\nprofiler:\n  enabled: true\n"
+                 "  warmup_steps: 1\n  output_dir: %s/waits\n",
+                 root);
+        moe_error_t err;
+        static const char hosts[3][64] = {"h0", "h1", "h2"};
+        static const bool have[3] = {true, true, true};
+        bool ok = moe_cfg_parse(w.yaml, strlen(w.yaml), "w.yaml", 3, &w.cfg, &err) == MOE_OK &&
+                  (w.m = moe_merge_create(&w.cfg, 3, hosts)) != NULL;
+        for (int k = 0; ok && k < 3; k++) {
+            ok = wt_record(&w.recs[k], &c, k);
+        }
+        moe_rec_exchange_t second[3];
+        for (int k = 0; ok && k < 3; k++) { /* window 1: step 1's exchange only */
+            second[k] = w.recs[k].exchanges[1];
+            second[k].step += gap; /* gap: window 2 is step 3, not step 2 */
+            w.recs[k].num_exchanges = 1;
+        }
+        ok = ok && moe_merge_window(w.m, w.recs, have, 0, &err) == MOE_OK;
+        for (int k = 0; ok && k < 3; k++) { /* window 2: step 2's (or 3's) */
+            w.recs[k].exchanges[0] = second[k];
+        }
+        ok = ok && moe_merge_window(w.m, w.recs, have, 0, &err) == MOE_OK;
+        moe_prof_run_t run = {2, 2, 1.0, w.yaml, strlen(w.yaml), false, 1.0, NULL};
+        moe_prof_static_t info;
+        memset(&info, 0, sizeof(info));
+        w.r = ok ? moe_merge_finish(w.m, &run, &info) : NULL;
+        CHECK(w.r != NULL);
+        if (w.r != NULL) {
+            const moe_rep_rank_t *k2 = &w.r->ranks[2];
+            double idle = gap ? 50e3 : 500e3, designed = gap ? 700e3 : 250e3;
+            CHECK_NEAR(k2->idle_ns, idle, 1e-3);
+            CHECK_NEAR(k2->structural_wait_ns, designed, 1e-3);
+            CHECK_NEAR(w.r->idle_for_ns[2 * 3 + 1], idle, 1e-3);
+        }
+        wt_done(&w, root);
+    }
+}
+
+int main(void)
+{
+    char root[] = "/tmp/moed_test_merge_XXXXXX";
+    if (mkdtemp(root) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_merge_router(root);
+    test_merge_waits_combine(root);
+    test_merge_waits_balanced(root);
+    test_merge_waits_dispatch(root);
+    test_merge_waits_next_dispatch(root);
+    test_merge_waits_windows(root);
+    rmdir(root);
+    return moe_test_finish("test_merge");
+}
