@@ -1,0 +1,551 @@
+/* Unit tests for `moed compare` and the JSON it reads: two report folders of the synthetic
+ * profile (tests/unit/report_fixture.c) side by side (shapes, the resolved configuration,
+ * run states, folders that are not reports), the bytes between ranks apart from local
+ * copies in every writer and in compare, and jansson loading, lookups and the write helpers
+ * on valid, malformed and mutated JSON. Split from test_report.c. */
+#include "report/report.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gather/balance.h"
+#include "compare/json_lookup.h"
+#include "gather/gather.h"
+#include "report/json_write.h"
+#include "report_fixture.h"
+#include "report_util.h"
+#include "test_util.h"
+
+/* Runs compare into a string; returns its code. */
+static int run_compare(const char *a, const char *b, char **text)
+{
+    size_t len = 0;
+    *text = NULL;
+    FILE *f = open_memstream(text, &len);
+    if (f == NULL) {
+        return -1;
+    }
+    int rc = moe_report_compare(a, b, f);
+    fclose(f);
+    return rc;
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[MOE_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_compare(const char *root, const fixture_t *a)
+{
+    shape_t sb = small_shape;
+    sb.tokens_per_s = 10500.0;
+    fixture_t *b = fx_make(&sb);
+    char *out = NULL, missing[MOE_PATH_MAX + 16], bad[MOE_PATH_MAX + 16];
+    CHECK(b != NULL);
+    for (int k = 0; b != NULL && k < b->rep.world_size; k++) {
+        b->rep.ranks[k].chunks = 1; /* B: one chunk, nothing hidden */
+        b->rep.ranks[k].hidden_ns = 0.0;
+    }
+    if (b != NULL) {
+        b->rep.chunks = 1;
+        b->cfg.chunks = 1;
+    }
+    if (b == NULL || !write_into(b, root, "b")) {
+        fx_free(b);
+        return;
+    }
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "tokens/s");
+    CHECK_STR_CONTAINS(out, "11900.0");
+    CHECK_STR_CONTAINS(out, "10500.0");
+    CHECK_STR_CONTAINS(out, "-1400.0 (-11.8%)");
+    CHECK_STR_CONTAINS(out, "  A: ");
+    CHECK_STR_CONTAINS(out, "     device cuda (NVIDIA H200), runtime.chunks 2\n");
+    CHECK_STR_CONTAINS(out, "     device cuda (NVIDIA H200), runtime.chunks 1\n");
+    CHECK_STR_CONTAINS(out, "  device                             A: cuda (NVIDIA H200); B: cuda "
+                            "(NVIDIA H200) (same)\n");
+    /* a knob: old -> new, never a percentage */
+    CHECK_STR_CONTAINS(out, "  runtime.chunks                                  2              1"
+                            "   2 -> 1\n");
+    CHECK_STR_CONTAINS(out, "Configuration (resolved values, A -> B)\n"
+                            "  runtime.chunks                       2 -> 1\n\nRun");
+    CHECK(strstr(out, "-50.0%") == NULL);
+    CHECK_STR_CONTAINS(out, "  exchange in flight (ms/step, mean)          8.000          8.000"
+                            "   +0.000 (+0.0%)\n");
+    CHECK_STR_CONTAINS(out, "  exchange hidden by compute (%)               20.8            0.0"
+                            "   -20.8 (-100.0%)\n");
+    CHECK_STR_CONTAINS(out, "Experts");
+    CHECK_STR_CONTAINS(out, "Configuration");
+    free(out);
+
+    snprintf(missing, sizeof(missing), "%s/no-such-run", root);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, missing, &out), 2);
+    CHECK(out == NULL || out[0] == '\0'); /* the error goes to stderr, nothing to out */
+    free(out);
+
+    CHECK(make_dir(root, "corrupt", bad, sizeof(bad)));
+    write_text(bad, "summary.json",
+               "{\"schema\": \"moed.summary\", \"schema_version\": 1, \"run\": {");
+    CHECK_INT_EQ(run_compare(bad, a->rep.run_dir, &out), 2);
+    free(out);
+    write_text(bad, "summary.json", "{\"schema\": \"other\", \"schema_version\": 1}");
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, bad, &out), 2);
+    free(out);
+    write_text(bad, "summary.json", "{\"schema\": \"moed.summary\", \"schema_version\": 99}");
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, bad, &out), 2);
+    free(out);
+    remove_report(bad, 0);
+    remove_report(b->rep.run_dir, b->rep.world_size);
+    fx_free(b);
+}
+
+/* Different shapes: 16 experts against 8; compares what matches and says so. */
+static void test_compare_shapes(const char *root, const fixture_t *a)
+{
+    shape_t sb = {4, 2, 16, false, 50000.0, NULL, NULL};
+    fixture_t *b = fx_make(&sb);
+    char *out = NULL;
+    CHECK(b != NULL);
+    if (b == NULL || !write_into(b, root, "shape")) {
+        fx_free(b);
+        return;
+    }
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "different shapes");
+    CHECK_STR_CONTAINS(out, "only in B");
+    CHECK_STR_CONTAINS(out, "the worlds differ");
+    CHECK_STR_CONTAINS(out, "model.num_experts");
+    free(out);
+    remove_report(b->rep.run_dir, b->rep.world_size);
+    fx_free(b);
+}
+
+/* ---- bytes between ranks apart from local copies --------------------------------- */
+
+/* A hand-made 3-rank matrix (bytes; row = sender). A: between ranks 4 MB, local 1 MB.
+ * B moves 26% of the traffic between ranks onto the diagonal: between 2.96 MB, local
+ * 2.04 MB, the same 5 MB in all, so a total would read +0.0%. */
+static const uint64_t bytes_a[9] = {400000, 1000000, 1000000, 1000000, 300000, 0,
+                                    1000000, 0, 300000};
+static const uint64_t bytes_b[9] = {1040000, 740000, 740000, 740000, 500000, 0,
+                                    740000, 0, 500000};
+
+static void plant_bytes(fixture_t *fx, const uint64_t *m)
+{
+    memcpy(fx->rep.bytes, m, 9 * sizeof(uint64_t));
+}
+
+static void check_bytes_json(const char *dir)
+{
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    moe_error_t err;
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_between_ranks"), -1), 4000000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_local"), -1), 1000000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_total"), -1), 5000000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_between_ranks_per_recorded_step"), -1),
+               400000, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "comm.bytes_local_per_recorded_step"), -1), 100000,
+               0);
+    json_decref(doc);
+}
+
+static void check_bytes_text(const moe_report_t *r)
+{
+    char *t = slurp(r->run_dir, "summary.txt", NULL);
+    char *k = slurp(r->run_dir, "summary_rank_0.txt", NULL);
+    char *c = slurp(r->run_dir, "comm.csv", NULL), *h = slurp(r->run_dir, "report.html", NULL);
+    char *line = headline_of(r);
+    CHECK_STR_CONTAINS(t, "  between ranks 4.000 MB (0.400 MB per recorded step)\n"
+                          "  local copies  1.000 MB (0.100 MB per recorded step)\n");
+    /* row 0: its own 0.4 MB in brackets, sent = 2 MB to the other ranks only */
+    CHECK_STR_CONTAINS(t, "   from\\to        0        1        2     sent\n"
+                          "         0  (0.400)    1.000    1.000    2.000\n");
+    CHECK_STR_CONTAINS(t, "  received    2.000    1.000    1.000    4.000\n");
+    CHECK_STR_CONTAINS(k, "to other ranks: sent 2.000 MB, received 2.000 MB; local copies "
+                          "0.400 MB");
+    CHECK_STR_CONTAINS(c, "\n0,0,400000,0,0.000000,1\n");
+    CHECK_STR_CONTAINS(c, "\n0,1,1000000,");
+    CHECK_STR_CONTAINS(h, "Between ranks <b>4.000 MB</b>; local copies 1.000 MB");
+    CHECK_STR_CONTAINS(h, "class=\"local\"><title>rank 0 to rank 0 (local copies");
+    CHECK_STR_CONTAINS(line, "bytes per recorded step: 0.400 MB between ranks, 0.100 MB local "
+                             "copies");
+    free(t);
+    free(k);
+    free(c);
+    free(h);
+    free(line);
+}
+
+static void test_bytes_split(const char *root)
+{
+    fixture_t *a = fx_make(&small_shape), *b = fx_make(&small_shape);
+    char *out = NULL;
+    CHECK(a != NULL && b != NULL);
+    if (a == NULL || b == NULL) {
+        goto free_fixtures;
+    }
+    plant_bytes(a, bytes_a);
+    plant_bytes(b, bytes_b);
+    moe_report_bytes_t s = moe_report_bytes_split(&a->rep);
+    CHECK_INT_EQ(s.between_ranks, 4000000);
+    CHECK_INT_EQ(s.local, 1000000);
+    moe_report_rank_bytes_t k = moe_report_rank_bytes(&b->rep, 1);
+    CHECK_INT_EQ(k.sent, 740000);
+    CHECK_INT_EQ(k.recv, 740000);
+    CHECK_INT_EQ(k.local, 500000);
+    if (!write_into(a, root, "bytes-a") || !write_into(b, root, "bytes-b")) {
+        goto free_fixtures;
+    }
+    check_bytes_json(a->rep.run_dir);
+    check_bytes_text(&a->rep);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "  between ranks (MB)                          4.000          2.960"
+                            "   -1.040 (-26.0%)\n");
+    CHECK_STR_CONTAINS(out, "  local copies (MB)                           1.000          2.040"
+                            "   +1.040 (+104.0%)\n");
+    CHECK_STR_CONTAINS(out, "  rank 0 local copies (MB)                    0.400          1.040");
+    CHECK_STR_CONTAINS(out, "  rank 0 -> rank 1 (MB)                       1.000          0.740");
+    free(out);
+free_fixtures:
+    if (a != NULL) {
+        remove_report(a->rep.run_dir, a->rep.world_size);
+    }
+    if (b != NULL) {
+        remove_report(b->rep.run_dir, b->rep.world_size);
+    }
+    fx_free(a);
+    fx_free(b);
+}
+
+/* ---- compare: resolved configuration, run states, folders ------------------------ */
+
+/* What compare prints after "Configuration (...)\n" up to the blank line. */
+static void check_config_section(const char *out, const char *want)
+{
+    const char *at = out != NULL ? strstr(out, "Configuration (resolved values, A -> B)\n") : NULL;
+    CHECK(at != NULL);
+    if (at != NULL) {
+        CHECK_STR_CONTAINS(at, want);
+    }
+}
+
+static void edit_steps_flag(fixture_t *fx)
+{
+    fx->cfg.steps = 30; /* what app/main.c does with --steps 30 */
+}
+
+static void edit_interrupted(fixture_t *fx)
+{
+    fx->rep.interrupted = true;
+    fx->rep.steps_run = 12;
+    fx->rep.steps_planned = 20;
+}
+
+static void edit_all_warmup(fixture_t *fx)
+{
+    fx->rep.all_warmup = true;
+    fx->rep.recorded_steps = 0;
+}
+
+static void edit_model(fixture_t *fx)
+{
+    fx->cfg.hidden_dim = 2048;
+    fx->cfg.dtype = MOE_DTYPE_BF16;
+}
+
+/* The resolved config in summary.json: defaults filled in, auto written out. */
+static void check_config_object(const char *dir)
+{
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    moe_error_t err;
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    const json_t *c = json_object_get(doc, "config");
+    CHECK(json_is_integer(json_object_get(c, "runtime.chunks")));
+    CHECK(strcmp(moe_json_str(json_object_get(c, "placement.experts"), ""),
+                 "{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}") == 0);
+    CHECK(strcmp(moe_json_str(json_object_get(c, "profiler.profiled_ranks"), ""), "[0, 1, 2]") ==
+          0);
+    CHECK(strcmp(moe_json_str(json_object_get(c, "runtime.routing"), ""), "master") == 0);
+    CHECK(json_is_true(json_object_get(c, "model.normalize_topk")));
+    CHECK_NEAR(moe_json_num(json_object_get(c, "runtime.step_timeout_s"), -1), 60, 0);
+    CHECK_NEAR(moe_json_num(json_object_get(c, "model.hidden_dim"), -1), HIDDEN, 0);
+    json_decref(doc);
+}
+
+static void test_compare_config(const char *root, const fixture_t *a)
+{
+    static const shape_t explicit_default = {3, 2, 8, false, 11900.0, "  chunks: 2\n", NULL};
+    static const shape_t written_out = {3, 2, 8, false, 11900.0, NULL,
+                                        "{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}"};
+    char *out = NULL;
+    check_config_object(a->rep.run_dir);
+    /* runtime.chunks absent in A's YAML (CHUNKS set as the ranks ran it) vs written in B */
+    fixture_t *b = fx_written(root, "cfg-default", &explicit_default, NULL);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    check_config_section(out, "\n  same configuration\n");
+    free(out);
+    fx_drop(b);
+    /* placement auto vs the map it resolves to */
+    b = fx_written(root, "cfg-placement", &written_out, NULL);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    check_config_section(out, "\n  same configuration\n");
+    free(out);
+    fx_drop(b);
+    /* --steps 30 over workload.steps 20 */
+    b = fx_written(root, "cfg-steps", &small_shape, edit_steps_flag);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    check_config_section(out, "\n  workload.steps                       20 -> 30\n\nRun");
+    free(out);
+    fx_drop(b);
+}
+
+static void test_compare_states(const char *root, const fixture_t *a)
+{
+    char *out = NULL;
+    fixture_t *b = fx_written(root, "interrupted", &small_shape, edit_interrupted);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    CHECK_STR_CONTAINS(out, "     INTERRUPTED: stopped after 12 of 20 steps; figures cover what "
+                            "ran\n");
+    free(out);
+    fx_drop(b);
+    b = fx_written(root, "warmup", &small_shape, edit_all_warmup);
+    CHECK_INT_EQ(run_compare(b ? b->rep.run_dir : "", a->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "     RECORDED NOTHING: all 20 steps run were warm-up steps");
+    free(out);
+    fx_drop(b);
+    b = fx_written(root, "model", &small_shape, edit_model);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    CHECK_STR_CONTAINS(out, "NOTE: the models differ (model.hidden_dim 1024 vs 2048, model.dtype "
+                            "auto vs bf16)");
+    check_config_section(out, "  model.hidden_dim                     1024 -> 2048\n");
+    free(out);
+    fx_drop(b);
+}
+
+static void test_compare_folders(const char *root, const fixture_t *a)
+{
+    char *out = NULL, other[MOE_PATH_MAX + 16], dot[MOE_PATH_MAX + 64], dir[MOE_PATH_MAX];
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, a->rep.run_dir, &out), 0);
+    CHECK_STR_CONTAINS(out, "A and B are the same folder");
+    free(out);
+    snprintf(dot, sizeof(dot), "%s/.", a->rep.run_dir);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, dot, &out), 0);
+    CHECK_STR_CONTAINS(out, "A and B are the same folder");
+    free(out);
+    CHECK(make_dir(root, "random", other, sizeof(other)));
+    write_text(other, "notes.txt", "not a report\n");
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, other, &out), 2);
+    CHECK(out == NULL || out[0] == '\0');
+    free(out);
+    snprintf(dot, sizeof(dot), "%s/notes.txt", other);
+    unlink(dot);
+    rmdir(other);
+    /* the command line: --help, and wrong argument counts */
+    snprintf(dir, sizeof(dir), "%s", a->rep.run_dir);
+    char *help[] = {"--help"}, *one[] = {"x"}, *two[] = {dir, dir};
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    CHECK(f != NULL);
+    if (f != NULL) {
+        CHECK_INT_EQ(moe_report_compare_main(1, help, f), 0);
+        CHECK_INT_EQ(moe_report_compare_main(1, one, f), 2);
+        CHECK_INT_EQ(moe_report_compare_main(2, two, f), 0);
+        fclose(f);
+        CHECK_STR_CONTAINS(out, "usage: moed compare RUN_DIR_A RUN_DIR_B\n");
+        CHECK_STR_CONTAINS(out, "exit status: 0 compared");
+        free(out);
+    }
+}
+
+/* ---- JSON: loading through jansson, lookups, the write helpers --------------------- */
+
+static void test_json_valid(void)
+{
+    static const char text[] =
+        " {\"a\": [1, -2.5e3, {\"b\": null}], \"c\": \"\\u00e9\\ud83d\\ude00\\n\\\"\", "
+        "\"d\": true, \"e\": false, \"f\": {}, \"g\": [], \"h\": 0}\n";
+    json_t *v = NULL;
+    moe_error_t err;
+    CHECK_INT_EQ(moe_json_load(text, strlen(text), "t", &v, &err), MOE_OK);
+    CHECK_NEAR(moe_json_num(moe_json_path(v, "a.1"), 0), -2500.0, 0);
+    CHECK(json_is_null(moe_json_path(v, "a.2.b")));
+    CHECK(strcmp(moe_json_str(json_object_get(v, "c"), ""), "\xc3\xa9\xf0\x9f\x98\x80\n\"") == 0);
+    CHECK(json_is_true(json_object_get(v, "d")));
+    CHECK_INT_EQ(moe_json_count(json_object_get(v, "f")), 0);
+    CHECK_INT_EQ(moe_json_count(v), 7);
+    CHECK_INT_EQ(moe_json_count(json_object_get(v, "a")), 3);
+    CHECK_INT_EQ(moe_json_count(json_object_get(v, "h")), 0);
+    CHECK(moe_json_path(v, "a.9") == NULL && moe_json_path(v, "zz.y") == NULL);
+    CHECK(json_object_get(json_object_get(v, "a"), "x") == NULL);
+    json_decref(v);
+
+    /* write helpers round-trip through the reader */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f != NULL) {
+        fputc('[', f);
+        moe_json_put_string(f, "q\"\\\t\x01 \xff ok");
+        fputc(',', f);
+        moe_json_put_number(f, 1.0 / 0.0);
+        fputc(',', f);
+        moe_json_put_number(f, 0.1);
+        fputc(']', f);
+        fclose(f);
+        CHECK_INT_EQ(moe_json_load(buf, len, NULL, &v, &err), MOE_OK);
+        CHECK(strcmp(moe_json_str(json_array_get(v, 0), ""), "q\"\\\t\x01 \xef\xbf\xbd ok") == 0);
+        CHECK(json_is_null(json_array_get(v, 1)));
+        CHECK_NEAR(moe_json_num(json_array_get(v, 2), 0), 0.1, 1e-12);
+        json_decref(v);
+        free(buf);
+    }
+}
+
+static void test_json_malformed(void)
+{
+    static const char *const bad[] = {
+        "",
+        " ",
+        "{",
+        "}",
+        "[",
+        "[1,]",
+        "{\"a\":1,}",
+        "{\"a\" 1}",
+        "{1:2}",
+        "{\"a\":}",
+        "01",
+        "1.",
+        "-",
+        "+1",
+        ".5",
+        "1e",
+        "1e+",
+        "\"abc",
+        "\"\\x\"",
+        "\"\\u12\"",
+        "\"\\ud800\"",
+        "\"\\udc00\"",
+        "\"\\ud800\\u0041\"",
+        "\"\x01\"",
+        "[1 2]",
+        "nul",
+        "tru",
+        "falsey",
+        "NaN",
+        "Infinity",
+        "1e999",
+        "[1]x",
+        "\xef\xbb\xbf{}",
+        "\"\xc0\xaf\"",
+        "\"\xed\xa0\x80\"",
+        "\"\xf4\x90\x80\x80\"",
+        "\"\xe2\x82\"",
+        "[\"a\",]",
+        "{\"a\":1 \"b\":2}",
+        "// c\n{}",
+        "{'a':1}",
+        "[1,,2]",
+        "{\"a\":1,\"a\":2}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *v = (json_t *)&v; /* must come back NULL */
+        moe_error_t err;
+        moe_error_clear(&err);
+        moe_status_t st = moe_json_load(bad[i], strlen(bad[i]), "bad.json", &v, &err);
+        CHECK_INT_EQ(st, MOE_ERR_FORMAT);
+        CHECK(v == NULL);
+        CHECK(strncmp(err.msg, "bad.json:1:", 11) == 0);
+        if (st == MOE_OK) {
+            fprintf(stderr, "  accepted: \"%s\"\n", bad[i]);
+            json_decref(v);
+        }
+    }
+    /* line:col of the offending byte */
+    static const char where[] = "{\n  \"a\": 1,\n  \"b\": }";
+    json_t *v = NULL;
+    moe_error_t err;
+    CHECK_INT_EQ(moe_json_load(where, strlen(where), "w.json", &v, &err), MOE_ERR_FORMAT);
+    CHECK_STR_CONTAINS(err.msg, "w.json:3:8:");
+    /* nesting is bounded (jansson stops at 2048 levels) */
+    char deep[4096];
+    memset(deep, '[', sizeof(deep));
+    CHECK_INT_EQ(moe_json_load(deep, sizeof(deep), NULL, &v, &err), MOE_ERR_FORMAT);
+    CHECK_STR_CONTAINS(err.msg, "maximum parsing depth reached");
+    CHECK_INT_EQ(moe_json_load(NULL, 0, NULL, &v, &err), MOE_ERR_FORMAT);
+    CHECK_INT_EQ(moe_json_load_file("/nonexistent/x.json", &v, &err), MOE_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "/nonexistent/x.json");
+}
+
+/* Every prefix and many single-byte mutations of a real summary.json: an error or a tree,
+ * never a crash or a leak (ASan watches). */
+static void test_json_mutations(const fixture_t *fx)
+{
+    size_t len = 0;
+    char *text = slurp(fx->rep.run_dir, "summary.json", &len);
+    static const char subst[] = "{}[]\",:0-eE.\\ a\x80\xff";
+    int ok = 0, failed = 0;
+    CHECK(text != NULL && len > 100);
+    for (size_t cut = 0; text != NULL && cut < len; cut += 1 + cut / 64) {
+        json_t *v = NULL;
+        moe_error_t err;
+        moe_status_t st = moe_json_load(text, cut, NULL, &v, &err);
+        ok += st == MOE_OK;
+        failed += st != MOE_OK;
+        json_decref(v);
+    }
+    for (size_t i = 0; text != NULL && i < len; i += 7) {
+        char saved = text[i];
+        text[i] = subst[i % (sizeof(subst) - 1)];
+        json_t *v = NULL;
+        moe_error_t err;
+        ok += moe_json_load(text, len, NULL, &v, &err) == MOE_OK;
+        json_decref(v);
+        text[i] = saved;
+    }
+    CHECK(failed > 0);
+    CHECK(ok >= 0);
+    free(text);
+}
+
+
+int main(void)
+{
+    char root[] = "/tmp/moed_test_compare_XXXXXX";
+    if (mkdtemp(root) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_json_valid();
+    test_json_malformed();
+    fixture_t *fx = fx_make(&small_shape);
+    CHECK(fx != NULL);
+    if (fx != NULL && write_into(fx, root, "a")) {
+        test_json_mutations(fx);
+        test_compare(root, fx);
+        test_compare_shapes(root, fx);
+        test_compare_config(root, fx);
+        test_compare_states(root, fx);
+        test_compare_folders(root, fx);
+        remove_report(fx->rep.run_dir, fx->rep.world_size);
+    }
+    fx_free(fx);
+    test_bytes_split(root);
+    rmdir(root);
+    return moe_test_finish("test_compare");
+}
