@@ -291,7 +291,19 @@ print("abuse ok: steps %d -> %d, slowest /metrics %.3f s" % (s0, s1, worst))
 PY
   ;;
 page)
-  # the page live: every chart drawn with data, every label, unit and colour scale there
+  # the page live: every chart drawn with data, every label, unit and colour scale there.
+  # First every rank's counters must have reached rank 0 (the 4 byte cells of the routing
+  # rank with both expert ranks, both ways): on a loaded machine the page was once loaded
+  # while only rank 0's own row was in (2 cells), which says nothing about the page.
+  timeout 90 "$PYTHON" - "${URL}live.json" <<'PY' || fail "rank 0 never had every rank's bytes"
+import json, sys, time, urllib.request
+while True:
+    with urllib.request.urlopen(sys.argv[1], timeout=5) as r:
+        b = json.load(r)["bytes"]
+    if sum(1 for s, row in enumerate(b) for k, v in enumerate(row) if s != k and v > 0) >= 4:
+        break
+    time.sleep(0.2)
+PY
   page_dom "$URL" dom.html
   "$PYTHON" "$CHECK" marks dom.html || { head -c 2000 dom.html; fail "page charts"; }
   # the page fed the /status and /live.json taken now, replayed unchanged: every figure it
