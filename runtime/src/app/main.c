@@ -840,6 +840,44 @@ static int preflight(const options_t *opt, const moe_config_t *cfg, int rank,
     return code;
 }
 
+/* workload.tokens_per_step left out with an input file is the file's row count. Only the
+ * ranks that route need the input (in master routing rank 0 alone), so another node may not
+ * see it: every rank takes rank 0's count. A rank that read none, or another, parses again
+ * with rank 0's (the same text, so the same result but for that count). Called by every rank
+ * after the pre-flight's verdict, so none is left waiting. */
+static int64_t g_rank0_rows;
+static moe_status_t rank0_rows(const char *path, int64_t *rows, moe_error_t *err)
+{
+    (void)path, (void)err;
+    *rows = g_rank0_rows;
+    return MOE_OK;
+}
+
+static int agree_input_tokens(const char *text, size_t len, const char *path, int world,
+                              moe_config_t *cfg, int rank)
+{
+    if (strcmp(cfg->input, "random") == 0) {
+        return EXIT_OK;
+    }
+    moe_error_t err;
+    moe_error_clear(&err);
+    int64_t t = cfg->tokens_per_step;
+    moe_status_t st = moe_wait_bcast(&t, 1, MPI_INT64_T, 0, MPI_COMM_WORLD,
+                                     "workload.tokens_per_step (the input's rows)", &err);
+    if (st == MOE_OK && t != cfg->tokens_per_step) {
+        int64_t steps = cfg->steps; /* --steps, applied after the first parse */
+        g_rank0_rows = t;
+        moe_cfg_set_input_reader(rank0_rows);
+        st = moe_cfg_parse(text, len, path, world, cfg, &err);
+        cfg->steps = steps;
+    }
+    if (st != MOE_OK) { /* the others go on: end the job as one */
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, st == MOE_ERR_TIMEOUT ? EXIT_WATCHDOG : EXIT_CONFIG);
+    }
+    return EXIT_OK;
+}
+
 static int run_main(int argc, char **argv, int rank, int world, bool *skip_finalize)
 {
     options_t opt;
@@ -913,6 +951,9 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
         code = st == MOE_ERR_IO ? EXIT_CONFIG : exit_code_for(st);
     } else {
         code = preflight(&opt, cfg, rank, skip_finalize);
+        if (code == EXIT_OK && !opt.check_config) {
+            code = agree_input_tokens(text, len, opt.config, check_world, cfg, rank);
+        }
     }
     if (code == EXIT_OK && opt.check_config) {
         if (rank == 0) {
