@@ -70,8 +70,10 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
             if (st == MOE_OK) {
                 st = moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err);
             }
-            /* load progress: the watchdog sees a rank that packs as busy, not hung */
-            moe_watchdog_progress((int64_t)(3 * cfg->hidden_dim * cfg->ffn_dim * 2));
+            /* load progress: the watchdog sees a rank that packs as busy, not hung; the
+             * expert's real bf16 bytes (GELU: two matrices, SwiGLU: three) */
+            moe_watchdog_progress((int64_t)(up_cols(cfg) + cfg->ffn_dim) *
+                                  (int64_t)cfg->hidden_dim * 2);
             if (st == MOE_OK && cfg->rebalance_every == 0) {
                 /* the plain copies go as soon as the packed ones exist; online rebalancing
                  * keeps them: they are what moves to another rank */
