@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "moe/clock.h"
 #include "moe/testctl.h"
 #include "test_util.h"
 
@@ -183,6 +184,14 @@ static void test_delays(void)
     /* a hook that is no delay has none */
     set_hook(MOE_TESTCTL_STALL, "0:3");
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_STALL, 0), 0);
+
+    /* moe_testctl_sleep sleeps that rank's delay (at least), and nothing without one */
+    set_hook(MOE_TESTCTL_REBALANCE_DELAY, "1:30");
+    int64_t t0 = moe_now_ns();
+    moe_testctl_sleep(MOE_TESTCTL_REBALANCE_DELAY, 1);
+    CHECK(moe_now_ns() - t0 >= 30000000LL);
+    moe_testctl_sleep(MOE_TESTCTL_REBALANCE_DELAY, 2); /* none for rank 2: returns */
+    moe_testctl_sleep(MOE_TESTCTL_STALL, 0);           /* no delay hook: returns */
     for (int h = 0; h < MOE_TESTCTL_COUNT; h++) {
         unsetenv(moe_testctl_name((moe_testctl_hook_t)h));
     }

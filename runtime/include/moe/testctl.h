@@ -72,5 +72,8 @@ const char *moe_testctl_build_id(void);
 /* The delay hooks (REBALANCE, GATE, EXPERT, LOAD): `rank`'s extra sleep in ms, 0 when none
  * (and for a hook that is no delay). */
 int64_t moe_testctl_delay_ms(moe_testctl_hook_t hook, int rank);
+/* Sleeps `rank`'s extra delay of that delay hook (nanosleep: costs the time, not the CPU);
+ * returns at once when there is none. */
+void moe_testctl_sleep(moe_testctl_hook_t hook, int rank);
 
 #endif /* MOE_TESTCTL_H */

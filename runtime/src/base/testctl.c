@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One rank:ms element of a delay hook. */
 typedef struct testctl_pair {
@@ -220,5 +221,14 @@ int64_t moe_testctl_delay_ms(moe_testctl_hook_t hook, int rank)
     }
     default:
         return 0;
+    }
+}
+
+void moe_testctl_sleep(moe_testctl_hook_t hook, int rank)
+{
+    int64_t ms = moe_testctl_delay_ms(hook, rank);
+    if (ms > 0) {
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
 }

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "moe/clock.h"
 #include "moe/mem.h"
@@ -183,13 +182,6 @@ static int64_t layer_test_delay(moe_testctl_hook_t hook, int rank)
     return moe_testctl_delay_ms(hook, rank) * 1000000LL;
 }
 
-/* Sleep ns (a test's delay: costs the time, not the CPU). */
-static void layer_test_sleep(int64_t ns)
-{
-    struct timespec ts = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
-    nanosleep(&ts, NULL);
-}
-
 moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, MPI_Comm comm,
                                 moe_transport_t *transport, const moe_weights_t *weights,
                                 int64_t max_tokens, const moe_plugin_t *plugin, void *device,
@@ -282,7 +274,7 @@ static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, 
     }
     moe_plan_count_demand(&ctx->plan, ctx->io.topk_idx, tokens);
     if (ctx->test_gate_delay_ns > 0) { /* MOED_TEST_GATE_DELAY_MS: a slow gate, for tests */
-        layer_test_sleep(ctx->test_gate_delay_ns);
+        moe_testctl_sleep(MOE_TESTCTL_GATE_DELAY, ctx->rank);
     }
     return MOE_OK;
 }
@@ -602,7 +594,7 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const float *x, int64_t
         }
         if (c == 0 && ctx->test_expert_delay_ns > 0 && ctx->layer_local > 0) {
             /* MOED_TEST_EXPERT_DELAY_MS: slow experts (before their rows go back) */
-            layer_test_sleep(ctx->test_expert_delay_ns);
+            moe_testctl_sleep(MOE_TESTCTL_EXPERT_DELAY, ctx->rank);
         }
         const void *computed = NULL;
         if (st == MOE_OK) {

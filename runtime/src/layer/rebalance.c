@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "moe/clock.h"
 #include "moe_config/eplb.h"
@@ -318,11 +317,7 @@ static moe_status_t rb_switch_weights(moe_weights_t *w, rb_plan_t *p, int rank, 
 static void rb_test_delay(int rank)
 {
     moe_testctl_pause_here(rank, "rebalance");
-    int64_t dms = moe_testctl_delay_ms(MOE_TESTCTL_REBALANCE_DELAY, rank);
-    if (dms > 0) {
-        struct timespec ts = {(time_t)(dms / 1000), (long)(dms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    moe_testctl_sleep(MOE_TESTCTL_REBALANCE_DELAY, rank);
 }
 
 /* Step 5: the critical path from every rank's times. The reduction ends when the last rank

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "moe/bf16.h"
 #include "moe/clock.h"
@@ -142,11 +141,7 @@ static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_
  * progress takes N ms more, asleep: a load slow and steady, on every rank with experts. */
 static void test_load_delay(void)
 {
-    int64_t ms = moe_testctl_delay_ms(MOE_TESTCTL_LOAD_DELAY, -1);
-    if (ms > 0) {
-        struct timespec ts = {(time_t)(ms / 1000), (ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    moe_testctl_sleep(MOE_TESTCTL_LOAD_DELAY, -1);
 }
 
 /* `bytes` more of this rank's experts built: counted for the watchdog (a rank that loads
