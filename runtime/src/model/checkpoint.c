@@ -267,8 +267,7 @@ static moe_status_t ckpt_dir_check(const char *dir, moe_error_t *err)
         hint = "; one .safetensors file goes in model.weights instead";
     }
     return moe_error_set(err, MOE_ERR_WEIGHTS, "model.checkpoint: '%s' is %s, not a folder: %s "
-                         "is expected%s", dir, S_ISREG(sb.st_mode) ? "a file" : S_ISFIFO(sb.st_mode)
-                         ? "a FIFO (named pipe)" : "a device or socket", CK_LAYOUT, hint);
+                         "is expected%s", dir, moe_file_kind(sb.st_mode), CK_LAYOUT, hint);
 }
 
 #define CK_MXFP4 "MXFP4 expert weights are not supported yet; use a BF16 copy of the checkpoint"
@@ -452,8 +451,7 @@ static moe_status_t ck_index(moe_ckpt_t *ck, moe_error_t *err)
         if (!S_ISREG(sb.st_mode)) { /* a FIFO would make its reader wait: refused now */
             return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: names shard %s, which is not a "
                                  "regular file (%s)", ck->index_path, ck->files[i],
-                                 S_ISDIR(sb.st_mode) ? "a folder" : S_ISFIFO(sb.st_mode)
-                                 ? "a FIFO (named pipe)" : "a device or socket");
+                                 moe_file_kind(sb.st_mode));
         }
     }
     return MOE_OK;

@@ -591,8 +591,11 @@ free_arrays:
 /* ------------------------------------------------------------------------------------ */
 /* Opening                                                                                */
 
-static const char *st_kind_of(mode_t mode)
+const char *moe_file_kind(mode_t mode)
 {
+    if (S_ISREG(mode)) {
+        return "a file";
+    }
     if (S_ISDIR(mode)) {
         return "a folder";
     }
@@ -617,7 +620,7 @@ int moe_open_regular(const char *path, const char **kind)
     if (fd < 0) {
         int e = errno;
         if (e == ENXIO && stat(path, &sb) == 0) {
-            *kind = st_kind_of(sb.st_mode); /* a socket, a device with no driver */
+            *kind = moe_file_kind(sb.st_mode); /* a socket, a device with no driver */
         }
         errno = e;
         return -1;
@@ -626,7 +629,7 @@ int moe_open_regular(const char *path, const char **kind)
     if (fstat(fd, &sb) != 0) {
         e = errno;
     } else if (!S_ISREG(sb.st_mode)) {
-        *kind = st_kind_of(sb.st_mode);
+        *kind = moe_file_kind(sb.st_mode);
         e = EINVAL;
     } else {
         int fl = fcntl(fd, F_GETFL); /* blocking again: a regular file never waits anyway */
