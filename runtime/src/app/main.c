@@ -716,6 +716,9 @@ static int run_finish(const options_t *opt, moe_engine_t *eng, const moe_config_
         abort_on_watchdog(NULL, cfg, text, len, rank, &err);
     } else if (st == MOE_ERR_INTERRUPTED) {
         *skip_finalize = true; /* a stop after the report: nothing is lost */
+        /* the teardown waits inside libraries, on ranks that may be gone: bounded as in
+         * run_stopped, silently, with this path's own exit code */
+        moe_watchdog_end_arm(cfg->step_timeout_s, code, "");
         moe_engine_destroy(eng);
         return code;
     }
