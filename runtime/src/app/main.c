@@ -596,15 +596,18 @@ static void abort_on_watchdog(moe_engine_t *eng, const moe_config_t *cfg, const 
  * a rank that exits first makes mpirun end the job at once, rank 0 included (with the
  * profiler off nothing else held them). Point to point on its own tag, polled, bounded. */
 enum { TAG_STOP_DONE = 7201 };
-static void stop_handshake(const moe_engine_t *eng, int rank)
+static void stop_handshake(const moe_engine_t *eng, double step_timeout_s, int rank)
 {
-    int one = 1;
+    /* static: a request cancelled and freed (or a send left to the end) may still touch it */
+    static int one = 1, got;
     moe_poll_t poll;
     if (rank != 0) {
         MPI_Request req;
-        if (MOE_MPI(MPI_Irecv(&one, 1, MPI_INT, 0, TAG_STOP_DONE, eng->comm, &req), NULL) ==
+        if (MOE_MPI(MPI_Irecv(&got, 1, MPI_INT, 0, TAG_STOP_DONE, eng->comm, &req), NULL) ==
             MOE_OK) {
-            moe_poll_begin(&poll, 5.0, false); /* rank 0 gone: mpirun ends this rank too */
+            /* rank 0's report may take a while under load; rank 0 gone: mpirun ends this
+             * rank too (and its SIGKILL bounds this wait anyway) */
+            moe_poll_begin(&poll, step_timeout_s > 5.0 ? step_timeout_s : 5.0, false);
             if (moe_poll_request(&req, &poll, NULL) != MOE_OK) {
                 MOE_MPI(MPI_Cancel(&req), NULL);
                 MOE_MPI(MPI_Request_free(&req), NULL);
@@ -666,7 +669,7 @@ static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *t
     finish_profile(eng, cfg, text, len, true, NULL, rank);
     moe_live_finish(eng->live, true);
     fflush(stdout);
-    stop_handshake(eng, rank);
+    stop_handshake(eng, cfg->step_timeout_s, rank);
     /* the teardown waits inside libraries, on ranks that may be gone: bounded, silently
      * (the line above said why the job ends) */
     moe_watchdog_end_arm(cfg->step_timeout_s, EXIT_SIGNAL, "");
