@@ -24,7 +24,12 @@ static struct {
     int pong; /* the payload of stops */
     /* Load progress (moe_watchdog_progress): bytes done, when last; a pong carries both. */
     int64_t progress_bytes, progress_ns;
-    int64_t pong_buf[2]; /* {bytes done, ns since the last progress (-1: none yet)} */
+    /* Pings carry a round number, answered in the pong {round, bytes done, ns since the last
+     * progress (-1: none yet)}: a late pong of an earlier round is told apart and dropped.
+     * One ping buffer and request per rank: a ping still in flight is not rewritten. */
+    int ping_round;
+    int *ping_buf;
+    MPI_Request *ping_req;
 } g = {.comm = MPI_COMM_NULL};
 
 /* Send a small message nobody waits for: it either goes or dies with the job. */
@@ -56,6 +61,16 @@ moe_status_t moe_watchdog_init(MPI_Comm comm, double timeout_s, moe_error_t *err
         st = MOE_MPI(MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN), err);
     }
     if (st == MOE_OK) {
+        g.ping_buf = calloc((size_t)g.world, sizeof(int));
+        g.ping_req = malloc((size_t)g.world * sizeof(MPI_Request));
+        if (g.ping_buf == NULL || g.ping_req == NULL) {
+            st = moe_error_set(err, MOE_ERR_NO_MEMORY, "watchdog: out of memory");
+        }
+    }
+    if (st == MOE_OK) {
+        for (int r = 0; r < g.world; r++) {
+            g.ping_req[r] = MPI_REQUEST_NULL;
+        }
         g.ready = true;
         moe_poll_set_hook(moe_watchdog_tick);
     } else if (st == MOE_ERR_TIMEOUT) {
@@ -137,9 +152,10 @@ moe_status_t moe_watchdog_tick(void)
     pass_stop_on();
     int v = 0, src;
     while ((src = take_int(TAG_PING, &v)) >= 0) {
-        g.pong_buf[0] = g.progress_bytes;
-        g.pong_buf[1] = g.progress_ns > 0 ? now - g.progress_ns : -1;
-        send_free(g.pong_buf, 2, MPI_INT64_T, src, TAG_PONG);
+        /* blocking: 24 bytes go eagerly to a rank that is alive (it just pinged), and the
+         * buffer is free for the next reply (a freed Isend could still be reading it) */
+        int64_t pong[3] = {v, g.progress_bytes, g.progress_ns > 0 ? now - g.progress_ns : -1};
+        MOE_MPI(MPI_Send(pong, 3, MPI_INT64_T, src, TAG_PONG, g.comm), NULL);
     }
     while ((src = take_int(TAG_STOP, &v)) >= 0) {
         moe_stop_request_from(v, src);
@@ -172,55 +188,72 @@ int moe_watchdog_unresponsive_progress(double grace_s, int *dead, int cap,
     if (!g.ready) {
         return 0;
     }
-    MPI_Request *reqs = calloc((size_t)g.world, sizeof(MPI_Request));
-    int64_t *answer = calloc(2 * (size_t)g.world, sizeof(int64_t));
-    if (reqs == NULL || answer == NULL) {
-        free(reqs);
-        free(answer);
+    /* answer[3 r]: 1 once rank r answered this round; then its bytes and progress age */
+    int64_t *answer = calloc(3 * (size_t)g.world, sizeof(int64_t));
+    if (answer == NULL) {
         return 0;
     }
-    int ping = 1;
+    int round = ++g.ping_round;
+    int left = 0;
     for (int r = 0; r < g.world; r++) {
-        reqs[r] = MPI_REQUEST_NULL;
-        if (r != g.rank && MOE_MPI(MPI_Irecv(&answer[2 * r], 2, MPI_INT64_T, r, TAG_PONG,
-                                             g.comm, &reqs[r]),
-                                   NULL) == MOE_OK) {
-            send_free(&ping, 1, MPI_INT, r, TAG_PING);
+        int sent = 1;
+        if (r == g.rank) {
+            continue;
         }
+        if (g.ping_req[r] != MPI_REQUEST_NULL &&
+            MOE_MPI(MPI_Test(&g.ping_req[r], &sent, MPI_STATUS_IGNORE), NULL) != MOE_OK) {
+            sent = 0;
+        }
+        if (sent) { /* else the earlier ping is still on its way: its round is answered */
+            g.ping_buf[r] = round;
+            if (MOE_MPI(MPI_Isend(&g.ping_buf[r], 1, MPI_INT, r, TAG_PING, g.comm,
+                                  &g.ping_req[r]),
+                        NULL) != MOE_OK) {
+                g.ping_req[r] = MPI_REQUEST_NULL;
+            }
+        }
+        left++;
     }
+    /* pongs are taken in whole (probe, then receive): no receive is left posted on return */
     moe_poll_t poll;
     moe_poll_begin(&poll, grace_s, false);
-    int left = 1;
     while (left > 0 && moe_now_ns() < poll.deadline_ns) {
         (void)moe_poll_next(&poll); /* only the deadline ends this wait, not a fault notice */
-        left = 0;
-        for (int r = 0; r < g.world; r++) {
-            int done = 1;
-            if (reqs[r] != MPI_REQUEST_NULL &&
-                MOE_MPI(MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE), NULL) != MOE_OK) {
-                done = 0; /* no answer from that rank */
+        int flag = 1;
+        while (left > 0 && flag) {
+            MPI_Status status;
+            int64_t pong[3];
+            flag = 0;
+            if (MOE_MPI(MPI_Iprobe(MPI_ANY_SOURCE, TAG_PONG, g.comm, &flag, &status), NULL) !=
+                    MOE_OK ||
+                !flag ||
+                MOE_MPI(MPI_Recv(pong, 3, MPI_INT64_T, status.MPI_SOURCE, TAG_PONG, g.comm,
+                                 MPI_STATUS_IGNORE),
+                        NULL) != MOE_OK) {
+                break;
             }
-            left += !done;
+            int r = status.MPI_SOURCE;
+            if (r != g.rank && answer[3 * r] == 0 && pong[0] == g.ping_buf[r]) {
+                answer[3 * r] = 1; /* a pong of an earlier round is dropped */
+                answer[3 * r + 1] = pong[1];
+                answer[3 * r + 2] = pong[2];
+                left--;
+            }
         }
     }
     int n = 0;
     for (int r = 0; r < g.world && load != NULL; r++) {
-        bool answered = r != g.rank && reqs[r] == MPI_REQUEST_NULL;
-        load[r].bytes = answered ? answer[2 * r] : r == g.rank ? g.progress_bytes : -1;
-        load[r].age_ns = answered      ? answer[2 * r + 1]
+        bool answered = r != g.rank && answer[3 * r] != 0;
+        load[r].bytes = answered ? answer[3 * r + 1] : r == g.rank ? g.progress_bytes : -1;
+        load[r].age_ns = answered      ? answer[3 * r + 2]
                          : r == g.rank ? (g.progress_ns > 0 ? moe_now_ns() - g.progress_ns : -1)
                                        : -1;
     }
     for (int r = 0; r < g.world; r++) {
-        if (reqs[r] != MPI_REQUEST_NULL) { /* no answer: that rank does not run */
-            MOE_MPI(MPI_Cancel(&reqs[r]), NULL);
-            MOE_MPI(MPI_Request_free(&reqs[r]), NULL);
-            if (n < cap) {
-                dead[n++] = r;
-            }
+        if (r != g.rank && answer[3 * r] == 0 && n < cap) { /* no answer: it does not run */
+            dead[n++] = r;
         }
     }
-    free(reqs);
     free(answer);
     return n;
 }
