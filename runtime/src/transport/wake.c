@@ -27,9 +27,10 @@ static void sem_name(char *out, size_t len, const char *id, int rank)
 
 /* Remove the names a killed job left: a rank killed between creating its semaphore and the
  * unlink after the second barrier leaves /dev/shm/sem.moed.<job>.<rank>. A live job's names
- * exist only during its two start-up barriers (each bounded by the start-up watchdog), so a
- * name older than MOE_WAKE_STALE_S is a dead job's. Names of other jobs that are younger
- * are left alone, whatever node their rank 0 is on. */
+ * exist only during its two set-up barriers (bounded by runtime.step_timeout_s, 0: none;
+ * in practice well under a second), so a name older than MOE_WAKE_STALE_S is taken for a
+ * dead job's (a live one that old only loses its wake-ups: plain naps). Names of other jobs
+ * that are younger are left alone, whatever node their rank 0 is on. */
 void moe_wake_sweep(const char *dir, double stale_s)
 {
     DIR *d = opendir(dir);

@@ -26,8 +26,11 @@
  * that cannot be made or opened leaves that rank's naps plain. */
 moe_status_t moe_wake_setup(MPI_Comm comm, int rank, int world, const char (*hosts)[64],
                             moe_error_t *err);
-/* A semaphore name older than this (seconds) is a killed job's: two start-up barriers of a
- * live job last at most 2 x MOE_WATCHDOG_STARTUP_S. */
+/* A semaphore name older than this (seconds) is taken for a killed job's: a live job's names
+ * exist during its two set-up barriers only (right after the hosts exchange: well under a
+ * second in practice), bounded by runtime.step_timeout_s (0: no bound), not by
+ * MOE_WATCHDOG_STARTUP_S. A set-up longer than this may lose its names to another job's
+ * sweep: its naps are then plain (slower, never wrong). */
 #define MOE_WAKE_STALE_S 600.0
 /* Unlink the sem.moed.* names in dir (/dev/shm) older than stale_s: what a rank killed during
  * the set-up left. Called by moe_wake_setup; public for its test. */
