@@ -199,6 +199,10 @@ assert post("profile?steps=5", {"Authorization": "Basic " + token})[0] == 403
 assert status()["window"]["state"] == "idle", "a refused request changed the window"
 assert post("profile?steps=0", {"Authorization": "Bearer " + token})[0] == 400
 assert post("profile?steps=5&ranks=7", {"Authorization": "Bearer " + token})[0] == 400
+# an empty list or an empty element: no window with no rank (both were once 202)
+for bad in ("", "1,", ",1", "0,,2"):
+    assert post("profile?steps=5&ranks=" + bad, {"Authorization": "Bearer " + token})[0] == 400, bad
+assert status()["window"]["state"] == "idle", "a refused ranks= changed the window"
 folders = []
 for w in os.environ["WINDOWS"].split():
     steps, ranks = int(w.split(":")[0]), w.split(":", 1)[1]

@@ -133,20 +133,23 @@ static enum MHD_Result serve_json(live_http_t *h, struct MHD_Connection *c, bool
     return reply(c, MHD_HTTP_OK, "application/json", s, true);
 }
 
-/* ranks=0,2: every one a rank of the run, at most once; false on anything else. */
+/* ranks=0,2: every one a rank of the run, at most once; false on anything else (an empty
+ * list or an empty element, as in `ranks=` or `ranks=1,`, included). */
 static bool parse_ranks(const char *s, bool *ranks, int W)
 {
     memset(ranks, 0, (size_t)W * sizeof(bool));
-    while (*s != '\0') {
+    for (;;) {
         char *end = NULL;
         long r = strtol(s, &end, 10);
         if (end == s || r < 0 || r >= W || ranks[r] || (*end != ',' && *end != '\0')) {
             return false;
         }
         ranks[r] = true;
-        s = *end == ',' ? end + 1 : end;
+        if (*end == '\0') {
+            return true;
+        }
+        s = end + 1;
     }
-    return true;
 }
 
 static enum MHD_Result window_answer(live_view_t *v, struct MHD_Connection *c, unsigned code,
