@@ -406,7 +406,7 @@ static void *sweeper_main(void *arg)
             }
         }
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        clock_gettime(CLOCK_MONOTONIC, &until); /* the cv's clock: see its init */
         until.tv_nsec += HTTP_SWEEP_NS;
         until.tv_sec += until.tv_nsec / 1000000000L;
         until.tv_nsec %= 1000000000L;
@@ -503,7 +503,11 @@ int live_http_start(live_view_t *v, const char *listen, live_http_t **out, char 
     }
     h->v = v;
     pthread_mutex_init(&h->mu, NULL);
-    pthread_cond_init(&h->cv, NULL);
+    pthread_condattr_t ca; /* the sweeper's wake-up does not move with the wall clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->cv, &ca);
+    pthread_condattr_destroy(&ca);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
     if (ai->ai_family == AF_INET6) {
         flags |= MHD_USE_IPv6;
