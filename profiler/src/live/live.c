@@ -756,16 +756,20 @@ static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
         return;
     }
     live_window_t *w = &lv->view->win;
-    pthread_mutex_lock(&lv->view->mu);
-    live_win_state_t state = w->state;
-    pthread_mutex_unlock(&lv->view->mu);
     if (!gathering) {
-        if (state == LIVE_WIN_REQUESTED || state == LIVE_WIN_OPEN) {
-            MOE_WARN("live: window %lld had not begun when the run ended: nothing recorded, "
-                     "%s not written", (long long)w->id, w->name);
-            pthread_mutex_lock(&lv->view->mu);
+        /* one hold from the state's check to IDLE: the HTTP threads see either */
+        pthread_mutex_lock(&lv->view->mu);
+        bool dropped = w->state == LIVE_WIN_REQUESTED || w->state == LIVE_WIN_OPEN;
+        int64_t id = w->id;
+        char name[sizeof(w->name)];
+        memcpy(name, w->name, sizeof(name));
+        if (dropped) {
             w->state = LIVE_WIN_IDLE;
-            pthread_mutex_unlock(&lv->view->mu);
+        }
+        pthread_mutex_unlock(&lv->view->mu);
+        if (dropped) {
+            MOE_WARN("live: window %lld had not begun when the run ended: nothing recorded, "
+                     "%s not written", (long long)id, name);
         }
         return;
     }
