@@ -778,6 +778,16 @@ static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
         lv->writer_started = false;
     }
     if (!moe_prof_od_collect(lv->od, deadline, &lv->od_set)) {
+        /* nothing to write: the window is over all the same, and /status says why */
+        pthread_mutex_lock(&lv->view->mu);
+        int64_t id = w->id;
+        snprintf(lv->view->last_error, sizeof(lv->view->last_error),
+                 "window %lld: its records could not be gathered at the run's end; %.128s "
+                 "not written", (long long)id, w->name);
+        w->state = LIVE_WIN_IDLE;
+        pthread_mutex_unlock(&lv->view->mu);
+        MOE_WARN("live: window %lld: its records could not be gathered at the run's end: "
+                 "not written", (long long)id);
         return;
     }
     pthread_mutex_lock(&lv->view->mu);
