@@ -434,7 +434,10 @@ static void publish_locked(moe_live_t *lv)
     memcpy(v->rate_s, lv->rate_s, sizeof(v->rate_s));
     v->rate_n = lv->rate_n;
     v->rate_head = lv->rate_head;
-    if (v->win.state == LIVE_WIN_REQUESTED) {
+    if (v->finished) {
+        /* the run is ending: no rank polls for a window any more (one asked for now is
+         * dropped by window_end, an open one ends with the run) */
+    } else if (v->win.state == LIVE_WIN_REQUESTED) {
         window_open(lv, &v->win);
     } else if (v->win.state == LIVE_WIN_OPEN && v->win.cut == LIVE_CUT_ASKED) {
         window_cut(lv, &v->win);
@@ -817,6 +820,11 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
     if (lv == NULL) {
         return;
     }
+    if (lv->rank == 0) { /* from here no window opens nor is cut: POST/DELETE get 409 */
+        pthread_mutex_lock(&lv->view->mu);
+        lv->view->finished = true;
+        pthread_mutex_unlock(&lv->view->mu);
+    }
     if (interrupted) {
         /* the process ends with _exit right after the report: no more messages; the open
          * window's folder (moe_live_stopped) written */
@@ -859,10 +867,7 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
         struct timespec nap = {0, 1000000};
         nanosleep(&nap, NULL);
     }
-    pthread_mutex_lock(&lv->view->mu);
-    publish_locked(lv);
-    lv->view->finished = true;
-    pthread_mutex_unlock(&lv->view->mu);
+    publish(lv, true);
 }
 
 int64_t moe_live_threads_cpu_ns(const moe_live_t *lv)

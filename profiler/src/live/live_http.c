@@ -257,7 +257,9 @@ static enum MHD_Result serve_profile_close(live_http_t *h, struct MHD_Connection
     }
     pthread_mutex_lock(&v->mu);
     live_window_t *w = &v->win;
-    if (w->state == LIVE_WIN_REQUESTED) {
+    if (v->finished) { /* no rank listens any more: the open window ends with the run */
+        ret = reply_error(c, MHD_HTTP_CONFLICT, "the run has ended");
+    } else if (w->state == LIVE_WIN_REQUESTED) {
         w->state = LIVE_WIN_IDLE;
         ret = window_answer(v, c, MHD_HTTP_OK, "cancelled");
     } else if (w->state == LIVE_WIN_OPEN) {
