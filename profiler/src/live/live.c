@@ -808,9 +808,21 @@ static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
     }
 }
 
+/* Rank 0: from here no window opens nor is cut (the ranks stop polling for one); POST and
+ * DELETE /profile get 409. */
+static void mark_finished(moe_live_t *lv)
+{
+    if (lv->rank == 0) {
+        pthread_mutex_lock(&lv->view->mu);
+        lv->view->finished = true;
+        pthread_mutex_unlock(&lv->view->mu);
+    }
+}
+
 void moe_live_stopped(moe_live_t *lv)
 {
     if (lv != NULL) {
+        mark_finished(lv);
         window_end(lv, true, 400000000LL);
     }
 }
@@ -820,11 +832,7 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
     if (lv == NULL) {
         return;
     }
-    if (lv->rank == 0) { /* from here no window opens nor is cut: POST/DELETE get 409 */
-        pthread_mutex_lock(&lv->view->mu);
-        lv->view->finished = true;
-        pthread_mutex_unlock(&lv->view->mu);
-    }
+    mark_finished(lv);
     if (interrupted) {
         /* the process ends with _exit right after the report: no more messages; the open
          * window's folder (moe_live_stopped) written */
