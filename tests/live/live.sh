@@ -30,7 +30,8 @@
 #   harden   32 clients trickling a byte a second are cut at the request deadline while a
 #            client from another address is answered (and theirs after); a 1 MB chunked
 #            body gets 413; GET /profile 405 with Allow; steps over the maximum 400;
-#            /status names folders, never an absolute path
+#            /status names folders, never an absolute path, nor does last_error when the
+#            output folder cannot be made for a window
 #   close    DELETE /profile closes an open window early: its folder is written, partial,
 #            with the steps it got and the steps asked for; 409 with no window
 #   window_stop  SIGTERM with a window open: its folder is written, partial and interrupted
@@ -199,6 +200,10 @@ assert post("profile?steps=5", {"Authorization": "Basic " + token})[0] == 403
 assert status()["window"]["state"] == "idle", "a refused request changed the window"
 assert post("profile?steps=0", {"Authorization": "Bearer " + token})[0] == 400
 assert post("profile?steps=5&ranks=7", {"Authorization": "Bearer " + token})[0] == 400
+# an empty list or an empty element: no window with no rank (both were once 202)
+for bad in ("", "1,", ",1", "0,,2"):
+    assert post("profile?steps=5&ranks=" + bad, {"Authorization": "Bearer " + token})[0] == 400, bad
+assert status()["window"]["state"] == "idle", "a refused ranks= changed the window"
 folders = []
 for w in os.environ["WINDOWS"].split():
     steps, ranks = int(w.split(":")[0]), w.split(":", 1)[1]
@@ -495,6 +500,26 @@ check(len(cut) == 32, "%d of 32 trickling clients cut within 30 s" % len(cut))
 check(other >= 1, "no answer to another address while they trickled")
 check(not cut or min(cut.values()) >= 5, "cut before the deadline: %s" % cut)
 check(json.loads(get("status")[1])["world"] == 3, "127.0.0.1 not served again")
+# a window whose output folder cannot be made (a file where it was, made after the start):
+# last_error names it by its last component, never a path (the absolute one was once there)
+out = os.path.join(os.getcwd(), "experiments")
+os.rename(out, out + ".moved")
+open(out, "w").close()
+req = urllib.request.Request(url + "profile?steps=2", data=b"", method="POST",
+                             headers={"Authorization": "Bearer " + token})
+check(urllib.request.urlopen(req, timeout=5).status == 202, "POST steps=2")
+t_end = time.time() + 60
+while time.time() < t_end:
+    st = json.loads(get("status")[1])
+    if st.get("last_error") and st["window"]["state"] == "idle":
+        break
+    time.sleep(0.5)
+os.remove(out)
+os.rename(out + ".moved", out)
+err = st.get("last_error", "")
+print("last_error:", err)
+check("cannot create the output folder" in err, "no output-folder error: %r" % err)
+check("/" not in err and err.startswith("window "), "a path in last_error: %r" % err)
 assert not bad, bad
 print("harden ok: tricklers cut after %.1f-%.1f s, %d answers meanwhile" %
       (min(cut.values()), max(cut.values()), other))

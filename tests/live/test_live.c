@@ -234,11 +234,39 @@ static void test_listen_exposed(void)
     CHECK(!loopback("fe80::1"));
 }
 
+/* The window folders /status lists: the newest LIVE_MAX_REPORTS (the 65th once left the list
+ * at the 64th for ever); a window's error names no path (the output folder's once did). */
+static void test_window_results(void)
+{
+    live_view_t *v = fake_view(2, 4, 2);
+    for (int i = 1; i <= LIVE_MAX_REPORTS + 6; i++) {
+        char name[32], folder[64];
+        snprintf(name, sizeof(name), "window-%d", i);
+        snprintf(folder, sizeof(folder), "/srv/out/%s", name);
+        live_window_result_locked(v, i, name, folder, true, "");
+    }
+    CHECK(v->num_reports == LIVE_MAX_REPORTS);
+    CHECK(strcmp(v->reports[0], "window-7") == 0);
+    CHECK(strcmp(v->reports[LIVE_MAX_REPORTS - 1], "window-70") == 0);
+    snprintf(v->output_dir, sizeof(v->output_dir), "/srv/deep/out/");
+    live_window_result_locked(v, 71, "window-71", "/srv/deep/out//window-71", false,
+                              "/srv/deep/out/: cannot create the output folder: Not a directory");
+    CHECK(strstr(v->last_error, "/srv") == NULL);
+    CHECK(strstr(v->last_error, "window 71: out") == v->last_error);
+    live_window_result_locked(v, 72, "window-72", "/srv/deep/out//window-72", false,
+                              "/srv/deep/out//window-72/summary.txt: cannot write: No space");
+    CHECK(strcmp(v->last_error, "window 72: window-72/summary.txt: cannot write: No space") == 0);
+    CHECK(v->num_reports == LIVE_MAX_REPORTS);
+    live_view_free(v);
+    free(v);
+}
+
 int main(int argc, char **argv)
 {
     const char *dump = argc == 3 && strcmp(argv[1], "--dump") == 0 ? argv[2] : NULL;
     test_buckets_and_token();
     test_listen_exposed();
+    test_window_results();
     test_per_expert();
     test_scale(dump);
     return moe_test_finish("test_live");

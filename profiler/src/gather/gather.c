@@ -487,6 +487,37 @@ moe_status_t moe_gather_await_window(moe_gather_t *g, int64_t w, double timeout_
     return MOE_OK;
 }
 
+/* Window w's parts out of g->pending into set/have (a rank's first part taken over, its
+ * later ones, in the order they were sent, folded in); with drop_older, parts of windows
+ * before w (late ones of a window taken without them) are freed. The rest stays pending, in
+ * order: their count into *kept (the caller sets num_pending). Returns the parts that
+ * could not be folded in, each warned of. */
+static int take_pending(moe_gather_t *g, int64_t w, bool drop_older, moe_prof_record_t *set,
+                        bool *have, int *kept)
+{
+    int k = 0, unmerged = 0;
+    for (int i = 0; i < g->num_pending; i++) {
+        moe_prof_record_t *rec = &g->pending[i];
+        if (drop_older && rec->window < w) {
+            moe_prof_record_free(rec);
+        } else if (rec->window != w) {
+            g->pending[k++] = *rec;
+        } else if (!have[rec->rank]) {
+            set[rec->rank] = *rec;
+            have[rec->rank] = true;
+        } else {
+            if (moe_record_absorb(&set[rec->rank], rec) != MOE_OK) {
+                fprintf(stderr, "moed: warning: a profile part of rank %d could not be merged\n",
+                        rec->rank);
+                unmerged++;
+            }
+            moe_prof_record_free(rec);
+        }
+    }
+    *kept = k;
+    return unmerged;
+}
+
 /* Merge the received records of window w together with `own` (rank 0's, may be NULL),
  * then forget them. Records of one window are merged as one set: idle time compares the
  * ranks' exchanges step by step. */
@@ -500,21 +531,9 @@ moe_status_t moe_gather_merge_window(moe_gather_t *g, int64_t w, moe_prof_record
         set[0] = *own; /* shallow: read only */
         have[0] = true;
     }
-    int kept = 0;
-    for (int i = 0; st == MOE_OK && i < g->num_pending; i++) {
-        moe_prof_record_t *rec = &g->pending[i];
-        if (rec->window != w) {
-            g->pending[kept++] = *rec;
-        } else if (!have[rec->rank]) { /* a rank's first part of w: taken over */
-            set[rec->rank] = *rec;
-            have[rec->rank] = true;
-        } else { /* its later parts, in the order they were sent, are folded in */
-            if (moe_record_absorb(&set[rec->rank], rec) != MOE_OK) {
-                fprintf(stderr, "moed: warning: a profile part of rank %d could not be merged\n",
-                        rec->rank);
-            }
-            moe_prof_record_free(rec);
-        }
+    int kept = g->num_pending;
+    if (st == MOE_OK) {
+        (void)take_pending(g, w, false, set, have, &kept);
     }
     if (st == MOE_OK) {
         st = moe_merge_window(g->merge, set, have, g->t0_ns, err);
@@ -671,18 +690,9 @@ static bool od_take(moe_gather_t *g, const moe_od_window_t *win, moe_od_set_t *o
     out->config_text = g->config;
     out->config_len = g->config_len;
     int kept = 0;
-    for (int i = 0; i < g->num_pending; i++) {
-        moe_prof_record_t *rec = &g->pending[i];
-        if (rec->window != win->w) {
-            g->pending[kept++] = *rec;
-        } else if (!out->have[rec->rank]) {
-            out->recs[rec->rank] = *rec;
-            out->have[rec->rank] = true;
-        } else {
-            (void)moe_record_absorb(&out->recs[rec->rank], rec);
-            moe_prof_record_free(rec);
-        }
-    }
+    /* an earlier window's late parts (it was taken without them) go: in a run without end
+     * with a stalled rank they would pile up */
+    out->unmerged = take_pending(g, win->w, true, out->recs, out->have, &kept);
     g->num_pending = kept;
     return true;
 }
@@ -751,6 +761,13 @@ moe_status_t moe_gather_od_write(moe_od_set_t *set, const char *dir, moe_error_t
                               .interrupted = set->interrupted, .config_text = set->config_text,
                               .config_len = set->config_len};
         moe_report_t *rep = moe_merge_finish(m, &run, &set->info);
+        if (rep != NULL && set->unmerged > 0) { /* a rank's records incomplete */
+            size_t used = strlen(rep->missing);
+            snprintf(rep->missing + used, sizeof(rep->missing) - used,
+                     "%s%d profile part(s) could not be merged", rep->partial ? "; " : "",
+                     set->unmerged);
+            rep->partial = true;
+        }
         if (rep != NULL && set->short_why[0] != '\0') { /* cut short: partial, and why */
             size_t used = strlen(rep->missing);
             snprintf(rep->missing + used, sizeof(rep->missing) - used, "%s%s",

@@ -92,6 +92,7 @@ typedef struct moe_od_set {
     double grace_s;
     const char *config_text;    /* the run's, the gather's copy (it outlives the writer) */
     size_t config_len;
+    int unmerged;               /* parts that could not be folded in: partial */
     /* set by the caller before the write: the steps asked for (0: last - first + 1), and
      * why the window stopped short (""): the report is then partial and says so */
     int64_t planned;

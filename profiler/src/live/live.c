@@ -434,7 +434,10 @@ static void publish_locked(moe_live_t *lv)
     memcpy(v->rate_s, lv->rate_s, sizeof(v->rate_s));
     v->rate_n = lv->rate_n;
     v->rate_head = lv->rate_head;
-    if (v->win.state == LIVE_WIN_REQUESTED) {
+    if (v->finished) {
+        /* the run is ending: no rank polls for a window any more (one asked for now is
+         * dropped by window_end, an open one ends with the run) */
+    } else if (v->win.state == LIVE_WIN_REQUESTED) {
         window_open(lv, &v->win);
     } else if (v->win.state == LIVE_WIN_OPEN && v->win.cut == LIVE_CUT_ASKED) {
         window_cut(lv, &v->win);
@@ -756,16 +759,20 @@ static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
         return;
     }
     live_window_t *w = &lv->view->win;
-    pthread_mutex_lock(&lv->view->mu);
-    live_win_state_t state = w->state;
-    pthread_mutex_unlock(&lv->view->mu);
     if (!gathering) {
-        if (state == LIVE_WIN_REQUESTED || state == LIVE_WIN_OPEN) {
-            MOE_WARN("live: window %lld had not begun when the run ended: nothing recorded, "
-                     "%s not written", (long long)w->id, w->name);
-            pthread_mutex_lock(&lv->view->mu);
+        /* one hold from the state's check to IDLE: the HTTP threads see either */
+        pthread_mutex_lock(&lv->view->mu);
+        bool dropped = w->state == LIVE_WIN_REQUESTED || w->state == LIVE_WIN_OPEN;
+        int64_t id = w->id;
+        char name[sizeof(w->name)];
+        memcpy(name, w->name, sizeof(name));
+        if (dropped) {
             w->state = LIVE_WIN_IDLE;
-            pthread_mutex_unlock(&lv->view->mu);
+        }
+        pthread_mutex_unlock(&lv->view->mu);
+        if (dropped) {
+            MOE_WARN("live: window %lld had not begun when the run ended: nothing recorded, "
+                     "%s not written", (long long)id, name);
         }
         return;
     }
@@ -774,6 +781,16 @@ static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
         lv->writer_started = false;
     }
     if (!moe_prof_od_collect(lv->od, deadline, &lv->od_set)) {
+        /* nothing to write: the window is over all the same, and /status says why */
+        pthread_mutex_lock(&lv->view->mu);
+        int64_t id = w->id;
+        snprintf(lv->view->last_error, sizeof(lv->view->last_error),
+                 "window %lld: its records could not be gathered at the run's end; %.128s "
+                 "not written", (long long)id, w->name);
+        w->state = LIVE_WIN_IDLE;
+        pthread_mutex_unlock(&lv->view->mu);
+        MOE_WARN("live: window %lld: its records could not be gathered at the run's end: "
+                 "not written", (long long)id);
         return;
     }
     pthread_mutex_lock(&lv->view->mu);
@@ -791,9 +808,21 @@ static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
     }
 }
 
+/* Rank 0: from here no window opens nor is cut (the ranks stop polling for one); POST and
+ * DELETE /profile get 409. */
+static void mark_finished(moe_live_t *lv)
+{
+    if (lv->rank == 0) {
+        pthread_mutex_lock(&lv->view->mu);
+        lv->view->finished = true;
+        pthread_mutex_unlock(&lv->view->mu);
+    }
+}
+
 void moe_live_stopped(moe_live_t *lv)
 {
     if (lv != NULL) {
+        mark_finished(lv);
         window_end(lv, true, 400000000LL);
     }
 }
@@ -803,6 +832,7 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
     if (lv == NULL) {
         return;
     }
+    mark_finished(lv);
     if (interrupted) {
         /* the process ends with _exit right after the report: no more messages; the open
          * window's folder (moe_live_stopped) written */
@@ -845,10 +875,7 @@ void moe_live_finish(moe_live_t *lv, bool interrupted)
         struct timespec nap = {0, 1000000};
         nanosleep(&nap, NULL);
     }
-    pthread_mutex_lock(&lv->view->mu);
-    publish_locked(lv);
-    lv->view->finished = true;
-    pthread_mutex_unlock(&lv->view->mu);
+    publish(lv, true);
 }
 
 int64_t moe_live_threads_cpu_ns(const moe_live_t *lv)

@@ -133,20 +133,23 @@ static enum MHD_Result serve_json(live_http_t *h, struct MHD_Connection *c, bool
     return reply(c, MHD_HTTP_OK, "application/json", s, true);
 }
 
-/* ranks=0,2: every one a rank of the run, at most once; false on anything else. */
+/* ranks=0,2: every one a rank of the run, at most once; false on anything else (an empty
+ * list or an empty element, as in `ranks=` or `ranks=1,`, included). */
 static bool parse_ranks(const char *s, bool *ranks, int W)
 {
     memset(ranks, 0, (size_t)W * sizeof(bool));
-    while (*s != '\0') {
+    for (;;) {
         char *end = NULL;
         long r = strtol(s, &end, 10);
         if (end == s || r < 0 || r >= W || ranks[r] || (*end != ',' && *end != '\0')) {
             return false;
         }
         ranks[r] = true;
-        s = *end == ',' ? end + 1 : end;
+        if (*end == '\0') {
+            return true;
+        }
+        s = end + 1;
     }
-    return true;
 }
 
 static enum MHD_Result window_answer(live_view_t *v, struct MHD_Connection *c, unsigned code,
@@ -254,7 +257,9 @@ static enum MHD_Result serve_profile_close(live_http_t *h, struct MHD_Connection
     }
     pthread_mutex_lock(&v->mu);
     live_window_t *w = &v->win;
-    if (w->state == LIVE_WIN_REQUESTED) {
+    if (v->finished) { /* no rank listens any more: the open window ends with the run */
+        ret = reply_error(c, MHD_HTTP_CONFLICT, "the run has ended");
+    } else if (w->state == LIVE_WIN_REQUESTED) {
         w->state = LIVE_WIN_IDLE;
         ret = window_answer(v, c, MHD_HTTP_OK, "cancelled");
     } else if (w->state == LIVE_WIN_OPEN) {
@@ -403,7 +408,7 @@ static void *sweeper_main(void *arg)
             }
         }
         struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
+        clock_gettime(CLOCK_MONOTONIC, &until); /* the cv's clock: see its init */
         until.tv_nsec += HTTP_SWEEP_NS;
         until.tv_sec += until.tv_nsec / 1000000000L;
         until.tv_nsec %= 1000000000L;
@@ -500,7 +505,11 @@ int live_http_start(live_view_t *v, const char *listen, live_http_t **out, char 
     }
     h->v = v;
     pthread_mutex_init(&h->mu, NULL);
-    pthread_cond_init(&h->cv, NULL);
+    pthread_condattr_t ca; /* the sweeper's wake-up does not move with the wall clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->cv, &ca);
+    pthread_condattr_destroy(&ca);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
     if (ai->ai_family == AF_INET6) {
         flags |= MHD_USE_IPv6;

@@ -22,7 +22,7 @@
 #define LIVE_SEND_MS 200                 /* at most one periodic message per rank per this */
 #define LIVE_STEP_RING 240               /* rank 0's recent step times, for the page */
 #define LIVE_RATE_RING 64                /* rank 0's (time, step) samples, for tokens/s */
-#define LIVE_MAX_REPORTS 64              /* window folders listed by /status */
+#define LIVE_MAX_REPORTS 64              /* window folders listed by /status: the newest */
 #define LIVE_WINDOW_MAX_STEPS 100000     /* POST /profile?steps=N: N at most this */
 #define LIVE_IMB_RING 12                 /* rank 0's routed-token snapshots, for imbalance */
 #define LIVE_IMB_EVERY_NS 1000000000LL   /* one snapshot per second at most */
@@ -115,6 +115,12 @@ void live_buf_free(live_buf_t *b);
 /* Rank 0's main thread, holding v->mu, after new counters were published: keeps a
  * snapshot of the routed counts once a second (the baseline of the recent imbalance). */
 void live_view_sample_routed(live_view_t *v, int64_t now_ns);
+
+/* A window's folder written (ok: its name added to the newest LIVE_MAX_REPORTS) or not (msg
+ * into last_error, with no path in it: the folder by its name, output_dir by its last
+ * component); the caller holds v->mu. */
+void live_window_result_locked(live_view_t *v, int64_t id, const char *name, const char *folder,
+                               bool ok, const char *msg);
 
 /* Renderers; the caller holds v->mu. */
 void live_render_metrics(const live_view_t *v, live_buf_t *out);

@@ -8,6 +8,53 @@
 #include "live/live_int.h"
 #include "moe/log.h"
 
+/* msg with every `path` in it replaced by `by`, into out[len]. */
+static void replace_path(const char *msg, const char *path, const char *by, char *out, size_t len)
+{
+    size_t n = 0, pl = strlen(path);
+    out[0] = '\0';
+    while (*msg != '\0' && n + 1 < len) {
+        if (pl > 0 && strncmp(msg, path, pl) == 0) {
+            n += (size_t)snprintf(out + n, len - n, "%s", by);
+            n = n < len ? n : len - 1;
+            msg += pl;
+        } else {
+            out[n++] = *msg++;
+            out[n] = '\0';
+        }
+    }
+}
+
+void live_window_result_locked(live_view_t *v, int64_t id, const char *name, const char *folder,
+                               bool ok, const char *msg)
+{
+    if (ok) { /* the newest LIVE_MAX_REPORTS: the oldest dropped when full */
+        if (v->num_reports == LIVE_MAX_REPORTS) {
+            memmove(v->reports[0], v->reports[1],
+                    sizeof(v->reports[0]) * (LIVE_MAX_REPORTS - 1));
+            v->num_reports--;
+        }
+        snprintf(v->reports[v->num_reports++], sizeof(v->reports[0]), "%s", name);
+        return;
+    }
+    /* /status is read without a token: the folder by its name, the output folder by its
+     * last component, never a path to them */
+    char dir[sizeof(v->output_dir)], a[512], b[512];
+    snprintf(dir, sizeof(dir), "%s", v->output_dir);
+    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) {
+        dir[n - 1] = '\0';
+    }
+    const char *slash = strrchr(dir, '/');
+    const char *last = slash != NULL && slash[1] != '\0' ? slash + 1 : dir;
+    replace_path(msg, folder, name, a, sizeof(a));
+    if (slash != NULL) {
+        replace_path(a, dir, last, b, sizeof(b));
+    } else {
+        snprintf(b, sizeof(b), "%s", a);
+    }
+    snprintf(v->last_error, sizeof(v->last_error), "window %lld: %.200s", (long long)id, b);
+}
+
 void moe_live_window_write(live_view_t *v, moe_od_set_t *set)
 {
     char folder[sizeof(v->win.folder)], name[sizeof(v->win.name)];
@@ -27,20 +74,7 @@ void moe_live_window_write(live_view_t *v, moe_od_set_t *set)
         MOE_WARN("live: window %lld: %s", (long long)id, err.msg);
     }
     pthread_mutex_lock(&v->mu);
-    if (st == MOE_OK && v->num_reports < LIVE_MAX_REPORTS) {
-        snprintf(v->reports[v->num_reports++], sizeof(v->reports[0]), "%s", name);
-    } else if (st != MOE_OK) {
-        /* /status is read without a token: the folder by its name, not its path */
-        const char *at = strstr(err.msg, folder);
-        if (at != NULL) {
-            snprintf(v->last_error, sizeof(v->last_error), "window %lld: %.*s%s%.100s",
-                     (long long)id, (int)(at - err.msg), err.msg, name,
-                     at + strlen(folder));
-        } else {
-            snprintf(v->last_error, sizeof(v->last_error), "window %lld: %.200s",
-                     (long long)id, err.msg);
-        }
-    }
+    live_window_result_locked(v, id, name, folder, st == MOE_OK, err.msg);
     v->win.state = LIVE_WIN_IDLE;
     pthread_mutex_unlock(&v->mu);
 }
