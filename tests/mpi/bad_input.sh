@@ -127,6 +127,16 @@ case "$1" in
   idle_rank)  # a warning: the run goes on
     PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model > c.yaml
     want_code=0 want="placement.experts: rank 2 (of 3) hosts no experts" ;;
+  ucx_no_peer_errors)  # UCX_TLS=sm,self cannot report a lost peer (UCX 1.13): warned once
+    "$MOED" --version | grep -q 'transports: .*ucx' || { echo "SKIP: built without UCX"; exit 77; }
+    export UCX_TLS=sm,self
+    small_model | sed 's/^runtime:/runtime:\n  transport: ucx/' > c.yaml
+    want_code=0 want="UCX: the transports in use cannot report a lost peer (UCX_TLS=sm,self)" ;;
+  ucx_peer_errors_off)  # runtime.ucx_peer_errors: false: not asked for, so not warned
+    "$MOED" --version | grep -q 'transports: .*ucx' || { echo "SKIP: built without UCX"; exit 77; }
+    export UCX_TLS=sm,self
+    small_model | sed 's/^runtime:/runtime:\n  transport: ucx\n  ucx_peer_errors: false/' > c.yaml
+    want_code=0 want="" post='! grep -q "cannot report a lost peer" err.log || fail "warned although not asked for"' ;;
   threads_beyond_cpus)  # a warning: rank 1 may use one CPU (taskset), runtime.threads is 2
     cpu=$(taskset -pc $$ | sed 's/.*: *//; s/[-,].*//')  # the first CPU this test may use
     printf '#!/bin/sh\n[ "$OMPI_COMM_WORLD_RANK" = 1 ] && exec taskset -c %s "%s" "$@"\nexec "%s" "$@"\n' \

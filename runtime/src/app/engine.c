@@ -523,7 +523,8 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
     }
     if (st == MOE_OK) {
         moe_transport_device_t dev = {
-            .cuda = eng->cuda, .nccl_create = eng->plugin != NULL ? eng->plugin->nccl_create : NULL};
+            .cuda = eng->cuda, .nccl_create = eng->plugin != NULL ? eng->plugin->nccl_create : NULL,
+            .ucx_peer_errors = cfg->ucx_peer_errors};
         /* the transports count rows of floats: a BF16 row is half as many */
         int64_t row_floats = moe_wire_row_bytes(cfg->hidden_dim, eng->weights.wire) / 4;
         st = moe_transport_create(cfg->transport, comm, row_floats, 2 * (int)cfg->chunks,

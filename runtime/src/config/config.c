@@ -139,6 +139,10 @@ const cfg_key_t cfg_keys[] = {
              "master: one rank routes every token; symmetric: every rank routes its own"),
     KEY_ENUM("runtime.transport", transport, cfg_transport_names, "mpi",
              "how ranks exchange tokens"),
+    KEY_BOOL("runtime.ucx_peer_errors", ucx_peer_errors, "true",
+             "ucx: a lost rank is an error moed reports with the report kept (UCX's peer error "
+             "handling); false: UCX's fastest transports, but a lost rank can end the job "
+             "inside UCX"),
     KEY_ENUM("runtime.device", device, cfg_device_names, "cpu", "where experts run"),
     KEY_INT("runtime.threads", threads, "1", 1, 256, "threads",
             "BLAS (f32) and oneDNN (bf16, OpenMP) threads per rank"),

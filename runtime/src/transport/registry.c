@@ -18,8 +18,8 @@ static moe_status_t ucx_create(MPI_Comm comm, int64_t row_elems, int num_slots,
                                const moe_transport_device_t *dev, moe_transport_t **out,
                                moe_error_t *err)
 {
-    (void)dev;
-    return moe_transport_ucx_create(comm, row_elems, num_slots, out, err);
+    return moe_transport_ucx_create(comm, row_elems, num_slots,
+                                    dev == NULL || dev->ucx_peer_errors, out, err);
 }
 #define UCX_CREATE ucx_create
 #else

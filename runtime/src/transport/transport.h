@@ -91,11 +91,13 @@ typedef moe_status_t (*moe_transport_create_fn)(MPI_Comm comm, int64_t row_elems
                                                 void *cuda, struct moe_transport **out,
                                                 moe_error_t *err);
 
-/* What a device transport needs from the runtime (NULL for host transports). The engine
- * fills it from the plug-in it loaded, so transport/ never includes expert/. */
+/* What a transport needs from the runtime beyond the communicator: the device and the NCCL
+ * constructor from the plug-in the engine loaded (so transport/ never includes expert/),
+ * and UCX's choice of peer error handling (runtime.ucx_peer_errors). */
 typedef struct moe_transport_device {
     void *cuda;                          /* moe_cuda_t * of this rank */
     moe_transport_create_fn nccl_create; /* NULL when the plug-in was built without NCCL */
+    bool ucx_peer_errors;                /* ucx: endpoints with peer error handling */
 } moe_transport_device_t;
 
 /* Create the transport `kind` over comm (collective) with `num_slots` exchange slots. */
@@ -139,7 +141,8 @@ moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, int num_
 #ifdef MOE_HAVE_UCX
 /* UCP tagged messages (ucx.c); collective over comm (swaps worker addresses). */
 moe_status_t moe_transport_ucx_create(MPI_Comm comm, int64_t row_elems, int num_slots,
-                                      moe_transport_t **out, moe_error_t *err);
+                                      bool peer_errors, moe_transport_t **out,
+                                      moe_error_t *err);
 #endif
 #ifdef MOE_HAVE_NCCL
 /* Grouped ncclSend/ncclRecv on device buffers (nccl.c, in the CUDA plug-in: moed reaches

@@ -129,6 +129,7 @@ typedef struct moe_config {
     /* runtime */
     moe_routing_t routing;
     moe_transport_kind_t transport;
+    bool ucx_peer_errors;           /* runtime.ucx_peer_errors: UCX reports a lost peer */
     moe_device_kind_t device;
     int64_t threads;                /* BLAS threads per rank */
     moe_num_dtype_t compute_dtype;  /* runtime.compute_dtype: the experts' GEMM inputs */
