@@ -60,12 +60,19 @@ def marks(dom, text):
         if i and k and 'data-drawn="1"' in tag:
             n[i.group(1)] = int(k.group(1))
     print("chart marks with data:", n)
-    # 2 layers x 8 experts: every cell routed something; 3 ranks: 3 memory bars; the routing
-    # rank 0 exchanges with ranks 1 and 2 (both ways): 4 byte cells; step points: >= 2
+    # 2 layers x 8 experts: every cell routed something; 3 ranks: 3 memory bars; step points:
+    # >= 2. Bytes: the page colours each pair's bytes since its previous refresh, and under
+    # Chromium's virtual time two refreshes can be milliseconds apart in real time, so a rank
+    # whose counters did not move between them colours no cell (CI saw 2 of 4 twice): at
+    # least one coloured cell, and every one of the 4 pairs (rank 0 with ranks 1 and 2, both
+    # ways) with its bytes since the start in its title (the replayed check compares those).
     assert n.get("heat", 0) == 16, n
     assert n.get("mem", 0) == 3, n
-    assert n.get("bytes", 0) >= 4, n
+    assert n.get("bytes", 0) >= 1, n
     assert n.get("steps", 0) >= 2, n
+    pairs = [m for m in (re.search(r"rank (\d+) to rank (\d+): .*?(\d+) bytes since the start", t)
+                         for t in titles(chart(dom, "bytes"))) if m and int(m.group(3)) > 0]
+    assert len(pairs) >= 4, [m.group(0) for m in pairs]
     assert "tokens/s" in text, "no header figures"
     heat, steps, byts, mem = (chart(dom, c) for c in ("heat", "steps", "bytes", "mem"))
     # axes and their units
