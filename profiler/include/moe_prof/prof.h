@@ -53,6 +53,10 @@ typedef struct moe_prof_static {
     const char (*hosts)[64];        /* [world] every rank's host (read during create only) */
     const char *device;             /* "cpu" or the GPU's name ("NVIDIA H200") */
     int chunks;                     /* runtime.chunks */
+    /* Where the routing came from: "router" (the gate ran), "replayed FILE" (workload.routing),
+     * with the trace's own source after it ("replayed t.safetensors (vLLM routed_experts)");
+     * must outlive the profiler. NULL: "router". */
+    const char *routing_source;
     /* Device memory in use and its peak (bytes), or NULL on the CPU; called from the
      * memory sampler's thread, so it must be thread-safe. */
     void (*device_memory)(uint64_t *current, uint64_t *peak);
