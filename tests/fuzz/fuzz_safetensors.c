@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(t != NULL && t->name != NULL && t->dtype_name != NULL, "tensor %d", i);
         FUZZ_CHECK(moe_st_find(f, t->name) == t, "find('%.100s') is not tensor %d", t->name, i);
         FUZZ_CHECK(t->ndim >= 0 && t->ndim <= MOE_ST_MAX_DIMS, "ndim %d", t->ndim);
-        FUZZ_CHECK(t->dtype >= MOE_ST_F32 && t->dtype <= MOE_ST_OTHER, "dtype %d", t->dtype);
+        FUZZ_CHECK(t->dtype >= MOE_ST_F32 && t->dtype <= MOE_ST_I32, "dtype %d", t->dtype);
         FUZZ_CHECK(t->data_begin <= t->data_end && t->data_end <= data_size,
                    "tensor '%.100s' data [%llu, %llu] outside %llu data bytes", t->name,
                    (unsigned long long)t->data_begin, (unsigned long long)t->data_end,

@@ -46,6 +46,7 @@ struct moe_st_file {
     int count;
     int cap;
     const moe_st_tensor_info_t **by_name; /* sorted, for find */
+    json_t *meta;              /* the __metadata__ object (a reference), or NULL */
 };
 
 static moe_status_t st_file_new(const char *name, moe_st_file_t **out, moe_error_t *err)
@@ -76,6 +77,7 @@ void moe_st_close(moe_st_file_t *f)
     for (int i = 0; i < f->count; i++) {
         free((char *)f->tensors[i].name);
     }
+    json_decref(f->meta);
     free(f->tensors);
     free(f->by_name);
     free(f->name);
@@ -467,7 +469,7 @@ static moe_status_t st_add_tensor(moe_st_file_t *f, const char *key, const json_
 }
 
 /* The header is one JSON object: tensor entries in file order (jansson keeps insertion
- * order), and an optional __metadata__ object whose values moed does not use. */
+ * order), and an optional __metadata__ object (kept for moe_st_metadata). */
 static moe_status_t st_parse_header(moe_st_file_t *f, const unsigned char *hdr, size_t n,
                                     moe_error_t *err)
 {
@@ -496,6 +498,9 @@ static moe_status_t st_parse_header(moe_st_file_t *f, const unsigned char *hdr, 
             if (!json_is_object(value)) {
                 rc = moe_error_set(err, MOE_ERR_FORMAT, "%s: '__metadata__' must be an "
                                    "object, found %s", f->name, st_json_kind(value));
+            } else {
+                json_decref(f->meta);
+                f->meta = json_incref(value);
             }
         } else {
             rc = st_add_tensor(f, key, value, err);
@@ -828,7 +833,7 @@ static moe_status_t st_nonfinite(const moe_st_file_t *f, const moe_st_tensor_inf
 static moe_status_t st_read_tensor(moe_st_file_t *f, const moe_st_tensor_info_t *t,
                                    float *dst, moe_error_t *err)
 {
-    if (t->dtype == MOE_ST_OTHER) {
+    if (t->dtype != MOE_ST_F32 && t->dtype != MOE_ST_BF16 && t->dtype != MOE_ST_F16) {
         return moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: tensor '%.200s' has dtype %s; "
                              "only F32, BF16 and F16 can be read as float", f->name, t->name,
                              t->dtype_name);
@@ -881,7 +886,7 @@ moe_status_t moe_st_read_f32_range(moe_st_file_t *f, const char *name, uint64_t 
     if (t == NULL) {
         return st_not_found(f, name, err);
     }
-    if (t->dtype == MOE_ST_OTHER) {
+    if (t->dtype != MOE_ST_F32 && t->dtype != MOE_ST_BF16 && t->dtype != MOE_ST_F16) {
         return moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: tensor '%.200s' has dtype %s; "
                              "only F32, BF16 and F16 can be read as float", f->name, t->name,
                              t->dtype_name);
@@ -946,4 +951,12 @@ moe_status_t moe_st_read_f32_shaped(moe_st_file_t *f, const char *name, int ndim
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_read_f32_shaped: NULL dst");
     }
     return st_read_tensor(f, t, dst, err);
+}
+
+const char *moe_st_metadata(const moe_st_file_t *f, const char *key)
+{
+    if (f == NULL || f->meta == NULL || key == NULL) {
+        return NULL;
+    }
+    return json_string_value(json_object_get(f->meta, key)); /* NULL unless a string */
 }

@@ -135,7 +135,7 @@ const st_dtype_desc_t st_dtypes[] = {
     {"F32", MOE_ST_F32, 32},          {"BF16", MOE_ST_BF16, 16},
     {"F16", MOE_ST_F16, 16},          {"F64", MOE_ST_OTHER, 64},
     {"I64", MOE_ST_OTHER, 64},        {"U64", MOE_ST_OTHER, 64},
-    {"I32", MOE_ST_OTHER, 32},        {"U32", MOE_ST_OTHER, 32},
+    {"I32", MOE_ST_I32, 32}  ,        {"U32", MOE_ST_OTHER, 32},
     {"I16", MOE_ST_OTHER, 16},        {"U16", MOE_ST_OTHER, 16},
     {"I8", MOE_ST_OTHER, 8},          {"U8", MOE_ST_OTHER, 8},
     {"BOOL", MOE_ST_OTHER, 8},        {"F8_E4M3", MOE_ST_OTHER, 8},

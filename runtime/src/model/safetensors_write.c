@@ -129,14 +129,17 @@ static bool st_valid_utf8(const char *s)
     return true;
 }
 
-static const char *st_dtype_name(moe_st_dtype_t dtype)
+static const char *st_dtype_name(const moe_st_out_tensor_t *t)
 {
-    return dtype == MOE_ST_F32 ? "F32" : dtype == MOE_ST_BF16 ? "BF16" : "F16";
+    if (t->dtype == MOE_ST_I32) {
+        return "I32";
+    }
+    return t->dtype == MOE_ST_F32 ? "F32" : t->dtype == MOE_ST_BF16 ? "BF16" : "F16";
 }
 
-static size_t st_elem_size(moe_st_dtype_t dtype)
+static size_t st_elem_size(const moe_st_out_tensor_t *t)
 {
-    return dtype == MOE_ST_F32 ? 4 : 2;
+    return t->dtype == MOE_ST_I32 || t->dtype == MOE_ST_F32 ? 4 : 2;
 }
 
 /* One output tensor is writable: a name, a float dtype, a sane shape, data if non-empty. */
@@ -148,9 +151,10 @@ static moe_status_t st_check_out_tensor(const char *path, const moe_st_out_tenso
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: tensor #%d: name is NULL, not "
                              "UTF-8 or the reserved '__metadata__'", path, i);
     }
-    if (t->dtype != MOE_ST_F32 && t->dtype != MOE_ST_BF16 && t->dtype != MOE_ST_F16) {
+    if (t->dtype != MOE_ST_I32 && t->dtype != MOE_ST_F32 && t->dtype != MOE_ST_BF16 &&
+        t->dtype != MOE_ST_F16) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: tensor '%.200s': dtype %d cannot "
-                             "be written (only F32, BF16, F16)", path, t->name, (int)t->dtype);
+                             "be written (only F32, BF16, F16, I32)", path, t->name, (int)t->dtype);
     }
     if (t->ndim < 0 || t->ndim > MOE_ST_MAX_DIMS ||
         !st_shape_elems(t->ndim, t->shape, &nelem) || nelem > SIZE_MAX / sizeof(float)) {
@@ -200,19 +204,30 @@ static moe_status_t st_check_out(const char *path, const moe_st_out_tensor_t *ts
 /* The JSON header, tensors in the given order with contiguous offsets, padded with spaces
  * so the data starts 8-byte aligned. */
 static moe_status_t st_build_header(const char *path, const moe_st_out_tensor_t *ts, int count,
-                                    st_buf_t *b, moe_error_t *err)
+                                    const char *const *meta, int nmeta, st_buf_t *b,
+                                    moe_error_t *err)
 {
     uint64_t offset = 0;
     st_buf_str(b, "{");
+    if (nmeta > 0) {
+        st_buf_str(b, "\"__metadata__\":{");
+        for (int m = 0; m < nmeta; m++) {
+            st_buf_str(b, m ? "," : "");
+            st_buf_json_string(b, meta[2 * m]);
+            st_buf_str(b, ":");
+            st_buf_json_string(b, meta[2 * m + 1]);
+        }
+        st_buf_str(b, count > 0 ? "}," : "}");
+    }
     for (int i = 0; i < count; i++) {
         const moe_st_out_tensor_t *t = &ts[i];
         uint64_t nelem = 0;
         st_shape_elems(t->ndim, t->shape, &nelem);
-        uint64_t bytes = nelem * st_elem_size(t->dtype);
+        uint64_t bytes = nelem * st_elem_size(t);
         st_buf_str(b, i ? "," : "");
         st_buf_json_string(b, t->name);
         st_buf_str(b, ":{\"dtype\":\"");
-        st_buf_str(b, st_dtype_name(t->dtype));
+        st_buf_str(b, st_dtype_name(t));
         st_buf_str(b, "\",\"shape\":[");
         for (int d = 0; d < t->ndim; d++) {
             st_buf_str(b, d ? "," : "");
@@ -260,11 +275,20 @@ static moe_status_t st_write_tensor(int fd, const char *tmp, const moe_st_out_te
 {
     uint64_t nelem = 0;
     st_shape_elems(t->ndim, t->shape, &nelem);
-    size_t esize = st_elem_size(t->dtype);
+    size_t esize = st_elem_size(t);
     size_t per_chunk = ST_CHUNK_BYTES / sizeof(float);
     for (size_t i = 0; i < (size_t)nelem; i += per_chunk) {
         size_t m = (size_t)nelem - i < per_chunk ? (size_t)nelem - i : per_chunk;
-        st_encode(t->dtype, t->data + i, m, chunk);
+        if (t->dtype == MOE_ST_I32) {
+            for (size_t j = 0; j < m; j++) { /* little endian, whatever the host */
+                uint32_t v = (uint32_t)((const int32_t *)t->data)[i + j];
+                for (int byte = 0; byte < 4; byte++) {
+                    chunk[4 * j + (size_t)byte] = (unsigned char)(v >> (8 * byte));
+                }
+            }
+        } else {
+            st_encode(t->dtype, (const float *)t->data + i, m, chunk);
+        }
         moe_status_t rc = st_write_all(fd, tmp, chunk, m * esize, err);
         if (rc != MOE_OK) {
             return rc;
@@ -301,6 +325,36 @@ static moe_status_t st_write_body(int fd, const char *tmp, const st_buf_t *hdr,
 moe_status_t moe_st_write(const char *path, const moe_st_out_tensor_t *tensors, int count,
                           moe_error_t *err)
 {
+    return moe_st_write_meta(path, tensors, count, NULL, 0, err);
+}
+
+/* Metadata keys and values are UTF-8 and the keys distinct (and not a tensor's name space:
+ * the header's __metadata__ object is separate). */
+static moe_status_t st_check_meta(const char *path, const char *const *meta, int nmeta,
+                                  moe_error_t *err)
+{
+    if (nmeta < 0 || (nmeta > 0 && meta == NULL)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: bad metadata", path);
+    }
+    for (int m = 0; m < nmeta; m++) {
+        if (meta[2 * m] == NULL || meta[2 * m + 1] == NULL || !st_valid_utf8(meta[2 * m]) ||
+            !st_valid_utf8(meta[2 * m + 1])) {
+            return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: metadata #%d: NULL or not "
+                                 "UTF-8", path, m);
+        }
+        for (int o = 0; o < m; o++) {
+            if (strcmp(meta[2 * o], meta[2 * m]) == 0) {
+                return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: metadata key '%.200s' "
+                                     "given twice", path, meta[2 * m]);
+            }
+        }
+    }
+    return MOE_OK;
+}
+
+moe_status_t moe_st_write_meta(const char *path, const moe_st_out_tensor_t *tensors, int count,
+                               const char *const *meta, int nmeta, moe_error_t *err)
+{
     st_buf_t hdr = {NULL, 0, 0, false};
     char *tmp = NULL;
     size_t tmp_cap;
@@ -311,7 +365,8 @@ moe_status_t moe_st_write(const char *path, const moe_st_out_tensor_t *tensors, 
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_write: bad argument");
     }
     if ((rc = st_check_out(path, tensors, count, err)) != MOE_OK ||
-        (rc = st_build_header(path, tensors, count, &hdr, err)) != MOE_OK) {
+        (rc = st_check_meta(path, meta, nmeta, err)) != MOE_OK ||
+        (rc = st_build_header(path, tensors, count, meta, nmeta, &hdr, err)) != MOE_OK) {
         goto free_header;
     }
     tmp_cap = strlen(path) + 32;

@@ -26,6 +26,7 @@ typedef enum {
     MOE_ST_BF16 = 1,
     MOE_ST_F16 = 2,
     MOE_ST_OTHER = 3, /* listed (so the file opens) but not readable as float */
+    MOE_ST_I32 = 4,   /* read with moe_st_read_raw; written from int32_t values */
 } moe_st_dtype_t;
 
 typedef struct moe_st_tensor_info {
@@ -62,6 +63,9 @@ int moe_st_count(const moe_st_file_t *f);
 const moe_st_tensor_info_t *moe_st_at(const moe_st_file_t *f, int i);
 /* NULL when absent. */
 const moe_st_tensor_info_t *moe_st_find(const moe_st_file_t *f, const char *name);
+/* The string value of __metadata__[key] (owned by the handle), or NULL when the file has no
+ * such key or its value is not a string. */
+const char *moe_st_metadata(const moe_st_file_t *f, const char *key);
 
 /* Read tensor `name` converted to F32 into dst, which holds `count` floats. Fails with a
  * message naming the file and tensor when the tensor is missing (MOE_ERR_WEIGHTS), its
@@ -86,18 +90,23 @@ moe_status_t moe_st_read_raw(moe_st_file_t *f, const char *name, void *dst, size
 moe_status_t moe_st_read_f32_range(moe_st_file_t *f, const char *name, uint64_t first,
                                    size_t count, float *dst, moe_error_t *err);
 
-/* Writer: a file of F32 / BF16 / F16 tensors. Tensors are given as F32 and stored in
- * `dtype` (round to nearest even). Written to path atomically (tmp + rename). */
+/* Writer: a file of F32 / BF16 / F16 tensors (and I32). data points to floats, stored in
+ * `dtype` (round to nearest even), or, for MOE_ST_I32, to int32_t values. Written to path
+ * atomically (tmp, fsync, rename). */
 typedef struct moe_st_out_tensor {
     const char *name;
     moe_st_dtype_t dtype;
     int ndim;
     int64_t shape[MOE_ST_MAX_DIMS];
-    const float *data;
+    const void *data;
 } moe_st_out_tensor_t;
 
 moe_status_t moe_st_write(const char *path, const moe_st_out_tensor_t *tensors, int count,
                           moe_error_t *err);
+/* The same with a __metadata__ object of string values: meta[2i] the key, meta[2i+1] the
+ * value, i < nmeta (keys distinct, UTF-8). */
+moe_status_t moe_st_write_meta(const char *path, const moe_st_out_tensor_t *tensors, int count,
+                               const char *const *meta, int nmeta, moe_error_t *err);
 
 /* Conversions (exposed for tests and the CUDA path). */
 float moe_bf16_to_f32(uint16_t h);
