@@ -168,7 +168,7 @@ static void test_refusals(void)
         if (st == MOE_OK) {
             fprintf(stderr, "case '%s': accepted\n", cases[i].why);
         }
-        CHECK(st == MOE_ERR_CONFIG);
+        CHECK(st == MOE_ERR_FORMAT);
         CHECK_STR_CONTAINS(err.msg, cases[i].want);
         CHECK_STR_CONTAINS(err.msg, path);
         CHECK(tr.ids == NULL && tr.layer_ids == NULL); /* freed */
