@@ -65,6 +65,9 @@ case "$1" in
   rebalance_cuda)  # refused in the config, before the build's devices are looked at
     small_model | sed 's/^runtime:/runtime:\n  device: cuda\n  rebalance_every: 4/' > c.yaml
     want_code=3 want="online rebalancing runs on runtime.device: cpu only" ;;
+  dedup_cuda)  # one row per (token, rank) is the CPU back-end's: refused in the config
+    small_model | sed 's/^runtime:/runtime:\n  device: cuda\n  dedup: true/' > c.yaml
+    want_code=3 want="c.yaml:18:10: runtime.dedup: true, but the CUDA back-end sends one row per (token, expert)" ;;
   rebalance_redundant)  # 2 expert ranks hold at most 8 extra copies of 8 experts apart
     small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 9/' > c.yaml
     want_code=3 want="runtime.redundant_experts: 9 extra copies do not fit apart" ;;

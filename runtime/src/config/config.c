@@ -43,6 +43,7 @@ static const char *const cfg_routing_names[] = {"master", "symmetric", NULL};
 static const char *const cfg_transport_names[] = {"mpi", "ucx", "nccl", NULL};
 static const char *const cfg_device_names[] = {"cpu", "cuda", NULL};
 static const char *const cfg_bind_names[] = {"auto", "none", "core", NULL};
+static const char *const cfg_dedup_names[] = {"auto", "true", "false", NULL};
 static const char *const cfg_expert_hist_names[] = {"auto", "expert", "layer", NULL};
 
 /* The name arrays above are indexed by enum value. */
@@ -63,6 +64,8 @@ _Static_assert(MOE_TRANSPORT_MPI == 0 && MOE_TRANSPORT_UCX == 1 && MOE_TRANSPORT
                "cfg_transport_names order");
 _Static_assert(MOE_DEVICE_CPU == 0 && MOE_DEVICE_CUDA == 1, "cfg_device_names order");
 _Static_assert(MOE_BIND_AUTO == 0 && MOE_BIND_NONE == 1 && MOE_BIND_CORE == 2, "cfg_bind_names order");
+_Static_assert(MOE_DEDUP_AUTO == 0 && MOE_DEDUP_ON == 1 && MOE_DEDUP_OFF == 2,
+               "cfg_dedup_names order");
 _Static_assert(MOE_EXPERT_HIST_AUTO == 0 && MOE_EXPERT_HIST_EXPERT == 1 &&
                MOE_EXPERT_HIST_LAYER == 2, "cfg_expert_hist_names order");
 
@@ -158,6 +161,10 @@ const cfg_key_t cfg_keys[] = {
              "when every rank computes in bf16)"),
     KEY_INT("runtime.chunks", chunks, "1", 1, 64, "",
             "pieces each step's rows are cut into, so one piece's exchange overlaps another's expert compute (1 = no overlap)"),
+    KEY_ENUM("runtime.dedup", dedup, cfg_dedup_names, "auto",
+             "true: a token goes once to each rank holding some of its experts, which sums "
+             "their weighted outputs and sends one row back; false: one row per (token, "
+             "expert) each way; auto = true on cpu, false on cuda (which lacks it)"),
     KEY_DBL("runtime.step_timeout_s", step_timeout_s, "60", 0, 86400, "s",
             "watchdog on one step; 0 = off, else at least 1 (its pings wait 1 s for answers)"),
     KEY_INT("runtime.rebalance_every", rebalance_every, "0", 0, 1000000000, "steps",

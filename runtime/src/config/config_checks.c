@@ -673,6 +673,18 @@ static moe_status_t check_routing(cfg_parse_t *p)
     return MOE_OK;
 }
 
+/* runtime.dedup: true is the CPU back-end's; the CUDA one sends a row per (token, expert). */
+static moe_status_t check_dedup(cfg_parse_t *p)
+{
+    if (p->cfg.device == MOE_DEVICE_CUDA && p->cfg.dedup == MOE_DEDUP_ON) {
+        return cfg_fail(p, cfg_val_mark_of(p, "runtime.dedup"), "runtime.dedup: true, but the "
+                        "CUDA back-end sends one row per (token, expert) and sums them on the "
+                        "routing rank (one row per (token, rank) runs on runtime.device: cpu "
+                        "only); use runtime.dedup: auto or false");
+    }
+    return MOE_OK;
+}
+
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
     input_tokens(p);
@@ -700,6 +712,9 @@ static moe_status_t parse_checks(cfg_parse_t *p, int world)
     }
     if (st == MOE_OK) {
         st = check_routing(p);
+    }
+    if (st == MOE_OK) {
+        st = check_dedup(p);
     }
     return st;
 }

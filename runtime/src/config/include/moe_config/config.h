@@ -56,6 +56,9 @@ typedef enum { MOE_ROUTING_MASTER = 0, MOE_ROUTING_SYMMETRIC = 1 } moe_routing_t
 typedef enum { MOE_TRANSPORT_MPI = 0, MOE_TRANSPORT_UCX = 1, MOE_TRANSPORT_NCCL = 2 } moe_transport_kind_t;
 typedef enum { MOE_DEVICE_CPU = 0, MOE_DEVICE_CUDA = 1 } moe_device_kind_t;
 typedef enum { MOE_BIND_AUTO = 0, MOE_BIND_NONE = 1, MOE_BIND_CORE = 2 } moe_bind_t;
+/* runtime.dedup: one row per (token, destination rank) on the wire; AUTO = on for cpu, off
+ * for cuda (its back-end sends a row per (token, expert)): moe_cfg_dedup resolves it. */
+typedef enum { MOE_DEDUP_AUTO = 0, MOE_DEDUP_ON = 1, MOE_DEDUP_OFF = 2 } moe_dedup_t;
 /* profiler.expert_histograms: moed_expert_seconds per (layer, expert) or per layer. */
 typedef enum {
     MOE_EXPERT_HIST_AUTO = 0,
@@ -136,6 +139,7 @@ typedef struct moe_config {
     moe_num_dtype_t wire_dtype;     /* runtime.wire_dtype: rows exchanged between ranks */
     moe_bind_t bind;                /* runtime.bind: pin ranks to cores (app/bind.h) */
     int64_t chunks;                 /* tokens of a step split for overlap */
+    moe_dedup_t dedup;              /* runtime.dedup: read it through moe_cfg_dedup */
     double step_timeout_s;          /* watchdog; 0 = off */
     int64_t rebalance_every;        /* online rebalancing every N steps; 0 = off */
     int64_t redundant_experts;      /* extra expert copies per layer when rebalancing */
@@ -311,5 +315,12 @@ moe_status_t moe_cfg_set_layer_sets(moe_config_t *cfg, const moe_cfg_replica_t *
 /* True when rank r is profiled (profiled_ranks: all, or r is in the list). */
 bool moe_cfg_rank_profiled(const moe_config_t *cfg, int rank);
 
+/* runtime.dedup as it runs: true (one row per (token, rank), the expert rank sums a token's
+ * local experts) when set so, or when auto on runtime.device: cpu. */
+static inline bool moe_cfg_dedup(const moe_config_t *cfg)
+{
+    return cfg->dedup == MOE_DEDUP_ON ||
+           (cfg->dedup == MOE_DEDUP_AUTO && cfg->device == MOE_DEVICE_CPU);
+}
 
 #endif /* MOE_CONFIG_H */
