@@ -1,5 +1,7 @@
 /* The dispatch plan: send order, counts messages, capacity drops (local and global). */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "layer/plan.h"
 #include "test_util.h"
@@ -18,7 +20,7 @@ static void test_order(void)
     CHECK_INT_EQ(p.expert_demand[1], 1);
     CHECK_INT_EQ(p.expert_demand[2], 3);
     CHECK_INT_EQ(p.expert_demand[3], 0);
-    moe_plan_build(&p, k_idx, 3, k_owner, 0, NULL);
+    moe_plan_build(&p, k_idx, NULL, 3, k_owner, 0, NULL);
     CHECK_INT_EQ(p.num_send, 6);
     CHECK_INT_EQ(p.num_dropped, 0);
     const int rows[3] = {0, 3, 3}, displs[3] = {0, 0, 3};
@@ -51,7 +53,7 @@ static void test_capacity(void)
     moe_plan_t p;
     CHECK(moe_plan_init(&p, 3, 4, 2, 3) == 0);
     moe_plan_count_demand(&p, k_idx, 3);
-    moe_plan_build(&p, k_idx, 3, k_owner, 2, NULL);
+    moe_plan_build(&p, k_idx, NULL, 3, k_owner, 2, NULL);
     /* e2 keeps t0, t1 and drops t2's choice */
     CHECK_INT_EQ(p.num_dropped, 1);
     CHECK_INT_EQ(p.expert_dropped[2], 1);
@@ -61,7 +63,7 @@ static void test_capacity(void)
     CHECK_INT_EQ(p.send_rows[2], 2);
     /* One choice of e0 already made by a lower routing rank: t2's e0 choice is the third. */
     const int32_t before[4] = {1, 0, 0, 0};
-    moe_plan_build(&p, k_idx, 3, k_owner, 2, before);
+    moe_plan_build(&p, k_idx, NULL, 3, k_owner, 2, before);
     CHECK_INT_EQ(p.expert_kept[0], 1);
     CHECK_INT_EQ(p.expert_dropped[0], 1);
     CHECK_INT_EQ(p.slot_pos[5], -1);
@@ -84,9 +86,120 @@ static void test_empty(void)
     moe_plan_t p;
     CHECK(moe_plan_init(&p, 2, 4, 2, 0) == 0);
     moe_plan_count_demand(&p, NULL, 0);
-    moe_plan_build(&p, NULL, 0, owner, 0, NULL);
+    moe_plan_build(&p, NULL, NULL, 0, owner, 0, NULL);
     CHECK_INT_EQ(p.num_send, 0);
     CHECK_INT_EQ(p.send_rows[1], 0);
+    moe_plan_destroy(&p);
+}
+
+/* runtime.dedup: one row per (token, destination rank). Experts 0,1 on rank 1, 2,3 on
+ * rank 2; 4 tokens, top-2:
+ *   t0 -> {0, 1} (rank 1 twice), t1 -> {2, 0}, t2 -> {3, 2} (rank 2 twice), t3 -> {1, 3}
+ * = 6 rows carrying 8 pairs: rank 1 gets t0, t1, t3; rank 2 gets t1, t2, t3. */
+static const int32_t k_dd_idx[8] = {0, 1, 2, 0, 3, 2, 1, 3};
+static const float k_dd_w[8] = {0.5f, 0.25f, 0.125f, 0.75f, 0.375f, 0.625f, 0.875f, 0.0625f};
+
+static int32_t wbits(float w)
+{
+    int32_t b;
+    memcpy(&b, &w, sizeof(b));
+    return b;
+}
+
+static void test_dedup_plan(moe_plan_t *p)
+{
+    CHECK(moe_plan_init(p, 3, 4, 2, 4) == 0);
+    p->dedup = true;
+    moe_plan_count_demand(p, k_dd_idx, 4);
+    moe_plan_build(p, k_dd_idx, k_dd_w, 4, k_owner, 0, NULL);
+    CHECK_INT_EQ(p->num_send, 6);
+    CHECK_INT_EQ(p->num_pairs, 8);
+    const int rows[3] = {0, 3, 3}, pairs[3] = {0, 4, 4}, displs[3] = {0, 0, 3};
+    for (int d = 0; d < 3; d++) {
+        CHECK_INT_EQ(p->send_rows[d], rows[d]);
+        CHECK_INT_EQ(p->send_pairs[d], pairs[d]);
+        CHECK_INT_EQ(p->send_row_displs[d], displs[d]);
+    }
+    const int32_t tok[6] = {0, 1, 3, 1, 2, 3};
+    for (int i = 0; i < 6; i++) {
+        CHECK_INT_EQ(p->send_token[i], tok[i]);
+    }
+    /* both choices of t0 ride row 0, both of t2 row 4 */
+    const int32_t pos[8] = {0, 0, 3, 1, 4, 4, 2, 5};
+    const int32_t trows[8] = {0, -1, 1, 3, 4, -1, 2, 5}; /* ascending = by rank */
+    for (int i = 0; i < 8; i++) {
+        CHECK_INT_EQ(p->slot_pos[i], pos[i]);
+        CHECK_INT_EQ(p->token_rows[i], trows[i]);
+    }
+    /* rank 1: rows 3 | e0: 2, e1: 2 | e0's rows t0 (0), t1 (1); e1's t0 (0), t3 (2) | weights */
+    const int32_t msg1[11] = {3, 2, 2, 0, 1, 0, 2, wbits(0.5f), wbits(0.75f), wbits(0.25f),
+                              wbits(0.875f)};
+    const int32_t msg2[11] = {3, 2, 2, 0, 1, 1, 2, wbits(0.125f), wbits(0.625f),
+                              wbits(0.375f), wbits(0.0625f)};
+    CHECK_INT_EQ(p->count_msg_len[0], 0);
+    CHECK_INT_EQ(p->count_msg_len[1], 11);
+    CHECK_INT_EQ(p->count_msg_len[2], 11);
+    for (int i = 0; i < 11; i++) {
+        CHECK_INT_EQ(p->count_msg[p->count_msg_displs[1] + i], msg1[i]);
+        CHECK_INT_EQ(p->count_msg[p->count_msg_displs[2] + i], msg2[i]);
+    }
+}
+
+static void test_dedup(void)
+{
+    moe_plan_t p;
+    test_dedup_plan(&p);
+    /* rank 1 reads it: rank 0's message (3 rows) and ranks 1, 2 with none; 2 chunks cut
+     * rank 0's block into [0, 1) and [1, 3) */
+    enum { W = 3, NL = 2, N = 2 };
+    int64_t stride = moe_plan_msg_words(2, NL, 4);
+    CHECK_INT_EQ(stride, 1 + NL + 2 * 4 * 2);
+    int32_t msgs[3 * 19] = {0};
+    memcpy(msgs, p.count_msg + p.count_msg_displs[1], sizeof(int32_t) * 11);
+    const int displs[W] = {0, 3, 3}, cdispls[N * W] = {0, 3, 3, 1, 3, 3};
+    const int crows[N * W] = {1, 0, 0, 2, 0, 0};
+    moe_plan_pairs_t pp;
+    moe_arena_t sizing = {0};
+    moe_plan_pairs_carve(&pp, W, NL, N, 3 * NL, &sizing);
+    moe_arena_t a = {.base = calloc(1, moe_arena_size(&sizing))};
+    moe_plan_pairs_carve(&pp, W, NL, N, 3 * NL, &a);
+    CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, displs, cdispls, crows), -1);
+    /* e0 chunk 0: t0's row; chunk 1: t1's; e1 chunk 0: t0's; chunk 1: t3's */
+    const int32_t off[5] = {0, 1, 2, 3, 4}, row[4] = {0, 1, 0, 2};
+    const float w[4] = {0.5f, 0.75f, 0.25f, 0.875f};
+    for (int i = 0; i < 5; i++) {
+        CHECK_INT_EQ(pp.off[i], off[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK_INT_EQ(pp.row[i], row[i]);
+        CHECK(pp.w[i] == w[i]);
+    }
+    CHECK_INT_EQ(pp.tot[0], 4);
+    /* a message that does not fit its rows is refused, naming its source */
+    msgs[4] = 3; /* e0's second row index past rank 0's 3 rows */
+    CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, displs, cdispls, crows), 0);
+    msgs[4] = 0; /* not ascending */
+    CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, displs, cdispls, crows), 0);
+    msgs[4] = 1;
+    msgs[19 + 1] = 9; /* rank 1 announces 9 pairs of e0 that do not fit its message */
+    CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, displs, cdispls, crows), 1);
+    msgs[19 + 1] = -1;
+    CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, displs, cdispls, crows), 1);
+    free(a.base);
+
+    /* capacity 1 per expert: e0 keeps t0 (drops t1's), e1 t0 (drops t3's), e2 t1 (drops
+     * t2's), e3 t2 (drops t3's): t3 sends nothing, t1 only to rank 2 */
+    moe_plan_build(&p, k_dd_idx, k_dd_w, 4, k_owner, 1, NULL);
+    CHECK_INT_EQ(p.num_dropped, 4);
+    CHECK_INT_EQ(p.num_pairs, 4);
+    CHECK_INT_EQ(p.num_send, 3); /* t0 -> 1, t1 -> 2, t2 -> 2 */
+    CHECK_INT_EQ(p.send_rows[1], 1);
+    CHECK_INT_EQ(p.send_pairs[1], 2);
+    CHECK_INT_EQ(p.send_rows[2], 2);
+    CHECK_INT_EQ(p.slot_pos[3], -1);
+    CHECK_INT_EQ(p.token_rows[6], -1); /* t3: no row */
+    CHECK_INT_EQ(p.token_rows[2], 1);  /* t1: rank 2's first row */
+    CHECK_INT_EQ(p.token_rows[3], -1);
     moe_plan_destroy(&p);
 }
 
@@ -95,5 +208,6 @@ int main(void)
     test_order();
     test_capacity();
     test_empty();
+    test_dedup();
     return moe_test_finish("test_plan");
 }

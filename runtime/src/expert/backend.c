@@ -34,6 +34,18 @@ moe_status_t moe_expert_backend_expert(moe_expert_backend_t *be, int layer, int 
     return be->ops->expert(be, layer, le, call, from, n, total, err);
 }
 
+bool moe_expert_backend_has_pairs(const moe_expert_backend_t *be)
+{
+    return be->ops->pairs != NULL;
+}
+
+moe_status_t moe_expert_backend_pairs(moe_expert_backend_t *be, int layer, int le, int call,
+                                      const int32_t *rows, const float *w, int64_t n,
+                                      moe_error_t *err)
+{
+    return be->ops->pairs(be, layer, le, call, rows, w, n, err);
+}
+
 moe_status_t moe_expert_backend_computed(moe_expert_backend_t *be, int c, const void **after,
                                          moe_error_t *err)
 {

@@ -12,9 +12,11 @@
  * only through io->progress.
  *
  * Order of the calls in one forward (c = chunk 0..chunks-1):
- *   gate, permute, [shared], { arrived(c), expert(...)*, computed(c) } per chunk, merge,
- *   finish. shared runs once chunk 0's dispatch is in flight, on ranks that route tokens
- *   of a layer with shared experts.
+ *   gate, permute, [shared], { arrived(c), expert(...)* or pairs(...)*, computed(c) } per
+ *   chunk, merge, finish. shared runs once chunk 0's dispatch is in flight, on ranks that
+ *   route tokens of a layer with shared experts. io->dedup (runtime.dedup) picks pairs over
+ *   expert: then a received row is one (token, rank) and carries every choice of the token
+ *   on this rank.
  *
  * Slots (moe_expert_ops_t). Each returns MOE_OK or an error with err filled, never exits;
  * none allocates (everything is sized at attach), except that the CPU back-end computing in
@@ -33,7 +35,14 @@
  *   expert    local expert le over n[s] rows at row from[s] of the received rows, for each
  *             source s < io->world_size (total rows in all); outputs go to the same rows of
  *             io->xback. `call` numbers the forward's calls (for device timing); at most
- *             chunks * num_local calls per forward.
+ *             chunks * num_local calls per forward. Not called when io->dedup.
+ *   pairs     io->dedup only (optional: NULL where the back-end has none, and the config
+ *             refuses runtime.dedup: true for it): local expert le over the n received rows
+ *             rows[0..n) (each once), adding w[i] * FFN(row rows[i]) into that row's F32
+ *             sum. A chunk's rows' sums start at zero at arrived(c); the local experts of a
+ *             chunk are called in ascending order, so each row sums its experts in ascending
+ *             expert id; computed(c) writes the chunk's sums to its rows of io->xback in the
+ *             wire type (rounded once per row). `call` as for expert.
  *   computed  chunk c's experts are queued or done: *after as for permute, and its pieces
  *             of io->xback must be ready for the transport once *after completes.
  *   shared    the layer's shared experts over all `tokens` rows of x into io->shared_out
@@ -41,7 +50,10 @@
  *             has none, and the config refuses families with shared experts for it).
  *   merge     every combine is done: x[t] += sum_j w[t,j] * row(t,j) of io->xret, choices
  *             j in order 0..k-1, skipping dropped ones (slot_pos < 0), + shared_out[t]
- *             when io->shared_ran.
+ *             when io->shared_ran. io->dedup: x[t] += the sum of the token's returned rows
+ *             io->token_rows[t*k ...] in that (ascending rank) order, each already the
+ *             weighted sum of its rank's experts, + shared_out[t] (the sum in F32, then
+ *             added to x).
  *   finish    the forward is over: wait for the device and replace calls[i]'s host times
  *             (and expert_ns[local], [num_local]) by true device times. NULL-safe to call
  *             with num_calls == 0.
@@ -79,6 +91,7 @@ typedef struct moe_expert_io {
     bool host_transport;    /* the transport moves host memory (mpi, ucx) */
     moe_num_dtype_t compute; /* MOE_NUM_F32 (BLAS) or MOE_NUM_BF16 (oneDNN, cuBLAS) */
     bool wire_bf16;          /* rows on the wire (send/ret/recv/back) are BF16 */
+    bool dedup;              /* runtime.dedup: a row per (token, rank), the pairs slot */
     int64_t wire_row_bytes;  /* bytes of one row there: moe_wire_row_bytes() */
     moe_expert_progress_fn progress;
     void *progress_arg;
@@ -91,6 +104,9 @@ typedef struct moe_expert_io {
     float *expert_in, *expert_out; /* [gather_rows, H] */
     float *scratch;         /* moe_expert_scratch_floats(.., tile_rows) */
     float *acc_row;         /* [2, H] (the merge's halves: moe/halves.h) */
+    float *row_sum;         /* [max_recv, H] dedup with BF16 wire: each received row's F32
+                             * sum (F32 wire: back_buf holds it); else unused */
+    uint8_t *row_started;   /* [max_recv] dedup: the row's sum has its first term */
     float *shared_out;      /* [T, H] the shared experts' output (routing ranks) */
     float *shared_scratch;  /* moe_expert_scratch_floats(.., shared_ffn, tile_rows) */
     bool shared_ran;        /* this forward's shared_out is valid */
@@ -102,6 +118,7 @@ typedef struct moe_expert_io {
     int64_t num_send;
     const int32_t *send_token; /* [num_send] */
     const int32_t *slot_pos;   /* [tokens * k] */
+    const int32_t *token_rows; /* [tokens * k] dedup: each token's returned rows, -1 ended */
     const int *chunk_recv_rows;   /* [chunks * world] */
     const int *chunk_recv_displs; /* [chunks * world] */
 } moe_expert_io_t;
@@ -118,6 +135,8 @@ typedef struct moe_expert_ops {
     moe_status_t (*expert)(moe_expert_backend_t *be, int layer, int le, int call,
                            const int64_t *from, const int64_t *n, int64_t total,
                            moe_error_t *err);
+    moe_status_t (*pairs)(moe_expert_backend_t *be, int layer, int le, int call,
+                          const int32_t *rows, const float *w, int64_t n, moe_error_t *err);
     moe_status_t (*computed)(moe_expert_backend_t *be, int c, const void **after,
                              moe_error_t *err);
     moe_status_t (*shared)(moe_expert_backend_t *be, int layer, const float *x, int64_t tokens,
@@ -174,6 +193,11 @@ moe_status_t moe_expert_backend_arrived(moe_expert_backend_t *be, int c, moe_err
 moe_status_t moe_expert_backend_expert(moe_expert_backend_t *be, int layer, int le, int call,
                                        const int64_t *from, const int64_t *n, int64_t total,
                                        moe_error_t *err);
+/* Whether the back-end has the optional pairs slot (runtime.dedup). */
+bool moe_expert_backend_has_pairs(const moe_expert_backend_t *be);
+moe_status_t moe_expert_backend_pairs(moe_expert_backend_t *be, int layer, int le, int call,
+                                      const int32_t *rows, const float *w, int64_t n,
+                                      moe_error_t *err);
 moe_status_t moe_expert_backend_computed(moe_expert_backend_t *be, int c, const void **after,
                                          moe_error_t *err);
 /* Whether the back-end has the optional shared slot (the shared experts). */

@@ -157,15 +157,35 @@ static moe_status_t cpu_permute(moe_expert_backend_t *be, const float *x, const 
     return MOE_OK;
 }
 
+/* The transport wrote the host rows the experts read. Dedup: chunk c's rows' sums start
+ * empty. */
 static moe_status_t cpu_arrived(moe_expert_backend_t *be, int c, moe_error_t *err)
 {
-    return MOE_OK; /* the transport wrote the host rows the experts read */
+    const moe_expert_io_t *io = be->io;
+    int W = io->world_size;
+    for (int s = 0; s < W && io->dedup; s++) {
+        memset(io->row_started + io->chunk_recv_displs[c * W + s], 0,
+               (size_t)io->chunk_recv_rows[c * W + s]);
+    }
+    return MOE_OK;
 }
 
+/* The experts ran synchronously. Dedup with BF16 wire: chunk c's F32 sums to their wire
+ * rows (F32 wire: they are there already). */
 static moe_status_t cpu_computed(moe_expert_backend_t *be, int c, const void **after,
                                  moe_error_t *err)
 {
-    *after = NULL; /* the experts ran synchronously */
+    const moe_expert_io_t *io = be->io;
+    int W = io->world_size;
+    int64_t H = io->cfg->hidden_dim;
+    for (int s = 0; s < W && io->dedup && io->wire_bf16; s++) {
+        int64_t r0 = io->chunk_recv_displs[c * W + s], n = io->chunk_recv_rows[c * W + s];
+        for (int64_t r = r0; r < r0 + n; r++) {
+            copy_row(io->row_sum + r * H, false, (char *)io->back_buf + r * io->wire_row_bytes,
+                     true, H);
+        }
+    }
+    *after = NULL;
     return MOE_OK;
 }
 
@@ -268,6 +288,80 @@ static moe_status_t cpu_expert(moe_expert_backend_t *be, int layer, int le, int 
     return st;
 }
 
+/* Dedup: out [m, H] (F32), the FFN of rows rows[0..m) with weights w, into each row's F32
+ * sum: the row's first term is stored, later ones added (experts come in ascending order). */
+MOE_VECTOR_CLONES static void pairs_add(const moe_expert_io_t *io, const int32_t *rows,
+                                        const float *w, int64_t m, const float *out)
+{
+    int64_t H = io->cfg->hidden_dim;
+    float *sums = io->wire_bf16 ? io->row_sum : io->back_buf; /* F32 wire rows are H floats */
+    for (int64_t i = 0; i < m; i++) {
+        float *a = sums + (int64_t)rows[i] * H, wi = w[i];
+        const float *o = out + i * H;
+        if (io->row_started[rows[i]]) {
+            for (int64_t h = 0; h < H; h++) {
+                a[h] += wi * o[h];
+            }
+        } else {
+            for (int64_t h = 0; h < H; h++) {
+                a[h] = wi * o[h];
+            }
+            io->row_started[rows[i]] = 1;
+        }
+    }
+}
+
+/* Dedup, BF16 compute: tile by tile, the rows gathered as BF16 GEMM input, the weighted
+ * outputs into the rows' sums. */
+static moe_status_t cpu_pairs_bf16(const moe_expert_io_t *io, cpu_state_t *cs,
+                                   const moe_expert_weights_t *ew, const int32_t *rows,
+                                   const float *w, int64_t n, moe_error_t *err)
+{
+    const moe_config_t *cfg = io->cfg;
+    int64_t H = cfg->hidden_dim;
+    moe_status_t st = MOE_OK;
+    int64_t tiles = (n + MOE_BF16_TILE_ROWS - 1) / MOE_BF16_TILE_ROWS;
+    for (int64_t t = 0; t < tiles && st == MOE_OK; t++) {
+        int64_t r0 = n * t / tiles, m = n * (t + 1) / tiles - r0;
+        for (int64_t i = 0; i < m; i++) {
+            copy_row((const char *)io->recv_buf + (int64_t)rows[r0 + i] * io->wire_row_bytes,
+                     io->wire_bf16, cs->in + i * H, true, H);
+        }
+        st = moe_expert_forward_bf16(cs->dnn, ew, cfg->activation, H, cfg->ffn_dim, m, cs->in,
+                                     cs->h, cs->act, cs->out, err);
+        if (st != MOE_OK) {
+            return st; /* oneDNN's message says which GEMM */
+        }
+        pairs_add(io, rows + r0, w + r0, m, cs->out);
+        if (io->chunks > 1) {
+            st = io->progress(io->progress_arg, NULL, 0, err);
+        }
+    }
+    return st;
+}
+
+/* Dedup: local expert le over received rows rows[0..n) (backend.h's pairs slot). F32
+ * compute gathers them (as F32) for the FFN's tiles. */
+static moe_status_t cpu_pairs(moe_expert_backend_t *be, int layer, int le, int call,
+                              const int32_t *rows, const float *w, int64_t n, moe_error_t *err)
+{
+    const moe_expert_io_t *io = be->io;
+    const moe_expert_weights_t *ew = &io->weights->layers[layer].experts[le];
+    int64_t H = io->cfg->hidden_dim;
+    if (io->compute == MOE_NUM_BF16) {
+        return cpu_pairs_bf16(io, be->impl, ew, rows, w, n, err);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        copy_row((const char *)io->recv_buf + (int64_t)rows[i] * io->wire_row_bytes,
+                 io->wire_bf16, io->expert_in + i * H, false, H);
+    }
+    moe_status_t st = cpu_ffn(io, ew, n, io->expert_in, io->expert_out, err);
+    if (st == MOE_OK) {
+        pairs_add(io, rows, w, n, io->expert_out);
+    }
+    return st;
+}
+
 /* The shared experts over every token, in row tiles (driving the exchange in flight between
  * tiles), Qwen2-MoE's sigmoid gate applied per token. */
 static moe_status_t cpu_shared(moe_expert_backend_t *be, int layer, const float *x,
@@ -310,7 +404,8 @@ typedef struct merge_job {
 
 /* Tokens [lo, hi): x[t] += sum_j w[t,j] * out(t,j) (+ the shared experts'), choices in
  * order j = 0..k-1 so the sum is the same whatever the placement, each token's sum in F32
- * in a row of acc_row of its own half (the helper's: the second). */
+ * in a row of acc_row of its own half (the helper's: the second). Dedup: the token's
+ * returned rows (its ranks' sums, ascending rank) in place of the choices, weight 1 (exact). */
 MOE_VECTOR_CLONES static void merge_rows(void *arg, int64_t lo, int64_t hi)
 {
     const merge_job_t *mj = arg;
@@ -321,11 +416,15 @@ MOE_VECTOR_CLONES static void merge_rows(void *arg, int64_t lo, int64_t hi)
     for (int64_t t = lo; t < hi; t++) {
         memset(acc, 0, sizeof(float) * (size_t)H);
         for (int j = 0; j < k; j++) {
-            int32_t pos = io->slot_pos[t * k + j];
+            /* dedup: the token's rows in ascending order, each a weighted sum already */
+            int32_t pos = io->dedup ? io->token_rows[t * k + j] : io->slot_pos[t * k + j];
+            if (pos < 0 && io->dedup) {
+                break; /* the token's last row is done */
+            }
             if (pos < 0) {
                 continue; /* dropped by capacity: contributes nothing */
             }
-            float w = io->topk_w[t * k + j];
+            float w = io->dedup ? 1.0f : io->topk_w[t * k + j];
             const char *row = (const char *)io->ret_buf + (int64_t)pos * io->wire_row_bytes;
             if (io->wire_bf16) {
                 const uint16_t *o = (const uint16_t *)row;
@@ -386,6 +485,7 @@ static const moe_expert_ops_t k_cpu_ops = {
     .permute = cpu_permute,
     .arrived = cpu_arrived,
     .expert = cpu_expert,
+    .pairs = cpu_pairs,
     .computed = cpu_computed,
     .shared = cpu_shared,
     .merge = cpu_merge,

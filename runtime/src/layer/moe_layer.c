@@ -47,8 +47,16 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
         a, Ts > 0 ? (size_t)moe_expert_scratch_floats(cfg->activation, ctx->weights->shared_ffn,
                                                       io->tile_rows) : 0, f);
     ctx->demand_before = moe_arena_take(a, E, sizeof(int32_t));
-    ctx->recv_counts = moe_arena_take(a, W * (nl + 1), sizeof(int32_t));
+    ctx->recv_counts = moe_arena_take(a, W * (ctx->dedup ? (size_t)ctx->msg_words : nl + 1),
+                                      sizeof(int32_t));
+    /* dedup: a received row carries at most min(k, local experts) pairs */
+    moe_plan_pairs_carve(&ctx->pairs, (int)W, ctx->dedup ? (int)nl : 0, ctx->chunks,
+                         ctx->dedup ? R * (k < nl ? k : nl) : 0, a);
+    bool sums = ctx->dedup && io->wire_bf16; /* F32 wire: back_buf holds the sums */
+    io->row_sum = moe_arena_take(a, sums ? R * H : 0, f);
+    io->row_started = moe_arena_take(a, ctx->dedup ? R : 0, 1);
     ctx->recv_rows = moe_arena_take(a, W, sizeof(int));
+    ctx->recv_pairs = moe_arena_take(a, W, sizeof(int));
     ctx->recv_displs = moe_arena_take(a, W, sizeof(int));
     ctx->n_local_displs = moe_arena_take(a, W, sizeof(int));
     ctx->chunk_send_rows = moe_arena_take(a, cw, sizeof(int));
@@ -122,8 +130,14 @@ static void layer_io_init(moe_layer_ctx_t *ctx)
     io->num_local = ctx->num_local;
     io->chunks = ctx->chunks;
     io->max_tokens = ctx->max_tokens;
-    /* A token picks an expert at most once: no local expert gets more than T rows. */
+    /* A token picks an expert at most once: no local expert gets more than T rows. With
+     * dedup a token comes to a rank at most once. */
     io->max_recv = T * k < ctx->num_local * T ? T * k : ctx->num_local * T;
+    io->dedup = ctx->dedup;
+    if (ctx->dedup) {
+        io->max_recv = ctx->num_local > 0 ? T : 0;
+        ctx->msg_words = moe_plan_msg_words((int)k, ctx->num_local, T);
+    }
     io->gather_rows = ctx->num_local > 0 ? T : 0;
     io->tile_rows = T < 1024 ? T : 1024;
     io->host_transport = !moe_transport_device_memory(ctx->transport);
@@ -212,6 +226,7 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->capacity = moe_plan_capacity(cfg->capacity_factor, cfg->tokens_per_step,
                                       (int)cfg->top_k, (int)cfg->num_experts);
     ctx->chunks = (int)cfg->chunks;
+    ctx->dedup = moe_cfg_dedup(cfg);
     ctx->test_gate_delay_ns = layer_test_delay(MOE_TESTCTL_GATE_DELAY, ctx->rank);
     ctx->test_expert_delay_ns = layer_test_delay(MOE_TESTCTL_EXPERT_DELAY, ctx->rank);
     if (ctx->chunks * 2 > transport->num_slots) {
@@ -224,6 +239,11 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     }
     layer_select(ctx, 0);
     st = layer_attach(ctx, plugin, device, err);
+    if (st == MOE_OK && ctx->dedup && !moe_expert_backend_has_pairs(&ctx->backend)) {
+        st = moe_error_set(err, MOE_ERR_CONFIG, "runtime.dedup: the %s back-end sends one row "
+                           "per (token, expert); use runtime.dedup: false",
+                           moe_expert_backend_name(&ctx->backend));
+    }
     if (st != MOE_OK) {
         moe_layer_ctx_destroy(ctx);
     }
@@ -332,15 +352,17 @@ static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
     }
     int n_slots = 0;
     const moe_cfg_replica_t *slots = moe_cfg_layer_entries(ctx->cfg, layer, &n_slots);
-    moe_plan_build_slots(&ctx->plan, ctx->io.topk_idx, tokens, slots, n_slots, ctx->token_first,
-                         ctx->cfg->tokens_per_step, ctx->capacity, before);
+    ctx->plan.dedup = ctx->dedup;
+    moe_plan_build_slots(&ctx->plan, ctx->io.topk_idx, ctx->io.topk_w, tokens, slots, n_slots,
+                         ctx->token_first, ctx->cfg->tokens_per_step, ctx->capacity, before);
     return MOE_OK;
 }
 
 enum { COUNTS_TAG = 4241 };
 
-/* Each rank tells every expert rank how many rows of each of its experts will come: point
- * to point (not a collective) so the watchdog can name a rank that never answers. */
+/* Each rank tells every expert rank how many rows of each of its experts will come (dedup:
+ * its rows and the pairs they carry, plan.h's counts message): point to point (not a
+ * collective) so the watchdog can name a rank that never answers. */
 static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
     moe_plan_t *p = &ctx->plan;
@@ -348,9 +370,11 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
     moe_status_t st = MOE_OK;
     for (int s = 0; s < W && st == MOE_OK; s++) {
         if (s != me && ctx->layer_local > 0) {
-            st = MOE_MPI(MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->layer_local,
-                                   MPI_INT32_T, s, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
-                         err);
+            int32_t *at = ctx->dedup ? ctx->recv_counts + (size_t)s * (size_t)ctx->msg_words
+                                     : ctx->recv_counts + ctx->n_local_displs[s];
+            int words = ctx->dedup ? (int)ctx->msg_words : ctx->layer_local;
+            st = MOE_MPI(MPI_Irecv(at, words, MPI_INT32_T, s, COUNTS_TAG, ctx->comm,
+                                   &ctx->count_reqs[n]), err);
             ctx->count_peers[n++] = s;
         }
     }
@@ -366,7 +390,9 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
     if (st != MOE_OK) {
         return st;
     }
-    memcpy(ctx->recv_counts + ctx->n_local_displs[me], p->count_msg + p->count_msg_displs[me],
+    int32_t *mine = ctx->dedup ? ctx->recv_counts + (size_t)me * (size_t)ctx->msg_words
+                               : ctx->recv_counts + ctx->n_local_displs[me];
+    memcpy(mine, p->count_msg + p->count_msg_displs[me],
            sizeof(int32_t) * (size_t)p->count_msg_len[me]);
     return moe_wait_all(ctx->count_reqs, ctx->count_peers, n, "the counts exchange", err);
 }
@@ -461,20 +487,42 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
     int row = 0;
     for (int s = 0; s < W; s++) {
         int n = 0;
-        for (int e = 0; e < nl; e++) {
+        for (int e = 0; e < nl && !ctx->dedup; e++) {
             n += ctx->recv_counts[s * nl + e];
         }
-        ctx->recv_rows[s] = n;
+        if (ctx->dedup && nl > 0) {
+            n = ctx->recv_counts[(size_t)s * (size_t)ctx->msg_words]; /* its rows */
+            if (n < 0 || n > ctx->io.max_recv - row) {
+                return moe_error_set(err, MOE_ERR_INTERNAL, "rank %d announced %d rows, more "
+                                     "than the %lld left of the receive buffer", s, n,
+                                     (long long)(ctx->io.max_recv - row));
+            }
+        }
+        ctx->recv_rows[s] = ctx->recv_pairs[s] = n;
         ctx->recv_displs[s] = row;
         row += n;
     }
     layer_cut_chunks(ctx);
+    if (ctx->dedup) {
+        int bad = moe_plan_pairs_read(&ctx->pairs, ctx->recv_counts, ctx->msg_words, nl,
+                                      ctx->recv_displs, ctx->chunk_recv_displs,
+                                      ctx->chunk_recv_rows);
+        if (bad >= 0) {
+            return moe_error_set(err, MOE_ERR_INTERNAL, "rank %d's counts message does not "
+                                 "fit its rows (a row out of its block or of order, or more "
+                                 "pairs than the buffers hold)", bad);
+        }
+        for (int s = 0; s < W; s++) {
+            ctx->recv_pairs[s] = nl > 0 ? (int)ctx->pairs.tot[s] : 0;
+        }
+    }
     /* The step's plan, as the back-end reads it. */
     moe_expert_io_t *io = &ctx->io;
     io->tokens = ctx->plan.tokens;
     io->num_send = ctx->plan.num_send;
     io->send_token = ctx->plan.send_token;
     io->slot_pos = ctx->plan.slot_pos;
+    io->token_rows = ctx->plan.token_rows;
     io->chunk_recv_rows = ctx->chunk_recv_rows;
     io->chunk_recv_displs = ctx->chunk_recv_displs;
     return moe_expert_backend_permute(&ctx->backend, x, after, err);
@@ -531,13 +579,19 @@ static moe_status_t layer_chunk_experts(moe_layer_ctx_t *ctx, int layer, int c,
         if (moe_stop_requested()) { /* between expert calls: react within one call */
             return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested during the experts");
         }
-        int64_t rows = layer_expert_rows(ctx, le, c);
+        const moe_plan_pairs_t *pp = &ctx->pairs;
+        int32_t first = ctx->dedup ? pp->off[le * ctx->chunks + c] : 0;
+        int64_t rows = ctx->dedup ? pp->off[le * ctx->chunks + c + 1] - first
+                                  : layer_expert_rows(ctx, le, c);
         if (rows == 0) {
             continue;
         }
         int64_t b = moe_now_ns();
-        moe_status_t st = moe_expert_backend_expert(&ctx->backend, layer, le, rec->num_calls,
-                                                    ctx->src_from, ctx->src_rows, rows, err);
+        moe_status_t st =
+            ctx->dedup ? moe_expert_backend_pairs(&ctx->backend, layer, le, rec->num_calls,
+                                                  pp->row + first, pp->w + first, rows, err)
+                       : moe_expert_backend_expert(&ctx->backend, layer, le, rec->num_calls,
+                                                   ctx->src_from, ctx->src_rows, rows, err);
         int64_t e = moe_now_ns();
         if (st != MOE_OK) {
             return st;

@@ -70,9 +70,13 @@ struct moe_layer_ctx {
     int64_t token_first;  /* global index of this rank's first routed token (replica split):
                            * moe_layer_set_token_first */
     int64_t max_tokens;   /* tokens this rank routes per step */
+    bool dedup;           /* runtime.dedup as it runs (moe_cfg_dedup): a row per (token,
+                           * rank), the expert rank sums the token's experts there */
     int chunks;           /* runtime.chunks: exchange slots 0..chunks-1 dispatch, then combine */
     moe_plan_t plan;      /* the last forward's plan: moe_layer_plan() */
     int *recv_rows;       /* [world] rows received from each rank in the last forward */
+    int *recv_pairs;      /* [world] the (token, expert) pairs they carried (= recv_rows
+                           * unless dedup) */
     moe_layer_record_t rec; /* what the last forward did: moe_layer_record() */
 
     /* private: moe_layer.c only */
@@ -87,7 +91,10 @@ struct moe_layer_ctx {
     size_t arena_bytes;
 
     int32_t *demand_before; /* [E] */
-    int32_t *recv_counts; /* [world, num_local] rows per source per local expert */
+    int32_t *recv_counts; /* [world, num_local] rows per source per local expert (dedup:
+                           * [world, msg_words] every source's counts message) */
+    int64_t msg_words;    /* dedup: words of one source's counts message, at most */
+    moe_plan_pairs_t pairs; /* dedup: the pairs each local expert runs over, per chunk */
     int *recv_displs;     /* [world] */
     int *n_local_displs;  /* [world] where each source's counts land */
     int *chunk_send_rows;   /* [chunks * world] each chunk's piece of every send block */

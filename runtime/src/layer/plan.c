@@ -16,6 +16,9 @@ void moe_plan_carve(moe_plan_t *plan, int world_size, int num_experts, int top_k
     size_t W = (size_t)world_size, E = (size_t)num_experts;
     plan->send_rows = moe_arena_take(arena, W, sizeof(int));
     plan->send_row_displs = moe_arena_take(arena, W, sizeof(int));
+    plan->send_pairs = moe_arena_take(arena, W, sizeof(int));
+    plan->dest_token = moe_arena_take(arena, W, sizeof(int));
+    plan->dest_row = moe_arena_take(arena, W, sizeof(int));
     plan->count_msg_len = moe_arena_take(arena, W, sizeof(int));
     plan->count_msg_displs = moe_arena_take(arena, W, sizeof(int));
     plan->expert_demand = moe_arena_take(arena, E, sizeof(int32_t));
@@ -24,7 +27,7 @@ void moe_plan_carve(moe_plan_t *plan, int world_size, int num_experts, int top_k
     plan->expert_cursor = moe_arena_take(arena, E, sizeof(int32_t));
     plan->dest_cursor = moe_arena_take(arena, W, sizeof(int));
     plan->max_slots = max_slots;
-    plan->count_msg = moe_arena_take(arena, (size_t)max_slots, sizeof(int32_t));
+    plan->count_msg = moe_arena_take(arena, W + (size_t)max_slots + 2 * pairs, sizeof(int32_t));
     plan->slot_kept = moe_arena_take(arena, (size_t)max_slots, sizeof(int32_t));
     plan->slot_cursor = moe_arena_take(arena, (size_t)max_slots, sizeof(int32_t));
     plan->expert_first = moe_arena_take(arena, E, sizeof(int32_t));
@@ -32,6 +35,8 @@ void moe_plan_carve(moe_plan_t *plan, int world_size, int num_experts, int top_k
     plan->owner_slots = moe_arena_take(arena, E, sizeof(moe_cfg_replica_t));
     plan->slot_pos = moe_arena_take(arena, pairs, sizeof(int32_t));
     plan->send_token = moe_arena_take(arena, pairs, sizeof(int32_t));
+    plan->token_rows = moe_arena_take(arena, pairs, sizeof(int32_t));
+    plan->pair_rank = moe_arena_take(arena, pairs, sizeof(int32_t));
 }
 
 int moe_plan_init(moe_plan_t *plan, int world_size, int num_experts, int top_k,
@@ -97,14 +102,15 @@ static void plan_apply_capacity(moe_plan_t *plan, const int32_t *topk_idx, int64
     }
 }
 
-void moe_plan_build(moe_plan_t *plan, const int32_t *topk_idx, int64_t tokens,
-                    const int32_t *owner, int64_t capacity, const int32_t *demand_before)
+void moe_plan_build(moe_plan_t *plan, const int32_t *topk_idx, const float *topk_w,
+                    int64_t tokens, const int32_t *owner, int64_t capacity,
+                    const int32_t *demand_before)
 {
     for (int e = 0; e < plan->num_experts; e++) {
         plan->owner_slots[e] = (moe_cfg_replica_t){.expert = (uint16_t)e, .rank = owner[e]};
     }
-    moe_plan_build_slots(plan, topk_idx, tokens, plan->owner_slots, plan->num_experts, 0,
-                         tokens > 0 ? tokens : 1, capacity, demand_before);
+    moe_plan_build_slots(plan, topk_idx, topk_w, tokens, plan->owner_slots, plan->num_experts,
+                         0, tokens > 0 ? tokens : 1, capacity, demand_before);
 }
 
 /* Each kept choice's slot into slot_pos (the copy of its expert that takes its token);
@@ -133,18 +139,13 @@ static void plan_pick_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t p
     }
 }
 
-void moe_plan_build_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t tokens,
-                          const moe_cfg_replica_t *slots, int n_slots, int64_t first_token,
-                          int64_t total_tokens, int64_t capacity, const int32_t *demand_before)
+/* One row per kept choice (dedup false): rows per destination, each slot's first row
+ * (destinations in rank order, experts in id order within one), the counts message (each
+ * slot's rows), then each choice's row, tokens ascending within a slot. */
+static void plan_rows_per_pair(moe_plan_t *plan, int64_t pairs, const moe_cfg_replica_t *slots,
+                               int n_slots)
 {
-    int W = plan->world_size, E = plan->num_experts, k = plan->top_k;
-    int64_t pairs = tokens * k;
-    plan->tokens = tokens;
-    plan_apply_capacity(plan, topk_idx, pairs, capacity, demand_before);
-    plan_pick_slots(plan, topk_idx, pairs, slots, n_slots, first_token, total_tokens);
-
-    /* Rows per destination; then the first send row of each slot, destinations in rank
-     * order and experts in id order within one (slots are sorted by expert). */
+    int W = plan->world_size, k = plan->top_k;
     memset(plan->send_rows, 0, sizeof(int) * (size_t)W);
     memset(plan->count_msg_len, 0, sizeof(int) * (size_t)W);
     for (int s = 0; s < n_slots; s++) {
@@ -155,11 +156,10 @@ void moe_plan_build_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t tok
     for (int d = 0; d < W; d++) {
         plan->send_row_displs[d] = row;
         plan->count_msg_displs[d] = msg;
+        plan->send_pairs[d] = plan->send_rows[d];
         row += plan->send_rows[d];
         msg += plan->count_msg_len[d];
     }
-    /* Per destination, walk its slots in expert order: slot_cursor[s] becomes the first
-     * send row of s, and the counts message lists kept rows in the same order. */
     int *cursor = plan->dest_cursor;
     memcpy(cursor, plan->send_row_displs, sizeof(int) * (size_t)W);
     for (int s = 0; s < n_slots; s++) {
@@ -170,7 +170,6 @@ void moe_plan_build_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t tok
     for (int s = 0; s < n_slots; s++) {
         plan->count_msg[cursor[slots[s].rank]++] = plan->slot_kept[s];
     }
-    /* Tokens ascending within each slot: one pass in token order. */
     for (int64_t i = 0; i < pairs; i++) {
         if (plan->slot_pos[i] < 0) {
             continue;
@@ -180,8 +179,203 @@ void moe_plan_build_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t tok
         plan->send_token[r] = (int32_t)(i / k);
     }
     plan->num_send = row;
+}
+
+/* Dedup: rows and pairs per destination (a token's first kept choice to a rank opens its
+ * row there), the counts messages' layout, each slot's first word in its message. */
+static void plan_dedup_layout(moe_plan_t *plan, int64_t tokens, const moe_cfg_replica_t *slots,
+                              int n_slots)
+{
+    int W = plan->world_size, k = plan->top_k;
+    memset(plan->send_rows, 0, sizeof(int) * (size_t)W);
+    memset(plan->send_pairs, 0, sizeof(int) * (size_t)W);
+    memset(plan->count_msg_len, 0, sizeof(int) * (size_t)W);
+    for (int d = 0; d < W; d++) {
+        plan->dest_token[d] = -1;
+    }
+    for (int64_t t = 0; t < tokens; t++) {
+        for (int j = 0; j < k; j++) {
+            int32_t s = plan->slot_pos[t * k + j];
+            int d = s >= 0 ? slots[s].rank : -1;
+            plan->pair_rank[t * k + j] = d;
+            if (d >= 0) {
+                plan->send_pairs[d]++;
+                plan->send_rows[d] += plan->dest_token[d] != (int)t;
+                plan->dest_token[d] = (int)t;
+            }
+        }
+    }
+    /* count_msg_len: a rank's copies for now; nword / rword: where its next n[] word and
+     * its next copy's row words go */
+    int *nword = plan->dest_cursor, *rword = plan->dest_row;
+    for (int s = 0; s < n_slots; s++) {
+        plan->count_msg_len[slots[s].rank]++;
+    }
+    int row = 0, msg = 0;
+    for (int d = 0; d < W; d++) {
+        int m = plan->count_msg_len[d];
+        plan->count_msg_len[d] = m > 0 ? 1 + m + 2 * plan->send_pairs[d] : 0;
+        plan->send_row_displs[d] = row;
+        plan->count_msg_displs[d] = msg;
+        if (m > 0) {
+            plan->count_msg[msg] = plan->send_rows[d];
+        }
+        nword[d] = msg + 1;
+        rword[d] = msg + 1 + m;
+        row += plan->send_rows[d];
+        msg += plan->count_msg_len[d];
+    }
+    for (int s = 0; s < n_slots; s++) {
+        int d = slots[s].rank;
+        plan->count_msg[nword[d]++] = plan->slot_kept[s];
+        plan->slot_cursor[s] = rword[d];
+        rword[d] += plan->slot_kept[s];
+    }
+    plan->num_send = row;
+}
+
+/* Dedup: each token's rows (tokens ascending within a destination), each kept choice's
+ * row index and weight into its slot's lists, and the token's rows in ascending order. */
+static void plan_dedup_rows(moe_plan_t *plan, const float *topk_w, int64_t tokens,
+                            const moe_cfg_replica_t *slots)
+{
+    int W = plan->world_size, k = plan->top_k;
+    int *cursor = plan->dest_cursor;
+    memcpy(cursor, plan->send_row_displs, sizeof(int) * (size_t)W);
+    for (int d = 0; d < W; d++) {
+        plan->dest_token[d] = -1;
+    }
+    for (int64_t t = 0; t < tokens; t++) {
+        int32_t *tr = plan->token_rows + t * k;
+        int n = 0;
+        for (int j = 0; j < k; j++) {
+            int64_t i = t * k + j;
+            int d = plan->pair_rank[i];
+            if (d < 0) {
+                continue;
+            }
+            if (plan->dest_token[d] != (int)t) { /* the token's first choice on d */
+                plan->dest_token[d] = (int)t;
+                plan->dest_row[d] = cursor[d]++;
+                plan->send_token[plan->dest_row[d]] = (int32_t)t;
+                int at = n++; /* insert, keeping the token's rows ascending */
+                for (; at > 0 && tr[at - 1] > plan->dest_row[d]; at--) {
+                    tr[at] = tr[at - 1];
+                }
+                tr[at] = plan->dest_row[d];
+            }
+            int32_t s = plan->slot_pos[i], w = plan->slot_cursor[s]++;
+            int32_t pairs_d = plan->send_pairs[slots[s].rank];
+            plan->count_msg[w] = plan->dest_row[d] - plan->send_row_displs[d];
+            memcpy(&plan->count_msg[w + pairs_d], &topk_w[i], sizeof(float));
+            plan->slot_pos[i] = plan->dest_row[d];
+        }
+        for (int j = n; j < k; j++) {
+            tr[j] = -1;
+        }
+    }
+}
+
+void moe_plan_build_slots(moe_plan_t *plan, const int32_t *topk_idx, const float *topk_w,
+                          int64_t tokens, const moe_cfg_replica_t *slots, int n_slots,
+                          int64_t first_token, int64_t total_tokens, int64_t capacity,
+                          const int32_t *demand_before)
+{
+    int E = plan->num_experts, k = plan->top_k;
+    int64_t pairs = tokens * k;
+    plan->tokens = tokens;
+    plan_apply_capacity(plan, topk_idx, pairs, capacity, demand_before);
+    plan_pick_slots(plan, topk_idx, pairs, slots, n_slots, first_token, total_tokens);
+    if (plan->dedup) {
+        plan_dedup_layout(plan, tokens, slots, n_slots);
+        plan_dedup_rows(plan, topk_w, tokens, slots);
+    } else {
+        plan_rows_per_pair(plan, pairs, slots, n_slots);
+    }
     plan->num_dropped = 0;
     for (int e = 0; e < E; e++) {
         plan->num_dropped += plan->expert_dropped[e];
     }
+    plan->num_pairs = pairs - plan->num_dropped;
+}
+
+int64_t moe_plan_msg_words(int top_k, int num_local, int64_t max_tokens)
+{
+    int64_t per_row = top_k < num_local ? top_k : num_local;
+    return 1 + num_local + 2 * (max_tokens > 0 ? max_tokens : 0) * per_row;
+}
+
+void moe_plan_pairs_carve(moe_plan_pairs_t *pp, int world_size, int num_local, int chunks,
+                          int64_t cap, moe_arena_t *arena)
+{
+    memset(pp, 0, sizeof(*pp));
+    pp->world_size = world_size;
+    pp->num_local = num_local;
+    pp->chunks = chunks;
+    pp->cap = cap;
+    pp->row = moe_arena_take(arena, (size_t)cap, sizeof(int32_t));
+    pp->w = moe_arena_take(arena, (size_t)cap, sizeof(float));
+    pp->off = moe_arena_take(arena, (size_t)num_local * (size_t)chunks + 1, sizeof(int32_t));
+    pp->cur = moe_arena_take(arena, (size_t)world_size, sizeof(int64_t));
+    pp->pre = moe_arena_take(arena, (size_t)world_size, sizeof(int64_t));
+    pp->tot = moe_arena_take(arena, (size_t)world_size, sizeof(int64_t));
+}
+
+/* Source s's message: its pairs in all (-1 when its n[] words do not fit stride). */
+static int64_t pairs_total(const int32_t *m, int64_t stride, int nl)
+{
+    int64_t total = 0;
+    for (int e = 0; e < nl; e++) {
+        if (m[1 + e] < 0) {
+            return -1;
+        }
+        total += m[1 + e];
+    }
+    return 1 + nl + 2 * total <= stride ? total : -1;
+}
+
+int moe_plan_pairs_read(moe_plan_pairs_t *pp, const int32_t *msgs, int64_t stride, int nl,
+                        const int *recv_displs, const int *chunk_recv_displs,
+                        const int *chunk_recv_rows)
+{
+    int W = pp->world_size, N = pp->chunks;
+    for (int s = 0; s < W; s++) {
+        pp->tot[s] = 1 + nl <= stride ? pairs_total(msgs + s * stride, stride, nl) : -1;
+        if (pp->tot[s] < 0) {
+            return s;
+        }
+        pp->pre[s] = 0; /* pairs of the local experts before le */
+    }
+    int64_t n = 0;
+    for (int le = 0; le < nl; le++) {
+        memset(pp->cur, 0, sizeof(int64_t) * (size_t)W);
+        for (int c = 0; c < N; c++) {
+            pp->off[le * N + c] = (int32_t)n;
+            for (int s = 0; s < W; s++) {
+                const int32_t *m = msgs + s * stride;
+                int64_t ne = m[1 + le];
+                const int32_t *rows = m + 1 + nl + pp->pre[s];
+                const int32_t *wb = rows + pp->tot[s];
+                int64_t hi = chunk_recv_displs[c * W + s] - recv_displs[s] +
+                             chunk_recv_rows[c * W + s];
+                for (int64_t *i = &pp->cur[s]; *i < ne && rows[*i] < hi; (*i)++) {
+                    if (rows[*i] < 0 || (*i > 0 && rows[*i] <= rows[*i - 1]) || n >= pp->cap) {
+                        return s;
+                    }
+                    pp->row[n] = recv_displs[s] + rows[*i];
+                    memcpy(&pp->w[n], &wb[*i], sizeof(float));
+                    n++;
+                }
+            }
+        }
+        for (int s = 0; s < W; s++) {
+            const int32_t *m = msgs + s * stride;
+            if (pp->cur[s] != m[1 + le]) {
+                return s; /* a row past the source's block */
+            }
+            pp->pre[s] += m[1 + le];
+        }
+    }
+    pp->off[nl * N] = (int32_t)n;
+    return -1;
 }
