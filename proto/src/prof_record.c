@@ -29,7 +29,8 @@ enum {
     SEC_SHARED = 13,  /* version 2, added later: written before OVERLAP */
     SEC_CPU = 14,     /* version 2, added later: written before OVERLAP */
     SEC_SLOTS = 15,   /* version 2, added later: written before OVERLAP */
-    SEC_LAST = SEC_SLOTS,
+    SEC_ROWS = 16,    /* version 2, added later: written before OVERLAP */
+    SEC_LAST = SEC_ROWS,
 };
 
 /* Bounds a decoder accepts, beyond which a record is rejected as corrupt. */
@@ -62,13 +63,18 @@ moe_status_t moe_prof_record_alloc(moe_prof_record_t *rec, int world_size, int n
     rec->msgs_sent = calloc(W, sizeof(uint64_t));
     rec->msgs_recv = calloc(W, sizeof(uint64_t));
     rec->wait_ns = calloc(W, sizeof(double));
+    rec->rows_sent = calloc(W, sizeof(uint64_t));
+    rec->rows_recv = calloc(W, sizeof(uint64_t));
+    rec->pairs_sent = calloc(W, sizeof(uint64_t));
+    rec->pairs_recv = calloc(W, sizeof(uint64_t));
     size_t nl = num_layers > 0 ? (size_t)num_layers : 1;
     rec->shared_rows = calloc(nl, sizeof(int64_t));
     rec->shared_ns = calloc(nl, sizeof(int64_t));
     if (!rec->shared_rows || !rec->shared_ns || !rec->local_ids || !rec->experts ||
         !rec->slot_ids || !rec->demand || !rec->kept || !rec->dropped ||
         !rec->bytes_sent || !rec->bytes_recv || !rec->msgs_sent || !rec->msgs_recv ||
-        !rec->wait_ns) {
+        !rec->wait_ns || !rec->rows_sent || !rec->rows_recv || !rec->pairs_sent ||
+        !rec->pairs_recv) {
         moe_prof_record_free(rec);
         return MOE_ERR_NO_MEMORY;
     }
@@ -84,7 +90,8 @@ void moe_prof_record_free(moe_prof_record_t *rec)
                       rec->dropped,   rec->bytes_sent, rec->bytes_recv, rec->msgs_sent,
                       rec->msgs_recv, rec->wait_ns,   rec->steps,     rec->exchanges,
                       rec->metrics,   rec->events,    rec->mem,       rec->shared_rows,
-                      rec->shared_ns, rec->slot_ids};
+                      rec->shared_ns, rec->slot_ids,  rec->rows_sent, rec->rows_recv,
+                      rec->pairs_sent, rec->pairs_recv};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
         free(arrays[i]);
     }
@@ -295,6 +302,19 @@ static void encode_slots(const moe_prof_record_t *rec, moe_wbuf_t *w)
     section_end(w, at);
 }
 
+static void encode_rows(const moe_prof_record_t *rec, moe_wbuf_t *w)
+{
+    size_t at = section_begin(w, SEC_ROWS);
+    moe_wbuf_u32(w, (uint32_t)rec->world_size);
+    for (int j = 0; j < rec->world_size; j++) {
+        moe_wbuf_u64(w, rec->rows_sent[j]);
+        moe_wbuf_u64(w, rec->rows_recv[j]);
+        moe_wbuf_u64(w, rec->pairs_sent[j]);
+        moe_wbuf_u64(w, rec->pairs_recv[j]);
+    }
+    section_end(w, at);
+}
+
 void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
 {
     size_t start = w->len;
@@ -313,6 +333,7 @@ void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
     encode_shared(rec, w);
     encode_cpu(rec, w);
     encode_slots(rec, w);
+    encode_rows(rec, w);
     encode_overlap(rec, w);
     if (w->ok) {
         moe_wbuf_patch_u64(w, start + 16, (uint64_t)(w->len - payload));
@@ -621,6 +642,30 @@ static moe_status_t decode_slots(dec_t *d, moe_rbuf_t *r)
     return MOE_OK;
 }
 
+/* ROWS: per rank, rows sent and received and the pairs they carried; a row carries at
+ * least one pair. */
+static moe_status_t decode_rows(dec_t *d, moe_rbuf_t *r)
+{
+    moe_prof_record_t *rec = d->rec;
+    uint32_t n = moe_rbuf_u32(r);
+    if (r->ok && n != (uint32_t)rec->world_size) {
+        return dec_fail(d, r, MOE_ERR_FORMAT, "rows section for another world size");
+    }
+    if (!r->ok || moe_rbuf_left(r) < (size_t)n * 32) {
+        return dec_fail(d, r, MOE_ERR_TRUNCATED, "rows section cut short");
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        rec->rows_sent[j] = moe_rbuf_u64(r);
+        rec->rows_recv[j] = moe_rbuf_u64(r);
+        rec->pairs_sent[j] = moe_rbuf_u64(r);
+        rec->pairs_recv[j] = moe_rbuf_u64(r);
+        if (rec->pairs_sent[j] < rec->rows_sent[j] || rec->pairs_recv[j] < rec->rows_recv[j]) {
+            return dec_fail(d, r, MOE_ERR_FORMAT, "fewer pairs than rows");
+        }
+    }
+    return MOE_OK;
+}
+
 /* OVERLAP: a later writer may append fields to the body; they are ignored. */
 static moe_status_t decode_overlap(dec_t *d, moe_rbuf_t *r)
 {
@@ -730,6 +775,8 @@ moe_status_t moe_prof_record_decode(const void *data, size_t len, moe_prof_recor
             st = decode_cpu(&d, &sec);
         } else if (tag == SEC_SLOTS) {
             st = decode_slots(&d, &sec);
+        } else if (tag == SEC_ROWS) {
+            st = decode_rows(&d, &sec);
         } /* else: a section from a newer writer; skipped */
     }
     if (st == MOE_OK && !d.have_ident) {

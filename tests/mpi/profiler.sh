@@ -544,6 +544,66 @@ assert s["run"]["steps_run"] == 80, ("the report covers the 80 on steps", s["run
 print("A/B saw the 100 ms hook: on %.3f off %.3f ms/step, on/off %.3f" % (on, off, totals))
 PY
     ;;
+  dedup_bytes)  # one row per (token, rank) on the wire: rows, pairs and bytes counted by hand
+    # 4 tokens, top-2, experts {0, 1} on rank 1 and {2, 3} on rank 2, master routing; the
+    # routing is a trace written here (workload.routing), the same 4 tokens every step:
+    #   t0 -> {0, 1}: rank 1            (1 row, 2 pairs)
+    #   t1 -> {0, 2}: ranks 1 and 2     (2 rows, 2 pairs)
+    #   t2 -> {2, 3}: rank 2            (1 row, 2 pairs)
+    #   t3 -> {3, 1}: ranks 2 and 1     (2 rows, 2 pairs)
+    # = 6 rows (3 to rank 1, 3 to rank 2) carrying 8 pairs a step. F32 rows of hidden 64:
+    # 256 bytes, each way: 6 x 256 x 2 = 3072 bytes a step with runtime.dedup, and 8 x 256
+    # x 2 = 4096 with runtime.dedup: false (one row per pair).
+    python3 - trace.safetensors <<'PY'
+import json, struct, sys
+ids = [0, 1, 0, 2, 2, 3, 3, 1]
+wts = [0.75, 0.25, 0.5, 0.5, 0.625, 0.375, 0.875, 0.125]
+meta = {"format": "moed-routing/1", "num_experts": "4", "top_k": "2", "tokens_per_step": "4",
+        "layers": "[0]", "family": "mixtral", "source": "profiler.sh dedup_bytes",
+        "weights": "router"}
+a = struct.pack("<8i", *ids); b = struct.pack("<8f", *wts)
+hdr = {"__metadata__": meta,
+       "layers.0.topk_ids": {"dtype": "I32", "shape": [4, 2], "data_offsets": [0, 32]},
+       "layers.0.topk_weights": {"dtype": "F32", "shape": [4, 2], "data_offsets": [32, 64]}}
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + a + b)
+PY
+    for dd in true false; do
+      PROF=true H=64 F=64 E=4 K=2 LAYERS=1 TOKENS=4 STEPS=5 PLACEMENT='{1: [0, 1], 2: [2, 3]}' \
+        small_model | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 4/; s|^workload:|workload:\n  routing: $WORK/trace.safetensors|; s/^runtime:/runtime:\n  dedup: $dd/; s|output_dir: .*|output_dir: $WORK/exp_$dd|" > c_$dd.yaml
+      mpirun_moed 3 --config c_$dd.yaml --dump-output out_$dd.safetensors --no-progress > run_$dd.log 2>&1 \
+        || { cat run_$dd.log; fail "dedup $dd run failed"; }
+    done
+    "$ST_DIFF" out_false.safetensors out_true.safetensors --tol 1e-5 || fail "dedup changed the output"
+    python3 - "$(ls -d "$WORK"/exp_true/*/)" "$(ls -d "$WORK"/exp_false/*/)" run_true.log <<'PY' || fail "dedup bytes"
+import json, sys
+on = json.load(open(sys.argv[1] + "/summary.json"))
+off = json.load(open(sys.argv[2] + "/summary.json"))
+steps = on["run"]["recorded_steps"]
+assert steps == 4 and off["run"]["recorded_steps"] == 4, steps
+c = on["comm"]
+assert c["rows"] == [[0, 3 * steps, 3 * steps], [0, 0, 0], [0, 0, 0]], c["rows"]
+assert c["pairs"] == [[0, 4 * steps, 4 * steps], [0, 0, 0], [0, 0, 0]], c["pairs"]
+assert c["rows_between_ranks"] == 6 * steps and c["pairs_between_ranks"] == 8 * steps, c
+assert abs(c["pairs_per_row"] - 8 / 6) < 1e-8 and c["rows_local"] == 0 == c["pairs_local"], c
+# unique (token, rank) pairs x hidden x 4 bytes (F32 wire), each way
+assert c["bytes_between_ranks"] == 6 * 64 * 4 * 2 * steps == 3072 * steps, c["bytes_between_ranks"]
+assert c["bytes"][0][1] == c["bytes"][1][0] == 3 * 256 * steps, c["bytes"]
+assert c["bytes_between_ranks_per_recorded_step"] == 3072, c
+d = off["comm"]
+assert d["bytes_between_ranks"] == 8 * 64 * 4 * 2 * steps == 4096 * steps, d["bytes_between_ranks"]
+assert d["rows_between_ranks"] == d["pairs_between_ranks"] == 8 * steps and d["pairs_per_row"] == 1, d
+# the experts ran every pair either way
+tok = lambda s: sorted((e["expert"], e["tokens"]) for e in s["experts"])
+assert tok(on) == tok(off) == [(0, 2 * steps), (1, 2 * steps), (2, 2 * steps), (3, 2 * steps)], tok(on)
+txt = open(sys.argv[1] + "/summary.txt").read()
+want = "  rows between ranks %d carrying %d (token, expert) pairs: 1.333 pairs a row" % (6 * steps, 8 * steps)
+assert want in txt, "summary.txt: " + want
+assert "rows between ranks carry 1.333 (token, expert) pairs each" in open(sys.argv[3]).read()
+print("dedup: %d rows carrying %d pairs, %d bytes between ranks (%d without)"
+      % (c["rows_between_ranks"], c["pairs_between_ranks"], c["bytes_between_ranks"], d["bytes_between_ranks"]))
+PY
+    ;;
   *) fail "unknown case $1" ;;
 esac
 echo "PASS profiler $1"

@@ -340,6 +340,10 @@ static void fill_record(moe_prof_record_t *r)
     r->wall_steps_ns = 1000;
     r->cpu_run_ns = 1800;
     r->wall_run_ns = 2000;
+    r->rows_sent[1] = 10; /* runtime.dedup: 10 rows to rank 1 carried 13 pairs */
+    r->pairs_sent[1] = 13;
+    r->rows_recv[0] = 4;
+    r->pairs_recv[0] = 7;
     r->flags = MOE_PROF_FLAG_FINAL;
 }
 
@@ -408,6 +412,8 @@ static void test_record(void)
     CHECK(strcmp(d.device, "NVIDIA H200") == 0);
     CHECK(d.cpu_steps_ns == 930 && d.wall_steps_ns == 1000);
     CHECK(d.cpu_run_ns == 1800 && d.wall_run_ns == 2000);
+    CHECK(d.rows_sent[1] == 10 && d.pairs_sent[1] == 13 && d.rows_sent[2] == 0);
+    CHECK(d.rows_recv[0] == 4 && d.pairs_recv[0] == 7);
     CHECK(d.flags & MOE_PROF_FLAG_FINAL);
     moe_prof_record_free(&d);
     /* version 2 that a version-1 reader still takes (it skips OVERLAP) */
@@ -529,6 +535,18 @@ static void test_record_slots(void)
     }
 }
 
+/* ROWS: more rows than the pairs they carried is refused; without the section (an older
+ * writer) no rows are known. */
+static void test_record_rows(void)
+{
+    moe_prof_record_t d; /* rank 1's rows_sent: 10 -> 2^64 - 1, above its 13 pairs */
+    if (section_lies_and_absent(16, 4 + 3 * 32, 4 + 32, 8, 0xff, "fewer pairs than rows", &d)) {
+        CHECK(d.rows_sent[1] == 0 && d.pairs_sent[1] == 0 && d.pairs_recv[0] == 0);
+        CHECK_INT_EQ(d.chunks, 2);
+        moe_prof_record_free(&d);
+    }
+}
+
 /* An OVERLAP section with a valid checksum but impossible figures is rejected. */
 static void test_record_overlap_lies(void)
 {
@@ -618,6 +636,7 @@ int main(void)
     test_record_cpu();
     test_record_overlap_lies();
     test_record_slots();
+    test_record_rows();
     test_record_lies();
     return moe_test_finish("test_prof");
 }

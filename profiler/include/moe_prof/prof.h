@@ -117,6 +117,11 @@ typedef struct moe_prof_layer_sample {
     const int32_t *slot_rows;       /* [num_slots] */
     const int *send_rows;           /* [world] dispatch rows to each rank (combine: back) */
     const int *recv_rows;           /* [world] dispatch rows from each rank */
+    /* The (token, expert) pairs those rows carried: with runtime.dedup a row carries every
+     * choice of its token on the receiving rank (>= 1 pair a row), else one (= the rows);
+     * NULL: one pair a row. */
+    const int *send_pairs;          /* [world] */
+    const int *recv_pairs;          /* [world] */
     const int64_t *peer_wait_ns;    /* [world] waited for each peer's rows, summed over the
                                        layer's exchanges (from each start to arrival) */
     int64_t shared_rows;            /* rows the shared experts ran over here (0: none) */

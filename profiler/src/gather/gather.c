@@ -306,6 +306,10 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
         dst->msgs_sent[j] += src->msgs_sent[j];
         dst->msgs_recv[j] += src->msgs_recv[j];
         dst->wait_ns[j] += src->wait_ns[j];
+        dst->rows_sent[j] += src->rows_sent[j];
+        dst->rows_recv[j] += src->rows_recv[j];
+        dst->pairs_sent[j] += src->pairs_sent[j];
+        dst->pairs_recv[j] += src->pairs_recv[j];
     }
     bool ok = append_list((void **)&dst->steps, &dst->num_steps, src->steps, src->num_steps, sizeof(*src->steps)) &&
               append_list((void **)&dst->exchanges, &dst->num_exchanges, src->exchanges, src->num_exchanges, sizeof(*src->exchanges)) &&

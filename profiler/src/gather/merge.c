@@ -303,11 +303,14 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
     merge_replica_rows(r, cfg);
     r->bytes = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->msgs = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
+    r->rows = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
+    r->pairs = calloc((size_t)W * (size_t)W, sizeof(uint64_t));
     r->wait_ns = calloc((size_t)W * (size_t)W, sizeof(double));
     r->idle_for_ns = calloc((size_t)W * (size_t)W, sizeof(double));
     m->last_x = calloc((size_t)W, sizeof(*m->last_x));
     m->last_have = calloc((size_t)W, sizeof(*m->last_have));
     bool ok = m->lost && r->ranks && r->experts && r->layers && r->bytes && r->msgs &&
+              r->rows && r->pairs &&
               r->wait_ns && r->idle_for_ns && m->last_x && m->last_have;
     for (int l = 0; ok && l < L; l++) {
         r->layers[l].demand = calloc((size_t)E, sizeof(uint64_t));
@@ -494,10 +497,14 @@ static void merge_comm(moe_merge_t *m, const moe_prof_record_t *rec, const bool 
         m->rep.ranks[i].bytes_sent[j] += rec->bytes_sent[j];
         m->rep.ranks[i].bytes_recv[j] += rec->bytes_recv[j];
         m->rep.msgs[i * W + j] += rec->msgs_sent[j];
+        m->rep.rows[i * W + j] += rec->rows_sent[j];
+        m->rep.pairs[i * W + j] += rec->pairs_sent[j];
         m->rep.wait_ns[i * W + j] += rec->wait_ns[j];
         if (!have[j]) { /* j sent no record: what i received from it stands for it */
             m->rep.bytes[j * W + i] += rec->bytes_recv[j];
             m->rep.msgs[j * W + i] += rec->msgs_recv[j];
+            m->rep.rows[j * W + i] += rec->rows_recv[j];
+            m->rep.pairs[j * W + i] += rec->pairs_recv[j];
         }
     }
 }

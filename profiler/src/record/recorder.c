@@ -128,6 +128,10 @@ static void reset_window(moe_rec_t *p)
     memset(r->msgs_sent, 0, W * sizeof(uint64_t));
     memset(r->msgs_recv, 0, W * sizeof(uint64_t));
     memset(r->wait_ns, 0, W * sizeof(double));
+    memset(r->rows_sent, 0, W * sizeof(uint64_t));
+    memset(r->rows_recv, 0, W * sizeof(uint64_t));
+    memset(r->pairs_sent, 0, W * sizeof(uint64_t));
+    memset(r->pairs_recv, 0, W * sizeof(uint64_t));
     r->exchange_ns = r->hidden_ns = 0;
     r->cpu_steps_ns = r->wall_steps_ns = 0;
     memset(r->shared_rows, 0, (size_t)r->num_layers * sizeof(int64_t));
@@ -401,6 +405,10 @@ static void copy_layer_figures(moe_prof_record_t *dst, const moe_prof_record_t *
     memcpy(dst->msgs_sent, src->msgs_sent, W * sizeof(uint64_t));
     memcpy(dst->msgs_recv, src->msgs_recv, W * sizeof(uint64_t));
     memcpy(dst->wait_ns, src->wait_ns, W * sizeof(double));
+    memcpy(dst->rows_sent, src->rows_sent, W * sizeof(uint64_t));
+    memcpy(dst->rows_recv, src->rows_recv, W * sizeof(uint64_t));
+    memcpy(dst->pairs_sent, src->pairs_sent, W * sizeof(uint64_t));
+    memcpy(dst->pairs_recv, src->pairs_recv, W * sizeof(uint64_t));
     dst->exchange_ns = src->exchange_ns;
     dst->hidden_ns = src->hidden_ns;
     dst->num_exchanges = src->num_exchanges;
@@ -558,6 +566,10 @@ static void record_comm(moe_rec_t *p, const moe_prof_layer_sample_t *s)
         r->bytes_sent[j] += rows * rb;
         r->bytes_recv[j] += rows * rb;
         uint64_t msgs = (uint64_t)(s->send_rows[j] > 0) + (uint64_t)(s->recv_rows[j] > 0);
+        r->rows_sent[j] += (uint64_t)s->send_rows[j];
+        r->rows_recv[j] += (uint64_t)s->recv_rows[j];
+        r->pairs_sent[j] += (uint64_t)(s->send_pairs != NULL ? s->send_pairs[j] : s->send_rows[j]);
+        r->pairs_recv[j] += (uint64_t)(s->recv_pairs != NULL ? s->recv_pairs[j] : s->recv_rows[j]);
         r->msgs_sent[j] += msgs;
         r->msgs_recv[j] += msgs;
         /* dispatch: until j's rows arrived here; combine: until j sent ours back. The

@@ -34,6 +34,8 @@ void moe_report_free(moe_report_t *r)
     free(r->ranks);
     free(r->bytes);
     free(r->msgs);
+    free(r->rows);
+    free(r->pairs);
     free(r->wait_ns);
     free(r->idle_for_ns);
     free(r->metrics);
@@ -42,7 +44,7 @@ void moe_report_free(moe_report_t *r)
     r->ranks = NULL;
     r->experts = NULL;
     r->layers = NULL;
-    r->bytes = r->msgs = NULL;
+    r->bytes = r->msgs = r->rows = r->pairs = NULL;
     r->wait_ns = r->idle_for_ns = NULL;
     r->metrics = NULL;
     r->steps = NULL;
@@ -61,6 +63,22 @@ moe_report_bytes_t moe_report_bytes_split(const moe_report_t *r)
             uint64_t v = r->bytes[(size_t)i * (size_t)w + (size_t)j];
             b.between_ranks += i != j ? v : 0;
             b.local += i == j ? v : 0;
+        }
+    }
+    return b;
+}
+
+moe_report_rows_t moe_report_rows_split(const moe_report_t *r)
+{
+    moe_report_rows_t b = {0, 0, 0, 0};
+    int w = r != NULL && r->rows != NULL && r->pairs != NULL ? r->world_size : 0;
+    for (int i = 0; i < w; i++) {
+        for (int j = 0; j < w; j++) {
+            size_t at = (size_t)i * (size_t)w + (size_t)j;
+            b.rows_between_ranks += i != j ? r->rows[at] : 0;
+            b.pairs_between_ranks += i != j ? r->pairs[at] : 0;
+            b.rows_local += i == j ? r->rows[at] : 0;
+            b.pairs_local += i == j ? r->pairs[at] : 0;
         }
     }
     return b;
@@ -650,9 +668,15 @@ void moe_report_print_headline(const moe_report_t *r, FILE *out)
     if (r->recorded_steps > 0 && r->bytes != NULL) {
         moe_report_bytes_t b = moe_report_bytes_split(r);
         double per = 1e6 * (double)r->recorded_steps; /* MB per recorded step */
+        moe_report_rows_t rw = moe_report_rows_split(r);
         fprintf(out, "  bytes per recorded step: %.3f MB between ranks, %.3f MB local copies "
-                     "(a rank's rows to its own experts, not sent)\n",
+                     "(a rank's rows to its own experts, not sent)",
                 (double)b.between_ranks / per, (double)b.local / per);
+        if (rw.rows_between_ranks > 0) {
+            fprintf(out, "; rows between ranks carry %.3f (token, expert) pairs each",
+                    (double)rw.pairs_between_ranks / (double)rw.rows_between_ranks);
+        }
+        fputc('\n', out);
     }
     headline_files(r, out);
 }

@@ -259,6 +259,11 @@ typedef struct moe_report {
      * records and, where a sender is not profiled, from the profiled receivers' records. */
     uint64_t *bytes;
     uint64_t *msgs;
+    /* rows[i * W + j]: dispatch rows i sent j (the combine returns as many), and pairs: the
+     * (token, expert) pairs they carried (runtime.dedup: a row carries every choice of its
+     * token on j; else one). Filled like bytes. */
+    uint64_t *rows;
+    uint64_t *pairs;
     /* wait[i * W + j]: time rank i spent in exchanges until rank j's rows had arrived. */
     double *wait_ns;
     /* idle_for[i * W + j]: the part of rank i's idle_ns (waiting for slower ranks) spent
@@ -344,6 +349,12 @@ typedef struct moe_report_bytes {
     uint64_t local;
 } moe_report_bytes_t;
 moe_report_bytes_t moe_report_bytes_split(const moe_report_t *r);
+/* The dispatch rows and the (token, expert) pairs they carried, split the same way. */
+typedef struct moe_report_rows {
+    uint64_t rows_between_ranks, pairs_between_ranks;
+    uint64_t rows_local, pairs_local;
+} moe_report_rows_t;
+moe_report_rows_t moe_report_rows_split(const moe_report_t *r);
 /* The same for one rank: what it sent to / received from other ranks, and its diagonal. */
 typedef struct moe_report_rank_bytes {
     uint64_t sent;

@@ -508,7 +508,8 @@ static moe_status_t json_layers(json_w_t *w, const moe_report_t *r)
     return MOE_OK;
 }
 
-/* One W x W matrix: kind 0 bytes, 1 messages, 2 wait in ms; one row per line. */
+/* One W x W matrix: kind 0 bytes, 1 messages, 2 wait in ms, 3 rows, 4 pairs; one row per
+ * line. */
 static void json_matrix(json_w_t *w, const moe_report_t *r, const char *key, int kind)
 {
     int n = r->world_size;
@@ -521,6 +522,9 @@ static void json_matrix(json_w_t *w, const moe_report_t *r, const char *key, int
                 jw_u64(w, NULL, r->bytes != NULL ? r->bytes[at] : 0);
             } else if (kind == 1) {
                 jw_u64(w, NULL, r->msgs != NULL ? r->msgs[at] : 0);
+            } else if (kind == 3 || kind == 4) {
+                const uint64_t *m = kind == 3 ? r->rows : r->pairs;
+                jw_u64(w, NULL, m != NULL ? m[at] : 0);
             } else {
                 jw_num(w, NULL, r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0);
             }
@@ -547,9 +551,20 @@ static void json_comm(json_w_t *w, const moe_report_t *r)
     jw_num(w, "bytes_local_per_recorded_step", steps > 0.0 ? (double)b.local / steps : 0.0);
     jw_num(w, "bytes_per_recorded_step",
            steps > 0.0 ? (double)(b.between_ranks + b.local) / steps : 0.0);
+    /* the rows on the wire and the (token, expert) pairs they carried (runtime.dedup) */
+    moe_report_rows_t rw = moe_report_rows_split(r);
+    jw_u64(w, "rows_between_ranks", rw.rows_between_ranks);
+    jw_u64(w, "pairs_between_ranks", rw.pairs_between_ranks);
+    jw_num(w, "pairs_per_row", rw.rows_between_ranks > 0 ? (double)rw.pairs_between_ranks /
+                                                               (double)rw.rows_between_ranks
+                                                         : NAN);
+    jw_u64(w, "rows_local", rw.rows_local);
+    jw_u64(w, "pairs_local", rw.pairs_local);
     json_matrix(w, r, "bytes", 0);
     json_matrix(w, r, "msgs", 1);
     json_matrix(w, r, "wait_ms", 2);
+    json_matrix(w, r, "rows", 3);
+    json_matrix(w, r, "pairs", 4);
     jw_close(w, '}');
 }
 

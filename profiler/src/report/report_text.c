@@ -714,8 +714,16 @@ static void text_comm(FILE *f, const moe_report_t *r)
     text_mb(f, r, b.between_ranks);
     fputs("\n  local copies  ", f);
     text_mb(f, r, b.local);
+    moe_report_rows_t rw = moe_report_rows_split(r);
+    if (rw.rows_between_ranks > 0) {
+        fprintf(f, "\n  rows between ranks %" PRIu64 " carrying %" PRIu64 " (token, expert) "
+                "pairs: %.3f pairs a row", rw.rows_between_ranks, rw.pairs_between_ranks,
+                (double)rw.pairs_between_ranks / (double)rw.rows_between_ranks);
+    }
     fputs("\n  (dispatch and combine both counted; local copies, in brackets on the diagonal,\n"
-          "  are a rank's rows to its own experts: never sent, left out of the totals)\n\n",
+          "  are a rank's rows to its own experts: never sent, left out of the totals; a row\n"
+          "  carries a token to a rank and back, with runtime.dedup every choice of the token\n"
+          "  there)\n\n",
           f);
     int cw_mb = text_matrix_width(r, 0), cw_msg = text_matrix_width(r, 1);
     if (text_matrix_line(r, cw_mb) > TEXT_WIDTH_MAX ||

@@ -14,7 +14,9 @@
  * shared experts' rows and busy ns per layer, added later within version 2: a reader
  * without it skips the unknown tag, and a record without it reads as no shared experts)
  * and CPU (14: the process's CPU time against wall time, added later within version 2 in
- * the same way: a record without it reads as not measured, all zeros).
+ * the same way: a record without it reads as not measured, all zeros) and ROWS (16: the
+ * dispatch rows to and from each rank and the (token, expert) pairs they carried, added
+ * later within version 2 in the same way: a record without it reads as no rows).
  * Neither changes a byte of the others, so a version-2 record still says min_version 1 (a version-1 reader skips
  * OVERLAP as an unknown tag) and this reader takes version 1 records (OVERLAP absent: its
  * fields stay 0, chunks 0 meaning "not recorded").
@@ -154,6 +156,10 @@ typedef struct moe_prof_record {
      * finish); 0: not measured. cpu / wall is the cores the rank kept busy. */
     int64_t cpu_steps_ns, wall_steps_ns;
     int64_t cpu_run_ns, wall_run_ns;
+    /* ROWS (version 2, tag 16): dispatch rows this rank sent to / received from each rank
+     * over the window's recorded layers (the combine returns as many), and the (token,
+     * expert) pairs they carried (runtime.dedup: >= the rows; else equal). */
+    uint64_t *rows_sent, *rows_recv, *pairs_sent, *pairs_recv; /* [world_size] */
 } moe_prof_record_t;
 
 /* Allocate the fixed-size arrays of a record for these dims (variable-length lists are

@@ -657,6 +657,8 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .slot_rows = plan->slot_kept,
         .send_rows = plan->send_rows,
         .recv_rows = ctx->recv_rows,
+        .send_pairs = plan->send_pairs,
+        .recv_pairs = ctx->recv_pairs,
         .peer_wait_ns = rec->peer_wait_ns,
         .shared_rows = rec->shared_rows,
         .shared_begin_ns = rec->shared_begin_ns,
