@@ -50,12 +50,13 @@ profiler:
 EOC
 }
 
-# same_as_one_rank NP: run the config c.yaml on 1 rank and on NP ranks, compare outputs.
+# same_as_one_rank NP [TOL]: run the config c.yaml on 1 rank and on NP ranks, compare
+# outputs (st_diff's relative tolerance, 1e-4 unless given).
 same_as_one_rank() {
-  local np=$1
+  local np=$1 tol=${2:-1e-4}
   "$MOED" --config c.yaml --dump-output one.safetensors --no-progress > one.log 2>&1 \
     || { cat one.log; fail "single-rank run failed"; }
   mpirun_moed "$np" --config c.yaml --dump-output many.safetensors --no-progress > many.log 2>&1 \
     || { cat many.log; fail "$np-rank run failed"; }
-  "$ST_DIFF" one.safetensors many.safetensors --tol 1e-4 || fail "outputs differ"
+  "$ST_DIFF" one.safetensors many.safetensors --tol "$tol" || fail "outputs differ"
 }

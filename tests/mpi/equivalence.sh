@@ -63,8 +63,20 @@ case "$1" in
   # placement changes (with replicas), the output does not.
   rebalance_master)
     SKEW=1.5 STEPS=7 CHUNKS=2 small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 2/' > c.yaml ;;
-  rebalance_bf16) # weights held in BF16 (compute bf16 where the CPU has it): plain copies move
-    SKEW=1.5 STEPS=7 small_model | sed 's/^model:/model:\n  dtype: bf16/; s/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 2/' > c.yaml ;;
+  rebalance_bf16) # weights held in BF16 (compute bf16 where the CPU has it): plain copies move.
+    # F32 rows on the wire: with BF16 rows runtime.dedup rounds each rank's sum of a token's
+    # experts once, so the output moves with the placement by a BF16 rounding (dedup_bf16).
+    SKEW=1.5 STEPS=7 small_model | sed 's/^model:/model:\n  dtype: bf16/; s/^runtime:/runtime:\n  wire_dtype: f32\n  rebalance_every: 2\n  redundant_experts: 2/' > c.yaml ;;
+  # runtime.dedup. A token goes once to each rank holding some of its experts; the rank sums
+  # their weighted outputs (F32, ascending expert id) and returns one row; the routing rank
+  # adds its rows in ascending rank order. Top-3, so a token's sum groups differently on 1
+  # and on 3 ranks (top-2 sums are exact either way: a + b = b + a).
+  dedup_off)  # runtime.dedup: false (one row per (token, expert), the CUDA back-end's way)
+    ROUTING=symmetric TOKENS=100 K=3 CF=1.0 SKEW=1.5 CHUNKS=3 PLACEMENT='{0: [0, 1, 2], 1: [0, 3, 4, 5], 2: [0, 5, 6, 7]}' \
+      small_model | sed 's/^runtime:/runtime:\n  dedup: false/' > c.yaml ;;
+  dedup_bf16)  # BF16 weights, compute and rows: each rank's sum is rounded to BF16 once
+    ROUTING=symmetric TOKENS=100 K=3 CF=1.0 SKEW=1.5 CHUNKS=3 LAYERS=1 PLACEMENT='{0: [0, 1, 2], 1: [0, 3, 4, 5], 2: [0, 5, 6, 7]}' \
+      small_model | sed 's/^model:/model:\n  dtype: bf16/' > c.yaml ;;
   rebalance_symmetric)
     ROUTING=symmetric TOKENS=100 CF=1.0 SKEW=1.5 STEPS=7 small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 3/' > c.yaml ;;
   *) fail "unknown case $1" ;;
@@ -83,7 +95,30 @@ if [[ "$1" == *ucx ]] && ! mpirun_moed 2 --config c.yaml --steps 1 --no-progress
   grep -qE "$ucx_cannot_start" probe.log && skip "UCX cannot start here with UCX_TLS=${UCX_TLS:-unset, UCX picks}: ${why#moed: error: }"
   cat probe.log; fail "UCX probe run (2 ranks, 1 step) failed"
 fi
-same_as_one_rank 3
+if [[ "$1" == dedup_bf16 ]]; then
+  # How a token's experts group into ranks differs between 1 and 3 ranks, and each group's
+  # sum is rounded to BF16 once: within one BF16 rounding (2^-8 = 3.9e-3 of a value; one
+  # layer, so no later gate sees the difference and picks another expert). Without dedup
+  # each (token, expert) row is rounded alike on any placement: bit-identical.
+  same_as_one_rank 3 4e-3
+  grep -q 'bf16 rows on the wire' many.log || { echo "SKIP: no BF16 rows on the wire here (a CPU without native BF16 computes and sends F32)"; exit 77; }
+  sed 's/^runtime:/runtime:\n  dedup: false/' c.yaml > off.yaml
+  "$MOED" --config off.yaml --dump-output one_off.safetensors --no-progress > one_off.log 2>&1 \
+    || { cat one_off.log; fail "single-rank run, runtime.dedup: false, failed"; }
+  mpirun_moed 3 --config off.yaml --dump-output many_off.safetensors --no-progress > many_off.log 2>&1 \
+    || { cat many_off.log; fail "3-rank run, runtime.dedup: false, failed"; }
+  cmp -s one_off.safetensors many_off.safetensors || { "$ST_DIFF" one_off.safetensors many_off.safetensors --tol 0 || true
+    fail "runtime.dedup: false with BF16 rows: 3 ranks not bit-identical to 1 rank"; }
+else
+  same_as_one_rank 3
+fi
+if [[ "$1" == dedup_off ]]; then
+  # the same on 3 ranks with dedup (the default): only the F32 sums' grouping differs
+  sed '/^  dedup: false/d' c.yaml > on.yaml
+  mpirun_moed 3 --config on.yaml --dump-output on.safetensors --no-progress > on.log 2>&1 \
+    || { cat on.log; fail "3-rank run with runtime.dedup failed"; }
+  "$ST_DIFF" many.safetensors on.safetensors --tol 1e-5 || fail "runtime.dedup changed the output"
+fi
 if [[ "$1" == *ucx || "$1" == chunks_* ]]; then
   # The reference: the same model on 1 rank over MPI, in one chunk.
   sed -e '/^  transport: ucx/d' -e 's/^  chunks: .*/  chunks: 1/' c.yaml > mpi.yaml
@@ -91,7 +126,7 @@ if [[ "$1" == *ucx || "$1" == chunks_* ]]; then
     || { cat ref.log; fail "single-rank MPI run failed"; }
   "$ST_DIFF" ref.safetensors many.safetensors --tol 1e-4 || fail "output differs from 1 rank, 1 chunk, MPI"
 fi
-if [[ "$1" == capacity_* || "$1" == chunks_capacity ]]; then
+if [[ "$1" == capacity_* || "$1" == chunks_capacity || "$1" == dedup_* ]]; then
   # The limit must really bite, the same way on 1 and on 3 ranks.
   d1=$(grep -o 'capacity: [0-9]* of' one.log) || fail "no capacity line"
   d3=$(grep -o 'capacity: [0-9]* of' many.log) || fail "no capacity line"
@@ -107,7 +142,7 @@ if [[ "$1" == rebalance_* ]]; then
   [[ $(grep -c 'rebalance before step' many.log) -eq 3 ]] || fail "want 3 rebalances (steps 2, 4, 6)"
   echo "first rebalance: $moved moved"
 fi
-if [[ "$1" == replicas_* || "$1" == layers_* || "$1" == rebalance_* ]]; then
+if [[ "$1" == replicas_* || "$1" == layers_* || "$1" == rebalance_* || "$1" == dedup_off ]]; then
   "$ST_DIFF" one.safetensors many.safetensors --tol 1e-5 || fail "output differs from 1 rank by more than 1e-5"
 fi
 if [[ "$1" == *ucx ]] && grep -q 'UCX  *ERROR' many.log; then
