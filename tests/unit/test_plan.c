@@ -160,9 +160,9 @@ static void test_dedup(void)
     const int crows[N * W] = {1, 0, 0, 2, 0, 0};
     moe_plan_pairs_t pp;
     moe_arena_t sizing = {0};
-    moe_plan_pairs_carve(&pp, W, NL, N, 3 * NL, &sizing);
+    moe_plan_pairs_carve(&pp, W, NL, N, 3 * NL, 3, &sizing);
     moe_arena_t a = {.base = calloc(1, moe_arena_size(&sizing))};
-    moe_plan_pairs_carve(&pp, W, NL, N, 3 * NL, &a);
+    moe_plan_pairs_carve(&pp, W, NL, N, 3 * NL, 3, &a);
     CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, displs, cdispls, crows), -1);
     /* e0 chunk 0: t0's row; chunk 1: t1's; e1 chunk 0: t0's; chunk 1: t3's */
     const int32_t off[5] = {0, 1, 2, 3, 4}, row[4] = {0, 1, 0, 2};
@@ -175,6 +175,9 @@ static void test_dedup(void)
         CHECK(pp.w[i] == w[i]);
     }
     CHECK_INT_EQ(pp.tot[0], 4);
+    CHECK_INT_EQ(pp.row_pairs[0], 2); /* t0: e0 and e1 */
+    CHECK_INT_EQ(pp.row_pairs[1], 1);
+    CHECK_INT_EQ(pp.row_pairs[2], 1);
     /* a message that does not fit its rows is refused, naming its source */
     msgs[4] = 3; /* e0's second row index past rank 0's 3 rows */
     CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, displs, cdispls, crows), 0);

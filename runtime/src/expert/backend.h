@@ -41,8 +41,9 @@
  *             rows[0..n) (each once), adding w[i] * FFN(row rows[i]) into that row's F32
  *             sum. A chunk's rows' sums start at zero at arrived(c); the local experts of a
  *             chunk are called in ascending order, so each row sums its experts in ascending
- *             expert id; computed(c) writes the chunk's sums to its rows of io->xback in the
- *             wire type (rounded once per row). `call` as for expert.
+ *             expert id; by computed(c) each of the chunk's rows of io->xback holds its sum
+ *             in the wire type (rounded once per row; io->row_pairs says when a row's last
+ *             term has come). `call` as for expert.
  *   computed  chunk c's experts are queued or done: *after as for permute, and its pieces
  *             of io->xback must be ready for the transport once *after completes.
  *   shared    the layer's shared experts over all `tokens` rows of x into io->shared_out
@@ -106,7 +107,7 @@ typedef struct moe_expert_io {
     float *acc_row;         /* [2, H] (the merge's halves: moe/halves.h) */
     float *row_sum;         /* [max_recv, H] dedup with BF16 wire: each received row's F32
                              * sum (F32 wire: back_buf holds it); else unused */
-    uint8_t *row_started;   /* [max_recv] dedup: the row's sum has its first term */
+    int32_t *row_left;      /* [max_recv] dedup: terms the row's sum still waits for */
     float *shared_out;      /* [T, H] the shared experts' output (routing ranks) */
     float *shared_scratch;  /* moe_expert_scratch_floats(.., shared_ffn, tile_rows) */
     bool shared_ran;        /* this forward's shared_out is valid */
@@ -119,6 +120,7 @@ typedef struct moe_expert_io {
     const int32_t *send_token; /* [num_send] */
     const int32_t *slot_pos;   /* [tokens * k] */
     const int32_t *token_rows; /* [tokens * k] dedup: each token's returned rows, -1 ended */
+    const int32_t *row_pairs;  /* [received rows] dedup: each received row's pairs here */
     const int *chunk_recv_rows;   /* [chunks * world] */
     const int *chunk_recv_displs; /* [chunks * world] */
 } moe_expert_io_t;

@@ -157,34 +157,25 @@ static moe_status_t cpu_permute(moe_expert_backend_t *be, const float *x, const 
     return MOE_OK;
 }
 
-/* The transport wrote the host rows the experts read. Dedup: chunk c's rows' sums start
- * empty. */
+/* The transport wrote the host rows the experts read. Dedup: chunk c's rows wait for all
+ * their terms. */
 static moe_status_t cpu_arrived(moe_expert_backend_t *be, int c, moe_error_t *err)
 {
     const moe_expert_io_t *io = be->io;
     int W = io->world_size;
     for (int s = 0; s < W && io->dedup; s++) {
-        memset(io->row_started + io->chunk_recv_displs[c * W + s], 0,
-               (size_t)io->chunk_recv_rows[c * W + s]);
+        int64_t r0 = io->chunk_recv_displs[c * W + s];
+        memcpy(io->row_left + r0, io->row_pairs + r0,
+               sizeof(int32_t) * (size_t)io->chunk_recv_rows[c * W + s]);
     }
     return MOE_OK;
 }
 
-/* The experts ran synchronously. Dedup with BF16 wire: chunk c's F32 sums to their wire
- * rows (F32 wire: they are there already). */
+/* The experts ran synchronously (dedup: each row was written to the wire with its last
+ * term). */
 static moe_status_t cpu_computed(moe_expert_backend_t *be, int c, const void **after,
                                  moe_error_t *err)
 {
-    const moe_expert_io_t *io = be->io;
-    int W = io->world_size;
-    int64_t H = io->cfg->hidden_dim;
-    for (int s = 0; s < W && io->dedup && io->wire_bf16; s++) {
-        int64_t r0 = io->chunk_recv_displs[c * W + s], n = io->chunk_recv_rows[c * W + s];
-        for (int64_t r = r0; r < r0 + n; r++) {
-            copy_row(io->row_sum + r * H, false, (char *)io->back_buf + r * io->wire_row_bytes,
-                     true, H);
-        }
-    }
     *after = NULL;
     return MOE_OK;
 }
@@ -289,24 +280,39 @@ static moe_status_t cpu_expert(moe_expert_backend_t *be, int layer, int le, int 
 }
 
 /* Dedup: out [m, H] (F32), the FFN of rows rows[0..m) with weights w, into each row's F32
- * sum: the row's first term is stored, later ones added (experts come in ascending order). */
+ * sum: its first term stored, later ones added (experts come in ascending order); with
+ * its last term the row goes to the wire type. A row of one term here is written to the
+ * wire directly; BF16 rows of more sum in row_sum, F32 rows where they are sent. */
 MOE_VECTOR_CLONES static void pairs_add(const moe_expert_io_t *io, const int32_t *rows,
                                         const float *w, int64_t m, const float *out)
 {
     int64_t H = io->cfg->hidden_dim;
-    float *sums = io->wire_bf16 ? io->row_sum : io->back_buf; /* F32 wire rows are H floats */
     for (int64_t i = 0; i < m; i++) {
-        float *a = sums + (int64_t)rows[i] * H, wi = w[i];
+        int32_t r = rows[i];
+        bool first = io->row_left[r] == io->row_pairs[r], last = io->row_left[r] == 1;
+        io->row_left[r]--;
+        float wi = w[i];
         const float *o = out + i * H;
-        if (io->row_started[rows[i]]) {
-            for (int64_t h = 0; h < H; h++) {
-                a[h] += wi * o[h];
+        char *wire = (char *)io->back_buf + (int64_t)r * io->wire_row_bytes;
+        if (!io->wire_bf16 || !(first && last)) {
+            float *a = io->wire_bf16 ? io->row_sum + (int64_t)r * H : (float *)wire;
+            if (first) {
+                for (int64_t h = 0; h < H; h++) {
+                    a[h] = wi * o[h];
+                }
+            } else {
+                for (int64_t h = 0; h < H; h++) {
+                    a[h] += wi * o[h];
+                }
             }
-        } else {
-            for (int64_t h = 0; h < H; h++) {
-                a[h] = wi * o[h];
+            if (last && io->wire_bf16) {
+                moe_bf16_from_f32_n((uint16_t *)wire, a, (size_t)H);
             }
-            io->row_started[rows[i]] = 1;
+        } else { /* a BF16 row of one term */
+            uint16_t *b = (uint16_t *)wire;
+            for (int64_t h = 0; h < H; h++) {
+                b[h] = moe_f32_to_bf16(wi * o[h]);
+            }
         }
     }
 }

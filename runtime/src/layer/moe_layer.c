@@ -51,10 +51,10 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
                                       sizeof(int32_t));
     /* dedup: a received row carries at most min(k, local experts) pairs */
     moe_plan_pairs_carve(&ctx->pairs, (int)W, ctx->dedup ? (int)nl : 0, ctx->chunks,
-                         ctx->dedup ? R * (k < nl ? k : nl) : 0, a);
+                         ctx->dedup ? R * (k < nl ? k : nl) : 0, ctx->dedup ? (int64_t)R : 0, a);
     bool sums = ctx->dedup && io->wire_bf16; /* F32 wire: back_buf holds the sums */
     io->row_sum = moe_arena_take(a, sums ? R * H : 0, f);
-    io->row_started = moe_arena_take(a, ctx->dedup ? R : 0, 1);
+    io->row_left = moe_arena_take(a, ctx->dedup ? R : 0, sizeof(int32_t));
     ctx->recv_rows = moe_arena_take(a, W, sizeof(int));
     ctx->recv_pairs = moe_arena_take(a, W, sizeof(int));
     ctx->recv_displs = moe_arena_take(a, W, sizeof(int));
@@ -523,6 +523,7 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
     io->send_token = ctx->plan.send_token;
     io->slot_pos = ctx->plan.slot_pos;
     io->token_rows = ctx->plan.token_rows;
+    io->row_pairs = ctx->pairs.row_pairs;
     io->chunk_recv_rows = ctx->chunk_recv_rows;
     io->chunk_recv_displs = ctx->chunk_recv_displs;
     return moe_expert_backend_permute(&ctx->backend, x, after, err);

@@ -306,7 +306,7 @@ int64_t moe_plan_msg_words(int top_k, int num_local, int64_t max_tokens)
 }
 
 void moe_plan_pairs_carve(moe_plan_pairs_t *pp, int world_size, int num_local, int chunks,
-                          int64_t cap, moe_arena_t *arena)
+                          int64_t cap, int64_t max_rows, moe_arena_t *arena)
 {
     memset(pp, 0, sizeof(*pp));
     pp->world_size = world_size;
@@ -316,6 +316,7 @@ void moe_plan_pairs_carve(moe_plan_pairs_t *pp, int world_size, int num_local, i
     pp->row = moe_arena_take(arena, (size_t)cap, sizeof(int32_t));
     pp->w = moe_arena_take(arena, (size_t)cap, sizeof(float));
     pp->off = moe_arena_take(arena, (size_t)num_local * (size_t)chunks + 1, sizeof(int32_t));
+    pp->row_pairs = moe_arena_take(arena, (size_t)max_rows, sizeof(int32_t));
     pp->cur = moe_arena_take(arena, (size_t)world_size, sizeof(int64_t));
     pp->pre = moe_arena_take(arena, (size_t)world_size, sizeof(int64_t));
     pp->tot = moe_arena_take(arena, (size_t)world_size, sizeof(int64_t));
@@ -346,6 +347,11 @@ int moe_plan_pairs_read(moe_plan_pairs_t *pp, const int32_t *msgs, int64_t strid
         }
         pp->pre[s] = 0; /* pairs of the local experts before le */
     }
+    int64_t received = 0;
+    for (int i = 0; i < N * W; i++) {
+        received += chunk_recv_rows[i];
+    }
+    memset(pp->row_pairs, 0, sizeof(int32_t) * (size_t)received);
     int64_t n = 0;
     for (int le = 0; le < nl; le++) {
         memset(pp->cur, 0, sizeof(int64_t) * (size_t)W);
@@ -363,6 +369,7 @@ int moe_plan_pairs_read(moe_plan_pairs_t *pp, const int32_t *msgs, int64_t strid
                         return s;
                     }
                     pp->row[n] = recv_displs[s] + rows[*i];
+                    pp->row_pairs[pp->row[n]]++;
                     memcpy(&pp->w[n], &wb[*i], sizeof(float));
                     n++;
                 }

@@ -124,12 +124,14 @@ typedef struct moe_plan_pairs {
     int32_t *row;            /* [cap] */
     float *w;                /* [cap] */
     int32_t *off;            /* [num_local * chunks + 1] */
-    int64_t *cur, *pre, *tot; /* [world] scratch */
+    int32_t *row_pairs;      /* [max_rows] pairs of each received row (>= 1) */
+    int64_t *cur, *pre, *tot; /* [world] scratch; tot: each source's pairs */
 } moe_plan_pairs_t;
 
-/* Carve for up to cap pairs, num_local local experts (moe_plan_carve's way). */
+/* Carve for up to cap pairs in up to max_rows received rows, num_local local experts
+ * (moe_plan_carve's way). */
 void moe_plan_pairs_carve(moe_plan_pairs_t *pp, int world_size, int num_local, int chunks,
-                          int64_t cap, moe_arena_t *arena);
+                          int64_t cap, int64_t max_rows, moe_arena_t *arena);
 
 /* Read the counts messages msgs[s * stride ...] of every source s (their rows laid out at
  * recv_displs[s] and cut into chunks as chunk_recv_displs/rows [chunks * world]: absolute
