@@ -250,11 +250,16 @@ void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first)
     ctx->token_first = token_first;
 }
 
+static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err);
+
 moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
-    moe_status_t st = moe_transport_exchange(ctx->transport, ctx->io.xsend, ctx->plan.send_rows,
-                                             ctx->plan.send_row_displs, ctx->io.xrecv,
-                                             ctx->recv_rows, ctx->recv_displs, err);
+    moe_status_t st = exchange_counts(ctx, err); /* as the layer does: counts first */
+    if (st == MOE_OK) {
+        st = moe_transport_exchange(ctx->transport, ctx->io.xsend, ctx->plan.send_rows,
+                                    ctx->plan.send_row_displs, ctx->io.xrecv, ctx->recv_rows,
+                                    ctx->recv_displs, err);
+    }
     if (st == MOE_OK) {
         st = moe_transport_exchange(ctx->transport, ctx->io.xback, ctx->recv_rows,
                                     ctx->recv_displs, ctx->io.xret, ctx->plan.send_rows,
