@@ -340,6 +340,10 @@ static void fill_record(moe_prof_record_t *r)
     r->wall_steps_ns = 1000;
     r->cpu_run_ns = 1800;
     r->wall_run_ns = 2000;
+    r->layer_lat = calloc(2, sizeof(*r->layer_lat));
+    r->num_layer_lat = 2;
+    r->layer_lat[0] = (moe_rec_lat_t){.step = 9, .layer = 0, .ns = 700};
+    r->layer_lat[1] = (moe_rec_lat_t){.step = 9, .layer = 1, .ns = 250};
     r->flags = MOE_PROF_FLAG_FINAL;
 }
 
@@ -409,6 +413,9 @@ static void test_record(void)
     CHECK(d.cpu_steps_ns == 930 && d.wall_steps_ns == 1000);
     CHECK(d.cpu_run_ns == 1800 && d.wall_run_ns == 2000);
     CHECK(d.flags & MOE_PROF_FLAG_FINAL);
+    CHECK_INT_EQ(d.num_layer_lat, 2);
+    CHECK(d.num_layer_lat == 2 && d.layer_lat[1].step == 9 && d.layer_lat[1].layer == 1 &&
+          d.layer_lat[1].ns == 250 && d.layer_lat[0].ns == 700);
     moe_prof_record_free(&d);
     /* version 2 that a version-1 reader still takes (it skips OVERLAP) */
     CHECK_INT_EQ(w.data[4] | w.data[5] << 8, 2);
@@ -529,6 +536,18 @@ static void test_record_slots(void)
     }
 }
 
+/* LAYERS: a layer out of range is refused; without the section there are no layer
+ * latencies (an older writer). */
+static void test_record_layers(void)
+{
+    moe_prof_record_t d; /* the first entry's layer = 0xffffffff: -1 */
+    if (section_lies_and_absent(16, 8 + 2 * 20, 16, 4, 0xff, "layer latency", &d)) {
+        CHECK(d.num_layer_lat == 0 && d.layer_lat == NULL);
+        CHECK_INT_EQ(d.num_steps, 2);
+        moe_prof_record_free(&d);
+    }
+}
+
 /* An OVERLAP section with a valid checksum but impossible figures is rejected. */
 static void test_record_overlap_lies(void)
 {
@@ -618,6 +637,7 @@ int main(void)
     test_record_cpu();
     test_record_overlap_lies();
     test_record_slots();
+    test_record_layers();
     test_record_lies();
     return moe_test_finish("test_prof");
 }

@@ -14,7 +14,9 @@
  * shared experts' rows and busy ns per layer, added later within version 2: a reader
  * without it skips the unknown tag, and a record without it reads as no shared experts)
  * and CPU (14: the process's CPU time against wall time, added later within version 2 in
- * the same way: a record without it reads as not measured, all zeros).
+ * the same way: a record without it reads as not measured, all zeros) and LAYERS (16: each
+ * recorded layer's latency, gate begin to merge end, added later within version 2 in the
+ * same way: a record without it has no layer latencies, num_layer_lat 0).
  * Neither changes a byte of the others, so a version-2 record still says min_version 1 (a version-1 reader skips
  * OVERLAP as an unknown tag) and this reader takes version 1 records (OVERLAP absent: its
  * fields stay 0, chunks 0 meaning "not recorded").
@@ -55,6 +57,14 @@ typedef struct moe_rec_exchange {
     int32_t pad_;
     int64_t dispatch_begin_ns, dispatch_end_ns, combine_begin_ns, combine_end_ns;
 } moe_rec_exchange_t;
+
+/* One recorded layer's latency on this rank: gate begin to merge end (LAYERS section). */
+typedef struct moe_rec_lat {
+    int64_t step;
+    int32_t layer;
+    int32_t pad_;
+    int64_t ns;
+} moe_rec_lat_t;
 
 typedef struct moe_rec_metric {
     int64_t step;
@@ -154,6 +164,10 @@ typedef struct moe_prof_record {
      * finish); 0: not measured. cpu / wall is the cores the rank kept busy. */
     int64_t cpu_steps_ns, wall_steps_ns;
     int64_t cpu_run_ns, wall_run_ns;
+    /* LAYERS (version 2, tag 16): every recorded layer's latency on this rank, in the order
+     * they ran (the per-layer percentiles of the report). */
+    int64_t num_layer_lat;
+    moe_rec_lat_t *layer_lat;
 } moe_prof_record_t;
 
 /* Allocate the fixed-size arrays of a record for these dims (variable-length lists are
