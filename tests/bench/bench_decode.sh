@@ -160,7 +160,9 @@ for shape in $shapes; do
     shopt -s nullglob; runs=("$work"/exp/*/); before=${#runs[@]}
     if ! out=$(timeout -k 5 1200 mpirun --oversubscribe "${mpibind[@]}" -np "$NP" "$moed" \
                  --config "$work/c.yaml" --no-progress "${extra[@]}" 2>&1); then
-      echo "$dtype $t $e $k: run failed"; tail -5 <<< "$out"; continue
+      echo "$dtype $t $e $k: run failed"
+      { grep -m3 -E 'error|moed:' <<< "$out" || tail -5 <<< "$out"; } | sed 's/^/    /'
+      continue
     fi
     runs=("$work"/exp/*/)
     [[ ${#runs[@]} -gt $before ]] || { echo "$dtype $t $e $k: no report"; continue; }
