@@ -29,7 +29,13 @@ typedef struct lat_case {
     char *send, *recv, *back, *ret;
     MPI_Request *reqs;          /* [2 W] */
     int64_t deadline_ns;        /* a bench that hangs ends here */
+    int pp_peer;                /* the ping-pong's other end (-1: none), and its bytes */
+    int64_t pp_bytes;
+    char *pp_send, *pp_recv;    /* [pp_bytes] */
 } lat_case_t;
+
+/* What a timed block runs. */
+typedef enum { LAT_MOED = 0, LAT_PLAIN = 1, LAT_PINGPONG = 2, LAT_KINDS = 3 } lat_kind_t;
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -99,15 +105,43 @@ static moe_status_t plain_round(const lat_case_t *c, moe_error_t *err)
                         : st;
 }
 
-/* One block of `iters`: moed's replay (plain false) or the plain MPI messages; *slowest
- * the slowest rank's mean ns per iteration. Collective. */
-static moe_status_t time_block(moe_engine_t *eng, const lat_case_t *c, bool plain, int iters,
-                               int64_t *slowest, moe_error_t *err)
+/* osu_latency's loop between rank 0 and the case's ping-pong peer: pp_bytes there and
+ * back, iters times (other ranks do nothing). */
+static moe_status_t osu_rounds(const lat_case_t *c, int iters, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    bool first = c->me == 0;
+    int other = first ? c->pp_peer : 0;
+    for (int i = 0; i < iters && st == MOE_OK && (first || c->me == c->pp_peer); i++) {
+        MPI_Request r[2];
+        st = MOE_MPI(MPI_Irecv(c->pp_recv, (int)c->pp_bytes, MPI_BYTE, other, OSU_TAG, c->comm,
+                               &r[0]), err);
+        if (st == MOE_OK && !first) {
+            st = spin_all(c, &r[0], 1, err);
+        }
+        if (st == MOE_OK) {
+            st = MOE_MPI(MPI_Isend(c->pp_send, (int)c->pp_bytes, MPI_BYTE, other, OSU_TAG,
+                                   c->comm, &r[1]), err);
+        }
+        if (st == MOE_OK) {
+            st = first ? spin_all(c, r, 2, err) : spin_all(c, &r[1], 1, err);
+        }
+    }
+    return st;
+}
+
+/* One block of `iters` of `kind`; *slowest the slowest rank's mean ns per iteration (for
+ * the ping-pong: its two ends'). Collective. */
+static moe_status_t time_block(moe_engine_t *eng, const lat_case_t *c, lat_kind_t kind,
+                               int iters, int64_t *slowest, moe_error_t *err)
 {
     moe_status_t st = moe_wait_barrier(eng->comm, err);
     int64_t t0 = moe_now_ns();
-    for (int i = 0; i < iters && st == MOE_OK; i++) {
-        st = plain ? plain_round(c, err) : moe_layer_replay_exchange(&eng->layer, err);
+    if (kind == LAT_PINGPONG) {
+        st = st == MOE_OK ? osu_rounds(c, iters, err) : st;
+    }
+    for (int i = 0; kind != LAT_PINGPONG && i < iters && st == MOE_OK; i++) {
+        st = kind == LAT_PLAIN ? plain_round(c, err) : moe_layer_replay_exchange(&eng->layer, err);
     }
     int64_t mine = (moe_now_ns() - t0) / iters;
     MPI_Request req;
@@ -162,6 +196,8 @@ static void lat_case_free(lat_case_t *c)
     free(c->ret);
     free(c->recv);
     free(c->back);
+    free(c->pp_send);
+    free(c->pp_recv);
 }
 
 /* The largest message of the layer (any pair, bytes) and the messages per direction. */
@@ -195,65 +231,17 @@ static moe_status_t lat_iters(moe_engine_t *eng, const lat_case_t *c, int *iters
                               moe_error_t *err)
 {
     int64_t one = 0;
-    moe_status_t st = time_block(eng, c, false, 3, &one, err);
+    moe_status_t st = time_block(eng, c, LAT_MOED, 3, &one, err);
     int64_t n = one > 0 ? LAT_BLOCK_NS / one : 1000;
     *iters = (int)(n < LAT_MIN_ITERS ? LAT_MIN_ITERS : n > 2000 ? 2000 : n);
     return st;
 }
 
-/* moed's layer exchange against the plain MPI messages, blocks alternating. */
-static moe_status_t lat_exchange(moe_engine_t *eng, const lat_case_t *c, moe_bench_lat_t *out,
-                                 moe_error_t *err)
+/* The ping-pong's peer and size: rank 0's largest message and the rank it goes to (-1:
+ * rank 0 sends nothing). Collective. */
+static moe_status_t lat_pp_pick(moe_engine_t *eng, lat_case_t *c, moe_error_t *err)
 {
-    int64_t moed[LAT_BLOCKS], plain[LAT_BLOCKS];
-    int iters = LAT_MIN_ITERS;
-    moe_status_t st = lat_iters(eng, c, &iters, err);
-    for (int b = 0; b < LAT_BLOCKS && st == MOE_OK; b++) {
-        st = time_block(eng, c, (b & 1) != 0, iters, (b & 1) ? &plain[b] : &moed[b], err);
-        if (st == MOE_OK) {
-            st = time_block(eng, c, (b & 1) == 0, iters, (b & 1) ? &moed[b] : &plain[b], err);
-        }
-    }
-    if (st == MOE_OK) {
-        out->moed_us = (double)median_i64(moed, LAT_BLOCKS) * 1e-3;
-        out->mpi_us = (double)median_i64(plain, LAT_BLOCKS) * 1e-3;
-    }
-    return st;
-}
-
-/* osu_latency's loop between rank 0 and `peer`: `bytes` there and back, iters times; rank
- * 0's mean round trip in ns into *rtt. */
-static moe_status_t osu_block(const lat_case_t *c, int peer, int64_t bytes, int iters,
-                              int64_t *rtt, moe_error_t *err)
-{
-    moe_status_t st = MOE_OK;
-    int64_t t0 = moe_now_ns();
-    for (int i = 0; i < iters && st == MOE_OK; i++) {
-        MPI_Request r[2];
-        bool first = c->me == 0;
-        int other = first ? peer : 0;
-        st = MOE_MPI(MPI_Irecv(c->recv, (int)bytes, MPI_BYTE, other, OSU_TAG, c->comm, &r[0]),
-                     err);
-        if (st == MOE_OK && !first) {
-            st = spin_all(c, &r[0], 1, err);
-        }
-        if (st == MOE_OK) {
-            st = MOE_MPI(MPI_Isend(c->send, (int)bytes, MPI_BYTE, other, OSU_TAG, c->comm,
-                                   &r[1]), err);
-        }
-        if (st == MOE_OK) {
-            st = first ? spin_all(c, r, 2, err) : spin_all(c, &r[1], 1, err);
-        }
-    }
-    *rtt = (moe_now_ns() - t0) / iters;
-    return st;
-}
-
-/* The ping-pong of rank 0's largest message with the rank it goes to. Collective. */
-static moe_status_t lat_pingpong(moe_engine_t *eng, lat_case_t *c, moe_bench_lat_t *out,
-                                 moe_error_t *err)
-{
-    int64_t pick[2] = {-1, 0}; /* peer, bytes: rank 0's */
+    int64_t pick[2] = {-1, 0};
     for (int p = 1; c->me == 0 && p < c->W; p++) {
         int64_t b = (int64_t)c->send_rows[p] * (int64_t)c->rb;
         if (b > pick[1]) {
@@ -263,37 +251,50 @@ static moe_status_t lat_pingpong(moe_engine_t *eng, lat_case_t *c, moe_bench_lat
     }
     moe_status_t st = moe_wait_bcast(pick, 2, MPI_INT64_T, 0, eng->comm, "the bench's choice",
                                      err);
-    if (st != MOE_OK || pick[0] < 0) {
-        return st;
-    }
-    /* its buffers: the rank-0 side's send block is that big, the peer's receive block too,
-     * but the other ends may be smaller */
-    size_t need = (size_t)pick[1];
-    char *a = calloc(need, 1), *b = calloc(need, 1);
-    if (a == NULL || b == NULL) {
-        free(a);
-        free(b);
-        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the bench's buffers");
-    }
-    lat_case_t pc = *c;
-    pc.send = a;
-    pc.recv = b;
-    int64_t blocks[LAT_BLOCKS];
-    for (int k = 0; k < LAT_BLOCKS && st == MOE_OK; k++) {
-        st = moe_wait_barrier(eng->comm, err);
-        blocks[k] = 0;
-        if (st == MOE_OK && (c->me == 0 || c->me == pick[0])) {
-            st = osu_block(&pc, (int)pick[0], pick[1], 50, &blocks[k], err);
+    c->pp_peer = st == MOE_OK ? (int)pick[0] : -1;
+    c->pp_bytes = pick[1];
+    if (c->pp_peer >= 0 && (c->me == 0 || c->me == c->pp_peer)) {
+        c->pp_send = calloc((size_t)c->pp_bytes, 1);
+        c->pp_recv = calloc((size_t)c->pp_bytes, 1);
+        if (c->pp_send == NULL || c->pp_recv == NULL) {
+            st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the bench's buffers");
         }
     }
-    free(a);
-    free(b);
-    if (st == MOE_OK) {
-        out->pingpong_us = (double)median_i64(blocks, LAT_BLOCKS) * 1e-3;
-        out->pp_peer = (int)pick[0];
-        out->pp_bytes = pick[1];
-    }
     return st;
+}
+
+/* moed's layer exchange, the plain MPI messages and the ping-pong, in rounds of one block
+ * of each (their order turning from round to round); the median and best block of each. */
+static moe_status_t lat_exchange(moe_engine_t *eng, lat_case_t *c, moe_bench_lat_t *out,
+                                 moe_error_t *err)
+{
+    int64_t t[LAT_KINDS][LAT_BLOCKS];
+    memset(t, 0, sizeof(t));
+    int iters = LAT_MIN_ITERS;
+    moe_status_t st = lat_pp_pick(eng, c, err);
+    st = moe_agree(eng->comm, st, err);
+    if (st == MOE_OK) {
+        st = lat_iters(eng, c, &iters, err);
+    }
+    int kinds = c->pp_peer >= 0 ? LAT_KINDS : LAT_PINGPONG;
+    for (int b = 0; b < LAT_BLOCKS && st == MOE_OK; b++) {
+        for (int j = 0; j < kinds && st == MOE_OK; j++) {
+            int k = (b + j) % kinds;
+            st = time_block(eng, c, (lat_kind_t)k, iters, &t[k][b], err);
+        }
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    double *med[LAT_KINDS] = {&out->moed_us, &out->mpi_us, &out->pingpong_us};
+    double *best[LAT_KINDS] = {&out->moed_best_us, &out->mpi_best_us, &out->pingpong_best_us};
+    for (int k = 0; k < kinds; k++) {
+        *med[k] = (double)median_i64(t[k], LAT_BLOCKS) * 1e-3; /* sorts: t[k][0] the best */
+        *best[k] = (double)t[k][0] * 1e-3;
+    }
+    out->pp_peer = c->pp_peer;
+    out->pp_bytes = c->pp_peer >= 0 ? c->pp_bytes : 0;
+    return MOE_OK;
 }
 
 /* The wake-up test between ranks 0 and 1: rank 0 sleeps WAKE_AFTER_NS, sends one int and
@@ -368,9 +369,6 @@ moe_status_t moe_selfbench_latency(moe_engine_t *eng, moe_bench_lat_t *out, moe_
         st = lat_exchange(eng, &c, out, err);
     }
     if (st == MOE_OK) {
-        st = lat_pingpong(eng, &c, out, err);
-    }
-    if (st == MOE_OK) {
         st = lat_wake(eng, &c, out, err);
     }
     lat_case_free(&c);
@@ -382,17 +380,22 @@ void moe_selfbench_latency_print(const moe_bench_lat_t *o)
     if (o->moed_us <= 0) {
         return;
     }
-    printf("bench: layer exchange, moed           %.1f us  (counts, dispatch, combine of the "
-           "last layer, replayed; %lld messages each way, largest %.1f kB)\n",
-           o->moed_us, (long long)o->msgs, (double)o->max_msg_bytes / 1e3);
-    printf("bench: same messages, plain MPI       %.1f us  (MPI_Isend/Irecv, spinning)\n",
-           o->mpi_us);
-    printf("bench: layer exchange / plain MPI     %.2fx\n",
-           o->mpi_us > 0 ? o->moed_us / o->mpi_us : 0.0);
+    printf("bench: layer exchange, moed           %.1f us, best %.1f us  (counts, dispatch, "
+           "combine of the last layer, replayed; %lld messages each way, largest %.1f kB)\n",
+           o->moed_us, o->moed_best_us, (long long)o->msgs, (double)o->max_msg_bytes / 1e3);
+    printf("bench: same messages, plain MPI       %.1f us, best %.1f us  (MPI_Isend/Irecv, "
+           "spinning)\n", o->mpi_us, o->mpi_best_us);
     if (o->pp_bytes > 0) {
-        printf("bench: MPI ping-pong round trip       %.1f us  (%.1f kB, rank 0 <-> rank %d, "
-               "osu_latency x 2)\n", o->pingpong_us, (double)o->pp_bytes / 1e3, o->pp_peer);
-        printf("bench: layer exchange / ping-pong     %.2fx\n", o->moed_us / o->pingpong_us);
+        printf("bench: MPI ping-pong round trip       %.1f us, best %.1f us  (%.1f kB, rank 0 "
+               "<-> rank %d, osu_latency x 2)\n", o->pingpong_us, o->pingpong_best_us,
+               (double)o->pp_bytes / 1e3, o->pp_peer);
+    }
+    printf("bench: layer exchange / plain MPI     %.2fx, best %.2fx\n",
+           o->mpi_us > 0 ? o->moed_us / o->mpi_us : 0.0,
+           o->mpi_best_us > 0 ? o->moed_best_us / o->mpi_best_us : 0.0);
+    if (o->pp_bytes > 0) {
+        printf("bench: layer exchange / ping-pong     %.2fx, best %.2fx\n",
+               o->moed_us / o->pingpong_us, o->moed_best_us / o->pingpong_best_us);
     }
     if (o->spin_us > 0) {
         printf("bench: wake-up after %.0f ms napping   %.1f us posted, %.1f us not posted "

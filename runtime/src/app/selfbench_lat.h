@@ -9,9 +9,9 @@
  *   - the wake-up latency: how much later than a spinning peer a rank napping in moed's
  *     wait (moe/poll.h) answers a message that comes after it has napped for a while, with
  *     the sender's wake-up post (transport/wake.h) and without it.
- * Each timing is the median of blocks of iterations (the slowest rank's mean per block),
- * the two sides of a comparison alternating block by block so a host whose speed drifts
- * moves both alike. Collective; prints on rank 0. */
+ * Each timing is the median (and the best) of blocks of iterations (the slowest rank's
+ * mean per block), the three taking turns block by block so a host whose speed drifts
+ * moves them alike. Collective; prints on rank 0. */
 #ifndef MOE_SELFBENCH_LAT_H
 #define MOE_SELFBENCH_LAT_H
 
@@ -19,9 +19,10 @@
 
 /* The figures rank 0 prints (every field 0 when not measured, e.g. one rank). */
 typedef struct moe_bench_lat {
-    double moed_us;       /* one layer's exchange through moed */
+    double moed_us;       /* one layer's exchange through moed (median block; best below) */
     double mpi_us;        /* the same messages, plain MPI */
     double pingpong_us;   /* round trip of the largest message, rank 0 <-> pp_peer */
+    double moed_best_us, mpi_best_us, pingpong_best_us;
     int64_t pp_bytes;     /* that message's bytes (0: rank 0 sends nothing) */
     int pp_peer;
     int64_t max_msg_bytes; /* the largest message of the layer, any pair */
