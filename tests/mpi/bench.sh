@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The decode benchmark's plumbing (tests/bench/bench_decode.sh, bench_stream, moed --bench's
-# latency lines) on a tiny shape: every figure is there and consistent; no speed asserted.
+# latency lines) on a tiny shape: every figure is there and consistent, the counts exchange
+# of master routing is the master's messages alone; no speed asserted.
 # bench.sh decode
 source "$(dirname "$0")/common.sh"
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,6 +43,10 @@ ratio = re.findall(r"bench: layer exchange / plain MPI +([0-9.]+)x, best [0-9.]+
 pp = re.findall(r"bench: MPI ping-pong round trip +([0-9.]+) us, best [0-9.]+ us +\(([0-9.]+) kB", t)
 wake = re.findall(r"bench: wake-up after 2 ms napping +(-?[0-9.]+) us posted, (-?[0-9.]+) us not posted", t)
 assert len(lines) == len(mpi) == len(ratio) == len(pp) == len(wake) == 2, (lines, mpi, ratio, pp, wake)
+# master routing: counts go from the routing rank to each expert rank only (the expert ranks
+# route nothing and send each other none), rows to each expert rank that gets any
+cm = re.findall(r"replayed; (\d+) counts messages, (\d+) row messages each way", t)
+assert cm == [("2", "2"), ("2", "2")], cm
 for a, b, q in zip(lines, mpi, ratio):
     assert float(a) > 0 and float(b) > 0 and abs(float(q) - float(a) / float(b)) < 0.011, (a, b, q)
 # the largest message: at most every (token, choice) row of the step, 256 BF16 = 512 bytes

@@ -204,7 +204,7 @@ static void lat_case_free(lat_case_t *c)
 static moe_status_t lat_shape(moe_engine_t *eng, const lat_case_t *c, moe_bench_lat_t *out,
                               moe_error_t *err)
 {
-    int64_t mine[2] = {0, 0}, all[2] = {0, 0};
+    int64_t mine[3] = {0, 0, eng->layer.count_msgs}, all[3] = {0, 0, 0};
     for (int p = 0; p < c->W; p++) {
         if (p != c->me && c->send_rows[p] > 0) {
             int64_t b = (int64_t)c->send_rows[p] * (int64_t)c->rb;
@@ -221,8 +221,14 @@ static moe_status_t lat_shape(moe_engine_t *eng, const lat_case_t *c, moe_bench_
                      err);
     }
     st = st == MOE_OK ? moe_wait_request(&req, "the bench's reduction", err) : st;
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Iallreduce(&mine[2], &all[2], 1, MPI_INT64_T, MPI_SUM, eng->comm, &req),
+                     err);
+    }
+    st = st == MOE_OK ? moe_wait_request(&req, "the bench's reduction", err) : st;
     out->max_msg_bytes = all[0];
     out->msgs = all[1];
+    out->count_msgs = all[2];
     return st;
 }
 
@@ -381,8 +387,9 @@ void moe_selfbench_latency_print(const moe_bench_lat_t *o)
         return;
     }
     printf("bench: layer exchange, moed           %.1f us, best %.1f us  (counts, dispatch, "
-           "combine of the last layer, replayed; %lld messages each way, largest %.1f kB)\n",
-           o->moed_us, o->moed_best_us, (long long)o->msgs, (double)o->max_msg_bytes / 1e3);
+           "combine of the last layer, replayed; %lld counts messages, %lld row messages each "
+           "way, largest %.1f kB)\n", o->moed_us, o->moed_best_us, (long long)o->count_msgs,
+           (long long)o->msgs, (double)o->max_msg_bytes / 1e3);
     printf("bench: same messages, plain MPI       %.1f us, best %.1f us  (MPI_Isend/Irecv, "
            "spinning)\n", o->mpi_us, o->mpi_best_us);
     if (o->pp_bytes > 0) {

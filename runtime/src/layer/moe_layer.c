@@ -344,23 +344,43 @@ static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
 
 enum { COUNTS_TAG = 4241 };
 
-/* Each rank tells every expert rank how many rows of each of its experts will come: point
- * to point (not a collective) so the watchdog can name a rank that never answers. */
+/* Whether rank r routes tokens (the config's rule, as the engine splits them: the master in
+ * master routing, else every rank given a share of the step): only those send rows, so
+ * only those send counts. */
+static bool layer_routes(const moe_layer_ctx_t *ctx, int r)
+{
+    const moe_config_t *cfg = ctx->cfg;
+    int W = ctx->world_size;
+    if (cfg->routing == MOE_ROUTING_MASTER || W == 1) {
+        return r == (W == 1 ? 0 : (int)cfg->master_rank);
+    }
+    return cfg->tokens_per_step / W + (r < cfg->tokens_per_step % W ? 1 : 0) > 0;
+}
+
+/* Each routing rank tells every expert rank how many rows of each of its experts will come:
+ * point to point (not a collective) so the watchdog can name a rank that never answers. A
+ * rank that routes nothing sends no counts and none are awaited from it (in master routing
+ * the expert ranks do not wait on each other): its counts are zero. */
 static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
     moe_plan_t *p = &ctx->plan;
     int W = ctx->world_size, me = ctx->rank, n = 0;
     moe_status_t st = MOE_OK;
     for (int s = 0; s < W && st == MOE_OK; s++) {
-        if (s != me && ctx->layer_local > 0) {
+        if (s != me && !layer_routes(ctx, s)) {
+            memset(ctx->recv_counts + ctx->n_local_displs[s], 0,
+                   sizeof(int32_t) * (size_t)ctx->layer_local);
+        } else if (s != me && ctx->layer_local > 0) {
             st = MOE_MPI(MPI_Irecv(ctx->recv_counts + ctx->n_local_displs[s], ctx->layer_local,
                                    MPI_INT32_T, s, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
                          err);
             ctx->count_peers[n++] = s;
         }
     }
-    for (int d = 0; d < W && st == MOE_OK; d++) {
+    ctx->count_msgs = 0;
+    for (int d = 0; d < W && st == MOE_OK && layer_routes(ctx, me); d++) {
         if (d != me && p->count_msg_len[d] > 0) {
+            ctx->count_msgs++;
             st = MOE_MPI(MPI_Isend(p->count_msg + p->count_msg_displs[d], p->count_msg_len[d],
                                    MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
                          err);

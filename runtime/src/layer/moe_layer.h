@@ -73,6 +73,7 @@ struct moe_layer_ctx {
     int chunks;           /* runtime.chunks: exchange slots 0..chunks-1 dispatch, then combine */
     moe_plan_t plan;      /* the last forward's plan: moe_layer_plan() */
     int *recv_rows;       /* [world] rows received from each rank in the last forward */
+    int count_msgs;       /* counts messages this rank sent in the last counts exchange */
     moe_layer_record_t rec; /* what the last forward did: moe_layer_record() */
 
     /* private: moe_layer.c only */
