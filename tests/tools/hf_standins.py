@@ -366,3 +366,37 @@ class OpaqueBlock(nn.Module):
 
 def opaque_model():
     return Model(_cfg("mixtral", num_local_experts=E), [Layer(OpaqueBlock())])
+
+
+# A stand-in `transformers` package for the CLI's wiring (moed-routing-import hf) where the
+# real one is missing: put FAKE_TRANSFORMERS in a folder named transformers on PYTHONPATH.
+FAKE_TRANSFORMERS = '''
+import json, os, sys
+import torch
+sys.path.insert(0, os.environ["MOED_STANDINS"])
+import hf_standins as st
+__version__ = "0-standin"
+
+class AutoConfig:
+    @staticmethod
+    def from_pretrained(path, trust_remote_code=False):
+        with open(os.path.join(path, "config.json")) as f:
+            return st.Config(**json.load(f))
+
+class AutoModelForCausalLM:
+    @staticmethod
+    def from_pretrained(path, torch_dtype=None, trust_remote_code=False):
+        with open(os.path.join(path, "config.json")) as f:
+            name = json.load(f)["standin"]
+        return st.build_seeded(name)
+
+class AutoTokenizer:
+    @staticmethod
+    def from_pretrained(path, trust_remote_code=False):
+        return lambda text: {"input_ids": [ord(c) % 50 for c in text]}
+'''
+
+
+def build_seeded(name):
+    torch.manual_seed(1234)
+    return dict((n, b) for n, _, b in MODELS)[name]()

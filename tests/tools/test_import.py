@@ -400,6 +400,50 @@ def case_hf_hooks(tmp):
     except srcs.SourceError as e:
         check("did not see the routing of all 3 tokens" in str(e), f"message: {e}")
     check(srcs.family_of({"model_type": "kimi_k2"}) == "deepseek_v3", "kimi_k2 family")
+    # the CLI's wiring, with a stand-in transformers package (the real one: tools.import_hf)
+    fake = os.path.join(tmp, "fake", "transformers")
+    os.makedirs(fake)
+    with open(os.path.join(fake, "__init__.py"), "w") as f:
+        f.write(st.FAKE_TRANSFORMERS)
+    name = "deepseek_v3 4.5x"
+    model = st.build_seeded(name)
+    d = os.path.join(tmp, "ckpt")
+    os.makedirs(d)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump({**model.config.to_dict(), "standin": name, "vocab_size": 50}, f)
+    with open(os.path.join(d, "text.txt"), "w") as f:
+        f.write("routing, recorded")
+    with open(os.path.join(d, "ids.txt"), "w") as f:
+        f.write("1, 2 3\n4 5,6 7 8")
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(fake), MOED_STANDINS=HERE)
+    for how, arg, ids, extra in (("--text", "text.txt", [ord(c) % 50 for c in "routing, rec"],
+                                  ["--max-tokens", "12"]),
+                                 ("--token-ids", "ids.txt", [1, 2, 3, 4, 5, 6, 7, 8],
+                                  ["--chunk", "3", "--tokens-per-step", "4"])):
+        out = os.path.join(tmp, f"hf{how}.safetensors")
+        p = subprocess.run([sys.executable, CLI, "hf", "--model", d, how, os.path.join(d, arg),
+                            "-o", out] + extra, capture_output=True, text=True, env=env,
+                           timeout=300)
+        check(p.returncode == 0, f"hf {how}: rc {p.returncode}: {p.stdout}{p.stderr}")
+        if p.returncode:
+            continue
+        t = mr.read(out)
+        want = hfr.record(st.build_seeded(name), ids)
+        check(t.layer_ids == [1, 2] and t.family == "deepseek_v3" and t.rows == len(ids),
+              f"hf {how}: {t.layer_ids} {t.family} {t.rows}")
+        for L in t.layer_ids:
+            check(np.array_equal(t.ids[L], want.ids[L]) and
+                  np.array_equal(t.weights[L], want.weights[L]), f"hf {how}: layer {L} differs")
+        check("transformers 0-standin" in t.source, f"hf {how}: source {t.source}")
+    check(mr.read(os.path.join(tmp, "hf--token-ids.safetensors")).tokens_per_step == 4,
+          "hf --tokens-per-step")
+    with open(os.path.join(d, "big.txt"), "w") as f:
+        f.write("[1, 2, 99]")
+    p = subprocess.run([sys.executable, CLI, "hf", "--model", d, "--token-ids",
+                        os.path.join(d, "big.txt"), "-o", os.path.join(tmp, "x")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    check(p.returncode == 1 and "token id 99 is past the model's vocabulary (50)" in p.stderr,
+          f"hf: a token past the vocabulary: rc {p.returncode} {p.stderr}")
 
 
 # ------------------------------------------------------------------------------------------
