@@ -200,14 +200,15 @@ class LayerCapture:
             self._keep("gate", ids, w)
 
     def install(self):
+        # A plain nn.ModuleList of experts is never called, so its hook never fires; some
+        # releases subclass it with a forward(hidden_states, top_k_index, top_k_weights).
         experts = self.block.experts
-        if not isinstance(experts, torch.nn.ModuleList):
-            try:
-                self.handles.append(experts.register_forward_pre_hook(self._experts_pre,
-                                                                      with_kwargs=True))
-            except TypeError:  # torch < 2.0: no kwargs for pre-hooks
-                self.handles.append(experts.register_forward_pre_hook(
-                    lambda m, a: self._experts_pre(m, a, {})))
+        try:
+            self.handles.append(experts.register_forward_pre_hook(self._experts_pre,
+                                                                  with_kwargs=True))
+        except TypeError:  # torch < 2.0: no kwargs for pre-hooks
+            self.handles.append(experts.register_forward_pre_hook(
+                lambda m, a: self._experts_pre(m, a, {})))
         route = getattr(self.block, "route_tokens_to_experts", None)
         if callable(route):
             def wrapped(*a, **kw):
