@@ -113,7 +113,22 @@ case "$case_name" in
   record_master)
     SKEW=1.5 record ''
     check_trace
-    replay_same 3 1 ;;
+    "$PY" - "$TRACE/summary.json" router "" <<'EOF' || fail "the recording's report names another routing"
+import json, sys
+r = json.load(open(sys.argv[1]))["routing"]
+assert r["source"] == sys.argv[2] and (r["file"] or "") == sys.argv[3], r
+EOF
+    replay_same 3 1
+    # the replay's report (3 ranks, profiler on) says what was replayed
+    last=$(ls -td "$WORK"/experiments/*/ | head -1)
+    [[ "$last" != "$TRACE" ]] || fail "the replay wrote no report"
+    "$PY" - "$last/summary.json" replayed "${TRACE}routing.safetensors" <<'EOF' || fail "the replay's report does not name the trace"
+import json, sys
+r = json.load(open(sys.argv[1]))["routing"]
+assert r["source"] == sys.argv[2] and r["file"] == sys.argv[3], (r, sys.argv[3])
+assert r["trace_source"].startswith("moed run "), r
+EOF
+    grep -q "routing source.*replayed" "$last/summary.txt" || fail "summary.txt does not say replayed" ;;
   record_symmetric)
     ROUTING=symmetric; TOKENS=100; SKEW=1.5; record ''
     check_trace

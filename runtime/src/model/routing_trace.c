@@ -24,8 +24,13 @@ int moe_routing_trace_resolve(const char *path, char *out, size_t out_len)
     if (stat(path, &sb) != 0) {
         return -1;
     }
-    int n = S_ISDIR(sb.st_mode) ? snprintf(out, out_len, "%s/%s", path, MOE_ROUTING_FILE)
-                                : snprintf(out, out_len, "%s", path);
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') { /* "dir/" names dir/routing.safetensors */
+        len--;
+    }
+    int n = S_ISDIR(sb.st_mode)
+                ? snprintf(out, out_len, "%.*s/%s", (int)len, path, MOE_ROUTING_FILE)
+                : snprintf(out, out_len, "%s", path);
     if (n < 0 || (size_t)n >= out_len) {
         errno = ENAMETOOLONG;
         return -1;
