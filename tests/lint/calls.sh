@@ -5,9 +5,10 @@
 #   part A -> B      a part that calls (or reads) what a sibling part defines when B is not
 #                    in A's "May include:" list (the part comment parts.sh reads); across the
 #                    top folders: proto/ reaches only runtime/base; profiler/ only
-#                    runtime/base, runtime/config, runtime/model (the routing trace reader
-#                    `moed plan --routing` reads; it reaches only config and base) and
-#                    proto/; runtime/base and runtime/config
+#                    runtime/base, runtime/config, proto/ and runtime/model (for its file
+#                    formats: moe_model/safetensors.h, moe_model/routing_trace.h: the
+#                    routing traces the profiler records and the planner reads);
+#                    runtime/base and runtime/config
 #                    nothing outside runtime/, the other runtime parts also profiler/ and
 #                    proto/ (their public headers)
 #   loop A <-> B     two files of one folder that call each other
@@ -71,8 +72,8 @@ awk 'function part(f,   p) { split(f, p, "/"); return p[1] == "proto" ? "proto" 
        }
        if (top(a) == "proto") return b == "runtime/base"
        if (top(a) == "profiler")
-         return b == "runtime/base" || b == "runtime/config" || b == "runtime/model" ||
-                b == "proto"
+         return b == "runtime/base" || b == "runtime/config" || b == "proto" ||
+                b == "runtime/model"
        return a != "runtime/base" && a != "runtime/config" # runtime -> profiler, proto
      }
      NR == FNR { p = $1; $1 = ""; list[p] = $0; next }

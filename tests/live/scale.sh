@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scale.sh TEST_LIVE: /metrics for 256 experts x 16 layers on 32 ranks (test_live renders
-# it from a full view) is valid Prometheus text by prometheus_client's parser and <= 2 MB.
+# it from a full view) is valid Prometheus text by prometheus_client's parser and <= 2 MB;
+# moed_routing_info's escaped labels (a replayed trace's path) read back as written.
 set -euo pipefail
 PYTHON=${MOED_PYTHON:-$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || command -v python3)}
 "$PYTHON" -c 'import prometheus_client' 2>/dev/null || \
@@ -18,5 +19,10 @@ n = sum(len(f.samples) for f in fams.values())
 tok = [s for s in fams["moed_expert_tokens"].samples if s.name == "moed_expert_tokens_total"]
 assert len(tok) == 256 * 16, len(tok)
 assert "expert" not in fams["moed_expert_seconds"].samples[0].labels   # per layer at this size
+# where the expert choices come from: one info sample, its escaped labels read back whole
+info = fams["moed_routing_info"].samples
+assert len(info) == 1 and info[0].value == 1, info
+assert info[0].labels == {"source": "replayed", "file": '/data/a "q" \\b\nc.safetensors',
+                          "trace_source": "vLLM routed_experts"}, info[0].labels
 print("scale ok: %d bytes, %d families, %d samples" % (len(text), len(fams), n))
 PY

@@ -74,9 +74,13 @@ static size_t count_lines(const char *s, const char *prefix)
     return n;
 }
 
+/* The trace replayed, with a quote, a backslash and a newline in its path: escaped. */
+#define LIVE_REPLAYED "replayed /data/a \"q\" \\b\nc.safetensors (vLLM routed_experts)"
+
 static void test_scale(const char *dump)
 {
     live_view_t *v = fake_view(16, 256, 32);
+    v->routing = strdup(LIVE_REPLAYED); /* scale.sh reads it back with prometheus_client */
     live_buf_t b = {0};
     int64_t t0 = moe_now_ns();
     live_render_metrics(v, &b);
@@ -196,6 +200,28 @@ static void test_per_expert(void)
     live_view_free(&v);
 }
 
+/* moed_routing_info: where the expert choices come from (moe_prof_static_t.routing_source,
+ * NULL: the router), its label values escaped as the exposition format wants. */
+static void test_routing_info(void)
+{
+    live_view_t *v = fake_view(2, 4, 2);
+    live_buf_t b = {0};
+    live_render_metrics(v, &b);
+    CHECK(!b.failed);
+    CHECK_STR_CONTAINS(b.p, "# TYPE moed_routing_info gauge\n");
+    CHECK_STR_CONTAINS(b.p, "\nmoed_routing_info{source=\"router\",file=\"\",trace_source=\"\"} 1\n");
+    CHECK_INT_EQ(count_lines(b.p, "moed_routing_info{"), 1);
+    live_buf_free(&b);
+    v->routing = strdup(LIVE_REPLAYED);
+    live_render_metrics(v, &b);
+    CHECK_STR_CONTAINS(b.p, "\nmoed_routing_info{source=\"replayed\",file=\"/data/a \\\"q\\\" "
+                            "\\\\b\\nc.safetensors\",trace_source=\"vLLM routed_experts\"} 1\n");
+    CHECK_INT_EQ(count_lines(b.p, "moed_routing_info{"), 1);
+    live_buf_free(&b);
+    live_view_free(v); /* frees the copy */
+    free(v);
+}
+
 static void test_buckets_and_token(void)
 {
     CHECK_INT_EQ(moe_live_bucket_of_ns(0), 0);
@@ -265,6 +291,7 @@ int main(int argc, char **argv)
 {
     const char *dump = argc == 3 && strcmp(argv[1], "--dump") == 0 ? argv[2] : NULL;
     test_buckets_and_token();
+    test_routing_info();
     test_listen_exposed();
     test_window_results();
     test_per_expert();

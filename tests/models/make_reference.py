@@ -116,9 +116,9 @@ def quantize_fp8_blocks(w):
 ST_DTYPE = {"f32": "F32", "bf16": "BF16", "f16": "F16", "fp8": "F8_E4M3"}
 
 
-def write_safetensors(path, tensors):
+def write_safetensors(path, tensors, meta=None):
     """tensors: list of (name, dtype string, shape, raw bytes), written in that order."""
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    header, offset = {"__metadata__": meta if meta is not None else {"format": "pt"}}, 0
     for name, dtype, shape, raw in tensors:
         header[name] = {"dtype": dtype, "shape": list(shape),
                         "data_offsets": [offset, offset + len(raw)]}
@@ -488,9 +488,13 @@ def gpt_oss_expert(x, w, e, limit):
                                                                       + (np.abs(gu[:, 1::2]) > limit).sum())
 
 
-def moe_block(family, c, w, x, stats):
-    """One layer's MoE block output (without the residual)."""
-    idx, wt, margin = route(family, c, w, x)
+def moe_block(family, c, w, x, stats, given=None):
+    """One layer's MoE block output (without the residual); given: (ids, weights) [T, k]
+    that replace the router's choice (a replayed routing trace), else the router routes."""
+    if given is None:
+        idx, wt, margin = route(family, c, w, x)
+    else:
+        idx, wt, margin = given[0], given[1].astype(np.float64), np.inf
     stats["margin"] = min(stats.get("margin", np.inf), margin)
     out = np.zeros_like(x)
     for e in range(n_experts(c)):
@@ -513,11 +517,42 @@ def moe_block(family, c, w, x, stats):
     return out
 
 
-def reference(family, c, layers, chosen, x):
+def reference(family, c, layers, chosen, x, given=None):
     stats = {}
     for l in chosen:
-        x = x + moe_block(family, c, layers[l], x, stats)
+        x = x + moe_block(family, c, layers[l], x, stats, given[l] if given else None)
     return x, stats
+
+
+def top_k(c):
+    return c.get("num_experts_per_tok", c.get("experts_per_token"))
+
+
+def given_routing(c, chosen, tokens, rng):
+    """A routing chosen at random, not by the router: per MoE layer and token k distinct
+    experts and F32 weights in (0, 1] (a trace as serving engines record them)."""
+    E, k = n_experts(c), top_k(c)
+    out = {}
+    for l in chosen:
+        ids = np.stack([rng.permutation(E)[:k] for _ in range(tokens)]).astype(np.int32)
+        wt = rng.uniform(0.05, 1.0, (tokens, k)).astype(np.float32)
+        out[l] = (ids, wt)
+    return out
+
+
+def write_routing_trace(path, family, c, chosen, tokens, given):
+    """moed's routing trace format (docs/routing.md), from its description: per layer L
+    layers.L.topk_ids I32 [T, k] and layers.L.topk_weights F32 [T, k], string metadata."""
+    meta = {"format": "moed-routing/1", "num_experts": str(n_experts(c)),
+            "top_k": str(top_k(c)), "tokens_per_step": str(tokens),
+            "layers": json.dumps(chosen), "family": family,
+            "source": "make_reference.py --given-routing", "weights": "router"}
+    tensors = []
+    for l in chosen:
+        ids, wt = given[l]
+        tensors.append(("layers.%d.topk_ids" % l, "I32", ids.shape, ids.astype("<i4").tobytes()))
+        tensors.append(("layers.%d.topk_weights" % l, "F32", wt.shape, wt.astype("<f4").tobytes()))
+    write_safetensors(path, tensors, meta)
 
 
 # --------------------------------------------------------------------------------------------
@@ -534,7 +569,9 @@ def build(outdir, family, dtype, a, seed):
             sys.exit("make_reference: layer %d is not a MoE layer of %s (MoE layers %s)"
                      % (l, family, moe))
     x = rng.standard_normal((a.tokens, c["hidden_size"])).astype(np.float32)
-    y, stats = reference(family, c, layers, chosen, x.astype(np.float64))
+    given = given_routing(c, chosen, a.tokens, rng) if a.given_routing else None
+    y, stats = reference(family, c, layers, chosen, x.astype(np.float64), given)
+    stats["given"] = given
     return c, st, moe, chosen, x, y, stats
 
 
@@ -551,6 +588,9 @@ def main():
     ap.add_argument("--hidden", type=int)
     ap.add_argument("--ffn", type=int)
     ap.add_argument("--moe-layers", type=int, dest="moe_layers")
+    ap.add_argument("--given-routing", action="store_true", dest="given_routing",
+                    help="route by a random choice of experts and weights, not the router, "
+                         "and write it as OUTDIR/routing.safetensors (a moed routing trace)")
     ap.add_argument("--min-margin", type=float, default=2e-5, dest="min_margin",
                     help="retry with the next seed while a routing choice is closer to a tie")
     a = ap.parse_args()
@@ -574,6 +614,9 @@ def main():
     y32 = y.astype(np.float32)
     write_safetensors(os.path.join(a.outdir, "expected.safetensors"),
                       [("output", "F32", y32.shape, y32.tobytes())])
+    if stats["given"] is not None:
+        write_routing_trace(os.path.join(a.outdir, "routing.safetensors"), a.family, c, chosen,
+                            a.tokens, stats["given"])
     info = {"family": a.family, "dtype": a.dtype, "seed": seed, "tokens": a.tokens,
             "hidden": c["hidden_size"], "experts": n_experts(c), "moe_layers": moe,
             "layers": chosen, "experts_used": len(stats.get("used", ())),

@@ -715,11 +715,12 @@ static bool chart_item_x(const char *html, const char *id, const char *title, do
     return true;
 }
 
-/* 256 and 1024 experts: every expert of every chart lies inside the drawing width (1200 px:
- * the charts wrap experts into rows), so each can be seen and hovered. */
+/* 256 and 512 experts (2 layers: up to MOE_REPORT_HEATMAP_MAX_CELLS cells, so the heat maps
+ * are drawn): every expert of every chart lies inside the drawing width (1200 px: the charts
+ * wrap experts into rows), so each can be seen and hovered. */
 static void test_html_wide(const char *root)
 {
-    static const int widths[2] = {256, 1024};
+    static const int widths[2] = {256, 512};
     for (int w = 0; w < 2; w++) {
         shape_t s = {3, 2, widths[w], false, 1000.0, NULL, NULL};
         char name[32];
@@ -767,6 +768,11 @@ static void test_html_scale(const char *root)
     printf("scale: 256 experts x 16 layers x 32 ranks: report.html %zu bytes\n", n);
     CHECK(n <= 5u << 20);
     CHECK_STR_CONTAINS(h, "<title>layer 15 expert 255 (");
+    /* 4096 cells: the hottest pairs and a strip per layer instead of the heat maps
+     * (test_report_routing checks their figures) */
+    CHECK(h != NULL && strstr(h, "<svg id=\"chart-demand\"") == NULL);
+    CHECK(h != NULL && strstr(h, "<table id=\"hot-top\">") != NULL);
+    CHECK(h != NULL && strstr(h, "<table id=\"hot-layers\">") != NULL);
     free(h);
     fx_drop(fx);
 }

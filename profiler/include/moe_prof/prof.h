@@ -57,6 +57,8 @@ typedef struct moe_prof_static {
      * with the trace's own source after it ("replayed t.safetensors (vLLM routed_experts)");
      * must outlive the profiler. NULL: "router". */
     const char *routing_source;
+    int64_t token_first;            /* this rank's routed tokens in a step's global order */
+    int64_t token_count;            /* (0: it routes none) */
     /* Device memory in use and its peak (bytes), or NULL on the CPU; called from the
      * memory sampler's thread, so it must be thread-safe. */
     void (*device_memory)(uint64_t *current, uint64_t *peak);
@@ -119,6 +121,11 @@ typedef struct moe_prof_layer_sample {
                                        layer's exchanges (from each start to arrival) */
     int64_t shared_rows;            /* rows the shared experts ran over here (0: none) */
     int64_t shared_begin_ns, shared_end_ns;
+    /* The routing of this rank's tokens (static token_count of them) as merged:
+     * [token_count, top_k] logical expert ids and weights, for profiler.record_routing;
+     * NULL when the rank routes none. */
+    const int32_t *topk_ids;
+    const float *topk_weights;
 } moe_prof_layer_sample_t;
 
 /* Run facts rank 0 puts in the report at finish. */

@@ -11,11 +11,15 @@
 #include <stdlib.h>
 
 #include "moe/clock.h"
+#include "gather/routing_gather.h"
 #include "record/record.h"
+#include "record/routing_rec.h"
 
 struct moe_prof {
     moe_rec_t *r;    /* every rank */
     moe_gather_t *g; /* rank 0 only */
+    moe_routing_rec_t *rr; /* profiler.record_routing on a rank that routes, else NULL */
+    const moe_config_t *cfg;
 };
 
 static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
@@ -45,6 +49,12 @@ static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
         moe_prof_destroy(p);
         return moe_error_set(err, st, "profiler start-up failed: %s", moe_status_string(st));
     }
+    p->cfg = cfg;
+    if (!on_demand && (st = moe_routing_rec_create(cfg, info->token_first, info->token_count,
+                                                   &p->rr, err)) != MOE_OK) {
+        moe_prof_destroy(p);
+        return st;
+    }
     *out = p;
     return MOE_OK;
 }
@@ -62,6 +72,7 @@ void moe_prof_destroy(moe_prof_t *p)
     }
     moe_gather_destroy(p->g);
     moe_rec_destroy(p->r);
+    moe_routing_rec_destroy(p->rr);
     free(p);
 }
 
@@ -73,11 +84,13 @@ int64_t moe_prof_threads_cpu_ns(const moe_prof_t *p)
 void moe_prof_step_begin(moe_prof_t *p, int64_t step)
 {
     moe_rec_step_begin(p->r, step);
+    moe_routing_rec_step_begin(p->rr, step);
 }
 
 void moe_prof_layer(moe_prof_t *p, const moe_prof_layer_sample_t *s)
 {
     moe_rec_layer(p->r, s);
+    moe_routing_rec_layer(p->rr, s);
 }
 
 void moe_prof_rebalance(moe_prof_t *p, const moe_prof_rebalance_t *r)
@@ -121,6 +134,7 @@ moe_status_t moe_prof_step_end(moe_prof_t *p, int64_t step, int64_t begin_ns, in
     int64_t window;
     bool closes;
     moe_rec_step_end(p->r, begin_ns, end_ns, &window, &closes);
+    moe_routing_rec_step_end(p->rr);
     if (p->g != NULL) {
         moe_gather_note_step(p->g, window, closes, begin_ns, end_ns);
     }
@@ -154,19 +168,49 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
     moe_rec_last_part(p->r);
     int64_t deadline = moe_now_ns() + (int64_t)(run->deadline_s * 1e9);
     if (p->g == NULL) {
-        /* rank 0 waits run->deadline_s for records, then writes: allow for both */
-        return moe_rec_send_final(p->r, deadline,
-                                  deadline + (int64_t)(run->deadline_s * 1e9) + 5000000000LL,
-                                  err);
+        /* its recorded routing first (rank 0 takes it before the records), then the last
+         * record; rank 0 waits run->deadline_s for both, then writes: allow for that */
+        int64_t done_by = deadline + (int64_t)(run->deadline_s * 1e9) + 5000000000LL;
+        moe_status_t rst = p->rr != NULL ? moe_routing_rec_send(p->rr, moe_rec_comm(p->r), err)
+                                         : MOE_OK;
+        moe_status_t st = moe_rec_send_final(p->r, deadline, done_by, err);
+        moe_routing_rec_send_done(p->rr, done_by);
+        return st != MOE_OK ? st : rst;
+    }
+    char own_dir[4096] = "";
+    if (run_dir == NULL) { /* the routing file goes into the run folder all the same */
+        run_dir = own_dir;
+        run_dir_len = sizeof(own_dir);
+    }
+    moe_routing_set_t routing = {0};
+    if (p->cfg->prof_record_routing) {
+        const void *own = NULL;
+        size_t own_len = 0;
+        if (p->rr != NULL) {
+            moe_routing_rec_message(p->rr, &own, &own_len);
+        }
+        moe_gather_routing(p->cfg, moe_rec_comm(p->r), own, own_len,
+                           fst != MOE_OK ? moe_now_ns() + 200000000LL : deadline, &routing);
     }
     int missing = 0;
     const char *why = fst != MOE_OK ? "the watchdog ended the run before its last record "
                                       "(see the error)"
                                     : run->missing_why;
-    moe_status_t st = moe_gather_finish(p->g, run, fst != MOE_OK ? 0.2 : run->deadline_s, why,
-                                        moe_rec_profiled(p->r) ? moe_rec_own(p->r) : NULL,
+    double left_s = (double)(deadline - moe_now_ns()) / 1e9; /* what the routing left */
+    moe_status_t st = moe_gather_finish(p->g, run, fst != MOE_OK ? 0.2 : left_s > 0.2 ? left_s
+                                                                                      : 0.2,
+                                        why, moe_rec_profiled(p->r) ? moe_rec_own(p->r) : NULL,
                                         moe_rec_window_index(p->r), &missing, run_dir,
                                         run_dir_len, err);
+    if (p->cfg->prof_record_routing && run_dir[0] != '\0') {
+        moe_error_t rerr;
+        moe_status_t rst = moe_gather_routing_write(&routing, p->cfg, run_dir, &rerr);
+        if (rst != MOE_OK && st == MOE_OK) {
+            st = rst;
+            *err = rerr;
+        }
+    }
+    moe_routing_set_free(&routing);
     if (fst == MOE_OK && missing > 0 && !run->interrupted && run->missing_why == NULL) {
         /* a complete run whose ranks do not all end: the watchdog names them */
         fst = moe_rec_fire(p->r, "the last profile records", run->deadline_s, &fault);

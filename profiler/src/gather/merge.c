@@ -886,6 +886,8 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
     snprintf(r->weights, sizeof(r->weights), "%s", info->weights ? info->weights : "");
     snprintf(r->transport, sizeof(r->transport), "%s", info->transport ? info->transport : "");
     snprintf(r->device, sizeof(r->device), "%.63s", info->device ? info->device : "");
+    snprintf(r->routing_source, sizeof(r->routing_source), "%s",
+             info->routing_source ? info->routing_source : "");
     r->chunks = info->chunks;
     r->steps_run = run->steps_run;
     r->steps_planned = run->steps_planned;

@@ -719,6 +719,10 @@ moe_status_t moe_live_create(const moe_config_t *cfg, MPI_Comm comm, bool routes
             keys_prefill(lv, cfg);
         }
     }
+    if (st == MOE_OK && lv->rank == 0 && info->routing_source != NULL &&
+        (lv->view->routing = strdup(info->routing_source)) == NULL) { /* moed_routing_info */
+        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "live: cannot allocate its buffers");
+    }
     if (st == MOE_OK) { /* collective: its own communicator and clock offsets */
         st = moe_prof_od_create(cfg, comm, info, LIVE_OD_LIST_STEPS, &lv->od, err);
     }

@@ -93,6 +93,8 @@ typedef struct live_view {
     char token[MOE_PATH_MAX];  /* "" when control is off */
     char url[128];
     bool finished;
+    char *routing;             /* moe_prof_static_t.routing_source copied (NULL: the router):
+                                  moed_routing_info */
     /* CPU time of the HTTP handlers and window writers so far (the live path's threads'
      * cost: they add to it, the summary reads it) */
     atomic_llong threads_cpu_ns;

@@ -8,6 +8,7 @@
 
 #include "live/live_int.h"
 #include "moe/clock.h"
+#include "report/report.h"
 
 #define LIVE_ALIVE_NS 3000000000LL /* a rank heard from within this is alive */
 
@@ -57,6 +58,8 @@ void live_view_free(live_view_t *v)
     free(v->recv_ns);
     free(v->win.ranks);
     free(v->imb_base);
+    free(v->routing);
+    v->routing = NULL;
     pthread_mutex_destroy(&v->mu);
 }
 
@@ -328,6 +331,43 @@ static void render_ranks(const live_view_t *v, live_buf_t *o)
     }
 }
 
+/* A label value as the exposition format wants it: backslash, quote and newline escaped. */
+static void label_value(live_buf_t *o, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        switch (*s) {
+        case '\\': live_buf_printf(o, "\\\\"); break;
+        case '"': live_buf_printf(o, "\\\""); break;
+        case '\n': live_buf_printf(o, "\\n"); break;
+        default: live_buf_printf(o, "%c", *s);
+        }
+    }
+}
+
+/* Where the expert choices come from, as an info gauge (always 1; the labels say it). */
+static void render_routing(const live_view_t *v, live_buf_t *o)
+{
+    moe_report_routing_src_t *src = malloc(sizeof(*src));
+    if (src == NULL) {
+        o->failed = true;
+        return;
+    }
+    moe_report_routing_parse(v->routing, src);
+    bool replayed = strcmp(src->kind, "replayed") == 0;
+    help_type(o, "moed_routing_info", "gauge",
+              "Where the expert choices come from: source \"router\" (the gate chose them) or "
+              "\"replayed\" (workload.routing) with the trace's file and its own source; "
+              "always 1.");
+    live_buf_printf(o, "moed_routing_info{source=\"");
+    label_value(o, src->kind);
+    live_buf_printf(o, "\",file=\"");
+    label_value(o, replayed ? src->file : "");
+    live_buf_printf(o, "\",trace_source=\"");
+    label_value(o, replayed ? src->trace_source : "");
+    live_buf_printf(o, "\"} 1\n");
+    free(src);
+}
+
 void live_render_metrics(const live_view_t *v, live_buf_t *o)
 {
     size_t le = (size_t)v->dims.L * (size_t)v->dims.E;
@@ -344,6 +384,7 @@ void live_render_metrics(const live_view_t *v, live_buf_t *o)
     const int64_t *m0 = snap_of(v, 0, &lay);
     int64_t zero[MOE_LIVE_NB + 1] = {0};
     histogram(o, "moed_step_seconds", "", m0 != NULL ? m0 + lay.step_hist : zero);
+    render_routing(v, o);
     render_experts(v, o, routed, dropped);
     render_expert_seconds(v, o);
     render_ranks(v, o);

@@ -25,6 +25,9 @@
     "svg{display:block;max-width:100%;height:auto;margin:6px 0 0}\n"                         \
     "svg text{font-size:12px;fill:#333}svg .grid{stroke:#e6e6e6}svg .axis{stroke:#888}\n"    \
     "svg text.in{font-size:11px}svg text.dark{fill:#fff}\n"                                  \
+    "span.chip{display:inline-block;padding:1px 5px;margin:1px 2px;border-radius:3px;"        \
+    "border:1px solid #ddd;font-size:12px;font-variant-numeric:tabular-nums}\n"               \
+    "span.chip.dark{color:#fff}h3{font-size:15px;margin:18px 0 2px}\n"                        \
     "footer{color:#666;font-size:12px;margin:30px 0 10px}\n"
 
 #endif /* MOE_REPORT_HTML_STYLE_H */

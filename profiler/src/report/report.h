@@ -206,6 +206,8 @@ typedef struct moe_report_files {
     char why[MOE_RFILE_COUNT][160];
 } moe_report_files_t;
 
+#define MOE_REPORT_ROUTING_MAX 4700 /* a trace's path (4096) and its own source (512) */
+
 typedef struct moe_report {
     /* run facts */
     const moe_config_t *cfg;
@@ -238,6 +240,10 @@ typedef struct moe_report {
     double clock_drift_max_ns;   /* largest |end offset - start offset| */
     int chunks;                  /* runtime.chunks (rank 0's; else a present rank's) */
     char device[64];             /* rank 0's device: "cpu" or the GPU's name */
+    /* Where the expert choices came from, as rank 0's runtime said (moe_prof_static_t
+     * .routing_source): "" or "router" (the gate ran), "replayed FILE (SOURCE)"; read it
+     * with moe_report_routing_parse. */
+    char routing_source[MOE_REPORT_ROUTING_MAX];
 
     moe_rep_rank_t *ranks;       /* [world_size] */
     int num_layers;
@@ -361,6 +367,68 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
  * imbalance)" (each part of the parenthesis only when there is one). */
 void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out);
 void moe_report_print_waits(const moe_report_findings_t *f, FILE *out);
+
+/* ---- the routing (report_routing.c) ------------------------------------------------ */
+
+/* A routing source read: kind "router" (NULL, "" and "router"), "replayed", or the first
+ * word of any other text; for "replayed FILE (SOURCE)" the file and the trace's own source
+ * (the last parenthesis, nested ones kept: "" when there is none). */
+typedef struct moe_report_routing_src {
+    char kind[32];
+    char file[MOE_REPORT_ROUTING_MAX];
+    char trace_source[MOE_REPORT_ROUTING_MAX];
+    const char *detail;          /* the text as given ("router" for NULL or "") */
+} moe_report_routing_src_t;
+void moe_report_routing_parse(const char *text, moe_report_routing_src_t *out);
+
+/* The shape of one layer's routing from its demand (the routing ranks' choices of each
+ * expert before the capacity limit): hottest = most choices (the lowest id on a tie). With
+ * no choice recorded: choices 0, hottest_expert -1 and the figures NAN. */
+typedef struct moe_report_layer_routing {
+    uint64_t choices;            /* sum of the counts */
+    int hottest_expert;
+    uint64_t hottest_count;
+    double hottest_share;        /* hottest_count / choices */
+    double max_mean;             /* hottest_count / (choices / n) */
+    double entropy_bits;         /* -sum p log2 p over the n experts, p = count / choices */
+    double entropy_norm;         /* entropy_bits / log2(n): 1 even, 0 one expert; NAN n < 2 */
+} moe_report_layer_routing_t;
+void moe_report_routing_counts(const uint64_t *counts, int n, moe_report_layer_routing_t *out);
+void moe_report_layer_routing(const moe_report_t *r, int layer, moe_report_layer_routing_t *out);
+
+/* The same over the run: sums and means over the layers with a choice recorded (NAN and
+ * min_layer -1 when none has). */
+typedef struct moe_report_run_routing {
+    uint64_t choices;
+    int layers_with_choices;
+    double hottest_share_mean;
+    double entropy_bits_mean, entropy_norm_mean;
+    double entropy_norm_min;     /* the least even layer's */
+    int entropy_norm_min_layer;
+} moe_report_run_routing_t;
+void moe_report_run_routing(const moe_report_t *r, moe_report_run_routing_t *out);
+
+/* One (layer, expert) among the hottest: share = its demand / its layer's choices, x_mean =
+ * its demand / its layer's mean per expert (share * E). */
+typedef struct moe_report_hot {
+    int layer, expert;
+    uint64_t demand, kept, dropped;
+    double share, x_mean;
+} moe_report_hot_t;
+/* The (up to) n hottest (layer, expert) pairs by share of their layer's choices, most
+ * first (ties: the lower layer, then the lower expert); pairs with no demand are left out.
+ * Returns how many were written to out[n]. */
+int moe_report_hottest(const moe_report_t *r, moe_report_hot_t *out, int n);
+/* Within `layer`, the (up to) n experts with the most demand, most first: the same order. */
+int moe_report_layer_hottest(const moe_report_t *r, int layer, moe_report_hot_t *out, int n);
+
+/* report.html draws the full heat maps (a cell per layer and expert) up to this many cells;
+ * past it, the hottest pairs' table and a strip per layer instead (docs/profiler.md). */
+#define MOE_REPORT_HEATMAP_MAX_CELLS 1024
+#define MOE_REPORT_TOP_HOT 20        /* pairs in report.html's table of the hottest */
+#define MOE_REPORT_TOP_HOT_JSON 10   /* in summary.json's routing.top */
+#define MOE_REPORT_TOP_HOT_TEXT 5    /* in summary.txt's "Hottest experts" */
+#define MOE_REPORT_STRIP_EXPERTS 8   /* a layer's hottest experts in its strip */
 
 /* Writers: each writes one file into r->run_dir; err names the file on failure. */
 moe_status_t moe_report_write_config(const moe_report_t *r, moe_error_t *err);   /* config.yaml */

@@ -1,7 +1,10 @@
 /* report.html: one self-contained page (inline CSS and SVG, no script, nothing fetched)
  * with the run facts, the findings and the charts:
  *   chart-demand, chart-load, chart-dropped
- *                  expert load per layer (heatmaps: demand, kept, dropped)
+ *                  expert load per layer (heatmaps: demand, kept, dropped); past
+ *                  MOE_REPORT_HEATMAP_MAX_CELLS (layer, expert) cells, instead: hot-top (the
+ *                  hottest pairs by share of their layer) and hot-layers (a strip per layer:
+ *                  its hottest experts, max/mean, entropy), readable at 256 x 60
  *   chart-latency  latency per expert (p50 bars, p90 ticks, p99 dots; ms)
  *   chart-comm     rank-to-rank volume (heatmap, MB)
  *   chart-memory   RSS (and device memory) over time per rank (MiB against s)
@@ -297,6 +300,20 @@ static void html_placement(FILE *f, const moe_report_t *r)
     free(ids);
 }
 
+/* Where the expert choices came from: the router, or the trace replayed. */
+static void html_routing_source(FILE *f, const moe_report_t *r)
+{
+    moe_report_routing_src_t *src = malloc(sizeof(*src));
+    if (src == NULL) {
+        return;
+    }
+    moe_report_routing_parse(r->routing_source, src);
+    html_fact(f, "routing source", strcmp(src->kind, "router") == 0
+                                       ? "router (the gate chose each token's experts)"
+                                       : src->detail);
+    free(src);
+}
+
 static void html_facts(FILE *f, const moe_report_t *r)
 {
     const moe_config_t *c = r->cfg;
@@ -325,6 +342,7 @@ static void html_facts(FILE *f, const moe_report_t *r)
              named ? " (" : "", named ? r->device : "", named ? ")" : "", r->blas, c->threads,
              c->threads == 1 ? "" : "s");
     html_fact(f, "runtime", buf);
+    html_routing_source(f, r);
     if (r->chunks > 0) {
         snprintf(buf, sizeof(buf), "%d (runtime.chunks; %s)", r->chunks,
                  r->chunks > 1 ? "one chunk's exchange overlaps another's expert compute"
@@ -551,8 +569,107 @@ static void html_chart_map(FILE *f, const moe_report_t *r, html_map_t kind)
     fputs("</svg>\n", f);
 }
 
+/* ---- chart 1 past MOE_REPORT_HEATMAP_MAX_CELLS: the hottest pairs, a strip per layer -- */
+
+/* One pair's hover title: its figures. */
+static void html_hot_title(FILE *f, const moe_report_t *r, const moe_report_hot_t *h)
+{
+    int rank = r->experts[h->layer * r->num_experts + h->expert].rank;
+    fprintf(f, "layer %d expert %d (rank %d, ", h->layer, h->expert, rank);
+    html_put(f, html_host(r, rank));
+    fprintf(f, "): demand %" PRIu64 ", kept %" PRIu64 ", dropped %" PRIu64 "; %.2f%% of the "
+               "layer's choices, %.2fx the layer mean", h->demand, h->kept, h->dropped,
+            100.0 * h->share, h->x_mean);
+}
+
+/* The MOE_REPORT_TOP_HOT hottest (layer, expert) pairs by share of their layer's demand. */
+static void html_hot_table(FILE *f, const moe_report_t *r)
+{
+    moe_report_hot_t top[MOE_REPORT_TOP_HOT];
+    int n = moe_report_hottest(r, top, MOE_REPORT_TOP_HOT);
+    if (n == 0) {
+        fputs("<p class=\"note\">No demand recorded (the routing ranks were not profiled): "
+              "the tokens each expert computed are in summary.json.</p>\n", f);
+        return;
+    }
+    fprintf(f, "<h3>The %d hottest experts</h3>\n<p class=\"note\">(layer, expert) pairs by "
+               "their share of the layer's choices (demand), most first.</p>\n", n);
+    fputs("<table id=\"hot-top\">\n<tr><th class=\"num\">#</th><th class=\"num\">layer</th>"
+          "<th class=\"num\">expert</th><th>rank (host)</th><th class=\"num\">demand "
+          "(tokens)</th><th class=\"num\">kept</th><th class=\"num\">dropped</th>"
+          "<th class=\"num\">share of layer</th><th class=\"num\">x layer mean</th></tr>\n",
+          f);
+    for (int i = 0; i < n; i++) {
+        const moe_report_hot_t *h = &top[i];
+        int rank = r->experts[h->layer * r->num_experts + h->expert].rank;
+        fprintf(f, "<tr><td class=\"num\">%d</td><td class=\"num\">%d</td><td class=\"num\">"
+                   "%d</td><td>%d (", i + 1, h->layer, h->expert, rank);
+        html_put(f, html_host(r, rank));
+        fprintf(f, ")</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%" PRIu64
+                   "</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%.2f%%</td>"
+                   "<td class=\"num\">%.2f</td></tr>\n",
+                h->demand, h->kept, h->dropped, 100.0 * h->share, h->x_mean);
+    }
+    fputs("</table>\n", f);
+}
+
+/* One row per layer: its choices, max/mean and entropy of its demand, and its hottest
+ * experts as chips "id share", coloured by x layer mean on the scale of the run's hottest. */
+static void html_hot_strips(FILE *f, const moe_report_t *r)
+{
+    moe_report_hot_t best, hot[MOE_REPORT_STRIP_EXPERTS];
+    double scale = moe_report_hottest(r, &best, 1) == 1 ? best.x_mean : 1.0;
+    fprintf(f, "<h3>Per layer: its %d hottest experts</h3>\n<p class=\"note\">One row per "
+               "layer: its choices, max/mean (1 = even) and the entropy of its experts' shares "
+               "(bits, and of even: 1 = even, 0 = one expert), then its hottest experts as "
+               "<i>expert share</i>, darker = more times the layer mean (the darkest: %.2fx). "
+               "Hover for the figures.</p>\n", MOE_REPORT_STRIP_EXPERTS, scale);
+    fputs("<table id=\"hot-layers\">\n<tr><th class=\"num\">layer</th><th class=\"num\">"
+          "choices</th><th class=\"num\">max/mean</th><th class=\"num\">entropy bits</th>"
+          "<th class=\"num\">of even</th><th>hottest experts (share of the layer)</th></tr>\n",
+          f);
+    for (int l = 0; l < r->num_layers; l++) {
+        moe_report_layer_routing_t y;
+        moe_report_layer_routing(r, l, &y);
+        fprintf(f, "<tr><td class=\"num\">%d</td><td class=\"num\">%" PRIu64 "</td>", l,
+                y.choices);
+        if (y.choices == 0) {
+            fputs("<td class=\"num\">-</td><td class=\"num\">-</td><td class=\"num\">-</td>"
+                  "<td>no choice recorded</td></tr>\n", f);
+            continue;
+        }
+        fprintf(f, "<td class=\"num\">%.2f</td><td class=\"num\">%.3f</td><td class=\"num\">"
+                   "%.3f</td><td>", y.max_mean, y.entropy_bits,
+                isfinite(y.entropy_norm) ? y.entropy_norm : 1.0);
+        int n = moe_report_layer_hottest(r, l, hot, MOE_REPORT_STRIP_EXPERTS);
+        for (int i = 0; i < n; i++) {
+            double t = scale > 0.0 ? hot[i].x_mean / scale : 0.0;
+            char col[8];
+            html_seq_colour(t, col);
+            fprintf(f, "<span class=\"chip%s\" style=\"background:%s\" title=\"",
+                    t > 0.55 ? " dark" : "", col);
+            html_hot_title(f, r, &hot[i]);
+            fprintf(f, "\">%d <b>%.1f%%</b></span>", hot[i].expert, 100.0 * hot[i].share);
+        }
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
 static void html_chart_load(FILE *f, const moe_report_t *r)
 {
+    int64_t cells = (int64_t)r->num_layers * r->num_experts;
+    if (cells > MOE_REPORT_HEATMAP_MAX_CELLS) {
+        fprintf(f, "<h2>Expert load per layer (tokens over the recorded steps)</h2>\n<p "
+                   "class=\"note\">%d layers x %d experts = %lld cells, more than %d: instead "
+                   "of a heat map cell per expert, the hottest experts and a strip per layer. "
+                   "Demand = the router's choices before the capacity limit; every count is in "
+                   "summary.json (<code>layers[]</code>).</p>\n",
+                r->num_layers, r->num_experts, (long long)cells, MOE_REPORT_HEATMAP_MAX_CELLS);
+        html_hot_table(f, r);
+        html_hot_strips(f, r);
+        return;
+    }
     fputs("<h2>Expert load per layer (tokens over the recorded steps)</h2>\n<p class=\"note\">"
           "Each cell is one expert of one layer; darker = more. Three maps: demand, kept, "
           "dropped. Hover a cell for its figures.</p>\n",

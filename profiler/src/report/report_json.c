@@ -193,6 +193,49 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_close(w, '}');
 }
 
+/* Where the expert choices came from and their shape over the run: means over the layers
+ * with choices, the least even layer, the hottest (layer, expert) pairs by share of their
+ * layer (docs/report-files.md, "routing"). */
+static moe_status_t json_routing_src(json_w_t *w, const moe_report_t *r)
+{
+    moe_report_routing_src_t *src = malloc(sizeof(*src));
+    moe_report_hot_t top[MOE_REPORT_TOP_HOT_JSON];
+    if (src == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    moe_report_routing_parse(r->routing_source, src);
+    bool replayed = strcmp(src->kind, "replayed") == 0;
+    moe_report_run_routing_t y;
+    moe_report_run_routing(r, &y);
+    jw_open(w, "routing", '{', false);
+    jw_str(w, "source", src->kind);
+    jw_str(w, "detail", src->detail);
+    jw_str(w, "file", replayed ? src->file : NULL); /* NULL: null */
+    jw_str(w, "trace_source", replayed ? src->trace_source : NULL);
+    jw_u64(w, "choices", y.choices);
+    jw_i64(w, "layers_with_choices", y.layers_with_choices);
+    jw_num(w, "hottest_share_mean", y.hottest_share_mean);
+    jw_num(w, "entropy_bits_mean", y.entropy_bits_mean);
+    jw_num(w, "entropy_norm_mean", y.entropy_norm_mean);
+    jw_num(w, "entropy_norm_min", y.entropy_norm_min);
+    jw_index(w, "entropy_norm_min_layer", y.entropy_norm_min_layer);
+    int n = moe_report_hottest(r, top, MOE_REPORT_TOP_HOT_JSON);
+    jw_open(w, "top", '[', false);
+    for (int i = 0; i < n; i++) {
+        jw_open(w, NULL, '{', true);
+        jw_i64(w, "layer", top[i].layer);
+        jw_i64(w, "expert", top[i].expert);
+        jw_u64(w, "demand", top[i].demand);
+        jw_num(w, "share", top[i].share);
+        jw_num(w, "x_layer_mean", top[i].x_mean);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+    free(src);
+    return MOE_OK;
+}
+
 /* One key of the resolved config: numbers and booleans as JSON values, the rest as strings. */
 static void json_config_key(void *ctx, const char *path, const char *value, bool quoted)
 {
@@ -428,6 +471,15 @@ static void json_layer(json_w_t *w, const moe_report_t *r, int l, uint64_t *toke
     jw_u64_array(w, "kept", y->kept, ne);
     jw_u64_array(w, "dropped", y->dropped, ne);
     jw_u64_array(w, "tokens", tokens, ne);
+    moe_report_layer_routing_t g; /* the shape of its demand: the router's choices */
+    moe_report_layer_routing(r, l, &g);
+    jw_open(w, "routing", '{', true);
+    jw_index(w, "hottest_expert", g.hottest_expert);
+    jw_u64(w, "hottest_demand", g.hottest_count);
+    jw_num(w, "hottest_share", g.hottest_share);
+    jw_num(w, "entropy_bits", g.entropy_bits);
+    jw_num(w, "entropy_norm", g.entropy_norm);
+    jw_close(w, '}');
     if (y->shared_rows > 0) { /* the shared experts' row: models that have them */
         int64_t steps = 0;
         for (int k = 0; r->ranks != NULL && k < r->world_size; k++) {
@@ -595,8 +647,9 @@ static moe_status_t json_document(FILE *f, const moe_report_t *r)
     jw_bool(&w, "partial", r->partial);
     jw_str(&w, "missing", r->partial ? r->missing : "");
     json_run(&w, r);
+    moe_status_t st = json_routing_src(&w, r);
     json_config(&w, r);
-    moe_status_t st = json_ranks(&w, r);
+    st = st == MOE_OK ? json_ranks(&w, r) : st;
     json_experts(&w, r);
     json_replicas(&w, r);
     json_rebalances(&w, r);

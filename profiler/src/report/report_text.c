@@ -177,6 +177,22 @@ static void text_placement(FILE *f, const moe_report_t *r)
     free(ids);
 }
 
+/* Where the expert choices came from: the router, or the trace replayed. */
+static void text_routing_source(FILE *f, const moe_report_t *r)
+{
+    moe_report_routing_src_t *src = malloc(sizeof(*src));
+    if (src == NULL) {
+        return;
+    }
+    moe_report_routing_parse(r->routing_source, src);
+    if (strcmp(src->kind, "router") == 0) {
+        fprintf(f, "  %-16s router (the gate chose each token's experts)\n", "routing source");
+    } else {
+        fprintf(f, "  %-16s %s\n", "routing source", src->detail);
+    }
+    free(src);
+}
+
 static void text_run_facts(FILE *f, const moe_report_t *r)
 {
     const moe_config_t *c = r->cfg;
@@ -196,6 +212,7 @@ static void text_run_facts(FILE *f, const moe_report_t *r)
             "model", c->num_layers, c->num_experts, c->top_k, c->hidden_dim, c->ffn_dim,
             text_activation(c), c->capacity_factor, c->capacity_factor > 0 ? "" : " (no limit)");
     fprintf(f, "  %-16s %s\n", "routing", text_routing(c));
+    text_routing_source(f, r);
     if (r->weights[0] != '\0') {
         fprintf(f, "  %-16s %s\n", "weights", r->weights);
     }
@@ -496,6 +513,34 @@ static void text_balance(FILE *f, const moe_report_t *r)
                 "  %5d  %12" PRIu64 "  %12" PRIu64 "  %10" PRIu64 "  %7.3f  %7.3f  %8.3f  %8.2f\n",
                 l, text_sum(y->demand, r->num_experts), text_sum(y->kept, r->num_experts),
                 text_sum(y->dropped, r->num_experts), y->gini, y->cv, y->entropy_norm, y->max_mean);
+    }
+}
+
+/* The hottest (layer, expert) pairs by share of their layer's demand, and the evenness of
+ * the routing over the layers (entropy of each layer's expert shares). */
+static void text_hottest(FILE *f, const moe_report_t *r)
+{
+    moe_report_hot_t top[MOE_REPORT_TOP_HOT_TEXT];
+    int n = moe_report_hottest(r, top, MOE_REPORT_TOP_HOT_TEXT);
+    if (n == 0) {
+        return; /* no demand recorded (the routing ranks not profiled) */
+    }
+    text_rule(f, "Hottest experts (demand: choices before the capacity limit)");
+    moe_report_run_routing_t y;
+    moe_report_run_routing(r, &y);
+    if (r->num_experts > 1) { /* one expert: nothing to spread */
+        fprintf(f, "  entropy of the experts' shares, mean over %d layer%s: %.3f bits (%.3f of "
+                   "even); least even: layer %d (%.3f)\n\n",
+                y.layers_with_choices, y.layers_with_choices == 1 ? "" : "s", y.entropy_bits_mean,
+                y.entropy_norm_mean, y.entropy_norm_min_layer, y.entropy_norm_min);
+    }
+    fprintf(f, "  %2s  %5s  %6s  %4s  %12s  %14s  %12s\n", "#", "layer", "expert", "rank",
+            "demand", "share of layer", "x layer mean");
+    for (int i = 0; i < n; i++) {
+        const moe_report_hot_t *h = &top[i];
+        int rank = r->experts != NULL ? r->experts[h->layer * r->num_experts + h->expert].rank : -1;
+        fprintf(f, "  %2d  %5d  %6d  %4d  %12" PRIu64 "  %13.1f%%  %12.2f\n", i + 1, h->layer,
+                h->expert, rank, h->demand, 100.0 * h->share, h->x_mean);
     }
 }
 
@@ -842,6 +887,7 @@ moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
     text_overlap(f, r);
     text_experts(f, r, -1);
     text_balance(f, r);
+    text_hottest(f, r);
     text_rebalances(f, r);
     text_shared(f, r);
     text_comm(f, r);

@@ -329,6 +329,9 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .device = eng->device_name,
         .chunks = (int)cfg->chunks,
         .device_memory = eng->cuda != NULL ? eng->plugin->mem_usage : NULL,
+        .routing_source = eng->replaying ? eng->replay.source : "router",
+        .token_first = eng->token_first,
+        .token_count = eng->token_count,
     };
     return info;
 }
@@ -513,6 +516,18 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
     if (st == MOE_OK) {
         st = engine_hosts(eng, err);
     }
+    if (strcmp(cfg->routing_trace, "none") != 0) { /* every rank: the same config */
+        st = moe_agree(comm, st, err);
+        if (st == MOE_OK && eng->rank == 0) {
+            st = moe_replay_read(cfg, &eng->replay, err);
+        }
+        st = moe_agree(comm, st, err);
+        if (st == MOE_OK) {
+            st = moe_agree(comm, moe_replay_share(cfg, comm, eng->routes, &eng->replay, err),
+                           err);
+        }
+        eng->replaying = st == MOE_OK;
+    }
     if (st == MOE_OK) { /* before the weights are made: that work runs pinned too */
         moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
                        &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
@@ -547,6 +562,9 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
                                 eng->transport, &eng->weights, eng->token_count, eng->plugin,
                                 eng->cuda, err);
         moe_layer_set_token_first(&eng->layer, eng->token_first); /* the replica split */
+        if (eng->replaying && eng->routes) {
+            moe_layer_set_replay(&eng->layer, &eng->replay.tr, eng->replay.li);
+        }
     }
     st = moe_agree(comm, st, err);
     /* the endpoint first: the profiler makes the run folder, which a failure to start the
@@ -583,6 +601,7 @@ void moe_engine_destroy(moe_engine_t *eng)
     moe_layer_ctx_destroy(&eng->layer);
     moe_weights_destroy(&eng->weights);
     moe_rebalance_destroy(&eng->rebalance);
+    moe_replay_free(&eng->replay);
     free(eng->live_cfg);
     free(eng->ab_block_ns);
     if (eng->plugin != NULL) {
@@ -642,6 +661,8 @@ static void engine_profile_layer(moe_engine_t *eng, int layer)
         .shared_rows = rec->shared_rows,
         .shared_begin_ns = rec->shared_begin_ns,
         .shared_end_ns = rec->shared_end_ns,
+        .topk_ids = eng->token_count > 0 ? moe_layer_topk_ids(ctx) : NULL,
+        .topk_weights = eng->token_count > 0 ? moe_layer_topk_weights(ctx) : NULL,
     };
     int32_t local[MOE_MAX_EXPERTS];
     s.slots = moe_cfg_layer_entries(ctx->cfg, layer, &s.num_slots); /* live_cfg's, if any */

@@ -11,6 +11,7 @@
 #include "moe_config/config.h"
 #include "moe_prof/prof.h"
 #include "moe/status.h"
+#include "app/replay.h"
 #include "layer/moe_layer.h"
 #include "layer/rebalance.h"
 #include "transport/transport.h"
@@ -88,6 +89,8 @@ struct moe_engine {
     float *batches;        /* [num_batches, token_count, H] inputs, cycled over steps */
     int num_batches;
     int pinned_cpu;        /* runtime.bind: the first CPU this rank is pinned to; -1 none */
+    bool replaying;        /* workload.routing: the gate's choices come from replay's trace */
+    moe_replay_t replay;
 
     /* private: engine.c only: fault injection for the tests (MOED_TEST_*) */
     int stall_rank;        /* MOED_TEST_STALL=rank:step fault injection, -1 when unset */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "app/engine.h"
+#include "app/replay.h"
 #include "expert/backend.h"
 #include "expert/onednn.h"
 #include "expert/plugin.h"
@@ -144,6 +145,26 @@ static moe_preflight_fail_t check_input_file(const char *key, const char *path, 
     }
     close(fd);
     return MOE_PREFLIGHT_OK;
+}
+
+/* workload.routing: the trace's header against the model (its rows are checked when rank 0
+ * reads them at start, app/replay.c). */
+static moe_preflight_fail_t check_routing_trace(const moe_config_t *cfg, moe_error_t *err)
+{
+    if (strcmp(cfg->routing_trace, "none") == 0) {
+        return MOE_PREFLIGHT_OK;
+    }
+    moe_routing_trace_t tr;
+    int li[MOE_MAX_LAYER_IDS];
+    moe_status_t st = moe_routing_trace_open(cfg->routing_trace, false, &tr, err);
+    if (st != MOE_OK) {
+        moe_error_t inner = *err;
+        moe_error_set(err, st, "workload.routing: %s", inner.msg);
+        return MOE_PREFLIGHT_INPUT;
+    }
+    st = moe_replay_check(cfg, &tr, li, err);
+    moe_routing_trace_free(&tr);
+    return st == MOE_OK ? MOE_PREFLIGHT_OK : MOE_PREFLIGHT_INPUT;
 }
 
 /* Cut the last component off `dir` in place ("a/b" -> "a", "b" -> ".", "/a" -> "/"). */
@@ -488,6 +509,9 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
     }
     if (f == MOE_PREFLIGHT_OK && moe_input_check(cfg, err) != MOE_OK) {
         f = MOE_PREFLIGHT_INPUT; /* its shape against tokens_per_step and hidden_dim */
+    }
+    if (f == MOE_PREFLIGHT_OK) {
+        f = check_routing_trace(cfg, err);
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_memory(cfg, err);

@@ -176,6 +176,9 @@ const cfg_key_t cfg_keys[] = {
     KEY_DBL("workload.routing_skew", routing_skew, "0", 0, 16, "",
             "0 = the gate as it is; >0 biases the gate (random or a checkpoint's) toward a "
             "Zipf-like expert popularity with this exponent"),
+    KEY_STR("workload.routing", routing_trace, "none",
+            "'none' or a routing trace (moed-routing/1: a file, or a folder holding "
+            "routing.safetensors) whose recorded choices replace the gate's, step after step"),
 
     KEY_BOOL("profiler.enabled", prof_enabled, "true", "record per-step statistics"),
     KEY_INT("profiler.warmup_steps", prof_warmup_steps, "5", 0, 1000000000, "steps",
@@ -198,6 +201,11 @@ const cfg_key_t cfg_keys[] = {
     KEY_INT("profiler.metrics_max_mb", prof_metrics_max_mb, "256", 0, 1048576, "MiB",
             "bound on metrics.csv (about 500 B per step); 0 = no bound; the report says at "
             "which step the file stopped"),
+    KEY_BOOL("profiler.record_routing", prof_record_routing, "false",
+             "write the recorded steps' routing (every layer's top-k ids and weights per "
+             "token) to routing.safetensors in the report folder"),
+    KEY_INT("profiler.routing_max_mb", prof_routing_max_mb, "1024", 1, 2047, "MiB",
+            "refuse (at start) a profiler.record_routing recording larger than this"),
     KEY_STR("profiler.output_dir", prof_output_dir, "experiments",
             "directory for reports and traces"),
     KEY_STR("profiler.listen", prof_listen, "off",

@@ -603,6 +603,76 @@ static moe_status_t check_control_token(cfg_parse_t *p)
                     MOE_CFG_TOKEN_MIN);
 }
 
+/* Steps the profiler records over `steps` (0: no end) by its schedule (warm-up, windows of
+ * measurement_steps every measurement + wait steps, every sampling_rate-th step of a
+ * window, `repeat` windows; the profiler's moe_prof_schedule), or -1 when neither the run
+ * nor the windows end. */
+int64_t moe_cfg_recorded_steps(const moe_config_t *c)
+{
+    int64_t period = c->prof_measurement_steps + c->prof_wait_steps, total = 0;
+    int64_t per_window = (c->prof_measurement_steps + c->prof_sampling_rate - 1) /
+                         c->prof_sampling_rate;
+    if (c->steps == 0 && c->prof_repeat == 0) {
+        return -1;
+    }
+    for (int64_t w = 0; c->prof_repeat == 0 || w < c->prof_repeat; w++) {
+        int64_t first = c->prof_warmup_steps + w * period;
+        if (c->steps > 0 && first >= c->steps) {
+            break;
+        }
+        int64_t in = c->prof_measurement_steps;
+        if (c->steps > 0 && c->steps - first < in) {
+            in = c->steps - first;
+        }
+        total += in >= c->prof_measurement_steps ? per_window
+                                                 : (in + c->prof_sampling_rate - 1) /
+                                                       c->prof_sampling_rate;
+    }
+    return total;
+}
+
+/* Routing traces: recorded and replayed on the CPU back-end (the GPU's router weights stay
+ * on the device); a recording has a bound on its steps and fits profiler.routing_max_mb. */
+static moe_status_t check_routing(cfg_parse_t *p)
+{
+    const moe_config_t *c = &p->cfg;
+    bool replay = strcmp(c->routing_trace, "none") != 0;
+    if (c->device == MOE_DEVICE_CUDA && (replay || c->prof_record_routing)) {
+        const char *key = replay ? "workload.routing" : "profiler.record_routing";
+        return cfg_fail(p, cfg_val_mark_of(p, key), "%s: routing traces are recorded and "
+                        "replayed with runtime.device: cpu only (the CUDA back-end keeps the "
+                        "routing on the GPU); use runtime.device: cpu", key);
+    }
+    if (replay && c->routing_skew > 0) {
+        return cfg_fail(p, cfg_val_mark_of(p, "workload.routing_skew"),
+                        "workload.routing_skew: %g biases the gate, but workload.routing "
+                        "replays a trace instead of running the gate; leave one out",
+                        c->routing_skew);
+    }
+    if (!c->prof_record_routing || !c->prof_enabled) {
+        return MOE_OK;
+    }
+    moe_cfg_mark_t m = cfg_val_mark_of(p, "profiler.record_routing");
+    int64_t steps = moe_cfg_recorded_steps(c);
+    if (steps < 0) {
+        return cfg_fail(p, m, "profiler.record_routing: the run has no end (workload.steps: 0) "
+                        "and records windows without end (profiler.repeat: 0); bound one of "
+                        "them so the recording is bounded");
+    }
+    double mb = (double)steps * (double)c->tokens_per_step * (double)c->num_layers *
+                (double)c->top_k * 8.0 / (1024.0 * 1024.0);
+    if (mb > (double)c->prof_routing_max_mb) {
+        return cfg_fail(p, m, "profiler.record_routing: %lld recorded steps x %lld tokens x "
+                        "%lld layers x top-%lld x 8 bytes = %.1f MiB, more than "
+                        "profiler.routing_max_mb (%lld); record fewer steps "
+                        "(profiler.measurement_steps, profiler.repeat) or raise the bound",
+                        (long long)steps, (long long)c->tokens_per_step,
+                        (long long)c->num_layers, (long long)c->top_k, mb,
+                        (long long)c->prof_routing_max_mb);
+    }
+    return MOE_OK;
+}
+
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
     input_tokens(p);
@@ -627,6 +697,9 @@ static moe_status_t parse_checks(cfg_parse_t *p, int world)
     }
     if (st == MOE_OK) {
         st = check_control_token(p);
+    }
+    if (st == MOE_OK) {
+        st = check_routing(p);
     }
     return st;
 }

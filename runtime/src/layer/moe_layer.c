@@ -263,13 +263,39 @@ moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err)
     return st;
 }
 
-/* The gate: this rank's own compute, the whole of the gate phase. */
+void moe_layer_set_replay(moe_layer_ctx_t *ctx, const moe_routing_trace_t *tr, const int *li)
+{
+    ctx->replay = tr;
+    ctx->replay_li = li;
+}
+
+/* workload.routing: this rank's tokens' rows of the trace for this step, as the gate's. */
+static void layer_replay(moe_layer_ctx_t *ctx, int layer, int64_t tokens, int64_t step)
+{
+    const moe_routing_trace_t *tr = ctx->replay;
+    int li = ctx->replay_li[layer];
+    size_t k = (size_t)tr->top_k;
+    int64_t first = (step * ctx->cfg->tokens_per_step + ctx->token_first) % tr->rows;
+    for (int64_t i = 0; i < tokens; i++) {
+        int64_t r = (first + i) % tr->rows;
+        memcpy(ctx->io.topk_idx + (size_t)i * k, moe_routing_trace_ids(tr, li, r),
+               k * sizeof(int32_t));
+        memcpy(ctx->io.topk_w + (size_t)i * k, moe_routing_trace_weights(tr, li, r),
+               k * sizeof(float));
+    }
+}
+
+/* The gate: this rank's own compute, the whole of the gate phase (or the replayed
+ * routing's copy). */
 static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, int64_t tokens,
-                               moe_error_t *err)
+                               int64_t step, moe_error_t *err)
 {
     moe_status_t st = MOE_OK;
     moe_expert_backend_t *be = &ctx->backend;
-    if (tokens > 0 && (st = moe_expert_backend_gate(be, layer, x, tokens, err)) != MOE_OK) {
+    if (ctx->replay != NULL) {
+        layer_replay(ctx, layer, tokens, step);
+    } else if (tokens > 0 &&
+               (st = moe_expert_backend_gate(be, layer, x, tokens, err)) != MOE_OK) {
         return st;
     }
     moe_plan_count_demand(&ctx->plan, ctx->io.topk_idx, tokens);
@@ -637,7 +663,7 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
     moe_wait_set_where(step, layer, "gate");
     moe_nvtx_push("gate");
     rec->phase_begin_ns[MOE_PHASE_GATE] = moe_now_ns();
-    moe_status_t st = layer_gate(ctx, layer, x, tokens, err);
+    moe_status_t st = layer_gate(ctx, layer, x, tokens, step, err);
     rec->phase_end_ns[MOE_PHASE_GATE] = rec->phase_begin_ns[MOE_PHASE_DISPATCH] = moe_now_ns();
     moe_nvtx_pop();
     moe_wait_set_where(step, layer, "dispatch");

@@ -24,6 +24,7 @@
 #include "layer/plan.h"
 #include "transport/transport.h"
 #include "model/weights.h"
+#include "moe_model/routing_trace.h"
 
 /* What one forward() did, in monotonic ns and rows. Arrays are sized at init. The phase
  * spans tile the layer (see moe_prof_layer_sample_t); calls and spans say what ran when
@@ -97,6 +98,8 @@ struct moe_layer_ctx {
     int *count_peers;     /* [2 * world] */
     int64_t *src_from;    /* [world] an expert's rows per source in one chunk */
     int64_t *src_rows;    /* [world] */
+    const moe_routing_trace_t *replay; /* workload.routing: replaces the gate; NULL: none */
+    const int *replay_li;  /* [num_layers] moed layer -> the trace's layer index */
     int64_t *combine_hist; /* [num_layers, 4] a rank without experts: its wait for the
                             * combine in the layer's last two steps and the most rows it sent
                             * one rank in each (layer_expect_combine) */
@@ -128,6 +131,23 @@ size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx);
 /* Where this rank's routed tokens start in the step's global token order (the replica
  * split, moe_tokens_of_rank): the plan's tie-breaks use global indices. 0 after init. */
 void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first);
+
+/* workload.routing: the gate is not run; step s's routing of this rank's tokens is the
+ * trace's rows (s * tokens_per_step + token_first + i) mod rows of layer li[layer]
+ * (app/replay.h). tr and li must outlive the ctx. */
+void moe_layer_set_replay(moe_layer_ctx_t *ctx, const moe_routing_trace_t *tr, const int *li);
+
+/* The last forward's routing of this rank's tokens as merged: [tokens, top_k] logical
+ * expert ids and weights (host memory on the CPU back-end; the profiler's
+ * profiler.record_routing reads them). */
+static inline const int32_t *moe_layer_topk_ids(const moe_layer_ctx_t *ctx)
+{
+    return ctx->io.topk_idx;
+}
+static inline const float *moe_layer_topk_weights(const moe_layer_ctx_t *ctx)
+{
+    return ctx->io.topk_w;
+}
 
 /* The last forward's plan and record (valid until the next forward). */
 static inline const moe_plan_t *moe_layer_plan(const moe_layer_ctx_t *ctx)

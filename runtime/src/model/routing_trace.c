@@ -24,8 +24,13 @@ int moe_routing_trace_resolve(const char *path, char *out, size_t out_len)
     if (stat(path, &sb) != 0) {
         return -1;
     }
-    int n = S_ISDIR(sb.st_mode) ? snprintf(out, out_len, "%s/%s", path, MOE_ROUTING_FILE)
-                                : snprintf(out, out_len, "%s", path);
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') { /* "dir/" names dir/routing.safetensors */
+        len--;
+    }
+    int n = S_ISDIR(sb.st_mode)
+                ? snprintf(out, out_len, "%.*s/%s", (int)len, path, MOE_ROUTING_FILE)
+                : snprintf(out, out_len, "%s", path);
     if (n < 0 || (size_t)n >= out_len) {
         errno = ENAMETOOLONG;
         return -1;
@@ -65,14 +70,14 @@ static moe_status_t trace_meta_int(const moe_st_file_t *f, const char *path, con
             *out = 0;
             return MOE_OK;
         }
-        return moe_error_set(err, MOE_ERR_CONFIG, "%s: a moed-routing/1 trace needs the "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: a moed-routing/1 trace needs the "
                              "metadata key '%s' (a string holding a whole number)", path, key);
     }
     char *end = NULL;
     errno = 0;
     long long x = strtoll(v, &end, 10);
     if (end == v || *end != '\0' || errno != 0 || x < lo || x > hi) {
-        return moe_error_set(err, MOE_ERR_CONFIG, "%s: metadata '%s' is '%.64s'; expected a "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: metadata '%s' is '%.64s'; expected a "
                              "whole number in [%" PRId64 ", %" PRId64 "]", path, key, v, lo,
                              hi);
     }
@@ -86,7 +91,7 @@ static moe_status_t trace_meta_layers(const moe_st_file_t *f, moe_routing_trace_
 {
     const char *v = moe_st_metadata(f, "layers");
     if (v == NULL) {
-        return moe_error_set(err, MOE_ERR_CONFIG, "%s: a moed-routing/1 trace needs the "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: a moed-routing/1 trace needs the "
                              "metadata key 'layers' (a JSON list of layer indices, \"[0, 1]\")",
                              tr->path);
     }
@@ -95,7 +100,7 @@ static moe_status_t trace_meta_layers(const moe_st_file_t *f, moe_routing_trace_
     moe_status_t st = MOE_OK;
     size_t n = json_is_array(list) ? json_array_size(list) : 0;
     if (n == 0 || n > TRACE_MAX_LAYERS) {
-        st = moe_error_set(err, MOE_ERR_CONFIG, "%s: metadata 'layers' is '%.80s'; expected a "
+        st = moe_error_set(err, MOE_ERR_FORMAT, "%s: metadata 'layers' is '%.80s'; expected a "
                            "JSON list of 1 to %d layer indices", tr->path, v, TRACE_MAX_LAYERS);
         goto out;
     }
@@ -108,13 +113,13 @@ static moe_status_t trace_meta_layers(const moe_st_file_t *f, moe_routing_trace_
         json_t *e = json_array_get(list, i);
         json_int_t x = json_is_integer(e) ? json_integer_value(e) : -1;
         if (x < 0 || x > 1000000) {
-            st = moe_error_set(err, MOE_ERR_CONFIG, "%s: metadata 'layers' entry %zu is not a "
+            st = moe_error_set(err, MOE_ERR_FORMAT, "%s: metadata 'layers' entry %zu is not a "
                                "layer index (a whole number >= 0)", tr->path, i);
             goto out;
         }
         for (size_t o = 0; o < i; o++) {
             if (tr->layer_ids[o] == (int32_t)x) {
-                st = moe_error_set(err, MOE_ERR_CONFIG, "%s: metadata 'layers' names layer %d "
+                st = moe_error_set(err, MOE_ERR_FORMAT, "%s: metadata 'layers' names layer %d "
                                    "twice", tr->path, (int)x);
                 goto out;
             }
@@ -132,7 +137,7 @@ static moe_status_t trace_meta(const moe_st_file_t *f, moe_routing_trace_t *tr,
 {
     const char *fmt = moe_st_metadata(f, "format");
     if (fmt == NULL || strcmp(fmt, MOE_ROUTING_FORMAT) != 0) {
-        return moe_error_set(err, MOE_ERR_CONFIG, "%s: not a routing trace: its metadata "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: not a routing trace: its metadata "
                              "'format' is %s%.64s%s, expected '" MOE_ROUTING_FORMAT "' "
                              "(docs/routing.md)", tr->path, fmt ? "'" : "", fmt ? fmt : "absent",
                              fmt ? "'" : "");
@@ -150,7 +155,7 @@ static moe_status_t trace_meta(const moe_st_file_t *f, moe_routing_trace_t *tr,
         return st;
     }
     if (k > e) {
-        return moe_error_set(err, MOE_ERR_CONFIG, "%s: metadata top_k %" PRId64 " is more than "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: metadata top_k %" PRId64 " is more than "
                              "num_experts %" PRId64, tr->path, k, e);
     }
     tr->num_experts = (int)e;
@@ -172,11 +177,11 @@ static moe_status_t trace_tensor(const moe_st_file_t *f, moe_routing_trace_t *tr
     snprintf(name, sizeof(name), "layers.%d.%s", (int)L, what);
     const moe_st_tensor_info_t *t = moe_st_find(f, name);
     if (t == NULL) {
-        return moe_error_set(err, MOE_ERR_CONFIG, "%s: layer %d is listed in the metadata but "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: layer %d is listed in the metadata but "
                              "tensor '%s' is missing", tr->path, (int)L, name);
     }
     if (strcmp(t->dtype_name, dtype) != 0) {
-        return moe_error_set(err, MOE_ERR_CONFIG, "%s: tensor '%s' has dtype %s; a trace's %s "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%s' has dtype %s; a trace's %s "
                              "are %s", tr->path, name, t->dtype_name, what, dtype);
     }
     if (t->ndim != 2 || t->shape[1] != tr->top_k || t->shape[0] < 1 ||
@@ -188,11 +193,11 @@ static moe_status_t trace_tensor(const moe_st_file_t *f, moe_routing_trace_t *tr
         }
         strncat(shape, t->ndim > 4 ? ", ...]" : "]", sizeof(shape) - strlen(shape) - 1);
         if (tr->rows > 0) {
-            return moe_error_set(err, MOE_ERR_CONFIG, "%s: tensor '%s' has shape %s; expected "
+            return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%s' has shape %s; expected "
                                  "[%" PRId64 ", %d] (the same tokens in every layer, top_k "
                                  "columns)", tr->path, name, shape, tr->rows, tr->top_k);
         }
-        return moe_error_set(err, MOE_ERR_CONFIG, "%s: tensor '%s' has shape %s; expected "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%s' has shape %s; expected "
                              "[tokens >= 1, %d] (top_k columns)", tr->path, name, shape,
                              tr->top_k);
     }
@@ -216,7 +221,7 @@ static moe_status_t trace_tensors(const moe_st_file_t *f, moe_routing_trace_t *t
         int L = -1, used = 0;
         if (sscanf(name, "layers.%d.%n", &L, &used) == 1 && used > 0 &&
             moe_routing_trace_layer(tr, L) < 0) {
-            st = moe_error_set(err, MOE_ERR_CONFIG, "%s: tensor '%.200s' belongs to layer %d, "
+            st = moe_error_set(err, MOE_ERR_FORMAT, "%s: tensor '%.200s' belongs to layer %d, "
                                "which the metadata 'layers' does not list", tr->path, name, L);
         }
     }
@@ -256,21 +261,21 @@ static moe_status_t trace_read_layer(moe_st_file_t *f, moe_routing_trace_t *tr, 
         const float *wr = w + (size_t)r * (size_t)k;
         for (int j = 0; j < k; j++) {
             if (row[j] < 0 || row[j] >= tr->num_experts) {
-                return moe_error_set(err, MOE_ERR_CONFIG, "%s: '%s' row %" PRId64 " column %d "
+                return moe_error_set(err, MOE_ERR_FORMAT, "%s: '%s' row %" PRId64 " column %d "
                                      "is expert %d; the trace has %d experts (0 to %d)",
                                      tr->path, name[0], r, j, (int)row[j], tr->num_experts,
                                      tr->num_experts - 1);
             }
             for (int o = 0; o < j; o++) {
                 if (row[o] == row[j]) {
-                    return moe_error_set(err, MOE_ERR_CONFIG, "%s: '%s' row %" PRId64 " names "
+                    return moe_error_set(err, MOE_ERR_FORMAT, "%s: '%s' row %" PRId64 " names "
                                          "expert %d twice (columns %d and %d): a token picks "
                                          "an expert at most once", tr->path, name[0], r,
                                          (int)row[j], o, j);
                 }
             }
             if (!isfinite(wr[j]) || wr[j] < 0.0f) {
-                return moe_error_set(err, MOE_ERR_CONFIG, "%s: '%s' row %" PRId64 " column %d "
+                return moe_error_set(err, MOE_ERR_FORMAT, "%s: '%s' row %" PRId64 " column %d "
                                      "is %g; weights are finite and not negative", tr->path,
                                      name[1], r, j, (double)wr[j]);
             }

@@ -145,6 +145,7 @@ typedef struct moe_config {
     int64_t steps;
     char input[MOE_PATH_MAX];       /* "random" or a .safetensors path holding "input" */
     double routing_skew;
+    char routing_trace[MOE_PATH_MAX]; /* workload.routing: "none" or a trace to replay */
 
     /* profiler */
     bool prof_enabled;
@@ -160,6 +161,8 @@ typedef struct moe_config {
     bool prof_trace;
     int64_t prof_trace_max_events;
     int64_t prof_metrics_max_mb;    /* 0 = no bound */
+    bool prof_record_routing;       /* write routing.safetensors */
+    int64_t prof_routing_max_mb;    /* refuse a recording larger than this */
     char prof_output_dir[MOE_PATH_MAX];
     char prof_listen[MOE_PATH_MAX];       /* "HOST:PORT" or "off" */
     char prof_control_token[MOE_PATH_MAX]; /* "none": none (MOED_CONTROL_TOKEN may set one) */
@@ -272,6 +275,11 @@ int moe_cfg_local_expert(const moe_config_t *cfg, int layer, int rank, int le);
 
 /* The most experts `rank` hosts in any one layer (buffers are sized for it). */
 int moe_cfg_max_local(const moe_config_t *cfg, int rank);
+
+/* Steps the profiler's schedule records over workload.steps (warm-up, windows, sampling,
+ * repeat: moe_prof_schedule), or -1 when neither the run nor its windows end. What
+ * profiler.record_routing keeps, and what profiler.routing_max_mb is checked against. */
+int64_t moe_cfg_recorded_steps(const moe_config_t *cfg);
 
 /* The placement entries of moed layer `layer`, sorted by expert then rank (an expert's
  * replicas are adjacent, ranks ascending); *n gets their number. */

@@ -48,7 +48,7 @@ int moe_routing_trace_resolve(const char *path, char *out, size_t out_len);
  * format, the metadata, both tensors of every listed layer with the right dtypes and
  * shapes, no other layer tensors. With data, read every layer's ids and weights too and
  * check each row: ids in [0, num_experts), no id twice in one row, weights finite and not
- * negative. Errors (MOE_ERR_CONFIG for a file that is not a trace, MOE_ERR_IO when it
+ * negative. Errors (MOE_ERR_FORMAT for a file that is not a trace, MOE_ERR_IO when it
  * cannot be read) name the file and the tensor (and the row and column of a bad value). */
 moe_status_t moe_routing_trace_open(const char *path, bool data, moe_routing_trace_t *out,
                                     moe_error_t *err);

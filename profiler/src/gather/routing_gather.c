@@ -1,0 +1,199 @@
+/* Rank 0's side of profiler.record_routing (routing_gather.h). */
+#include "gather/routing_gather.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "moe/clock.h"
+#include "moe/mpi_check.h"
+#include "moe/poll.h"
+#include "moe_model/routing_trace.h"
+#include "moe_proto/routing_msg.h"
+
+/* The messages taken so far (at most one per token range). */
+typedef struct parts {
+    void *bufs[MOE_MAX_RANKS + 1];
+    moe_routing_msg_t msg[MOE_MAX_RANKS + 1];
+    int n;
+    int64_t covered;
+} parts_t;
+
+/* Add a message if it fits the run and covers tokens no other has. */
+static void parts_add(parts_t *p, const moe_config_t *cfg, void *buf, size_t len, int src,
+                      moe_routing_set_t *out)
+{
+    moe_routing_msg_t m;
+    moe_error_t err;
+    bool ok = moe_routing_msg_decode(buf, len, &m, &err) == MOE_OK;
+    if (ok && (m.layers != cfg->num_layers || m.top_k != cfg->top_k ||
+               m.token_first + m.tokens > cfg->tokens_per_step)) {
+        ok = false;
+        moe_error_set(&err, MOE_ERR_FORMAT, "it does not fit this run's layers, top_k or "
+                      "tokens");
+    }
+    for (int i = 0; ok && i < p->n; i++) {
+        const moe_routing_msg_t *o = &p->msg[i];
+        if (m.token_first < o->token_first + o->tokens && o->token_first < m.token_first + m.tokens) {
+            ok = false;
+            moe_error_set(&err, MOE_ERR_FORMAT, "its tokens overlap another rank's");
+        }
+    }
+    if (!ok || p->n > MOE_MAX_RANKS) {
+        snprintf(out->why, sizeof(out->why), "rank %d's routing was dropped: %.200s", src,
+                 err.msg);
+        free(buf);
+        return;
+    }
+    p->bufs[p->n] = buf;
+    p->msg[p->n++] = m;
+    p->covered += m.tokens;
+}
+
+/* One message from any rank, if one is there (its receive bounded by poll). */
+static bool receive_one(MPI_Comm comm, moe_poll_t *poll, parts_t *p, const moe_config_t *cfg,
+                        moe_routing_set_t *out)
+{
+    int flag = 0, n = 0, done = 0;
+    MPI_Message msg;
+    MPI_Status status;
+    if (MOE_MPI(MPI_Improbe(MPI_ANY_SOURCE, MOE_PROF_TAG_ROUTING, comm, &flag, &msg, &status),
+                NULL) != MOE_OK || !flag) {
+        return false;
+    }
+    if (MOE_MPI(MPI_Get_count(&status, MPI_BYTE, &n), NULL) != MOE_OK || n <= 0) {
+        return false;
+    }
+    void *buf = malloc((size_t)n);
+    MPI_Request req;
+    if (buf == NULL || MOE_MPI(MPI_Imrecv(buf, n, MPI_BYTE, &msg, &req), NULL) != MOE_OK) {
+        free(buf); /* the sender's recording is lost: the set stays incomplete */
+        return false;
+    }
+    while (!done) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+            (!done && moe_poll_next(poll) != MOE_OK)) {
+            return false; /* buf stays with the pending receive */
+        }
+    }
+    parts_add(p, cfg, buf, (size_t)n, status.MPI_SOURCE, out);
+    return true;
+}
+
+/* The parts in global token order, steps cut to the fewest any part holds. */
+static void assemble(const moe_config_t *cfg, parts_t *p, moe_routing_set_t *out)
+{
+    int64_t T = cfg->tokens_per_step, L = cfg->num_layers, k = cfg->top_k, steps = INT64_MAX;
+    for (int i = 0; i < p->n; i++) {
+        steps = p->msg[i].steps < steps ? p->msg[i].steps : steps;
+    }
+    if (steps == 0 || steps == INT64_MAX) {
+        snprintf(out->why, sizeof(out->why), "no recorded step completed");
+        return;
+    }
+    size_t n = (size_t)L * (size_t)steps * (size_t)T * (size_t)k;
+    out->ids = malloc(n * sizeof(int32_t));
+    out->weights = malloc(n * sizeof(float));
+    if (out->ids == NULL || out->weights == NULL) {
+        snprintf(out->why, sizeof(out->why), "no memory for %zu routing choices", n);
+        return;
+    }
+    for (int i = 0; i < p->n; i++) {
+        const moe_routing_msg_t *m = &p->msg[i];
+        size_t run = (size_t)m->tokens * (size_t)k; /* one layer of one step of this part */
+        for (int64_t s = 0; s < steps; s++) {
+            for (int64_t l = 0; l < L; l++) {
+                size_t from = ((size_t)s * (size_t)L + (size_t)l) * run;
+                size_t to = ((size_t)l * (size_t)steps * (size_t)T + (size_t)s * (size_t)T +
+                             (size_t)m->token_first) * (size_t)k;
+                memcpy(out->ids + to, m->ids + from, run * sizeof(int32_t));
+                memcpy(out->weights + to, m->weights + from, run * sizeof(float));
+            }
+        }
+    }
+    out->steps = steps;
+    out->tokens = T;
+    out->layers = L;
+    out->top_k = k;
+    out->complete = true;
+}
+
+void moe_gather_routing(const moe_config_t *cfg, MPI_Comm comm, const void *own,
+                        size_t own_len, int64_t deadline_ns, moe_routing_set_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    parts_t *p = calloc(1, sizeof(*p)); /* ~260 kB: not on the stack */
+    if (p == NULL) {
+        snprintf(out->why, sizeof(out->why), "no memory to collect the routing");
+        return;
+    }
+    if (own != NULL) {
+        void *copy = malloc(own_len);
+        if (copy != NULL) {
+            memcpy(copy, own, own_len);
+            parts_add(p, cfg, copy, own_len, 0, out);
+        }
+    }
+    moe_poll_t poll;
+    moe_poll_begin_at(&poll, deadline_ns, false);
+    while (p->covered < cfg->tokens_per_step) {
+        if (!receive_one(comm, &poll, p, cfg, out) && moe_poll_next(&poll) != MOE_OK) {
+            break;
+        }
+    }
+    if (p->covered < cfg->tokens_per_step) {
+        if (out->why[0] == '\0') {
+            snprintf(out->why, sizeof(out->why), "the routing of %lld of the %lld tokens of a "
+                     "step did not come (a routing rank lost or out of time)",
+                     (long long)(cfg->tokens_per_step - p->covered),
+                     (long long)cfg->tokens_per_step);
+        }
+    } else {
+        assemble(cfg, p, out);
+    }
+    for (int i = 0; i < p->n; i++) {
+        free(p->bufs[i]);
+    }
+    free(p);
+}
+
+moe_status_t moe_gather_routing_write(const moe_routing_set_t *set, const moe_config_t *cfg,
+                                      const char *run_dir, moe_error_t *err)
+{
+    if (!set->complete) {
+        fprintf(stderr, "moed: warning: profiler.record_routing: %s/%s not written: %s\n",
+                run_dir, MOE_ROUTING_FILE, set->why);
+        return MOE_OK;
+    }
+    char path[4096 + 64], source[4096 + 16];
+    snprintf(path, sizeof(path), "%s/%s", run_dir, MOE_ROUTING_FILE);
+    snprintf(source, sizeof(source), "moed run %s", run_dir);
+    int L = (int)set->layers;
+    const int32_t *ids[MOE_MAX_LAYER_IDS];
+    const float *ws[MOE_MAX_LAYER_IDS];
+    size_t per = (size_t)set->steps * (size_t)set->tokens * (size_t)set->top_k;
+    for (int l = 0; l < L; l++) {
+        ids[l] = set->ids + (size_t)l * per;
+        ws[l] = set->weights + (size_t)l * per;
+    }
+    moe_routing_out_t o = {
+        .num_layers = L, .layer_ids = cfg->layer_ids, .num_experts = (int)cfg->num_experts,
+        .top_k = (int)set->top_k, .rows = set->steps * set->tokens,
+        .tokens_per_step = set->tokens, .family = moe_cfg_family_name(cfg->family),
+        .source = source, .uniform_weights = false, .ids = ids, .weights = ws};
+    moe_status_t st = moe_routing_trace_write(path, &o, err);
+    if (st == MOE_OK) {
+        printf("routing: %lld recorded steps x %lld tokens x %d layers in %s (%.1f MiB)\n",
+               (long long)set->steps, (long long)set->tokens, L, path,
+               (double)moe_routing_trace_bytes(L, set->steps * set->tokens, (int)set->top_k) /
+                   (1024.0 * 1024.0));
+    }
+    return st;
+}
+
+void moe_routing_set_free(moe_routing_set_t *set)
+{
+    free(set->ids);
+    free(set->weights);
+    memset(set, 0, sizeof(*set));
+}

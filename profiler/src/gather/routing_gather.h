@@ -1,0 +1,35 @@
+/* Rank 0's side of profiler.record_routing: every routing rank's recording (the message of
+ * moe_proto/routing_msg.h) collected at the end of the run, assembled in global token
+ * order and written as routing.safetensors (moe_model/routing_trace.h) into the run
+ * folder, whole or not at all. */
+#ifndef MOE_GATHER_ROUTING_GATHER_H
+#define MOE_GATHER_ROUTING_GATHER_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moe_config/config.h"
+#include "moe/status.h"
+
+typedef struct moe_routing_set {
+    int64_t steps;            /* steps every routing rank completed */
+    int64_t tokens, layers, top_k;
+    int32_t *ids;             /* [layers][steps * tokens][top_k] */
+    float *weights;
+    bool complete;            /* every token of a step came */
+    char why[256];            /* else why not */
+} moe_routing_set_t;
+
+/* Rank 0: its own message (own, own_len; NULL when it routes none) and the others', which
+ * arrive on comm (tag MOE_PROF_TAG_ROUTING) until every token of a step is covered or
+ * deadline_ns. */
+void moe_gather_routing(const moe_config_t *cfg, MPI_Comm comm, const void *own,
+                        size_t own_len, int64_t deadline_ns, moe_routing_set_t *out);
+/* Write the set as run_dir/routing.safetensors; says what it wrote (or why not) on
+ * stdout / stderr. MOE_ERR_IO when the file could not be written. */
+moe_status_t moe_gather_routing_write(const moe_routing_set_t *set, const moe_config_t *cfg,
+                                      const char *run_dir, moe_error_t *err);
+void moe_routing_set_free(moe_routing_set_t *set);
+
+#endif /* MOE_GATHER_ROUTING_GATHER_H */
