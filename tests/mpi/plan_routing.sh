@@ -7,10 +7,10 @@
 # the recording run measured. Cases: master routing without replicas; symmetric routing
 # with replicas, a capacity limit and 2 chunks; the planned config loads (--check-config)
 # for a trace written here without any run.
-source "$(dirname "$0")/common.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/common.sh"
 command -v python3 > /dev/null || { echo "SKIP: python3 is needed to parse the JSON reports"; exit 77; }
 run_dir() { ls -d "$WORK"/experiments/*/ | sort | tail -1; }
-HERE=$(cd "$(dirname "$0")" && pwd)
 
 # needs_replay: record and replay are config keys of this moed (the test waits for them)
 needs_replay() {
@@ -30,8 +30,8 @@ record() {
   [[ -f $A/routing.safetensors ]] || fail "the recording run wrote no routing.safetensors"
 }
 
-# replay_config IN OUT TRACE: the planned config with workload.routing set to the trace and
-# the recording off (the replay's report then holds nothing but what is checked)
+# replay_config IN OUT TRACE: the planned config with workload.routing set to the trace (and
+# no routing_skew, which only the gate takes) and the recording off
 replay_config() {
   python3 - "$1" "$2" "$3" <<'PY'
 import sys
@@ -40,8 +40,8 @@ out, sec = [], None
 for line in open(src).read().split("\n"):
     if line and not line.startswith(" "):
         sec = line.rstrip(":")
-    if sec == "workload" and line.startswith("  routing:"):
-        continue
+    if sec == "workload" and line.startswith(("  routing:", "  routing_skew:")):
+        continue  # the replay replaces the gate: a skew for it is refused
     if sec == "profiler" and line.startswith("  record_routing:"):
         continue
     out.append(line)

@@ -507,7 +507,7 @@ static void tamper(const moe_cfg_replica_t *slots, int n, int64_t *slot_rows, in
     }
 }
 
-static bool show_keys; /* write_run: layers[].hottest_share and entropy_bits too */
+static bool show_keys; /* write_run: layers[].routing.hottest_share, entropy_bits too */
 
 static void write_run(const char *dir, const char *planned, const char *trace, int N,
                       int passes, int bump)
@@ -552,7 +552,8 @@ static void write_run(const char *dir, const char *planned, const char *trace, i
         int64_t cap = moe_plan_capacity(c->capacity_factor, T, k, E);
         for (int64_t s = 0; s < steps * passes; s++) {
             for (int64_t g = 0; g < T; g++) {
-                memcpy(topk + g * k, moe_routing_trace_ids(&tr, li, ((s % steps) * T + g) % tr.rows),
+                int64_t row = ((s % steps) * T + g) % tr.rows;
+                memcpy(topk + g * k, moe_routing_trace_ids(&tr, li, row),
                        sizeof(int32_t) * (size_t)k);
             }
             moe_plan_count_demand(&plan, topk, T);
@@ -573,8 +574,8 @@ static void write_run(const char *dir, const char *planned, const char *trace, i
         }
         json_t *lrow = json_pack("{s:i, s:o}", "layer", l, "demand", d);
         if (show_keys) { /* what a newer summary.json carries per layer */
-            json_object_set_new(lrow, "hottest_share", json_real(0.5 + 0.25 * l));
-            json_object_set_new(lrow, "entropy_bits", json_real(1.5));
+            json_object_set_new(lrow, "routing", json_pack("{s:f, s:f}", "hottest_share",
+                                                           0.5 + 0.25 * l, "entropy_bits", 1.5));
         }
         json_array_append_new(layers, lrow);
         for (int i = 0; i < n; i++) {
@@ -602,7 +603,9 @@ static void write_run(const char *dir, const char *planned, const char *trace, i
     json_object_set_new(doc, "experts", experts);
     json_object_set_new(doc, "replicas", replicas);
     json_object_set_new(doc, "layers", layers);
-    json_object_set_new(doc, "routing", json_string("replayed test trace"));
+    json_object_set_new(doc, "routing", json_pack("{s:s, s:s, s:s}", "source", "replayed",
+                                                  "detail", "replayed test trace", "file",
+                                                  trace));
     snprintf(path, sizeof(path), "%s/summary.json", dir);
     CHECK(json_dump_file(doc, path, JSON_INDENT(1)) == 0);
     json_decref(doc);
@@ -695,7 +698,8 @@ static void test_check(void)
     CHECK_STR_CONTAINS(o, want);
     CHECK_STR_CONTAINS(o, "     routing: replayed test trace\n");
     free(o);
-    /* a summary.json with hottest_share and entropy_bits: read, not recomputed */
+    /* a summary.json with layers[].routing.hottest_share and entropy_bits: read, not
+     * recomputed */
     snprintf(b_run, sizeof(b_run), "%s/run_show", root);
     show_keys = true;
     write_run(b_run, out, trace, 3, 1, 0);

@@ -316,24 +316,22 @@ static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     }
 }
 
-/* Where the run's routing came from, when summary.json says ("routing": a string such as
- * "router" or "replayed FILE", or an object with "source"); false for a report without. */
+/* Where the run's routing came from, when summary.json says: its "routing" object's
+ * "detail" ("router", "replayed FILE (SOURCE)"), else its "source" and "file"; false for a
+ * report from before the routing source. */
 static bool cmp_routing(const cmp_run_t *c, char *buf, size_t n)
 {
     const json_t *r = json_object_get(c->doc, "routing");
-    const char *s = moe_json_str(r, NULL);
-    if (s == NULL && json_is_object(r)) {
-        s = moe_json_str(json_object_get(r, "source"), NULL);
-        const char *file = moe_json_str(json_object_get(r, "file"), NULL);
-        if (s != NULL && file != NULL && strstr(s, file) == NULL) {
-            snprintf(buf, n, "%s (%s)", s, file);
-            return true;
-        }
-    }
-    if (s == NULL || s[0] == '\0') {
+    const char *s = moe_json_str(json_object_get(r, "detail"), moe_json_str(r, NULL));
+    const char *kind = moe_json_str(json_object_get(r, "source"), NULL);
+    const char *file = moe_json_str(json_object_get(r, "file"), NULL);
+    if (s != NULL && s[0] != '\0') {
+        snprintf(buf, n, "%s", s);
+    } else if (kind != NULL && kind[0] != '\0') {
+        snprintf(buf, n, "%s%s%s", kind, file != NULL ? " " : "", file != NULL ? file : "");
+    } else {
         return false;
     }
-    snprintf(buf, n, "%s", s);
     return true;
 }
 
@@ -675,7 +673,7 @@ static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t
 
 /* One run's layer: tokens per expert rank max/mean, the hottest expert's share of the
  * layer's tokens and the entropy of its expert distribution in bits (summary.json's
- * layers[].hottest_share and entropy_bits, else from layers[].demand), expert compute
+ * layers[].routing.hottest_share and entropy_bits, else from layers[].demand), expert compute
  * time per expert rank max/mean and the busiest rank's ms per recorded step; NAN where
  * the report lacks the figure. */
 typedef struct cmp_layer_fig {
@@ -695,8 +693,9 @@ static void cmp_demand_figs(const json_t *layer, double *hot, double *bits)
         double p = moe_json_num(json_array_get(d, e), 0.0) / sum;
         ent -= p > 0.0 ? p * log2(p) : 0.0;
     }
-    *hot = moe_json_num(json_object_get(layer, "hottest_share"), sum > 0.0 ? mx / sum : NAN);
-    *bits = moe_json_num(json_object_get(layer, "entropy_bits"), sum > 0.0 ? ent : NAN);
+    const json_t *g = json_object_get(layer, "routing"); /* a report that has them */
+    *hot = moe_json_num(json_object_get(g, "hottest_share"), sum > 0.0 ? mx / sum : NAN);
+    *bits = moe_json_num(json_object_get(g, "entropy_bits"), sum > 0.0 ? ent : NAN);
 }
 
 static bool cmp_layer_figs(const cmp_run_t *c, int l, cmp_layer_fig_t *f)

@@ -138,13 +138,12 @@ static void chk_time(const chk_layer_t *x, char *buf, size_t n)
     }
 }
 
-/* summary.json's routing source (another part writes it: a string, or an object with a
- * "source"), or "" for a report without one. */
+/* summary.json's routing source in words ("routing": {"detail": "replayed FILE (...)"}), or
+ * "" for a report without one. */
 static const char *chk_routing(const json_t *doc)
 {
     const json_t *r = json_object_get(doc, "routing");
-    const char *s = moe_json_str(r, NULL);
-    return s != NULL ? s : moe_json_str(json_object_get(r, "source"), "");
+    return moe_json_str(json_object_get(r, "detail"), moe_json_str(r, ""));
 }
 
 static int chk_report(chk_t *c, FILE *out)
@@ -164,7 +163,7 @@ static int chk_report(chk_t *c, FILE *out)
     }
     fprintf(out, "tokens per expert rank, max/mean (the run's from summary.json experts[] and "
             "replicas[]), and\nthe compute time per expert rank, max/mean, beside it:\n"
-            "  %-6s %9s %9s   %-52s %s\n", "layer", "predicted", "run", "tokens", "time");
+            "  %-7s %9s %9s   %-52s %s\n", "layer", "predicted", "run", "tokens", "time");
     for (int l = 0; l < c->L; l++) {
         chk_layer_t *x = &c->layers[l];
         if (!x->predicted) {
@@ -173,15 +172,16 @@ static int chk_report(chk_t *c, FILE *out)
         shown++;
         equal += chk_verdict(x, verdict, sizeof(verdict)) ? 1 : 0;
         chk_time(x, time, sizeof(time));
-        fprintf(out, "  %-6d %9.3f %9.3f   %-52s %s\n", l, plan_ratio(&x->pred),
+        fprintf(out, "  %-7d %9.3f %9.3f   %-52s %s\n", l, plan_ratio(&x->pred),
                 plan_ratio(&x->run), verdict, time);
         pmx += (double)x->pred.max;
         pmean += x->pred.hosts > 0 ? (double)x->pred.total / x->pred.hosts : 0.0;
         rmx += (double)x->run.max;
         rmean += x->run.hosts > 0 ? (double)x->run.total / x->run.hosts : 0.0;
     }
-    fprintf(out, "  overall %7.3f %9.3f   (sum over layers of the busiest rank's tokens / sum "
-            "of the means)\n", pmean > 0 ? pmx / pmean : 0.0, rmean > 0 ? rmx / rmean : 0.0);
+    fprintf(out, "  %-7s %9.3f %9.3f   (sum over layers of the busiest rank's tokens / sum "
+            "of the means)\n", "overall", pmean > 0 ? pmx / pmean : 0.0,
+            rmean > 0 ? rmx / rmean : 0.0);
     if (equal == shown) {
         fprintf(out, "result: the run measured what the plan predicted, in all %d layers\n",
                 shown);

@@ -394,7 +394,7 @@ void plan_trace_print(const plan_t *p, FILE *out)
             "per layer%s\n  trace: %s (%s)\n  base config: %s\n", p->E, p->L, p->n, p->a.ranks,
             p->a.redundant, p->a.hostfile ? " (nodes first, from the hostfile)" : "", p->tr.path,
             p->tr.source[0] ? p->tr.source : "no source named", p->base);
-    fprintf(out, "predicted tokens per expert rank, max/mean (1.00 = balanced), for %s;\n"
+    fprintf(out, "predicted tokens per expert rank, max/mean (1.00 = balanced),\n  for %s;\n"
             "  replicas split as the runtime splits them (overall: the sum over layers of the "
             "busiest\n  rank's tokens over the sum of the means, as a step pays it):\n", scope);
     for (int l = 0; l < p->L; l++) {
