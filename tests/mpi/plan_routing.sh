@@ -59,7 +59,7 @@ check_exact() {
 import json, re, sys
 plan, run, which = sys.argv[1:4]
 pat = re.compile(r"^#   layer (\d+): before [\d.]+ \(max (\d+) / mean ([\d.]+) on (\d+) ranks\), "
-                 r"after [\d.]+ \(max (\d+) / mean ([\d.]+) on (\d+) ranks\); (\d+) tokens$")
+                 r"after [\d.]+ \(max (\d+) / mean ([\d.]+) on (\d+) ranks\); (\d+) in all$")
 pred = {}
 for line in open(plan):
     m = pat.match(line.rstrip("\n"))

@@ -202,7 +202,7 @@ static bool pred_line(const char *yaml, int l, loads_t *before, loads_t *after)
     int hb, ha;
     if (s == NULL || sscanf(s, "#   layer %*d: before %lf (max %" SCNd64 " / mean %lf on %d "
                             "ranks), after %lf (max %" SCNd64 " / mean %lf on %d ranks); %"
-                            SCNd64 " tokens", &rb, &xb, &mb, &hb, &ra, &xa, &ma, &ha, &t) != 9) {
+                            SCNd64 " in all", &rb, &xb, &mb, &hb, &ra, &xa, &ma, &ha, &t) != 9) {
         return false;
     }
     *before = (loads_t){.max = xb, .total = (int64_t)llround(mb * hb), .hosts = hb};

@@ -53,7 +53,7 @@ static moe_status_t chk_read_plan(chk_t *c, moe_error_t *err)
         (void)sscanf(line, "# for the trace's %" SCNd64 " tokens in %" SCNd64 " steps of %"
                      SCNd64, &c->tokens, &c->steps, &c->step_tokens);
         if (sscanf(line, "#   layer %d: before %lf (max %" SCNd64 " / mean %lf on %d ranks), "
-                   "after %lf (max %" SCNd64 " / mean %lf on %d ranks); %" SCNd64 " tokens",
+                   "after %lf (max %" SCNd64 " / mean %lf on %d ranks); %" SCNd64 " in all",
                    &l, &rb, &mb, &meanb, &hb, &ra, &ma, &meana, &ha, &total) == 10 &&
             l >= 0 && l < c->L && c->head[0] != '\0') {
             c->layers[l].predicted = true;
@@ -129,10 +129,11 @@ static bool chk_verdict(const chk_layer_t *x, char *buf, size_t n)
     return true;
 }
 
-static void chk_time(const chk_layer_t *x, char *buf, size_t n)
+static void chk_time(const chk_layer_t *x, double steps, char *buf, size_t n)
 {
-    if (isfinite(x->ms_max) && isfinite(x->ms_mean) && x->ms_mean > 0.0) {
-        snprintf(buf, n, "%.3f (busiest %.3f ms)", x->ms_max / x->ms_mean, x->ms_max);
+    if (isfinite(x->ms_max) && isfinite(x->ms_mean) && x->ms_mean > 0.0 && steps > 0) {
+        snprintf(buf, n, "%.3f (busiest %.3f ms/step)", x->ms_max / x->ms_mean,
+                 x->ms_max / steps);
     } else {
         snprintf(buf, n, "n/a (not every expert rank profiled)");
     }
@@ -162,7 +163,8 @@ static int chk_report(chk_t *c, FILE *out)
         fprintf(out, "  routing of the run: %s\n", chk_routing(c->doc));
     }
     fprintf(out, "tokens per expert rank, max/mean (the run's from summary.json experts[] and "
-            "replicas[]), and\nthe compute time per expert rank, max/mean, beside it:\n"
+            "replicas[]), and\nbeside it each expert rank's expert compute time, max/mean, with "
+            "the busiest rank's ms per\nrecorded step:\n"
             "  %-7s %9s %9s   %-52s %s\n", "layer", "predicted", "run", "tokens", "time");
     for (int l = 0; l < c->L; l++) {
         chk_layer_t *x = &c->layers[l];
@@ -171,7 +173,8 @@ static int chk_report(chk_t *c, FILE *out)
         }
         shown++;
         equal += chk_verdict(x, verdict, sizeof(verdict)) ? 1 : 0;
-        chk_time(x, time, sizeof(time));
+        chk_time(x, moe_json_num(moe_json_path(c->doc, "run.recorded_steps"), 0), time,
+                 sizeof(time));
         fprintf(out, "  %-7d %9.3f %9.3f   %-52s %s\n", l, plan_ratio(&x->pred),
                 plan_ratio(&x->run), verdict, time);
         pmx += (double)x->pred.max;

@@ -357,7 +357,7 @@ static void yaml_layer(const plan_t *p, int l, FILE *f)
     const plan_pred_t *b = &p->pb[l], *a = &p->pa[l];
     /* plan_check.c reads this line back: keep the two in step */
     fprintf(f, "#   layer %d: before %.3f (max %" PRId64 " / mean %.3f on %d ranks), after %.3f "
-            "(max %" PRId64 " / mean %.3f on %d ranks); %" PRId64 " tokens\n", l, p->before[l],
+            "(max %" PRId64 " / mean %.3f on %d ranks); %" PRId64 " in all\n", l, p->before[l],
             b->max, pred_mean(b), b->hosts, p->after[l], a->max, pred_mean(a), a->hosts,
             a->total);
 }
