@@ -422,6 +422,9 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
                                              : "swiglu_oai",
            (long long)cfg->hidden_dim,
            (long long)cfg->ffn_dim, eng->weights.naming);
+    if (strcmp(moe_engine_routing_source(eng), "router") != 0) {
+        printf("routing: %s, in place of the gate\n", moe_engine_routing_source(eng));
+    }
     printf("run: %lld steps x %lld tokens in %.3f s (%.2f ms/step)\n", (long long)eng->steps_done,
            (long long)cfg->tokens_per_step, secs, secs * 1e3 / steps);
     printf("rank 0 phases, ms/step:");
