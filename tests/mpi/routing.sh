@@ -133,6 +133,10 @@ EOF
     ROUTING=symmetric; TOKENS=100; SKEW=1.5; record ''
     check_trace
     replay_same 3 1 ;;
+  master2)  # the master is rank 2: its recording travels to rank 0, the replay back to it
+    MASTER=2; SKEW=1.5; PLACEMENT='{0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}'; record ''
+    check_trace
+    replay_same 3 ;;
   symmetric_same)
     SKEW=1.5; TOKENS=100; record ''
     mv "$TRACE" master_trace
