@@ -329,7 +329,7 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .device = eng->device_name,
         .chunks = (int)cfg->chunks,
         .device_memory = eng->cuda != NULL ? eng->plugin->mem_usage : NULL,
-        .routing_source = eng->replaying ? eng->replay.source : "router",
+        .routing_source = moe_engine_routing_source(eng),
         .token_first = eng->token_first,
         .token_count = eng->token_count,
     };
@@ -585,6 +585,11 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
     }
     *out = eng;
     return MOE_OK;
+}
+
+const char *moe_engine_routing_source(const moe_engine_t *eng)
+{
+    return eng->replaying ? eng->replay.source : "router";
 }
 
 void moe_engine_destroy(moe_engine_t *eng)
