@@ -3,18 +3,19 @@
 # bandwidth, measured in the same run on the same number of cores. A benchmark, not a test.
 #
 #   BUILD   the build folder (default build): moed, tests/bench/bench_stream, tests/make_checkpoint
-#   DTYPE   the expert weights:
+#   DTYPE   the expert weights, or several in one run ("fp8 fp8-bf16": one checkpoint for both):
 #             bf16      random weights held in BF16 (model.dtype bf16; the default)
 #             f32       random weights in F32
 #             fp8       a DeepSeek-V3-layout FP8 e4m3 checkpoint (128x128 block scales, written
-#                       by tests/make_checkpoint) run with model.dtype auto: held as stored
-#                       where moed keeps FP8 (else widened at load: the report's weights say)
+#                       by tests/models/make_reference.py: NumPy, ~2 min for 32 experts x 4
+#                       layers; top-k is the family's 4, a shared expert runs on the master)
+#                       run with model.dtype auto: held as stored where moed keeps FP8 (else
+#                       widened at load: the run's "experts:" line says)
 #             fp8-bf16  the same checkpoint widened to BF16 at load (model.dtype bf16): the
 #                       baseline of the FP8 speed-up
 #             mxfp4     a gpt-oss-layout MXFP4 checkpoint (U8 blocks, e8m0 scales), dtype auto
 #   SHAPES  "EXPERTS:TOPK ..." (default "32:4 128:8": Qwen3-30B-A3B's top-8 of 128 and
-#           DeepSeek-V3's top-8 of 256 scaled to the machine; fp8 is deepseek_v3 with its
-#           own top-k of the checkpoint: K as given)
+#           DeepSeek-V3's top-8 of 256 scaled to the machine; for fp8 K is the checkpoint's 4)
 # Environment: TOKENS ("1 8 32 128"), HIDDEN (2048), FFN (768), LAYERS (4), STEPS (40, of
 # which WARMUP 5 unrecorded), NP (3: a master and NP-1 expert ranks), BIND (auto: moed's
 # runtime.bind pins the expert ranks, mpirun --bind-to none; overload: mpirun --bind-to
@@ -28,11 +29,12 @@
 # bytes over its own expert call time, summed over the expert ranks: the rate at which
 # the cores read weights while they compute) and over the whole step (rank 0's mean step
 # time), each against the read bandwidth of NP-1 threads pinned as the expert ranks are
-# (bench_stream, measured before each shape and after the last).
+# (bench_stream, measured right before each run: the host's own speed moves it from minute
+# to minute, so each row has its own, in the "read GB/s" column).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build}
-dtype=${2:-bf16}
+dtypes=${2:-bf16}
 shapes=${3:-32:4 128:8}
 moed=$build/moed
 stream=$build/tests/bench/bench_stream
@@ -51,10 +53,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for x in "$moed" "$stream"; do
   [[ -x $x ]] || { echo "bench_decode: $x not built (cmake --build $build)" >&2; exit 2; }
 done
-case $dtype in
-  bf16|f32|fp8|fp8-bf16|mxfp4) ;;
-  *) echo "bench_decode: DTYPE is bf16, f32, fp8, fp8-bf16 or mxfp4, not $dtype" >&2; exit 2 ;;
-esac
+for dtype in $dtypes; do
+  case $dtype in
+    bf16|f32|fp8|fp8-bf16|mxfp4) ;;
+    *) echo "bench_decode: DTYPE is bf16, f32, fp8, fp8-bf16 or mxfp4, not $dtype" >&2; exit 2 ;;
+  esac
+done
 case $BIND in
   auto) mpibind=(--bind-to none) ;;
   overload) mpibind=(--bind-to core:overload-allowed) ;;
@@ -68,27 +72,32 @@ echo "bench_decode: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), moed $(git -C
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs, L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
 echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtype, $NP ranks ($experts_ranks expert ranks, binding $BIND), $STEPS steps ($WARMUP warm-up)"
+echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($experts_ranks expert ranks, binding $BIND), $STEPS steps ($WARMUP warm-up)"
 
 stream_gbps() { # the read GB/s (best pass) of NP-1 pinned threads
   local out
-  out=$("$stream" --threads "$experts_ranks" --mib 2048 --passes 8 2>&1) || { echo 0; return; }
-  echo "$out" | sed 's/^/  /' >&2
+  out=$("$stream" --threads "$experts_ranks" --mib 2048 --passes 6 2>&1) || { echo 0; return; }
   sed -n 's/^stream: read GB\/s best \([0-9.]*\).*/\1/p' <<< "$out"
 }
+"$stream" --threads "$experts_ranks" --mib 2048 --passes 6 2>&1 | sed 's/^/read bandwidth: /'
 
 # ckpt E K: the checkpoint folder of the dtype's family for E experts, top-K (made once)
 ckpt() {
   local e=$1 k=$2 d="$work/ck_${dtype%%-*}_$1_$2" fam kind brk=""
   case $dtype in
-    fp8|fp8-bf16) fam=deepseek_v3 kind=fp8 ;;
+    fp8|fp8-bf16) fam=deepseek_v3 kind=fp8 k=4 d="$work/ck_fp8_$1_4" ;;
     mxfp4) fam=gpt_oss kind=bf16 brk=mxfp4 ;;
   esac
-  if [[ ! -d $d ]]; then
+  if [[ ! -d $d && $kind == fp8 ]]; then
+    # tests/models/make_reference.py (NumPy): DeepSeek-V3's layout and knobs scaled down, a
+    # dense layer 0 then LAYERS MoE layers, 128x128 e4m3 blocks; top-k is the family's 4
+    "$PY" "$here/tests/models/make_reference.py" "$d" "$fam" fp8 --experts "$e" \
+      --hidden "$HIDDEN" --ffn "$FFN" --moe-layers "$LAYERS" --tokens 8 >&2 \
+      || { echo "bench_decode: make_reference.py failed" >&2; exit 1; }
+  elif [[ ! -d $d ]]; then
     mkdir -p "$d"
     [[ -x $mkckpt ]] || { echo "bench_decode: $mkckpt not built" >&2; exit 2; }
-    # a dense layer 0 where the family has one, then LAYERS MoE layers; 128 input tokens
-    "$mkckpt" --dir "$d" "$fam" "$kind" "$HIDDEN" "$FFN" "$e" "$k" "$((LAYERS + 1))" 1 128 \
+    "$mkckpt" --dir "$d" "$fam" "$kind" "$HIDDEN" "$FFN" "$e" "$k" "$LAYERS" 1 128 \
       $brk >&2 || { echo "bench_decode: make_checkpoint failed" >&2; exit 1; }
   fi
   echo "$d"
@@ -146,14 +155,15 @@ print("%.2f %.2f %.3f %.3f %.1f %.2f %.2f %.2f %.0f %s" % (st["p50"], st["p99"],
 PY
 }
 
-printf '\n%-8s %6s %4s %3s %8s %8s %8s %8s %10s %9s %6s %9s %6s\n' dtype tokens E k "step p50" \
-  "step p99" "layer p50" "layer p99" "touched MB" "expert GB/s" "/read" "step GB/s" "/read"
+printf '\n%-8s %6s %4s %3s %8s %8s %8s %8s %10s %8s %9s %6s %9s %6s\n' dtype tokens E k "step p50" \
+  "step p99" "layer p50" "layer p99" "touched MB" "read GB/s" "expert GB/s" "/read" "step GB/s" \
+  "/read"
+for dtype in $dtypes; do
 for shape in $shapes; do
   e=${shape%%:*} k=${shape##*:}
-  echo "read bandwidth before E=$e:" >&2
-  read_gbps=$(stream_gbps)
-  last_read=$read_gbps
+  [[ $dtype == fp8* ]] && k=4 # the checkpoint's
   for t in $TOKENS; do
+    read_gbps=$(stream_gbps)
     config "$e" "$k" "$t" > "$work/c.yaml"
     extra=()
     [[ $BENCH == 1 ]] && extra=(--bench)
@@ -168,8 +178,8 @@ for shape in $shapes; do
     [[ ${#runs[@]} -gt $before ]] || { echo "$dtype $t $e $k: no report"; continue; }
     dir=$(printf '%s\n' "${runs[@]}" | sort | tail -1)
     read -r sp50 sp99 lp50 lp99 mb egb sgb pe n wts <<< "$(figures "$dir")"
-    printf '%-8s %6s %4s %3s %8s %8s %8s %8s %10s %9s %6s %9s %6s\n' "$dtype" "$t" "$e" "$k" \
-      "$sp50" "$sp99" "$lp50" "$lp99" "$mb" "$egb" \
+    printf '%-8s %6s %4s %3s %8s %8s %8s %8s %10s %8s %9s %6s %9s %6s\n' "$dtype" "$t" "$e" "$k" \
+      "$sp50" "$sp99" "$lp50" "$lp99" "$mb" "$read_gbps" "$egb" \
       "$(awk -v a="$egb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" "$sgb" \
       "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')"
     grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
@@ -177,6 +187,5 @@ for shape in $shapes; do
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
   done
 done
-echo "read bandwidth after the last run:" >&2
-after=$(stream_gbps)
-echo "read bandwidth ($experts_ranks threads pinned, best pass): before each shape as used above; after the last run $after GB/s (before: $last_read)"
+done
+echo "read GB/s: bench_stream, $experts_ranks threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, right before each run; after the last run $(stream_gbps)"
