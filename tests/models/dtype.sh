@@ -27,6 +27,8 @@
 #   memory_fp8  the same for an FP8 checkpoint (DeepSeek-V3 layout, 8 x 8 experts of 512 x
 #             1024): held as stored (model.dtype auto) at most 0.55x of the same checkpoint
 #             widened to BF16 (model.dtype bf16), each minus a tiny FP8 checkpoint's run.
+#   memory_mxfp4  the same for gpt-oss's MXFP4 layout: held as stored at most 0.30x of BF16
+#             (0.5 byte a weight and an e8m0 byte per 32: 0.27x).
 # BF16 cases skip (77) on a CPU without native BF16.
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../mpi/common.sh"   # cds into a fresh temporary directory
@@ -225,7 +227,7 @@ decode_path)
   INPUT="  input: $WORK/ck/input.safetensors"$'\n' run fp8_f32 1 "checkpoint: $WORK/ck"
   grep -q "^experts: fp8 e4m3 weights held as stored (128x128 block scales), f32 compute (up to" fp8_f32.log || fail "fp8_f32: not held as stored with f32 kernels"
   ;;
-memory_fp8)
+memory_fp8|memory_mxfp4)
   need_bf16
   if [[ -n "${MOED_SANITIZED:-}" ]]; then
     echo "SKIP: AddressSanitizer quarantines freed memory (the staging), so RSS does not measure moed here"
@@ -242,27 +244,34 @@ memory_fp8)
     cat rss.1
   }
   mkdir ck ck_tiny
-  # 8 MoE layers (layer 0 is dense) x 8 experts of 3 x 512 x 1024: 96 MiB in FP8
-  "$MAKE_CKPT" --dir ck deepseek_v3 fp8 512 1024 8 2 9 1 16 > /dev/null || fail "make_checkpoint"
-  "$MAKE_CKPT" --dir ck_tiny deepseek_v3 fp8 512 32 8 2 9 1 16 > /dev/null || fail "make_checkpoint tiny"
-  base=$(peakck base ck_tiny auto) fp8=$(peakck fp8 ck auto) bf16=$(peakck bf16 ck bf16)
-  grep -q "^experts: fp8 e4m3 weights held as stored" fp8.log || { cat fp8.log; fail "fp8 run did not hold FP8"; }
+  if [[ $case_name == memory_fp8 ]]; then
+    q=fp8 family=deepseek_v3 layers=9 limit=0.55 held="fp8 e4m3"  # layer 0 is dense
+  else
+    q=mxfp4 family=gpt_oss layers=8 limit=0.30 held=mxfp4
+  fi
+  # 8 MoE layers x 8 experts of 3 x 512 x 1024: 192 MiB in BF16
+  "$MAKE_CKPT" --dir ck $family $q 512 1024 8 2 $layers 1 16 > /dev/null || fail "make_checkpoint"
+  "$MAKE_CKPT" --dir ck_tiny $family $q 512 32 8 2 $layers 1 16 > /dev/null || fail "make_checkpoint tiny"
+  base=$(peakck base ck_tiny auto) low=$(peakck low ck auto) bf16=$(peakck bf16 ck bf16)
+  grep -q "^experts: $held weights held as stored" low.log || { cat low.log; fail "$q run did not hold $q"; }
   grep -q "^experts: bf16 weights, bf16 compute" bf16.log || { cat bf16.log; fail "bf16 run did not hold BF16"; }
-  "$PY" - "$base" "$fp8" "$bf16" <<'EOF'
+  "$PY" - "$base" "$low" "$bf16" "$q" "$limit" <<'EOF'
 import sys
-base, fp8, bf16 = (int(v) for v in sys.argv[1:])
-gf, gb = fp8 - base, bf16 - base
-print("rank 1 peak RSS: fp8 held %.1f MiB, widened to bf16 %.1f MiB; weights' growth over the "
-      "tiny run (%.1f MiB): fp8 %.1f MiB, bf16 %.1f MiB (%.2fx)"
-      % (fp8 / 1024, bf16 / 1024, base / 1024, gf / 1024, gb / 1024, gf / gb))
-# 96 MiB of FP8 codes (+3% scales) against 192 MiB of BF16
-if gb < 150 * 1024 or gf > 0.55 * gb:
-    print("FAIL: FP8 weights held as stored cost %.2fx the BF16-held ones, want <= 0.55" % (gf / gb))
+base, low, bf16 = (int(v) for v in sys.argv[1:4])
+q, limit = sys.argv[4], float(sys.argv[5])
+gl, gb = low - base, bf16 - base
+print("rank 1 peak RSS: %s held %.1f MiB, widened to bf16 %.1f MiB; weights' growth over the "
+      "tiny run (%.1f MiB): %s %.1f MiB, bf16 %.1f MiB (%.2fx)"
+      % (q, low / 1024, bf16 / 1024, base / 1024, q, gl / 1024, gb / 1024, gl / gb))
+# 192 MiB of BF16: FP8 96 MiB (+3% scales), MXFP4 48 MiB (+3% scales)
+if gb < 150 * 1024 or gl > limit * gb:
+    print("FAIL: %s weights held as stored cost %.2fx the BF16-held ones, want <= %.2f"
+          % (q, gl / gb, limit))
     sys.exit(1)
 EOF
   ;;
 *)
-  fail "unknown case '$case_name' (wire, fallback, first_line, memory, memory_fp8, decode_path)"
+  fail "unknown case '$case_name' (wire, fallback, first_line, memory, memory_fp8, memory_mxfp4, decode_path)"
   ;;
 esac
 echo "PASS dtype $case_name"
