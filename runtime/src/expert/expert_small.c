@@ -29,16 +29,20 @@ struct moe_expert_small {
     int64_t calls[2], rows[2];
 };
 
-/* Measured on the CI machine (docs/performance.md, tests/bench/bench_decode_kernel.sh): the
- * largest row count at which the kernels still beat the GEMM path (for FP8 and MXFP4 that
- * path includes the dequantisation of the whole expert). */
+/* Measured on the CI machine (AMD EPYC Zen 4, 2 cores; tests/bench/bench_decode_kernel.sh,
+ * docs/performance.md): about the largest row count at which the kernels still beat the
+ * GEMM path, whose FP8 and MXFP4 calls first dequantise the whole expert. BF16: even with
+ * oneDNN from 16 to 48 rows (within the runs' noise), slower from 64; FP8 (avx512_bf16):
+ * faster up to 64 (1.1-1.4x), even to slower at 128; MXFP4: faster up to 12, slower from 16
+ * (its e2m1 decoding costs the kernels as much as oneDNN's dequantised GEMM); F32 compute
+ * (avx512, avx2; FP8 and MXFP4 only, BF16 weights are held in F32 then): faster up to 128. */
 int64_t moe_expert_small_default_rows(moe_sb_type_t type, moe_sb_isa_t isa)
 {
     if (isa == MOE_SB_AVX512_BF16 || isa == MOE_SB_AVX512_BF16_VBMI) {
-        return type == MOE_SB_BF16 ? 16 : type == MOE_SB_FP8 ? 32 : 48;
+        return type == MOE_SB_BF16 ? 16 : type == MOE_SB_FP8 ? 64 : 12;
     }
     if (isa == MOE_SB_AVX512 || isa == MOE_SB_AVX2) {
-        return type == MOE_SB_BF16 ? 0 : 64;
+        return type == MOE_SB_BF16 ? 0 : 128;
     }
     return 0;
 }

@@ -58,41 +58,6 @@ float moe_sb_value(const moe_sb_matrix_t *w, int64_t n, int64_t c)
     return moe_mxfp4_value(nib) * moe_e8m0_to_f32(((const uint8_t *)w->scales)[si]);
 }
 
-void moe_sb_dequant_f32(const moe_sb_matrix_t *w, float *dst, int64_t r0, int64_t r1)
-{
-    float fp8[256];
-    for (int c = 0; c < 256; c++) {
-        fp8[c] = moe_fp8_e4m3_to_f32((uint8_t)c);
-    }
-    int64_t kp = kpad(w), ks = kscales(w);
-    const uint8_t *b = w->codes;
-    for (int64_t n = r0; n < r1; n++) {
-        float *row = dst + (n - r0) * w->k;
-        for (int64_t c = 0; c < w->k; c += 2) {
-            int64_t i = moe_blk_index(n, c, kp); /* c even: c + 1 is at i + 1 */
-            float v0, v1;
-            if (w->type == MOE_SB_BF16) {
-                const uint16_t *h = w->codes;
-                v0 = moe_bf16_to_f32(h[i]);
-                v1 = moe_bf16_to_f32(h[i + 1]);
-            } else if (w->type == MOE_SB_FP8) {
-                float s = ((const float *)w->scales)[moe_blk_scale_index(n, c / w->sk, ks)];
-                v0 = fp8[b[i]] * s;
-                v1 = fp8[b[i + 1]] * s;
-            } else {
-                uint8_t e = ((const uint8_t *)w->scales)[moe_blk_scale_index(n, c / w->sk, ks)];
-                float s = moe_e8m0_to_f32(e);
-                v0 = moe_mxfp4_value(b[i / 2] & 0xF) * s;
-                v1 = moe_mxfp4_value(b[i / 2] >> 4) * s;
-            }
-            row[c] = v0;
-            if (c + 1 < w->k) {
-                row[c + 1] = v1;
-            }
-        }
-    }
-}
-
 /* e8m0 as F32 for the scales the loader accepted (not 255): 2^(e - 127), 0 a subnormal. */
 static inline float e8m0_f32(uint8_t e)
 {
@@ -100,6 +65,61 @@ static inline float e8m0_f32(uint8_t e)
     float f;
     memcpy(&f, &b, sizeof(f));
     return f;
+}
+
+/* FP8 e4m3 code as F32, exactly: its 7 low bits under an F32 exponent (the value x 2^-120,
+ * an F32 subnormal for the e4m3 subnormals), the sign, times 2^120. */
+static inline float fp8_f32(uint8_t c)
+{
+    uint32_t b = ((uint32_t)(c & 0x80) << 24) | ((uint32_t)(c & 0x7f) << 20);
+    float f;
+    memcpy(&f, &b, sizeof(f));
+    return f * 0x1p120f;
+}
+
+/* e2m1 nibbles as F32. */
+static const float k_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                 -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+void moe_sb_dequant_f32(const moe_sb_matrix_t *w, float *dst, int64_t r0, int64_t r1)
+{
+    const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
+    const uint8_t *b = w->codes;
+    const uint16_t *h = w->codes;
+    for (int64_t n = r0; n < r1; n++) {
+        float *row = dst + (n - r0) * w->k;
+        for (int64_t kb = 0; kb < kbn; kb++) {
+            /* the pair (k, k + 1) of row n: 128 elements after the one before */
+            int64_t base = ((n / MOE_BLK_N) * kbn + kb) * (MOE_BLK_N * MOE_BLK_K) +
+                           (n % MOE_BLK_N) * 2;
+            int64_t si = w->type == MOE_SB_BF16 ? 0
+                                                : moe_blk_scale_index(n, kb * MOE_BLK_K / w->sk, ks);
+            float s = w->type == MOE_SB_FP8     ? ((const float *)w->scales)[si]
+                      : w->type == MOE_SB_MXFP4 ? e8m0_f32(((const uint8_t *)w->scales)[si])
+                                                : 1.0f;
+            for (int64_t q = 0; q < MOE_BLK_K / 2; q++) {
+                int64_t c = kb * MOE_BLK_K + 2 * q, i = base + q * 2 * MOE_BLK_N;
+                float v0, v1;
+                if (c >= w->k) {
+                    break;
+                }
+                if (w->type == MOE_SB_BF16) {
+                    v0 = moe_bf16_to_f32(h[i]);
+                    v1 = moe_bf16_to_f32(h[i + 1]);
+                } else if (w->type == MOE_SB_FP8) {
+                    v0 = fp8_f32(b[i]) * s;
+                    v1 = fp8_f32(b[i + 1]) * s;
+                } else {
+                    v0 = k_e2m1[b[i / 2] & 0xF] * s;
+                    v1 = k_e2m1[b[i / 2] >> 4] * s;
+                }
+                row[c] = v0;
+                if (c + 1 < w->k) {
+                    row[c + 1] = v1;
+                }
+            }
+        }
+    }
 }
 
 /* Column blocks [nb0, nb1) into BF16, one weight at a time. */
@@ -431,18 +451,23 @@ SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int 
 }
 
 /* avx512 (F32): one column block nb times rows x[0..mr) (F32) into tile [mr][64]; the
- * scale folded into the weights. */
+ * scale folded into the weights. Up to 2 rows the even and odd inputs go to accumulators
+ * of their own (two FMA chains, not one twice as long). */
 SB_INLINE void k512f(int type, const int mr, const moe_sb_matrix_t *w, int64_t nb,
                      const float *x, int64_t ldx, float *tile)
 {
     const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
     const int64_t kbs = type == MOE_SB_BF16 ? kbn : w->sk / MOE_BLK_K;
-    __m512 acc[MR_F32][4];
+    const int odd = mr <= 2 ? 1 : 0; /* the odd inputs' accumulator set */
+    __m512 acc[2][MR_F32][4];
+#pragma GCC unroll 2
+    for (int v = 0; v <= odd; v++) {
 #pragma GCC unroll 8
-    for (int r = 0; r < mr; r++) {
+        for (int r = 0; r < mr; r++) {
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            acc[r][j] = _mm512_setzero_ps();
+            for (int j = 0; j < 4; j++) {
+                acc[v][r][j] = _mm512_setzero_ps();
+            }
         }
     }
     __m512 sv[4] = {_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f),
@@ -464,8 +489,9 @@ SB_INLINE void k512f(int type, const int mr, const moe_sb_matrix_t *w, int64_t n
 #pragma GCC unroll 8
                 for (int r = 0; r < mr; r++) {
                     const float *xr = xk + r * ldx + 2 * q;
-                    acc[r][j] = _mm512_fmadd_ps(ev, _mm512_set1_ps(xr[0]), acc[r][j]);
-                    acc[r][j] = _mm512_fmadd_ps(od, _mm512_set1_ps(xr[1]), acc[r][j]);
+                    acc[0][r][j] = _mm512_fmadd_ps(ev, _mm512_set1_ps(xr[0]), acc[0][r][j]);
+                    acc[odd][r][j] = _mm512_fmadd_ps(od, _mm512_set1_ps(xr[1]),
+                                                     acc[odd][r][j]);
                 }
             }
         }
@@ -474,7 +500,8 @@ SB_INLINE void k512f(int type, const int mr, const moe_sb_matrix_t *w, int64_t n
     for (int r = 0; r < mr; r++) {
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            _mm512_storeu_ps(tile + r * MOE_BLK_N + j * 16, acc[r][j]);
+            __m512 a = odd ? _mm512_add_ps(acc[0][r][j], acc[odd][r][j]) : acc[0][r][j];
+            _mm512_storeu_ps(tile + r * MOE_BLK_N + j * 16, a);
         }
     }
 }
