@@ -2,10 +2,11 @@
  * or oneDNN in BF16, in row tiles) and the merge on the host buffers the layer's arena
  * holds. Rows on the wire are F32 or BF16 (io->wire_bf16): the permutation narrows them,
  * the experts read and write them in that type, the merge widens them and accumulates in
- * F32. Its state (impl): for BF16 compute the oneDNN context and the tile's scratch; on a
- * rank that routes but hosts no experts and may use 2 CPUs (the master), a row helper
- * (moe/halves.h) that runs the second half of the gate's, the permutation's and the merge's
- * rows while the expert ranks wait for them. */
+ * F32. Its state (impl): on expert ranks the per-call choice between the small-batch
+ * kernels and the GEMMs (expert/expert_small.h), for BF16 compute also the oneDNN context
+ * and the tile's scratch; on a rank that routes but hosts no experts and may use 2 CPUs
+ * (the master), a row helper (moe/halves.h) that runs the second half of the gate's, the
+ * permutation's and the merge's rows while the expert ranks wait for them. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <sched.h>
@@ -17,9 +18,9 @@
 #include "expert/expert_bf16.h"
 #include "expert/expert_small.h"
 #include "expert/gate.h"
-#include "moe/log.h"
 #include "moe/bf16.h"
 #include "moe/halves.h"
+#include "moe/log.h"
 
 /* The back-end's state: the routing rank's row helper, and for BF16 compute one tile's
  * GEMM input, up projection, activation and output. */
