@@ -29,7 +29,8 @@ enum {
     SEC_SHARED = 13,  /* version 2, added later: written before OVERLAP */
     SEC_CPU = 14,     /* version 2, added later: written before OVERLAP */
     SEC_SLOTS = 15,   /* version 2, added later: written before OVERLAP */
-    SEC_ROWS = 16,    /* version 2, added later: written before OVERLAP */
+    SEC_LAYERS = 16,  /* version 2, added later: written before OVERLAP */
+    SEC_ROWS = 17,    /* version 2, added later: written before OVERLAP */
     SEC_LAST = SEC_ROWS,
 };
 
@@ -90,8 +91,8 @@ void moe_prof_record_free(moe_prof_record_t *rec)
                       rec->dropped,   rec->bytes_sent, rec->bytes_recv, rec->msgs_sent,
                       rec->msgs_recv, rec->wait_ns,   rec->steps,     rec->exchanges,
                       rec->metrics,   rec->events,    rec->mem,       rec->shared_rows,
-                      rec->shared_ns, rec->slot_ids,  rec->rows_sent, rec->rows_recv,
-                      rec->pairs_sent, rec->pairs_recv};
+                      rec->shared_ns, rec->slot_ids,  rec->layer_lat, rec->rows_sent,
+                      rec->rows_recv, rec->pairs_sent, rec->pairs_recv};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
         free(arrays[i]);
     }
@@ -302,6 +303,18 @@ static void encode_slots(const moe_prof_record_t *rec, moe_wbuf_t *w)
     section_end(w, at);
 }
 
+static void encode_layers(const moe_prof_record_t *rec, moe_wbuf_t *w)
+{
+    size_t at = section_begin(w, SEC_LAYERS);
+    moe_wbuf_u64(w, (uint64_t)rec->num_layer_lat);
+    for (int64_t i = 0; i < rec->num_layer_lat; i++) {
+        moe_wbuf_i64(w, rec->layer_lat[i].step);
+        moe_wbuf_u32(w, (uint32_t)rec->layer_lat[i].layer);
+        moe_wbuf_i64(w, rec->layer_lat[i].ns);
+    }
+    section_end(w, at);
+}
+
 static void encode_rows(const moe_prof_record_t *rec, moe_wbuf_t *w)
 {
     size_t at = section_begin(w, SEC_ROWS);
@@ -333,6 +346,7 @@ void moe_prof_record_encode(const moe_prof_record_t *rec, moe_wbuf_t *w)
     encode_shared(rec, w);
     encode_cpu(rec, w);
     encode_slots(rec, w);
+    encode_layers(rec, w);
     encode_rows(rec, w);
     encode_overlap(rec, w);
     if (w->ok) {
@@ -642,6 +656,29 @@ static moe_status_t decode_slots(dec_t *d, moe_rbuf_t *r)
     return MOE_OK;
 }
 
+/* LAYERS: (step, layer, ns) per recorded layer; layers in range, times not negative. */
+static moe_status_t decode_layers(dec_t *d, moe_rbuf_t *r)
+{
+    moe_prof_record_t *rec = d->rec;
+    if (rec->layer_lat != NULL) {
+        return dec_fail(d, r, MOE_ERR_FORMAT, "list section appears twice");
+    }
+    if ((rec->layer_lat = dec_list(d, r, &rec->num_layer_lat, 20, sizeof(moe_rec_lat_t))) ==
+        NULL) {
+        return d->err->code;
+    }
+    for (int64_t i = 0; i < rec->num_layer_lat; i++) {
+        moe_rec_lat_t *x = &rec->layer_lat[i];
+        x->step = moe_rbuf_i64(r);
+        x->layer = (int32_t)moe_rbuf_u32(r);
+        x->ns = moe_rbuf_i64(r);
+        if (r->ok && (x->layer < 0 || x->layer >= rec->num_layers || x->ns < 0)) {
+            return dec_fail(d, r, MOE_ERR_FORMAT, "layer latency out of range");
+        }
+    }
+    return r->ok ? MOE_OK : dec_fail(d, r, MOE_ERR_TRUNCATED, "layer latencies cut short");
+}
+
 /* ROWS: per rank, rows sent and received and the pairs they carried; a row carries at
  * least one pair. */
 static moe_status_t decode_rows(dec_t *d, moe_rbuf_t *r)
@@ -775,6 +812,8 @@ moe_status_t moe_prof_record_decode(const void *data, size_t len, moe_prof_recor
             st = decode_cpu(&d, &sec);
         } else if (tag == SEC_SLOTS) {
             st = decode_slots(&d, &sec);
+        } else if (tag == SEC_LAYERS) {
+            st = decode_layers(&d, &sec);
         } else if (tag == SEC_ROWS) {
             st = decode_rows(&d, &sec);
         } /* else: a section from a newer writer; skipped */

@@ -127,7 +127,9 @@ a = scrape(); time.sleep(1.5); b = scrape()
 for name, typ in [("moed_steps", "counter"), ("moed_step_seconds", "histogram"),
                   ("moed_expert_tokens", "counter"), ("moed_expert_seconds", "histogram"),
                   ("moed_exchange_bytes", "counter"), ("moed_rank_resident_bytes", "gauge"),
-                  ("moed_tokens_dropped", "counter"), ("moed_layer_imbalance", "gauge")]:
+                  ("moed_tokens_dropped", "counter"), ("moed_layer_imbalance", "gauge"),
+                  ("moed_step_latency_seconds", "summary"),
+                  ("moed_layer_latency_seconds", "summary")]:
     assert name in b, name + " missing"
     assert b[name].type == typ, (name, b[name].type)
 tok = [s for s in b["moed_expert_tokens"].samples if s.name == "moed_expert_tokens_total"]
@@ -135,7 +137,9 @@ assert len(tok) == 2 * 8, len(tok)           # every expert of every layer
 assert {s.labels["rank"] for s in tok} == {"1", "2"}, "owner ranks"
 for n, s in [("moed_steps", "moed_steps_total"), ("moed_expert_tokens", "moed_expert_tokens_total"),
              ("moed_exchange_bytes", "moed_exchange_bytes_total"),
-             ("moed_step_seconds", "moed_step_seconds_count")]:
+             ("moed_step_seconds", "moed_step_seconds_count"),
+             ("moed_step_latency_seconds", "moed_step_latency_seconds_count"),
+             ("moed_layer_latency_seconds", "moed_layer_latency_seconds_count")]:
     assert total(b[n], s) > total(a[n], s) > 0, (s, total(a[n], s), total(b[n], s))
 assert total(b["moed_expert_tokens"], "moed_expert_tokens_total") > 0
 ranks = {s.labels["rank"] for s in b["moed_rank_resident_bytes"].samples}

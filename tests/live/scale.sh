@@ -19,6 +19,11 @@ n = sum(len(f.samples) for f in fams.values())
 tok = [s for s in fams["moed_expert_tokens"].samples if s.name == "moed_expert_tokens_total"]
 assert len(tok) == 256 * 16, len(tok)
 assert "expert" not in fams["moed_expert_seconds"].samples[0].labels   # per layer at this size
+# rank 0's latency summaries: one per layer (NaN before any sample) and the step's
+assert fams["moed_layer_latency_seconds"].type == "summary", fams["moed_layer_latency_seconds"].type
+lq = [s for s in fams["moed_layer_latency_seconds"].samples if "quantile" in s.labels]
+assert len(lq) == 16 * 3 and {s.labels["quantile"] for s in lq} == {"0.5", "0.9", "0.99"}, len(lq)
+assert fams["moed_step_latency_seconds"].type == "summary"
 # where the expert choices come from: one info sample, its escaped labels read back whole
 info = fams["moed_routing_info"].samples
 assert len(info) == 1 and info[0].value == 1, info

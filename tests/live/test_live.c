@@ -2,6 +2,7 @@
  * ranks: at most 2 MB, rendered well within 1 s), the series each histogram mode gives, the
  * buckets and the constant-time token check. `test_live --dump FILE` also writes the
  * large text for tests/live/scale.sh to parse with prometheus_client. */
+#include <math.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,56 @@ static void test_routing_info(void)
     free(v);
 }
 
+/* The value of the series line that starts with `prefix` (NAN when there is none). */
+static double series_value(const char *text, const char *prefix)
+{
+    size_t k = strlen(prefix);
+    for (const char *p = text; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+        if (strncmp(p, prefix, k) == 0) {
+            return strtod(p + k, NULL);
+        }
+    }
+    return NAN;
+}
+
+/* moed_step_latency_seconds and moed_layer_latency_seconds: summaries of rank 0's step and
+ * layer times, p50 / p90 / p99 of known samples within 1/32; NaN before the first one. */
+static void test_latency_summaries(void)
+{
+    live_view_t *v = fake_view(3, 4, 2);
+    for (int i = 1; i <= 100; i++) {
+        moe_hist_add(&v->lat[1], (int64_t)i * 1000000);  /* layer 1: 1 .. 100 ms */
+        moe_hist_add(&v->lat[3], i == 100 ? 500000000 : 20000000); /* the step: 20 ms, one 500 */
+    }
+    moe_hist_add(&v->lat[2], 7000000);
+    live_buf_t b = {0};
+    live_render_metrics(v, &b);
+    CHECK(!b.failed);
+    CHECK_STR_CONTAINS(b.p, "# TYPE moed_step_latency_seconds summary\n");
+    CHECK_STR_CONTAINS(b.p, "# TYPE moed_layer_latency_seconds summary\n");
+    CHECK_INT_EQ(count_lines(b.p, "moed_layer_latency_seconds{"), 3 * 3);
+    CHECK_INT_EQ(count_lines(b.p, "moed_step_latency_seconds{"), 3);
+    static const char *const q[3] = {"0.5", "0.9", "0.99"};
+    static const double want[3] = {0.050, 0.090, 0.099};
+    for (int i = 0; i < 3; i++) {
+        char prefix[96];
+        snprintf(prefix, sizeof(prefix), "moed_layer_latency_seconds{layer=\"1\",quantile=\"%s\"} ",
+                 q[i]);
+        CHECK_NEAR(series_value(b.p, prefix), want[i], want[i] / 32);
+    }
+    CHECK_NEAR(series_value(b.p, "moed_step_latency_seconds{quantile=\"0.9\"} "), 0.020, 0.020 / 32);
+    CHECK_NEAR(series_value(b.p, "moed_step_latency_seconds{quantile=\"0.99\"} "), 0.020, 0.020 / 32);
+    CHECK_NEAR(series_value(b.p, "moed_step_latency_seconds_count "), 100, 0);
+    CHECK_NEAR(series_value(b.p, "moed_layer_latency_seconds_sum{layer=\"1\"} "), 5.050, 1e-9);
+    CHECK_NEAR(series_value(b.p, "moed_layer_latency_seconds{layer=\"2\",quantile=\"0.5\"} "),
+               0.007, 0.007 / 32);
+    CHECK_STR_CONTAINS(b.p, "\nmoed_layer_latency_seconds{layer=\"0\",quantile=\"0.99\"} NaN\n");
+    CHECK_STR_CONTAINS(b.p, "\nmoed_layer_latency_seconds_count{layer=\"0\"} 0\n");
+    live_buf_free(&b);
+    live_view_free(v);
+    free(v);
+}
+
 static void test_buckets_and_token(void)
 {
     CHECK_INT_EQ(moe_live_bucket_of_ns(0), 0);
@@ -291,6 +342,7 @@ int main(int argc, char **argv)
 {
     const char *dump = argc == 3 && strcmp(argv[1], "--dump") == 0 ? argv[2] : NULL;
     test_buckets_and_token();
+    test_latency_summaries();
     test_routing_info();
     test_listen_exposed();
     test_window_results();

@@ -10,12 +10,25 @@
 #   first_line  with master routing (rank 0 hosts no experts) and a BF16 or an FP8
 #             checkpoint (model.dtype auto), rank 0's first line names the type the expert
 #             ranks hold: `bf16 weights` with native BF16, `bf16 weights (held as f32)` on a
-#             CPU without (forced: MOED_CPU_NO_BF16=1); and that type is what they hold:
-#             summary.json's expert_weights_mib of all ranks is the experts' element count
-#             times 2 (bf16) or 4 (f32) bytes. (It once said `f32 weights`: rank 0's own.)
+#             CPU without (forced: MOED_CPU_NO_BF16=1); FP8 `fp8 e4m3 weights held as stored
+#             (128x128 block scales)` with either compute type; and that type is what they
+#             hold: summary.json's expert_weights_mib of all ranks is the experts' element
+#             count times 2 (bf16) or 4 (f32) bytes, or FP8's blocked codes and scales
+#             (model/weights.h). (It once said `f32 weights`: rank 0's own.)
 #   memory    an expert rank's memory for its weights held in BF16 is at most 0.6x that of
 #             F32 (peak RSS at exit, wait4's ru_maxrss, minus the same run's with tiny
 #             experts, so MPI and code are not counted); both peaks are printed.
+#   decode_path  a decode-sized step (8 tokens, top-2: 1 to 4 rows an expert call) takes the
+#             small-batch kernels: the expert ranks' counts (MOED_LOG_LEVEL=debug, at exit)
+#             have every one of the run's 128 (token, expert) rows on the kernels and none on
+#             the GEMMs, for BF16 weights (bf16 compute), an FP8 checkpoint held as stored
+#             (bf16 compute, and f32 compute with MOED_CPU_NO_BF16=1: the avx512/avx2
+#             kernels); with runtime.small_batch_rows: 0 every row goes to the GEMMs.
+#   memory_fp8  the same for an FP8 checkpoint (DeepSeek-V3 layout, 8 x 8 experts of 512 x
+#             1024): held as stored (model.dtype auto) at most 0.55x of the same checkpoint
+#             widened to BF16 (model.dtype bf16), each minus a tiny FP8 checkpoint's run.
+#   memory_mxfp4  the same for gpt-oss's MXFP4 layout: held as stored at most 0.30x of BF16
+#             (0.5 byte a weight and an e8m0 byte per 32: 0.27x).
 # BF16 cases skip (77) on a CPU without native BF16.
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../mpi/common.sh"   # cds into a fresh temporary directory
@@ -121,16 +134,29 @@ first_line)
       echo "$dt, MOED_CPU_NO_BF16=$nobf16: $first"
       want="experts: bf16 weights, bf16 compute"
       ((nobf16 == 1)) && want="experts: bf16 weights (held as f32), f32 compute"
+      if [[ $dt == fp8 ]]; then  # held as stored whatever the compute type
+        want="experts: fp8 e4m3 weights held as stored (128x128 block scales), bf16 compute"
+        ((nobf16 == 1)) && want="experts: fp8 e4m3 weights held as stored (128x128 block scales), f32 compute"
+      fi
       [[ $first == "$want"* ]] || fail "first line '$first', want '$want...'"
       held=2; ((nobf16 == 1)) && held=4
-      "$PY" - "$WORK/exp.$n" $held $((8 * moe_layers * 3 * H * F)) <<'EOF2' || fail "$n: the expert ranks do not hold what the line says"
+      [[ $dt == fp8 ]] && held=fp8
+      "$PY" - "$WORK/exp.$n" $held $((8 * moe_layers)) $H $F <<'EOF2' || fail "$n: the expert ranks do not hold what the line says"
 import glob, json, sys
 s = json.load(open(glob.glob(sys.argv[1] + "/*/summary.json")[0]))
-held, elems = int(sys.argv[2]), int(sys.argv[3])
+held, experts, H, F = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+pad = lambda v, to: -(-v // to) * to
+if held == "fp8":
+    # a byte a weight and an F32 scale per output row and 128 inputs, in the blocked layout
+    # (outputs padded to 64, inputs to 32: model/weights.h)
+    mat = lambda n, k: pad(n, 64) * pad(k, 32) + pad(n, 64) * -(-pad(k, 32) // 128) * 4
+    want = experts * (mat(2 * F, H) + mat(H, F))
+else:
+    want = experts * 3 * H * F * int(held)
 got = sum(m["expert_weights_mib"] for m in s["memory"]) * 2**20
-print("expert weights held: %.0f bytes, %d elements x %d = %d" % (got, elems, held, elems * held))
+print("expert weights held: %.0f bytes, want %d (%s)" % (got, want, held))
 assert s["memory"][0]["expert_weights_mib"] == 0, s["memory"][0]  # the master: none
-assert abs(got - elems * held) < 1, (got, elems * held)
+assert abs(got - want) < 1, (got, want)
 EOF2
     done
   done
@@ -165,8 +191,87 @@ if gb > 0.6 * gf:
     sys.exit(1)
 EOF
   ;;
+decode_path)
+  need_bf16
+  # rows NAME: "KERNEL_ROWS GEMM_ROWS" summed over the expert ranks' debug lines
+  rows() {
+    sed -n 's/.*expert calls: [0-9]* on the small-batch kernels ([^;]*; \([0-9]*\) rows), [0-9]* on the GEMMs (\([0-9]*\) rows).*/\1 \2/p' "$1.log" \
+      | awk '{k += $1; g += $2; n++} END {print k + 0, g + 0, n + 0}'
+  }
+  # run NAME NOBF16 [YAML lines...]: 3 ranks, master routing, 8 tokens x 4 steps x 2 layers
+  run() {
+    local name=$1 nobf16=$2; shift 2
+    { printf 'model:\n'; for l in "$@"; do echo "  $l"; done
+      printf 'placement:\n  master_rank: 0\n  experts: auto\nruntime:\n  routing: master\n  small_batch_rows: %s\n' "${SMALL:--1}"
+      printf 'workload:\n  tokens_per_step: 8\n  steps: 4\n%sprofiler:\n  enabled: false\n' "${INPUT:-}"; } > "$name.yaml"
+    # shellcheck disable=SC2086
+    MOED_LOG_LEVEL=debug timeout -k 5 120 mpirun $MPIRUN_FLAGS -x MOED_LOG_LEVEL -x MOED_CPU_NO_BF16=$nobf16 -np 3 \
+      "$MOED" --config "$name.yaml" --no-progress > "$name.log" 2>&1 || { cat "$name.log"; fail "$name run"; }
+    grep -m1 "^experts: " "$name.log"
+    read -r k g n <<< "$(rows "$name")"
+    echo "$name: rows on the kernels $k, on the GEMMs $g (from $n expert ranks)"
+    ((n == 2)) || { cat "$name.log"; fail "$name: want the counts of 2 expert ranks, got $n"; }
+    if [[ ${SMALL:--1} == 0 ]]; then
+      ((k == 0 && g == 128)) || fail "$name: small_batch_rows 0, want 0 rows on the kernels and 128 on the GEMMs"
+    else
+      ((k == 128 && g == 0)) || fail "$name: want all 128 rows on the kernels"
+    fi
+  }
+  random=("hidden_dim: 256" "ffn_dim: 512" "num_experts: 8" "top_k: 2" "num_layers: 2" "dtype: bf16")
+  run bf16 0 "${random[@]}"
+  SMALL=0 run bf16_gemm 0 "${random[@]}"
+  mkdir ck
+  "$MAKE_CKPT" --dir ck deepseek_v3 fp8 256 256 8 2 3 1 8 > /dev/null || fail "make_checkpoint"
+  INPUT="  input: $WORK/ck/input.safetensors"$'\n' run fp8 0 "checkpoint: $WORK/ck"
+  grep -q "^experts: fp8 e4m3 weights held as stored (128x128 block scales), bf16 compute" fp8.log || fail "fp8: not held as stored"
+  INPUT="  input: $WORK/ck/input.safetensors"$'\n' run fp8_f32 1 "checkpoint: $WORK/ck"
+  grep -q "^experts: fp8 e4m3 weights held as stored (128x128 block scales), f32 compute (up to" fp8_f32.log || fail "fp8_f32: not held as stored with f32 kernels"
+  ;;
+memory_fp8|memory_mxfp4)
+  need_bf16
+  if [[ -n "${MOED_SANITIZED:-}" ]]; then
+    echo "SKIP: AddressSanitizer quarantines freed memory (the staging), so RSS does not measure moed here"
+    exit 77
+  fi
+  # peakck NAME DIR DTYPE: rank 1's peak RSS (KiB), master routing, every expert on rank 1.
+  peakck() {
+    printf 'model:\n  checkpoint: %s\n  dtype: %s\nplacement:\n  master_rank: 0\n  experts: {1: [0, 1, 2, 3, 4, 5, 6, 7]}\nruntime:\n  routing: master\nworkload:\n  tokens_per_step: 16\n  steps: 1\n  input: %s\nprofiler:\n  enabled: false\n' \
+      "$WORK/$2" "$3" "$WORK/$2/input.safetensors" > "$1.yaml"
+    rm -f rss.*
+    # shellcheck disable=SC2086
+    timeout -k 5 200 mpirun $MPIRUN_FLAGS -np 2 "$PY" "$MODELS_DIR/rss_wrapper.py" "$MOED" --config "$1.yaml" \
+      --no-progress > "$1.log" 2>&1 || { cat "$1.log"; fail "$1 run"; }
+    cat rss.1
+  }
+  mkdir ck ck_tiny
+  if [[ $case_name == memory_fp8 ]]; then
+    q=fp8 family=deepseek_v3 layers=9 limit=0.55 held="fp8 e4m3"  # layer 0 is dense
+  else
+    q=mxfp4 family=gpt_oss layers=8 limit=0.30 held=mxfp4
+  fi
+  # 8 MoE layers x 8 experts of 3 x 512 x 1024: 192 MiB in BF16
+  "$MAKE_CKPT" --dir ck $family $q 512 1024 8 2 $layers 1 16 > /dev/null || fail "make_checkpoint"
+  "$MAKE_CKPT" --dir ck_tiny $family $q 512 32 8 2 $layers 1 16 > /dev/null || fail "make_checkpoint tiny"
+  base=$(peakck base ck_tiny auto) low=$(peakck low ck auto) bf16=$(peakck bf16 ck bf16)
+  grep -q "^experts: $held weights held as stored" low.log || { cat low.log; fail "$q run did not hold $q"; }
+  grep -q "^experts: bf16 weights, bf16 compute" bf16.log || { cat bf16.log; fail "bf16 run did not hold BF16"; }
+  "$PY" - "$base" "$low" "$bf16" "$q" "$limit" <<'EOF'
+import sys
+base, low, bf16 = (int(v) for v in sys.argv[1:4])
+q, limit = sys.argv[4], float(sys.argv[5])
+gl, gb = low - base, bf16 - base
+print("rank 1 peak RSS: %s held %.1f MiB, widened to bf16 %.1f MiB; weights' growth over the "
+      "tiny run (%.1f MiB): %s %.1f MiB, bf16 %.1f MiB (%.2fx)"
+      % (q, low / 1024, bf16 / 1024, base / 1024, q, gl / 1024, gb / 1024, gl / gb))
+# 192 MiB of BF16: FP8 96 MiB (+3% scales), MXFP4 48 MiB (+3% scales)
+if gb < 150 * 1024 or gl > limit * gb:
+    print("FAIL: %s weights held as stored cost %.2fx the BF16-held ones, want <= %.2f"
+          % (q, gl / gb, limit))
+    sys.exit(1)
+EOF
+  ;;
 *)
-  fail "unknown case '$case_name' (wire, fallback, first_line, memory)"
+  fail "unknown case '$case_name' (wire, fallback, first_line, memory, memory_fp8, memory_mxfp4, decode_path)"
   ;;
 esac
 echo "PASS dtype $case_name"

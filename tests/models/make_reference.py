@@ -6,10 +6,14 @@ Writes a tiny Hugging Face checkpoint directory of FAMILY in the real on-disk la
 (config.json, sharded safetensors + index, dense and attention tensors to ignore), the test
 input DIR/input.safetensors (`input` [T, H] F32) and the expected output
 DIR/expected.safetensors (`output` [T, H] F32): x after x = x + moe_block_l(x) for each chosen
-MoE layer, computed in float64 from the weights AS STORED (rounded to DTYPE, FP8 dequantised).
+MoE layer, computed in float64 from the weights AS STORED (rounded to DTYPE, FP8 and MXFP4
+dequantised).
 
 FAMILY: mixtral qwen2_moe qwen3_moe deepseek_v2 deepseek_v2_group deepseek_v3 kimi_k2 gpt_oss
-DTYPE:  f32 bf16 f16 fp8 (fp8: DeepSeek-V3 convention, F8_E4M3 + 128x128-block _scale_inv)
+DTYPE:  f32 bf16 f16 fp8 mxfp4 (fp8: DeepSeek-V3 convention, F8_E4M3 + 128x128-block
+        _scale_inv; mxfp4: gpt-oss's release, the experts' fused tensors as U8 _blocks of e2m1
+        pairs + _scales of e8m0, the OCP Microscaling Formats (MX) v1.0 specification, the
+        rest BF16)
 
 The routing and expert math follow Hugging Face transformers' modeling files (cited at each
 function); no code is shared with moed. Only numpy + the standard library.
@@ -25,7 +29,8 @@ import numpy as np
 
 FAMILIES = ("mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v2_group",
             "deepseek_v3", "kimi_k2", "gpt_oss")
-DTYPES = ("f32", "bf16", "f16", "fp8")
+DTYPES = ("f32", "bf16", "f16", "fp8", "mxfp4")
+MX_BLOCK = 32  # OCP MX v1.0: k = 32 elements share one scale
 FP8_BLOCK = 128
 FP8_MAX = 448.0
 GPT_OSS_ALPHA = 1.702
@@ -109,11 +114,59 @@ def quantize_fp8_blocks(w):
     return codes, scale, deq
 
 
+def e2m1_decode(nibbles):
+    """OCP MX v1.0, FP4 E2M1: 1 sign bit, 2 exponent bits (bias 1), 1 mantissa bit, no
+    infinities or NaN; exponent 0 is subnormal (0 or 0.5). -> float64."""
+    n = np.asarray(nibbles, dtype=np.int64)
+    sign = np.where(n & 8, -1.0, 1.0)
+    exp = (n >> 1) & 3
+    mant = (n & 1).astype(np.float64)
+    val = np.where(exp == 0, mant * 0.5, (1.0 + mant / 2.0) * 2.0 ** (exp - 1.0))
+    return sign * val
+
+
+_E2M1_POS = e2m1_decode(np.arange(8))  # 0, 0.5, 1, 1.5, 2, 3, 4, 6
+
+
+def e8m0_decode(codes):
+    """OCP MX v1.0, E8M0 scale: 2^(code - 127); code 0xFF is NaN."""
+    c = np.asarray(codes, dtype=np.int64)
+    return np.where(c == 255, np.nan, 2.0 ** (c - 127.0))
+
+
+def e2m1_encode(a):
+    """float64 -> E2M1 nibbles: round to nearest (ties to the even code), saturating at +-6."""
+    a = np.asarray(a, dtype=np.float64)
+    mag = np.minimum(np.abs(a), 6.0)
+    hi = np.clip(np.searchsorted(_E2M1_POS, mag, side="left"), 0, 7)
+    lo = np.maximum(hi - 1, 0)
+    d_lo, d_hi = mag - _E2M1_POS[lo], _E2M1_POS[hi] - mag
+    code = np.where((d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0)), hi, lo)
+    return np.where((a < 0) & (code != 0), code | 8, code).astype(np.uint8)
+
+
+def quantize_mxfp4(w):
+    """w [..., rows, cols] (cols a multiple of 32) -> MXFP4 as the OCP MX spec's conversion
+    (6.3): per block of 32 along cols the shared scale X = 2^(floor(log2(amax)) - 2) (2: the
+    largest E2M1 exponent), as E8M0; each element e2m1(v / X). Returns (blocks [..., rows,
+    cols/32, 16] U8, the even element in the low nibble, scales [..., rows, cols/32] U8, the
+    dequantised values [..., rows, cols] float64)."""
+    *lead, rows, cols = w.shape
+    b = w.reshape(*lead, rows, cols // MX_BLOCK, MX_BLOCK)
+    amax = np.abs(b).max(axis=-1)
+    shared = np.floor(np.log2(np.maximum(amax, 2.0 ** -120))) - 2
+    scales = np.clip(shared + 127, 0, 254).astype(np.uint8)
+    nib = e2m1_encode(b / e8m0_decode(scales)[..., None])
+    blocks = (nib[..., 0::2] | (nib[..., 1::2] << 4)).astype(np.uint8)
+    deq = (e2m1_decode(nib) * e8m0_decode(scales)[..., None]).reshape(*lead, rows, cols)
+    return blocks, scales, deq
+
+
 # --------------------------------------------------------------------------------------------
 # safetensors: 8-byte little-endian header length, JSON header {name: {dtype, shape,
 # data_offsets: [begin, end]}} (offsets relative to the byte after the header), raw data.
 
-ST_DTYPE = {"f32": "F32", "bf16": "BF16", "f16": "F16", "fp8": "F8_E4M3"}
+ST_DTYPE = {"f32": "F32", "bf16": "BF16", "f16": "F16", "fp8": "F8_E4M3", "mxfp4": "U8"}
 
 
 def write_safetensors(path, tensors, meta=None):
@@ -150,11 +203,22 @@ class Store:
             self.tensors.append((name + "_scale_inv", "F32", scale.shape, scale.tobytes()))
             self.values[name] = deq
             return deq
-        if dtype == "fp8":      # FP8 checkpoints keep gates, biases and norms in BF16
+        if dtype in ("fp8", "mxfp4"):  # gates, biases and norms stay BF16 in those checkpoints
             dtype = "bf16"
         raw, val = {"f32": round_f32, "bf16": round_bf16, "f16": round_f16}[dtype](w)
         self.tensors.append((name, ST_DTYPE[dtype], w.shape, raw))
         self.values[name] = val.reshape(w.shape)
+        return self.values[name]
+
+    def add_mxfp4(self, name, w_out_in):
+        """A gpt-oss expert tensor NAME stored as MXFP4, from w [E, out, in] (the transpose of
+        its BF16 form [E, in, out]): NAME_blocks [E, out, in/32, 16] and NAME_scales [E, out,
+        in/32] (transformers' integrations/mxfp4.py layout). Returns the stored values in the
+        BF16 form's orientation [E, in, out]."""
+        blocks, scales, deq = quantize_mxfp4(np.asarray(w_out_in, dtype=np.float64))
+        self.tensors.append((name + "_blocks", "U8", blocks.shape, blocks.tobytes()))
+        self.tensors.append((name + "_scales", "U8", scales.shape, scales.tobytes()))
+        self.values[name] = deq.transpose(0, 2, 1)
         return self.values[name]
 
     def write(self, outdir, shards):
@@ -190,10 +254,13 @@ class Store:
 def family_config(family, dtype, a):
     """The tiny config.json of FAMILY. Sizes from the command line (a) or the defaults."""
     H = a.hidden or (192 if dtype == "fp8" else 64)
+    if dtype == "mxfp4" and (H % MX_BLOCK or (a.ffn or 64) % MX_BLOCK):
+        sys.exit("make_reference: mxfp4 needs hidden and ffn multiples of %d" % MX_BLOCK)
     E = a.experts or 16
     c = {"hidden_size": H, "hidden_act": "silu", "vocab_size": 32, "num_attention_heads": 4,
          "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "torch_dtype": {
-             "f32": "float32", "bf16": "bfloat16", "f16": "float16", "fp8": "bfloat16"}[dtype]}
+             "f32": "float32", "bf16": "bfloat16", "f16": "float16", "fp8": "bfloat16",
+             "mxfp4": "bfloat16"}[dtype]}
     if family == "mixtral":
         c.update(architectures=["MixtralForCausalLM"], model_type="mixtral",
                  num_hidden_layers=a.moe_layers or 2, num_local_experts=E, num_experts_per_tok=2,
@@ -246,8 +313,14 @@ def family_config(family, dtype, a):
     elif family == "gpt_oss":
         c.update(architectures=["GptOssForCausalLM"], model_type="gpt_oss",
                  num_hidden_layers=a.moe_layers or 2, num_local_experts=E, num_experts_per_tok=4,
-                 experts_per_token=4, intermediate_size=a.ffn or 48, swiglu_limit=7.0,
+                 experts_per_token=4,
+                 intermediate_size=a.ffn or (64 if dtype == "mxfp4" else 48), swiglu_limit=7.0,
                  head_dim=16, hidden_act="silu")
+        if dtype == "mxfp4":  # as gpt-oss's release: the experts quantised, the rest not
+            c["quantization_config"] = {
+                "quant_method": "mxfp4",
+                "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                           "model.embed_tokens", "lm_head"]}
     return c
 
 
@@ -339,12 +412,18 @@ def make_weights(family, c, st, rng):
             w["gate"] = st.add(p + ".mlp.router.weight", linear(rng, E, H, 2.0))
             w["gate_bias"] = st.add(p + ".mlp.router.bias", rng.standard_normal(E) * 0.5)
             # Large enough that some gate/up values pass swiglu_limit and are clamped.
-            w["gate_up"] = st.add(p + ".mlp.experts.gate_up_proj",
-                                  rng.standard_normal((E, H, 2 * F)) * (5.0 / math.sqrt(H)))
+            gu = rng.standard_normal((E, H, 2 * F)) * (5.0 / math.sqrt(H))
+            if st.dtype == "mxfp4":  # stored [E, 2F, H]: rows the interleaved gate/up outputs
+                w["gate_up"] = st.add_mxfp4(p + ".mlp.experts.gate_up_proj", gu.transpose(0, 2, 1))
+            else:
+                w["gate_up"] = st.add(p + ".mlp.experts.gate_up_proj", gu)
             w["gate_up_bias"] = st.add(p + ".mlp.experts.gate_up_proj_bias",
                                        rng.standard_normal((E, 2 * F)) * 0.5)
-            w["down"] = st.add(p + ".mlp.experts.down_proj",
-                               rng.standard_normal((E, F, H)) * (0.05 / math.sqrt(F)))
+            dn = rng.standard_normal((E, F, H)) * (0.05 / math.sqrt(F))
+            if st.dtype == "mxfp4":  # stored [E, H, F]
+                w["down"] = st.add_mxfp4(p + ".mlp.experts.down_proj", dn.transpose(0, 2, 1))
+            else:
+                w["down"] = st.add(p + ".mlp.experts.down_proj", dn)
             w["down_bias"] = st.add(p + ".mlp.experts.down_proj_bias",
                                     rng.standard_normal((E, H)) * 0.1)
         else:
@@ -596,6 +675,8 @@ def main():
     a = ap.parse_args()
     if a.dtype == "fp8" and a.family not in ("deepseek_v3", "kimi_k2"):
         sys.exit("make_reference: fp8 is the DeepSeek-V3 convention (deepseek_v3, kimi_k2)")
+    if a.dtype == "mxfp4" and a.family != "gpt_oss":
+        sys.exit("make_reference: mxfp4 is gpt-oss's release (gpt_oss)")
     # Ties: moed's F32 gate and this float64 one may order near-equal scores differently, so
     # keep only data whose every routing choice (top-k, groups) wins by min_margin.
     for attempt in range(100):

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # run.sh CASE: a tiny Hugging Face checkpoint of one family (make_reference.py), run by moed
 # on 3 ranks and on 1 rank, each output compared with the NumPy reference's expected output.
-#   CASE = FAMILY_DTYPE_ROUTING[_layers|_bf16c]   e.g. deepseek_v3_fp8_master,
+#   CASE = FAMILY_DTYPE_ROUTING[_layers][_bf16c][_gemm]   e.g. deepseek_v3_fp8_master,
 #          qwen2_moe_f32_symmetric, mixtral_f32_master_layers (a subset of the MoE layers:
 #          model.layers), mixtral_bf16_master_bf16c (BF16 compute and BF16 rows on the wire:
 #          the weights as stored, so the reference is also the F32 compute of the same
 #          BF16-rounded weights; tolerance 3e-2, and the 3-rank output against the 1-rank one
 #          within 4e-3, 1e-3 with runtime.dedup: false (see below); skipped, exit 77, on a
-#          CPU without native BF16)
+#          CPU without native BF16),
+#          deepseek_v3_fp8_master_gemm (runtime.small_batch_rows: 0: every expert call on the
+#          GEMM path, FP8 / MXFP4 dequantised for it, instead of the small-batch kernels that
+#          take the calls of few rows otherwise)
+# FP8 and MXFP4 checkpoints are held as stored (model.dtype auto): the first line must say so.
 # Every other case computes in F32 (runtime.compute_dtype: f32), whatever the stored type.
 # Needs MOED and ST_DIFF (ctest sets them). Fails, printing what moed said, when moed cannot
 # run the checkpoint: never skips.
@@ -18,8 +22,10 @@ source "$HERE/common.sh"
 case_name=$1
 subset=
 compute=f32
-if [[ $case_name == *_layers ]]; then subset=1; case_name=${case_name%_layers}; fi
+small_rows=-1
+if [[ $case_name == *_gemm ]]; then small_rows=0; case_name=${case_name%_gemm}; fi
 if [[ $case_name == *_bf16c ]]; then compute=bf16; case_name=${case_name%_bf16c}; fi
+if [[ $case_name == *_layers ]]; then subset=1; case_name=${case_name%_layers}; fi
 routing=${case_name##*_}
 rest=${case_name%_*}
 dtype=${rest##*_}
@@ -64,6 +70,7 @@ placement:
 runtime:
   routing: $routing
   compute_dtype: $compute
+  small_batch_rows: $small_rows
 workload:
   tokens_per_step: $TOKENS
   steps: 1
@@ -100,6 +107,13 @@ run_and_compare() {
     echo "FAIL: $family $dtype $routing: moed on $np rank(s) exited $rc" >&2
     status=1
     return
+  fi
+  held=
+  case $dtype in fp8) held="fp8 e4m3 weights held as stored" ;; mxfp4) held="mxfp4 weights held as stored" ;; esac
+  if [[ -n $held ]] && ! grep -m1 "^experts: " "$name.log" | grep -q "^experts: $held"; then
+    echo "---- moed's log ($np rank(s)):"; cat "$name.log"
+    echo "FAIL: $family $dtype $routing on $np rank(s): the first line does not say '$held'" >&2
+    status=1
   fi
   if ! "$ST_DIFF" "$DIR/expected.safetensors" "$name.safetensors" --tol $TOL; then
     echo "---- moed's log ($np rank(s)):"

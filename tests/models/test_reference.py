@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_reference as mr  # noqa: E402
 
-DTYPE_SIZE = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}
+DTYPE_SIZE = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "U8": 1}
 
 
 def read_safetensors(path):
@@ -124,6 +124,33 @@ class Formats(unittest.TestCase):
         # each block's largest magnitude maps to 448 (up to the F32 rounding of its scale)
         self.assertTrue(np.isclose(np.abs(deq[:128, :128]).max(), np.abs(w[:128, :128]).max(),
                                    rtol=1e-6))
+
+    def test_mxfp4(self):
+        # OCP MX v1.0's E2M1 table (sign, exponent bias 1, 1 mantissa bit) and E8M0 (bias 127)
+        np.testing.assert_array_equal(mr.e2m1_decode(np.arange(16)),
+                                      [0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3,
+                                       -4, -6])
+        e = mr.e8m0_decode(np.array([127, 128, 126, 0, 254, 255]))
+        np.testing.assert_array_equal(e[:5], [1.0, 2.0, 0.5, 2.0 ** -127, 2.0 ** 127])
+        self.assertTrue(np.isnan(e[5]))
+        enc = lambda v: int(mr.e2m1_encode(np.array([v]))[0])  # noqa: E731
+        cases = {0.25: 0x0, 0.3: 0x1, 0.75: 0x2, 1.25: 0x2, 1.3: 0x3, 2.5: 0x4, 3.5: 0x6,
+                 5.0: 0x6, 5.1: 0x7, 100.0: 0x7, -1.0: 0xA, -6.0: 0xF, 0.0: 0x0}
+        for v, code in cases.items():  # ties (0.25, 0.75, 1.25, 2.5, 3.5, 5.0): even code
+            self.assertEqual(enc(v), code, "e2m1(%r) = %#x, want %#x" % (v, enc(v), code))
+        # a row of 64 (two blocks): the scale is 2^(floor(log2 amax) - 2); the even element is
+        # the low nibble; dequantised = e2m1 x scale exactly
+        row = np.zeros((1, 64))
+        row[0, 0], row[0, 1], row[0, 5] = 6.0, -0.5, 3.0  # block 0: amax 6 -> scale 2^0
+        row[0, 32], row[0, 33] = 40.0, 10.0                 # block 1: amax 40 -> 2^3
+        blocks, scales, deq = mr.quantize_mxfp4(row)
+        self.assertEqual(blocks.shape, (1, 2, 16))
+        self.assertEqual(scales.tolist(), [[127, 130]])
+        self.assertEqual(blocks[0, 0, 0], 0x7 | 0x9 << 4)  # 6.0 low, -0.5 high
+        self.assertEqual(blocks[0, 0, 2], 0x5 << 4)        # element 5: byte 2, high nibble
+        self.assertEqual(blocks[0, 1, 0], 0x6 | 0x2 << 4)  # 40/8 = 5 -> 4 (tie: even), 10/8
+        self.assertEqual((deq[0, 0], deq[0, 1], deq[0, 5], deq[0, 32], deq[0, 33]),
+                         (6.0, -0.5, 3.0, 32.0, 8.0))
 
 
 def cfg(**kw):
@@ -337,6 +364,24 @@ class Checkpoints(unittest.TestCase):
             self.assertEqual(t["model.layers.1.mlp.gate.e_score_correction_bias"][0], "F32")
             # DeepSeek-V3's MTP layer (num_hidden_layers) is in the files and must be ignored
             self.assertIn("model.layers.%d.mlp.experts.0.up_proj.weight" % c["num_hidden_layers"], t)
+
+    def test_mxfp4_checkpoint(self):
+        """gpt-oss's release layout: the fused experts as U8 _blocks [E, out, in/32, 16] and
+        _scales [E, out, in/32] (gate_up: out = 2F interleaved gate/up rows, in = H; down:
+        out = H, in = F), the biases BF16, quant_method mxfp4."""
+        with tempfile.TemporaryDirectory() as d:
+            c, info = self.make(d, "gpt_oss", "mxfp4")
+            t = self.load_all(d)
+            self.assertEqual(c["quantization_config"]["quant_method"], "mxfp4")
+            E, F, H = c["num_local_experts"], c["intermediate_size"], c["hidden_size"]
+            p = "model.layers.0.mlp.experts."
+            self.assertEqual(t[p + "gate_up_proj_blocks"][:2], ("U8", (E, 2 * F, H // 32, 16)))
+            self.assertEqual(t[p + "gate_up_proj_scales"][:2], ("U8", (E, 2 * F, H // 32)))
+            self.assertEqual(t[p + "down_proj_blocks"][:2], ("U8", (E, H, F // 32, 16)))
+            self.assertEqual(t[p + "down_proj_scales"][:2], ("U8", (E, H, F // 32)))
+            self.assertEqual(t[p + "gate_up_proj_bias"][:2], ("BF16", (E, 2 * F)))
+            self.assertNotIn(p + "gate_up_proj", t)
+            self.assertEqual(t["model.layers.0.mlp.router.weight"][0], "BF16")
 
     def test_reference_is_from_stored_weights(self):
         """BF16 and F32 checkpoints from one seed differ in expected output by about BF16's

@@ -34,7 +34,7 @@ with_listen() { sed "s|^profiler:|profiler:\n  listen: $1|"; }
 # dense for deepseek/qwen) and c.yaml pointing at it.
 ckdir() {
   mkdir -p ck
-  "$MAKE_CKPT" --dir ck "$1" "$2" 64 48 8 2 3 "$3" 12 ${4:-} || fail "make_checkpoint --dir"
+  "$MAKE_CKPT" --dir ck "$1" "$2" 64 "${CKF:-48}" 8 2 3 "$3" 12 ${4:-} || fail "make_checkpoint --dir"
   printf 'model:\n  checkpoint: ck\n%bworkload:\n  tokens_per_step: 12\n  steps: 1\n  input: ck/input.safetensors\nprofiler:\n  enabled: false\n' "${5:-}" > c.yaml
 }
 case "$1" in
@@ -234,16 +234,15 @@ case "$1" in
   ckpt_is_config)  # ... or its config.json
     ckdir mixtral f32 1; sed -i 's|checkpoint: ck|checkpoint: ck/config.json|' c.yaml
     want_code=4 want="model.checkpoint: 'ck/config.json' is a file, not a folder: a Hugging Face checkpoint folder (config.json with model.safetensors, or model.safetensors.index.json and the shards it names) is expected; name the folder that holds this config.json" ;;
-  ckpt_mxfp4_config)  # gpt-oss as released: quantization_config says mxfp4
-    ckdir gpt_oss bf16 1 mxfp4
-    sed -i 's/^  "swiglu_limit": 7.0/  "swiglu_limit": 7.0,\n  "quantization_config": {"quant_method": "mxfp4"}/' ck/config.json
-    grep -q mxfp4 ck/config.json || fail "config.json not edited"
+  ckpt_mxfp4_inputs)  # gpt-oss as released, but ffn 48: not whole 32-value scale blocks
+    ckdir gpt_oss mxfp4 1
+    grep -q '"quant_method": "mxfp4"' ck/config.json || fail "config.json does not say mxfp4"
     want_code=4
-    want="ck/config.json: quantization_config.quant_method is 'mxfp4': MXFP4 expert weights are not supported yet; use a BF16 copy of the checkpoint" ;;
-  ckpt_mxfp4_tensors)  # the same tensors without the config key: found by their names
-    ckdir gpt_oss bf16 1 mxfp4
+    want="MXFP4 tensor 'model.layers.0.mlp.experts.down_proj' has 48 inputs, not a multiple of its 32-value scale blocks" ;;
+  ckpt_mxfp4_nan_scale)  # a 255 scale (e8m0's NaN): refused naming it, not an all-NaN output
+    CKF=64 ckdir gpt_oss mxfp4 1 mxfp4_nan
     want_code=4
-    want="tensor 'model.layers.0.mlp.experts.gate_up_proj' is stored as MXFP4 ('model.layers.0.mlp.experts.gate_up_proj_blocks' and _scales): MXFP4 expert weights are not supported yet; use a BF16 copy of the checkpoint" ;;
+    want="tensor 'model.layers.0.mlp.experts.gate_up_proj_scales' (U8, e8m0) holds NaN (255) at element 7: moed refuses weights that are not finite" ;;
   ckpt_nan_scale)  # a NaN FP8 scale: refused naming the tensor, not an all-NaN output
     ckdir deepseek_v3 fp8 1 nan_scale
     want_code=4

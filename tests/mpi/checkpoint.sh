@@ -2,7 +2,8 @@
 # checkpoint.sh NAMING DTYPE ROUTING: a tiny safetensors checkpoint with Hugging Face names
 # (a dense layer first, so model.first_layer: 1) runs, and 3 ranks equal 1 rank.
 # checkpoint.sh dir FAMILY DTYPE ROUTING SHARDS: a tiny Hugging Face checkpoint directory
-# of FAMILY (config.json, shards + index when SHARDS > 1, FP8 + _scale_inv for fp8) runs
+# of FAMILY (config.json, shards + index when SHARDS > 1, FP8 + _scale_inv for fp8, MXFP4
+# _blocks + _scales for gpt_oss mxfp4: both held as stored, as the first line says) runs
 # every MoE layer from config.json, and 3 ranks equal 1 rank.
 # checkpoint.sh skew FAMILY ROUTING: workload.routing_skew applies to a checkpoint's router
 # as to random weights: the output differs from the unskewed run's, 3 ranks equal 1 rank,
@@ -52,6 +53,7 @@ if [[ "$1" == dir ]]; then
   family=$2 dtype=$3 routing=$4 shards=$5
   H=64 F=48 E=8 K=2 T=40
   [[ $dtype == fp8 ]] && H=160 F=136  # two 128-wide scale blocks each way
+  [[ $dtype == mxfp4 ]] && H=96 F=64  # whole 32-value scale blocks
   mkdir ck
   "$MAKE_CKPT" --dir ck "$family" "$dtype" $H $F $E $K 3 "$shards" $T || fail "make_checkpoint failed"
   cat > c.yaml <<EOC
@@ -72,13 +74,17 @@ profiler:
 EOC
   same_as_one_rank 3
   grep -q "weights $family (" one.log || { cat one.log; fail "family not reported"; }
+  if [[ $dtype == fp8 || $dtype == mxfp4 ]]; then  # held as the checkpoint stores them
+    grep -q "^experts: $( [[ $dtype == fp8 ]] && echo "fp8 e4m3" || echo mxfp4) weights held as stored" one.log \
+      || { cat one.log; fail "$dtype weights not held as stored"; }
+  fi
   moe_layers=2  # layer 0 is dense where the family has dense layers
   [[ $family == mixtral || $family == gpt_oss ]] && moe_layers=3
   grep -q "model: $moe_layers layers" one.log || { cat one.log; fail "not the $moe_layers MoE layers of 3"; }
   # the report says where the weights came from and their on-disk dtype
   sed -i 's/^  enabled: false/  enabled: true\n  warmup_steps: 0/' c.yaml
   mpirun_moed 3 --config c.yaml --no-progress > prof.log 2>&1 || { cat prof.log; fail "profiled run"; }
-  want=$(case $dtype in fp8) echo F8_E4M3 ;; bf16) echo BF16 ;; f16) echo F16 ;; *) echo F32 ;; esac)
+  want=$(case $dtype in fp8) echo F8_E4M3 ;; mxfp4) echo MXFP4 ;; bf16) echo BF16 ;; f16) echo F16 ;; *) echo F32 ;; esac)
   d=$(ls -d "$WORK"/experiments/*/ | tail -1)
   grep -q "^  weights  *$family (.*$want" "$d/summary.txt" \
     || { grep -A3 '^  routing' "$d/summary.txt"; fail "summary.txt: no weights line with $family and $want"; }

@@ -390,6 +390,45 @@ PY
     expect_code 7
     one_error "watchdog: .*rank 1 \(.*\) does not answer"
     ;;
+  routing_term)  # SIGTERM mid-run while routing is recorded (symmetric: every rank routes):
+    # routing.safetensors holds exactly the completed recorded steps, every token of them
+    ROUTING=symmetric job | sed 's/^  repeat: 0/  repeat: 1\n  record_routing: true/; s/^  measurement_steps: 5/  measurement_steps: 400/' > c.yaml
+    run_bg
+    wait_steps 10
+    t_event=$(date +%s%N); kill -TERM "$(rank_pid 1)"
+    finish 20
+    expect_code 130
+    report interrupted
+    d=$(ls -d "$WORK"/experiments/*/ | sort | tail -1)
+    python3 - "$d" <<'PY' || fail "routing.safetensors of a stopped run"
+import json, struct, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+n_steps = s["run"]["recorded_steps"]
+raw = open(d + "/routing.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n]); m = h.pop("__metadata__")
+T = int(m["tokens_per_step"])
+rows = {v["shape"][0] for v in h.values()}
+assert rows == {n_steps * T}, (rows, n_steps, T)
+print("routing.safetensors: %d completed recorded steps x %d tokens" % (n_steps, T))
+PY
+    ;;
+  routing_killed)  # a routing rank dies (symmetric): no routing.safetensors, said why; the
+    # report is partial as without the recording
+    ROUTING=symmetric job | sed 's/^  repeat: 0/  repeat: 1\n  record_routing: true/; s/^  measurement_steps: 5/  measurement_steps: 400/' > c.yaml
+    run_bg
+    wait_steps 10
+    t_event=$(date +%s%N); kill -9 "$(rank_pid 2)"
+    finish 60
+    [[ $code -ne 0 ]] || fail "exit 0 after a rank died"
+    d=$(ls -d "$WORK"/experiments/*/ | sort | tail -1)
+    [[ -f "$d/summary.json" ]] || fail "no report"
+    [[ ! -e "$d/routing.safetensors" ]] || fail "routing.safetensors written without rank 2's tokens"
+    ls "$d" | grep -q 'routing.safetensors' && fail "a routing.safetensors temporary left behind"
+    grep -q "profiler.record_routing: .*routing.safetensors not written: the routing of [0-9]* of the ${TOKENS:-512} tokens" err.log run.log \
+      || { cat err.log; fail "no word on the routing file"; }
+    ;;
   *) fail "unknown case $1" ;;
 esac
 echo "PASS faults $1"

@@ -33,7 +33,10 @@ static float *randn(size_t n, unsigned *state, float scale)
 /* BREAK (for bad-input tests) spoils one thing: no_scale, shape, index_file, index_tensor,  */
 /* nan_scale (a NaN in the first expert's first FP8 _scale_inv), nan_fp8 (a NaN code, 0x7f,  */
 /* in that FP8 weight), inf_weight (+inf at element 5 of expert 1's first projection),       */
-/* mxfp4 (gpt-oss experts as MXFP4 U8 *_blocks + *_scales, as the released checkpoint).     */
+/* mxfp4_nan (a 255, e8m0's NaN, in the first layer's gate_up_proj_scales, element 7).       */
+/* DTYPE mxfp4 (gpt_oss): the experts as MXFP4 U8 *_blocks [E, rows, in/32, 16] + *_scales    */
+/* [E, rows, in/32] (random codes, scales 2^-7..2^0), biases BF16, quant_method mxfp4, as     */
+/* the released checkpoint; the other tensors BF16.                                          */
 
 typedef struct dtensor {
     char name[200];
@@ -49,27 +52,33 @@ static dtensor_t g_t[20000];
 static int g_n;
 static unsigned g_state = 4242;
 static const char *g_break = ""; /* BREAK */
+static int g_mxfp4;               /* DTYPE mxfp4: gpt-oss's experts as released */
 static int g_broken;              /* the one value BREAK spoils is spoilt */
+
+/* The value of e4m3 code c (0x7f/0xff are NaN: not asked for). */
+static float e4m3_value(int c)
+{
+    int e = (c >> 3) & 0xf, m = c & 7;
+    float x = e == 0 ? ldexpf((float)m / 8.0f, -6) : ldexpf(1.0f + (float)m / 8.0f, e - 7);
+    return (c & 0x80) ? -x : x;
+}
 
 static uint8_t f32_to_e4m3(float v)
 {
-    /* Nearest of the 254 finite codes: slow and obviously right, for tiny tensors. */
-    uint8_t best = 0;
-    float bd = INFINITY;
-    for (int c = 0; c < 256; c++) {
-        if ((c & 0x7f) == 0x7f) {
-            continue;
-        }
-        int e = (c >> 3) & 0xf, m = c & 7;
-        float x = e == 0 ? ldexpf((float)m / 8.0f, -6) : ldexpf(1.0f + (float)m / 8.0f, e - 7);
-        x = (c & 0x80) ? -x : x;
-        float d = fabsf(x - v);
-        if (d < bd) {
-            bd = d;
-            best = (uint8_t)c;
+    /* Nearest of the finite codes (ties: the smaller magnitude): the positive codes 0..126
+     * ascend, so a binary search for |v|, then the sign. */
+    float a = fabsf(v);
+    int lo = 0, hi = 126;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (e4m3_value(mid) <= a) {
+            lo = mid;
+        } else {
+            hi = mid;
         }
     }
-    return best;
+    int best = a - e4m3_value(lo) <= e4m3_value(hi) - a ? lo : hi;
+    return (uint8_t)(v < 0.0f && best != 0 ? best | 0x80 : best);
 }
 
 static void add_f(const char *name, const char *dtype, int ndim, const int64_t *shape,
@@ -99,8 +108,8 @@ static void add_f(const char *name, const char *dtype, int ndim, const int64_t *
     }
 }
 
-/* A zero U8 tensor (MXFP4 blocks and scales: only their names and dtype matter here). */
-static void add_u8(const char *name, int ndim, const int64_t *shape, int shard)
+/* A U8 tensor: MXFP4 blocks (random codes) or scales (lo..lo+7: 2^(lo-127) and up). */
+static void add_u8(const char *name, int ndim, const int64_t *shape, int shard, int scales)
 {
     dtensor_t *t = &g_t[g_n++];
     snprintf(t->name, sizeof(t->name), "%s", name);
@@ -113,6 +122,14 @@ static void add_u8(const char *name, int ndim, const int64_t *shape, int shard)
     }
     t->shard = shard;
     t->bytes = calloc(t->len, 1);
+    for (size_t i = 0; i < t->len; i++) {
+        g_state = g_state * 1664525u + 1013904223u;
+        t->bytes[i] = (unsigned char)(scales ? 120 + (g_state >> 24) % 8 : (g_state >> 24));
+    }
+    if (scales && strcmp(g_break, "mxfp4_nan") == 0 && !g_broken && t->len > 7) {
+        t->bytes[7] = 255;
+        g_broken = 1;
+    }
 }
 
 /* A random tensor; fp8 weights (2-D, dtype "fp8") get an F32 _scale_inv beside them. */
@@ -284,8 +301,12 @@ static void write_config(FILE *f, const fam_spec_t *s, const char *dtype, int64_
                     : "");
     } else {
         fprintf(f, "  \"num_local_experts\": %lld,\n  \"experts_per_token\": %lld,\n"
-                   "  \"intermediate_size\": %lld,\n  \"swiglu_limit\": 7.0\n}\n",
-                (long long)E, (long long)K, (long long)F);
+                   "  \"intermediate_size\": %lld,\n  \"swiglu_limit\": 7.0%s\n}\n",
+                (long long)E, (long long)K, (long long)F,
+                g_mxfp4 ? ",\n  \"quantization_config\": {\"quant_method\": \"mxfp4\", "
+                          "\"modules_to_not_convert\": [\"model.layers.*.self_attn\", "
+                          "\"model.layers.*.mlp.router\", \"model.embed_tokens\", \"lm_head\"]}"
+                        : "");
     }
 }
 
@@ -322,14 +343,14 @@ static void add_layer(const fam_spec_t *s, const char *dt, int l, int64_t H, int
     }
     if (s->fused) {
         int64_t gu[3] = {E, H, 2 * F}, gub[2] = {E, 2 * F}, dn[3] = {E, F, H}, dnb[2] = {E, H};
-        if (strcmp(brk, "mxfp4") == 0) { /* [E, rows, blocks of 32, 16 bytes], scales per block */
+        if (g_mxfp4) { /* [E, rows, blocks of 32, 16 bytes], scales per block */
             const char *p[2] = {"gate_up_proj", "down_proj"};
             for (int w = 0; w < 2; w++) {
                 int64_t rows = w == 0 ? 2 * F : H, nb = ((w == 0 ? H : F) + 31) / 32;
                 snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%s_blocks", l, p[w]);
-                add_u8(name, 4, (int64_t[]){E, rows, nb, 16}, shard);
+                add_u8(name, 4, (int64_t[]){E, rows, nb, 16}, shard, 0);
                 snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%s_scales", l, p[w]);
-                add_u8(name, 3, (int64_t[]){E, rows, nb}, shard);
+                add_u8(name, 3, (int64_t[]){E, rows, nb}, shard, 1);
                 snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%s_bias", l, p[w]);
                 add_rand(name, dt, 2, w == 0 ? gub : dnb, 0.1f, shard, 1);
             }
@@ -400,9 +421,9 @@ static int write_input(const char *dir, int64_t T, int64_t H)
 static int dir_main(int argc, char **argv)
 {
     if (argc != 12 && argc != 13) {
-        fprintf(stderr, "usage: make_checkpoint --dir DIR FAMILY f32|bf16|f16|fp8 H F E K LAYERS "
-                        "SHARDS TOKENS [no_scale|shape|index_file|index_tensor|nan_scale|nan_fp8|"
-                        "inf_weight|mxfp4]\n");
+        fprintf(stderr, "usage: make_checkpoint --dir DIR FAMILY f32|bf16|f16|fp8|mxfp4 H F E K "
+                        "LAYERS SHARDS TOKENS [no_scale|shape|index_file|index_tensor|nan_scale|"
+                        "nan_fp8|inf_weight|mxfp4_nan]\n");
         return 2;
     }
     const char *dir = argv[2], *brk = argc == 13 ? argv[12] : "";
@@ -411,7 +432,8 @@ static int dir_main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(k_specs) / sizeof(k_specs[0]); i++) {
         s = strcmp(k_specs[i].family, argv[3]) == 0 ? &k_specs[i] : s;
     }
-    const char *dt = strcmp(argv[4], "bf16") == 0 ? "BF16"
+    g_mxfp4 = strcmp(argv[4], "mxfp4") == 0;
+    const char *dt = strcmp(argv[4], "bf16") == 0 || g_mxfp4 ? "BF16"
                      : strcmp(argv[4], "f16") == 0 ? "F16"
                      : strcmp(argv[4], "fp8") == 0 ? "fp8" : "F32";
     int64_t H = atoll(argv[5]), F = atoll(argv[6]), E = atoll(argv[7]), K = atoll(argv[8]);

@@ -604,6 +604,36 @@ print("dedup: %d rows carrying %d pairs, %d bytes between ranks (%d without)"
       % (c["rows_between_ranks"], c["pairs_between_ranks"], c["bytes_between_ranks"], d["bytes_between_ranks"]))
 PY
     ;;
+  latency)  # a layer slowed by a known sleep shows in that layer's percentiles, not the others'
+    # rank 1 hosts experts in layer 1 only (layers 0 and 2 put every expert on rank 2), and
+    # MOED_TEST_EXPERT_DELAY_MS sleeps where a rank hosts experts: layer 1 alone is slowed
+    PROF=true LAYERS=3 STEPS=8 TOKENS=8 small_model \
+      | sed 's/^  experts: auto/  experts: auto\n  layers: {0: {2: [0, 1, 2, 3, 4, 5, 6, 7]}, 2: {2: [0, 1, 2, 3, 4, 5, 6, 7]}}/' \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 7\n  trace: false/' > c.yaml
+    MOED_TEST_EXPERT_DELAY_MS=1:200 mpirun_moed 3 --config c.yaml \
+      --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    d=$(run_dir)
+    grep -q "Latency per recorded step" "$d/summary.txt" || fail "summary.txt: no latency section"
+    python3 - "$d" <<'PY' || fail "latency"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+lat = [l["latency_ms"] for l in s["layers"]]
+step = s["run"]["step_latency_ms"]
+assert all(x["samples"] == 7 for x in lat) and step["samples"] == 7, (lat, step)
+# every step sleeps 200 ms in layer 1 (percentiles within 1/32 of the value)
+assert lat[1]["p50"] >= 200 * 0.96 and lat[1]["p99"] >= 200 * 0.96, lat[1]
+assert step["p99"] >= 200 * 0.96 and step["p99"] >= lat[1]["p99"] * 0.96, step
+# the other layers do not sleep: their typical step is well under it
+assert lat[0]["p50"] < 200 * 0.96 and lat[2]["p50"] < 200 * 0.96, lat
+assert lat[0]["p50"] <= lat[0]["p90"] <= lat[0]["p99"] <= lat[0]["max"] * 1.04, lat[0]
+txt = open(sys.argv[1] + "/summary.txt").read()
+assert "  layer 1          7" in txt, "summary.txt: layer 1's row"
+w = [r["share_of_step"]["weights"] for r in s["ranks"]]
+assert w[0] == 0 and w[1] > 0 and w[2] > 0, ("weights share: the expert ranks read weights", w)
+print("layer 1 p50 %.1f p99 %.1f ms; layers 0, 2 p50 %.1f, %.1f ms; step p99 %.1f ms"
+      % (lat[1]["p50"], lat[1]["p99"], lat[0]["p50"], lat[2]["p50"], step["p99"]))
+PY
+    ;;
   *) fail "unknown case $1" ;;
 esac
 echo "PASS profiler $1"

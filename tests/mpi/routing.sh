@@ -133,6 +133,10 @@ EOF
     ROUTING=symmetric; TOKENS=100; SKEW=1.5; record ''
     check_trace
     replay_same 3 1 ;;
+  master2)  # the master is rank 2: its recording travels to rank 0, the replay back to it
+    MASTER=2; SKEW=1.5; PLACEMENT='{0: [0, 1, 2, 3], 1: [4, 5, 6, 7]}'; record ''
+    check_trace
+    replay_same 3 ;;
   symmetric_same)
     SKEW=1.5; TOKENS=100; record ''
     mv "$TRACE" master_trace
@@ -194,6 +198,52 @@ EOC
     if "$ST_DIFF" router.safetensors ck/expected.safetensors --tol 1e-2 > /dev/null; then
       fail "the router's own routing matches the given one: the case tests nothing"
     fi ;;
+  imported)
+    # vLLM's routed_experts (saved with np.savez, one array per request) and SGLang's
+    # returned routed_experts (base64 int32 in meta_info), each converted by
+    # profiler/tools/moed-routing-import and replayed: the report's demand = the ids' counts
+    IMPORT="$HERE/../../profiler/tools/moed-routing-import"
+    "$PY" - <<'EOF'
+import base64, json
+import numpy as np
+rng = np.random.default_rng(3)
+def request(n):  # [tokens, layers, top_k], as vLLM's CompletionOutput.routed_experts
+    return np.stack([np.stack([rng.permutation(8)[:2] for _ in range(2)]) for _ in range(n)]).astype(np.int32)
+np.savez("routed.npz", r0=request(200), r1=request(88))
+resp = [{"text": "...", "meta_info": {"routed_experts": base64.b64encode(request(n).tobytes()).decode()}}
+        for n in (150, 138)]
+json.dump(resp, open("responses.json", "w"))
+EOF
+    "$PY" "$IMPORT" vllm routed.npz --num-experts 8 --tokens-per-step 96 -o vllm.safetensors > imp.log 2>&1 \
+      || { cat imp.log; fail "vllm import failed"; }
+    "$PY" "$IMPORT" sglang responses.json --num-experts 8 --top-k 2 --num-layers 2 --tokens-per-step 96 -o sglang.safetensors >> imp.log 2>&1 \
+      || { cat imp.log; fail "sglang import failed"; }
+    for src in vllm sglang; do
+      rm -rf "$WORK/experiments"
+      STEPS=3 PROF=true small_model | sed "s|^workload:|workload:\n  routing: $WORK/$src.safetensors|; s/^profiler:/profiler:\n  warmup_steps: 0\n  measurement_steps: 3/" > i.yaml
+      mpirun_moed 3 --config i.yaml --no-progress > "i_$src.log" 2>&1 || { cat "i_$src.log"; fail "replay of the $src import failed"; }
+      d=$(ls -d "$WORK"/experiments/*/)
+      "$PY" - "$d/summary.json" "$WORK/$src.safetensors" "$src" <<'EOF' || fail "$src: report vs trace"
+import json, struct, sys
+import numpy as np
+rep, path, src = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+raw = open(path, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n]); h.pop("__metadata__")
+r = rep["routing"]
+assert r["source"] == "replayed" and r["file"] == path, r
+assert ("vLLM" if src == "vllm" else "SGLang") in r["trace_source"], r["trace_source"]
+for l in (0, 1):
+    t = h["layers.%d.topk_ids" % l]; a, b = t["data_offsets"]
+    ids = np.frombuffer(raw[8 + n + a:8 + n + b], dtype="<i4").reshape(t["shape"])[:3 * 96]
+    counts = np.bincount(ids.ravel(), minlength=8)
+    got = np.zeros(8, dtype=np.int64)
+    for e in rep["experts"]:
+        if e["layer"] == l:
+            got[e["expert"]] += e["tokens"]
+    assert (got == counts).all(), (src, l, got.tolist(), counts.tolist())
+print(src, "import replayed: demand per expert = the trace's counts")
+EOF
+    done ;;
   cycle)
     STEPS=3 SKEW=1.5 record ''
     sed "s|^workload:|workload:\n  routing: $TRACE|; s/^  routing_skew: .*/  routing_skew: 0/; s/^  steps: 3/  steps: 8/; s/^  record_routing: true/  record_routing: false/" \

@@ -1,7 +1,8 @@
 /* Unit tests for rank 0's merge (gather/merge.c): the router's per-expert counts, and the
  * step's wait split into idle (by the rank waited for), designed wait and exchange, on
  * records built by hand whose truth is known: a combine, a balanced pair, the dispatch, the
- * wait for the master's next dispatch (also over two windows). Split from test_report.c,
+ * wait for the master's next dispatch (also over two windows); the step's and each layer's
+ * latency percentiles over known durations. Split from test_report.c,
  * which tests the report writers on a merged profile. */
 #include <inttypes.h>
 #include <math.h>
@@ -552,6 +553,201 @@ static void test_merge_waits_windows(const char *root)
     }
 }
 
+/* ---- latency percentiles ------------------------------------------------------------ */
+
+/* The latency test's job: 3 ranks, 2 layers, LT_STEPS recorded steps. Rank k's time of step
+ * i is (i + 1) ms, plus 0.25 ms on rank 2 for odd i (the slowest rank sets the step's
+ * latency); layer 0 takes (100 - i) ms on rank 1 and half that elsewhere; layer 1 takes 3 ms
+ * on every rank, but 40 ms on rank 2 in step 37 and 60 ms in step 71 (its tail). Rank 1's
+ * experts are busy 2 ms a step in all. */
+#define LT_STEPS 100
+
+static int64_t lt_step_ns(int k, int i)
+{
+    return (int64_t)(i + 1) * 1000000 + (k == 2 && i % 2 == 1 ? 250000 : 0);
+}
+
+static int64_t lt_layer_ns(int k, int i, int l)
+{
+    if (l == 0) {
+        return (int64_t)(100 - i) * (k == 1 ? 1000000 : 500000);
+    }
+    return k == 2 && i == 37 ? 40000000 : k == 2 && i == 71 ? 60000000 : 3000000;
+}
+
+static bool lt_record(moe_prof_record_t *rec, int k, int64_t first_step)
+{
+    int local = k == 0 ? 0 : 4;
+    if (moe_prof_record_alloc(rec, 3, 2, 8, local) != MOE_OK) {
+        return false;
+    }
+    rec->steps = calloc(LT_STEPS, sizeof(*rec->steps));
+    rec->layer_lat = calloc(2 * LT_STEPS, sizeof(*rec->layer_lat));
+    if (rec->steps == NULL || rec->layer_lat == NULL) {
+        return false;
+    }
+    rec->rank = k;
+    rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
+    rec->steps_recorded = rec->num_steps = LT_STEPS;
+    rec->num_layer_lat = 2 * LT_STEPS;
+    for (int i = 0; i < LT_STEPS; i++) {
+        rec->steps[i].step = first_step + i;
+        rec->steps[i].phase_ns[MOE_PHASE_STEP] = lt_step_ns(k, i);
+        rec->phase_sum[MOE_PHASE_STEP] += (double)lt_step_ns(k, i);
+        for (int l = 0; l < 2; l++) {
+            rec->layer_lat[2 * i + l] = (moe_rec_lat_t){
+                .step = first_step + i, .layer = l, .ns = lt_layer_ns(k, i, l)};
+        }
+    }
+    for (int i = 0; i < local; i++) {
+        rec->local_ids[i] = 4 * (k - 1) + i;
+        for (int l = 0; l < 2; l++) { /* rank 1: 2 ms of expert calls a step */
+            moe_hist_reset(&rec->experts[l * local + i].hist);
+            for (int s = 0; k == 1 && s < LT_STEPS; s++) {
+                moe_hist_add(&rec->experts[l * local + i].hist, 250000);
+            }
+        }
+    }
+    return true;
+}
+
+/* The nearest-rank percentile q of v[n] (sorted here). */
+static double lt_truth(int64_t *v, int n, double q)
+{
+    for (int i = 1; i < n; i++) { /* insertion sort: n is small */
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            int64_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    }
+    int rank = (int)ceil(q * n);
+    return (double)v[(rank < 1 ? 1 : rank) - 1];
+}
+
+/* Merge the latency test's two windows (the second's rank 2 names other steps) under
+ * `routing`; the report in w->r, or false. */
+static bool lt_merge(wt_run_t *w, const char *root, const char *routing)
+{
+    memset(w, 0, sizeof(*w));
+    snprintf(w->yaml, sizeof(w->yaml),
+             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+             "  num_layers: 2\nplacement:\n  master_rank: 0\n  experts: auto\n"
+             "runtime:\n  routing: %s\nworkload:\n  tokens_per_step: 8\n  steps: 201\n"
+             "profiler:\n  enabled: true\n  warmup_steps: 1\n  output_dir: %s/waits\n",
+             routing, root);
+    moe_error_t err;
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    static const bool have[3] = {true, true, true};
+    if (moe_cfg_parse(w->yaml, strlen(w->yaml), "l.yaml", 3, &w->cfg, &err) != MOE_OK ||
+        (w->m = moe_merge_create(&w->cfg, 3, hosts)) == NULL) {
+        return false;
+    }
+    for (int win = 0; win < 2; win++) {
+        for (int k = 0; k < 3; k++) {
+            moe_prof_record_free(&w->recs[k]);
+            if (!lt_record(&w->recs[k], k, win == 0 ? 1 : k == 2 ? 1001 : 101)) {
+                return false;
+            }
+        }
+        if (moe_merge_window(w->m, w->recs, have, 0, &err) != MOE_OK) {
+            return false;
+        }
+    }
+    moe_prof_run_t run = {201, 201, 1.0, w->yaml, strlen(w->yaml), false, 1.0, NULL};
+    moe_prof_static_t info;
+    memset(&info, 0, sizeof(info));
+    info.transport = "mpi";
+    info.blas = "openblas";
+    info.device = "cpu";
+    info.chunks = 1;
+    w->r = moe_merge_finish(w->m, &run, &info);
+    return w->r != NULL;
+}
+
+/* The percentiles of h (`samples` of them: v[LT_STEPS] once or twice over) against the
+ * nearest-rank truth of v, within 1/32. */
+static void lt_check(const moe_hist_t *h, int64_t *v, uint64_t samples)
+{
+    static const double qs[3] = {0.5, 0.9, 0.99};
+    CHECK_INT_EQ(h->count, samples);
+    for (int q = 0; q < 3; q++) {
+        double want = lt_truth(v, LT_STEPS, qs[q]);
+        CHECK_NEAR(moe_hist_quantile(h, qs[q]), want, want / 32.0);
+    }
+}
+
+/* The step's and each layer's percentiles: in symmetric routing the slowest rank per step,
+ * in master routing the master's alone (the routing ranks' times: what the tokens wait),
+ * within the histogram's 1/32; summary.json and summary.txt show them; a window where the
+ * ranks' lists disagree on a step adds no sample for it; the share of the step reading
+ * weights. */
+static void test_merge_latency(const char *root)
+{
+    wt_run_t w;
+    bool ok = lt_merge(&w, root, "symmetric");
+    CHECK(ok);
+    if (!ok) {
+        wt_done(&w, root);
+        return;
+    }
+    int64_t step[LT_STEPS], lay[2][LT_STEPS];
+    for (int i = 0; i < LT_STEPS; i++) {
+        step[i] = lt_step_ns(2, i);
+        for (int l = 0; l < 2; l++) {
+            int64_t a = lt_layer_ns(0, i, l), b = lt_layer_ns(1, i, l), c = lt_layer_ns(2, i, l);
+            lay[l][i] = a > b ? (a > c ? a : c) : (b > c ? b : c);
+        }
+    }
+    lt_check(&w.r->step_latency, step, LT_STEPS); /* the second window added nothing */
+    lt_check(&w.r->layers[0].latency, lay[0], LT_STEPS);
+    lt_check(&w.r->layers[1].latency, lay[1], LT_STEPS);
+    /* layer 1's tail: p90 is the common 3 ms, p99 the 40 ms step, max the 60 ms one */
+    CHECK_NEAR(moe_hist_quantile(&w.r->layers[1].latency, 0.9), 3e6, 3e6 / 32);
+    CHECK_NEAR(moe_hist_quantile(&w.r->layers[1].latency, 0.99), 40e6, 40e6 / 32);
+    CHECK_INT_EQ(w.r->layers[1].latency.max, 60000000);
+    moe_error_t err;
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/summary.json", w.r->run_dir);
+    CHECK_INT_EQ(moe_report_write_summary(w.r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_json(w.r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_json_load_file(path, &w.doc, &err), MOE_OK);
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.1.latency_ms.p99"), -1), 40.0, 40.0 / 32);
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.1.latency_ms.p50"), -1), 3.0, 3.0 / 32);
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.1.latency_ms.max"), -1), 60.0, 1e-9);
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.0.latency_ms.samples"), -1), LT_STEPS, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "run.step_latency_ms.p50"), -1), 50.25,
+               50.25 / 32);
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "run.step_latency_ms.p99"), -1), 99.0, 99.0 / 32);
+    /* rank 1: 2 ms a step of expert calls over its mean step of 50.5 ms, both windows */
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.1.share_of_step.weights"), -1),
+               2.0 / 50.5, 1e-9);
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.1.per_step_ms.weights"), -1), 2.0, 1e-9);
+    CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "ranks.0.share_of_step.weights"), -1), 0.0, 0);
+    w.summary = slurp(w.r->run_dir, "summary.txt", NULL);
+    CHECK_STR_CONTAINS(w.summary, "Latency per recorded step (the tail: p50 / p90 / p99)");
+    CHECK_STR_CONTAINS(w.summary, "  layer 1        100      3.");
+    CHECK_STR_CONTAINS(w.summary, "     60.000\n");
+    CHECK_STR_CONTAINS(w.summary, "     1  h1         4.0%        0.0%");
+    wt_done(&w, root);
+    /* master routing: rank 0's times alone (rank 2's slow layer 1 is not the tokens'); its
+     * second window counts too (no other rank to disagree with) */
+    ok = lt_merge(&w, root, "master");
+    CHECK(ok);
+    for (int i = 0; ok && i < LT_STEPS; i++) {
+        step[i] = lt_step_ns(0, i);
+        lay[0][i] = lt_layer_ns(0, i, 0);
+        lay[1][i] = lt_layer_ns(0, i, 1);
+    }
+    if (ok) {
+        lt_check(&w.r->step_latency, step, 2 * LT_STEPS);
+        lt_check(&w.r->layers[0].latency, lay[0], 2 * LT_STEPS);
+        lt_check(&w.r->layers[1].latency, lay[1], 2 * LT_STEPS);
+        CHECK_INT_EQ(w.r->layers[1].latency.max, 3000000);
+    }
+    wt_done(&w, root);
+}
+
 int main(void)
 {
     char root[] = "/tmp/moed_test_merge_XXXXXX";
@@ -565,6 +761,7 @@ int main(void)
     test_merge_waits_dispatch(root);
     test_merge_waits_next_dispatch(root);
     test_merge_waits_windows(root);
+    test_merge_latency(root);
     rmdir(root);
     return moe_test_finish("test_merge");
 }

@@ -344,6 +344,10 @@ static void fill_record(moe_prof_record_t *r)
     r->pairs_sent[1] = 13;
     r->rows_recv[0] = 4;
     r->pairs_recv[0] = 7;
+    r->layer_lat = calloc(2, sizeof(*r->layer_lat));
+    r->num_layer_lat = 2;
+    r->layer_lat[0] = (moe_rec_lat_t){.step = 9, .layer = 0, .ns = 700};
+    r->layer_lat[1] = (moe_rec_lat_t){.step = 9, .layer = 1, .ns = 250};
     r->flags = MOE_PROF_FLAG_FINAL;
 }
 
@@ -415,6 +419,9 @@ static void test_record(void)
     CHECK(d.rows_sent[1] == 10 && d.pairs_sent[1] == 13 && d.rows_sent[2] == 0);
     CHECK(d.rows_recv[0] == 4 && d.pairs_recv[0] == 7);
     CHECK(d.flags & MOE_PROF_FLAG_FINAL);
+    CHECK_INT_EQ(d.num_layer_lat, 2);
+    CHECK(d.num_layer_lat == 2 && d.layer_lat[1].step == 9 && d.layer_lat[1].layer == 1 &&
+          d.layer_lat[1].ns == 250 && d.layer_lat[0].ns == 700);
     moe_prof_record_free(&d);
     /* version 2 that a version-1 reader still takes (it skips OVERLAP) */
     CHECK_INT_EQ(w.data[4] | w.data[5] << 8, 2);
@@ -540,9 +547,21 @@ static void test_record_slots(void)
 static void test_record_rows(void)
 {
     moe_prof_record_t d; /* rank 1's rows_sent: 10 -> 2^64 - 1, above its 13 pairs */
-    if (section_lies_and_absent(16, 4 + 3 * 32, 4 + 32, 8, 0xff, "fewer pairs than rows", &d)) {
+    if (section_lies_and_absent(17, 4 + 3 * 32, 4 + 32, 8, 0xff, "fewer pairs than rows", &d)) {
         CHECK(d.rows_sent[1] == 0 && d.pairs_sent[1] == 0 && d.pairs_recv[0] == 0);
         CHECK_INT_EQ(d.chunks, 2);
+        moe_prof_record_free(&d);
+    }
+}
+
+/* LAYERS: a layer out of range is refused; without the section there are no layer
+ * latencies (an older writer). */
+static void test_record_layers(void)
+{
+    moe_prof_record_t d; /* the first entry's layer = 0xffffffff: -1 */
+    if (section_lies_and_absent(16, 8 + 2 * 20, 16, 4, 0xff, "layer latency", &d)) {
+        CHECK(d.num_layer_lat == 0 && d.layer_lat == NULL);
+        CHECK_INT_EQ(d.num_steps, 2);
         moe_prof_record_free(&d);
     }
 }
@@ -637,6 +656,7 @@ int main(void)
     test_record_overlap_lies();
     test_record_slots();
     test_record_rows();
+    test_record_layers();
     test_record_lies();
     return moe_test_finish("test_prof");
 }

@@ -351,6 +351,16 @@ static void edit_big(fixture_t *fx)
             r->experts[l * r->num_experts + e].tokens = y->kept[e];
         }
     }
+    /* latency: every pair 1 ms but layer 7's expert 9 (9 ms) and layer 50's expert 200
+     * (5 ms): the slowest two, in that order, lead the latency chart */
+    for (int i = 0; i < r->num_layers * r->num_experts; i++) {
+        moe_hist_t *h = &r->experts[i].hist;
+        moe_hist_reset(h);
+        int64_t ns = i == 7 * r->num_experts + 9 ? 9000000 : i == 50 * r->num_experts + 200 ? 5000000
+                                                                                         : 1000000;
+        moe_hist_add(h, ns);
+        r->experts[i].calls = 1;
+    }
 }
 
 typedef struct big_pair {
@@ -392,6 +402,21 @@ static void check_big_html(const moe_report_t *r, const big_pair_t *order)
     CHECK_INT_EQ(count_substr(h, "<table id=\"hot-top\">"), 1);
     CHECK_INT_EQ(count_substr(h, "<table id=\"hot-layers\">"), 1);
     has(h, "60 layers x 256 experts = 15360 cells, more than 1024", "report.html");
+    /* latency: the 40 slowest pairs, not 15360 bars; the slowest two first */
+    const char *lat = strstr(h, "<svg id=\"chart-latency\"");
+    CHECK(lat != NULL);
+    if (lat != NULL) {
+        const char *lat_end = strstr(lat, "</svg>");
+        size_t len = lat_end != NULL ? (size_t)(lat_end - lat) : 0;
+        char *chart = strndup(lat, len);
+        CHECK_INT_EQ(count_substr(chart, "<rect "), 40 + 1); /* 40 bars and the legend's */
+        const char *first = strstr(chart, "<title>layer ");
+        CHECK(first != NULL && strncmp(first, "<title>layer 7 expert 9 ", 24) == 0);
+        const char *second = first != NULL ? strstr(first + 1, "<title>layer ") : NULL;
+        CHECK(second != NULL && strncmp(second, "<title>layer 50 expert 200 ", 27) == 0);
+        free(chart);
+    }
+    CHECK(n < 1024 * 1024); /* was 6.6 MB with a bar per pair */
     /* the top table: MOE_REPORT_TOP_HOT rows in the order computed from the counts, each
      * with its demand, kept, dropped, share and times the layer mean */
     const char *tab = strstr(h, "<table id=\"hot-top\">");

@@ -204,8 +204,9 @@ moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, do
 int moe_prof_compare_main(int argc, char **argv, FILE *out);
 
 /* `moed plan REPORT_DIR --ranks N ...`: a balanced placement (with replicas) for the loads
- * a report recorded, written as a config. Exit codes: 0, 1 (cannot write), 2 (usage, bad
- * input: nothing written). */
+ * a report recorded or a routing trace holds (--routing), written as a config; or the check
+ * of a replay against that plan (--check RUN_DIR). Exit codes: 0, 1 (cannot write; --check:
+ * the run differs from the prediction), 2 (usage, bad input: nothing written). */
 int moe_prof_plan_main(int argc, char **argv, FILE *out);
 
 /* The live path (profiler.listen; docs/live.md). Every rank keeps small

@@ -316,6 +316,25 @@ static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     }
 }
 
+/* Where the run's routing came from, when summary.json says: its "routing" object's
+ * "detail" ("router", "replayed FILE (SOURCE)"), else its "source" and "file"; false for a
+ * report from before the routing source. */
+static bool cmp_routing(const cmp_run_t *c, char *buf, size_t n)
+{
+    const json_t *r = json_object_get(c->doc, "routing");
+    const char *s = moe_json_str(json_object_get(r, "detail"), moe_json_str(r, NULL));
+    const char *kind = moe_json_str(json_object_get(r, "source"), NULL);
+    const char *file = moe_json_str(json_object_get(r, "file"), NULL);
+    if (s != NULL && s[0] != '\0') {
+        snprintf(buf, n, "%s", s);
+    } else if (kind != NULL && kind[0] != '\0') {
+        snprintf(buf, n, "%s%s%s", kind, file != NULL ? " " : "", file != NULL ? file : "");
+    } else {
+        return false;
+    }
+    return true;
+}
+
 static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     const cmp_run_t *runs[2] = {a, b};
@@ -333,6 +352,10 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
             fprintf(out, "     device %s, runtime.chunks %.0f\n", dev, chunks);
         } else {
             fprintf(out, "     device %s, runtime.chunks not recorded\n", dev);
+        }
+        char routing[MOE_PATH_MAX + 64];
+        if (cmp_routing(c, routing, sizeof(routing))) {
+            fprintf(out, "     routing: %s\n", routing);
         }
         if (cmp_partial(c)) {
             fprintf(out, "     PARTIAL: missing %s\n",
@@ -643,6 +666,142 @@ static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t
     fprintf(out, "  overall max/mean %.3f -> %.3f (sum over layers of the busiest rank's "
             "tokens / sum of the means)\n", amean > 0 ? amx / amean : 0.0,
             bmean > 0 ? bmx / bmean : 0.0);
+    return MOE_OK;
+}
+
+/* ---- load and time per layer ------------------------------------------------------ */
+
+/* One run's layer: tokens per expert rank max/mean, the hottest expert's share of the
+ * layer's tokens and the entropy of its expert distribution in bits (summary.json's
+ * layers[].routing.hottest_share and entropy_bits, else from layers[].demand), expert compute
+ * time per expert rank max/mean and the busiest rank's ms per recorded step; NAN where
+ * the report lacks the figure. */
+typedef struct cmp_layer_fig {
+    double tok, hot, bits, time, busiest_ms;
+} cmp_layer_fig_t;
+
+static void cmp_demand_figs(const json_t *layer, double *hot, double *bits)
+{
+    const json_t *d = json_object_get(layer, "demand");
+    double sum = 0.0, mx = 0.0, ent = 0.0;
+    for (size_t e = 0; e < moe_json_count(d); e++) {
+        double x = moe_json_num(json_array_get(d, e), 0.0);
+        sum += x;
+        mx = x > mx ? x : mx;
+    }
+    for (size_t e = 0; sum > 0.0 && e < moe_json_count(d); e++) {
+        double p = moe_json_num(json_array_get(d, e), 0.0) / sum;
+        ent -= p > 0.0 ? p * log2(p) : 0.0;
+    }
+    const json_t *g = json_object_get(layer, "routing"); /* a report that has them */
+    *hot = moe_json_num(json_object_get(g, "hottest_share"), sum > 0.0 ? mx / sum : NAN);
+    *bits = moe_json_num(json_object_get(g, "entropy_bits"), sum > 0.0 ? ent : NAN);
+}
+
+static bool cmp_layer_figs(const cmp_run_t *c, int l, cmp_layer_fig_t *f)
+{
+    double *ms = calloc((size_t)c->world, sizeof(double)), mx, mean;
+    cmp_place_t p = {0};
+    *f = (cmp_layer_fig_t){NAN, NAN, NAN, NAN, NAN};
+    if (ms == NULL || l >= c->layers || !cmp_place_read(c, l, &p)) {
+        free(ms);
+        cmp_place_free(&p);
+        return ms != NULL;
+    }
+    f->tok = p.mean > 0 ? p.mx / p.mean : NAN;
+    cmp_demand_figs(json_array_get(json_object_get(c->doc, "layers"), (size_t)l), &f->hot,
+                    &f->bits);
+    moe_rank_times(c->doc, l, c->world, c->experts, ms);
+    moe_rank_load_stats(ms, p.copies, c->world, c->experts, &mx, &mean);
+    for (int r = 0; r < c->world; r++) {
+        bool holds = false;
+        for (int e = 0; e < c->experts && !holds; e++) {
+            holds = p.copies[(size_t)r * c->experts + e] != 0;
+        }
+        mx = holds && !isfinite(ms[r]) ? NAN : mx; /* a rank's time not known */
+    }
+    double steps = cmp_num(c->run, "recorded_steps");
+    f->time = isfinite(mx) && mean > 0 ? mx / mean : NAN;
+    f->busiest_ms = isfinite(mx) && steps > 0 ? mx / steps : NAN;
+    free(ms);
+    cmp_place_free(&p);
+    return true;
+}
+
+static void cmp_fig(char *buf, size_t n, double v, const char *fmt)
+{
+    if (isfinite(v)) {
+        snprintf(buf, n, fmt, v);
+    } else {
+        snprintf(buf, n, "n/a");
+    }
+}
+
+/* The columns of the per-layer table: each "A | B", A right-aligned in w, B left-aligned in
+ * w (the last one unpadded); a name centred over each. */
+enum { CMP_LAYER_COLS = 5 };
+static const int cmp_layer_w[CMP_LAYER_COLS] = {6, 7, 6, 6, 8};
+static const char *const cmp_layer_names[CMP_LAYER_COLS] = {"tokens", "hottest", "entropy",
+                                                            "time", "busiest ms/step"};
+
+static void cmp_layer_row(FILE *out, const char *layer, char v[][2][24])
+{
+    fprintf(out, "  %-6s", layer);
+    for (int i = 0; i < CMP_LAYER_COLS; i++) {
+        int w = cmp_layer_w[i];
+        fprintf(out, "   %*s | %-*s", w, v[i][0], i == CMP_LAYER_COLS - 1 ? 0 : w, v[i][1]);
+    }
+    fputc('\n', out);
+}
+
+static void cmp_layer_head(FILE *out)
+{
+    fprintf(out, "  %-6s", "layer");
+    for (int i = 0; i < CMP_LAYER_COLS; i++) {
+        int w = 2 * cmp_layer_w[i] + 3, n = (int)strlen(cmp_layer_names[i]);
+        int left = n < w ? (w - n) / 2 : 0;
+        fprintf(out, "   %*s%-*s", left, "", i == CMP_LAYER_COLS - 1 ? 0 : w - left,
+                cmp_layer_names[i]);
+    }
+    fputc('\n', out);
+    char ab[CMP_LAYER_COLS][2][24];
+    for (int i = 0; i < CMP_LAYER_COLS; i++) {
+        snprintf(ab[i][0], sizeof(ab[i][0]), "A");
+        snprintf(ab[i][1], sizeof(ab[i][1]), "B");
+    }
+    cmp_layer_row(out, "", ab);
+}
+
+/* Per layer, A and B side by side: the load (tokens per expert rank, the hottest expert's
+ * share, the entropy) and the time (expert compute per expert rank). */
+static moe_status_t cmp_layer_load(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+{
+    int L = a->layers < b->layers ? a->layers : b->layers;
+    fprintf(out, "\nLoad and time per layer, A | B (tokens: max/mean of the tokens each expert "
+            "rank computed;\nhottest: the busiest expert's share of the layer's tokens; "
+            "entropy: of the expert\ndistribution, in bits (log2 experts = even); time: max/mean "
+            "of each expert rank's expert\ncompute, and the busiest rank's ms per recorded "
+            "step; 1.00 = even)\n");
+    cmp_layer_head(out);
+    for (int l = 0; l < L && l < CMP_ALL_ROWS; l++) {
+        cmp_layer_fig_t f[2];
+        if (!cmp_layer_figs(a, l, &f[0]) || !cmp_layer_figs(b, l, &f[1])) {
+            return MOE_ERR_NO_MEMORY;
+        }
+        char v[CMP_LAYER_COLS][2][24], name[16];
+        for (int i = 0; i < 2; i++) {
+            cmp_fig(v[0][i], sizeof(v[0][i]), f[i].tok, "%.3f");
+            cmp_fig(v[1][i], sizeof(v[1][i]), 100.0 * f[i].hot, "%.1f%%");
+            cmp_fig(v[2][i], sizeof(v[2][i]), f[i].bits, "%.2f");
+            cmp_fig(v[3][i], sizeof(v[3][i]), f[i].time, "%.3f");
+            cmp_fig(v[4][i], sizeof(v[4][i]), f[i].busiest_ms, "%.3f");
+        }
+        snprintf(name, sizeof(name), "%d", l);
+        cmp_layer_row(out, name, v);
+    }
+    if (L > CMP_ALL_ROWS) {
+        fprintf(out, "  (layers %d..%d: see summary.json)\n", CMP_ALL_ROWS, L - 1);
+    }
     return MOE_OK;
 }
 
@@ -996,7 +1155,7 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
     cmp_config(out, &a, &b);
     cmp_run_figures(out, &a, &b);
     if (cmp_experts(out, &a, &b) != MOE_OK || cmp_placement(out, &a, &b) != MOE_OK ||
-        cmp_bytes(out, &a, &b) != MOE_OK) {
+        cmp_layer_load(out, &a, &b) != MOE_OK || cmp_bytes(out, &a, &b) != MOE_OK) {
         moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
         goto print_error;
     }
@@ -1018,8 +1177,11 @@ static void cmp_usage(FILE *out)
           "\n"
           "Prints two profiler report folders (each holding a summary.json) side by side:\n"
           "the resolved configuration where it differs (A -> B), then tokens/s, step, compute,\n"
-          "exchange and idle time, per-expert latency and tokens, bytes between ranks and\n"
-          "local copies apart, balance per layer and peak memory, each with its change B - A.\n"
+          "exchange and idle time, per-expert latency and tokens, the placement and the\n"
+          "tokens per expert rank, load and time per layer (tokens per expert rank, the hottest\n"
+          "expert's share, entropy, expert compute per rank), bytes between ranks and local\n"
+          "copies apart, balance per layer and peak memory, each with its change B - A.\n"
+          "Each run's routing source (the router, a replayed trace) when its report says.\n"
           "Measured figures show their change in percent; settings show A -> B.\n"
           "It says when a run was interrupted, recorded nothing, is partial, or when the\n"
           "runs' shapes or models differ.\n"

@@ -2,6 +2,7 @@
  * (rank_load.h). */
 #include "compare/rank_load.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,4 +122,48 @@ void moe_rank_load_stats(const double *load, const uint8_t *copies, int W, int E
     }
     *mx = m;
     *mean = hosts > 0 ? sum / hosts : 0.0;
+}
+
+/* One row's compute time in ms: busy_ms (replicas[]), else latency_ms.mean x calls
+ * (experts[]); NAN when not known. */
+static double row_ms(const json_t *x)
+{
+    const json_t *busy = json_object_get(x, "busy_ms");
+    if (busy != NULL) {
+        return moe_json_num(busy, NAN);
+    }
+    double mean = moe_json_num(json_object_get(json_object_get(x, "latency_ms"), "mean"), NAN);
+    double calls = moe_json_num(json_object_get(x, "calls"), NAN);
+    return mean * calls;
+}
+
+int moe_rank_times(const json_t *doc, int layer, int W, int E, double *ms)
+{
+    uint8_t *copies = calloc((size_t)W * (size_t)(E > 0 ? E : 1), 1);
+    int *ncopy = calloc((size_t)(E > 0 ? E : 1), sizeof(int));
+    int known = 0, e, r;
+    memset(ms, 0, sizeof(double) * (size_t)W);
+    if (copies == NULL || ncopy == NULL) {
+        goto done;
+    }
+    layer_copies(doc, layer, W, E, copies, ncopy);
+    const json_t *reps = json_object_get(doc, "replicas");
+    const json_t *list = json_object_get(doc, "experts");
+    for (size_t i = 0; i < moe_json_count(reps); i++) {
+        if (layer_row(reps, i, layer, W, E, &e, &r) && ncopy[e] > 1) {
+            ms[r] += row_ms(json_array_get(reps, i));
+        }
+    }
+    for (size_t i = 0; i < moe_json_count(list); i++) {
+        if (layer_row(list, i, layer, W, E, &e, &r) && ncopy[e] == 1) {
+            ms[r] += row_ms(json_array_get(list, i));
+        }
+    }
+    for (r = 0; r < W; r++) {
+        known += isfinite(ms[r]) ? 1 : 0;
+    }
+done:
+    free(copies);
+    free(ncopy);
+    return known;
 }

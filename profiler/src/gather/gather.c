@@ -313,6 +313,7 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
     }
     bool ok = append_list((void **)&dst->steps, &dst->num_steps, src->steps, src->num_steps, sizeof(*src->steps)) &&
               append_list((void **)&dst->exchanges, &dst->num_exchanges, src->exchanges, src->num_exchanges, sizeof(*src->exchanges)) &&
+              append_list((void **)&dst->layer_lat, &dst->num_layer_lat, src->layer_lat, src->num_layer_lat, sizeof(*src->layer_lat)) &&
               append_list((void **)&dst->metrics, &dst->num_metrics, src->metrics, src->num_metrics, sizeof(*src->metrics)) &&
               append_list((void **)&dst->events, &dst->num_events, src->events, src->num_events, sizeof(*src->events)) &&
               append_list((void **)&dst->mem, &dst->num_mem, src->mem, src->num_mem, sizeof(*src->mem));

@@ -418,6 +418,10 @@ static void merge_rank(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0)
     for (int l = 0; l < rec->num_layers && l < m->rep.num_layers; l++) {
         m->rep.layers[l].shared_rows += (uint64_t)rec->shared_rows[l];
         m->rep.layers[l].shared_ns += (double)rec->shared_ns[l];
+        rk->weights_ns += (double)rec->shared_ns[l];
+    }
+    for (int i = 0; i < rec->num_layers * rec->num_local; i++) {
+        rk->weights_ns += rec->experts[i].hist.sum; /* expert calls' busy time */
     }
     if (rec->chunks > 0) {
         rk->chunks = rec->chunks;
@@ -727,6 +731,83 @@ static void merge_idle_phase(moe_merge_t *m, const moe_prof_record_t *recs, cons
     }
 }
 
+/* The ranks whose times the latency percentiles take: the present routing ranks (a
+ * token's layer runs from its routing rank's gate to that rank's merge; an expert rank's
+ * own layer boundaries fall elsewhere: it may wait for the next layer's rows while the
+ * routing rank still waits for a slow expert of the last), or every present rank when no
+ * routing rank's record is here. */
+static void merge_latency_ranks(const moe_merge_t *m, const bool *have, bool *use)
+{
+    bool any = false;
+    for (int r = 0; r < m->W; r++) {
+        use[r] = have[r] && rank_routes(m->cfg, m->W, r);
+        any = any || use[r];
+    }
+    for (int r = 0; !any && r < m->W; r++) {
+        use[r] = have[r];
+    }
+}
+
+/* The least list length over the ranks used that recorded any; 0 when none did. */
+static int64_t merge_common_len(const moe_merge_t *m, const moe_prof_record_t *recs,
+                                const bool *use, bool layers)
+{
+    int64_t n = INT64_MAX;
+    for (int r = 0; r < m->W; r++) {
+        int64_t len = !use[r] ? 0 : layers ? recs[r].num_layer_lat : recs[r].num_steps;
+        n = len > 0 && len < n ? len : n;
+    }
+    return n == INT64_MAX ? 0 : n;
+}
+
+/* The latency percentiles' samples: per recorded step, the longest of the routing ranks'
+ * times of the step and of each layer (merge_latency_ranks). Ranks record the same steps
+ * and layers in the same order (a window's steps are every rank's); an entry whose step or
+ * layer differs between ranks is skipped rather than mixed. */
+static void merge_latency(moe_merge_t *m, const moe_prof_record_t *recs, const bool *have)
+{
+    bool *use = calloc((size_t)m->W, sizeof(bool));
+    if (use == NULL) {
+        return; /* no percentiles for this window */
+    }
+    merge_latency_ranks(m, have, use);
+    int64_t ns = merge_common_len(m, recs, use, false);
+    int64_t nl = merge_common_len(m, recs, use, true);
+    for (int64_t i = 0; i < ns; i++) {
+        int64_t step = -1, most = -1;
+        bool same = true;
+        for (int r = 0; r < m->W; r++) {
+            if (use[r] && recs[r].num_steps > 0) {
+                const moe_rec_step_t *s = &recs[r].steps[i];
+                same = same && (step < 0 || s->step == step);
+                step = s->step;
+                most = s->phase_ns[MOE_PHASE_STEP] > most ? s->phase_ns[MOE_PHASE_STEP] : most;
+            }
+        }
+        if (same && most >= 0) {
+            moe_hist_add(&m->rep.step_latency, most);
+        }
+    }
+    for (int64_t i = 0; i < nl; i++) {
+        const moe_rec_lat_t *first = NULL;
+        int64_t most = -1;
+        bool same = true;
+        for (int r = 0; r < m->W; r++) {
+            if (use[r] && recs[r].num_layer_lat > 0) {
+                const moe_rec_lat_t *x = &recs[r].layer_lat[i];
+                same = same && (first == NULL || (x->step == first->step &&
+                                                  x->layer == first->layer));
+                first = first != NULL ? first : x;
+                most = x->ns > most ? x->ns : most;
+            }
+        }
+        if (same && first != NULL && first->layer < m->rep.num_layers) {
+            moe_hist_add(&m->rep.layers[first->layer].latency, most);
+        }
+    }
+    free(use);
+}
+
 /* Idle and designed wait of each exchange every present rank recorded, on rank 0's clock. */
 static void merge_idle(moe_merge_t *m, const moe_prof_record_t *recs, const bool *have)
 {
@@ -766,6 +847,7 @@ moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const boo
         merge_lists(m, &recs[r], t0_ns);
     }
     merge_idle(m, recs, have);
+    merge_latency(m, recs, have);
     bool recorded = false;
     for (int r = 0; r < m->W; r++) {
         recorded = recorded || (have[r] && recs[r].steps_recorded > 0);

@@ -89,6 +89,7 @@ struct moe_live {
     int64_t rate_t[LIVE_RATE_RING], rate_s[LIVE_RATE_RING];
     int rate_n, rate_head;
     int64_t last_rate_ns;
+    moe_hist_t *lat;             /* [L + 1] its layers' and steps' times (live_view_t.lat) */
 };
 
 bool live_layout_check(const live_dims_t *d, const int64_t *m, size_t n, int src,
@@ -434,6 +435,7 @@ static void publish_locked(moe_live_t *lv)
     memcpy(v->rate_s, lv->rate_s, sizeof(v->rate_s));
     v->rate_n = lv->rate_n;
     v->rate_head = lv->rate_head;
+    memcpy(v->lat, lv->lat, ((size_t)lv->dims.L + 1) * sizeof(moe_hist_t));
     if (v->finished) {
         /* the run is ending: no rank polls for a window any more (one asked for now is
          * dropped by window_end, an open one ends with the run) */
@@ -549,6 +551,10 @@ void moe_live_layer(moe_live_t *lv, const moe_prof_layer_sample_t *s)
 {
     const live_dims_t *d = &lv->dims;
     moe_prof_layer(lv->od, s);
+    if (lv->lat != NULL) { /* rank 0: the layer's time, gate begin to merge end */
+        moe_hist_add(&lv->lat[s->layer],
+                     s->phase_end_ns[MOE_PHASE_MERGE] - s->phase_begin_ns[MOE_PHASE_GATE]);
+    }
     for (int r = 0; r < d->W; r++) {
         if (r != lv->rank) {
             lv->bytes[r] += (int64_t)(s->send_rows[r] + s->recv_rows[r]) * d->row_bytes;
@@ -613,6 +619,7 @@ void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t e
         return;
     }
     rings_add_step(lv, step, end_ns - begin_ns);
+    moe_hist_add(&lv->lat[lv->dims.L], end_ns - begin_ns); /* the step */
     if (done) {
         pthread_mutex_lock(&lv->view->mu); /* rare: once per window */
         window_write(lv, &lv->view->win);
@@ -637,8 +644,9 @@ static int alloc_rank0(moe_live_t *lv)
     lv->dirty = calloc((size_t)W, sizeof(bool));
     lv->fin = calloc((size_t)W, sizeof(bool));
     lv->creq = calloc((size_t)W, sizeof(MPI_Request));
+    lv->lat = calloc((size_t)lv->dims.L + 1, sizeof(moe_hist_t));
     if (!lv->view || !lv->inbox || !lv->inbox_len || !lv->inbox_cap || !lv->dirty || !lv->fin ||
-        !lv->creq) {
+        !lv->creq || !lv->lat) {
         return -1;
     }
     for (int r = 0; r < W; r++) {
@@ -921,6 +929,7 @@ void moe_live_destroy(moe_live_t *lv)
     free(lv->bytes);
     free(lv->dropped);
     free(lv->lhist);
+    free(lv->lat);
     keys_free(&lv->rk);
     keys_free(&lv->hk);
     free(lv->sendbuf);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "moe_config/config.h"
+#include "moe_proto/hist.h"
 #include "moe_proto/live_msg.h"
 #include "facade/facade.h"
 
@@ -80,6 +81,10 @@ typedef struct live_view {
     double step_ms[LIVE_STEP_RING];
     int64_t step_idx[LIVE_STEP_RING];
     int step_n, step_head;
+    /* [L + 1] rank 0's own latency histograms since the start: each layer's time (gate
+     * begin to merge end), then the step's: moed_layer_latency_seconds and
+     * moed_step_latency_seconds (summaries: p50, p90, p99) */
+    moe_hist_t *lat;
     /* routed tokens summed over the routing ranks, [LIVE_IMB_RING][L*E], one per second:
      * the imbalance is over the counts since the newest one at least 10 s old */
     int64_t *imb_base;

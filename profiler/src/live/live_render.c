@@ -25,8 +25,9 @@ int live_view_init(live_view_t *v, const live_dims_t *d)
     v->recv_ns = calloc((size_t)d->W, sizeof(int64_t));
     v->win.ranks = calloc((size_t)d->W, sizeof(bool));
     v->imb_base = calloc((size_t)LIVE_IMB_RING * (size_t)d->L * (size_t)d->E, sizeof(int64_t));
+    v->lat = calloc((size_t)d->L + 1, sizeof(moe_hist_t));
     if (!v->snap || !v->snap_len || !v->snap_cap || !v->recv_ns || !v->win.ranks ||
-        !v->imb_base || pthread_mutex_init(&v->mu, NULL) != 0) {
+        !v->imb_base || !v->lat || pthread_mutex_init(&v->mu, NULL) != 0) {
         return -1;
     }
     return 0;
@@ -58,6 +59,8 @@ void live_view_free(live_view_t *v)
     free(v->recv_ns);
     free(v->win.ranks);
     free(v->imb_base);
+    free(v->lat);
+    v->lat = NULL;
     free(v->routing);
     v->routing = NULL;
     pthread_mutex_destroy(&v->mu);
@@ -368,6 +371,43 @@ static void render_routing(const live_view_t *v, live_buf_t *o)
     free(src);
 }
 
+/* One summary's series: p50, p90 and p99 (NaN before the first sample), _sum (seconds) and
+ * _count, from a latency histogram (quantiles within 1/32 of the value). */
+static void summary(live_buf_t *o, const char *name, const char *labels, const moe_hist_t *h)
+{
+    static const char *const qn[3] = {"0.5", "0.9", "0.99"};
+    static const double qv[3] = {0.5, 0.9, 0.99};
+    const char *sep = labels[0] != '\0' ? "," : "";
+    for (int i = 0; i < 3; i++) {
+        if (h->count > 0) {
+            live_buf_printf(o, "%s{%s%squantile=\"%s\"} %.9f\n", name, labels, sep, qn[i],
+                            moe_hist_quantile(h, qv[i]) * 1e-9);
+        } else {
+            live_buf_printf(o, "%s{%s%squantile=\"%s\"} NaN\n", name, labels, sep, qn[i]);
+        }
+    }
+    const char *open = labels[0] != '\0' ? "{" : "", *close = labels[0] != '\0' ? "}" : "";
+    live_buf_printf(o, "%s_sum%s%s%s %.9f\n%s_count%s%s%s %llu\n", name, open, labels, close,
+                    h->sum * 1e-9, name, open, labels, close, (unsigned long long)h->count);
+}
+
+/* Rank 0's own step and layer latencies since the start, as summaries (decode is judged
+ * by the tail: p50, p90, p99 per layer and for the step). */
+static void render_latency(const live_view_t *v, live_buf_t *o)
+{
+    help_type(o, "moed_step_latency_seconds", "summary",
+              "Wall time of one step on rank 0 since the start: p50, p90, p99 (within 1/32).");
+    summary(o, "moed_step_latency_seconds", "", &v->lat[v->dims.L]);
+    help_type(o, "moed_layer_latency_seconds", "summary",
+              "Time of one layer in one step on rank 0 (its gate's begin to its merge's end) "
+              "since the start: p50, p90, p99 (within 1/32).");
+    char labels[32];
+    for (int l = 0; l < v->dims.L; l++) {
+        snprintf(labels, sizeof(labels), "layer=\"%d\"", l);
+        summary(o, "moed_layer_latency_seconds", labels, &v->lat[l]);
+    }
+}
+
 void live_render_metrics(const live_view_t *v, live_buf_t *o)
 {
     size_t le = (size_t)v->dims.L * (size_t)v->dims.E;
@@ -384,6 +424,7 @@ void live_render_metrics(const live_view_t *v, live_buf_t *o)
     const int64_t *m0 = snap_of(v, 0, &lay);
     int64_t zero[MOE_LIVE_NB + 1] = {0};
     histogram(o, "moed_step_seconds", "", m0 != NULL ? m0 + lay.step_hist : zero);
+    render_latency(v, o);
     render_routing(v, o);
     render_experts(v, o, routed, dropped);
     render_expert_seconds(v, o);

@@ -1,15 +1,18 @@
-/* Part planner (profiler/src/planner/): `moed plan REPORT_DIR`: a placement for the loads
- * a report recorded, by the EPLB the runtime rebalances with (runtime/src/config/eplb.c),
- * written as a config. May include: compare report (and the public headers in moe/). One
- * file of each part's folder opens with such a comment; tests/lint/parts.sh holds every
- * part to its list. */
+/* Part planner (profiler/src/planner/): `moed plan`: a placement for the loads a report
+ * recorded or a routing trace holds, by the EPLB the runtime rebalances with
+ * (runtime/src/config/eplb.c), written as a config; and the check of a replay against the
+ * plan's prediction. May include: compare report (and the public headers in moe/,
+ * moe_config/ and moe_model/: the trace reader). One file of each part's folder opens with
+ * such a comment; tests/lint/parts.sh holds every part to its list. */
 /* `moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]
  * [--force]`:
  * a placement for the loads a report recorded (its router counts per layer and expert),
  * computed like DeepSeek's EPLB (moe_config/eplb.h, runtime/src/config/eplb.c), written as the
  * run's resolved config with the new placement, the predicted per-rank load max/mean before
  * and after as comments. It reads summary.json with the compare part's readers
- * (compare/json_lookup.h, compare/rank_load.h). */
+ * (compare/json_lookup.h, compare/rank_load.h). `--routing PATH` takes the loads from a
+ * routing trace instead (plan_trace.c), `--check RUN_DIR` compares a replay with what the
+ * plan predicted (plan_check.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,29 +25,7 @@
 #include "compare/json_lookup.h"
 #include "compare/rank_load.h"
 #include "report/atomic_file.h"
-
-enum { PLAN_OK = 0, PLAN_RUNTIME = 1, PLAN_USAGE = 2, PLAN_HELP = -1 };
-
-typedef struct plan_args {
-    const char *dir, *hostfile, *out;
-    int ranks, redundant, slots;
-    bool out_given; /* -o: else REPORT_DIR/planned.yaml */
-    bool force;     /* --force: replace an existing moed config of the same model */
-} plan_args_t;
-
-typedef struct plan {
-    plan_args_t a;
-    json_t *doc;
-    moe_config_t *old;    /* the report's config, resolved for its own world */
-    int E, L, n;          /* experts, layers, expert ranks */
-    int32_t *ranks;       /* [n] the expert ranks */
-    int32_t *node;        /* [n] node of each */
-    double *loads;        /* [L * E] */
-    uint8_t *host;        /* [L * n * E] the new placement */
-    double *before, *after; /* [L] max/mean */
-    double before_all, after_all; /* sum of the layers' max over the sum of their means */
-    char *yaml;           /* the config written */
-} plan_t;
+#include "planner/plan_int.h"
 
 /* The usage text to `f`; after "moed plan: why" when why is not NULL. */
 static void plan_usage_text(FILE *f, const char *why)
@@ -54,13 +35,22 @@ static void plan_usage_text(FILE *f, const char *why)
     }
     fprintf(f, "usage: moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] "
             "[-o FILE] [--force]\n"
+            "       moed plan --routing PATH --ranks N [--redundant R] [--slots S] [--hostfile F] "
+            "[--config BASE.yaml]\n                 [-o FILE] [--force]\n"
+            "       moed plan --check RUN_DIR\n"
             "  N ranks in the new run (mpirun -np, 2 or more); R extra expert copies per layer "
             "(default 0);\n"
             "  S the most experts one rank holds per layer (default ceil((E + R) / expert "
             "ranks));\n  F an Open MPI hostfile ('host slots=N' lines: ranks fill hosts in "
             "order) to balance nodes first;\n  -o FILE the config to write (default "
             "REPORT_DIR/planned.yaml; '-': stdout);\n  --force replaces FILE when it exists (only a "
-            "moed config of the same model shape)\n");
+            "moed config of the same model shape)\n"
+            "  --routing PATH: the loads of a routing trace (moed-routing/1: a file, or a folder "
+            "holding\n    routing.safetensors) instead of a report's; BASE.yaml the model's "
+            "config (default: the\n    config of the moed report folder PATH; -o defaults to "
+            "PATH/planned.yaml for a folder)\n"
+            "  --check RUN_DIR: a run of a planned config (replaying the trace) against the "
+            "plan's\n    prediction, layer by layer; exit 1 when they differ\n");
 }
 
 static int plan_usage(const char *why)
@@ -80,6 +70,45 @@ static int plan_int(const char *s, int *out)
     return 0;
 }
 
+/* The options that take a path: --routing, --config, --check, --hostfile, -o. */
+static const char **plan_path_opt(plan_args_t *a, const char *f)
+{
+    static const char *const names[] = {"--routing", "--config", "--check", "--hostfile", "-o"};
+    const char **dst[] = {&a->routing, &a->config, &a->check, &a->hostfile, &a->out};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(f, names[i]) == 0) {
+            return dst[i];
+        }
+    }
+    return NULL;
+}
+
+/* What the modes allow: a report folder or --routing (not both), --config only with
+ * --routing, --check alone. */
+static int plan_check_modes(const plan_args_t *a)
+{
+    if (a->check != NULL) {
+        bool alone = a->dir == NULL && a->routing == NULL && a->config == NULL &&
+                     a->hostfile == NULL && a->out == NULL && a->ranks < 0 && !a->force &&
+                     a->redundant == 0 && a->slots == 0;
+        return alone ? PLAN_OK : plan_usage("--check RUN_DIR takes no other option");
+    }
+    if (a->routing != NULL && a->dir != NULL) {
+        return plan_usage("a report folder or --routing PATH, not both");
+    }
+    if (a->config != NULL && a->routing == NULL) {
+        return plan_usage("--config BASE.yaml goes with --routing PATH (a report has its "
+                          "config)");
+    }
+    if (a->dir == NULL && a->routing == NULL) {
+        return plan_usage("no report folder");
+    }
+    if (a->ranks < 0) {
+        return plan_usage("--ranks N is required");
+    }
+    return PLAN_OK;
+}
+
 static int plan_parse_args(int argc, char **argv, plan_args_t *a)
 {
     char why[256];
@@ -87,6 +116,7 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
         bool has = i + 1 < argc;
+        const char **path = plan_path_opt(a, f);
         if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
             plan_usage_text(stdout, NULL);
             return PLAN_HELP;
@@ -99,11 +129,9 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
                 snprintf(why, sizeof(why), "%s needs a non-negative integer", f);
                 return plan_usage(why);
             }
-        } else if (strcmp(f, "--hostfile") == 0 && has) {
-            a->hostfile = argv[++i];
-        } else if (strcmp(f, "-o") == 0 && has) {
-            a->out = argv[++i];
-            a->out_given = true;
+        } else if (path != NULL && has) {
+            *path = argv[++i];
+            a->out_given |= strcmp(f, "-o") == 0;
         } else if (strcmp(f, "--force") == 0) {
             a->force = true;
         } else if (f[0] == '-' && strcmp(f, "-") != 0) {
@@ -115,49 +143,7 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
             return plan_usage("one report folder only");
         }
     }
-    if (a->dir == NULL) {
-        return plan_usage("no report folder");
-    }
-    if (a->ranks < 0) {
-        return plan_usage("--ranks N is required");
-    }
-    return PLAN_OK;
-}
-
-/* summary.json's "config" back into YAML: one section per key prefix, values as the
- * report wrote them. Skipped: keys the new run must not inherit (profiled ranks of the old
- * world, a secret, model.layers of a run without a checkpoint) and the placement. */
-static void yaml_value(FILE *f, const json_t *v)
-{
-    if (json_is_integer(v)) {
-        fprintf(f, "%lld", (long long)json_integer_value(v));
-    } else if (json_is_real(v)) {
-        fprintf(f, "%.17g", json_real_value(v));
-    } else if (json_is_boolean(v)) {
-        fputs(json_is_true(v) ? "true" : "false", f);
-    } else {
-        const char *s = moe_json_str(v, "");
-        if (s[0] == '{' || s[0] == '[') {
-            fputs(s, f);
-            return;
-        }
-        fputc('"', f);
-        for (; *s; s++) {
-            fprintf(f, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
-        }
-        fputc('"', f);
-    }
-}
-
-static bool yaml_skip(const char *key, const json_t *v, bool checkpoint)
-{
-    return strcmp(key, "placement.experts") == 0 || strcmp(key, "placement.layers") == 0 ||
-           strcmp(key, "profiler.profiled_ranks") == 0 ||
-           (strcmp(key, "profiler.control_token") == 0 && strcmp(moe_json_str(v, ""), "none")) ||
-           (strcmp(key, "model.layers") == 0 && !checkpoint) ||
-           /* a checkpoint run: model.checkpoint replaces them (the config refuses both) */
-           (checkpoint && (strcmp(key, "model.weights") == 0 ||
-                           strcmp(key, "model.first_layer") == 0));
+    return plan_check_modes(a);
 }
 
 /* "{1: [0, 1], 2: [0, 2]}" for layer l's new placement. */
@@ -209,6 +195,8 @@ static void yaml_placement(FILE *f, const plan_t *p)
     }
 }
 
+/* The config written: summary.json's "config" (or the base's values) back into YAML, one
+ * section per key prefix, with the new placement and the figures as comments. */
 static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
 {
     size_t len = 0;
@@ -217,21 +205,28 @@ static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory");
     }
     const json_t *cfg = moe_json_path(p->doc, "config");
-    bool ck = strcmp(moe_json_str(json_object_get(cfg, "model.checkpoint"), "none"), "none") != 0;
-    fprintf(f, "# moed plan %s --ranks %d --redundant %d%s%s\n", p->a.dir, p->a.ranks,
-            p->a.redundant, p->a.hostfile ? " --hostfile " : "", p->a.hostfile ? p->a.hostfile : "");
-    fprintf(f, "# predicted per-rank load max/mean (1.00 = balanced), from the report's router "
-            "counts;\n# overall = sum over layers of the busiest rank's load / sum of the mean "
-            "loads:\n#   overall: before %.3f, after %.3f\n", p->before_all, p->after_all);
-    for (int l = 0; l < p->L; l++) {
-        fprintf(f, "#   layer %d: before %.3f, after %.3f\n", l, p->before[l], p->after[l]);
+    plan_pick_t ck = plan_pick_of(cfg);
+    if (p->a.routing != NULL) {
+        plan_trace_yaml_head(p, f);
+    } else {
+        fprintf(f, "# moed plan %s --ranks %d --redundant %d%s%s\n", p->a.dir, p->a.ranks,
+                p->a.redundant, p->a.hostfile ? " --hostfile " : "",
+                p->a.hostfile ? p->a.hostfile : "");
+        fprintf(f, "# predicted per-rank load max/mean (1.00 = balanced), from the report's "
+                "router counts;\n# overall = sum over layers of the busiest rank's load / sum "
+                "of the mean loads:\n#   overall: before %.3f, after %.3f\n", p->before_all,
+                p->after_all);
+        for (int l = 0; l < p->L; l++) {
+            fprintf(f, "#   layer %d: before %.3f, after %.3f\n", l, p->before[l],
+                    p->after[l]);
+        }
     }
     char section[32] = "";
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)cfg, key, v) {
         const char *dot = strchr(key, '.');
-        if (dot == NULL || (size_t)(dot - key) >= sizeof(section) || yaml_skip(key, v, ck)) {
+        if (dot == NULL || (size_t)(dot - key) >= sizeof(section) || plan_yaml_skip(key, v, ck)) {
             continue;
         }
         if (strncmp(section, key, (size_t)(dot - key)) != 0 || section[dot - key] != '\0') {
@@ -242,53 +237,11 @@ static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
             }
         }
         fprintf(f, "  %s: ", dot + 1);
-        yaml_value(f, v);
+        plan_yaml_value(f, v);
         fputc('\n', f);
     }
     fclose(f);
     return MOE_OK;
-}
-
-/* The report's config parsed again for its own world, for its shape, routing and master
- * rank. Not its placement: summary.json's placement strings are for people (a long one
- * could be cut); where the experts ran comes from the experts[] and replicas[] rows. */
-static moe_status_t plan_old_config(plan_t *p, moe_error_t *err)
-{
-    const json_t *cfg = moe_json_path(p->doc, "config");
-    int world = (int)moe_json_num(moe_json_path(p->doc, "run.world_size"), 0);
-    if (!json_is_object(cfg) || world < 1) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the report has no resolved config "
-                             "(summary.json \"config\"): record it again with this moed", p->a.dir);
-    }
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (f == NULL) {
-        return MOE_ERR_NO_MEMORY;
-    }
-    char section[32] = "";
-    const char *key;
-    json_t *v;
-    bool ck = strcmp(moe_json_str(json_object_get(cfg, "model.checkpoint"), "none"), "none") != 0;
-    json_object_foreach((json_t *)cfg, key, v) {
-        const char *dot = strchr(key, '.');
-        bool keep = dot != NULL && (size_t)(dot - key) < sizeof(section) &&
-                    strcmp(key, "profiler.control_token") != 0 && !yaml_skip(key, v, ck);
-        if (!keep) {
-            continue;
-        }
-        if (strncmp(section, key, (size_t)(dot - key)) != 0 || section[dot - key] != '\0') {
-            snprintf(section, sizeof(section), "%.*s", (int)(dot - key), key);
-            fprintf(f, "%s:\n", section);
-        }
-        fprintf(f, "  %s: ", dot + 1);
-        yaml_value(f, v);
-        fputc('\n', f);
-    }
-    fclose(f);
-    moe_status_t st = moe_cfg_parse(text, len, "summary.json config", world, p->old, err);
-    free(text);
-    return st;
 }
 
 static moe_status_t plan_load(plan_t *p, moe_error_t *err)
@@ -448,7 +401,8 @@ static moe_status_t plan_compute(plan_t *p, moe_error_t *err)
             p->after[l] = mean > 0 ? mx / mean : 0;
             amax += mx;
             amean += mean;
-            st = plan_before(p, l, &mx, &mean, err);
+            /* a trace's before and after come from the runtime's own split (plan_trace.c) */
+            st = p->a.routing == NULL ? plan_before(p, l, &mx, &mean, err) : MOE_OK;
         }
         if (st == MOE_OK) {
             p->before[l] = mean > 0 ? mx / mean : 0;
@@ -461,7 +415,7 @@ static moe_status_t plan_compute(plan_t *p, moe_error_t *err)
     p->before_all = bmean > 0 ? bmax / bmean : 0;
     p->after_all = amean > 0 ? amax / amean : 0;
     free(load);
-    return st;
+    return st == MOE_OK && p->a.routing != NULL ? plan_trace_predict(p, err) : st;
 }
 
 /* --ranks enough for the experts, --redundant within the free slots. Slots: a rank holds at
@@ -519,9 +473,10 @@ static moe_status_t plan_check_target(const plan_t *p, moe_error_t *err)
     } else if (c->num_experts != p->old->num_experts || c->num_layers != p->old->num_layers ||
                c->hidden_dim != p->old->hidden_dim || c->ffn_dim != p->old->ffn_dim) {
         st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s%s is a config of another model shape "
-                           "(%lld experts x %lld layers, hidden %lld) than the report's (%d x %d, "
+                           "(%lld experts x %lld layers, hidden %lld) than the %s (%d x %d, "
                            "hidden %lld): not replacing it", o, p->a.out, (long long)c->num_experts,
-                           (long long)c->num_layers, (long long)c->hidden_dim, p->E, p->L,
+                           (long long)c->num_layers, (long long)c->hidden_dim,
+                           p->a.routing != NULL ? "base config's" : "report's", p->E, p->L,
                            (long long)p->old->hidden_dim);
     } else if (!p->a.force) {
         st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s%s exists (a config of this model): not "
@@ -535,6 +490,10 @@ static moe_status_t plan_check_target(const plan_t *p, moe_error_t *err)
 
 static void plan_print(const plan_t *p, FILE *out)
 {
+    if (p->a.routing != NULL) {
+        plan_trace_print(p, out);
+        return;
+    }
     fprintf(out, "moed plan: %d experts x %d layers onto %d expert ranks of %d, %d extra "
             "copies per layer%s\n", p->E, p->L, p->n, p->a.ranks, p->a.redundant,
             p->a.hostfile ? " (nodes first, from the hostfile)" : "");
@@ -584,12 +543,23 @@ int moe_prof_plan_main(int argc, char **argv, FILE *out)
     if (rc != PLAN_OK) {
         return rc == PLAN_HELP ? PLAN_OK : rc;
     }
+    if (p.a.check != NULL) {
+        return plan_check_main(&p.a, out);
+    }
     if (p.a.out == NULL) {
-        snprintf(def_out, sizeof(def_out), "%s/planned.yaml", p.a.dir);
+        struct stat sb;
+        if (p.a.routing != NULL && (stat(p.a.routing, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+            return plan_usage("-o FILE is required with --routing naming a file (a folder's "
+                              "plan goes to PATH/planned.yaml)");
+        }
+        snprintf(def_out, sizeof(def_out), "%s/planned.yaml",
+                 p.a.routing != NULL ? p.a.routing : p.a.dir);
         p.a.out = def_out;
     }
     p.old = calloc(1, sizeof(*p.old));
-    moe_status_t st = p.old != NULL ? plan_load(&p, &err) : MOE_ERR_NO_MEMORY;
+    moe_status_t st = p.old == NULL            ? MOE_ERR_NO_MEMORY
+                      : p.a.routing != NULL ? plan_trace_load(&p, &err)
+                                            : plan_load(&p, &err);
     if (st == MOE_OK) {
         st = plan_ranks(&p, &err);
     }
@@ -618,5 +588,6 @@ int moe_prof_plan_main(int argc, char **argv, FILE *out)
     free(p.before);
     free(p.after);
     free(p.yaml);
+    plan_trace_free(&p);
     return rc;
 }

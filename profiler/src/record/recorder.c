@@ -97,11 +97,12 @@ static moe_status_t alloc_lists(moe_rec_t *p)
     p->cap_events = p->events_budget < p->cap_events ? bound(p->events_budget) : p->cap_events;
     p->rec.steps = calloc((size_t)p->cap_steps, sizeof(moe_rec_step_t));
     p->rec.exchanges = calloc((size_t)p->cap_exchanges, sizeof(moe_rec_exchange_t));
+    p->rec.layer_lat = calloc((size_t)p->cap_exchanges, sizeof(moe_rec_lat_t));
     p->rec.metrics = calloc((size_t)p->cap_metrics, sizeof(moe_rec_metric_t));
     p->rec.events = calloc((size_t)p->cap_events, sizeof(moe_rec_event_t));
     p->ov_spans = calloc((size_t)(2 * C), sizeof(moe_ival_t));
     p->ov_calls = calloc((size_t)(C * (nl > 0 ? nl : 1)), sizeof(moe_ival_t));
-    if (!p->rec.steps || !p->rec.exchanges || !p->rec.metrics || !p->rec.events ||
+    if (!p->rec.steps || !p->rec.exchanges || !p->rec.layer_lat || !p->rec.metrics || !p->rec.events ||
         !p->ov_spans || !p->ov_calls) {
         return MOE_ERR_NO_MEMORY;
     }
@@ -137,6 +138,7 @@ static void reset_window(moe_rec_t *p)
     memset(r->shared_rows, 0, (size_t)r->num_layers * sizeof(int64_t));
     memset(r->shared_ns, 0, (size_t)r->num_layers * sizeof(int64_t));
     r->num_steps = r->num_exchanges = r->num_metrics = r->num_events = 0;
+    r->num_layer_lat = 0;
     r->metrics_dropped = r->events_dropped = 0;
     if (p->on_demand) { /* its series is per part (the end of a run sets its own once) */
         r->num_mem = 0;
@@ -412,6 +414,7 @@ static void copy_layer_figures(moe_prof_record_t *dst, const moe_prof_record_t *
     dst->exchange_ns = src->exchange_ns;
     dst->hidden_ns = src->hidden_ns;
     dst->num_exchanges = src->num_exchanges;
+    dst->num_layer_lat = src->num_layer_lat;
     dst->num_metrics = src->num_metrics;
     dst->metrics_dropped = src->metrics_dropped;
     dst->num_events = src->num_events;
@@ -608,6 +611,11 @@ void moe_rec_layer(moe_rec_t *p, const moe_prof_layer_sample_t *s)
             .step = p->step, .layer = s->layer,
             .dispatch_begin_ns = s->phase_begin_ns[1], .dispatch_end_ns = s->phase_end_ns[1],
             .combine_begin_ns = s->phase_begin_ns[3], .combine_end_ns = s->phase_end_ns[3]};
+    }
+    if (r->num_layer_lat < p->cap_exchanges) { /* the layer's latency: gate to merge end */
+        r->layer_lat[r->num_layer_lat++] = (moe_rec_lat_t){
+            .step = p->step, .layer = s->layer,
+            .ns = s->phase_end_ns[MOE_PHASE_MERGE] - s->phase_begin_ns[MOE_PHASE_GATE]};
     }
 }
 

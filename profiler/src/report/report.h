@@ -61,6 +61,11 @@ typedef struct moe_rep_rank {
     double exchange_ns;
     double idle_ns;
     double structural_wait_ns;
+    /* The part of compute_ns spent reading expert weights: the busy time of its expert
+     * calls (all chunks) and of the shared experts it ran, summed over recorded steps. At
+     * decode this is the memory-bound work; the rest of the step is exchange, waiting
+     * (idle + structural_wait) and other compute (gate, permute, merge). */
+    double weights_ns;
     /* Overlap of exchange and compute (sums over recorded layers; records of version 2):
      *   inflight_ns = per layer, the union of the row exchanges' spans (each from its start
      *                 until this rank saw it complete), whatever phase they fall in
@@ -143,6 +148,11 @@ typedef struct moe_rep_layer {
     /* The shared experts, summed over the routing ranks and recorded steps (0: none). */
     uint64_t shared_rows;
     double shared_ns;
+    /* The layer's latency per recorded step: the longest of the present routing ranks'
+     * times of it (from its gate's begin to its merge's end: what the layer costs the
+     * tokens; every present rank's when no routing rank's record came), one sample per
+     * step. */
+    moe_hist_t latency;
 } moe_rep_layer_t;
 
 /* One row of metrics.csv. */
@@ -244,6 +254,10 @@ typedef struct moe_report {
      * .routing_source): "" or "router" (the gate ran), "replayed FILE (SOURCE)"; read it
      * with moe_report_routing_parse. */
     char routing_source[MOE_REPORT_ROUTING_MAX];
+
+    /* The step's latency per recorded step: the longest of the present routing ranks'
+     * step times (as layers[].latency), one sample per step: the percentiles of decode. */
+    moe_hist_t step_latency;
 
     moe_rep_rank_t *ranks;       /* [world_size] */
     int num_layers;

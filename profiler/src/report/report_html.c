@@ -730,9 +730,71 @@ static void html_latency_legend(FILE *f, double x, double y)
     html_text(f, x + 220, y, "start", "", "p99 (dot)");
 }
 
+/* Past MOE_REPORT_HEATMAP_MAX_CELLS (layer, expert) pairs a bar per pair is unreadable (and
+ * was most of a 256 x 60 page): the HTML_LAT_TOP slowest pairs by p99, in one panel. */
+#define HTML_LAT_TOP 40
+
+typedef struct html_lat_rank {
+    int i;
+    double p99;
+} html_lat_rank_t;
+
+static int html_lat_cmp(const void *a, const void *b)
+{
+    const html_lat_rank_t *x = a, *y = b;
+    if (x->p99 != y->p99) {
+        return x->p99 < y->p99 ? 1 : -1;
+    }
+    return x->i - y->i;
+}
+
+static void html_chart_latency_top(FILE *f, const moe_report_t *r)
+{
+    int cells = r->num_layers * r->num_experts, n = 0;
+    html_lat_rank_t *rank = malloc(sizeof(*rank) * (size_t)(cells > 0 ? cells : 1));
+    if (rank == NULL) {
+        return;
+    }
+    for (int i = 0; i < cells; i++) {
+        if (r->experts[i].hist.count > 0) {
+            rank[n++] = (html_lat_rank_t){i, moe_hist_quantile(&r->experts[i].hist, 0.99) / 1e6};
+        }
+    }
+    qsort(rank, (size_t)n, sizeof(*rank), html_lat_cmp);
+    int shown = n < HTML_LAT_TOP ? n : HTML_LAT_TOP;
+    double left = 80, slot = (HTML_W - left - 20) / (double)(shown > 0 ? shown : 1), step;
+    double ph = 160, top = 24, y0 = top + 20 + ph;
+    double max = html_nice_max(shown > 0 && rank[0].p99 > 0.0 ? rank[0].p99 : 1.0, &step);
+    char buf[64];
+    fprintf(f, "<h2>Latency per expert (ms per forward call)</h2>\n<p class=\"note\">%d layers "
+            "x %d experts are too many bars to read: the %d slowest (layer, expert) pairs by "
+            "p99, slowest first (every pair's figures: summary.json <code>experts[]</code>); "
+            "the line runs from p50 to p99. Hover a bar for all figures.</p>\n",
+            r->num_layers, r->num_experts, shown);
+    html_svg_open(f, "chart-latency", HTML_W, (int)(y0 + 60),
+                  "Latency of the slowest experts: p50, p90, p99 in ms");
+    html_latency_legend(f, left, 14);
+    html_y_axis(f, left, y0, ph, shown * slot, max, step, "ms");
+    for (int k = 0; k < shown; k++) {
+        const moe_rep_expert_t *e = &r->experts[rank[k].i];
+        html_latency_bar(f, r, e, left + k * slot + slot * 0.2, slot * 0.6, y0, ph, max);
+        snprintf(buf, sizeof(buf), "%d.%d", e->layer, e->expert);
+        html_text(f, left + k * slot + slot / 2, y0 + 14, "middle", " font-size=\"9\"", buf);
+    }
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>\n",
+            left, y0, left + shown * slot, y0);
+    html_text(f, left + shown * slot / 2, y0 + 32, "middle", "", "layer.expert");
+    fputs("</svg>\n", f);
+    free(rank);
+}
+
 static void html_chart_latency(FILE *f, const moe_report_t *r)
 {
     int ne = r->num_experts, nl = r->num_layers;
+    if (nl * ne > MOE_REPORT_HEATMAP_MAX_CELLS) {
+        html_chart_latency_top(f, r);
+        return;
+    }
     double left = 80, avail = HTML_W - left - 20;
     int per = html_per_row(ne, avail, 8.0), blocks = (ne + per - 1) / per;
     double slot = html_clamp(avail / per, 8, 64);

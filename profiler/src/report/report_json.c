@@ -110,6 +110,21 @@ static void jw_u64_array(json_w_t *w, const char *key, const uint64_t *v, int n)
     jw_close(w, ']');
 }
 
+/* A latency histogram's figures in ms (mean, p50, p90, p99, max; null without samples)
+ * and its samples. */
+static void jw_latency(json_w_t *w, const char *key, const moe_hist_t *h)
+{
+    double known = h->count > 0 ? 1.0 : NAN;
+    jw_open(w, key, '{', true);
+    jw_num(w, "mean", known * moe_hist_mean(h) / 1e6);
+    jw_num(w, "p50", known * moe_hist_quantile(h, 0.5) / 1e6);
+    jw_num(w, "p90", known * moe_hist_quantile(h, 0.9) / 1e6);
+    jw_num(w, "p99", known * moe_hist_quantile(h, 0.99) / 1e6);
+    jw_num(w, "max", known * (double)h->max / 1e6);
+    jw_u64(w, "samples", h->count);
+    jw_close(w, '}');
+}
+
 /* ---- sections -------------------------------------------------------------------- */
 
 static const char *json_routing(const moe_config_t *c)
@@ -178,6 +193,7 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_i64(w, "tokens_per_step", r->tokens_per_step);
     jw_num(w, "run_s", r->run_s);
     jw_num(w, "tokens_per_s", r->tokens_per_s);
+    jw_latency(w, "step_latency_ms", &r->step_latency);
     jw_i64(w, "recorded_steps", r->recorded_steps);
     jw_bool(w, "all_warmup", r->all_warmup);
     jw_i64(w, "windows", r->windows);
@@ -290,12 +306,14 @@ static void json_rank_split(json_w_t *w, const moe_rep_rank_t *k)
     jw_open(w, "per_step_ms", '{', true);
     jw_num(w, "step", json_per_step_ms(step, k->steps));
     jw_num(w, "compute", json_per_step_ms(k->compute_ns, k->steps));
+    jw_num(w, "weights", json_per_step_ms(k->weights_ns, k->steps));
     jw_num(w, "exchange", json_per_step_ms(k->exchange_ns, k->steps));
     jw_num(w, "idle", json_per_step_ms(k->idle_ns, k->steps));
     jw_num(w, "structural_wait", json_per_step_ms(k->structural_wait_ns, k->steps));
     jw_close(w, '}');
     jw_open(w, "share_of_step", '{', true);
     jw_num(w, "compute", json_share(k->compute_ns, step));
+    jw_num(w, "weights", json_share(k->weights_ns, step));
     jw_num(w, "exchange", json_share(k->exchange_ns, step));
     jw_num(w, "idle", json_share(k->idle_ns, step));
     jw_num(w, "structural_wait", json_share(k->structural_wait_ns, step));
@@ -464,6 +482,7 @@ static void json_layer(json_w_t *w, const moe_report_t *r, int l, uint64_t *toke
     jw_num(w, "cv", y->cv);
     jw_num(w, "entropy_norm", y->entropy_norm);
     jw_num(w, "max_mean", y->max_mean);
+    jw_latency(w, "latency_ms", &y->latency);
     jw_u64(w, "demand_total", json_sum(y->demand, ne));
     jw_u64(w, "kept_total", json_sum(y->kept, ne));
     jw_u64(w, "dropped_total", json_sum(y->dropped, ne));

@@ -369,6 +369,57 @@ static void text_time_split(FILE *f, const moe_report_t *r)
     text_idle_for(f, r);
 }
 
+/* ---- latency percentiles, where the step goes -------------------------------------- */
+
+static void text_ms(FILE *f, const moe_hist_t *h, double ns);
+
+static void text_latency_row(FILE *f, const char *name, const moe_hist_t *h)
+{
+    fprintf(f, "  %-9s  %7" PRIu64, name, h->count);
+    text_ms(f, h, moe_hist_mean(h));
+    text_ms(f, h, moe_hist_quantile(h, 0.5));
+    text_ms(f, h, moe_hist_quantile(h, 0.9));
+    text_ms(f, h, moe_hist_quantile(h, 0.99));
+    text_ms(f, h, (double)h->max);
+    fputc('\n', f);
+}
+
+static void text_latency(FILE *f, const moe_report_t *r)
+{
+    int hw = text_host_width(r);
+    text_rule(f, "Latency per recorded step (the tail: p50 / p90 / p99)");
+    fprintf(f, "  per recorded step, the slowest routing rank's time of the step, and of each "
+               "layer (from its\n  gate's begin to its merge's end: what the tokens wait); "
+               "percentiles within 1/32 of the value\n\n");
+    fprintf(f, "  %-9s  %7s  %9s  %9s  %9s  %9s  %9s\n", "", "samples", "mean ms", "p50 ms",
+            "p90 ms", "p99 ms", "max ms");
+    text_latency_row(f, "step", &r->step_latency);
+    for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
+        char name[24];
+        snprintf(name, sizeof(name), "layer %d", l);
+        text_latency_row(f, name, &r->layers[l].latency);
+    }
+    fprintf(f, "\n  Where the step goes, by rank (%% of its step time): weights = its expert calls "
+               "(reading the\n  experts' weights), exchange = moving rows, waiting = idle + "
+               "designed, other = the rest\n  (gate, plan, permute, merge, the expert phase "
+               "outside calls)\n\n");
+    fprintf(f, "  %4s  %-*s  %9s  %10s  %9s  %8s\n", "rank", hw, "host", "weights %",
+            "exchange %", "waiting %", "other %");
+    for (int i = 0; i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        double step = k->phase[MOE_PHASE_STEP].sum;
+        if (!k->present || k->steps <= 0 || step <= 0) {
+            text_absent_row(f, r, i, hw);
+            continue;
+        }
+        double wait = k->idle_ns + k->structural_wait_ns;
+        double other = step - k->weights_ns - k->exchange_ns - wait;
+        fprintf(f, "  %4d  %-*.*s  %8.1f%%  %9.1f%%  %8.1f%%  %7.1f%%\n", i, hw, hw,
+                text_host(r, i), text_pct(k->weights_ns, step), text_pct(k->exchange_ns, step),
+                text_pct(wait, step), text_pct(other > 0 ? other : 0.0, step));
+    }
+}
+
 /* ---- exchange hidden behind compute ---------------------------------------------- */
 
 /* Width of the device column: the longest device name, within [6, 24]. */
@@ -892,6 +943,7 @@ moe_status_t moe_report_write_summary(const moe_report_t *r, moe_error_t *err)
     }
     text_run_facts(f, r);
     text_time_split(f, r);
+    text_latency(f, r);
     text_overlap(f, r);
     text_experts(f, r, -1);
     text_balance(f, r);

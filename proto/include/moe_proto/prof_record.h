@@ -14,7 +14,9 @@
  * shared experts' rows and busy ns per layer, added later within version 2: a reader
  * without it skips the unknown tag, and a record without it reads as no shared experts)
  * and CPU (14: the process's CPU time against wall time, added later within version 2 in
- * the same way: a record without it reads as not measured, all zeros) and ROWS (16: the
+ * the same way: a record without it reads as not measured, all zeros) and LAYERS (16: each
+ * recorded layer's latency, gate begin to merge end, added later within version 2 in the
+ * same way: a record without it has no layer latencies, num_layer_lat 0) and ROWS (17: the
  * dispatch rows to and from each rank and the (token, expert) pairs they carried, added
  * later within version 2 in the same way: a record without it reads as no rows).
  * Neither changes a byte of the others, so a version-2 record still says min_version 1 (a version-1 reader skips
@@ -57,6 +59,14 @@ typedef struct moe_rec_exchange {
     int32_t pad_;
     int64_t dispatch_begin_ns, dispatch_end_ns, combine_begin_ns, combine_end_ns;
 } moe_rec_exchange_t;
+
+/* One recorded layer's latency on this rank: gate begin to merge end (LAYERS section). */
+typedef struct moe_rec_lat {
+    int64_t step;
+    int32_t layer;
+    int32_t pad_;
+    int64_t ns;
+} moe_rec_lat_t;
 
 typedef struct moe_rec_metric {
     int64_t step;
@@ -156,7 +166,11 @@ typedef struct moe_prof_record {
      * finish); 0: not measured. cpu / wall is the cores the rank kept busy. */
     int64_t cpu_steps_ns, wall_steps_ns;
     int64_t cpu_run_ns, wall_run_ns;
-    /* ROWS (version 2, tag 16): dispatch rows this rank sent to / received from each rank
+    /* LAYERS (version 2, tag 16): every recorded layer's latency on this rank, in the order
+     * they ran (the per-layer percentiles of the report). */
+    int64_t num_layer_lat;
+    moe_rec_lat_t *layer_lat;
+    /* ROWS (version 2, tag 17): dispatch rows this rank sent to / received from each rank
      * over the window's recorded layers (the combine returns as many), and the (token,
      * expert) pairs they carried (runtime.dedup: >= the rows; else equal). */
     uint64_t *rows_sent, *rows_recv, *pairs_sent, *pairs_recv; /* [world_size] */

@@ -1,5 +1,6 @@
 #include "app/engine.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "app/profiler_ab.h"
 #include "moe/clock.h"
 #include "expert/expert.h"
+#include "expert/expert_small.h"
 #include "expert/gemm.h"
 #include "moe/log.h"
 #include "moe/mpi_check.h"
@@ -207,12 +209,13 @@ static moe_status_t engine_threads_check(moe_engine_t *eng, moe_error_t *err)
     return st;
 }
 
-/* The experts' held type on this rank, as engine_load_weights holds them: BF16 for BF16
- * compute on the CPU, the value type on the GPU (its plug-in stores them in it), else F32. */
+/* The experts' held type on this rank, as engine_load_weights holds them: FP8 and MXFP4 as
+ * stored and BF16 for BF16 compute on the CPU, the value type on the GPU (its plug-in
+ * stores them in it), else F32. */
 static moe_dtype_t engine_held_dtype(const moe_config_t *cfg, moe_num_dtype_t compute,
                                      moe_dtype_t value)
 {
-    if (cfg->device == MOE_DEVICE_CUDA) {
+    if (cfg->device == MOE_DEVICE_CUDA || value == MOE_DTYPE_FP8 || value == MOE_DTYPE_MXFP4) {
         return value;
     }
     return compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
@@ -221,10 +224,10 @@ static moe_dtype_t engine_held_dtype(const moe_config_t *cfg, moe_num_dtype_t co
 /* "bf16", or "bf16+f32" when ranks differ: the types set in `bits` (1 << moe_dtype_t). */
 static void engine_dtype_names(int bits, char *out, size_t len)
 {
-    static const char *const names[] = {"f32", "bf16", "f16"};
+    static const char *const names[] = {"f32", "bf16", "f16", "auto", "fp8 e4m3", "mxfp4"};
     size_t pos = 0;
     out[0] = '\0';
-    for (int d = 0; d < 3; d++) {
+    for (int d = 0; d < 6; d++) {
         if ((bits & (1 << d)) != 0 && pos < len) {
             int w = snprintf(out + pos, len - pos, "%s%s", pos > 0 ? "+" : "", names[d]);
             pos += w > 0 ? (size_t)w : 0;
@@ -232,11 +235,50 @@ static void engine_dtype_names(int bits, char *out, size_t len)
     }
 }
 
+/* src into dst[n], cut short when longer (a note for the report). */
+static void engine_copy_text(char *dst, size_t n, const char *src)
+{
+    size_t len = strlen(src);
+    len = len < n ? len : n - 1;
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+}
+
+/* What follows "NAME compute" on the first line, from the expert ranks' kernels (kern:
+ * fewest rows, weakest ISA, most rows; INT_MAX where no rank hosts experts). */
+static void engine_compute_note(const moe_config_t *cfg, bool bf16, bool quant,
+                                const int kern[3], char *out, size_t len)
+{
+    char small[96] = "";
+    int lo = kern[0], hi = -kern[2];
+    if (cfg->device != MOE_DEVICE_CPU || kern[0] == INT_MAX) {
+        out[0] = '\0';
+        return;
+    }
+    if (hi > 0 && lo == hi) {
+        snprintf(small, sizeof(small), "up to %d rows a call on moed's %s kernels", lo,
+                 moe_sb_isa_name((moe_sb_isa_t)kern[1]));
+    } else if (hi > 0) {
+        snprintf(small, sizeof(small), "up to %d-%d rows a call on moed's %s kernels", lo, hi,
+                 moe_sb_isa_name((moe_sb_isa_t)kern[1]));
+    }
+    if (bf16) {
+        snprintf(out, len, " (oneDNN %s%s%s)", moe_onednn_isa_name(), small[0] ? "; " : "",
+                 small);
+    } else if (quant) {
+        snprintf(out, len, " (%s%sthe BLAS on dequantised panels)", small,
+                 small[0] ? ", more: " : "");
+    } else {
+        out[0] = '\0';
+    }
+}
+
 /* model.dtype, runtime.compute_dtype and runtime.wire_dtype as this run resolves them. The
  * wire type is the job's: bf16 when asked, or (auto) when every rank hosting experts
  * computes in bf16. Sets eng->value and eng->weights.compute / .wire (the load that follows
  * keeps them). Rank 0's line names the types of the ranks hosting experts (the master of
- * master routing hosts none: its own value type is f32). */
+ * master routing hosts none: its own value type is f32), FP8 and MXFP4 held as stored with
+ * their scales, and the small-batch kernels' switch point (expert/expert_small.h). */
 static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -251,11 +293,19 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     vote[1] = cfg->wire_dtype == MOE_NUM_AUTO ? vote[0] : cfg->wire_dtype == MOE_NUM_BF16;
     /* the value and held types of the experts here, as bit sets (engine_load_weights) */
     bool bf16 = cfg->device != MOE_DEVICE_CUDA && compute == MOE_NUM_BF16;
-    moe_dtype_t value = bf16 ? MOE_DTYPE_BF16 : eng->value;
-    int kinds[2] = {hosts ? 1 << value : 0,
-                    hosts ? 1 << engine_held_dtype(cfg, compute, value) : 0},
-        kinds_all[2] = {0, 0};
-    MPI_Request req[2];
+    bool quant = eng->value == MOE_DTYPE_FP8 || eng->value == MOE_DTYPE_MXFP4;
+    moe_dtype_t value = bf16 && !quant ? MOE_DTYPE_BF16 : eng->value;
+    moe_dtype_t held = engine_held_dtype(cfg, compute, value);
+    int kinds[2] = {hosts ? 1 << value : 0, hosts ? 1 << held : 0}, kinds_all[2] = {0, 0};
+    /* the small-batch kernels here: rows, ISA, -rows (a MIN gives fewest, weakest, most) */
+    int kern[3] = {INT_MAX, INT_MAX, INT_MAX}, kern_all[3] = {INT_MAX, INT_MAX, INT_MAX};
+    if (hosts && cfg->device == MOE_DEVICE_CPU && st == MOE_OK) {
+        moe_sb_isa_t isa = MOE_SB_NONE;
+        int64_t rows = 0;
+        moe_expert_small_plan(cfg, held, compute, &isa, &rows);
+        kern[0] = (int)rows, kern[1] = (int)isa, kern[2] = -(int)rows;
+    }
+    MPI_Request req[3];
     if (st == MOE_OK) {
         st = MOE_MPI(MPI_Iallreduce(vote, all, 2, MPI_INT, MPI_MIN, eng->comm, &req[0]), err);
     }
@@ -269,23 +319,40 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     if (st == MOE_OK) {
         st = moe_wait_request(&req[1], "the dtype agreement", err);
     }
+    if (st == MOE_OK) {
+        st = MOE_MPI(MPI_Iallreduce(kern, kern_all, 3, MPI_INT, MPI_MIN, eng->comm, &req[2]),
+                     err);
+    }
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req[2], "the dtype agreement", err);
+    }
     if (st != MOE_OK) {
         return st;
     }
     eng->weights.compute = compute;
     eng->weights.wire = all[1] ? MOE_NUM_BF16 : MOE_NUM_F32;
     if (eng->rank == 0) {
-        char vals[32], held[32], as[48] = "";
+        char vals[48], helds[48], as[96] = "", note[160];
+        int held_bits = kinds_all[1] != 0 ? kinds_all[1] : 1 << value;
         engine_dtype_names(kinds_all[0] != 0 ? kinds_all[0] : 1 << value, vals, sizeof(vals));
-        engine_dtype_names(kinds_all[1] != 0 ? kinds_all[1] : 1 << value, held, sizeof(held));
-        if (strcmp(vals, held) != 0) {
-            snprintf(as, sizeof(as), " (held as %s)", held); /* no native BF16: F32 */
+        engine_dtype_names(held_bits, helds, sizeof(helds));
+        bool q = (held_bits & (1 << MOE_DTYPE_FP8 | 1 << MOE_DTYPE_MXFP4)) != 0;
+        if (q) { /* FP8 / MXFP4 held as the checkpoint stores them, with their scales */
+            char scales[64];
+            moe_weights_quant_note(cfg, held_bits & (1 << MOE_DTYPE_FP8) ? MOE_DTYPE_FP8
+                                                                         : MOE_DTYPE_MXFP4,
+                                   scales, sizeof(scales));
+            snprintf(as, sizeof(as), " held as stored (%s)", scales);
+        } else if (strcmp(vals, helds) != 0) {
+            snprintf(as, sizeof(as), " (held as %s)", helds); /* no native BF16: F32 */
         }
-        MOE_INFO("experts: %s weights%s, %s compute%s%s%s, %s rows on the wire", vals, as,
-                 all[0] ? "bf16" : "f32",
-                 all[0] && cfg->device != MOE_DEVICE_CUDA ? " (oneDNN " : "",
-                 all[0] && cfg->device != MOE_DEVICE_CUDA ? moe_onednn_isa_name() : "",
-                 all[0] && cfg->device != MOE_DEVICE_CUDA ? ")" : "", all[1] ? "bf16" : "f32");
+        engine_compute_note(cfg, all[0] != 0, q, kern_all, note, sizeof(note));
+        MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire", vals, as,
+                 all[0] ? "bf16" : "f32", note, all[1] ? "bf16" : "f32");
+        char desc[256];
+        snprintf(desc, sizeof(desc), "%s weights%s, %s compute", vals, q ? " held as stored" : as,
+                 all[0] ? "bf16" : "f32");
+        engine_copy_text(eng->experts_desc, sizeof(eng->experts_desc), desc);
     }
     return MOE_OK;
 }
@@ -297,11 +364,21 @@ static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
     const moe_config_t *cfg = eng->cfg;
     moe_num_dtype_t compute = eng->weights.compute, wire = eng->weights.wire;
     bool bf16 = cfg->device != MOE_DEVICE_CUDA && compute == MOE_NUM_BF16;
-    moe_dtype_t value = bf16 ? MOE_DTYPE_BF16 : eng->value; /* bf16 compute holds bf16 */
-    moe_status_t st = moe_weights_load(cfg, eng->rank, eng->routes, value,
-                                       bf16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32, &eng->weights, err);
+    bool quant = eng->value == MOE_DTYPE_FP8 || eng->value == MOE_DTYPE_MXFP4;
+    /* bf16 compute holds bf16, FP8 and MXFP4 stay as stored; the GPU's plug-in takes F32 */
+    moe_dtype_t value = bf16 && !quant ? MOE_DTYPE_BF16 : eng->value;
+    moe_dtype_t held = cfg->device == MOE_DEVICE_CUDA ? MOE_DTYPE_F32
+                                                      : engine_held_dtype(cfg, compute, value);
+    moe_status_t st = moe_weights_load(cfg, eng->rank, eng->routes, value, held, &eng->weights,
+                                       err);
     eng->weights.compute = compute;
     eng->weights.wire = wire;
+    if (st == MOE_OK) { /* the report's (rank 0's): where from, and held how */
+        char desc[256];
+        snprintf(desc, sizeof(desc), "%s%s%s", eng->weights.naming,
+                 eng->experts_desc[0] ? "; experts: " : "", eng->experts_desc);
+        engine_copy_text(eng->weights_desc, sizeof(eng->weights_desc), desc);
+    }
     if (st == MOE_OK && bf16) {
         st = moe_expert_cpu_pack(cfg, &eng->weights, err);
     }
@@ -324,12 +401,12 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
         .transport = moe_transport_name(eng->transport),
         .blas = moe_gemm_backend_name(),
-        .weights = eng->weights.naming,
+        .weights = eng->weights_desc,
         .hosts = (const char (*)[64])eng->hosts,
         .device = eng->device_name,
         .chunks = (int)cfg->chunks,
         .device_memory = eng->cuda != NULL ? eng->plugin->mem_usage : NULL,
-        .routing_source = eng->replaying ? eng->replay.source : "router",
+        .routing_source = moe_engine_routing_source(eng),
         .token_first = eng->token_first,
         .token_count = eng->token_count,
     };
@@ -585,6 +662,11 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
     }
     *out = eng;
     return MOE_OK;
+}
+
+const char *moe_engine_routing_source(const moe_engine_t *eng)
+{
+    return eng->replaying ? eng->replay.source : "router";
 }
 
 void moe_engine_destroy(moe_engine_t *eng)

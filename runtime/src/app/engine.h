@@ -78,6 +78,8 @@ struct moe_engine {
     int64_t token_first;   /* global index of this rank's first token */
     int64_t token_count;   /* tokens this rank routes per step */
     moe_dtype_t value;        /* the experts' values (model.dtype resolved on this rank) */
+    char experts_desc[64];    /* rank 0: "fp8 e4m3 weights held as stored, bf16 compute" */
+    char weights_desc[96];    /* rank 0: the weights' naming and experts_desc, the report's */
     /* runtime.rebalance_every on more than one rank: the placement the layer and the
      * weights follow (a copy of cfg whose placement.layers sets each rebalance replaces;
      * the profiler keeps cfg), and the window of router counts. Else NULL. */
@@ -106,6 +108,9 @@ void moe_engine_test_pause(const moe_engine_t *eng, const char *phase);
 void moe_engine_test_pause_rank(int rank, const char *phase);
 
 moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err);
+
+/* "router", or "replayed PATH (the trace's source)" with workload.routing. */
+const char *moe_engine_routing_source(const moe_engine_t *eng);
 
 /* Tokens routed by `rank`: all on the master in master routing, an even split (lower
  * ranks take the remainder) in symmetric routing. */

@@ -68,6 +68,9 @@ static void print_usage(FILE *out)
             "                 [--force]         (a balanced placement with replicas from a report;\n"
             "                                    writes RUN_DIR/planned.yaml unless -o, '-': stdout;\n"
             "                                    an existing file is replaced only with --force)\n"
+            "       moed plan --routing TRACE --ranks N [--config BASE.yaml] [same options]\n"
+            "                                   (the same from a routing trace: docs/routing.md)\n"
+            "       moed plan --check RUN_DIR   (did a replay measure what the plan predicted?)\n"
             "       moed top URL [--once]                  (a live endpoint in the terminal)\n"
             "\n"
             "Runs Mixture-of-Experts layers across MPI ranks as the YAML config says.\n"
@@ -422,6 +425,9 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
                                              : "swiglu_oai",
            (long long)cfg->hidden_dim,
            (long long)cfg->ffn_dim, eng->weights.naming);
+    if (strcmp(moe_engine_routing_source(eng), "router") != 0) {
+        printf("routing: %s, in place of the gate\n", moe_engine_routing_source(eng));
+    }
     printf("run: %lld steps x %lld tokens in %.3f s (%.2f ms/step)\n", (long long)eng->steps_done,
            (long long)cfg->tokens_per_step, secs, secs * 1e3 / steps);
     printf("rank 0 phases, ms/step:");

@@ -339,10 +339,10 @@ static double cgroup_limit(void)
     return 0.0;
 }
 
-/* The experts' element as the run will hold them (engine_load_weights): BF16 when this CPU
- * computes in BF16, else F32. The value type of a checkpoint is read from the rank's first
- * expert; when that fails (the load will say why) the smaller BF16 is assumed, so the check
- * never refuses a model that could fit. */
+/* The experts' element as the run will hold them (engine_load_weights): FP8 and MXFP4 as
+ * stored, BF16 when this CPU computes in BF16, else F32. The value type of a checkpoint is
+ * read from the rank's first expert; when that fails (the load will say why) the smaller
+ * BF16 is assumed, so the check never refuses a model that could fit. */
 static moe_dtype_t held_dtype(const moe_config_t *cfg, int rank)
 {
     moe_error_t ignored;
@@ -351,6 +351,9 @@ static moe_dtype_t held_dtype(const moe_config_t *cfg, int rank)
     moe_error_clear(&ignored);
     if (moe_weights_value_dtype(cfg, rank, &value, &ignored) != MOE_OK) {
         return MOE_DTYPE_BF16;
+    }
+    if (value == MOE_DTYPE_FP8 || value == MOE_DTYPE_MXFP4) {
+        return value;
     }
     if (moe_expert_compute_dtype(cfg, value, &compute, &ignored) != MOE_OK) {
         return MOE_DTYPE_F32;
@@ -448,7 +451,10 @@ static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *e
                   "the experts over more ranks (mpirun -np, placement.experts), or run fewer "
                   "layers or a smaller model", big.rank, big.bytes / GIB,
                   (long long)big.expert_layers, big.per_expert / GIB,
-                  big.store == MOE_DTYPE_BF16 ? "BF16" : "F32",
+                  big.store == MOE_DTYPE_BF16    ? "BF16"
+                  : big.store == MOE_DTYPE_FP8   ? "FP8"
+                  : big.store == MOE_DTYPE_MXFP4 ? "MXFP4"
+                                                 : "F32",
                   big.bytes > (double)big.expert_layers * big.per_expert ? ", and the gates" : "",
                   what, lim / GIB, strstr(what, "ulimit") != NULL ? "raise ulimit -v, or " : "");
     return MOE_PREFLIGHT_CONFIG;

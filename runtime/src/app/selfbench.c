@@ -1,4 +1,5 @@
 #include "app/selfbench.h"
+#include "app/selfbench_lat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,7 +290,11 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
     double sum[3] = {0, 0, 0};
     int64_t all_pairs = 0, ex_ns = 0;
     double limit[2];
+    moe_bench_lat_t lat;
     moe_status_t st = bench_measure(eng, sum, &all_pairs, &ex_ns, err);
+    if (st == MOE_OK) {
+        st = moe_selfbench_latency(eng, &lat, err);
+    }
     if (st == MOE_OK) {
         st = bench_dtype_limits(eng, limit, err);
     }
@@ -323,6 +328,7 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
             printf("bench: in-run exchange GB/s, rank 0   %.2f (includes waiting for experts)\n",
                    run_bytes / run_ex_s * 1e-9);
         }
+        moe_selfbench_latency_print(&lat);
     }
     return bench_cpu_shares(eng, err);
 }

@@ -103,8 +103,9 @@ const cfg_key_t cfg_keys[] = {
     KEY_INT("model.first_layer", first_layer, "0", 0, 100000, "",
             "index in the weights file of moed's layer 0 (real models have dense layers first)"),
     KEY_ENUM("model.dtype", dtype, cfg_dtype_names, "auto",
-             "how expert weights are held in memory; auto = the checkpoint's type (FP8 "
-             "dequantised to bf16), f32 for random weights; f16 on the CPU is held as f32"),
+             "how expert weights are held in memory; auto = the checkpoint's type (FP8 and "
+             "MXFP4 held as stored on the CPU, dequantised to bf16 on cuda), f32 for random "
+             "weights; bf16 or f32 widen them; f16 on the CPU is held as f32"),
     KEY_INT("model.seed", seed, "42", 0, INT64_MAX, "", "seed of random weights and inputs"),
     KEY_STR("model.checkpoint", checkpoint, "none",
             "'none' or a Hugging Face model directory (config.json + safetensors shards); its "
@@ -149,6 +150,10 @@ const cfg_key_t cfg_keys[] = {
     KEY_ENUM("runtime.device", device, cfg_device_names, "cpu", "where experts run"),
     KEY_INT("runtime.threads", threads, "1", 1, 256, "threads",
             "BLAS (f32) and oneDNN (bf16, OpenMP) threads per rank"),
+    KEY_INT("runtime.small_batch_rows", small_batch_rows, "-1", -1, 576, "rows",
+            "expert calls of at most this many rows run on moed's small-batch kernels (each "
+            "weight byte read once for all rows), larger ones on the GEMM libraries; -1 = the "
+            "switch point measured for the weights' type (docs/performance.md), 0 = never"),
     KEY_ENUM("runtime.bind", bind, cfg_bind_names, "auto",
              "pin each rank's threads to runtime.threads cores of its own: core always; auto only when "
              "a node's ranks need more cores than it has and no one pinned them (ranks with experts "

@@ -172,8 +172,8 @@ moe_status_t moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io
                                    moe_error_t *err);
 
 /* runtime.compute_dtype for weights of type `value` on this rank: auto = bf16 when value is
- * BF16 and the CPU has native BF16 (expert/onednn.h), or on cuda when value is not F32;
- * else f32. bf16 asked on a CPU without it fails (MOE_ERR_CONFIG: exit 3). On cuda the
+ * BF16, FP8 or MXFP4 and the CPU has native BF16 (expert/onednn.h), or on cuda when value
+ * is not F32; else f32. bf16 asked on a CPU without it fails (MOE_ERR_CONFIG: exit 3). On cuda the
  * GEMMs run in model.dtype: an explicit value must agree with it. */
 moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value,
                                       moe_num_dtype_t *out, moe_error_t *err);

@@ -2,10 +2,11 @@
  * or oneDNN in BF16, in row tiles) and the merge on the host buffers the layer's arena
  * holds. Rows on the wire are F32 or BF16 (io->wire_bf16): the permutation narrows them,
  * the experts read and write them in that type, the merge widens them and accumulates in
- * F32. Its state (impl): for BF16 compute the oneDNN context and the tile's scratch; on a
- * rank that routes but hosts no experts and may use 2 CPUs (the master), a row helper
- * (moe/halves.h) that runs the second half of the gate's, the permutation's and the merge's
- * rows while the expert ranks wait for them. */
+ * F32. Its state (impl): on expert ranks the per-call choice between the small-batch
+ * kernels and the GEMMs (expert/expert_small.h), for BF16 compute also the oneDNN context
+ * and the tile's scratch; on a rank that routes but hosts no experts and may use 2 CPUs
+ * (the master), a row helper (moe/halves.h) that runs the second half of the gate's, the
+ * permutation's and the merge's rows while the expert ranks wait for them. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <sched.h>
@@ -15,15 +16,18 @@
 #include "expert/backend.h"
 #include "expert/expert.h"
 #include "expert/expert_bf16.h"
+#include "expert/expert_small.h"
 #include "expert/gate.h"
 #include "moe/bf16.h"
 #include "moe/halves.h"
+#include "moe/log.h"
 
 /* The back-end's state: the routing rank's row helper, and for BF16 compute one tile's
  * GEMM input, up projection, activation and output. */
 typedef struct cpu_state {
     moe_halves_t *halves; /* the routing rank's row helper, or NULL */
     moe_onednn_t *dnn;
+    moe_expert_small_t *small; /* the path per expert call (expert/expert_small.h) */
     uint16_t *in;   /* [tile, H] */
     uint16_t *h;    /* [tile, up_n] */
     uint16_t *act;  /* [tile, F] */
@@ -181,18 +185,20 @@ static moe_status_t cpu_computed(moe_expert_backend_t *be, int c, const void **a
 }
 
 /* The FFN over rows in tiles, driving the exchanges in flight between tiles. */
-static moe_status_t cpu_ffn(const moe_expert_io_t *io, const moe_expert_weights_t *ew,
-                            int64_t rows, const float *in, float *out, moe_error_t *err)
+static moe_status_t cpu_ffn(const moe_expert_io_t *io, cpu_state_t *cs,
+                            const moe_expert_weights_t *ew, int64_t rows, const float *in,
+                            float *out, moe_error_t *err)
 {
     const moe_config_t *cfg = io->cfg;
     int64_t H = cfg->hidden_dim;
     for (int64_t r0 = 0; r0 < rows; r0 += io->tile_rows) {
         int64_t m = rows - r0 < io->tile_rows ? rows - r0 : io->tile_rows;
-        moe_status_t st = moe_expert_forward(ew, cfg->activation, H, cfg->ffn_dim, m,
-                                             in + r0 * H, out + r0 * H, io->scratch,
-                                             io->tile_rows);
+        moe_status_t st = moe_expert_small_forward_f32(cs != NULL ? cs->small : NULL, ew,
+                                                       cfg->activation, H, cfg->ffn_dim, m,
+                                                       in + r0 * H, out + r0 * H, io->scratch,
+                                                       io->tile_rows, err);
         if (st != MOE_OK) {
-            return moe_error_set(err, st, "expert %d FFN failed", ew->id);
+            return st;
         }
         if (io->chunks > 1 && (st = io->progress(io->progress_arg, NULL, 0, err)) != MOE_OK) {
             return st;
@@ -225,8 +231,8 @@ static moe_status_t cpu_expert_bf16(const moe_expert_io_t *io, cpu_state_t *cs,
         } else {
             call_rows(io, from, n, r0, m, io->recv_buf, cs->in, true, true);
         }
-        st = moe_expert_forward_bf16(cs->dnn, ew, cfg->activation, H, cfg->ffn_dim, m, in, cs->h,
-                                     cs->act, cs->out, err);
+        st = moe_expert_small_forward_bf16(cs->small, cs->dnn, ew, cfg->activation, H,
+                                           cfg->ffn_dim, m, in, cs->h, cs->act, cs->out, err);
         if (st != MOE_OK) {
             return st; /* oneDNN's message says which GEMM */
         }
@@ -253,14 +259,14 @@ static moe_status_t cpu_expert(moe_expert_backend_t *be, int layer, int le, int 
     }
     if (io->wire_bf16) {
         call_rows(io, from, n, 0, total, io->recv_buf, io->expert_in, false, true);
-        moe_status_t st = cpu_ffn(io, ew, total, io->expert_in, io->expert_out, err);
+        moe_status_t st = cpu_ffn(io, be->impl, ew, total, io->expert_in, io->expert_out, err);
         if (st == MOE_OK) {
             call_rows(io, from, n, 0, total, io->back_buf, io->expert_out, false, false);
         }
         return st;
     }
     if (only >= 0) {
-        return cpu_ffn(io, ew, total, io->recv_buf + from[only] * H,
+        return cpu_ffn(io, be->impl, ew, total, io->recv_buf + from[only] * H,
                        io->back_buf + from[only] * H, err);
     }
     int64_t r = 0;
@@ -269,7 +275,7 @@ static moe_status_t cpu_expert(moe_expert_backend_t *be, int layer, int le, int 
                (size_t)(n[s] * H) * sizeof(float));
         r += n[s];
     }
-    moe_status_t st = cpu_ffn(io, ew, total, io->expert_in, io->expert_out, err);
+    moe_status_t st = cpu_ffn(io, be->impl, ew, total, io->expert_in, io->expert_out, err);
     r = 0;
     for (int s = 0; s < W && st == MOE_OK; s++) {
         memcpy(io->back_buf + from[s] * H, io->expert_out + r * H,
@@ -333,8 +339,8 @@ static moe_status_t cpu_pairs_bf16(const moe_expert_io_t *io, cpu_state_t *cs,
             copy_row((const char *)io->recv_buf + (int64_t)rows[r0 + i] * io->wire_row_bytes,
                      io->wire_bf16, cs->in + i * H, true, H);
         }
-        st = moe_expert_forward_bf16(cs->dnn, ew, cfg->activation, H, cfg->ffn_dim, m, cs->in,
-                                     cs->h, cs->act, cs->out, err);
+        st = moe_expert_small_forward_bf16(cs->small, cs->dnn, ew, cfg->activation, H,
+                                           cfg->ffn_dim, m, cs->in, cs->h, cs->act, cs->out, err);
         if (st != MOE_OK) {
             return st; /* oneDNN's message says which GEMM */
         }
@@ -361,7 +367,7 @@ static moe_status_t cpu_pairs(moe_expert_backend_t *be, int layer, int le, int c
         copy_row((const char *)io->recv_buf + (int64_t)rows[i] * io->wire_row_bytes,
                  io->wire_bf16, io->expert_in + i * H, false, H);
     }
-    moe_status_t st = cpu_ffn(io, ew, n, io->expert_in, io->expert_out, err);
+    moe_status_t st = cpu_ffn(io, be->impl, ew, n, io->expert_in, io->expert_out, err);
     if (st == MOE_OK) {
         pairs_add(io, rows, w, n, io->expert_out);
     }
@@ -476,6 +482,16 @@ static void cpu_destroy(moe_expert_backend_t *be)
         return;
     }
     moe_halves_destroy(cs->halves);
+    if (cs->small != NULL) { /* which path the expert calls took (MOED_LOG_LEVEL=debug) */
+        int64_t calls[2], rows[2];
+        moe_expert_small_counts(cs->small, calls, rows);
+        MOE_DEBUG("expert calls: %lld on the small-batch kernels (%s, up to %lld rows; %lld "
+                  "rows), %lld on the GEMMs (%lld rows)", (long long)calls[0],
+                  moe_sb_isa_name(moe_expert_small_isa(cs->small)),
+                  (long long)moe_expert_small_rows(cs->small), (long long)rows[0],
+                  (long long)calls[1], (long long)rows[1]);
+    }
+    moe_expert_small_destroy(cs->small);
     moe_onednn_destroy(cs->dnn);
     free(cs->in);
     free(cs->h);
@@ -499,7 +515,7 @@ static const moe_expert_ops_t k_cpu_ops = {
     .destroy = cpu_destroy,
 };
 
-/* The oneDNN context and one tile's scratch, for BF16 compute. */
+/* The oneDNN context and one tile's scratch, for BF16 compute; the per-call path. */
 static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **out,
                                      moe_error_t *err)
 {
@@ -522,6 +538,10 @@ static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **ou
     if (st == MOE_OK) {
         st = moe_onednn_prepare(cs->dnn, err);
     }
+    if (st == MOE_OK) {
+        st = moe_expert_small_create(cfg, io->weights, io->compute, cs->dnn, (int64_t)T,
+                                     &cs->small, err);
+    }
     if (st != MOE_OK) {
         moe_expert_backend_t tmp = {.impl = cs};
         cpu_destroy(&tmp);
@@ -538,6 +558,17 @@ moe_status_t moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io
     if (io->compute == MOE_NUM_BF16 && io->num_local > 0) {
         moe_status_t st = cpu_state_create(io, &cs, err);
         if (st != MOE_OK) {
+            return st;
+        }
+    } else if (io->num_local > 0) { /* F32: the kernels' path for FP8 / MXFP4 held */
+        cs = calloc(1, sizeof(*cs));
+        moe_status_t st = cs == NULL ? moe_error_set(err, MOE_ERR_NO_MEMORY,
+                                                     "cannot allocate the CPU back-end")
+                                     : moe_expert_small_create(io->cfg, io->weights,
+                                                               io->compute, NULL, io->tile_rows,
+                                                               &cs->small, err);
+        if (st != MOE_OK) {
+            free(cs);
             return st;
         }
     }

@@ -39,6 +39,10 @@ void moe_expert_activate(const moe_expert_weights_t *w, moe_activation_t act, fl
  * (packed) = moe_expert_activate's result on the widened h, narrowed to BF16, in one pass. */
 void moe_expert_activate_bf16(const moe_expert_weights_t *w, moe_activation_t act,
                               const uint16_t *h, int64_t rows, int64_t ffn, uint16_t *out);
+/* The same, out's rows at stride ldo (>= F). */
+void moe_expert_activate_bf16_ld(const moe_expert_weights_t *w, moe_activation_t act,
+                                 const uint16_t *h, int64_t rows, int64_t ffn, uint16_t *out,
+                                 int64_t ldo);
 /* m[rows, n] += bias[0..n) on each row; nothing when bias is NULL. */
 void moe_expert_add_bias(float *m, int64_t rows, int64_t n, const float *bias);
 

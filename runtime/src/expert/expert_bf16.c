@@ -42,7 +42,8 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
                              moe_cpu_bf16_why());
     }
     if (cfg->compute_dtype == MOE_NUM_AUTO) {
-        *out = value == MOE_DTYPE_BF16 && native ? MOE_NUM_BF16 : MOE_NUM_F32;
+        bool low = value == MOE_DTYPE_BF16 || value == MOE_DTYPE_FP8 || value == MOE_DTYPE_MXFP4;
+        *out = low && native ? MOE_NUM_BF16 : MOE_NUM_F32;
     } else {
         *out = cfg->compute_dtype;
     }
@@ -63,8 +64,9 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
         moe_layer_weights_t *lw = &w->layers[l];
         for (int i = 0; st == MOE_OK && i < lw->num_local; i++) {
             moe_expert_weights_t *ew = &lw->experts[i];
-            if (ew->w13_packed != NULL) {
-                continue; /* packed before (online rebalancing packs what arrived) */
+            if (ew->w13_packed != NULL || ew->w13_q != NULL) {
+                continue; /* packed before (online rebalancing packs what arrived), or held
+                           * as stored (FP8, MXFP4: the kernels read them so) */
             }
             st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
             if (st == MOE_OK) {

@@ -145,6 +145,13 @@ MOE_VECTOR_CLONES static void narrow_block(uint16_t *o, const float *t, int64_t 
 void moe_expert_activate_bf16(const moe_expert_weights_t *w, moe_activation_t act,
                               const uint16_t *h, int64_t rows, int64_t ffn, uint16_t *out)
 {
+    moe_expert_activate_bf16_ld(w, act, h, rows, ffn, out, ffn);
+}
+
+void moe_expert_activate_bf16_ld(const moe_expert_weights_t *w, moe_activation_t act,
+                                 const uint16_t *h, int64_t rows, int64_t ffn, uint16_t *out,
+                                 int64_t ldo)
+{
     float t[ACT_BLOCK];
     const float *b13 = w->b13;
     bool swiglu = act == MOE_ACT_SWIGLU || act == MOE_ACT_SWIGLU_OAI;
@@ -163,7 +170,7 @@ void moe_expert_activate_bf16(const moe_expert_weights_t *w, moe_activation_t ac
                 widen_block(t, a + i, ba, n);
                 gelu_rows(t, n);
             }
-            narrow_block(out + r * ffn + i, t, n);
+            narrow_block(out + r * ldo + i, t, n);
         }
     }
 }

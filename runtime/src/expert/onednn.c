@@ -188,6 +188,16 @@ size_t moe_onednn_packed_bytes(const moe_onednn_t *o, int which)
     return o->shape[which].packed_bytes;
 }
 
+bool moe_onednn_packed_blocked(const moe_onednn_t *o, int which)
+{
+    const onednn_shape_t *s = &o->shape[which];
+    dnnl_memory_desc_t blk;
+    dnnl_dims_t wd = {s->k, s->n};
+    return dnnl_memory_desc_init_by_tag(&blk, 2, wd, dnnl_bf16, dnnl_BA16a64b2a) ==
+               dnnl_success &&
+           dnnl_memory_desc_equal(&blk, &s->packed_md) != 0;
+}
+
 moe_status_t moe_onednn_pack(moe_onednn_t *o, int which, const uint16_t *w, void **packed,
                              moe_error_t *err)
 {

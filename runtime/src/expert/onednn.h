@@ -48,6 +48,11 @@ void moe_onednn_destroy(moe_onednn_t *o); /* accepts NULL */
 /* Bytes of shape `which`'s packed weights. */
 size_t moe_onednn_packed_bytes(const moe_onednn_t *o, int which);
 
+/* Whether shape `which`'s packed weights are in the blocked layout of model/weights.h
+ * (oneDNN's "BA16a64b2a", N padded to 64 and K to 32: what it picks on avx512_core_bf16),
+ * which the small-batch kernels read and the FP8 / MXFP4 dequantisation writes. */
+bool moe_onednn_packed_blocked(const moe_onednn_t *o, int which);
+
 /* w [n, k] row-major BF16 -> *packed (moe_alloc_large'd, free() it), oneDNN's layout. */
 moe_status_t moe_onednn_pack(moe_onednn_t *o, int which, const uint16_t *w, void **packed,
                              moe_error_t *err);

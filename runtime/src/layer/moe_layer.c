@@ -270,11 +270,16 @@ void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first)
     ctx->token_first = token_first;
 }
 
+static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err);
+
 moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
-    moe_status_t st = moe_transport_exchange(ctx->transport, ctx->io.xsend, ctx->plan.send_rows,
-                                             ctx->plan.send_row_displs, ctx->io.xrecv,
-                                             ctx->recv_rows, ctx->recv_displs, err);
+    moe_status_t st = exchange_counts(ctx, err); /* as the layer does: counts first */
+    if (st == MOE_OK) {
+        st = moe_transport_exchange(ctx->transport, ctx->io.xsend, ctx->plan.send_rows,
+                                    ctx->plan.send_row_displs, ctx->io.xrecv, ctx->recv_rows,
+                                    ctx->recv_displs, err);
+    }
     if (st == MOE_OK) {
         st = moe_transport_exchange(ctx->transport, ctx->io.xback, ctx->recv_rows,
                                     ctx->recv_displs, ctx->io.xret, ctx->plan.send_rows,
@@ -360,26 +365,45 @@ static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
 
 enum { COUNTS_TAG = 4241 };
 
-/* Each rank tells every expert rank how many rows of each of its experts will come (dedup:
- * its rows and the pairs they carry, plan.h's counts message): point to point (not a
- * collective) so the watchdog can name a rank that never answers. */
+/* Whether rank r routes tokens (the config's rule, as the engine splits them: the master in
+ * master routing, else every rank given a share of the step): only those send rows, so
+ * only those send counts. */
+static bool layer_routes(const moe_layer_ctx_t *ctx, int r)
+{
+    const moe_config_t *cfg = ctx->cfg;
+    int W = ctx->world_size;
+    if (cfg->routing == MOE_ROUTING_MASTER || W == 1) {
+        return r == (W == 1 ? 0 : (int)cfg->master_rank);
+    }
+    return cfg->tokens_per_step / W + (r < cfg->tokens_per_step % W ? 1 : 0) > 0;
+}
+
+/* Each routing rank tells every expert rank how many rows of each of its experts will come
+ * (dedup: its rows and the pairs they carry, plan.h's counts message): point to point (not
+ * a collective) so the watchdog can name a rank that never answers. A rank that routes
+ * nothing sends no counts and none are awaited from it (in master routing the expert ranks
+ * do not wait on each other): its counts are zero (dedup: no rows, no pairs). */
 static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
     moe_plan_t *p = &ctx->plan;
     int W = ctx->world_size, me = ctx->rank, n = 0;
     moe_status_t st = MOE_OK;
     for (int s = 0; s < W && st == MOE_OK; s++) {
-        if (s != me && ctx->layer_local > 0) {
-            int32_t *at = ctx->dedup ? ctx->recv_counts + (size_t)s * (size_t)ctx->msg_words
-                                     : ctx->recv_counts + ctx->n_local_displs[s];
+        int32_t *at = ctx->dedup ? ctx->recv_counts + (size_t)s * (size_t)ctx->msg_words
+                                 : ctx->recv_counts + ctx->n_local_displs[s];
+        if (s != me && !layer_routes(ctx, s)) {
+            memset(at, 0, sizeof(int32_t) * (size_t)(ctx->layer_local + ctx->dedup));
+        } else if (s != me && ctx->layer_local > 0) {
             int words = ctx->dedup ? (int)ctx->msg_words : ctx->layer_local;
             st = MOE_MPI(MPI_Irecv(at, words, MPI_INT32_T, s, COUNTS_TAG, ctx->comm,
                                    &ctx->count_reqs[n]), err);
             ctx->count_peers[n++] = s;
         }
     }
-    for (int d = 0; d < W && st == MOE_OK; d++) {
+    ctx->count_msgs = 0;
+    for (int d = 0; d < W && st == MOE_OK && layer_routes(ctx, me); d++) {
         if (d != me && p->count_msg_len[d] > 0) {
+            ctx->count_msgs++;
             st = MOE_MPI(MPI_Isend(p->count_msg + p->count_msg_displs[d], p->count_msg_len[d],
                                    MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
                          err);

@@ -77,6 +77,7 @@ struct moe_layer_ctx {
     int *recv_rows;       /* [world] rows received from each rank in the last forward */
     int *recv_pairs;      /* [world] the (token, expert) pairs they carried (= recv_rows
                            * unless dedup) */
+    int count_msgs;       /* counts messages this rank sent in the last counts exchange */
     moe_layer_record_t rec; /* what the last forward did: moe_layer_record() */
 
     /* private: moe_layer.c only */
@@ -166,8 +167,9 @@ static inline const moe_layer_record_t *moe_layer_record(const moe_layer_ctx_t *
     return &ctx->rec;
 }
 
-/* Replay the last forward's dispatch and combine, unchunked, as two blocking exchanges in
- * slot 0 (the self-bench's exchange timing, app/selfbench.c). err may be NULL. */
+/* Replay the last forward's counts exchange, dispatch and combine, unchunked, the rows as
+ * two blocking exchanges in slot 0 (the self-bench's exchange timing, app/selfbench.c).
+ * err may be NULL. */
 moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err);
 
 #endif /* MOE_LAYER_H */

@@ -173,12 +173,32 @@ static moe_expert_weights_t *rb_find(moe_layer_weights_t *lw, int expert)
     return NULL;
 }
 
-/* The four arrays of one expert as held (BF16 matrices when the rank holds BF16 plain
- * copies, F32 biases only with swiglu_oai): addresses, lengths and MPI types. */
-static int rb_parts(const moe_config_t *cfg, moe_expert_weights_t *ew, void *ptr[4],
-                    int64_t len[4], MPI_Datatype type[4])
+/* Most arrays of one expert as held: rb_parts' count. */
+#define RB_PARTS 6
+
+/* The arrays of one expert as held (BF16 matrices when the rank holds BF16 plain copies;
+ * FP8 or MXFP4 codes and scales as bytes; F32 biases only with swiglu_oai): addresses,
+ * lengths and MPI types. */
+static int rb_parts(const moe_config_t *cfg, const moe_weights_t *w, moe_expert_weights_t *ew,
+                    void *ptr[RB_PARTS], int64_t len[RB_PARTS], MPI_Datatype type[RB_PARTS])
 {
     int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    if (ew->w13_q != NULL) {
+        size_t b[4];
+        moe_weights_quant_bytes(cfg, w->store, w->fp8_block[1], b);
+        void *q[4] = {ew->w13_q, ew->w13_s, ew->w2_q, ew->w2_s};
+        for (int i = 0; i < 4; i++) {
+            ptr[i] = q[i];
+            len[i] = (int64_t)b[i];
+            type[i] = MPI_BYTE;
+        }
+        ptr[4] = ew->b13;
+        len[4] = 2 * F;
+        ptr[5] = ew->b2;
+        len[5] = H;
+        type[4] = type[5] = MPI_FLOAT;
+        return ew->b13 != NULL ? 6 : 4;
+    }
     bool bf16 = ew->w13_bf16 != NULL;
     ptr[0] = bf16 ? (void *)ew->w13_bf16 : (void *)ew->w13;
     len[0] = (cfg->activation == MOE_ACT_GELU ? F : 2 * F) * H;
@@ -195,14 +215,15 @@ static int rb_parts(const moe_config_t *cfg, moe_expert_weights_t *ew, void *ptr
 
 /* Step 3's buffers: every move this rank receives gets its own expert. Agreed (a rank
  * that cannot allocate fails every rank before any weight moves). */
-static moe_status_t rb_alloc(const moe_config_t *live, moe_dtype_t store, rb_plan_t *p, int rank,
-                             MPI_Comm comm, moe_error_t *err)
+static moe_status_t rb_alloc(const moe_config_t *live, const moe_weights_t *w, rb_plan_t *p,
+                             int rank, MPI_Comm comm, moe_error_t *err)
 {
     moe_status_t st = MOE_OK;
     for (int i = 0; i < p->num_moves && st == MOE_OK; i++) {
         rb_move_t *m = &p->moves[i];
         if (m->dst == rank) {
-            st = moe_weights_expert_alloc(live, m->expert, store, &m->got, err);
+            st = moe_weights_expert_alloc(live, m->expert, w->store, w->fp8_block[1], &m->got,
+                                          err);
         }
     }
     int mine = st != MOE_OK, any = 0;
@@ -224,8 +245,8 @@ static moe_status_t rb_alloc(const moe_config_t *live, moe_dtype_t store, rb_pla
 static moe_status_t rb_transfer(const moe_config_t *live, moe_weights_t *w, rb_plan_t *p,
                                 int rank, MPI_Comm comm, moe_error_t *err)
 {
-    MPI_Request *reqs = calloc((size_t)(4 * p->num_moves + 1), sizeof(MPI_Request));
-    int *peers = calloc((size_t)(4 * p->num_moves + 1), sizeof(int));
+    MPI_Request *reqs = calloc((size_t)(RB_PARTS * p->num_moves + 1), sizeof(MPI_Request));
+    int *peers = calloc((size_t)(RB_PARTS * p->num_moves + 1), sizeof(int));
     moe_status_t st = reqs && peers ? MOE_OK
                                     : moe_error_set(err, MOE_ERR_NO_MEMORY,
                                                     "cannot allocate the move requests");
@@ -239,13 +260,13 @@ static moe_status_t rb_transfer(const moe_config_t *live, moe_weights_t *w, rb_p
             st = moe_error_set(err, MOE_ERR_INTERNAL, "rank %d should send expert %d of layer "
                                "%d but does not hold it", rank, m->expert, m->layer);
         }
-        void *ptr[4];
-        int64_t len[4];
-        MPI_Datatype type[4];
-        int parts = ew != NULL ? rb_parts(live, ew, ptr, len, type) : 0;
+        void *ptr[RB_PARTS];
+        int64_t len[RB_PARTS];
+        MPI_Datatype type[RB_PARTS];
+        int parts = ew != NULL ? rb_parts(live, w, ew, ptr, len, type) : 0;
         for (int k = 0; k < parts && st == MOE_OK; k++) {
             if (len[k] > INT_MAX) {
-                st = moe_error_set(err, MOE_ERR_INVALID_ARG, "an expert tensor of %lld floats "
+                st = moe_error_set(err, MOE_ERR_INVALID_ARG, "an expert tensor of %lld elements "
                                    "is too large to move in one message", (long long)len[k]);
             } else if (m->dst == rank) {
                 st = MOE_MPI(MPI_Irecv(ptr[k], (int)len[k], type[k], m->src, REBALANCE_TAG,
@@ -374,7 +395,7 @@ static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_
         st = rb_moves(live, p, err);
     }
     if (st == MOE_OK) {
-        st = rb_alloc(live, w->store, p, rank, comm, err);
+        st = rb_alloc(live, w, p, rank, comm, err);
     }
     if (st == MOE_OK) {
         st = rb_transfer(live, w, p, rank, comm, err);

@@ -270,22 +270,9 @@ static moe_status_t ckpt_dir_check(const char *dir, moe_error_t *err)
                          "is expected%s", dir, moe_file_kind(sb.st_mode), CK_LAYOUT, hint);
 }
 
-#define CK_MXFP4 "MXFP4 expert weights are not supported yet; use a BF16 copy of the checkpoint"
-
-/* quantization_config.quant_method: moed dequantises block FP8 (fp8) itself; MXFP4
- * (gpt-oss's release) it does not read yet: said here, before any shard is opened. */
-static moe_status_t quant_check(info_ctx_t *c)
-{
-    const char *qm = json_string_value(json_object_get(json_object_get(c->root,
-                                       "quantization_config"), "quant_method"));
-    if (qm != NULL && strcmp(qm, "mxfp4") == 0) {
-        return moe_error_set(c->err, MOE_ERR_UNSUPPORTED, "%s: quantization_config.quant_method "
-                             "is 'mxfp4': " CK_MXFP4 " (one whose experts' gate_up_proj and "
-                             "down_proj are BF16 tensors)", c->path);
-    }
-    return MOE_OK;
-}
-
+/* quantization_config.quant_method: moed reads block FP8 (fp8: F8_E4M3 weights with
+ * _scale_inv) and MXFP4 (mxfp4: gpt-oss's *_blocks with *_scales) itself; the check of each
+ * tensor's dtype is where it is read. */
 moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
                                 moe_error_t *err)
 {
@@ -303,9 +290,6 @@ moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
     info_ctx_t c = {.info = out, .root = root, .path = out->config_path, .err = err};
     const moe_family_t *fam = NULL;
     st = family_of(&c, &fam);
-    if (st == MOE_OK) {
-        st = quant_check(&c);
-    }
     if (st == MOE_OK) {
         fact_add(out, "model.family", moe_cfg_family_name(fam->id), "architectures");
         st = fact_key(&c, "model.hidden_dim", "hidden_size", NULL);
@@ -547,17 +531,11 @@ bool moe_ckpt_has(moe_ckpt_t *ck, const char *name)
     return moe_st_find(ck->st[0], name) != NULL;
 }
 
-/* Tensor `name` is not in the checkpoint: when NAME_blocks is (with NAME_scales: the MXFP4
- * layout of gpt-oss's release), the message says so instead of naming a missing tensor. */
+/* Tensor `name` is not in the checkpoint. */
 static moe_status_t ck_missing(moe_ckpt_t *ck, const char *name, const char *where,
                                const char *what, moe_error_t *err)
 {
-    char blocks[512];
-    snprintf(blocks, sizeof(blocks), "%s_blocks", name);
-    if (moe_ckpt_has(ck, blocks)) {
-        return moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: tensor '%.200s' is stored as MXFP4 "
-                             "('%.200s' and _scales): " CK_MXFP4, where, name, blocks);
-    }
+    (void)ck;
     return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: %s '%.200s'", where, what, name);
 }
 
@@ -624,9 +602,26 @@ static moe_status_t ck_shape_check(const moe_ckpt_t *ck, const char *file,
                          "expected from %s's config", file, ti->name, have, want, ck->name);
 }
 
-/* weight [R, C] F8_E4M3 with name_scale_inv [ceil(R/b0), ceil(C/b1)] F32. */
-static moe_status_t ck_read_fp8(moe_ckpt_t *ck, moe_st_file_t *f, const char *name,
-                                const int64_t *shape, float *dst, moe_error_t *err)
+/* The file name of tensor `name` for messages: DIR/SHARD with an index, else the file. */
+static void ck_tensor_file(const moe_ckpt_t *ck, const char *name, char *buf, size_t n)
+{
+    const char *file = ck->index != NULL
+                           ? json_string_value(json_object_get(ck->weight_map, name))
+                           : NULL;
+    if (file != NULL) {
+        snprintf(buf, n, "%s/%s", ck->name, file);
+    } else {
+        snprintf(buf, n, "%s", ck->files[0]);
+    }
+}
+
+/* weight [R, C] F8_E4M3 (in file f) with name_scale_inv [ceil(R/b0), ceil(C/b1)] F32, as
+ * stored: raw [R * C] codes, scale [ceil(R/b0) * ceil(C/b1)]. Refuses, naming the shard,
+ * tensor, element, code and scale, a NaN code (0x7f, 0xff) or an element whose value (code
+ * times scale) is not finite. */
+static moe_status_t ck_read_fp8_raw(moe_ckpt_t *ck, moe_st_file_t *f, const char *name,
+                                    const int64_t *shape, uint8_t *raw, float *scale,
+                                    moe_error_t *err)
 {
     char sname[512];
     int64_t R = shape[0], C = shape[1], b0 = ck->block[0], b1 = ck->block[1];
@@ -638,11 +633,7 @@ static moe_status_t ck_read_fp8(moe_ckpt_t *ck, moe_st_file_t *f, const char *na
         return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: FP8 weight '%.200s' has no scale "
                              "tensor '%.200s'", ck->name, name, sname);
     }
-    float *scale = malloc((size_t)(sshape[0] * sshape[1]) * sizeof(float));
-    uint8_t *raw = malloc((size_t)(R * C));
-    moe_status_t st = scale == NULL || raw == NULL
-                          ? moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory for FP8")
-                          : ck_locate(ck, sname, &sf, &sti, err);
+    moe_status_t st = ck_locate(ck, sname, &sf, &sti, err);
     if (st == MOE_OK) {
         st = ck_shape_check(ck, moe_ckpt_name(ck), sti, 2, sshape, err);
     }
@@ -653,24 +644,45 @@ static moe_status_t ck_read_fp8(moe_ckpt_t *ck, moe_st_file_t *f, const char *na
         st = moe_st_read_raw(f, name, raw, (size_t)(R * C), err);
     }
     int64_t bad = -1; /* the first element that is NaN (code 0x7f/0xff) or overflows */
-    for (int64_t r = 0; st == MOE_OK && r < R; r++) {
+    float badv = 0.0f;
+    for (int64_t r = 0; st == MOE_OK && bad < 0 && r < R; r++) {
+        const float *srow = scale + (r / b0) * sshape[1];
         for (int64_t c = 0; c < C; c++) {
-            float v = moe_fp8_e4m3_to_f32(raw[r * C + c]) * scale[(r / b0) * sshape[1] + c / b1];
-            dst[r * C + c] = v;
-            bad = bad < 0 && !isfinite(v) ? r * C + c : bad;
+            float v = moe_fp8_e4m3_to_f32(raw[r * C + c]) * srow[c / b1];
+            if (!isfinite(v)) {
+                bad = r * C + c;
+                badv = v;
+                break;
+            }
         }
     }
     if (st == MOE_OK && bad >= 0) {
-        const char *file = ck->index != NULL
-                               ? json_string_value(json_object_get(ck->weight_map, name))
-                               : NULL; /* the shard, found by ck_locate already */
-        st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s%s%s: tensor '%.200s' (F8_E4M3) holds %s "
+        char file[2 * MOE_PATH_MAX];
+        ck_tensor_file(ck, name, file, sizeof(file));
+        st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' (F8_E4M3) holds %s "
                            "at element %lld (code 0x%02x, scale %g): moed refuses weights that "
-                           "are not finite", file != NULL ? ck->name : ck->files[0],
-                           file != NULL ? "/" : "", file != NULL ? file : "", name,
-                           isnan(dst[bad]) ? "NaN" : "inf",
-                           (long long)bad, raw[bad], (double)scale[(bad / C / b0) * sshape[1] +
-                                                                  bad % C / b1]);
+                           "are not finite", file, name, isnan(badv) ? "NaN" : "inf",
+                           (long long)bad, raw[bad],
+                           (double)scale[(bad / C / b0) * sshape[1] + bad % C / b1]);
+    }
+    return st;
+}
+
+/* weight [R, C] F8_E4M3 with name_scale_inv, dequantised to F32 (value = code x scale). */
+static moe_status_t ck_read_fp8(moe_ckpt_t *ck, moe_st_file_t *f, const char *name,
+                                const int64_t *shape, float *dst, moe_error_t *err)
+{
+    int64_t R = shape[0], C = shape[1], b0 = ck->block[0], b1 = ck->block[1];
+    int64_t sc = (C + b1 - 1) / b1;
+    float *scale = malloc((size_t)(((R + b0 - 1) / b0) * sc) * sizeof(float));
+    uint8_t *raw = malloc((size_t)(R * C));
+    moe_status_t st = scale == NULL || raw == NULL
+                          ? moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory for FP8")
+                          : ck_read_fp8_raw(ck, f, name, shape, raw, scale, err);
+    for (int64_t r = 0; st == MOE_OK && r < R; r++) {
+        for (int64_t c = 0; c < C; c++) {
+            dst[r * C + c] = moe_fp8_e4m3_to_f32(raw[r * C + c]) * scale[(r / b0) * sc + c / b1];
+        }
     }
     free(raw);
     free(scale);
@@ -736,5 +748,135 @@ moe_status_t moe_ckpt_read_slab(moe_ckpt_t *ck, const char *name, int ndim,
     if (st == MOE_OK) {
         ck_note_dtype(ck, ti->dtype_name);
     }
+    return st;
+}
+
+moe_status_t moe_ckpt_read_fp8(moe_ckpt_t *ck, const char *name, int64_t rows, int64_t cols,
+                               uint8_t *codes, float *scales, moe_error_t *err)
+{
+    moe_st_file_t *f = NULL;
+    const moe_st_tensor_info_t *ti = NULL;
+    int64_t shape[2] = {rows, cols};
+    moe_status_t st = ck_find_shaped(ck, name, 2, shape, &f, &ti, err);
+    if (st == MOE_OK && strcmp(ti->dtype_name, "F8_E4M3") != 0) {
+        char file[2 * MOE_PATH_MAX];
+        ck_tensor_file(ck, name, file, sizeof(file));
+        st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' is %s, but this rank "
+                           "holds its experts in FP8 as stored (the first expert tensor is "
+                           "F8_E4M3): the checkpoint mixes types; set model.dtype: bf16",
+                           file, name, ti->dtype_name);
+    }
+    if (st == MOE_OK) {
+        st = ck_read_fp8_raw(ck, f, name, shape, codes, scales, err);
+    }
+    if (st == MOE_OK) {
+        ck_note_dtype(ck, "F8_E4M3");
+    }
+    return st;
+}
+
+void moe_ckpt_fp8_block(const moe_ckpt_t *ck, int64_t block[2])
+{
+    block[0] = ck->block[0];
+    block[1] = ck->block[1];
+}
+
+bool moe_ckpt_is_mxfp4(moe_ckpt_t *ck, const char *name)
+{
+    char blocks[512];
+    snprintf(blocks, sizeof(blocks), "%s_blocks", name);
+    return !moe_ckpt_has(ck, name) && moe_ckpt_has(ck, blocks);
+}
+
+float moe_mxfp4_value(uint8_t nibble)
+{
+    /* OCP MX v1.0, FP4 E2M1: sign, 2 exponent bits (bias 1), 1 mantissa bit; no inf/NaN */
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    return (nibble & 8) ? -mag[nibble & 7] : mag[nibble & 7];
+}
+
+float moe_e8m0_to_f32(uint8_t e)
+{
+    return e == 255 ? NAN : ldexpf(1.0f, (int)e - 127); /* OCP MX v1.0 E8M0: 0xFF is NaN */
+}
+
+/* NAME_blocks [E, R, C/32, 16] U8 and NAME_scales [E, R, C/32] U8 (shape = E, R, C). */
+static moe_status_t ck_mxfp4_find(moe_ckpt_t *ck, const char *name, const int64_t *shape,
+                                  char *bname, char *sname, size_t n, moe_st_file_t **bf,
+                                  moe_st_file_t **sf, moe_error_t *err)
+{
+    const moe_st_tensor_info_t *bt = NULL, *stt = NULL;
+    int64_t E = shape[0], R = shape[1], C = shape[2];
+    snprintf(bname, n, "%s_blocks", name);
+    snprintf(sname, n, "%s_scales", name);
+    if (C % MOE_CKPT_MXFP4_BLOCK != 0) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: MXFP4 tensor '%.200s' has %lld inputs, "
+                             "not a multiple of its %d-value scale blocks", ck->name, name,
+                             (long long)C, MOE_CKPT_MXFP4_BLOCK);
+    }
+    int64_t bshape[4] = {E, R, C / MOE_CKPT_MXFP4_BLOCK, MOE_CKPT_MXFP4_BLOCK / 2};
+    moe_status_t st = ck_find_shaped(ck, bname, 4, bshape, bf, &bt, err);
+    if (st == MOE_OK) {
+        st = ck_find_shaped(ck, sname, 3, bshape, sf, &stt, err);
+    }
+    const moe_st_tensor_info_t *bad = st != MOE_OK                          ? NULL
+                                      : strcmp(bt->dtype_name, "U8") != 0  ? bt
+                                      : strcmp(stt->dtype_name, "U8") != 0 ? stt
+                                                                           : NULL;
+    if (bad != NULL) {
+        char file[2 * MOE_PATH_MAX];
+        ck_tensor_file(ck, bad->name, file, sizeof(file));
+        st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: MXFP4 tensor '%.200s' is %s; its "
+                           "_blocks and _scales are U8", file, bad->name, bad->dtype_name);
+    }
+    return st;
+}
+
+moe_status_t moe_ckpt_read_mxfp4_slab(moe_ckpt_t *ck, const char *name, const int64_t *shape,
+                                      int64_t index, uint8_t *blocks, uint8_t *scales,
+                                      moe_error_t *err)
+{
+    char bname[512], sname[512];
+    moe_st_file_t *bf = NULL, *sf = NULL;
+    int64_t R = shape[1], C = shape[2], nb = R * C / 2, ns = R * C / MOE_CKPT_MXFP4_BLOCK;
+    moe_status_t st = ck_mxfp4_find(ck, name, shape, bname, sname, sizeof(bname), &bf, &sf, err);
+    if (st == MOE_OK) {
+        st = moe_st_read_raw_range(bf, bname, (uint64_t)(index * nb), blocks, (size_t)nb, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_st_read_raw_range(sf, sname, (uint64_t)(index * ns), scales, (size_t)ns, err);
+    }
+    for (int64_t i = 0; st == MOE_OK && i < ns; i++) {
+        if (scales[i] == 255) {
+            char file[2 * MOE_PATH_MAX];
+            ck_tensor_file(ck, sname, file, sizeof(file));
+            st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' (U8, e8m0) holds NaN "
+                               "(255) at element %lld: moed refuses weights that are not "
+                               "finite", file, sname, (long long)(index * ns + i));
+        }
+    }
+    if (st == MOE_OK) {
+        ck_note_dtype(ck, "MXFP4");
+    }
+    return st;
+}
+
+moe_status_t moe_ckpt_read_mxfp4_f32(moe_ckpt_t *ck, const char *name, const int64_t *shape,
+                                     int64_t index, float *dst, moe_error_t *err)
+{
+    int64_t R = shape[1], C = shape[2];
+    uint8_t *blocks = malloc((size_t)(R * C / 2) + 1);
+    uint8_t *scales = malloc((size_t)(R * C / MOE_CKPT_MXFP4_BLOCK) + 1);
+    moe_status_t st = blocks == NULL || scales == NULL
+                          ? moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory for MXFP4")
+                          : moe_ckpt_read_mxfp4_slab(ck, name, shape, index, blocks, scales, err);
+    /* transformers' convert_moe_packed_tensors: the low nibble is the even element */
+    for (int64_t i = 0; st == MOE_OK && i < R * C / 2; i++) {
+        float s = moe_e8m0_to_f32(scales[i * 2 / MOE_CKPT_MXFP4_BLOCK]);
+        dst[2 * i] = moe_mxfp4_value(blocks[i] & 0xF) * s;
+        dst[2 * i + 1] = moe_mxfp4_value(blocks[i] >> 4) * s;
+    }
+    free(blocks);
+    free(scales);
     return st;
 }

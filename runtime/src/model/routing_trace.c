@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -289,8 +290,17 @@ moe_status_t moe_routing_trace_open(const char *path, bool data, moe_routing_tra
 {
     memset(out, 0, sizeof(*out));
     if (moe_routing_trace_resolve(path, out->path, sizeof(out->path)) != 0) {
+        int e = errno;
+        char cwd[2048] = "";
+        if (path[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL) {
+            cwd[0] = '\0';
+        }
+        if (cwd[0] != '\0') {
+            return moe_error_set(err, MOE_ERR_IO, "%s: cannot read the routing trace (tried "
+                                 "%s/%s): %s", path, cwd, path, strerror(e));
+        }
         return moe_error_set(err, MOE_ERR_IO, "%s: cannot read the routing trace: %s", path,
-                             strerror(errno));
+                             strerror(e));
     }
     moe_st_file_t *f = NULL;
     moe_status_t st = moe_st_open(out->path, &f, err);

@@ -928,6 +928,26 @@ moe_status_t moe_st_read_raw(moe_st_file_t *f, const char *name, void *dst, size
     return len == 0 ? MOE_OK : st_src_read(f, f->data_start + t->data_begin, dst, len, err);
 }
 
+moe_status_t moe_st_read_raw_range(moe_st_file_t *f, const char *name, uint64_t offset,
+                                   void *dst, size_t len, moe_error_t *err)
+{
+    if (f == NULL || name == NULL || (dst == NULL && len > 0)) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_st_read_raw_range: NULL argument");
+    }
+    const moe_st_tensor_info_t *t = moe_st_find(f, name);
+    if (t == NULL) {
+        return st_not_found(f, name, err);
+    }
+    uint64_t size = t->data_end - t->data_begin;
+    if (offset > size || (uint64_t)len > size - offset) {
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' holds %" PRIu64
+                             " bytes; [%" PRIu64 ", +%zu) is past its end", f->name, name, size,
+                             offset, len);
+    }
+    return len == 0 ? MOE_OK
+                    : st_src_read(f, f->data_start + t->data_begin + offset, dst, len, err);
+}
+
 moe_status_t moe_st_read_f32_shaped(moe_st_file_t *f, const char *name, int ndim,
                                     const int64_t *shape, float *dst, moe_error_t *err)
 {

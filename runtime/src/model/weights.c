@@ -7,6 +7,7 @@
 
 #include "moe/bf16.h"
 #include "moe/clock.h"
+#include "moe/mem.h"
 #include "moe/log.h"
 #include "moe/stop.h"
 #include "moe/testctl.h"
@@ -33,7 +34,8 @@
  * as many as any rank, so its progress is the job's to within one expert. */
 typedef struct load_progress {
     bool show;
-    int held_size;      /* bytes per value as held (4 F32, 2 BF16): F32 bytes built scale */
+    double held_size;   /* bytes per value as held (4 F32, 2 BF16, 1 FP8, 0.5 MXFP4): the
+                         * F32 bytes built scale by it */
     size_t done, total; /* expert bytes built / to build here */
     int64_t t0, last_ns;
 } load_progress_t;
@@ -90,7 +92,10 @@ static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_
                            const char *held, load_progress_t *p)
 {
     memset(p, 0, sizeof(*p));
-    p->held_size = strcmp(held, "BF16") == 0 ? 2 : 4;
+    p->held_size = strcmp(held, "BF16") == 0    ? 2.0
+                   : strcmp(held, "FP8") == 0   ? 1.0
+                   : strcmp(held, "MXFP4") == 0 ? 0.5
+                                                : 4.0;
     int lo = 0, hi = 0;
     int local_all = rank_expert_layers(cfg, rank, &lo, &hi);
     int most_in_layer = 0;
@@ -154,7 +159,7 @@ static void progress_add(load_progress_t *p, size_t bytes)
     if (p == NULL || !p->show) {
         return;
     }
-    p->done += bytes / 4 * (size_t)p->held_size;
+    p->done += (size_t)((double)bytes / 4.0 * p->held_size);
     int64_t now = moe_now_ns();
     if (p->done >= p->total || now - p->last_ns < LOAD_REPORT_NS) {
         return;
@@ -195,8 +200,12 @@ typedef struct load_ctx {
     moe_ckpt_t *ck;            /* NULL: random weights */
     load_progress_t *prog;
     bool round_bf16;           /* F32-held expert values rounded to BF16 (model.dtype bf16) */
-    moe_dtype_t store;         /* MOE_DTYPE_BF16: experts held in BF16 */
+    moe_dtype_t store;         /* MOE_DTYPE_BF16: experts held in BF16; FP8, MXFP4: as stored */
     moe_expert_weights_t tmp;  /* F32 staging of one expert when held in BF16 */
+    uint8_t *codes;            /* FP8 / MXFP4: one tensor's codes as the file holds them */
+    uint8_t *mx_scales;        /* MXFP4: one slab's e8m0 scales */
+    float *fp8_scales;         /* FP8: one tensor's block scales */
+    int64_t fp8_block[2];      /* FP8: the checkpoint's scale block */
     moe_error_t *err;
 } load_ctx_t;
 
@@ -285,7 +294,8 @@ static moe_status_t file_ffn(load_ctx_t *c, const char *pattern, int decoder, in
 }
 
 /* gpt-oss: expert e's slabs of the fused tensors, de-interleaved (gate = even columns of
- * gate_up_proj[e] [H, 2F], up = odd) and transposed into W13 [2F, H], W2 [H, F]. */
+ * gate_up_proj[e] [H, 2F], up = odd) and transposed into W13 [2F, H], W2 [H, F]; an MXFP4
+ * release (gate_up_proj_blocks [E, 2F, H/32, 16]: rows, not columns) dequantised. */
 static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_t *ew)
 {
     const moe_config_t *cfg = c->cfg;
@@ -295,11 +305,23 @@ static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_
     char name[512];
     float *tmp = NULL;
     moe_status_t st = alloc_floats(&tmp, (size_t)(H * 2 * F), c->err);
-    if (st == MOE_OK) {
-        snprintf(name, sizeof(name), nm->fused_gate_up, decoder);
+    snprintf(name, sizeof(name), nm->fused_gate_up, decoder);
+    bool mx = st == MOE_OK && moe_ckpt_is_mxfp4(c->ck, name);
+    if (mx) { /* MXFP4 widened on request: [2F, H] rows interleaved, not transposed */
+        int64_t mgu[3] = {E, 2 * F, H}, mdn[3] = {E, H, F};
+        st = moe_ckpt_read_mxfp4_f32(c->ck, name, mgu, e, tmp, c->err);
+        for (int64_t j = 0; st == MOE_OK && j < F; j++) {
+            memcpy(ew->w13 + j * H, tmp + 2 * j * H, (size_t)H * sizeof(float));
+            memcpy(ew->w13 + (F + j) * H, tmp + (2 * j + 1) * H, (size_t)H * sizeof(float));
+        }
+        snprintf(name, sizeof(name), nm->fused_down, decoder);
+        if (st == MOE_OK) {
+            st = moe_ckpt_read_mxfp4_f32(c->ck, name, mdn, e, ew->w2, c->err);
+        }
+    } else if (st == MOE_OK) {
         st = moe_ckpt_read_slab(c->ck, name, 3, gu, e, tmp, c->err);
     }
-    for (int64_t h = 0; st == MOE_OK && h < H; h++) {
+    for (int64_t h = 0; st == MOE_OK && !mx && h < H; h++) {
         for (int64_t j = 0; j < F; j++) {
             ew->w13[j * H + h] = tmp[h * 2 * F + 2 * j];
             ew->w13[(F + j) * H + h] = tmp[h * 2 * F + 2 * j + 1];
@@ -313,11 +335,11 @@ static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_
         ew->b13[j] = tmp[2 * j];
         ew->b13[F + j] = tmp[2 * j + 1];
     }
-    if (st == MOE_OK) {
+    if (st == MOE_OK && !mx) {
         snprintf(name, sizeof(name), nm->fused_down, decoder);
         st = moe_ckpt_read_slab(c->ck, name, 3, dn, e, tmp, c->err);
     }
-    for (int64_t f = 0; st == MOE_OK && f < F; f++) {
+    for (int64_t f = 0; st == MOE_OK && !mx && f < F; f++) {
         for (int64_t h = 0; h < H; h++) {
             ew->w2[h * F + f] = tmp[f * H + h];
         }
@@ -370,6 +392,10 @@ static void free_ffn(moe_expert_weights_t *ew)
     free(ew->w2_bf16);
     free(ew->w13_packed);
     free(ew->w2_packed);
+    free(ew->w13_q);
+    free(ew->w2_q);
+    free(ew->w13_s);
+    free(ew->w2_s);
     free(ew->b13);
     free(ew->b2);
 }
@@ -410,13 +436,198 @@ static void stage_to_bf16(const load_ctx_t *c, moe_expert_weights_t *ew)
     }
 }
 
+/* Bytes of the codes and of the scales of one matrix of n outputs and k inputs held as
+ * `store` (FP8 or MXFP4) in the blocked layout (weights.h); sk: FP8's scale block inputs. */
+static void quant_sizes(moe_dtype_t store, int64_t n, int64_t k, int64_t sk, size_t *codes,
+                        size_t *scales)
+{
+    int64_t np = moe_blk_pad(n, MOE_BLK_N), kp = moe_blk_pad(k, MOE_BLK_K);
+    if (store == MOE_DTYPE_MXFP4) {
+        *codes = (size_t)(np * kp / 2);
+        *scales = (size_t)(np * (kp / MOE_MXFP4_BLOCK));
+    } else {
+        *codes = (size_t)(np * kp);
+        *scales = (size_t)(np * ((kp + sk - 1) / sk)) * sizeof(float);
+    }
+}
+
+/* One blocked matrix's codes (zero: the padding) and scales (padding rows: 0 for FP8, 2^0
+ * for MXFP4), on huge pages: the small-batch kernels stream them. */
+static moe_status_t alloc_quant_matrix(moe_dtype_t store, int64_t n, int64_t k, int64_t sk,
+                                       uint8_t **q, void **sc, moe_error_t *err)
+{
+    size_t cb = 0, sb = 0;
+    quant_sizes(store, n, k, sk, &cb, &sb);
+    *q = moe_alloc_large(cb);
+    *sc = moe_alloc_large(sb);
+    if (*q == NULL || *sc == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %zu MiB for %s weights",
+                             (cb + sb) >> 20, store == MOE_DTYPE_MXFP4 ? "MXFP4" : "FP8");
+    }
+    memset(*q, 0, cb);
+    memset(*sc, store == MOE_DTYPE_MXFP4 ? 127 : 0, sb);
+    return MOE_OK;
+}
+
+/* Expert ew's matrices held as stored (store FP8 or MXFP4) and its F32 biases. */
+static moe_status_t alloc_ffn_quant(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
+                                    moe_expert_weights_t *ew, moe_error_t *err)
+{
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    moe_status_t st = alloc_quant_matrix(store, up_rows(cfg, F), H, sk, &ew->w13_q, &ew->w13_s,
+                                         err);
+    if (st == MOE_OK) {
+        st = alloc_quant_matrix(store, H, F, sk, &ew->w2_q, &ew->w2_s, err);
+    }
+    return st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
+}
+
+/* Output rows [row0, row0 + rows) of a blocked FP8 matrix of kp (padded) inputs from a
+ * checkpoint tensor: codes [rows, cols] and its block scales [ceil(rows / b0)][ceil(cols /
+ * b1)], each output row taking the scales of its block row. */
+static void pack_fp8(uint8_t *q, float *sc, int64_t kp, int64_t row0, int64_t rows,
+                     int64_t cols, const uint8_t *codes, const float *scales,
+                     const int64_t *block)
+{
+    int64_t ks = (kp + block[1] - 1) / block[1], scols = (cols + block[1] - 1) / block[1];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t n = row0 + r;
+        for (int64_t k = 0; k < cols; k++) {
+            q[moe_blk_index(n, k, kp)] = codes[r * cols + k];
+        }
+        for (int64_t j = 0; j < scols; j++) {
+            sc[moe_blk_scale_index(n, j, ks)] = scales[(r / block[0]) * scols + j];
+        }
+    }
+}
+
+/* An MXFP4 slab [rows, cols] (blocks: cols / 2 bytes a row, scales: cols / 32) into a blocked
+ * matrix of kp = cols inputs; slab row r is output row r, or with gate_up_f > 0 (gpt-oss's
+ * fused gate_up_proj, gate and up interleaved) row r / 2 (even r: the gate) or
+ * gate_up_f + r / 2 (odd r: the up projection). Byte i of a row holds inputs 2i (low nibble)
+ * and 2i + 1: one byte of the blocked layout as it is. */
+static void pack_mxfp4(uint8_t *q, uint8_t *sc, int64_t rows, int64_t cols,
+                       const uint8_t *blocks, const uint8_t *scales, int64_t gate_up_f)
+{
+    int64_t kp = cols, ks = cols / MOE_MXFP4_BLOCK, bpr = cols / 2;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t n = gate_up_f > 0 ? (r % 2 == 0 ? r / 2 : gate_up_f + r / 2) : r;
+        for (int64_t i = 0; i < bpr; i++) {
+            q[moe_blk_index(n, 2 * i, kp) / 2] = blocks[r * bpr + i];
+        }
+        for (int64_t j = 0; j < ks; j++) {
+            sc[moe_blk_scale_index(n, j, ks)] = scales[r * ks + j];
+        }
+    }
+}
+
+void moe_weights_quant_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
+                             size_t bytes[4])
+{
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    quant_sizes(store, up_rows(cfg, F), H, sk, &bytes[0], &bytes[1]);
+    quant_sizes(store, H, F, sk, &bytes[2], &bytes[3]);
+}
+
+/* FP8 expert (gate, up, down of a separate expert) read as stored into ew's blocked codes. */
+static moe_status_t fp8_expert(load_ctx_t *c, int decoder, moe_expert_weights_t *ew)
+{
+    const moe_config_t *cfg = c->cfg;
+    const moe_family_t *nm = c->names;
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t kp13 = moe_blk_pad(H, MOE_BLK_K), kp2 = moe_blk_pad(F, MOE_BLK_K);
+    const char *proj[3] = {nm->proj_gate, nm->proj_up, nm->proj_down};
+    moe_status_t st = MOE_OK;
+    char name[512];
+    for (int p = 0; p < 3 && st == MOE_OK; p++) {
+        if (p == 1 && cfg->activation == MOE_ACT_GELU) {
+            continue; /* gelu: W13 is W1 only */
+        }
+        int64_t rows = p == 2 ? H : F, cols = p == 2 ? F : H;
+        snprintf(name, sizeof(name), nm->expert, decoder, ew->id, proj[p]);
+        st = moe_ckpt_read_fp8(c->ck, name, rows, cols, c->codes, c->fp8_scales, c->err);
+        if (st == MOE_OK && p < 2) {
+            pack_fp8(ew->w13_q, ew->w13_s, kp13, p * F, rows, cols, c->codes, c->fp8_scales,
+                     c->fp8_block);
+        } else if (st == MOE_OK) {
+            pack_fp8(ew->w2_q, ew->w2_s, kp2, 0, rows, cols, c->codes, c->fp8_scales,
+                     c->fp8_block);
+        }
+        if (st == MOE_OK) {
+            progress_add(c->prog, (size_t)(rows * cols) * sizeof(float));
+        }
+    }
+    return st;
+}
+
+/* gpt-oss MXFP4 expert e: its slabs of gate_up_proj_blocks/_scales [E, 2F, H/32, 16] (gate and
+ * up rows interleaved) and down_proj_blocks/_scales [E, H, F/32, 16], as stored, into ew's
+ * blocked codes; the biases (BF16 in the release) in F32, de-interleaved like the BF16 form's. */
+static moe_status_t mxfp4_expert(load_ctx_t *c, int decoder, moe_expert_weights_t *ew)
+{
+    const moe_config_t *cfg = c->cfg;
+    const moe_family_t *nm = c->names;
+    int64_t E = cfg->num_experts, H = cfg->hidden_dim, F = cfg->ffn_dim, e = ew->id;
+    int64_t gu[3] = {E, 2 * F, H}, dn[3] = {E, H, F}, gub[2] = {E, 2 * F}, dnb[2] = {E, H};
+    char name[512];
+    float *tmp = NULL;
+    snprintf(name, sizeof(name), nm->fused_gate_up, decoder);
+    moe_status_t st = moe_ckpt_read_mxfp4_slab(c->ck, name, gu, e, c->codes, c->mx_scales,
+                                               c->err);
+    if (st == MOE_OK) {
+        pack_mxfp4(ew->w13_q, ew->w13_s, 2 * F, H, c->codes, c->mx_scales, F);
+        snprintf(name, sizeof(name), nm->fused_down, decoder);
+        st = moe_ckpt_read_mxfp4_slab(c->ck, name, dn, e, c->codes, c->mx_scales, c->err);
+    }
+    if (st == MOE_OK) {
+        pack_mxfp4(ew->w2_q, ew->w2_s, H, F, c->codes, c->mx_scales, 0);
+        st = alloc_floats(&tmp, (size_t)(2 * F), c->err);
+    }
+    if (st == MOE_OK) {
+        snprintf(name, sizeof(name), nm->fused_gate_up_bias, decoder);
+        st = moe_ckpt_read_slab(c->ck, name, 2, gub, e, tmp, c->err);
+    }
+    for (int64_t j = 0; st == MOE_OK && j < F; j++) {
+        ew->b13[j] = tmp[2 * j];
+        ew->b13[F + j] = tmp[2 * j + 1];
+    }
+    if (st == MOE_OK) {
+        snprintf(name, sizeof(name), nm->fused_down_bias, decoder);
+        st = moe_ckpt_read_slab(c->ck, name, 2, dnb, e, ew->b2, c->err);
+    }
+    free(tmp);
+    if (st == MOE_OK) {
+        progress_add(c->prog, (size_t)(3 * H * F) * sizeof(float));
+    }
+    return st;
+}
+
+/* Staging for one tensor read as stored (FP8 codes and scales, or an MXFP4 slab). */
+static moe_status_t alloc_quant_staging(load_ctx_t *c)
+{
+    const moe_config_t *cfg = c->cfg;
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim, b0 = c->fp8_block[0], b1 = c->fp8_block[1];
+    size_t sc = (size_t)(((F + b0 - 1) / b0) * ((H + b1 - 1) / b1));
+    size_t sc2 = (size_t)(((H + b0 - 1) / b0) * ((F + b1 - 1) / b1));
+    c->codes = malloc((size_t)(F * H) + 1);
+    c->fp8_scales = malloc((sc > sc2 ? sc : sc2) * sizeof(float) + 1);
+    c->mx_scales = malloc((size_t)(2 * F * H / MOE_MXFP4_BLOCK) + 1);
+    if (c->codes == NULL || c->fp8_scales == NULL || c->mx_scales == NULL) {
+        return moe_error_set(c->err, MOE_ERR_NO_MEMORY, "cannot allocate the staging of one "
+                             "expert tensor");
+    }
+    return MOE_OK;
+}
+
 moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_dtype_t store,
-                                      moe_expert_weights_t *ew, moe_error_t *err)
+                                      int64_t sk, moe_expert_weights_t *ew, moe_error_t *err)
 {
     memset(ew, 0, sizeof(*ew));
     ew->id = id;
     moe_status_t st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, ew, err)
-                                              : alloc_ffn(cfg, cfg->ffn_dim, ew, err);
+                      : store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4
+                          ? alloc_ffn_quant(cfg, store, sk, ew, err)
+                          : alloc_ffn(cfg, cfg->ffn_dim, ew, err);
     if (st != MOE_OK) {
         free_ffn(ew);
         memset(ew, 0, sizeof(*ew));
@@ -514,6 +725,7 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
         st = moe_error_set(c->err, MOE_ERR_NO_MEMORY, "cannot allocate expert table");
     }
     bool bf16 = c->store == MOE_DTYPE_BF16;
+    bool quant = c->store == MOE_DTYPE_FP8 || c->store == MOE_DTYPE_MXFP4;
     for (int i = 0; st == MOE_OK && i < n; i++) {
         moe_expert_weights_t *ew = &lw->experts[i];
         ew->id = ids[i];
@@ -521,8 +733,13 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
         /* Held in BF16: built in F32 in c->tmp, then narrowed (one expert's F32 at a time). */
         moe_expert_weights_t *f = bf16 ? &c->tmp : ew;
         f->id = ew->id;
-        st = bf16 ? alloc_ffn_bf16(cfg, ew, c->err) : alloc_ffn(cfg, cfg->ffn_dim, ew, c->err);
-        if (st == MOE_OK && c->ck == NULL) {
+        st = quant  ? alloc_ffn_quant(cfg, c->store, c->fp8_block[1], ew, c->err)
+             : bf16 ? alloc_ffn_bf16(cfg, ew, c->err)
+                    : alloc_ffn(cfg, cfg->ffn_dim, ew, c->err);
+        if (st == MOE_OK && quant) { /* held as stored: read straight into its layout */
+            st = c->store == MOE_DTYPE_FP8 ? fp8_expert(c, cfg->layer_ids[layer], ew)
+                                           : mxfp4_expert(c, cfg->layer_ids[layer], ew);
+        } else if (st == MOE_OK && c->ck == NULL) {
             random_ffn(cfg, layer, ew->id, cfg->ffn_dim, f, c->prog);
         } else if (st == MOE_OK && c->names->expert == NULL) {
             st = fused_expert(c, cfg->layer_ids[layer], f);
@@ -590,17 +807,32 @@ static int64_t shared_ffn(const moe_config_t *cfg, const moe_family_t *fam)
     return cfg->shared_ffn_dim > 0 ? cfg->shared_ffn_dim : cfg->ffn_dim * cfg->n_shared_experts;
 }
 
+/* Bytes of one expert held as `store` (FP8, MXFP4: the blocked codes and scales, sk: FP8's
+ * scale block inputs), F32 biases included. */
+static double held_expert_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk)
+{
+    if (store != MOE_DTYPE_FP8 && store != MOE_DTYPE_MXFP4) {
+        return (double)ffn_bytes(cfg, cfg->ffn_dim,
+                                 store == MOE_DTYPE_BF16 ? sizeof(uint16_t) : sizeof(float));
+    }
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    size_t c13 = 0, s13 = 0, c2 = 0, s2 = 0;
+    quant_sizes(store, up_rows(cfg, F), H, sk, &c13, &s13);
+    quant_sizes(store, H, F, sk, &c2, &s2);
+    double b = (double)c13 + (double)s13 + (double)c2 + (double)s2;
+    return cfg->activation == MOE_ACT_SWIGLU_OAI ? b + (double)(2 * F + H) * sizeof(float) : b;
+}
+
 void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
                        double *routing)
 {
     /* as moe_weights_load counts them, in double: no size_t product to overflow */
-    bool bf16 = store == MOE_DTYPE_BF16;
     int64_t Fs = shared_ffn(cfg, moe_family_get(cfg->family));
     double gate = (double)cfg->num_experts * (double)(cfg->hidden_dim + 1) * sizeof(float);
     double shared = Fs > 0 ? (double)ffn_bytes(cfg, Fs, sizeof(float)) +
                                  (double)cfg->hidden_dim * sizeof(float)
                            : 0.0;
-    *per_expert = (double)ffn_bytes(cfg, cfg->ffn_dim, bf16 ? sizeof(uint16_t) : sizeof(float));
+    *per_expert = held_expert_bytes(cfg, store, 128); /* FP8: DeepSeek's 128-input blocks */
     *routing = (gate + shared) * (double)cfg->num_layers;
 }
 
@@ -641,16 +873,20 @@ static void describe(const moe_config_t *cfg, const load_ctx_t *c, moe_weights_t
     (void)cfg;
 }
 
-/* model.dtype auto: what a file dtype is held as (FP8 is dequantised to BF16). */
-static moe_dtype_t dtype_of_file(const char *name)
+/* model.dtype auto: what a file dtype is held as: FP8 and MXFP4 as stored on the CPU,
+ * dequantised to BF16 on cuda (its GEMMs take BF16). */
+static moe_dtype_t dtype_of_file(const char *name, bool cuda)
 {
-    if (strcmp(name, "BF16") == 0 || strcmp(name, "F8_E4M3") == 0) {
+    if (strcmp(name, "F8_E4M3") == 0 || strcmp(name, "MXFP4") == 0) {
+        return cuda ? MOE_DTYPE_BF16 : name[0] == 'F' ? MOE_DTYPE_FP8 : MOE_DTYPE_MXFP4;
+    }
+    if (strcmp(name, "BF16") == 0) {
         return MOE_DTYPE_BF16;
     }
     return strcmp(name, "F16") == 0 ? MOE_DTYPE_F16 : MOE_DTYPE_F32;
 }
 
-/* The file dtype of `rank`'s first expert tensor of layer 0 (its gate projection). */
+/* The type `rank`'s first expert tensor of layer 0 (its gate projection) is held as. */
 static moe_status_t first_expert_dtype(const moe_config_t *cfg, int32_t id, moe_dtype_t *out,
                                        moe_error_t *err)
 {
@@ -668,13 +904,32 @@ static moe_status_t first_expert_dtype(const moe_config_t *cfg, int32_t id, moe_
         } else {
             snprintf(name, sizeof(name), c.names->fused_gate_up, cfg->layer_ids[0]);
         }
-        st = moe_ckpt_dtype_of(c.ck, name, &dn, err);
+        if (c.names->expert == NULL && moe_ckpt_is_mxfp4(c.ck, name)) {
+            dn = "MXFP4"; /* gpt-oss's release: gate_up_proj_blocks and _scales */
+        } else {
+            st = moe_ckpt_dtype_of(c.ck, name, &dn, err);
+        }
     }
     if (st == MOE_OK) {
-        *out = dtype_of_file(dn);
+        *out = dtype_of_file(dn, cfg->device == MOE_DEVICE_CUDA);
     }
     moe_ckpt_close(c.ck);
     return st;
+}
+
+void moe_weights_quant_note(const moe_config_t *cfg, moe_dtype_t held, char *buf, size_t n)
+{
+    moe_ckpt_t *ck = NULL;
+    int64_t block[2] = {128, 128};
+    if (held == MOE_DTYPE_MXFP4) {
+        snprintf(buf, n, "e2m1, e8m0 scales per %d values", MOE_MXFP4_BLOCK);
+        return;
+    }
+    if (moe_ckpt_open(cfg, &ck, NULL) == MOE_OK) {
+        moe_ckpt_fp8_block(ck, block);
+    }
+    moe_ckpt_close(ck);
+    snprintf(buf, n, "%lldx%lld block scales", (long long)block[0], (long long)block[1]);
 }
 
 moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtype_t *out,
@@ -708,17 +963,35 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     c.round_bf16 = store != MOE_DTYPE_BF16 && cfg->dtype == MOE_DTYPE_BF16;
     bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
     bool bf16 = store == MOE_DTYPE_BF16;
-    size_t per_expert = ffn_bytes(cfg, cfg->ffn_dim, bf16 ? sizeof(uint16_t) : sizeof(float));
+    bool quant = store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4;
+    bool hosts = moe_cfg_experts_of_rank(cfg, rank, NULL) > 0;
     int64_t Fs = shared_ffn(cfg, c.fam);
     int lo = 0, hi = 0; /* every layer's own set (placement.layers), not layer 0's */
-    size_t local_bytes = per_expert * (size_t)rank_expert_layers(cfg, rank, &lo, &hi);
+    int expert_layers = rank_expert_layers(cfg, rank, &lo, &hi);
+    c.fp8_block[0] = c.fp8_block[1] = 128;
     moe_status_t st = random ? MOE_OK : moe_ckpt_open(cfg, &c.ck, err);
     if (st == MOE_OK && !random) {
         st = pick_names(&c);
+        moe_ckpt_fp8_block(c.ck, c.fp8_block);
     }
-    if (st == MOE_OK && bf16 && moe_cfg_experts_of_rank(cfg, rank, NULL) > 0) {
+    if (st == MOE_OK && store == MOE_DTYPE_FP8 && c.fp8_block[1] % MOE_BLK_K != 0) {
+        st = moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: quantization_config.weight_block_size "
+                           "[%lld, %lld]: moed holds FP8 weights as stored only with scale blocks "
+                           "of a multiple of %d inputs; set model.dtype: bf16 to widen them",
+                           moe_ckpt_name(c.ck), (long long)c.fp8_block[0],
+                           (long long)c.fp8_block[1], MOE_BLK_K);
+    }
+    if (st == MOE_OK && store == MOE_DTYPE_MXFP4 && c.names->expert != NULL) {
+        st = moe_error_set(err, MOE_ERR_INTERNAL, "MXFP4 experts are gpt-oss's fused tensors");
+    }
+    if (st == MOE_OK && quant && hosts) {
+        st = alloc_quant_staging(&c);
+    }
+    if (st == MOE_OK && bf16 && hosts) {
         st = alloc_ffn(cfg, cfg->ffn_dim, &c.tmp, err);
     }
+    size_t per_expert = (size_t)held_expert_bytes(cfg, store, c.fp8_block[1]);
+    size_t local_bytes = per_expert * (size_t)expert_layers;
     if (st != MOE_OK) {
         goto out_close;
     }
@@ -728,7 +1001,12 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate layer table");
         goto out_close;
     }
-    progress_begin(cfg, rank, random, per_expert, bf16 ? "BF16" : "F32", &prog);
+    progress_begin(cfg, rank, random, per_expert,
+                   bf16                          ? "BF16"
+                   : store == MOE_DTYPE_FP8      ? "FP8"
+                   : store == MOE_DTYPE_MXFP4    ? "MXFP4"
+                                                 : "F32",
+                   &prog);
     for (int l = 0; l < w->num_layers && st == MOE_OK; l++) {
         st = load_layer(&c, rank, routes, Fs, l, &w->layers[l]);
     }
@@ -737,7 +1015,9 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = apply_skew(cfg, c.fam, w, err);
     }
     w->value = value;
-    w->store = bf16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
+    w->store = bf16 || quant ? store : MOE_DTYPE_F32;
+    w->fp8_block[0] = c.fp8_block[0];
+    w->fp8_block[1] = c.fp8_block[1];
     w->bytes_per_expert = per_expert;
     w->expert_bytes = local_bytes;
     w->shared_ffn = Fs;
@@ -751,6 +1031,9 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     describe(cfg, &c, w);
 out_close:
     free_ffn(&c.tmp);
+    free(c.codes);
+    free(c.fp8_scales);
+    free(c.mx_scales);
     moe_ckpt_close(c.ck);
     if (st != MOE_OK) {
         moe_weights_destroy(w);

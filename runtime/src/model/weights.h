@@ -22,18 +22,57 @@
 #include "moe_config/config.h"
 #include "moe/status.h"
 
+/* The blocked layout of an expert matrix W [N, K] (N outputs, K inputs) held as stored in
+ * FP8 or MXFP4, the one oneDNN's BF16 matmul packs its weights into on avx512_core_bf16
+ * ("BA16a64b2a"), so the small-batch kernels read both (expert/smallbatch.h):
+ *   N padded to Np (a multiple of MOE_BLK_N = 64), K to Kp (of MOE_BLK_K = 32), with zeros;
+ *   block (n / 64, k / 32) at element ((n / 64) * (Kp / 32) + k / 32) * 2048: all of one
+ *   64-output column block's K in a row; inside, 16 rows of (k % 32) / 2 holding 64 outputs
+ *   of 2 adjacent inputs each: + ((k % 32) / 2) * 128 + (n % 64) * 2 + k % 2.
+ * FP8 e4m3: a byte an element. MXFP4 e2m1: a nibble an element, elements 2i and 2i + 1 (the
+ * inputs k and k + 1 of one output) in byte i, the even one in the low nibble, as the
+ * checkpoint stores them.
+ * Scales, one per output and block of `sk` inputs (FP8: the checkpoint's weight_block_size
+ * input side, a multiple of 32, each output row taking its block row's scale; MXFP4: 32), in
+ * the same column blocks: [Np / 64][ceil(Kp / sk)][64], FP8 as float (scale_inv), MXFP4 as
+ * e8m0 bytes (2^(e - 127)); padding rows have scale 0 (FP8) or 127 (MXFP4). */
+#define MOE_BLK_N 64
+#define MOE_BLK_K 32
+#define MOE_MXFP4_BLOCK 32
+
+static inline int64_t moe_blk_pad(int64_t v, int64_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+/* Element (n, k)'s index in the blocked layout of a matrix of Kp (padded) inputs. */
+static inline int64_t moe_blk_index(int64_t n, int64_t k, int64_t kp)
+{
+    return ((n / MOE_BLK_N) * (kp / MOE_BLK_K) + k / MOE_BLK_K) * (MOE_BLK_N * MOE_BLK_K) +
+           (k % MOE_BLK_K) / 2 * (2 * MOE_BLK_N) + (n % MOE_BLK_N) * 2 + k % 2;
+}
+
+/* Scale (n, k / sk)'s index in the blocked scale layout (ks = ceil(Kp / sk) blocks). */
+static inline int64_t moe_blk_scale_index(int64_t n, int64_t kblock, int64_t ks)
+{
+    return ((n / MOE_BLK_N) * ks + kblock) * MOE_BLK_N + n % MOE_BLK_N;
+}
+
 /* One expert's weights on the host (see expert/expert.h for the FFN they feed), held as
  * moe_weights_t.store says: F32 in w13/w2, or BF16 in w13_bf16/w2_bf16 (same layouts), which
  * the CPU back-end later reorders into its GEMM's layout (w13_packed/w2_packed, freeing the
- * plain ones: expert/backend.h moe_expert_cpu_pack). Exactly one of the three pairs is set,
- * except with online rebalancing in BF16: the plain BF16 pair stays beside the packed one
- * (it is what moves to another rank). */
+ * plain ones: expert/backend.h moe_expert_cpu_pack), or FP8 / MXFP4 as the checkpoint
+ * stores them, in the blocked layout above (w13_q/w2_q with scales w13_s/w2_s). Exactly one
+ * of the four pairs is set, except with online rebalancing in BF16: the plain BF16 pair
+ * stays beside the packed one (it is what moves to another rank). */
 typedef struct moe_expert_weights {
     int32_t id;
     float *w13; /* [2F, H] swiglu (W1 and W3 stacked), [F, H] gelu */
     float *w2;  /* [H, F] */
     uint16_t *w13_bf16, *w2_bf16; /* BF16, as w13 and w2 */
     void *w13_packed, *w2_packed; /* BF16 in oneDNN's layout (malloc'd: free() frees them) */
+    uint8_t *w13_q, *w2_q; /* FP8 / MXFP4 codes, blocked ([2F or F, H] and [H, F]) */
+    void *w13_s, *w2_s;    /* their scales, blocked: float (FP8) or e8m0 bytes (MXFP4) */
     float *b13; /* [2F] gpt-oss gate then up bias, else NULL */
     float *b2;  /* [H] gpt-oss down bias, else NULL */
     float limit; /* gpt-oss swiglu_limit (MOE_ACT_SWIGLU_OAI) */
@@ -53,9 +92,11 @@ typedef struct moe_weights {
     int num_layers;
     moe_layer_weights_t *layers;
     float *gate_bias;        /* [E] routing_skew log-prior, NULL when none */
-    moe_dtype_t value;       /* the experts' values: F32, BF16 (rounded to it), F16 (cuda) */
-    moe_dtype_t store;       /* how the host holds them: F32 or BF16 (gates, biases and
-                              * shared experts stay F32) */
+    moe_dtype_t value;       /* the experts' values: F32, BF16 (rounded to it), F16 (cuda),
+                              * FP8 or MXFP4 (a checkpoint's, model.dtype auto, on the CPU) */
+    moe_dtype_t store;       /* how the host holds them: F32, BF16, FP8 or MXFP4 (gates,
+                              * biases and shared experts stay F32) */
+    int64_t fp8_block[2];    /* FP8: the scale block (weight_block_size: outputs, inputs) */
     moe_num_dtype_t compute; /* resolved runtime.compute_dtype (the engine sets it) */
     moe_num_dtype_t wire;    /* resolved runtime.wire_dtype (the engine sets it) */
     size_t bytes_per_expert; /* bytes of one expert's weights as held */
@@ -67,14 +108,16 @@ typedef struct moe_weights {
 } moe_weights_t;
 
 /* The experts' value type for model.dtype on `rank`: the type asked, or for auto the
- * checkpoint's type of this rank's first expert tensor (FP8 -> BF16), F32 for random
- * weights or a rank without experts. F16 on the CPU is F32 (converted exactly at load). */
+ * checkpoint's type of this rank's first expert tensor (FP8 e4m3 and MXFP4 as stored on the
+ * CPU, BF16 on cuda), F32 for random weights or a rank without experts. F16 on the CPU is
+ * F32 (converted exactly at load). */
 moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtype_t *out,
                                      moe_error_t *err);
 
 /* Load what `rank` needs. routes: whether this rank runs the gate. value: the experts' type
  * as moe_weights_value_dtype resolved it (recorded; the GPU stores them in it); store:
- * MOE_DTYPE_BF16 holds them in w13_bf16/w2_bf16 (rounded), else F32 — rounded to BF16 when
+ * MOE_DTYPE_BF16 holds them in w13_bf16/w2_bf16 (rounded), MOE_DTYPE_FP8 / MOE_DTYPE_MXFP4
+ * as the checkpoint stores them (w13_q/w2_q, blocked), else F32 — rounded to BF16 when
  * model.dtype is bf16, so F32 compute sees the values BF16 compute would. On error fills err
  * with a message naming the file and tensor; *w is then empty (safe to destroy). */
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
@@ -82,18 +125,28 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
 
 /* What moe_weights_load will hold, before anything is loaded: one expert's weights held as
- * `store` (F32 or BF16: bytes_per_expert), and a routing rank's gates, biases and shared
- * experts over all layers (routing_bytes). In double: a config's product may pass 2^64. */
+ * `store` (F32, BF16, FP8 with 128-input scale blocks, MXFP4: bytes_per_expert), and a
+ * routing rank's gates, biases and shared experts over all layers (routing_bytes). In
+ * double: a config's product may pass 2^64. */
 void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
                        double *routing);
 
 /* One expert's buffers (model.ffn_dim, the activation's shapes, biases for swiglu_oai),
- * uninitialised, held as `store` says (F32 in w13/w2, or BF16 in w13_bf16/w2_bf16), for
- * weights that arrive from another rank (online rebalancing); free
- * with moe_weights_expert_free (accepts NULL and a zeroed struct). */
+ * uninitialised, held as `store` says (F32 in w13/w2, BF16 in w13_bf16/w2_bf16, FP8 or
+ * MXFP4 in w13_q/w2_q with scales, sk: FP8's scale block inputs), for weights that arrive
+ * from another rank (online rebalancing); free with moe_weights_expert_free (accepts NULL
+ * and a zeroed struct). */
 moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_dtype_t store,
-                                      moe_expert_weights_t *ew, moe_error_t *err);
+                                      int64_t sk, moe_expert_weights_t *ew, moe_error_t *err);
+/* Bytes of an expert held as FP8 or MXFP4 (sk as above): bytes[0..3] = w13_q, w13_s, w2_q,
+ * w2_s. */
+void moe_weights_quant_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
+                             size_t bytes[4]);
 void moe_weights_expert_free(moe_expert_weights_t *ew);
+
+/* FP8 or MXFP4 held as stored, how they are scaled, for messages: "128x128 block scales"
+ * (the checkpoint's weight_block_size) or "e2m1, e8m0 scales per 32 values". */
+void moe_weights_quant_note(const moe_config_t *cfg, moe_dtype_t held, char *buf, size_t n);
 
 /* Zipf-like log-prior for workload.routing_skew s: bias[e] = -s * ln(e + 1), added to the
  * gate's logits, so softmax multiplies expert e's probability by (e+1)^-s before

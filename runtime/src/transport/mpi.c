@@ -3,6 +3,11 @@
  * profiler's wait matrix). MOED_MPI_EXCHANGE=alltoallv uses one MPI_Ialltoallv per
  * exchange instead (then every peer's arrival time is the end of the call).
  *
+ * Wake-ups (transport/wake.h): a send posts its peer (a receiver napping on this node
+ * tests at once), and so does a completed receive: a rendezvous send completes only when
+ * the receiver has taken the rows, which MPI tells the sender by a message of its own that
+ * posts nothing, so a sender napping on its send would otherwise sleep its nap out.
+ *
  * Each slot has its own requests and its own tag (ROWS_TAG + slot); MPI's ordering of
  * messages between two ranks with one tag keeps successive uses of a slot apart. */
 #include <stdbool.h>
@@ -116,6 +121,7 @@ static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error
             int peer = s->req_peer[impl->done_idx[i]];
             if (peer >= 0) {
                 x->peer_done_ns[peer] = now;
+                moe_wake_post(peer); /* its send may wait for this receive: it tests now */
             }
         }
         s->left -= ndone;

@@ -15,7 +15,10 @@
  * (process_vm_readv) from a rank that was just killed took rank 0 and the report with it.
  * The price: UCX then leaves out the transports that cannot report a lost peer (UCX 1.13's
  * shared-memory mm transports), and on one node the default job measured 0.36 of the BF16
- * limit against 0.88 without; runtime.ucx_peer_errors: false buys the speed back. */
+ * limit against 0.88 without; runtime.ucx_peer_errors: false buys the speed back.
+ *
+ * Wake-ups (transport/wake.h), as the MPI transport: a send posts its peer, and so does a
+ * completed receive (a sender napping on a rendezvous send tests at once). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,7 @@
 #include "moe/stop.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
+#include "transport/wake.h"
 
 /* How long destroy keeps progressing endpoint closes before giving up on them. */
 #define CLOSE_WAIT_NS (5 * 1000 * 1000 * 1000LL)
@@ -157,6 +161,7 @@ static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
                 impl->eps[p], (const char *)send + (size_t)send_displs[p] * row_bytes,
                 (size_t)send_rows[p] * row_bytes, rows_tag(seq, me), &param);
             MOE_UCX_CHECK(keep_request(s, sp, -2 - p), "ucp_tag_send_nbx (row exchange)");
+            moe_wake_post(p); /* a peer napping on this node tests at once */
         }
     }
     if (recv_rows[me] > 0) {
@@ -195,6 +200,7 @@ static int retire_done(moe_transport_t *t, int slot, ucs_status_t *first_bad, in
         if (s->req_peer[i] >= 0) {
             now = now != 0 ? now : moe_now_ns();
             t->xfer[slot].peer_done_ns[s->req_peer[i]] = now;
+            moe_wake_post(s->req_peer[i]); /* its send may wait for this receive */
         }
     }
     return done;

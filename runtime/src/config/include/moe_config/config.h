@@ -65,13 +65,17 @@ typedef enum {
     MOE_EXPERT_HIST_EXPERT = 1,
     MOE_EXPERT_HIST_LAYER = 2
 } moe_expert_hist_t;
-/* model.dtype: how expert weights are held; AUTO = the checkpoint file's type (FP8: BF16),
- * F32 for random weights. */
+/* model.dtype: how expert weights are held; AUTO = the checkpoint file's type (FP8 and
+ * MXFP4 as stored on the CPU, BF16 on cuda), F32 for random weights. FP8 (e4m3 with block
+ * scales) and MXFP4 (e2m1 with e8m0 scales per 32) are no model.dtype values: only what
+ * auto resolves a checkpoint's experts to (model/weights.h). */
 typedef enum {
     MOE_DTYPE_F32 = 0,
     MOE_DTYPE_BF16 = 1,
     MOE_DTYPE_F16 = 2,
-    MOE_DTYPE_AUTO = 3
+    MOE_DTYPE_AUTO = 3,
+    MOE_DTYPE_FP8 = 4,
+    MOE_DTYPE_MXFP4 = 5
 } moe_dtype_t;
 /* runtime.compute_dtype and runtime.wire_dtype (app/engine.c resolves AUTO). */
 typedef enum {
@@ -135,6 +139,7 @@ typedef struct moe_config {
     bool ucx_peer_errors;           /* runtime.ucx_peer_errors: UCX reports a lost peer */
     moe_device_kind_t device;
     int64_t threads;                /* BLAS threads per rank */
+    int64_t small_batch_rows;       /* runtime.small_batch_rows: -1 = the measured default */
     moe_num_dtype_t compute_dtype;  /* runtime.compute_dtype: the experts' GEMM inputs */
     moe_num_dtype_t wire_dtype;     /* runtime.wire_dtype: rows exchanged between ranks */
     moe_bind_t bind;                /* runtime.bind: pin ranks to cores (app/bind.h) */

@@ -84,6 +84,10 @@ moe_status_t moe_st_read_f32_shaped(moe_st_file_t *f, const char *name, int ndim
  * be the tensor's byte size. For formats read elsewhere (FP8 + scales, model/checkpoint.c). */
 moe_status_t moe_st_read_raw(moe_st_file_t *f, const char *name, void *dst, size_t len,
                              moe_error_t *err);
+/* Bytes [offset, offset + len) of tensor `name`'s data, whatever its dtype (one expert's slab
+ * of a U8 tensor, say). */
+moe_status_t moe_st_read_raw_range(moe_st_file_t *f, const char *name, uint64_t offset,
+                                   void *dst, size_t len, moe_error_t *err);
 
 /* Elements [first, first + count) of tensor `name` (F32/BF16/F16, in storage order) into
  * dst as F32: one expert's slab of a fused [E, ...] tensor without reading the others. */

@@ -1,0 +1,108 @@
+/* The planner's configs as text: summary.json's resolved "config" (or a base config's
+ * values in that form) back into YAML, which keys a new run must not inherit, and the
+ * report's config parsed again for its own world. Called by planner.c and plan_trace.c;
+ * calls neither. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/plan_int.h"
+#include "compare/json_lookup.h"
+
+/* A value of summary.json's "config" as YAML, as the report wrote it. */
+void plan_yaml_value(FILE *f, const json_t *v)
+{
+    if (json_is_integer(v)) {
+        fprintf(f, "%lld", (long long)json_integer_value(v));
+    } else if (json_is_real(v)) {
+        fprintf(f, "%.17g", json_real_value(v));
+    } else if (json_is_boolean(v)) {
+        fputs(json_is_true(v) ? "true" : "false", f);
+    } else {
+        const char *s = moe_json_str(v, "");
+        if (s[0] == '{' || s[0] == '[') {
+            fputs(s, f);
+            return;
+        }
+        fputc('"', f);
+        for (; *s; s++) {
+            fprintf(f, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+        }
+        fputc('"', f);
+    }
+}
+
+/* Which keys of the resolved config pick the decoder layers: model.checkpoint's (model.layers
+ * or every MoE layer of config.json), else model.layers where it names other layers than
+ * model.first_layer.. does (a trace of layers [3, 7] replays only so), else first_layer.
+ * The config refuses model.layers beside either of the others. */
+plan_pick_t plan_pick_of(const json_t *cfg)
+{
+    plan_pick_t k = {.ck = strcmp(moe_json_str(json_object_get(cfg, "model.checkpoint"),
+                                               "none"), "none") != 0};
+    const json_t *v = json_object_get(cfg, "model.layers");
+    json_t *list = json_is_string(v) ? json_loads(json_string_value(v), JSON_DECODE_ANY, NULL)
+                                     : json_incref((json_t *)v);
+    double first = moe_json_num(json_object_get(cfg, "model.first_layer"), 0);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        k.layers |= moe_json_num(json_array_get(list, i), -1) != first + (double)i;
+    }
+    json_decref(list);
+    return k;
+}
+
+/* Keys the new run must not inherit (profiled ranks of the old world, a secret, the layer
+ * keys the others replace) and the placement. */
+bool plan_yaml_skip(const char *key, const json_t *v, plan_pick_t pick)
+{
+    return strcmp(key, "placement.experts") == 0 || strcmp(key, "placement.layers") == 0 ||
+           strcmp(key, "profiler.profiled_ranks") == 0 ||
+           (strcmp(key, "profiler.control_token") == 0 && strcmp(moe_json_str(v, ""), "none")) ||
+           (strcmp(key, "model.layers") == 0 && !pick.ck && !pick.layers) ||
+           (strcmp(key, "model.first_layer") == 0 && (pick.ck || pick.layers)) ||
+           /* a checkpoint run: model.checkpoint replaces the weights (the config refuses both) */
+           (pick.ck && strcmp(key, "model.weights") == 0);
+}
+
+/* The report's config parsed again for its own world, for its shape, routing and master
+ * rank. Not its placement: summary.json's placement strings are for people (a long one
+ * could be cut); where the experts ran comes from the experts[] and replicas[] rows. */
+moe_status_t plan_old_config(plan_t *p, moe_error_t *err)
+{
+    const json_t *cfg = moe_json_path(p->doc, "config");
+    int world = (int)moe_json_num(moe_json_path(p->doc, "run.world_size"), 0);
+    if (!json_is_object(cfg) || world < 1) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the report has no resolved config "
+                             "(summary.json \"config\"): record it again with this moed",
+                             p->a.dir != NULL ? p->a.dir : p->a.routing);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f == NULL) {
+        return MOE_ERR_NO_MEMORY;
+    }
+    char section[32] = "";
+    const char *key;
+    json_t *v;
+    plan_pick_t ck = plan_pick_of(cfg);
+    json_object_foreach((json_t *)cfg, key, v) {
+        const char *dot = strchr(key, '.');
+        bool keep = dot != NULL && (size_t)(dot - key) < sizeof(section) &&
+                    strcmp(key, "profiler.control_token") != 0 && !plan_yaml_skip(key, v, ck);
+        if (!keep) {
+            continue;
+        }
+        if (strncmp(section, key, (size_t)(dot - key)) != 0 || section[dot - key] != '\0') {
+            snprintf(section, sizeof(section), "%.*s", (int)(dot - key), key);
+            fprintf(f, "%s:\n", section);
+        }
+        fprintf(f, "  %s: ", dot + 1);
+        plan_yaml_value(f, v);
+        fputc('\n', f);
+    }
+    fclose(f);
+    moe_status_t st = moe_cfg_parse(text, len, "summary.json config", world, p->old, err);
+    free(text);
+    return st;
+}

@@ -1,0 +1,803 @@
+/* The small-batch expert kernels (smallbatch.h): one function body per instruction set,
+ * instantiated for each weight type and each count of rows a pass keeps in registers, so the
+ * accumulators of a pass are registers; rows past that run as further passes over the same
+ * 64-output column block, which they read again from L2 (a block is at most Kp x 64 weights:
+ * 256 KiB in BF16 for 2048 inputs). */
+#include "expert/smallbatch.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "expert/onednn.h"
+#include "model/checkpoint.h"
+#include "model/weights.h"
+#include "moe/bf16.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SB_X86 1
+#include <immintrin.h>
+#endif
+
+/* Rows a pass holds in registers, 4 column vectors of 16 outputs each: avx512_bf16 6 rows
+ * (24 of the 32 registers), 5 for FP8 (its tables take 5); avx512 F32 5; avx2 1 row x 8
+ * vectors of 8 (8 of its 16 registers). */
+#define MR_BF16 6
+#define MR_FP8 5
+#define MR_MX 6
+#define MR_F32 5
+#define MR_AVX2 1
+#define MR_MAX 6
+
+/* ------------------------------------------------------------------------------------ */
+/* Scalar: the reference values, the dequantisation to F32                               */
+
+static int64_t kpad(const moe_sb_matrix_t *w)
+{
+    return moe_blk_pad(w->k, MOE_BLK_K);
+}
+
+/* Scale blocks along the (padded) inputs. */
+static int64_t kscales(const moe_sb_matrix_t *w)
+{
+    int64_t kp = kpad(w);
+    return w->type == MOE_SB_BF16 ? 1 : (kp + w->sk - 1) / w->sk;
+}
+
+float moe_sb_value(const moe_sb_matrix_t *w, int64_t n, int64_t c)
+{
+    int64_t kp = kpad(w), i = moe_blk_index(n, c, kp);
+    const uint8_t *b = w->codes;
+    if (w->type == MOE_SB_BF16) {
+        return moe_bf16_to_f32(((const uint16_t *)w->codes)[i]);
+    }
+    int64_t si = moe_blk_scale_index(n, c / w->sk, kscales(w));
+    if (w->type == MOE_SB_FP8) {
+        return moe_fp8_e4m3_to_f32(b[i]) * ((const float *)w->scales)[si];
+    }
+    uint8_t nib = (uint8_t)((b[i / 2] >> (4 * (i % 2))) & 0xF);
+    return moe_mxfp4_value(nib) * moe_e8m0_to_f32(((const uint8_t *)w->scales)[si]);
+}
+
+/* e8m0 as F32 for the scales the loader accepted (not 255): 2^(e - 127), 0 a subnormal. */
+static inline float e8m0_f32(uint8_t e)
+{
+    uint32_t b = e != 0 ? (uint32_t)e << 23 : 0x00400000u;
+    float f;
+    memcpy(&f, &b, sizeof(f));
+    return f;
+}
+
+/* FP8 e4m3 code as F32, exactly: its 7 low bits under an F32 exponent (the value x 2^-120,
+ * an F32 subnormal for the e4m3 subnormals), the sign, times 2^120. */
+static inline float fp8_f32(uint8_t c)
+{
+    uint32_t b = ((uint32_t)(c & 0x80) << 24) | ((uint32_t)(c & 0x7f) << 20);
+    float f;
+    memcpy(&f, &b, sizeof(f));
+    return f * 0x1p120f;
+}
+
+/* e2m1 nibbles as F32. */
+static const float k_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                 -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+void moe_sb_dequant_f32(const moe_sb_matrix_t *w, float *dst, int64_t r0, int64_t r1)
+{
+    const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
+    const uint8_t *b = w->codes;
+    const uint16_t *h = w->codes;
+    for (int64_t n = r0; n < r1; n++) {
+        float *row = dst + (n - r0) * w->k;
+        for (int64_t kb = 0; kb < kbn; kb++) {
+            /* the pair (k, k + 1) of row n: 128 elements after the one before */
+            int64_t base = ((n / MOE_BLK_N) * kbn + kb) * (MOE_BLK_N * MOE_BLK_K) +
+                           (n % MOE_BLK_N) * 2;
+            int64_t si = w->type == MOE_SB_BF16 ? 0
+                                                : moe_blk_scale_index(n, kb * MOE_BLK_K / w->sk, ks);
+            float s = w->type == MOE_SB_FP8     ? ((const float *)w->scales)[si]
+                      : w->type == MOE_SB_MXFP4 ? e8m0_f32(((const uint8_t *)w->scales)[si])
+                                                : 1.0f;
+            for (int64_t q = 0; q < MOE_BLK_K / 2; q++) {
+                int64_t c = kb * MOE_BLK_K + 2 * q, i = base + q * 2 * MOE_BLK_N;
+                float v0, v1;
+                if (c >= w->k) {
+                    break;
+                }
+                if (w->type == MOE_SB_BF16) {
+                    v0 = moe_bf16_to_f32(h[i]);
+                    v1 = moe_bf16_to_f32(h[i + 1]);
+                } else if (w->type == MOE_SB_FP8) {
+                    v0 = fp8_f32(b[i]) * s;
+                    v1 = fp8_f32(b[i + 1]) * s;
+                } else {
+                    v0 = k_e2m1[b[i / 2] & 0xF] * s;
+                    v1 = k_e2m1[b[i / 2] >> 4] * s;
+                }
+                row[c] = v0;
+                if (c + 1 < w->k) {
+                    row[c + 1] = v1;
+                }
+            }
+        }
+    }
+}
+
+/* Column blocks [nb0, nb1) into BF16, one weight at a time. */
+static void dequant_bf16_scalar(const moe_sb_matrix_t *w, uint16_t *dst, int64_t nb0,
+                                int64_t nb1)
+{
+    int64_t kp = kpad(w);
+    for (int64_t n = nb0 * MOE_BLK_N; n < nb1 * MOE_BLK_N; n++) {
+        for (int64_t c = 0; c < kp; c++) {
+            int64_t i = moe_blk_index(n, c, kp);
+            dst[i] = n < w->n && c < w->k ? moe_f32_to_bf16(moe_sb_value(w, n, c)) : 0;
+        }
+    }
+}
+
+/* The m x 64 results of one column block (tile, rows of 64) into y. */
+static void tile_out(const float *tile, int64_t m, int64_t n0, int64_t ncols, void *y,
+                     int64_t ldy, bool y_bf16)
+{
+    for (int64_t r = 0; r < m; r++) {
+        const float *t = tile + r * MOE_BLK_N;
+        if (y_bf16) {
+            moe_bf16_from_f32_n((uint16_t *)y + r * ldy + n0, t, (size_t)ncols);
+        } else {
+            memcpy((float *)y + r * ldy + n0, t, (size_t)ncols * sizeof(float));
+        }
+    }
+}
+
+#ifdef SB_X86
+
+/* ------------------------------------------------------------------------------------ */
+/* Constants                                                                             */
+
+/* FP8 e4m3 codes 0..7 with a zero exponent (subnormals: m x 2^-9) as BF16 bits. */
+static const uint16_t k_fp8_sub_bf16[32] = {0x0000, 0x3B00, 0x3B80, 0x3BC0,
+                                            0x3C00, 0x3C20, 0x3C40, 0x3C60};
+/* e2m1 nibbles as BF16 bits, twice (vpermw reads 5 index bits; the fifth is junk here). */
+static const uint16_t k_e2m1_bf16[32] = {
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+    0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+    0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+/* e2m1 nibbles as F32. */
+static const float k_e2m1_f32[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+/* FP8 e4m3 magnitudes (code & 0x7f) as BF16 bits, exact (subnormals too): high and low
+ * bytes, for vpermi2b (VBMI); the code's sign bit is the high byte's. */
+static const uint8_t k_fp8_hi[128] = {
+    0x00, 0x3B, 0x3B, 0x3B, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C, 0x3C,
+    0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D, 0x3D,
+    0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E, 0x3E,
+    0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F, 0x3F,
+    0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40, 0x40,
+    0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41, 0x41,
+    0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42, 0x42,
+    0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43, 0x43};
+static const uint8_t k_fp8_lo[128] = {
+    0x00, 0x00, 0x80, 0xC0, 0x00, 0x20, 0x40, 0x60, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0,
+    0x00, 0x10, 0x20, 0x30, 0x40, 0x50, 0x60, 0x70, 0x80, 0x90, 0xA0, 0xB0, 0xC0, 0xD0, 0xE0, 0xF0};
+/* The VBMI decodings leave the outputs in another lane order; these put them back.
+ * FP8: 64 codes (32 outputs x 2 inputs) give A (unpacklo: outputs 0-3, 8-11, 16-19, 24-27)
+ * and B (unpackhi: 4-7, 12-15, 20-23, 28-31): outputs 0-15 and 16-31 from A and B. */
+static const int32_t k_fp8_out0[16] = {0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23};
+static const int32_t k_fp8_out1[16] = {8,  9,  10, 11, 24, 25, 26, 27,
+                                       12, 13, 14, 15, 28, 29, 30, 31};
+/* MXFP4: 32 bytes (32 outputs x 2 inputs) in every 256-bit half; decoding p (0, 1) fills
+ * lane L with output 8 ((L >> 1) & 3) + 4 p + 2 (L >> 3) + (L & 1): vpmultishiftqb moves
+ * into qword j's word t the nibble at bit 16 (2 p + j / 4) + 4 t of its qword (j % 4 of the
+ * 32 bytes). Outputs 0-15 and 16-31 from decodings 0 and 1: */
+static const uint8_t k_mx_shift[2][64] = {
+    {0,  0, 4,  0, 8,  0, 12, 0, 0,  0, 4,  0, 8,  0, 12, 0, 0,  0, 4,  0, 8,  0,
+     12, 0, 0,  0, 4,  0, 8,  0, 12, 0, 16, 0, 20, 0, 24, 0, 28, 0, 16, 0, 20, 0,
+     24, 0, 28, 0, 16, 0, 20, 0, 24, 0, 28, 0, 16, 0, 20, 0, 24, 0, 28, 0},
+    {32, 0, 36, 0, 40, 0, 44, 0, 32, 0, 36, 0, 40, 0, 44, 0, 32, 0, 36, 0, 40, 0,
+     44, 0, 32, 0, 36, 0, 40, 0, 44, 0, 48, 0, 52, 0, 56, 0, 60, 0, 48, 0, 52, 0,
+     56, 0, 60, 0, 48, 0, 52, 0, 56, 0, 60, 0, 48, 0, 52, 0, 56, 0, 60, 0}};
+static const int32_t k_mx_out0[16] = {0, 1, 8, 9, 16, 17, 24, 25, 2, 3, 10, 11, 18, 19, 26, 27};
+static const int32_t k_mx_out1[16] = {4,  5,  12, 13, 20, 21, 28, 29,
+                                      6,  7,  14, 15, 22, 23, 30, 31};
+
+/* Where cvtne2ps puts the even (0..15) and odd (16..31) inputs, back in pairs. */
+static const uint16_t k_pair_order[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                          21, 6, 22, 7, 23, 8,  24, 9,  25, 10, 26,
+                                          11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+
+/* F32 bits ((code & 0x7f) << 20, sign at 31) are the e4m3 value x 2^-120: times this. */
+#define FP8_UNBIAS 0x1p120f
+
+#define SB_INLINE static inline __attribute__((always_inline))
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx512vbmi,fma,avx2")
+
+/* ------------------------------------------------------------------------------------ */
+/* AVX-512                                                                               */
+
+/* 32 FP8 codes (16 outputs x 2 inputs, pairs adjacent) as BF16 pairs, exactly: a normal
+ * code's exponent rebased (+120), a subnormal's (exponent 0) from a table, the sign. */
+SB_INLINE __m512i fp8_to_bf16x32(const uint8_t *p, __m512i sub_tbl)
+{
+    const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)p));
+    __m512i mag = _mm512_add_epi16(
+        _mm512_slli_epi16(_mm512_and_si512(w, _mm512_set1_epi16(0x7F)), 4),
+        _mm512_set1_epi16(0x3C00));
+    const __mmask32 sub = _mm512_testn_epi16_mask(w, _mm512_set1_epi16(0x78));
+    mag = _mm512_mask_permutexvar_epi16(mag, sub, w, sub_tbl);
+    /* (w << 8) & 0x8000 | mag */
+    return _mm512_ternarylogic_epi32(_mm512_slli_epi16(w, 8), mag,
+                                     _mm512_set1_epi16((short)0x8000), 0xEC);
+}
+
+/* 16 MXFP4 bytes (16 outputs x 2 inputs) as BF16 pairs: each byte's nibbles to words
+ * (byte | byte << 12: the low word's 5 index bits hold the low nibble and a junk bit, the
+ * high word the high nibble), then the e2m1 table. */
+SB_INLINE __m512i mx_to_bf16x32(const uint8_t *p, __m512i tbl)
+{
+    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), tbl);
+}
+
+/* VBMI: 64 FP8 codes (32 outputs x 2 inputs) as two vectors of BF16 pairs, exactly: both
+ * bytes of each BF16 from 128-entry tables (vpermi2b reads the code's low 7 bits), the sign
+ * bit into the high byte, the bytes into words. Outputs in k_fp8_out's order. */
+SB_INLINE void fp8_vbmi(const uint8_t *p, __m512i thi0, __m512i thi1, __m512i tlo0,
+                        __m512i tlo1, __m512i *a, __m512i *b)
+{
+    const __m512i c = _mm512_loadu_si512(p);
+    const __m512i lo = _mm512_permutex2var_epi8(tlo0, c, tlo1);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(thi0, c, thi1), c,
+                                                 _mm512_set1_epi8((char)0x80), 0xF8);
+    *a = _mm512_unpacklo_epi8(lo, hi);
+    *b = _mm512_unpackhi_epi8(lo, hi);
+}
+
+/* VBMI: 32 MXFP4 bytes (32 outputs x 2 inputs) as two vectors of BF16 pairs: the bytes in
+ * both 256-bit halves, each nibble moved to a word's low byte (vpmultishiftqb), the e2m1
+ * table (vpermw). Outputs in k_mx_out's order. */
+SB_INLINE void mx_vbmi(const uint8_t *p, __m512i shift0, __m512i shift1, __m512i tbl,
+                       __m512i *a, __m512i *b)
+{
+    const __m512i src = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+    *a = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(shift0, src), tbl);
+    *b = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(shift1, src), tbl);
+}
+
+/* 16 e8m0 scales as F32 (0: 2^-127, a subnormal). */
+SB_INLINE __m512 e8m0x16(const uint8_t *p)
+{
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    const __m512i bits = _mm512_mask_mov_epi32(_mm512_slli_epi32(e, 23),
+                                               _mm512_testn_epi32_mask(e, e),
+                                               _mm512_set1_epi32(0x00400000));
+    return _mm512_castsi512_ps(bits);
+}
+
+/* 32 weights (16 outputs x 2 inputs) at element e0 as F32: the even inputs and the odd
+ * ones, times sv (FP8, MXFP4). */
+SB_INLINE void f32x32(int type, const void *codes, int64_t e0, __m512 sv, __m512 *ev,
+                      __m512 *od)
+{
+    if (type == MOE_SB_BF16) {
+        const __m512i v = _mm512_loadu_si512((const uint16_t *)codes + e0);
+        *ev = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        *od = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xFFFF0000u)));
+    } else if (type == MOE_SB_FP8) {
+        const __m512i d = _mm512_cvtepu16_epi32(
+            _mm256_loadu_si256((const __m256i *)((const uint8_t *)codes + e0)));
+        const __m512i keep = _mm512_set1_epi32((int)0x87F00000u);
+        const __m512 un = _mm512_set1_ps(FP8_UNBIAS);
+        __m512i a = _mm512_and_si512(_mm512_srai_epi32(_mm512_slli_epi32(d, 24), 4), keep);
+        __m512i b = _mm512_and_si512(_mm512_srai_epi32(_mm512_slli_epi32(d, 16), 4), keep);
+        *ev = _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), un), sv);
+        *od = _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(b), un), sv);
+    } else {
+        const __m512i d = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128((const __m128i *)((const uint8_t *)codes + e0 / 2)));
+        const __m512 lut = _mm512_loadu_ps(k_e2m1_f32);
+        *ev = _mm512_mul_ps(_mm512_permutexvar_ps(d, lut), sv);
+        *od = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), lut), sv);
+    }
+}
+
+/* The 16 scales of outputs n0..n0+15 for scale block s (FP8, MXFP4; 1 for BF16). */
+SB_INLINE __m512 scale16(int type, const moe_sb_matrix_t *w, int64_t nb, int64_t ks,
+                         int64_t s, int j)
+{
+    int64_t at = (nb * ks + s) * MOE_BLK_N + j * 16;
+    if (type == MOE_SB_FP8) {
+        return _mm512_loadu_ps((const float *)w->scales + at);
+    }
+    if (type == MOE_SB_MXFP4) {
+        return e8m0x16((const uint8_t *)w->scales + at);
+    }
+    return _mm512_set1_ps(1.0f);
+}
+
+SB_INLINE __m512i bcast_pair(const uint16_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof(v));
+    return _mm512_set1_epi32(v);
+}
+
+/* The nw column vectors of pair row q of a 64-output block (element e: its first weight)
+ * as BF16 pairs. */
+SB_INLINE void bf_weights(int type, int vbmi, const int nw, const void *codes, int64_t e,
+                          __m512i *wv, const __m512i *tb)
+{
+    const uint8_t *c8 = codes;
+    if (type == MOE_SB_BF16) {
+#pragma GCC unroll 4
+        for (int j = 0; j < nw; j++) {
+            wv[j] = _mm512_loadu_si512((const uint16_t *)codes + e + j * 32);
+        }
+    } else if (vbmi) {
+#pragma GCC unroll 2
+        for (int j = 0; j < nw; j += 2) {
+            if (type == MOE_SB_FP8) {
+                fp8_vbmi(c8 + e + j * 32, tb[0], tb[1], tb[2], tb[3], &wv[j], &wv[j + 1]);
+            } else {
+                mx_vbmi(c8 + (e + j * 32) / 2, tb[4], tb[5], tb[6], &wv[j], &wv[j + 1]);
+            }
+        }
+    } else {
+#pragma GCC unroll 4
+        for (int j = 0; j < nw; j++) {
+            wv[j] = type == MOE_SB_FP8 ? fp8_to_bf16x32(c8 + e + j * 32, tb[7])
+                                       : mx_to_bf16x32(c8 + (e + j * 32) / 2, tb[6]);
+        }
+    }
+}
+
+/* avx512_bf16: one column block nb of W times rows x[0..mr) (BF16, stride ldx) into tile
+ * [mr][64] F32, in passes over groups of nw column vectors (16 outputs each). u sets of
+ * accumulators take turns over the pair rows, so few rows still keep several vdpbf16ps in
+ * flight (its latency is several cycles). The sums of each scale block go to the tile times
+ * their scales; with VBMI (vbmi) the FP8 and MXFP4 weights are decoded by byte tables, their
+ * outputs put back in order there. */
+SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int u,
+                      const moe_sb_matrix_t *w, int64_t nb, const uint16_t *x, int64_t ldx,
+                      float *tile)
+{
+    const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
+    const int64_t kbs = type == MOE_SB_BF16 ? kbn : w->sk / MOE_BLK_K;
+    const __m512i tb[8] = {
+        _mm512_loadu_si512(k_fp8_hi),      _mm512_loadu_si512(k_fp8_hi + 64),
+        _mm512_loadu_si512(k_fp8_lo),      _mm512_loadu_si512(k_fp8_lo + 64),
+        _mm512_loadu_si512(k_mx_shift[0]), _mm512_loadu_si512(k_mx_shift[1]),
+        _mm512_loadu_si512(k_e2m1_bf16),   _mm512_loadu_si512(k_fp8_sub_bf16)};
+    const bool reorder = vbmi && type != MOE_SB_BF16;
+    for (int g = 0; g < 4 / nw; g++) {
+        for (int64_t s = 0; s < ks; s++) {
+            __m512 acc[4][MR_MAX][4];
+#pragma GCC unroll 4
+            for (int v = 0; v < u; v++) {
+#pragma GCC unroll 12
+                for (int r = 0; r < mr; r++) {
+#pragma GCC unroll 4
+                    for (int j = 0; j < nw; j++) {
+                        acc[v][r][j] = _mm512_setzero_ps();
+                    }
+                }
+            }
+            int64_t kb1 = (s + 1) * kbs < kbn ? (s + 1) * kbs : kbn;
+            for (int64_t kb = s * kbs; kb < kb1; kb++) {
+                const int64_t e0 = (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K) + g * nw * 32;
+                const uint16_t *xk = x + kb * MOE_BLK_K;
+                for (int q0 = 0; q0 < MOE_BLK_K / 2; q0 += u) {
+#pragma GCC unroll 4
+                    for (int v = 0; v < u; v++) {
+                        const int q = q0 + v;
+                        __m512i wv[4];
+                        bf_weights(type, vbmi, nw, w->codes, e0 + q * 2 * MOE_BLK_N, wv, tb);
+#pragma GCC unroll 12
+                        for (int r = 0; r < mr; r++) {
+                            const __m512i xb = bcast_pair(xk + r * ldx + 2 * q);
+#pragma GCC unroll 4
+                            for (int j = 0; j < nw; j++) {
+                                acc[v][r][j] = _mm512_dpbf16_ps(acc[v][r][j], (__m512bh)wv[j],
+                                                                (__m512bh)xb);
+                            }
+                        }
+                    }
+                }
+            }
+#pragma GCC unroll 12
+            for (int r = 0; r < mr; r++) {
+#pragma GCC unroll 4
+                for (int v = 1; v < u; v++) {
+#pragma GCC unroll 4
+                    for (int j = 0; j < nw; j++) {
+                        acc[0][r][j] = _mm512_add_ps(acc[0][r][j], acc[v][r][j]);
+                    }
+                }
+#pragma GCC unroll 2
+                for (int j = 0; reorder && j < nw; j += 2) { /* the outputs back in order */
+                    const __m512 a = acc[0][r][j], b = acc[0][r][j + 1];
+                    const int32_t *o0 = type == MOE_SB_FP8 ? k_fp8_out0 : k_mx_out0;
+                    const int32_t *o1 = type == MOE_SB_FP8 ? k_fp8_out1 : k_mx_out1;
+                    acc[0][r][j] = _mm512_permutex2var_ps(a, _mm512_loadu_si512(o0), b);
+                    acc[0][r][j + 1] = _mm512_permutex2var_ps(a, _mm512_loadu_si512(o1), b);
+                }
+            }
+#pragma GCC unroll 4
+            for (int j = 0; j < nw; j++) {
+                const __m512 sv = scale16(type, w, nb, ks, s, g * nw + j);
+#pragma GCC unroll 12
+                for (int r = 0; r < mr; r++) {
+                    float *t = tile + r * MOE_BLK_N + (g * nw + j) * 16;
+                    if (type == MOE_SB_BF16) {
+                        _mm512_storeu_ps(t, acc[0][r][j]);
+                    } else if (s == 0) {
+                        _mm512_storeu_ps(t, _mm512_mul_ps(acc[0][r][j], sv));
+                    } else {
+                        _mm512_storeu_ps(t, _mm512_fmadd_ps(acc[0][r][j], sv,
+                                                            _mm512_loadu_ps(t)));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* avx512 (F32): one column block nb times rows x[0..mr) (F32) into tile [mr][64]; the
+ * scale folded into the weights. Up to 2 rows the even and odd inputs go to accumulators
+ * of their own (two FMA chains, not one twice as long). */
+SB_INLINE void k512f(int type, const int mr, const moe_sb_matrix_t *w, int64_t nb,
+                     const float *x, int64_t ldx, float *tile)
+{
+    const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
+    const int64_t kbs = type == MOE_SB_BF16 ? kbn : w->sk / MOE_BLK_K;
+    const int odd = mr <= 2 ? 1 : 0; /* the odd inputs' accumulator set */
+    __m512 acc[2][MR_F32][4];
+#pragma GCC unroll 2
+    for (int v = 0; v <= odd; v++) {
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                acc[v][r][j] = _mm512_setzero_ps();
+            }
+        }
+    }
+    __m512 sv[4] = {_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f),
+                    _mm512_set1_ps(1.0f)};
+    for (int64_t kb = 0; kb < kbn; kb++) {
+        const int64_t e0 = (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K);
+        const float *xk = x + kb * MOE_BLK_K;
+        if (type != MOE_SB_BF16 && kb % kbs == 0) {
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                sv[j] = scale16(type, w, nb, ks, kb / kbs, j);
+            }
+        }
+        for (int q = 0; q < MOE_BLK_K / 2; q++) {
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                __m512 ev, od;
+                f32x32(type, w->codes, e0 + q * 2 * MOE_BLK_N + j * 32, sv[j], &ev, &od);
+#pragma GCC unroll 8
+                for (int r = 0; r < mr; r++) {
+                    const float *xr = xk + r * ldx + 2 * q;
+                    acc[0][r][j] = _mm512_fmadd_ps(ev, _mm512_set1_ps(xr[0]), acc[0][r][j]);
+                    acc[odd][r][j] = _mm512_fmadd_ps(od, _mm512_set1_ps(xr[1]),
+                                                     acc[odd][r][j]);
+                }
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m512 a = odd ? _mm512_add_ps(acc[0][r][j], acc[odd][r][j]) : acc[0][r][j];
+            _mm512_storeu_ps(tile + r * MOE_BLK_N + j * 16, a);
+        }
+    }
+}
+
+/* Column blocks [nb0, nb1) of an FP8 or MXFP4 W into BF16 pairs, vectorised: each 32 weights
+ * as F32 with the scale, rounded to BF16, back into pair order. */
+static void dequant_bf16_512(const moe_sb_matrix_t *w, uint16_t *dst, int64_t nb0, int64_t nb1)
+{
+    const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
+    const int64_t kbs = w->sk / MOE_BLK_K;
+    const __m512i order = _mm512_loadu_si512(k_pair_order);
+    for (int64_t nb = nb0; nb < nb1; nb++) {
+        for (int64_t kb = 0; kb < kbn; kb++) {
+            const int64_t e0 = (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K);
+            __m512 sv[4];
+            for (int j = 0; j < 4; j++) {
+                sv[j] = w->type == MOE_SB_FP8 ? scale16(MOE_SB_FP8, w, nb, ks, kb / kbs, j)
+                                              : scale16(MOE_SB_MXFP4, w, nb, ks, kb / kbs, j);
+            }
+            for (int q = 0; q < MOE_BLK_K / 2; q++) {
+                for (int j = 0; j < 4; j++) {
+                    const int64_t e = e0 + q * 2 * MOE_BLK_N + j * 32;
+                    __m512 ev, od;
+                    if (w->type == MOE_SB_FP8) {
+                        f32x32(MOE_SB_FP8, w->codes, e, sv[j], &ev, &od);
+                    } else {
+                        f32x32(MOE_SB_MXFP4, w->codes, e, sv[j], &ev, &od);
+                    }
+                    __m512i h = (__m512i)_mm512_cvtne2ps_pbh(od, ev);
+                    _mm512_storeu_si512(dst + e, _mm512_permutexvar_epi16(order, h));
+                }
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* AVX2                                                                                  */
+
+/* 16 weights (8 outputs x 2 inputs) at element e0 as F32 even and odd inputs, times the 8
+ * scales at sv (FP8, MXFP4). */
+SB_INLINE void f32x16(int type, const void *codes, int64_t e0, const float *sv, __m256 *ev,
+                      __m256 *od)
+{
+    if (type == MOE_SB_BF16) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)((const uint16_t *)codes + e0));
+        *ev = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        *od = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
+    } else if (type == MOE_SB_FP8) {
+        const __m256i d = _mm256_cvtepu16_epi32(
+            _mm_loadu_si128((const __m128i *)((const uint8_t *)codes + e0)));
+        const __m256i keep = _mm256_set1_epi32((int)0x87F00000u);
+        __m256i a = _mm256_and_si256(_mm256_srai_epi32(_mm256_slli_epi32(d, 24), 4), keep);
+        __m256i b = _mm256_and_si256(_mm256_srai_epi32(_mm256_slli_epi32(d, 16), 4), keep);
+        /* the scale's product with 2^120 may pass F32's range: value x 2^120 first */
+        *ev = _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(a),
+                                          _mm256_set1_ps(FP8_UNBIAS)), _mm256_loadu_ps(sv));
+        *od = _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(b),
+                                          _mm256_set1_ps(FP8_UNBIAS)), _mm256_loadu_ps(sv));
+    } else {
+        __m128i raw;
+        memcpy(&raw, (const uint8_t *)codes + e0 / 2, 8);
+        const __m256i d = _mm256_cvtepu8_epi32(raw);
+        const __m256i d4 = _mm256_srli_epi32(d, 4);
+        const __m256 lut = _mm256_loadu_ps(k_e2m1_f32); /* the 8 magnitudes */
+        const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
+        __m256 a = _mm256_or_ps(_mm256_permutevar8x32_ps(lut, d),
+                                _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(d, 28),
+                                                                     sign)));
+        __m256 b = _mm256_or_ps(_mm256_permutevar8x32_ps(lut, d4),
+                                _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(d4, 28),
+                                                                     sign)));
+        *ev = _mm256_mul_ps(a, _mm256_loadu_ps(sv));
+        *od = _mm256_mul_ps(b, _mm256_loadu_ps(sv));
+    }
+}
+
+/* avx2 (F32): one column block nb times one row x (F32) into tile [64]. */
+SB_INLINE void k256f(int type, const moe_sb_matrix_t *w, int64_t nb, const float *x,
+                     float *tile)
+{
+    const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
+    const int64_t kbs = type == MOE_SB_BF16 ? kbn : w->sk / MOE_BLK_K;
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        acc[g] = _mm256_setzero_ps();
+    }
+    float sv[MOE_BLK_N];
+    for (int i = 0; i < MOE_BLK_N; i++) {
+        sv[i] = 1.0f;
+    }
+    for (int64_t kb = 0; kb < kbn; kb++) {
+        const int64_t e0 = (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K);
+        const float *xk = x + kb * MOE_BLK_K;
+        if (type == MOE_SB_FP8 && kb % kbs == 0) {
+            memcpy(sv, (const float *)w->scales + (nb * ks + kb / kbs) * MOE_BLK_N, sizeof(sv));
+        } else if (type == MOE_SB_MXFP4) {
+            const uint8_t *e = (const uint8_t *)w->scales + (nb * ks + kb) * MOE_BLK_N;
+            for (int i = 0; i < MOE_BLK_N; i++) {
+                sv[i] = e8m0_f32(e[i]);
+            }
+        }
+        for (int q = 0; q < MOE_BLK_K / 2; q++) {
+            const __m256 xe = _mm256_set1_ps(xk[2 * q]), xo = _mm256_set1_ps(xk[2 * q + 1]);
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                __m256 ev, od;
+                f32x16(type, w->codes, e0 + q * 2 * MOE_BLK_N + g * 16, sv + g * 8, &ev, &od);
+                acc[g] = _mm256_fmadd_ps(ev, xe, acc[g]);
+                acc[g] = _mm256_fmadd_ps(od, xo, acc[g]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        _mm256_storeu_ps(tile + g * 8, acc[g]);
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* The instantiations: [type][rows - 1] per instruction set                              */
+
+typedef void (*blk_fn)(const moe_sb_matrix_t *w, int64_t nb, const void *x, int64_t ldx,
+                       float *tile);
+
+/* The accumulators a pass may hold: 24 registers, 20 for FP8 (its tables take 5); nw: the
+ * column vectors a pass covers, all 4 of a block (its weights streamed in order: passes over
+ * half a block, for more rows a decoding, ran slower at 8 rows: 0.72 against 0.46 ms an FP8
+ * expert); u: accumulator sets, as many as fit (at most 4) */
+#define SB_ACC(T) ((T) == MOE_SB_FP8 ? 20 : 24)
+#define SB_NW(T, R) 4
+#define SB_U(T, R)                                                                           \
+    (SB_ACC(T) / ((R) * SB_NW(T, R)) >= 4   ? 4                                             \
+     : SB_ACC(T) / ((R) * SB_NW(T, R)) >= 2 ? 2                                             \
+                                            : 1)
+#define SB_BF(T, R)                                                                          \
+    __attribute__((noinline)) static void bf_##T##_##R(const moe_sb_matrix_t *w, int64_t nb, \
+                                                       const void *x, int64_t ldx,           \
+                                                       float *tile)                          \
+    {                                                                                        \
+        k512bf(T, 0, R, SB_NW(T, R), SB_U(T, R), w, nb, x, ldx, tile);                          \
+    }
+#define SB_BFV(T, R)                                                                         \
+    __attribute__((noinline)) static void bfv_##T##_##R(const moe_sb_matrix_t *w,            \
+                                                        int64_t nb, const void *x,           \
+                                                        int64_t ldx, float *tile)            \
+    {                                                                                        \
+        k512bf(T, 1, R, SB_NW(T, R), SB_U(T, R), w, nb, x, ldx, tile);                          \
+    }
+#define SB_F(T, R)                                                                           \
+    __attribute__((noinline)) static void f_##T##_##R(const moe_sb_matrix_t *w, int64_t nb,  \
+                                                      const void *x, int64_t ldx,            \
+                                                      float *tile)                           \
+    {                                                                                        \
+        k512f(T, R, w, nb, x, ldx, tile);                                                    \
+    }
+#define SB_AVX2(T)                                                                           \
+    __attribute__((noinline)) static void a2_##T(const moe_sb_matrix_t *w, int64_t nb,       \
+                                                 const void *x, int64_t ldx, float *tile)    \
+    {                                                                                        \
+        (void)ldx;                                                                           \
+        k256f(T, w, nb, x, tile);                                                            \
+    }
+#define SB_ROWS5(M, T) M(T, 1) M(T, 2) M(T, 3) M(T, 4) M(T, 5)
+#define SB_ROWS6(M, T) SB_ROWS5(M, T) M(T, 6)
+
+SB_ROWS6(SB_BF, 0)
+SB_ROWS5(SB_BF, 1)
+SB_ROWS6(SB_BF, 2)
+SB_ROWS5(SB_BFV, 1)
+SB_ROWS6(SB_BFV, 2)
+SB_ROWS5(SB_F, 0)
+SB_ROWS5(SB_F, 1)
+SB_ROWS5(SB_F, 2)
+SB_AVX2(0)
+SB_AVX2(1)
+SB_AVX2(2)
+
+#pragma GCC pop_options
+
+_Static_assert(MOE_SB_BF16 == 0 && MOE_SB_FP8 == 1 && MOE_SB_MXFP4 == 2, "instantiation order");
+
+/* [vbmi][type][rows - 1] */
+static const blk_fn k_bf[2][MOE_SB_TYPES][MR_MAX] = {
+    {{bf_0_1, bf_0_2, bf_0_3, bf_0_4, bf_0_5, bf_0_6},
+     {bf_1_1, bf_1_2, bf_1_3, bf_1_4, bf_1_5},
+     {bf_2_1, bf_2_2, bf_2_3, bf_2_4, bf_2_5, bf_2_6}},
+    {{bf_0_1, bf_0_2, bf_0_3, bf_0_4, bf_0_5, bf_0_6},
+     {bfv_1_1, bfv_1_2, bfv_1_3, bfv_1_4, bfv_1_5},
+     {bfv_2_1, bfv_2_2, bfv_2_3, bfv_2_4, bfv_2_5, bfv_2_6}}};
+/* Rows a pass of the avx512_bf16 kernels holds, per weight type. */
+static const int k_bf_rows[MOE_SB_TYPES] = {MR_BF16, MR_FP8, MR_MX};
+static const blk_fn k_f[MOE_SB_TYPES][MR_F32] = {{f_0_1, f_0_2, f_0_3, f_0_4, f_0_5},
+                                                 {f_1_1, f_1_2, f_1_3, f_1_4, f_1_5},
+                                                 {f_2_1, f_2_2, f_2_3, f_2_4, f_2_5}};
+static const blk_fn k_a2[MOE_SB_TYPES][MR_AVX2] = {{a2_0}, {a2_1}, {a2_2}};
+
+#endif /* SB_X86 */
+
+/* ------------------------------------------------------------------------------------ */
+/* Dispatch                                                                              */
+
+bool moe_sb_cpu_has(moe_sb_isa_t isa)
+{
+#ifdef SB_X86
+    switch (isa) {
+    case MOE_SB_AVX512_BF16_VBMI:
+        return moe_sb_cpu_has(MOE_SB_AVX512_BF16) && __builtin_cpu_supports("avx512vbmi");
+    case MOE_SB_AVX512_BF16:
+        /* MOED_CPU_NO_BF16 makes the CPU count as one without BF16 (onednn.h) */
+        return moe_cpu_bf16_native() && __builtin_cpu_supports("avx512bf16") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    case MOE_SB_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    case MOE_SB_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default:
+        return false;
+    }
+#else
+    (void)isa;
+    return false;
+#endif
+}
+
+moe_sb_isa_t moe_sb_isa(bool bf16)
+{
+    if (bf16) {
+        return moe_sb_cpu_has(MOE_SB_AVX512_BF16_VBMI) ? MOE_SB_AVX512_BF16_VBMI
+               : moe_sb_cpu_has(MOE_SB_AVX512_BF16)    ? MOE_SB_AVX512_BF16
+                                                       : MOE_SB_NONE;
+    }
+    return moe_sb_cpu_has(MOE_SB_AVX512) ? MOE_SB_AVX512
+           : moe_sb_cpu_has(MOE_SB_AVX2) ? MOE_SB_AVX2
+                                         : MOE_SB_NONE;
+}
+
+const char *moe_sb_isa_name(moe_sb_isa_t isa)
+{
+    switch (isa) {
+    case MOE_SB_AVX512_BF16_VBMI: return "avx512_bf16+vbmi";
+    case MOE_SB_AVX512_BF16: return "avx512_bf16";
+    case MOE_SB_AVX512: return "avx512";
+    case MOE_SB_AVX2: return "avx2";
+    default: return "none";
+    }
+}
+
+void moe_sb_gemm(moe_sb_isa_t isa, const moe_sb_matrix_t *w, int64_t m, const void *x,
+                 int64_t ldx, void *y, int64_t ldy, bool y_bf16, int64_t nb0, int64_t nb1)
+{
+#ifdef SB_X86
+    bool bf = isa == MOE_SB_AVX512_BF16 || isa == MOE_SB_AVX512_BF16_VBMI;
+    int mr = bf ? k_bf_rows[w->type] : isa == MOE_SB_AVX512 ? MR_F32 : MR_AVX2;
+    size_t xsz = bf ? sizeof(uint16_t) : sizeof(float);
+    float tile[MR_MAX * MOE_BLK_N];
+    /* passes of equal size (+-1): 8 rows are 4 + 4, not 6 + 2 */
+    int64_t passes = (m + mr - 1) / mr;
+    for (int64_t nb = nb0; nb < nb1; nb++) {
+        int64_t n0 = nb * MOE_BLK_N, ncols = w->n - n0 < MOE_BLK_N ? w->n - n0 : MOE_BLK_N;
+        for (int64_t p = 0; p < passes; p++) {
+            int64_t r0 = m * p / passes, rows = m * (p + 1) / passes - r0;
+            const void *xp = (const char *)x + (size_t)(r0 * ldx) * xsz;
+            if (bf) {
+                k_bf[isa == MOE_SB_AVX512_BF16_VBMI][w->type][rows - 1](w, nb, xp, ldx, tile);
+            } else if (isa == MOE_SB_AVX512) {
+                k_f[w->type][rows - 1](w, nb, xp, ldx, tile);
+            } else {
+                for (int64_t r = 0; r < rows; r++) {
+                    k_a2[w->type][0](w, nb, (const float *)xp + r * ldx, ldx,
+                                     tile + r * MOE_BLK_N);
+                }
+            }
+            void *yp = (char *)y + (size_t)(r0 * ldy) * (y_bf16 ? sizeof(uint16_t)
+                                                                : sizeof(float));
+            tile_out(tile, rows, n0, ncols, yp, ldy, y_bf16);
+        }
+    }
+#else
+    (void)isa, (void)w, (void)m, (void)x, (void)ldx, (void)y, (void)ldy, (void)y_bf16;
+    (void)nb0, (void)nb1;
+#endif
+}
+
+void moe_sb_dequant_bf16(moe_sb_isa_t isa, const moe_sb_matrix_t *w, uint16_t *dst,
+                         int64_t nb0, int64_t nb1)
+{
+#ifdef SB_X86
+    if ((isa == MOE_SB_AVX512_BF16 || isa == MOE_SB_AVX512_BF16_VBMI) &&
+        w->type != MOE_SB_BF16) {
+        dequant_bf16_512(w, dst, nb0, nb1);
+        return;
+    }
+#endif
+    (void)isa;
+    dequant_bf16_scalar(w, dst, nb0, nb1);
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# bench_decode.sh [BUILD] [DTYPE] [SHAPES]: moed at decode shapes against the machine's read
+# bandwidth, measured in the same run on the same number of cores. A benchmark, not a test.
+#
+#   BUILD   the build folder (default build): moed, tests/bench/bench_stream, tests/make_checkpoint
+#   DTYPE   the expert weights, or several in one run ("fp8 fp8-bf16": one checkpoint for both):
+#             bf16      random weights held in BF16 (model.dtype bf16; the default)
+#             f32       random weights in F32
+#             fp8       a DeepSeek-V3-layout FP8 e4m3 checkpoint (128x128 block scales, written
+#                       by tests/models/make_reference.py: NumPy, ~2 min for 32 experts x 4
+#                       layers; top-k is the family's 4, a shared expert runs on the master)
+#                       run with model.dtype auto: held as stored where moed keeps FP8 (else
+#                       widened at load: the run's "experts:" line says)
+#             fp8-bf16  the same checkpoint widened to BF16 at load (model.dtype bf16): the
+#                       baseline of the FP8 speed-up
+#             mxfp4     a gpt-oss-layout MXFP4 checkpoint (U8 blocks, e8m0 scales), dtype auto
+#   SHAPES  "EXPERTS:TOPK ..." (default "32:4 128:8": Qwen3-30B-A3B's top-8 of 128 and
+#           DeepSeek-V3's top-8 of 256 scaled to the machine; for fp8 K is the checkpoint's 4)
+# Environment: TOKENS ("1 8 32 128"), HIDDEN (2048), FFN (768), LAYERS (4), STEPS (40, of
+# which WARMUP 5 unrecorded), NP (3: a master and NP-1 expert ranks), BIND (auto: moed's
+# runtime.bind pins the expert ranks, mpirun --bind-to none; overload: mpirun --bind-to
+# core:overload-allowed), BENCH (1: also moed --bench's decode latency lines), KEEP (keep
+# the work folder).
+#
+# Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
+# profiler's: the routing rank's times), the bytes of distinct expert weights touched per
+# step (metrics.csv: the (layer, expert) pairs with rows, times the bytes of one expert as
+# the expert ranks hold it), those bytes over the expert compute time (each expert rank's
+# bytes over its own expert call time, summed over the expert ranks: the rate at which
+# the cores read weights while they compute) and over the whole step (rank 0's mean step
+# time), each against the read bandwidth of NP-1 threads pinned as the expert ranks are
+# (bench_stream, measured right before each run: the host's own speed moves it from minute
+# to minute, so each row has its own, in the "read GB/s" column).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$here/build}
+dtypes=${2:-bf16}
+shapes=${3:-32:4 128:8}
+moed=$build/moed
+stream=$build/tests/bench/bench_stream
+mkckpt=$build/tests/make_checkpoint
+TOKENS=${TOKENS:-1 8 32 128}
+HIDDEN=${HIDDEN:-2048}
+FFN=${FFN:-768}
+LAYERS=${LAYERS:-4}
+STEPS=${STEPS:-40}
+WARMUP=${WARMUP:-5}
+NP=${NP:-3}
+BIND=${BIND:-auto}
+BENCH=${BENCH:-1}
+PY=$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || command -v python3)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for x in "$moed" "$stream"; do
+  [[ -x $x ]] || { echo "bench_decode: $x not built (cmake --build $build)" >&2; exit 2; }
+done
+for dtype in $dtypes; do
+  case $dtype in
+    bf16|f32|fp8|fp8-bf16|mxfp4) ;;
+    *) echo "bench_decode: DTYPE is bf16, f32, fp8, fp8-bf16 or mxfp4, not $dtype" >&2; exit 2 ;;
+  esac
+done
+case $BIND in
+  auto) mpibind=(--bind-to none) ;;
+  overload) mpibind=(--bind-to core:overload-allowed) ;;
+  *) echo "bench_decode: BIND is auto or overload" >&2; exit 2 ;;
+esac
+work=$(mktemp -d "${TMPDIR:-/tmp}/moed-decode.XXXXXX")
+[[ -n ${KEEP:-} ]] || trap 'rm -rf "$work"' EXIT
+experts_ranks=$((NP - 1))
+
+echo "bench_decode: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), moed $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs, L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
+echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($experts_ranks expert ranks, binding $BIND), $STEPS steps ($WARMUP warm-up)"
+
+stream_gbps() { # the read GB/s (best pass) of NP-1 pinned threads
+  local out
+  out=$("$stream" --threads "$experts_ranks" --mib 2048 --passes 6 2>&1) || { echo 0; return; }
+  sed -n 's/^stream: read GB\/s best \([0-9.]*\).*/\1/p' <<< "$out"
+}
+"$stream" --threads "$experts_ranks" --mib 2048 --passes 6 2>&1 | sed 's/^/read bandwidth: /'
+
+# ckpt E K: the checkpoint folder of the dtype's family for E experts, top-K (made once)
+ckpt() {
+  local e=$1 k=$2 d="$work/ck_${dtype%%-*}_$1_$2" fam kind brk=""
+  case $dtype in
+    fp8|fp8-bf16) fam=deepseek_v3 kind=fp8 k=4 d="$work/ck_fp8_$1_4" ;;
+    mxfp4) fam=gpt_oss kind=bf16 brk=mxfp4 ;;
+  esac
+  if [[ ! -d $d && $kind == fp8 ]]; then
+    # tests/models/make_reference.py (NumPy): DeepSeek-V3's layout and knobs scaled down, a
+    # dense layer 0 then LAYERS MoE layers, 128x128 e4m3 blocks; top-k is the family's 4
+    "$PY" "$here/tests/models/make_reference.py" "$d" "$fam" fp8 --experts "$e" \
+      --hidden "$HIDDEN" --ffn "$FFN" --moe-layers "$LAYERS" --tokens 8 >&2 \
+      || { echo "bench_decode: make_reference.py failed" >&2; exit 1; }
+  elif [[ ! -d $d ]]; then
+    mkdir -p "$d"
+    [[ -x $mkckpt ]] || { echo "bench_decode: $mkckpt not built" >&2; exit 2; }
+    "$mkckpt" --dir "$d" "$fam" "$kind" "$HIDDEN" "$FFN" "$e" "$k" "$LAYERS" 1 128 \
+      $brk >&2 || { echo "bench_decode: make_checkpoint failed" >&2; exit 1; }
+  fi
+  echo "$d"
+}
+
+config() { # E K T: the run's config on stdout
+  local e=$1 k=$2 t=$3
+  local prof="profiler: {enabled: true, warmup_steps: $WARMUP, measurement_steps: $((STEPS - WARMUP)), trace: false, output_dir: $work/exp}"
+  local run="runtime: {routing: master, transport: mpi, bind: $([[ $BIND == auto ]] && echo auto || echo none)}"
+  local work_l="workload: {tokens_per_step: $t, steps: $STEPS}"
+  case $dtype in
+    bf16|f32)
+      printf 'model: {hidden_dim: %s, ffn_dim: %s, num_experts: %s, top_k: %s, num_layers: %s, dtype: %s}\n' \
+        "$HIDDEN" "$FFN" "$e" "$k" "$LAYERS" "$dtype"
+      echo "placement: {master_rank: 0, experts: auto}" ;;
+    *)
+      local d; d=$(ckpt "$e" "$k")
+      printf 'model: {checkpoint: %s, dtype: %s}\n' "$d" "$([[ $dtype == fp8-bf16 ]] && echo bf16 || echo auto)"
+      echo "placement: {master_rank: 0, experts: auto}" ;;
+  esac
+  echo "$run"; echo "$work_l"; echo "$prof"
+}
+
+# figures RUN_DIR: one line of figures from the report (summary.json, metrics.csv)
+figures() {
+  "$PY" - "$1" <<'PY'
+import csv, json, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+L = s["run"]["num_layers"]
+# one expert's bytes as the expert ranks hold them: their weight bytes over their (layer, expert)s
+ex = [r["rank"] for r in s["ranks"] if r["num_local"] > 0]
+held = sum(s["memory"][r]["expert_weights_mib"] * 2**20 for r in ex)
+pairs = sum(s["ranks"][r]["num_local"] for r in ex) * L
+per_expert = held / pairs if pairs else 0
+touched, busy, steps = {}, {}, set()
+for row in csv.DictReader(open(d + "/metrics.csv")):
+    if int(row["tokens"]) <= 0:
+        continue
+    r = int(row["rank"]); steps.add(int(row["step"]))
+    touched[r] = touched.get(r, 0) + 1
+    busy[r] = busy.get(r, 0.0) + float(row["compute_ms"]) * 1e-3
+n = len(steps)
+per_step = sum(touched.values()) * per_expert / n if n else 0
+expert_gbps = sum(touched[r] * per_expert / busy[r] for r in touched if busy[r] > 0) / 1e9
+r0 = s["ranks"][0]["per_step_ms"]["step"] * 1e-3
+step_gbps = per_step / r0 / 1e9 if r0 > 0 else 0
+st = s["run"]["step_latency_ms"]
+lat = [l["latency_ms"] for l in s["layers"]]
+lp50 = sum(x["p50"] for x in lat) / len(lat)
+lp99 = max(x["p99"] for x in lat)
+w = [r["share_of_step"]["weights"] for r in s["ranks"] if r["num_local"] > 0]
+print("%.2f %.2f %.3f %.3f %.1f %.2f %.2f %.2f %.0f %s" % (st["p50"], st["p99"], lp50, lp99,
+      per_step / 1e6, expert_gbps, step_gbps, per_expert / 1e6, n, s["run"]["weights"] or "random"))
+PY
+}
+
+printf '\n%-8s %6s %4s %3s %8s %8s %8s %8s %10s %8s %9s %6s %9s %6s\n' dtype tokens E k "step p50" \
+  "step p99" "layer p50" "layer p99" "touched MB" "read GB/s" "expert GB/s" "/read" "step GB/s" \
+  "/read"
+for dtype in $dtypes; do
+for shape in $shapes; do
+  e=${shape%%:*} k=${shape##*:}
+  [[ $dtype == fp8* ]] && k=4 # the checkpoint's
+  for t in $TOKENS; do
+    read_gbps=$(stream_gbps)
+    config "$e" "$k" "$t" > "$work/c.yaml"
+    extra=()
+    [[ $BENCH == 1 ]] && extra=(--bench)
+    shopt -s nullglob; runs=("$work"/exp/*/); before=${#runs[@]}
+    if ! out=$(timeout -k 5 1200 mpirun --oversubscribe "${mpibind[@]}" -np "$NP" "$moed" \
+                 --config "$work/c.yaml" --no-progress "${extra[@]}" 2>&1); then
+      echo "$dtype $t $e $k: run failed"
+      { grep -m3 -E 'error|moed:' <<< "$out" || tail -5 <<< "$out"; } | sed 's/^/    /'
+      continue
+    fi
+    runs=("$work"/exp/*/)
+    [[ ${#runs[@]} -gt $before ]] || { echo "$dtype $t $e $k: no report"; continue; }
+    dir=$(printf '%s\n' "${runs[@]}" | sort | tail -1)
+    read -r sp50 sp99 lp50 lp99 mb egb sgb pe n wts <<< "$(figures "$dir")"
+    printf '%-8s %6s %4s %3s %8s %8s %8s %8s %10s %8s %9s %6s %9s %6s\n' "$dtype" "$t" "$e" "$k" \
+      "$sp50" "$sp99" "$lp50" "$lp99" "$mb" "$read_gbps" "$egb" \
+      "$(awk -v a="$egb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" "$sgb" \
+      "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')"
+    grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
+    echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
+    [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
+  done
+done
+done
+echo "read GB/s: bench_stream, $experts_ranks threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, right before each run; after the last run $(stream_gbps)"

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The decode benchmark's plumbing (tests/bench/bench_decode.sh, bench_stream, moed --bench's
+# latency lines) on a tiny shape: every figure is there and consistent, the counts exchange
+# of master routing is the master's messages alone; no speed asserted.
+# bench.sh decode
+source "$(dirname "$0")/common.sh"
+here=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "$(dirname "$MOED")" && pwd)
+case "$1" in
+  decode)  # 2 layers of 8 experts top-2, tokens 1 and 8: the table, the bytes touched, --bench
+    [[ -x $build/tests/bench/bench_stream ]] || fail "bench_stream not built"
+    # bench_stream alone: one line of GB/s, both passes' figures positive
+    "$build/tests/bench/bench_stream" --threads 1 --mib 64 --passes 2 > stream.log 2>&1 \
+      || { cat stream.log; fail "bench_stream failed"; }
+    grep -qE '^stream: read GB/s best [0-9.]+ median [0-9.]+ \(2 passes\)$' stream.log \
+      || { cat stream.log; fail "bench_stream: no read GB/s line"; }
+    HIDDEN=256 FFN=128 LAYERS=2 STEPS=6 WARMUP=2 TOKENS="1 8" BENCH=1 \
+      timeout -k 5 250 bash "$here/tests/bench/bench_decode.sh" "$build" bf16 "8:2" > out.log 2> err.log \
+      || { cat out.log err.log; fail "bench_decode.sh failed"; }
+    cat out.log
+    python3 - out.log <<'PY' || fail "decode figures"
+import re, sys
+t = open(sys.argv[1]).read()
+assert re.search(r"^cpu: .+, family \d+, model \d+, \d+ CPUs", t, re.M), "cpu line"
+assert re.search(r"^cpu flags: ", t, re.M), "cpu flags line"
+assert re.search(r"^read bandwidth: stream: read GB/s best [0-9.]+", t, re.M), "stream line"
+rows = [l.split() for l in t.splitlines() if l.startswith("bf16 ")]
+assert len(rows) == 2, rows
+per_expert = 3 * 256 * 128 * 2 / 1e6       # MB: gate, up, down in BF16
+for r in rows:
+    tokens, E, k = int(r[1]), int(r[2]), int(r[3])
+    sp50, sp99, lp50, lp99, mb, read, egb, eratio, sgb, sratio = map(float, r[4:14])
+    assert 0 < sp50 <= sp99 and 0 < lp50 <= lp99, r
+    # distinct (layer, expert) pairs a step touches: k per layer for one token (a token
+    # picks k distinct experts), at most min(E, tokens * k) per layer
+    if tokens == 1:
+        assert abs(mb - 2 * k * per_expert) < 0.06, (mb, 2 * k * per_expert)
+    assert 2 * k * per_expert - 0.06 <= mb <= 2 * min(E, tokens * k) * per_expert + 0.06, mb
+    assert egb > 0 and sgb > 0 and egb >= sgb, r     # compute time is part of the step
+    assert read > 0 and abs(eratio - egb / read) < 0.006 and abs(sratio - sgb / read) < 0.006, r
+lines = re.findall(r"bench: layer exchange, moed +([0-9.]+) us, best [0-9.]+ us", t)
+mpi = re.findall(r"bench: same messages, plain MPI +([0-9.]+) us, best [0-9.]+ us", t)
+ratio = re.findall(r"bench: layer exchange / plain MPI +([0-9.]+)x, best [0-9.]+x", t)
+pp = re.findall(r"bench: MPI ping-pong round trip +([0-9.]+) us, best [0-9.]+ us +\(([0-9.]+) kB", t)
+wake = re.findall(r"bench: wake-up after 2 ms napping +(-?[0-9.]+) us posted, (-?[0-9.]+) us not posted", t)
+assert len(lines) == len(mpi) == len(ratio) == len(pp) == len(wake) == 2, (lines, mpi, ratio, pp, wake)
+# master routing: counts go from the routing rank to each expert rank only (the expert ranks
+# route nothing and send each other none), rows to each expert rank that gets any
+cm = re.findall(r"replayed; (\d+) counts messages, (\d+) row messages each way", t)
+assert cm == [("2", "2"), ("2", "2")], cm
+for a, b, q in zip(lines, mpi, ratio):
+    assert float(a) > 0 and float(b) > 0 and abs(float(q) - float(a) / float(b)) < 0.011, (a, b, q)
+# the largest message: at most every (token, choice) row of the step, 256 BF16 = 512 bytes
+for (us, kb), tokens in zip(pp, (1, 8)):
+    assert float(us) > 0 and 0 < float(kb) <= tokens * 2 * 0.512 + 0.05, (us, kb)
+print("decode bench: %d rows, exchange %s us vs plain MPI %s us" % (len(rows), lines, mpi))
+PY
+    ;;
+  *) fail "unknown case $1" ;;
+esac
+echo "PASS bench $1"
