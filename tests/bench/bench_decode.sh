@@ -13,7 +13,9 @@
 #                       widened at load: the run's "experts:" line says)
 #             fp8-bf16  the same checkpoint widened to BF16 at load (model.dtype bf16): the
 #                       baseline of the FP8 speed-up
-#             mxfp4     a gpt-oss-layout MXFP4 checkpoint (U8 blocks, e8m0 scales), dtype auto
+#             mxfp4     a gpt-oss-layout MXFP4 checkpoint (U8 blocks, e8m0 scales, written by
+#                       make_reference.py; top-k is the family's 4), dtype auto: held as stored
+#             mxfp4-bf16  the same checkpoint widened to BF16 at load: the baseline of its speed-up
 #   SHAPES  "EXPERTS:TOPK ..." (default "32:4 128:8": Qwen3-30B-A3B's top-8 of 128 and
 #           DeepSeek-V3's top-8 of 256 scaled to the machine; for fp8 K is the checkpoint's 4)
 # Environment: TOKENS ("1 8 32 128"), HIDDEN (2048), FFN (768), LAYERS (4), STEPS (40, of
@@ -55,8 +57,8 @@ for x in "$moed" "$stream"; do
 done
 for dtype in $dtypes; do
   case $dtype in
-    bf16|f32|fp8|fp8-bf16|mxfp4) ;;
-    *) echo "bench_decode: DTYPE is bf16, f32, fp8, fp8-bf16 or mxfp4, not $dtype" >&2; exit 2 ;;
+    bf16|f32|fp8|fp8-bf16|mxfp4|mxfp4-bf16) ;;
+    *) echo "bench_decode: DTYPE is bf16, f32, fp8, fp8-bf16, mxfp4 or mxfp4-bf16, not $dtype" >&2; exit 2 ;;
   esac
 done
 case $BIND in
@@ -86,12 +88,12 @@ ckpt() {
   local e=$1 k=$2 d="$work/ck_${dtype%%-*}_$1_$2" fam kind brk=""
   case $dtype in
     fp8|fp8-bf16) fam=deepseek_v3 kind=fp8 k=4 d="$work/ck_fp8_$1_4" ;;
-    mxfp4) fam=gpt_oss kind=bf16 brk=mxfp4 ;;
+    mxfp4|mxfp4-bf16) fam=gpt_oss kind=mxfp4 k=4 d="$work/ck_mxfp4_$1_4" ;;
   esac
-  if [[ ! -d $d && $kind == fp8 ]]; then
+  if [[ ! -d $d && ( $kind == fp8 || $kind == mxfp4 ) ]]; then
     # tests/models/make_reference.py (NumPy): DeepSeek-V3's layout and knobs scaled down, a
     # dense layer 0 then LAYERS MoE layers, 128x128 e4m3 blocks; top-k is the family's 4
-    "$PY" "$here/tests/models/make_reference.py" "$d" "$fam" fp8 --experts "$e" \
+    "$PY" "$here/tests/models/make_reference.py" "$d" "$fam" "$kind" --experts "$e" \
       --hidden "$HIDDEN" --ffn "$FFN" --moe-layers "$LAYERS" --tokens 8 >&2 \
       || { echo "bench_decode: make_reference.py failed" >&2; exit 1; }
   elif [[ ! -d $d ]]; then
@@ -115,7 +117,7 @@ config() { # E K T: the run's config on stdout
       echo "placement: {master_rank: 0, experts: auto}" ;;
     *)
       local d; d=$(ckpt "$e" "$k")
-      printf 'model: {checkpoint: %s, dtype: %s}\n' "$d" "$([[ $dtype == fp8-bf16 ]] && echo bf16 || echo auto)"
+      printf 'model: {checkpoint: %s, dtype: %s}\n' "$d" "$([[ $dtype == *-bf16 ]] && echo bf16 || echo auto)"
       echo "placement: {master_rank: 0, experts: auto}" ;;
   esac
   echo "$run"; echo "$work_l"; echo "$prof"
@@ -161,7 +163,7 @@ printf '\n%-8s %6s %4s %3s %8s %8s %8s %8s %10s %8s %9s %6s %9s %6s\n' dtype tok
 for dtype in $dtypes; do
 for shape in $shapes; do
   e=${shape%%:*} k=${shape##*:}
-  [[ $dtype == fp8* ]] && k=4 # the checkpoint's
+  [[ $dtype == fp8* || $dtype == mxfp4* ]] && k=4 # the checkpoint's
   for t in $TOKENS; do
     read_gbps=$(stream_gbps)
     config "$e" "$k" "$t" > "$work/c.yaml"
