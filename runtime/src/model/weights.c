@@ -296,12 +296,38 @@ static moe_status_t file_ffn(load_ctx_t *c, const char *pattern, int decoder, in
 /* gpt-oss: expert e's slabs of the fused tensors, de-interleaved (gate = even columns of
  * gate_up_proj[e] [H, 2F], up = odd) and transposed into W13 [2F, H], W2 [H, F]; an MXFP4
  * release (gate_up_proj_blocks [E, 2F, H/32, 16]: rows, not columns) dequantised. */
+/* gpt-oss expert ew's biases (F32 or BF16 in the file), gate_up's de-interleaved like its
+ * weights ([gate_0, up_0, gate_1, ...] -> [gate | up]; tmp holds 2F floats); then the
+ * expert's load progress. */
+static moe_status_t fused_biases(load_ctx_t *c, int decoder, moe_expert_weights_t *ew,
+                                 float *tmp)
+{
+    const moe_family_t *nm = c->names;
+    int64_t E = c->cfg->num_experts, H = c->cfg->hidden_dim, F = c->cfg->ffn_dim, e = ew->id;
+    int64_t gub[2] = {E, 2 * F}, dnb[2] = {E, H};
+    char name[512];
+    snprintf(name, sizeof(name), nm->fused_gate_up_bias, decoder);
+    moe_status_t st = moe_ckpt_read_slab(c->ck, name, 2, gub, e, tmp, c->err);
+    for (int64_t j = 0; st == MOE_OK && j < F; j++) {
+        ew->b13[j] = tmp[2 * j];
+        ew->b13[F + j] = tmp[2 * j + 1];
+    }
+    if (st == MOE_OK) {
+        snprintf(name, sizeof(name), nm->fused_down_bias, decoder);
+        st = moe_ckpt_read_slab(c->ck, name, 2, dnb, e, ew->b2, c->err);
+    }
+    if (st == MOE_OK) {
+        progress_add(c->prog, (size_t)(3 * H * F) * sizeof(float));
+    }
+    return st;
+}
+
 static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_t *ew)
 {
     const moe_config_t *cfg = c->cfg;
     const moe_family_t *nm = c->names;
     int64_t E = cfg->num_experts, H = cfg->hidden_dim, F = cfg->ffn_dim, e = ew->id;
-    int64_t gu[3] = {E, H, 2 * F}, gub[2] = {E, 2 * F}, dn[3] = {E, F, H}, dnb[2] = {E, H};
+    int64_t gu[3] = {E, H, 2 * F}, dn[3] = {E, F, H};
     char name[512];
     float *tmp = NULL;
     moe_status_t st = alloc_floats(&tmp, (size_t)(H * 2 * F), c->err);
@@ -327,14 +353,6 @@ static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_
             ew->w13[(F + j) * H + h] = tmp[h * 2 * F + 2 * j + 1];
         }
     }
-    if (st == MOE_OK) {
-        snprintf(name, sizeof(name), nm->fused_gate_up_bias, decoder);
-        st = moe_ckpt_read_slab(c->ck, name, 2, gub, e, tmp, c->err);
-    }
-    for (int64_t j = 0; st == MOE_OK && j < F; j++) {
-        ew->b13[j] = tmp[2 * j];
-        ew->b13[F + j] = tmp[2 * j + 1];
-    }
     if (st == MOE_OK && !mx) {
         snprintf(name, sizeof(name), nm->fused_down, decoder);
         st = moe_ckpt_read_slab(c->ck, name, 3, dn, e, tmp, c->err);
@@ -345,17 +363,12 @@ static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_
         }
     }
     if (st == MOE_OK) {
-        snprintf(name, sizeof(name), nm->fused_down_bias, decoder);
-        st = moe_ckpt_read_slab(c->ck, name, 2, dnb, e, ew->b2, c->err);
+        st = fused_biases(c, decoder, ew, tmp);
     }
     free(tmp);
-    if (st == MOE_OK) {
-        progress_add(c->prog, (size_t)(3 * H * F) * sizeof(float));
-    }
     return st;
 }
 
-/* Buffers of one FFN of inner width F (biases for gpt-oss). */
 /* The F32 biases (gpt-oss: swiglu_oai only) and the clamp of expert ew, whichever type
  * holds its matrices. */
 static moe_status_t alloc_ffn_biases(const moe_config_t *cfg, int64_t F, moe_expert_weights_t *ew,
@@ -373,6 +386,7 @@ static moe_status_t alloc_ffn_biases(const moe_config_t *cfg, int64_t F, moe_exp
     return st;
 }
 
+/* Buffers of one FFN of inner width F (biases for gpt-oss). */
 static moe_status_t alloc_ffn(const moe_config_t *cfg, int64_t F, moe_expert_weights_t *ew,
                               moe_error_t *err)
 {
@@ -568,7 +582,7 @@ static moe_status_t mxfp4_expert(load_ctx_t *c, int decoder, moe_expert_weights_
     const moe_config_t *cfg = c->cfg;
     const moe_family_t *nm = c->names;
     int64_t E = cfg->num_experts, H = cfg->hidden_dim, F = cfg->ffn_dim, e = ew->id;
-    int64_t gu[3] = {E, 2 * F, H}, dn[3] = {E, H, F}, gub[2] = {E, 2 * F}, dnb[2] = {E, H};
+    int64_t gu[3] = {E, 2 * F, H}, dn[3] = {E, H, F};
     char name[512];
     float *tmp = NULL;
     snprintf(name, sizeof(name), nm->fused_gate_up, decoder);
@@ -584,21 +598,9 @@ static moe_status_t mxfp4_expert(load_ctx_t *c, int decoder, moe_expert_weights_
         st = alloc_floats(&tmp, (size_t)(2 * F), c->err);
     }
     if (st == MOE_OK) {
-        snprintf(name, sizeof(name), nm->fused_gate_up_bias, decoder);
-        st = moe_ckpt_read_slab(c->ck, name, 2, gub, e, tmp, c->err);
-    }
-    for (int64_t j = 0; st == MOE_OK && j < F; j++) {
-        ew->b13[j] = tmp[2 * j];
-        ew->b13[F + j] = tmp[2 * j + 1];
-    }
-    if (st == MOE_OK) {
-        snprintf(name, sizeof(name), nm->fused_down_bias, decoder);
-        st = moe_ckpt_read_slab(c->ck, name, 2, dnb, e, ew->b2, c->err);
+        st = fused_biases(c, decoder, ew, tmp);
     }
     free(tmp);
-    if (st == MOE_OK) {
-        progress_add(c->prog, (size_t)(3 * H * F) * sizeof(float));
-    }
     return st;
 }
 
