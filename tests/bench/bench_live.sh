@@ -66,6 +66,7 @@ EOC
 run() {
   local log=$work/run.log cfg=$1
   shift
+  : > "$log"  # before the job: the loop below may read it before the job's redirection
   "${MPIRUN[@]}" "$moed" --config "$cfg" --no-progress "$@" > "$log" 2>&1 &
   local job=$! url=""
   if grep -q listen "$cfg" && [[ ${SCRAPE:-1} != 0 ]]; then

@@ -5,7 +5,10 @@
 # bounded by SECONDS; sets RUN (its pid) and exports URL once rank 0 printed it; the run
 # is stopped (SIGTERM) and the work folder removed on exit.
 live_start() {
-  # --foreground: timeout passes SIGTERM on to mpirun only (see mpi/failures.sh)
+  # --foreground: timeout passes SIGTERM on to mpirun only (see mpi/failures.sh).
+  # run.log is made here, before the job: the background job's own "> run.log" may come
+  # after the first read below (live.stop once failed in 0.1 s, sed finding no run.log)
+  : > run.log
   # shellcheck disable=SC2086
   timeout --foreground -k 5 "$1" mpirun $MPIRUN_FLAGS -np 3 "$MOED" --config c.yaml \
     --no-progress > run.log 2>&1 &

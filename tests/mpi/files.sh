@@ -100,6 +100,7 @@ PY
           -e 's/^  enabled: true/  enabled: true\n  measurement_steps: 100\n  repeat: 0\n  trace: false/' > c.yaml
     head -c $((1024 * 1024 - 160 * 1024)) /dev/zero > "$MNT/filler"  # 160 KiB left
     set +e
+    : > run.log  # before the job: the loop reads it at once
     # shellcheck disable=SC2086  # (longer than mpirun_moed's bound: ASan on a loaded machine)
     MOED_TEST_HOOK_DELAY_US=1000 timeout -k 5 250 mpirun $MPIRUN_FLAGS -np 3 "$MOED" \
       --config c.yaml --progress > run.log 2>&1 &
