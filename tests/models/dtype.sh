@@ -26,7 +26,8 @@
 #             kernels); with runtime.small_batch_rows: 0 every row goes to the GEMMs.
 #   memory_fp8  the same for an FP8 checkpoint (DeepSeek-V3 layout, 8 x 8 experts of 512 x
 #             1024): held as stored (model.dtype auto) at most 0.55x of the same checkpoint
-#             widened to BF16 (model.dtype bf16), each minus a tiny FP8 checkpoint's run.
+#             widened to BF16 (model.dtype bf16), each minus a tiny FP8 checkpoint's run;
+#             rank 0's shared experts likewise (held as stored, at most 0.55x).
 #   memory_mxfp4  the same for gpt-oss's MXFP4 layout: held as stored at most 0.30x of BF16
 #             (0.5 byte a weight and an e8m0 byte per 32: 0.27x).
 # BF16 cases skip (77) on a CPU without native BF16.
@@ -242,6 +243,7 @@ memory_fp8|memory_mxfp4)
     timeout -k 5 200 mpirun $MPIRUN_FLAGS -np 2 "$PY" "$MODELS_DIR/rss_wrapper.py" "$MOED" --config "$1.yaml" \
       --no-progress > "$1.log" 2>&1 || { cat "$1.log"; fail "$1 run"; }
     cat rss.1
+    cat rss.0 > "$1.rss0"  # rank 0: the routing rank, the shared experts'
   }
   mkdir ck ck_tiny
   if [[ $case_name == memory_fp8 ]]; then
@@ -269,6 +271,22 @@ if gb < 150 * 1024 or gl > limit * gb:
           % (q, gl / gb, limit))
     sys.exit(1)
 EOF
+  if [[ $case_name == memory_fp8 ]]; then
+    # rank 0 routes and holds the shared experts (8 layers x 3 x 512 x 1024: 24 MiB in BF16)
+    grep -qx "shared experts: fp8 e4m3 weights held as stored, bf16 compute" low.log ||
+      { cat low.log; fail "the shared experts were not held as stored"; }
+    "$PY" - "$(cat base.rss0)" "$(cat low.rss0)" "$(cat bf16.rss0)" <<'EOF' || fail "rank 0's memory"
+import sys
+base, low, bf16 = (int(v) for v in sys.argv[1:4])
+gl, gb = low - base, bf16 - base
+print("rank 0 (shared experts) peak RSS growth over the tiny run: fp8 %.1f MiB, bf16 %.1f MiB "
+      "(%.2fx)" % (gl / 1024, gb / 1024, gl / gb))
+if gb < 18 * 1024 or gl > 0.55 * gb:
+    print("FAIL: the shared experts held as stored cost %.2fx the BF16-held ones, want <= 0.55"
+          % (gl / gb))
+    sys.exit(1)
+EOF
+  fi
   ;;
 *)
   fail "unknown case '$case_name' (wire, fallback, first_line, memory, memory_fp8, memory_mxfp4, decode_path)"

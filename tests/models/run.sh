@@ -11,6 +11,8 @@
 #          deepseek_v3_fp8_master_gemm (runtime.small_batch_rows: 0: every expert call on the
 #          GEMM path, FP8 / MXFP4 dequantised for it, instead of the small-batch kernels that
 #          take the calls of few rows otherwise)
+# Families with shared experts must say how the routing ranks hold and compute them
+# ("shared experts: ..."): FP8 as stored, BF16 for BF16 compute, else F32.
 # FP8 and MXFP4 checkpoints are held as stored (model.dtype auto): the first line must say so.
 # Every other case computes in F32 (runtime.compute_dtype: f32), whatever the stored type.
 # Needs MOED and ST_DIFF (ctest sets them). Fails, printing what moed said, when moed cannot
@@ -114,6 +116,18 @@ run_and_compare() {
     echo "---- moed's log ($np rank(s)):"; cat "$name.log"
     echo "FAIL: $family $dtype $routing on $np rank(s): the first line does not say '$held'" >&2
     status=1
+  fi
+  # the shared experts held as the experts would be: FP8 as stored, else BF16 for BF16
+  # compute, F32 for F32 compute (their own line after the experts')
+  if [[ $family == qwen2_moe || $family == deepseek_* || $family == kimi_k2 ]]; then
+    shared="f32 weights, f32 compute"
+    [[ $compute == bf16 ]] && shared="bf16 weights, bf16 compute"
+    [[ $dtype == fp8 ]] && shared="fp8 e4m3 weights held as stored, $compute compute"
+    if ! grep -qx "shared experts: $shared" "$name.log"; then
+      echo "---- moed's log ($np rank(s)):"; cat "$name.log"
+      echo "FAIL: $family $dtype $routing on $np rank(s): no line 'shared experts: $shared'" >&2
+      status=1
+    fi
   fi
   if ! "$ST_DIFF" "$DIR/expected.safetensors" "$name.safetensors" --tol $TOL; then
     echo "---- moed's log ($np rank(s)):"

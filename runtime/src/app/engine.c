@@ -357,8 +357,32 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
+/* How a routing rank on the CPU holds and computes its shared experts: as its experts would
+ * be from the shared experts' own type (moe_weights_shared_dtype): FP8 as stored, BF16 where
+ * the CPU computes in BF16, else F32 (always F32 on cuda, and on ranks that do not route). */
+static moe_status_t engine_shared_types(const moe_config_t *cfg, bool routes, moe_dtype_t *held,
+                                        moe_num_dtype_t *compute, moe_error_t *err)
+{
+    moe_dtype_t value = MOE_DTYPE_F32;
+    *held = MOE_DTYPE_F32;
+    *compute = MOE_NUM_F32;
+    if (!routes || cfg->device == MOE_DEVICE_CUDA) {
+        return MOE_OK;
+    }
+    moe_status_t st = moe_weights_shared_dtype(cfg, &value, err);
+    if (st != MOE_OK || value == MOE_DTYPE_F32) {
+        return st;
+    }
+    st = moe_expert_compute_dtype(cfg, value, compute, err);
+    *held = value == MOE_DTYPE_FP8 ? MOE_DTYPE_FP8
+            : *compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16
+                                       : MOE_DTYPE_F32;
+    return st;
+}
+
 /* The weights as the resolved types say: held in BF16 and packed for oneDNN when this CPU
- * rank computes in BF16 (values rounded to BF16 then), else F32 on the host. */
+ * rank computes in BF16 (values rounded to BF16 then), else F32 on the host; the shared
+ * experts as engine_shared_types says. */
 static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -369,17 +393,33 @@ static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
     moe_dtype_t value = bf16 && !quant ? MOE_DTYPE_BF16 : eng->value;
     moe_dtype_t held = cfg->device == MOE_DEVICE_CUDA ? MOE_DTYPE_F32
                                                       : engine_held_dtype(cfg, compute, value);
-    moe_status_t st = moe_weights_load(cfg, eng->rank, eng->routes, value, held, &eng->weights,
-                                       err);
+    moe_dtype_t shared_held = MOE_DTYPE_F32;
+    moe_num_dtype_t shared_compute = MOE_NUM_F32;
+    moe_status_t st = engine_shared_types(cfg, eng->routes, &shared_held, &shared_compute, err);
+    if (st == MOE_OK) {
+        st = moe_weights_load(cfg, eng->rank, eng->routes, value, held, shared_held,
+                              &eng->weights, err);
+    }
     eng->weights.compute = compute;
     eng->weights.wire = wire;
+    eng->weights.shared_compute = shared_compute;
     if (st == MOE_OK) { /* the report's (rank 0's): where from, and held how */
-        char desc[256];
-        snprintf(desc, sizeof(desc), "%s%s%s", eng->weights.naming,
-                 eng->experts_desc[0] ? "; experts: " : "", eng->experts_desc);
+        char desc[320], shared[96] = "";
+        if (eng->weights.shared_ffn > 0 && eng->routes) {
+            moe_dtype_t sh = eng->weights.shared_store;
+            snprintf(shared, sizeof(shared), "; shared experts: %s weights%s, %s compute",
+                     sh == MOE_DTYPE_FP8 ? "fp8 e4m3" : sh == MOE_DTYPE_BF16 ? "bf16" : "f32",
+                     sh == MOE_DTYPE_FP8 ? " held as stored" : "",
+                     shared_compute == MOE_NUM_BF16 ? "bf16" : "f32");
+            if (eng->rank == 0) { /* after the experts' line: how the routing ranks run them */
+                MOE_INFO("%s", shared + 2);
+            }
+        }
+        snprintf(desc, sizeof(desc), "%s%s%s%s", eng->weights.naming,
+                 eng->experts_desc[0] ? "; experts: " : "", eng->experts_desc, shared);
         engine_copy_text(eng->weights_desc, sizeof(eng->weights_desc), desc);
     }
-    if (st == MOE_OK && bf16) {
+    if (st == MOE_OK && (bf16 || eng->weights.shared_store == MOE_DTYPE_BF16)) {
         st = moe_expert_cpu_pack(cfg, &eng->weights, err);
     }
     return st;

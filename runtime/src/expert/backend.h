@@ -180,7 +180,9 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
 
 /* BF16 compute on the CPU: reorder every local expert's BF16 weights (w13_bf16, w2_bf16)
  * once into oneDNN's layout (w13_packed, w2_packed), freeing the plain ones unless
- * runtime.rebalance_every keeps them to move. Experts already packed are skipped. */
+ * runtime.rebalance_every keeps them to move. Experts already packed, or not held in BF16,
+ * are skipped. Shared experts held in BF16 (w->shared_store) are packed too, always freeing
+ * their plain copies. */
 moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err);
 
 /* The calls into an attached back-end (backend.c): one per slot, in the order above.

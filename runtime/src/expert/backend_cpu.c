@@ -32,6 +32,14 @@ typedef struct cpu_state {
     uint16_t *h;    /* [tile, up_n] */
     uint16_t *act;  /* [tile, F] */
     float *out;     /* [tile, H] */
+    /* a routing rank's shared experts held in BF16 or FP8 (weights->shared_store): their
+     * path per call, and for BF16 compute their oneDNN context and one tile's scratch */
+    moe_onednn_t *sh_dnn;
+    moe_expert_small_t *sh_small;
+    uint16_t *sh_in;  /* [tile, H] */
+    uint16_t *sh_h;   /* [tile, up(Fs)] */
+    uint16_t *sh_act; /* [tile, Fs] */
+    float *sh_out;    /* [tile, H] */
 } cpu_state_t;
 
 /* One row of H values from one type to the other (or copied). */
@@ -374,6 +382,36 @@ static moe_status_t cpu_pairs(moe_expert_backend_t *be, int layer, int le, int c
     return st;
 }
 
+/* Rows [r0, r0 + m) of the shared experts into io->shared_out: F32-held on the BLAS; held
+ * in BF16 or FP8 on the small-batch kernels or the GEMMs as the experts' calls are
+ * (expert/expert_small.h), in BF16 compute from the rows narrowed to BF16. */
+static moe_status_t shared_rows(const moe_expert_io_t *io, cpu_state_t *cs,
+                                const moe_expert_weights_t *sw, const float *x, int64_t r0,
+                                int64_t m, moe_error_t *err)
+{
+    const moe_config_t *cfg = io->cfg;
+    int64_t H = cfg->hidden_dim, Fs = io->weights->shared_ffn;
+    float *out = io->shared_out + r0 * H;
+    if (cs == NULL || cs->sh_small == NULL) {
+        moe_status_t st = moe_expert_forward(sw, cfg->activation, H, Fs, m, x + r0 * H, out,
+                                             io->shared_scratch, io->tile_rows);
+        return st == MOE_OK ? st : moe_error_set(err, st, "shared expert FFN failed");
+    }
+    if (io->weights->shared_compute != MOE_NUM_BF16) {
+        return moe_expert_small_forward_f32(cs->sh_small, sw, cfg->activation, H, Fs, m,
+                                            x + r0 * H, out, io->shared_scratch, io->tile_rows,
+                                            err);
+    }
+    moe_bf16_from_f32_n(cs->sh_in, x + r0 * H, (size_t)(m * H));
+    moe_status_t st = moe_expert_small_forward_bf16(cs->sh_small, cs->sh_dnn, sw,
+                                                    cfg->activation, H, Fs, m, cs->sh_in,
+                                                    cs->sh_h, cs->sh_act, cs->sh_out, err);
+    if (st == MOE_OK) { /* the GEMM bucket's rows past m are junk: only m rows out */
+        memcpy(out, cs->sh_out, (size_t)(m * H) * sizeof(float));
+    }
+    return st;
+}
+
 /* The shared experts over every token, in row tiles (driving the exchange in flight between
  * tiles), Qwen2-MoE's sigmoid gate applied per token. */
 static moe_status_t cpu_shared(moe_expert_backend_t *be, int layer, const float *x,
@@ -382,14 +420,17 @@ static moe_status_t cpu_shared(moe_expert_backend_t *be, int layer, const float 
     moe_expert_io_t *io = be->io;
     const moe_config_t *cfg = io->cfg;
     const moe_layer_weights_t *lw = &io->weights->layers[layer];
-    int64_t H = cfg->hidden_dim, Fs = io->weights->shared_ffn;
-    for (int64_t r0 = 0; r0 < tokens; r0 += io->tile_rows) {
-        int64_t m = tokens - r0 < io->tile_rows ? tokens - r0 : io->tile_rows;
-        moe_status_t st = moe_expert_forward(&lw->shared, cfg->activation, H, Fs, m,
-                                             x + r0 * H, io->shared_out + r0 * H,
-                                             io->shared_scratch, io->tile_rows);
+    cpu_state_t *cs = be->impl;
+    int64_t H = cfg->hidden_dim;
+    int64_t tile = cs != NULL && cs->sh_small != NULL &&
+                           io->weights->shared_compute == MOE_NUM_BF16
+                       ? MOE_BF16_TILE_ROWS
+                       : io->tile_rows;
+    for (int64_t r0 = 0; r0 < tokens; r0 += tile) {
+        int64_t m = tokens - r0 < tile ? tokens - r0 : tile;
+        moe_status_t st = shared_rows(io, cs, &lw->shared, x, r0, m, err);
         if (st != MOE_OK) {
-            return moe_error_set(err, st, "shared expert FFN failed");
+            return st;
         }
         if ((st = io->progress(io->progress_arg, NULL, 0, err)) != MOE_OK) {
             return st;
@@ -497,6 +538,12 @@ static void cpu_destroy(moe_expert_backend_t *be)
     free(cs->h);
     free(cs->act);
     free(cs->out);
+    moe_expert_small_destroy(cs->sh_small);
+    moe_onednn_destroy(cs->sh_dnn);
+    free(cs->sh_in);
+    free(cs->sh_h);
+    free(cs->sh_act);
+    free(cs->sh_out);
     free(cs);
     be->impl = NULL;
 }
@@ -551,6 +598,46 @@ static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **ou
     return MOE_OK;
 }
 
+/* A routing rank's shared experts held in BF16 or FP8: their per-call path (a context of
+ * their width Fs: the config's ffn_dim replaced) and for BF16 compute oneDNN's context and
+ * one tile's scratch, into cs. */
+static moe_status_t cpu_shared_create(const moe_expert_io_t *io, cpu_state_t *cs,
+                                      moe_error_t *err)
+{
+    const moe_weights_t *w = io->weights;
+    moe_config_t *scfg = malloc(sizeof(*scfg));
+    if (scfg == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the shared experts' path");
+    }
+    *scfg = *io->cfg;
+    scfg->ffn_dim = w->shared_ffn;
+    bool bf16 = w->shared_compute == MOE_NUM_BF16;
+    size_t T = MOE_BF16_TILE_ROWS, H = (size_t)scfg->hidden_dim, Fs = (size_t)w->shared_ffn;
+    size_t up_n = scfg->activation == MOE_ACT_GELU ? Fs : 2 * Fs;
+    moe_status_t st = MOE_OK;
+    if (bf16) { /* zeroed: the rows past a tile's end that a GEMM bucket computes stay finite */
+        cs->sh_in = calloc(T * H, sizeof(uint16_t));
+        cs->sh_h = calloc(T * up_n, sizeof(uint16_t));
+        cs->sh_act = calloc(T * Fs, sizeof(uint16_t));
+        cs->sh_out = calloc(T * H, sizeof(float));
+        st = cs->sh_in == NULL || cs->sh_h == NULL || cs->sh_act == NULL || cs->sh_out == NULL
+                 ? moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate BF16 scratch")
+                 : moe_onednn_create((int64_t)H, (int64_t)up_n, (int64_t)Fs, (int64_t)T,
+                                     (int)scfg->threads, &cs->sh_dnn, err);
+        if (st == MOE_OK) {
+            st = moe_onednn_prepare(cs->sh_dnn, err);
+        }
+    }
+    if (st == MOE_OK) {
+        moe_weights_t view = {.store = w->shared_store,
+                              .fp8_block = {w->fp8_block[0], w->fp8_block[1]}};
+        st = moe_expert_small_create(scfg, &view, w->shared_compute, cs->sh_dnn,
+                                     bf16 ? (int64_t)T : io->tile_rows, &cs->sh_small, err);
+    }
+    free(scfg);
+    return st;
+}
+
 moe_status_t moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io,
                                    moe_error_t *err)
 {
@@ -581,6 +668,17 @@ moe_status_t moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io
                                      : moe_halves_create(true, &cs->halves, err);
         if (st != MOE_OK) {
             free(cs);
+            return st;
+        }
+    }
+    if (io->weights->shared_ffn > 0 && io->weights->shared_store != MOE_DTYPE_F32) {
+        cs = cs != NULL ? cs : calloc(1, sizeof(*cs));
+        moe_status_t st = cs == NULL ? moe_error_set(err, MOE_ERR_NO_MEMORY,
+                                                     "cannot allocate the CPU back-end")
+                                     : cpu_shared_create(io, cs, err);
+        if (st != MOE_OK) {
+            moe_expert_backend_t tmp = {.impl = cs};
+            cpu_destroy(&tmp);
             return st;
         }
     }

@@ -55,6 +55,33 @@ static int64_t up_cols(const moe_config_t *cfg)
     return cfg->activation == MOE_ACT_GELU ? cfg->ffn_dim : 2 * cfg->ffn_dim;
 }
 
+/* A routing rank's shared experts held in BF16 into oneDNN's layout (a context of their
+ * width), the plain copies freed. */
+static moe_status_t pack_shared(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
+{
+    int64_t Fs = w->shared_ffn, up = cfg->activation == MOE_ACT_GELU ? Fs : 2 * Fs;
+    moe_onednn_t *o = NULL;
+    moe_status_t st = moe_onednn_create(cfg->hidden_dim, up, Fs, MOE_BF16_TILE_ROWS,
+                                        (int)cfg->threads, &o, err);
+    for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
+        moe_expert_weights_t *ew = &w->layers[l].shared;
+        if (!w->layers[l].has_shared || ew->w13_bf16 == NULL) {
+            continue;
+        }
+        st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
+        if (st == MOE_OK) {
+            st = moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err);
+        }
+        if (st == MOE_OK) {
+            free(ew->w13_bf16);
+            free(ew->w2_bf16);
+            ew->w13_bf16 = ew->w2_bf16 = NULL;
+        }
+    }
+    moe_onednn_destroy(o);
+    return st;
+}
+
 moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
 {
     moe_onednn_t *o = NULL;
@@ -64,9 +91,9 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
         moe_layer_weights_t *lw = &w->layers[l];
         for (int i = 0; st == MOE_OK && i < lw->num_local; i++) {
             moe_expert_weights_t *ew = &lw->experts[i];
-            if (ew->w13_packed != NULL || ew->w13_q != NULL) {
+            if (ew->w13_packed != NULL || ew->w13_bf16 == NULL) {
                 continue; /* packed before (online rebalancing packs what arrived), or held
-                           * as stored (FP8, MXFP4: the kernels read them so) */
+                           * as stored (FP8, MXFP4: the kernels read them so) or in F32 */
             }
             st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
             if (st == MOE_OK) {
@@ -86,6 +113,9 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
         }
     }
     moe_onednn_destroy(o);
+    if (st == MOE_OK && w->shared_store == MOE_DTYPE_BF16) {
+        st = pack_shared(cfg, w, err);
+    }
     return st;
 }
 

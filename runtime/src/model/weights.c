@@ -201,6 +201,7 @@ typedef struct load_ctx {
     load_progress_t *prog;
     bool round_bf16;           /* F32-held expert values rounded to BF16 (model.dtype bf16) */
     moe_dtype_t store;         /* MOE_DTYPE_BF16: experts held in BF16; FP8, MXFP4: as stored */
+    moe_dtype_t shared_store;  /* the shared experts': F32, BF16 or FP8 (as stored) */
     moe_expert_weights_t tmp;  /* F32 staging of one expert when held in BF16 */
     uint8_t *codes;            /* FP8 / MXFP4: one tensor's codes as the file holds them */
     uint8_t *mx_scales;        /* MXFP4: one slab's e8m0 scales */
@@ -421,11 +422,12 @@ static void round_bf16(float *v, size_t n)
     }
 }
 
-/* BF16 buffers of expert ew and its F32 biases (held in BF16: the FFN is staged in c->tmp). */
-static moe_status_t alloc_ffn_bf16(const moe_config_t *cfg, moe_expert_weights_t *ew,
+/* BF16 buffers of an FFN of inner width F and its F32 biases (held in BF16: the FFN is
+ * staged in F32 first). */
+static moe_status_t alloc_ffn_bf16(const moe_config_t *cfg, int64_t F, moe_expert_weights_t *ew,
                                    moe_error_t *err)
 {
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t H = cfg->hidden_dim;
     size_t n13 = (size_t)(up_rows(cfg, F) * H), n2 = (size_t)(H * F);
     ew->w13_bf16 = malloc(n13 * sizeof(uint16_t));
     ew->w2_bf16 = malloc(n2 * sizeof(uint16_t));
@@ -437,16 +439,16 @@ static moe_status_t alloc_ffn_bf16(const moe_config_t *cfg, moe_expert_weights_t
     return st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
 }
 
-/* The staged F32 expert c->tmp into ew's BF16 buffers (biases stay F32). */
-static void stage_to_bf16(const load_ctx_t *c, moe_expert_weights_t *ew)
+/* A staged F32 FFN of inner width F into ew's BF16 buffers (biases stay F32). */
+static void stage_to_bf16(const moe_config_t *cfg, int64_t F, const moe_expert_weights_t *tmp,
+                          moe_expert_weights_t *ew)
 {
-    const moe_config_t *cfg = c->cfg;
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
-    moe_bf16_from_f32_n(ew->w13_bf16, c->tmp.w13, (size_t)(up_rows(cfg, F) * H));
-    moe_bf16_from_f32_n(ew->w2_bf16, c->tmp.w2, (size_t)(H * F));
+    int64_t H = cfg->hidden_dim;
+    moe_bf16_from_f32_n(ew->w13_bf16, tmp->w13, (size_t)(up_rows(cfg, F) * H));
+    moe_bf16_from_f32_n(ew->w2_bf16, tmp->w2, (size_t)(H * F));
     if (ew->b13 != NULL) {
-        memcpy(ew->b13, c->tmp.b13, (size_t)(2 * F) * sizeof(float));
-        memcpy(ew->b2, c->tmp.b2, (size_t)H * sizeof(float));
+        memcpy(ew->b13, tmp->b13, (size_t)(2 * F) * sizeof(float));
+        memcpy(ew->b2, tmp->b2, (size_t)H * sizeof(float));
     }
 }
 
@@ -483,11 +485,12 @@ static moe_status_t alloc_quant_matrix(moe_dtype_t store, int64_t n, int64_t k, 
     return MOE_OK;
 }
 
-/* Expert ew's matrices held as stored (store FP8 or MXFP4) and its F32 biases. */
+/* The matrices of an FFN of inner width F held as stored (store FP8 or MXFP4) and its F32
+ * biases. */
 static moe_status_t alloc_ffn_quant(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
-                                    moe_expert_weights_t *ew, moe_error_t *err)
+                                    int64_t F, moe_expert_weights_t *ew, moe_error_t *err)
 {
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t H = cfg->hidden_dim;
     moe_status_t st = alloc_quant_matrix(store, up_rows(cfg, F), H, sk, &ew->w13_q, &ew->w13_s,
                                          err);
     if (st == MOE_OK) {
@@ -543,12 +546,14 @@ void moe_weights_quant_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t
     quant_sizes(store, H, F, sk, &bytes[2], &bytes[3]);
 }
 
-/* FP8 expert (gate, up, down of a separate expert) read as stored into ew's blocked codes. */
-static moe_status_t fp8_expert(load_ctx_t *c, int decoder, moe_expert_weights_t *ew)
+/* An FP8 FFN of inner width F (gate, up, down of a separate expert, or with id < 0 the
+ * shared experts: pattern takes (layer, proj) then) read as stored into ew's blocked codes. */
+static moe_status_t fp8_ffn(load_ctx_t *c, const char *pattern, int decoder, int id, int64_t F,
+                            moe_expert_weights_t *ew)
 {
     const moe_config_t *cfg = c->cfg;
     const moe_family_t *nm = c->names;
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t H = cfg->hidden_dim;
     int64_t kp13 = moe_blk_pad(H, MOE_BLK_K), kp2 = moe_blk_pad(F, MOE_BLK_K);
     const char *proj[3] = {nm->proj_gate, nm->proj_up, nm->proj_down};
     moe_status_t st = MOE_OK;
@@ -558,7 +563,11 @@ static moe_status_t fp8_expert(load_ctx_t *c, int decoder, moe_expert_weights_t 
             continue; /* gelu: W13 is W1 only */
         }
         int64_t rows = p == 2 ? H : F, cols = p == 2 ? F : H;
-        snprintf(name, sizeof(name), nm->expert, decoder, ew->id, proj[p]);
+        if (id >= 0) {
+            snprintf(name, sizeof(name), pattern, decoder, id, proj[p]);
+        } else {
+            snprintf(name, sizeof(name), pattern, decoder, proj[p]);
+        }
         st = moe_ckpt_read_fp8(c->ck, name, rows, cols, c->codes, c->fp8_scales, c->err);
         if (st == MOE_OK && p < 2) {
             pack_fp8(ew->w13_q, ew->w13_s, kp13, p * F, rows, cols, c->codes, c->fp8_scales,
@@ -604,11 +613,12 @@ static moe_status_t mxfp4_expert(load_ctx_t *c, int decoder, moe_expert_weights_
     return st;
 }
 
-/* Staging for one tensor read as stored (FP8 codes and scales, or an MXFP4 slab). */
-static moe_status_t alloc_quant_staging(load_ctx_t *c)
+/* Staging for one tensor read as stored (FP8 codes and scales, or an MXFP4 slab) of an FFN
+ * of inner width up to F. */
+static moe_status_t alloc_quant_staging(load_ctx_t *c, int64_t F)
 {
     const moe_config_t *cfg = c->cfg;
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim, b0 = c->fp8_block[0], b1 = c->fp8_block[1];
+    int64_t H = cfg->hidden_dim, b0 = c->fp8_block[0], b1 = c->fp8_block[1];
     size_t sc = (size_t)(((F + b0 - 1) / b0) * ((H + b1 - 1) / b1));
     size_t sc2 = (size_t)(((H + b0 - 1) / b0) * ((F + b1 - 1) / b1));
     c->codes = malloc((size_t)(F * H) + 1);
@@ -626,9 +636,9 @@ moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_d
 {
     memset(ew, 0, sizeof(*ew));
     ew->id = id;
-    moe_status_t st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, ew, err)
+    moe_status_t st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, cfg->ffn_dim, ew, err)
                       : store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4
-                          ? alloc_ffn_quant(cfg, store, sk, ew, err)
+                          ? alloc_ffn_quant(cfg, store, sk, cfg->ffn_dim, ew, err)
                           : alloc_ffn(cfg, cfg->ffn_dim, ew, err);
     if (st != MOE_OK) {
         free_ffn(ew);
@@ -678,37 +688,48 @@ static moe_status_t load_gate(load_ctx_t *c, int layer, moe_layer_weights_t *lw)
     return st;
 }
 
-/* Shared experts (all n_shared_experts as one FFN of width shared_ffn) and Qwen2-MoE's
- * shared_expert_gate [1, H]. */
+/* Shared experts (all n_shared_experts as one FFN of width shared_ffn) held as
+ * c->shared_store (F32; BF16, staged in F32 first; FP8 as stored) and Qwen2-MoE's
+ * shared_expert_gate [1, H] (F32). */
 static moe_status_t load_shared(load_ctx_t *c, int layer, int64_t Fs, moe_layer_weights_t *lw)
 {
     const moe_config_t *cfg = c->cfg;
     int64_t H = cfg->hidden_dim;
     int decoder = cfg->layer_ids[layer];
     char name[512];
+    bool bf16 = c->shared_store == MOE_DTYPE_BF16, fp8 = c->shared_store == MOE_DTYPE_FP8;
+    moe_expert_weights_t staged = {.id = -1};
+    moe_expert_weights_t *f = bf16 ? &staged : &lw->shared; /* where the F32 values go */
     lw->has_shared = true;
     lw->shared.id = -1;
-    moe_status_t st = alloc_ffn(cfg, Fs, &lw->shared, c->err);
+    moe_status_t st = fp8 ? alloc_ffn_quant(cfg, MOE_DTYPE_FP8, c->fp8_block[1], Fs, &lw->shared,
+                                            c->err)
+                          : alloc_ffn(cfg, Fs, f, c->err);
+    if (st == MOE_OK && bf16) {
+        st = alloc_ffn_bf16(cfg, Fs, &lw->shared, c->err);
+    }
     if (st == MOE_OK && c->fam->shared == MOE_SHARED_GATED) {
         st = alloc_floats(&lw->shared_gate, (size_t)H, c->err);
     }
-    if (st != MOE_OK) {
-        return st;
-    }
-    if (c->ck == NULL) {
-        random_ffn(cfg, layer, (int)cfg->num_experts, Fs, &lw->shared, NULL);
+    if (st == MOE_OK && c->ck == NULL) {
+        random_ffn(cfg, layer, (int)cfg->num_experts, Fs, f, NULL);
         if (lw->shared_gate != NULL) {
             moe_rng_fill_uniform(lw->shared_gate, (size_t)H, cfg->seed,
                                  moe_rng_stream(MOE_RNG_GATE, (uint64_t)layer, 1), 0,
                                  sqrtf(3.0f / (float)H));
         }
-        return MOE_OK;
+    } else if (st == MOE_OK) {
+        st = fp8 ? fp8_ffn(c, c->names->shared_expert, decoder, -1, Fs, &lw->shared)
+                 : file_ffn(c, c->names->shared_expert, decoder, -1, Fs, f);
+        if (st == MOE_OK && lw->shared_gate != NULL) {
+            snprintf(name, sizeof(name), c->names->shared_gate, decoder);
+            st = read_matrix(c, name, 1, H, lw->shared_gate);
+        }
     }
-    st = file_ffn(c, c->names->shared_expert, decoder, -1, Fs, &lw->shared);
-    if (st == MOE_OK && lw->shared_gate != NULL) {
-        snprintf(name, sizeof(name), c->names->shared_gate, decoder);
-        st = read_matrix(c, name, 1, H, lw->shared_gate);
+    if (st == MOE_OK && bf16) {
+        stage_to_bf16(cfg, Fs, &staged, &lw->shared);
     }
+    free_ffn(&staged);
     return st;
 }
 
@@ -735,12 +756,14 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
         /* Held in BF16: built in F32 in c->tmp, then narrowed (one expert's F32 at a time). */
         moe_expert_weights_t *f = bf16 ? &c->tmp : ew;
         f->id = ew->id;
-        st = quant  ? alloc_ffn_quant(cfg, c->store, c->fp8_block[1], ew, c->err)
-             : bf16 ? alloc_ffn_bf16(cfg, ew, c->err)
+        st = quant  ? alloc_ffn_quant(cfg, c->store, c->fp8_block[1], cfg->ffn_dim, ew, c->err)
+             : bf16 ? alloc_ffn_bf16(cfg, cfg->ffn_dim, ew, c->err)
                     : alloc_ffn(cfg, cfg->ffn_dim, ew, c->err);
         if (st == MOE_OK && quant) { /* held as stored: read straight into its layout */
-            st = c->store == MOE_DTYPE_FP8 ? fp8_expert(c, cfg->layer_ids[layer], ew)
-                                           : mxfp4_expert(c, cfg->layer_ids[layer], ew);
+            st = c->store == MOE_DTYPE_FP8
+                     ? fp8_ffn(c, c->names->expert, cfg->layer_ids[layer], ew->id, cfg->ffn_dim,
+                               ew)
+                     : mxfp4_expert(c, cfg->layer_ids[layer], ew);
         } else if (st == MOE_OK && c->ck == NULL) {
             random_ffn(cfg, layer, ew->id, cfg->ffn_dim, f, c->prog);
         } else if (st == MOE_OK && c->names->expert == NULL) {
@@ -749,7 +772,7 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
             st = file_ffn(c, c->names->expert, cfg->layer_ids[layer], ew->id, cfg->ffn_dim, f);
         }
         if (st == MOE_OK && bf16) {
-            stage_to_bf16(c, ew);
+            stage_to_bf16(cfg, cfg->ffn_dim, &c->tmp, ew);
         } else if (st == MOE_OK && c->round_bf16) {
             /* F32 compute on weights asked as BF16: the values the BF16 path would hold */
             round_bf16(ew->w13, (size_t)(up_rows(cfg, cfg->ffn_dim) * cfg->hidden_dim));
@@ -809,20 +832,25 @@ static int64_t shared_ffn(const moe_config_t *cfg, const moe_family_t *fam)
     return cfg->shared_ffn_dim > 0 ? cfg->shared_ffn_dim : cfg->ffn_dim * cfg->n_shared_experts;
 }
 
-/* Bytes of one expert held as `store` (FP8, MXFP4: the blocked codes and scales, sk: FP8's
- * scale block inputs), F32 biases included. */
-static double held_expert_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk)
+/* Bytes of one FFN of inner width F held as `store` (FP8, MXFP4: the blocked codes and
+ * scales, sk: FP8's scale block inputs), F32 biases included. */
+static double held_ffn_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk, int64_t F)
 {
     if (store != MOE_DTYPE_FP8 && store != MOE_DTYPE_MXFP4) {
-        return (double)ffn_bytes(cfg, cfg->ffn_dim,
-                                 store == MOE_DTYPE_BF16 ? sizeof(uint16_t) : sizeof(float));
+        return (double)ffn_bytes(cfg, F, store == MOE_DTYPE_BF16 ? sizeof(uint16_t)
+                                                                 : sizeof(float));
     }
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t H = cfg->hidden_dim;
     size_t c13 = 0, s13 = 0, c2 = 0, s2 = 0;
     quant_sizes(store, up_rows(cfg, F), H, sk, &c13, &s13);
     quant_sizes(store, H, F, sk, &c2, &s2);
     double b = (double)c13 + (double)s13 + (double)c2 + (double)s2;
     return cfg->activation == MOE_ACT_SWIGLU_OAI ? b + (double)(2 * F + H) * sizeof(float) : b;
+}
+
+static double held_expert_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk)
+{
+    return held_ffn_bytes(cfg, store, sk, cfg->ffn_dim);
 }
 
 void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
@@ -934,6 +962,38 @@ void moe_weights_quant_note(const moe_config_t *cfg, moe_dtype_t held, char *buf
     snprintf(buf, n, "%lldx%lld block scales", (long long)block[0], (long long)block[1]);
 }
 
+moe_status_t moe_weights_shared_dtype(const moe_config_t *cfg, moe_dtype_t *out, moe_error_t *err)
+{
+    bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
+    const moe_family_t *fam = moe_family_get(cfg->family);
+    moe_dtype_t d = cfg->dtype;
+    *out = MOE_DTYPE_F32;
+    if (shared_ffn(cfg, fam) == 0 || (d == MOE_DTYPE_AUTO && random)) {
+        return MOE_OK;
+    }
+    if (d == MOE_DTYPE_AUTO) {
+        load_ctx_t c = {.cfg = cfg, .fam = fam, .err = err};
+        const char *dn = "F32";
+        char name[512];
+        moe_status_t st = moe_ckpt_open(cfg, &c.ck, err);
+        if (st == MOE_OK) {
+            st = pick_names(&c);
+        }
+        if (st == MOE_OK && c.names->shared_expert != NULL) {
+            snprintf(name, sizeof(name), c.names->shared_expert, cfg->layer_ids[0],
+                     c.names->proj_gate);
+            st = moe_ckpt_dtype_of(c.ck, name, &dn, err);
+        }
+        moe_ckpt_close(c.ck);
+        if (st != MOE_OK) {
+            return st;
+        }
+        d = dtype_of_file(dn, cfg->device == MOE_DEVICE_CUDA);
+    }
+    *out = d == MOE_DTYPE_F16 ? MOE_DTYPE_F32 : d;
+    return MOE_OK;
+}
+
 moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtype_t *out,
                                      moe_error_t *err)
 {
@@ -955,15 +1015,20 @@ moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtyp
 }
 
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
-                              moe_dtype_t store, moe_weights_t *w, moe_error_t *err)
+                              moe_dtype_t store, moe_dtype_t shared_store, moe_weights_t *w,
+                              moe_error_t *err)
 {
     memset(w, 0, sizeof(*w));
     load_progress_t prog;
+    bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
+    if ((shared_store == MOE_DTYPE_FP8 && random) || shared_store == MOE_DTYPE_MXFP4 ||
+        shared_store == MOE_DTYPE_F16 || shared_store == MOE_DTYPE_AUTO) {
+        shared_store = MOE_DTYPE_F32; /* no FP8 random values; MXFP4 has no shared experts */
+    }
     load_ctx_t c = {.cfg = cfg, .fam = moe_family_get(cfg->family), .prog = &prog,
-                    .store = store, .err = err};
+                    .store = store, .shared_store = shared_store, .err = err};
     /* With auto, F32-held weights keep the file's values (FP8 dequantised exactly). */
     c.round_bf16 = store != MOE_DTYPE_BF16 && cfg->dtype == MOE_DTYPE_BF16;
-    bool random = strcmp(cfg->weights, "random") == 0 && strcmp(cfg->checkpoint, "none") == 0;
     bool bf16 = store == MOE_DTYPE_BF16;
     bool quant = store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4;
     bool hosts = moe_cfg_experts_of_rank(cfg, rank, NULL) > 0;
@@ -976,7 +1041,9 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = pick_names(&c);
         moe_ckpt_fp8_block(c.ck, c.fp8_block);
     }
-    if (st == MOE_OK && store == MOE_DTYPE_FP8 && c.fp8_block[1] % MOE_BLK_K != 0) {
+    bool shared_fp8 = routes && Fs > 0 && shared_store == MOE_DTYPE_FP8;
+    if (st == MOE_OK && (store == MOE_DTYPE_FP8 || shared_fp8) &&
+        c.fp8_block[1] % MOE_BLK_K != 0) {
         st = moe_error_set(err, MOE_ERR_UNSUPPORTED, "%s: quantization_config.weight_block_size "
                            "[%lld, %lld]: moed holds FP8 weights as stored only with scale blocks "
                            "of a multiple of %d inputs; set model.dtype: bf16 to widen them",
@@ -986,8 +1053,8 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     if (st == MOE_OK && store == MOE_DTYPE_MXFP4 && c.names->expert != NULL) {
         st = moe_error_set(err, MOE_ERR_INTERNAL, "MXFP4 experts are gpt-oss's fused tensors");
     }
-    if (st == MOE_OK && quant && hosts) {
-        st = alloc_quant_staging(&c);
+    if (st == MOE_OK && ((quant && hosts) || shared_fp8)) {
+        st = alloc_quant_staging(&c, shared_fp8 && Fs > cfg->ffn_dim ? Fs : cfg->ffn_dim);
     }
     if (st == MOE_OK && bf16 && hosts) {
         st = alloc_ffn(cfg, cfg->ffn_dim, &c.tmp, err);
@@ -1023,9 +1090,10 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     w->bytes_per_expert = per_expert;
     w->expert_bytes = local_bytes;
     w->shared_ffn = Fs;
+    w->shared_store = routes && Fs > 0 ? shared_store : MOE_DTYPE_F32;
     if (routes) {
         size_t gate = (size_t)(cfg->num_experts * (cfg->hidden_dim + 1)) * sizeof(float);
-        size_t shared = Fs > 0 ? ffn_bytes(cfg, Fs, sizeof(float)) +
+        size_t shared = Fs > 0 ? (size_t)held_ffn_bytes(cfg, shared_store, c.fp8_block[1], Fs) +
                                      (size_t)cfg->hidden_dim * sizeof(float)
                                : 0;
         w->routing_bytes = (gate + shared) * (size_t)cfg->num_layers;

@@ -94,8 +94,12 @@ typedef struct moe_weights {
     float *gate_bias;        /* [E] routing_skew log-prior, NULL when none */
     moe_dtype_t value;       /* the experts' values: F32, BF16 (rounded to it), F16 (cuda),
                               * FP8 or MXFP4 (a checkpoint's, model.dtype auto, on the CPU) */
-    moe_dtype_t store;       /* how the host holds them: F32, BF16, FP8 or MXFP4 (gates,
-                              * biases and shared experts stay F32) */
+    moe_dtype_t store;       /* how the host holds them: F32, BF16, FP8 or MXFP4 (gates
+                              * and biases stay F32) */
+    moe_dtype_t shared_store; /* how a routing rank holds its shared experts: F32, BF16 (in
+                               * oneDNN's packed layout once the CPU back-end packed them)
+                               * or FP8 as stored; F32 where there are none */
+    moe_num_dtype_t shared_compute; /* their compute type (the engine sets it) */
     int64_t fp8_block[2];    /* FP8: the scale block (weight_block_size: outputs, inputs) */
     moe_num_dtype_t compute; /* resolved runtime.compute_dtype (the engine sets it) */
     moe_num_dtype_t wire;    /* resolved runtime.wire_dtype (the engine sets it) */
@@ -114,14 +118,24 @@ typedef struct moe_weights {
 moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtype_t *out,
                                      moe_error_t *err);
 
+/* The shared experts' value type for model.dtype: the type asked (F16: F32), or for auto the
+ * checkpoint's type of the first layer's shared gate projection (FP8 e4m3 as stored on the
+ * CPU, BF16 on cuda); F32 for random weights under auto, or a family without shared experts.
+ * The caller picks how they are held from it (engine.c: as the experts would be). */
+moe_status_t moe_weights_shared_dtype(const moe_config_t *cfg, moe_dtype_t *out,
+                                      moe_error_t *err);
+
 /* Load what `rank` needs. routes: whether this rank runs the gate. value: the experts' type
  * as moe_weights_value_dtype resolved it (recorded; the GPU stores them in it); store:
  * MOE_DTYPE_BF16 holds them in w13_bf16/w2_bf16 (rounded), MOE_DTYPE_FP8 / MOE_DTYPE_MXFP4
  * as the checkpoint stores them (w13_q/w2_q, blocked), else F32 — rounded to BF16 when
- * model.dtype is bf16, so F32 compute sees the values BF16 compute would. On error fills err
- * with a message naming the file and tensor; *w is then empty (safe to destroy). */
+ * model.dtype is bf16, so F32 compute sees the values BF16 compute would. shared_store: the
+ * same for a routing rank's shared experts (F32, BF16 or FP8; F32 for anything else, and
+ * for FP8 with random weights). On error fills err with a message naming the file and
+ * tensor; *w is then empty (safe to destroy). */
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
-                              moe_dtype_t store, moe_weights_t *w, moe_error_t *err);
+                              moe_dtype_t store, moe_dtype_t shared_store, moe_weights_t *w,
+                              moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
 
 /* What moe_weights_load will hold, before anything is loaded: one expert's weights held as
