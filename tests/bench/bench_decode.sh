@@ -21,8 +21,9 @@
 # Environment: TOKENS ("1 8 32 128"), HIDDEN (2048), FFN (768), LAYERS (4), STEPS (40, of
 # which WARMUP 5 unrecorded), NP (3: a master and NP-1 expert ranks), BIND (auto: moed's
 # runtime.bind pins the expert ranks, mpirun --bind-to none; overload: mpirun --bind-to
-# core:overload-allowed), BENCH (1: also moed --bench's decode latency lines), KEEP (keep
-# the work folder).
+# core:overload-allowed), BENCH (1: also moed --bench's decode latency lines), THREADS (1:
+# runtime.threads of every rank; an expert rank's threads split each expert's columns, so
+# NP=2 THREADS=2 is one expert rank reading with both cores), KEEP (keep the work folder).
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
 # profiler's: the routing rank's times), the bytes of distinct expert weights touched per
@@ -32,7 +33,14 @@
 # the cores read weights while they compute) and over the whole step (rank 0's mean step
 # time), each against the read bandwidth of NP-1 threads pinned as the expert ranks are
 # (bench_stream, measured right before each run: the host's own speed moves it from minute
-# to minute, so each row has its own, in the "read GB/s" column).
+# to minute, so each row has its own, in the "read GB/s" column). "+sh MB": the shared
+# experts' bytes a step (DeepSeek's checkpoint: the routing rank reads them every layer, held
+# as the experts are); "step GB/s" counts them. "floor ms": the roofline's floor of a step on
+# the expert ranks' cores, the longer of its weight bytes at the read bandwidth and its FLOPs
+# (experts' and shared experts') at the GEMM limit that --bench measures for these shapes
+# (an expert rank's oneDNN GEMM, its threads, at the rows an expert call gets, at least 16); "/floor" is the floor
+# over rank 0's mean step time: 1 is the machine's limit, whichever it is (a step of many
+# rows per expert is bound by FLOPs, not bytes: its bandwidth ratio cannot reach 1).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build}
@@ -50,6 +58,7 @@ WARMUP=${WARMUP:-5}
 NP=${NP:-3}
 BIND=${BIND:-auto}
 BENCH=${BENCH:-1}
+THREADS=${THREADS:-1}
 PY=$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || command -v python3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for x in "$moed" "$stream"; do
@@ -69,19 +78,20 @@ esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/moed-decode.XXXXXX")
 [[ -n ${KEEP:-} ]] || trap 'rm -rf "$work"' EXIT
 experts_ranks=$((NP - 1))
+expert_cores=$((experts_ranks * THREADS)) # the cores the expert ranks read with
 
 echo "bench_decode: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), moed $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs, L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
 echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($experts_ranks expert ranks, binding $BIND), $STEPS steps ($WARMUP warm-up)"
+echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($experts_ranks expert ranks of $THREADS thread(s), binding $BIND), $STEPS steps ($WARMUP warm-up)"
 
-stream_gbps() { # the read GB/s (best pass) of NP-1 pinned threads
+stream_gbps() { # the read GB/s (best pass) of (NP-1) x THREADS pinned threads
   local out
-  out=$("$stream" --threads "$experts_ranks" --mib 2048 --passes 6 2>&1) || { echo 0; return; }
+  out=$("$stream" --threads "$expert_cores" --mib 2048 --passes 6 2>&1) || { echo 0; return; }
   sed -n 's/^stream: read GB\/s best \([0-9.]*\).*/\1/p' <<< "$out"
 }
-"$stream" --threads "$experts_ranks" --mib 2048 --passes 6 2>&1 | sed 's/^/read bandwidth: /'
+"$stream" --threads "$expert_cores" --mib 2048 --passes 6 2>&1 | sed 's/^/read bandwidth: /'
 
 # ckpt E K: the checkpoint folder of the dtype's family for E experts, top-K (made once)
 ckpt() {
@@ -108,7 +118,7 @@ ckpt() {
 config() { # E K T: the run's config on stdout
   local e=$1 k=$2 t=$3
   local prof="profiler: {enabled: true, warmup_steps: $WARMUP, measurement_steps: $((STEPS - WARMUP)), trace: false, output_dir: $work/exp}"
-  local run="runtime: {routing: master, transport: mpi, bind: $([[ $BIND == auto ]] && echo auto || echo none)}"
+  local run="runtime: {routing: master, transport: mpi, threads: $THREADS, bind: $([[ $BIND == auto ]] && echo auto || echo none)}"
   local work_l="workload: {tokens_per_step: $t, steps: $STEPS}"
   case $dtype in
     bf16|f32)
@@ -123,13 +133,19 @@ config() { # E K T: the run's config on stdout
   echo "$run"; echo "$work_l"; echo "$prof"
 }
 
-# figures RUN_DIR: one line of figures from the report (summary.json, metrics.csv)
+# figures RUN_DIR CKPT: one line of figures from the report (summary.json, metrics.csv) and
+# the checkpoint's config.json (its shared experts; CKPT "-": random weights, none)
 figures() {
-  "$PY" - "$1" <<'PY'
-import csv, json, sys
-d = sys.argv[1]
+  "$PY" - "$1" "$2" <<'PY'
+import csv, json, os, sys
+d, ck = sys.argv[1], sys.argv[2]
 s = json.load(open(d + "/summary.json"))
 L = s["run"]["num_layers"]
+# DeepSeek's shared experts: n_shared_experts x moe_intermediate_size wide, one FFN held as
+# the experts are (the routing rank reads all of it every step, every layer)
+n_shared = 0
+if ck != "-" and os.path.exists(ck + "/config.json"):
+    n_shared = json.load(open(ck + "/config.json")).get("n_shared_experts") or 0
 # one expert's bytes as the expert ranks hold them: their weight bytes over their (layer, expert)s
 ex = [r["rank"] for r in s["ranks"] if r["num_local"] > 0]
 held = sum(s["memory"][r]["expert_weights_mib"] * 2**20 for r in ex)
@@ -144,22 +160,24 @@ for row in csv.DictReader(open(d + "/metrics.csv")):
     busy[r] = busy.get(r, 0.0) + float(row["compute_ms"]) * 1e-3
 n = len(steps)
 per_step = sum(touched.values()) * per_expert / n if n else 0
+shared = n_shared * per_expert * L
 expert_gbps = sum(touched[r] * per_expert / busy[r] for r in touched if busy[r] > 0) / 1e9
 r0 = s["ranks"][0]["per_step_ms"]["step"] * 1e-3
-step_gbps = per_step / r0 / 1e9 if r0 > 0 else 0
+step_gbps = (per_step + shared) / r0 / 1e9 if r0 > 0 else 0
 st = s["run"]["step_latency_ms"]
 lat = [l["latency_ms"] for l in s["layers"]]
 lp50 = sum(x["p50"] for x in lat) / len(lat)
 lp99 = max(x["p99"] for x in lat)
 w = [r["share_of_step"]["weights"] for r in s["ranks"] if r["num_local"] > 0]
-print("%.2f %.2f %.3f %.3f %.1f %.2f %.2f %.2f %.0f %s" % (st["p50"], st["p99"], lp50, lp99,
-      per_step / 1e6, expert_gbps, step_gbps, per_expert / 1e6, n, s["run"]["weights"] or "random"))
+print("%.2f %.2f %.3f %.3f %.1f %.1f %.2f %.2f %.2f %.3f %.0f %s" % (st["p50"], st["p99"], lp50,
+      lp99, per_step / 1e6, shared / 1e6, expert_gbps, step_gbps, per_expert / 1e6, r0 * 1e3, n,
+      s["run"]["weights"] or "random"))
 PY
 }
 
-printf '\n%-8s %6s %4s %3s %8s %8s %8s %8s %10s %8s %9s %6s %9s %6s\n' dtype tokens E k "step p50" \
-  "step p99" "layer p50" "layer p99" "touched MB" "read GB/s" "expert GB/s" "/read" "step GB/s" \
-  "/read"
+printf '\n%-8s %6s %4s %3s %8s %8s %8s %8s %10s %6s %8s %9s %6s %9s %6s %8s %6s\n' dtype tokens E k \
+  "step p50" "step p99" "layer p50" "layer p99" "touched MB" "+sh MB" "read GB/s" "expert GB/s" \
+  "/read" "step GB/s" "/read" "floor ms" "/floor"
 for dtype in $dtypes; do
 for shape in $shapes; do
   e=${shape%%:*} k=${shape##*:}
@@ -179,15 +197,29 @@ for shape in $shapes; do
     runs=("$work"/exp/*/)
     [[ ${#runs[@]} -gt $before ]] || { echo "$dtype $t $e $k: no report"; continue; }
     dir=$(printf '%s\n' "${runs[@]}" | sort | tail -1)
-    read -r sp50 sp99 lp50 lp99 mb egb sgb pe n wts <<< "$(figures "$dir")"
-    printf '%-8s %6s %4s %3s %8s %8s %8s %8s %10s %8s %9s %6s %9s %6s\n' "$dtype" "$t" "$e" "$k" \
-      "$sp50" "$sp99" "$lp50" "$lp99" "$mb" "$read_gbps" "$egb" \
+    ck=-; [[ $dtype == fp8* || $dtype == mxfp4* ]] && ck=$(ckpt "$e" "$k")
+    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms n wts <<< "$(figures "$dir" "$ck")"
+    # the roofline's floor of a step: its weight bytes (experts touched + shared) at the read
+    # bandwidth, or its FLOPs (the experts' and the shared experts', 2 x H x 3F a row) over
+    # the expert ranks' cores at the GEMM limit --bench measured for these shapes, the longer
+    limit=$(sed -n "s/^bench: $([[ $dtype == f32 ]] && echo F32 || echo BF16) GEMM GFLOP\/s ([^)]*) *\([0-9.]*\) per rank.*/\1/p" <<< "$out" | head -1)
+    nsh=0; [[ $ck != - ]] && nsh=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/config.json")).get("n_shared_experts") or 0)' "$ck")
+    floor=$(awk -v mb="$mb" -v sh="$shmb" -v bw="$read_gbps" -v t="$t" -v k="$k" -v L="$LAYERS" \
+      -v H="$HIDDEN" -v F="$FFN" -v nsh="$nsh" -v lim="${limit:-0}" -v c="$experts_ranks" 'BEGIN {
+        bytes = (bw > 0) ? (mb + sh) / bw : 0
+        flops = t * L * 6 * H * F * (k + nsh)
+        comp = (lim > 0) ? flops / (c * lim * 1e9) * 1e3 : 0
+        printf("%.2f %s", bytes > comp ? bytes : comp, bytes > comp ? "bytes" : "flops") }')
+    printf '%-8s %6s %4s %3s %8s %8s %8s %8s %10s %6s %8s %9s %6s %9s %6s %8s %6s\n' "$dtype" "$t" \
+      "$e" "$k" "$sp50" "$sp99" "$lp50" "$lp99" "$mb" "$shmb" "$read_gbps" "$egb" \
       "$(awk -v a="$egb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" "$sgb" \
-      "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')"
+      "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" \
+      "${floor% *}" "$(awk -v f="${floor% *}" -v s="$stepms" 'BEGIN { printf("%.2f", (s > 0) ? f / s : 0) }')"
+    echo "    floor: ${floor#* } (GEMM limit ${limit:-not measured, BENCH=0} GFLOP/s an expert rank; step mean $stepms ms)"
     grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
   done
 done
 done
-echo "read GB/s: bench_stream, $experts_ranks threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, right before each run; after the last run $(stream_gbps)"
+echo "read GB/s: bench_stream, $expert_cores threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, right before each run; after the last run $(stream_gbps)"

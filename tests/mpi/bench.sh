@@ -7,7 +7,8 @@ source "$(dirname "$0")/common.sh"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$(dirname "$MOED")" && pwd)
 case "$1" in
-  decode)  # 2 layers of 8 experts top-2, tokens 1 and 8: the table, the bytes touched, --bench
+  decode)  # 2 layers of 8 experts top-2, tokens 1 and 8: the table, the bytes touched, the
+           # roofline floor (the bytes at the read bandwidth or the FLOPs at the GEMM limit), --bench
     [[ -x $build/tests/bench/bench_stream ]] || fail "bench_stream not built"
     # bench_stream alone: one line of GB/s, both passes' figures positive
     "$build/tests/bench/bench_stream" --threads 1 --mib 64 --passes 2 > stream.log 2>&1 \
@@ -27,9 +28,23 @@ assert re.search(r"^read bandwidth: stream: read GB/s best [0-9.]+", t, re.M), "
 rows = [l.split() for l in t.splitlines() if l.startswith("bf16 ")]
 assert len(rows) == 2, rows
 per_expert = 3 * 256 * 128 * 2 / 1e6       # MB: gate, up, down in BF16
-for r in rows:
+floors = re.findall(r"^    floor: (bytes|flops) \(GEMM limit ([0-9.]+) GFLOP/s an expert rank; step mean ([0-9.]+) ms\)$",
+                    t, re.M)
+assert len(floors) == 2, floors
+for r, (bound, limit, step_ms) in zip(rows, floors):
     tokens, E, k = int(r[1]), int(r[2]), int(r[3])
-    sp50, sp99, lp50, lp99, mb, read, egb, eratio, sgb, sratio = map(float, r[4:14])
+    sp50, sp99, lp50, lp99, mb, shmb, read, egb, eratio, sgb, sratio, floor, fratio = \
+        map(float, r[4:17])
+    assert shmb == 0, r                      # random mixtral weights: no shared experts
+    # the roofline's floor: the longer of the bytes at the read bandwidth and the FLOPs
+    # (2 layers, 6 H F a (token, expert) pair) on the 2 expert ranks' cores at the limit
+    by_bytes = mb / read
+    by_flops = tokens * 2 * 6 * 256 * 128 * k / (2 * float(limit) * 1e9) * 1e3
+    assert float(limit) > 0, limit
+    want = max(by_bytes, by_flops)
+    assert abs(floor - want) <= 0.006 + 0.01 * want, (floor, by_bytes, by_flops)
+    assert bound == ("bytes" if by_bytes > by_flops else "flops"), (bound, by_bytes, by_flops)
+    assert abs(fratio - floor / float(step_ms)) < 0.006, (fratio, floor, step_ms)
     assert 0 < sp50 <= sp99 and 0 < lp50 <= lp99, r
     # distinct (layer, expert) pairs a step touches: k per layer for one token (a token
     # picks k distinct experts), at most min(E, tokens * k) per layer
