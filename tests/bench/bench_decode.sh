@@ -41,6 +41,9 @@
 # (an expert rank's oneDNN GEMM, its threads, at the rows an expert call gets, at least 16); "/floor" is the floor
 # over rank 0's mean step time: 1 is the machine's limit, whichever it is (a step of many
 # rows per expert is bound by FLOPs, not bytes: its bandwidth ratio cannot reach 1).
+# "steal": the share of the CPUs' time during the run that the hypervisor gave to others
+# (/proc/stat): on a shared VM it stalls a pinned rank for tens of ms now and then, which is
+# what the rare p99 spikes are.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build}
@@ -85,6 +88,15 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^
 echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($experts_ranks expert ranks of $THREADS thread(s), binding $BIND), $STEPS steps ($WARMUP warm-up)"
+
+# cpu_ticks: /proc/stat's total and steal ticks of all CPUs; steal_pct BEFORE AFTER: the
+# share of the CPUs' time in between that the hypervisor gave to others (a VM's steal: the
+# cause of this machine's rare 30-70 ms stalls of a pinned rank, in the p99 columns)
+cpu_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9 }' /proc/stat; }
+steal_pct() {
+  awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); d = y[1] - x[1]
+    printf("%.1f", d > 0 ? 100 * (y[2] - x[2]) / d : 0) }'
+}
 
 stream_gbps() { # the read GB/s (best pass) of (NP-1) x THREADS pinned threads
   local out
@@ -188,6 +200,7 @@ for shape in $shapes; do
     extra=()
     [[ $BENCH == 1 ]] && extra=(--bench)
     shopt -s nullglob; runs=("$work"/exp/*/); before=${#runs[@]}
+    cpu0=$(cpu_ticks)
     if ! out=$(timeout -k 5 1200 mpirun --oversubscribe "${mpibind[@]}" -np "$NP" "$moed" \
                  --config "$work/c.yaml" --no-progress "${extra[@]}" 2>&1); then
       echo "$dtype $t $e $k: run failed"
@@ -216,6 +229,7 @@ for shape in $shapes; do
       "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" \
       "${floor% *}" "$(awk -v f="${floor% *}" -v s="$stepms" 'BEGIN { printf("%.2f", (s > 0) ? f / s : 0) }')"
     echo "    floor: ${floor#* } (GEMM limit ${limit:-not measured, BENCH=0} GFLOP/s an expert rank; step mean $stepms ms)"
+    echo "    steal: $(steal_pct "$cpu0" "$(cpu_ticks)")% of the CPUs' time during the run (/proc/stat: the hypervisor ran something else; a pinned spin loop here saw 30-70 ms gaps then)"
     grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'

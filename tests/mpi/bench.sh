@@ -31,6 +31,8 @@ per_expert = 3 * 256 * 128 * 2 / 1e6       # MB: gate, up, down in BF16
 floors = re.findall(r"^    floor: (bytes|flops) \(GEMM limit ([0-9.]+) GFLOP/s an expert rank; step mean ([0-9.]+) ms\)$",
                     t, re.M)
 assert len(floors) == 2, floors
+steal = re.findall(r"^    steal: ([0-9.]+)% of the CPUs' time during the run", t, re.M)
+assert len(steal) == 2 and all(0 <= float(x) <= 100 for x in steal), steal
 for r, (bound, limit, step_ms) in zip(rows, floors):
     tokens, E, k = int(r[1]), int(r[2]), int(r[3])
     sp50, sp99, lp50, lp99, mb, shmb, read, egb, eratio, sgb, sratio, floor, fratio = \
