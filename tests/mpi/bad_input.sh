@@ -272,6 +272,18 @@ case "$1" in
     H=65536 F=1048576 E=128 LAYERS=1024 PROF=true STEPS=1000000 small_model > c.yaml
     want_code=3 fast=1 no_folder=1
     want="model: rank 1 would hold 50331648.0 GiB of weights (65536 expert-layers of 768 GiB each in F32), more than " ;;
+  too_big_shared)  # the master's shared experts (1024 layers of 3 x 65536 x 1048576) counted
+    # as they will be held: BF16 with model.dtype bf16 where the CPU computes in BF16 (F32
+    # would be 786434.3 GiB), with the gates' 2.0 GiB and the shared experts' bias-free rows
+    H=65536 F=256 E=8 LAYERS=1024 PROF=true STEPS=1000000 small_model |
+      sed 's/^model:/model:\n  family: deepseek_v3\n  dtype: bf16\n  n_shared_experts: 1\n  shared_ffn_dim: 1048576/' > c.yaml
+    want_code=3 fast=1 no_folder=1
+    if "$MOED" --config c.yaml --check-config --ranks 3 2>&1 | grep -q "shared experts (F32)"; then
+      grep -q avx512_bf16 /proc/cpuinfo && fail "shared experts counted in F32 on a BF16 CPU"
+      want="model: rank 0 would hold 786434.3 GiB of weights (the gates and shared experts (F32)), more than "
+    else
+      want="model: rank 0 would hold 393218.3 GiB of weights (the gates and shared experts (BF16)), more than "
+    fi ;;
   too_big_ulimit)  # 2.6 GiB on each expert rank, under ulimit -v 2.4 GiB (MPI starts in it)
     [[ -z "${MOED_SANITIZED:-}" ]] || { echo "SKIP: ASan reserves more address space than this"; exit 77; }
     ulimit -v 2500000 || { echo "SKIP: cannot set ulimit -v"; exit 77; }

@@ -357,32 +357,9 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
-/* How a routing rank on the CPU holds and computes its shared experts: as its experts would
- * be from the shared experts' own type (moe_weights_shared_dtype): FP8 as stored, BF16 where
- * the CPU computes in BF16, else F32 (always F32 on cuda, and on ranks that do not route). */
-static moe_status_t engine_shared_types(const moe_config_t *cfg, bool routes, moe_dtype_t *held,
-                                        moe_num_dtype_t *compute, moe_error_t *err)
-{
-    moe_dtype_t value = MOE_DTYPE_F32;
-    *held = MOE_DTYPE_F32;
-    *compute = MOE_NUM_F32;
-    if (!routes || cfg->device == MOE_DEVICE_CUDA) {
-        return MOE_OK;
-    }
-    moe_status_t st = moe_weights_shared_dtype(cfg, &value, err);
-    if (st != MOE_OK || value == MOE_DTYPE_F32) {
-        return st;
-    }
-    st = moe_expert_compute_dtype(cfg, value, compute, err);
-    *held = value == MOE_DTYPE_FP8 ? MOE_DTYPE_FP8
-            : *compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16
-                                       : MOE_DTYPE_F32;
-    return st;
-}
-
 /* The weights as the resolved types say: held in BF16 and packed for oneDNN when this CPU
  * rank computes in BF16 (values rounded to BF16 then), else F32 on the host; the shared
- * experts as engine_shared_types says. */
+ * experts as moe_expert_shared_types says. */
 static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -395,7 +372,8 @@ static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
                                                       : engine_held_dtype(cfg, compute, value);
     moe_dtype_t shared_held = MOE_DTYPE_F32;
     moe_num_dtype_t shared_compute = MOE_NUM_F32;
-    moe_status_t st = engine_shared_types(cfg, eng->routes, &shared_held, &shared_compute, err);
+    moe_status_t st = moe_expert_shared_types(cfg, eng->routes, &shared_held, &shared_compute,
+                                              err);
     if (st == MOE_OK) {
         st = moe_weights_load(cfg, eng->rank, eng->routes, value, held, shared_held,
                               &eng->weights, err);

@@ -367,8 +367,22 @@ typedef struct rank_size {
     int rank;
     int64_t expert_layers;
     double bytes, per_expert;
-    moe_dtype_t store;
+    moe_dtype_t store, shared_store;
 } rank_size_t;
+
+/* A routing rank's shared experts as the run will hold them (moe_expert_shared_types);
+ * when their type cannot be read (the load will say why) BF16 is assumed, as above. */
+static moe_dtype_t shared_held_dtype(const moe_config_t *cfg)
+{
+    moe_error_t ignored;
+    moe_dtype_t held = MOE_DTYPE_F32;
+    moe_num_dtype_t compute = MOE_NUM_F32;
+    moe_error_clear(&ignored);
+    if (moe_expert_shared_types(cfg, true, &held, &compute, &ignored) != MOE_OK) {
+        return MOE_DTYPE_BF16;
+    }
+    return held;
+}
 
 static bool largest_rank(const moe_config_t *cfg, rank_size_t *out)
 {
@@ -387,9 +401,10 @@ static bool largest_rank(const moe_config_t *cfg, rank_size_t *out)
         }
     }
     double routing = 0.0;
-    *out = (rank_size_t){.rank = 0, .store = MOE_DTYPE_F32};
+    *out = (rank_size_t){.rank = 0, .store = MOE_DTYPE_F32,
+                         .shared_store = shared_held_dtype(cfg)};
     for (int pass = 0; pass < 2; pass++) { /* F32, then the largest rank's own type */
-        moe_weights_bytes(cfg, out->store, &out->per_expert, &routing);
+        moe_weights_bytes(cfg, out->store, out->shared_store, &out->per_expert, &routing);
         out->bytes = -1.0;
         for (int r = 0; r < W; r++) {
             int64_t first = 0, count = 0;
@@ -446,17 +461,32 @@ static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *e
     if (lim <= 0.0) {
         return MOE_PREFLIGHT_OK;
     }
-    moe_error_set(err, MOE_ERR_CONFIG, "model: rank %d would hold %.1f GiB of weights (%lld "
-                  "expert-layers of %.3g GiB each in %s%s), more than %s (%.1f GiB); %sspread "
-                  "the experts over more ranks (mpirun -np, placement.experts), or run fewer "
-                  "layers or a smaller model", big.rank, big.bytes / GIB,
-                  (long long)big.expert_layers, big.per_expert / GIB,
-                  big.store == MOE_DTYPE_BF16    ? "BF16"
-                  : big.store == MOE_DTYPE_FP8   ? "FP8"
-                  : big.store == MOE_DTYPE_MXFP4 ? "MXFP4"
-                                                 : "F32",
-                  big.bytes > (double)big.expert_layers * big.per_expert ? ", and the gates" : "",
-                  what, lim / GIB, strstr(what, "ulimit") != NULL ? "raise ulimit -v, or " : "");
+    const char *sh = big.shared_store == MOE_DTYPE_FP8    ? "FP8"
+                     : big.shared_store == MOE_DTYPE_BF16 ? "BF16"
+                                                          : "F32";
+    const char *st = big.store == MOE_DTYPE_BF16    ? "BF16"
+                     : big.store == MOE_DTYPE_FP8   ? "FP8"
+                     : big.store == MOE_DTYPE_MXFP4 ? "MXFP4"
+                                                    : "F32";
+    bool routing = big.bytes > (double)big.expert_layers * big.per_expert;
+    char what_held[160], gates[64];
+    if (moe_weights_shared_ffn(cfg) > 0) {
+        snprintf(gates, sizeof(gates), "the gates and shared experts (%s)", sh);
+    } else {
+        snprintf(gates, sizeof(gates), "the gates");
+    }
+    if (big.expert_layers == 0) { /* a routing rank without experts: the master */
+        snprintf(what_held, sizeof(what_held), "%s", gates);
+    } else {
+        snprintf(what_held, sizeof(what_held), "%lld expert-layers of %.3g GiB each in %s%s%s",
+                 (long long)big.expert_layers, big.per_expert / GIB, st,
+                 routing ? ", and " : "", routing ? gates : "");
+    }
+    moe_error_set(err, MOE_ERR_CONFIG, "model: rank %d would hold %.1f GiB of weights (%s), "
+                  "more than %s (%.1f GiB); %sspread the experts over more ranks (mpirun -np, "
+                  "placement.experts), or run fewer layers or a smaller model", big.rank,
+                  big.bytes / GIB, what_held, what, lim / GIB,
+                  strstr(what, "ulimit") != NULL ? "raise ulimit -v, or " : "");
     return MOE_PREFLIGHT_CONFIG;
 }
 

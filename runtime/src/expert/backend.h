@@ -178,6 +178,12 @@ moe_status_t moe_expert_cpu_attach(moe_expert_backend_t *be, moe_expert_io_t *io
 moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value,
                                       moe_num_dtype_t *out, moe_error_t *err);
 
+/* How a routing rank on the CPU holds and computes its shared experts: as its experts would
+ * be from the shared experts' own type (moe_weights_shared_dtype): FP8 as stored, BF16 where
+ * the CPU computes in BF16, else F32 (always F32 on cuda, and with routes false). */
+moe_status_t moe_expert_shared_types(const moe_config_t *cfg, bool routes, moe_dtype_t *held,
+                                     moe_num_dtype_t *compute, moe_error_t *err);
+
 /* BF16 compute on the CPU: reorder every local expert's BF16 weights (w13_bf16, w2_bf16)
  * once into oneDNN's layout (w13_packed, w2_packed), freeing the plain ones unless
  * runtime.rebalance_every keeps them to move. Experts already packed, or not held in BF16,

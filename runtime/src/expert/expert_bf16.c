@@ -50,6 +50,26 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
     return MOE_OK;
 }
 
+moe_status_t moe_expert_shared_types(const moe_config_t *cfg, bool routes, moe_dtype_t *held,
+                                     moe_num_dtype_t *compute, moe_error_t *err)
+{
+    moe_dtype_t value = MOE_DTYPE_F32;
+    *held = MOE_DTYPE_F32;
+    *compute = MOE_NUM_F32;
+    if (!routes || cfg->device == MOE_DEVICE_CUDA) {
+        return MOE_OK;
+    }
+    moe_status_t st = moe_weights_shared_dtype(cfg, &value, err);
+    if (st != MOE_OK || value == MOE_DTYPE_F32) {
+        return st;
+    }
+    st = moe_expert_compute_dtype(cfg, value, compute, err);
+    *held = value == MOE_DTYPE_FP8 ? MOE_DTYPE_FP8
+            : *compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16
+                                       : MOE_DTYPE_F32;
+    return st;
+}
+
 static int64_t up_cols(const moe_config_t *cfg)
 {
     return cfg->activation == MOE_ACT_GELU ? cfg->ffn_dim : 2 * cfg->ffn_dim;

@@ -832,6 +832,11 @@ static int64_t shared_ffn(const moe_config_t *cfg, const moe_family_t *fam)
     return cfg->shared_ffn_dim > 0 ? cfg->shared_ffn_dim : cfg->ffn_dim * cfg->n_shared_experts;
 }
 
+int64_t moe_weights_shared_ffn(const moe_config_t *cfg)
+{
+    return shared_ffn(cfg, moe_family_get(cfg->family));
+}
+
 /* Bytes of one FFN of inner width F held as `store` (FP8, MXFP4: the blocked codes and
  * scales, sk: FP8's scale block inputs), F32 biases included. */
 static double held_ffn_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk, int64_t F)
@@ -853,13 +858,13 @@ static double held_expert_bytes(const moe_config_t *cfg, moe_dtype_t store, int6
     return held_ffn_bytes(cfg, store, sk, cfg->ffn_dim);
 }
 
-void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
-                       double *routing)
+void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, moe_dtype_t shared_store,
+                       double *per_expert, double *routing)
 {
     /* as moe_weights_load counts them, in double: no size_t product to overflow */
     int64_t Fs = shared_ffn(cfg, moe_family_get(cfg->family));
     double gate = (double)cfg->num_experts * (double)(cfg->hidden_dim + 1) * sizeof(float);
-    double shared = Fs > 0 ? (double)ffn_bytes(cfg, Fs, sizeof(float)) +
+    double shared = Fs > 0 ? held_ffn_bytes(cfg, shared_store, 128, Fs) +
                                  (double)cfg->hidden_dim * sizeof(float)
                            : 0.0;
     *per_expert = held_expert_bytes(cfg, store, 128); /* FP8: DeepSeek's 128-input blocks */

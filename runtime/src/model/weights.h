@@ -138,11 +138,15 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
                               moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
 
+/* The inner width of a layer's shared experts (all n_shared_experts as one FFN), 0 without. */
+int64_t moe_weights_shared_ffn(const moe_config_t *cfg);
+
 /* What moe_weights_load will hold, before anything is loaded: one expert's weights held as
  * `store` (F32, BF16, FP8 with 128-input scale blocks, MXFP4: bytes_per_expert), and a
- * routing rank's gates, biases and shared experts over all layers (routing_bytes). In
- * double: a config's product may pass 2^64. */
-void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, double *per_expert,
+ * routing rank's gates, biases and shared experts (held as shared_store) over all layers
+ * (routing_bytes). In double: a config's product may pass 2^64. */
+void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, moe_dtype_t shared_store,
+                       double *per_expert,
                        double *routing);
 
 /* One expert's buffers (model.ffn_dim, the activation's shapes, biases for swiglu_oai),
