@@ -562,6 +562,24 @@ static const moe_expert_ops_t k_cpu_ops = {
     .destroy = cpu_destroy,
 };
 
+/* BF16 compute of an FFN of inner width F: one tile's (T rows) GEMM input, up projection,
+ * activation and output, zeroed (the rows past a tile's end that a GEMM bucket computes
+ * hold finite junk), and oneDNN's context for those shapes, primitives made. */
+static moe_status_t bf16_scratch(size_t T, size_t H, size_t up_n, size_t F, int threads,
+                                 uint16_t **in, uint16_t **h, uint16_t **act, float **out,
+                                 moe_onednn_t **dnn, moe_error_t *err)
+{
+    *in = calloc(T * H, sizeof(uint16_t));
+    *h = calloc(T * up_n, sizeof(uint16_t));
+    *act = calloc(T * F, sizeof(uint16_t));
+    *out = calloc(T * H, sizeof(float));
+    moe_status_t st = *in == NULL || *h == NULL || *act == NULL || *out == NULL
+                          ? moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate BF16 scratch")
+                          : moe_onednn_create((int64_t)H, (int64_t)up_n, (int64_t)F, (int64_t)T,
+                                              threads, dnn, err);
+    return st == MOE_OK ? moe_onednn_prepare(*dnn, err) : st;
+}
+
 /* The oneDNN context and one tile's scratch, for BF16 compute; the per-call path. */
 static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **out,
                                      moe_error_t *err)
@@ -573,18 +591,8 @@ static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **ou
     if (cs == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the CPU back-end");
     }
-    /* zeroed: the rows past a tile's end that a GEMM bucket computes hold finite junk */
-    cs->in = calloc(T * H, sizeof(uint16_t));
-    cs->h = calloc(T * up_n, sizeof(uint16_t));
-    cs->act = calloc(T * F, sizeof(uint16_t));
-    cs->out = calloc(T * H, sizeof(float));
-    moe_status_t st = cs->in == NULL || cs->h == NULL || cs->act == NULL || cs->out == NULL
-                          ? moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate BF16 scratch")
-                          : moe_onednn_create((int64_t)H, (int64_t)up_n, (int64_t)F, (int64_t)T,
-                                              (int)cfg->threads, &cs->dnn, err);
-    if (st == MOE_OK) {
-        st = moe_onednn_prepare(cs->dnn, err);
-    }
+    moe_status_t st = bf16_scratch(T, H, up_n, F, (int)cfg->threads, &cs->in, &cs->h, &cs->act,
+                                   &cs->out, &cs->dnn, err);
     if (st == MOE_OK) {
         st = moe_expert_small_create(cfg, io->weights, io->compute, cs->dnn, (int64_t)T,
                                      &cs->small, err);
@@ -615,18 +623,9 @@ static moe_status_t cpu_shared_create(const moe_expert_io_t *io, cpu_state_t *cs
     size_t T = MOE_BF16_TILE_ROWS, H = (size_t)scfg->hidden_dim, Fs = (size_t)w->shared_ffn;
     size_t up_n = scfg->activation == MOE_ACT_GELU ? Fs : 2 * Fs;
     moe_status_t st = MOE_OK;
-    if (bf16) { /* zeroed: the rows past a tile's end that a GEMM bucket computes stay finite */
-        cs->sh_in = calloc(T * H, sizeof(uint16_t));
-        cs->sh_h = calloc(T * up_n, sizeof(uint16_t));
-        cs->sh_act = calloc(T * Fs, sizeof(uint16_t));
-        cs->sh_out = calloc(T * H, sizeof(float));
-        st = cs->sh_in == NULL || cs->sh_h == NULL || cs->sh_act == NULL || cs->sh_out == NULL
-                 ? moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate BF16 scratch")
-                 : moe_onednn_create((int64_t)H, (int64_t)up_n, (int64_t)Fs, (int64_t)T,
-                                     (int)scfg->threads, &cs->sh_dnn, err);
-        if (st == MOE_OK) {
-            st = moe_onednn_prepare(cs->sh_dnn, err);
-        }
+    if (bf16) {
+        st = bf16_scratch(T, H, up_n, Fs, (int)scfg->threads, &cs->sh_in, &cs->sh_h,
+                          &cs->sh_act, &cs->sh_out, &cs->sh_dnn, err);
     }
     if (st == MOE_OK) {
         moe_weights_t view = {.store = w->shared_store,
