@@ -103,9 +103,10 @@ const cfg_key_t cfg_keys[] = {
     KEY_INT("model.first_layer", first_layer, "0", 0, 100000, "",
             "index in the weights file of moed's layer 0 (real models have dense layers first)"),
     KEY_ENUM("model.dtype", dtype, cfg_dtype_names, "auto",
-             "how expert weights are held in memory; auto = the checkpoint's type (FP8 and "
-             "MXFP4 held as stored on the CPU, dequantised to bf16 on cuda), f32 for random "
-             "weights; bf16 or f32 widen them; f16 on the CPU is held as f32"),
+             "how expert weights (and shared experts) are held in memory; auto = the "
+             "checkpoint's type (FP8 and MXFP4 held as stored on the CPU, dequantised to bf16 "
+             "on cuda), f32 for random weights; bf16 or f32 widen them; f16 on the CPU is held "
+             "as f32"),
     KEY_INT("model.seed", seed, "42", 0, INT64_MAX, "", "seed of random weights and inputs"),
     KEY_STR("model.checkpoint", checkpoint, "none",
             "'none' or a Hugging Face model directory (config.json + safetensors shards); its "
