@@ -206,6 +206,10 @@ typedef struct load_ctx {
     uint8_t *codes;            /* FP8 / MXFP4: one tensor's codes as the file holds them */
     uint8_t *mx_scales;        /* MXFP4: one slab's e8m0 scales */
     float *fp8_scales;         /* FP8: one tensor's block scales */
+    float *slab;               /* gpt-oss: one expert's fused slab in F32, [H, 2F], kept for
+                                * the whole load (made and freed per expert it raised glibc's
+                                * mmap threshold, and the plain BF16 copies then stayed in the
+                                * heap after their reorder: a BF16 load peaked at 2x) */
     int64_t fp8_block[2];      /* FP8: the checkpoint's scale block */
     moe_error_t *err;
 } load_ctx_t;
@@ -330,8 +334,9 @@ static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_
     int64_t E = cfg->num_experts, H = cfg->hidden_dim, F = cfg->ffn_dim, e = ew->id;
     int64_t gu[3] = {E, H, 2 * F}, dn[3] = {E, F, H};
     char name[512];
-    float *tmp = NULL;
-    moe_status_t st = alloc_floats(&tmp, (size_t)(H * 2 * F), c->err);
+    moe_status_t st = c->slab == NULL ? alloc_floats(&c->slab, (size_t)(H * 2 * F), c->err)
+                                      : MOE_OK;
+    float *tmp = c->slab;
     snprintf(name, sizeof(name), nm->fused_gate_up, decoder);
     bool mx = st == MOE_OK && moe_ckpt_is_mxfp4(c->ck, name);
     if (mx) { /* MXFP4 widened on request: [2F, H] rows interleaved, not transposed */
@@ -366,7 +371,6 @@ static moe_status_t fused_expert(load_ctx_t *c, int decoder, moe_expert_weights_
     if (st == MOE_OK) {
         st = fused_biases(c, decoder, ew, tmp);
     }
-    free(tmp);
     return st;
 }
 
@@ -1106,6 +1110,7 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     describe(cfg, &c, w);
 out_close:
     free_ffn(&c.tmp);
+    free(c.slab);
     free(c.codes);
     free(c.fp8_scales);
     free(c.mx_scales);
