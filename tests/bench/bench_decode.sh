@@ -229,7 +229,7 @@ for shape in $shapes; do
       "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" \
       "${floor% *}" "$(awk -v f="${floor% *}" -v s="$stepms" 'BEGIN { printf("%.2f", (s > 0) ? f / s : 0) }')"
     echo "    floor: ${floor#* } (GEMM limit ${limit:-not measured, BENCH=0} GFLOP/s an expert rank; step mean $stepms ms)"
-    echo "    steal: $(steal_pct "$cpu0" "$(cpu_ticks)")% of the CPUs' time during the run (/proc/stat: the hypervisor ran something else; a pinned spin loop here saw 30-70 ms gaps then)"
+    echo "    steal: $(steal_pct "$cpu0" "$(cpu_ticks)")% of the CPUs' time during the run (/proc/stat: the hypervisor gave it to other guests)"
     grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
