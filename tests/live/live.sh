@@ -468,9 +468,12 @@ s.close()
 check(ans.startswith(b"HTTP/1.1 413"), "1 MB chunked body: %r" % ans[:40])
 st = json.loads(get("status")[1])
 check(st["window"]["state"] == "idle", "a refused body opened a window")
-# 32 clients of 127.0.0.1 (its whole per-address limit) send a byte a second
+# 32 clients of 127.0.0.3 (its whole per-address limit) send a byte a second: an address of
+# their own, as a connection 127.0.0.1 closed just before may still count for it a moment
+# (under ASan the 32nd was once refused so)
 req_bytes = b"GET /status HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 100 + b"\r\n\r\n"
-slow = [socket.create_connection((host, port), timeout=5) for _ in range(32)]
+slow = [socket.create_connection((host, port), timeout=5, source_address=("127.0.0.3", 0))
+        for _ in range(32)]
 for s in slow:
     s.setblocking(False)
 t0 = time.monotonic(); cut = {}; other = 0
@@ -503,7 +506,7 @@ for s in slow:
 check(len(cut) == 32, "%d of 32 trickling clients cut within 30 s" % len(cut))
 check(other >= 1, "no answer to another address while they trickled")
 check(not cut or min(cut.values()) >= 5, "cut before the deadline: %s" % cut)
-check(json.loads(get("status")[1])["world"] == 3, "127.0.0.1 not served again")
+check(json.loads(get("status", "127.0.0.3")[1])["world"] == 3, "127.0.0.3 not served again")
 # a window whose output folder cannot be made (a file where it was, made after the start):
 # last_error names it by its last component, never a path (the absolute one was once there)
 out = os.path.join(os.getcwd(), "experiments")
