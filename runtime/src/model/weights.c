@@ -926,17 +926,25 @@ static moe_dtype_t dtype_of_file(const char *name, bool cuda)
 }
 
 /* The type `rank`'s first expert tensor of layer 0 (its gate projection) is held as. */
+/* With id < 0: the shared experts' gate projection of layer 0 (F32 where the file's names
+ * have none). */
 static moe_status_t first_expert_dtype(const moe_config_t *cfg, int32_t id, moe_dtype_t *out,
                                        moe_error_t *err)
 {
     load_ctx_t c = {.cfg = cfg, .fam = moe_family_get(cfg->family), .err = err};
-    const char *dn = NULL;
+    const char *dn = "F32";
     char name[512];
     moe_status_t st = moe_ckpt_open(cfg, &c.ck, err);
     if (st == MOE_OK) {
         st = pick_names(&c);
     }
-    if (st == MOE_OK) {
+    if (st == MOE_OK && id < 0) {
+        if (c.names->shared_expert != NULL) {
+            snprintf(name, sizeof(name), c.names->shared_expert, cfg->layer_ids[0],
+                     c.names->proj_gate);
+            st = moe_ckpt_dtype_of(c.ck, name, &dn, err);
+        }
+    } else if (st == MOE_OK) {
         if (c.names->expert != NULL) {
             snprintf(name, sizeof(name), c.names->expert, cfg->layer_ids[0], id,
                      c.names->proj_gate);
@@ -981,23 +989,10 @@ moe_status_t moe_weights_shared_dtype(const moe_config_t *cfg, moe_dtype_t *out,
         return MOE_OK;
     }
     if (d == MOE_DTYPE_AUTO) {
-        load_ctx_t c = {.cfg = cfg, .fam = fam, .err = err};
-        const char *dn = "F32";
-        char name[512];
-        moe_status_t st = moe_ckpt_open(cfg, &c.ck, err);
-        if (st == MOE_OK) {
-            st = pick_names(&c);
-        }
-        if (st == MOE_OK && c.names->shared_expert != NULL) {
-            snprintf(name, sizeof(name), c.names->shared_expert, cfg->layer_ids[0],
-                     c.names->proj_gate);
-            st = moe_ckpt_dtype_of(c.ck, name, &dn, err);
-        }
-        moe_ckpt_close(c.ck);
+        moe_status_t st = first_expert_dtype(cfg, -1, &d, err);
         if (st != MOE_OK) {
             return st;
         }
-        d = dtype_of_file(dn, cfg->device == MOE_DEVICE_CUDA);
     }
     *out = d == MOE_DTYPE_F16 ? MOE_DTYPE_F32 : d;
     return MOE_OK;
