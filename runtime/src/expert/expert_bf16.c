@@ -75,6 +75,23 @@ static int64_t up_cols(const moe_config_t *cfg)
     return cfg->activation == MOE_ACT_GELU ? cfg->ffn_dim : 2 * cfg->ffn_dim;
 }
 
+/* One FFN's BF16 matrices into oneDNN's layout (o: a context of its width); the plain copies
+ * freed unless keep_plain. */
+static moe_status_t pack_ffn(moe_onednn_t *o, moe_expert_weights_t *ew, bool keep_plain,
+                             moe_error_t *err)
+{
+    moe_status_t st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
+    if (st == MOE_OK) {
+        st = moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err);
+    }
+    if (st == MOE_OK && !keep_plain) {
+        free(ew->w13_bf16);
+        free(ew->w2_bf16);
+        ew->w13_bf16 = ew->w2_bf16 = NULL;
+    }
+    return st;
+}
+
 /* A routing rank's shared experts held in BF16 into oneDNN's layout (a context of their
  * width), the plain copies freed. */
 static moe_status_t pack_shared(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
@@ -85,17 +102,8 @@ static moe_status_t pack_shared(const moe_config_t *cfg, moe_weights_t *w, moe_e
                                         (int)cfg->threads, &o, err);
     for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
         moe_expert_weights_t *ew = &w->layers[l].shared;
-        if (!w->layers[l].has_shared || ew->w13_bf16 == NULL) {
-            continue;
-        }
-        st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
-        if (st == MOE_OK) {
-            st = moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err);
-        }
-        if (st == MOE_OK) {
-            free(ew->w13_bf16);
-            free(ew->w2_bf16);
-            ew->w13_bf16 = ew->w2_bf16 = NULL;
+        if (w->layers[l].has_shared && ew->w13_bf16 != NULL) {
+            st = pack_ffn(o, ew, false, err);
         }
     }
     moe_onednn_destroy(o);
@@ -115,21 +123,13 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
                 continue; /* packed before (online rebalancing packs what arrived), or held
                            * as stored (FP8, MXFP4: the kernels read them so) or in F32 */
             }
-            st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
-            if (st == MOE_OK) {
-                st = moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err);
-            }
+            /* the plain copies go as soon as the packed ones exist; online rebalancing
+             * keeps them: they are what moves to another rank */
+            st = pack_ffn(o, ew, cfg->rebalance_every != 0, err);
             /* load progress: the watchdog sees a rank that packs as busy, not hung; the
              * expert's real bf16 bytes (GELU: two matrices, SwiGLU: three) */
             moe_watchdog_progress((int64_t)(up_cols(cfg) + cfg->ffn_dim) *
                                   (int64_t)cfg->hidden_dim * 2);
-            if (st == MOE_OK && cfg->rebalance_every == 0) {
-                /* the plain copies go as soon as the packed ones exist; online rebalancing
-                 * keeps them: they are what moves to another rank */
-                free(ew->w13_bf16);
-                free(ew->w2_bf16);
-                ew->w13_bf16 = ew->w2_bf16 = NULL;
-            }
         }
     }
     moe_onednn_destroy(o);
