@@ -181,9 +181,9 @@ lat = [l["latency_ms"] for l in s["layers"]]
 lp50 = sum(x["p50"] for x in lat) / len(lat)
 lp99 = max(x["p99"] for x in lat)
 w = [r["share_of_step"]["weights"] for r in s["ranks"] if r["num_local"] > 0]
-print("%.2f %.2f %.3f %.3f %.1f %.1f %.2f %.2f %.2f %.3f %.0f %s" % (st["p50"], st["p99"], lp50,
-      lp99, per_step / 1e6, shared / 1e6, expert_gbps, step_gbps, per_expert / 1e6, r0 * 1e3, n,
-      s["run"]["weights"] or "random"))
+print("%.2f %.2f %.3f %.3f %.1f %.1f %.2f %.2f %.2f %.3f %d %.0f %s" % (st["p50"], st["p99"],
+      lp50, lp99, per_step / 1e6, shared / 1e6, expert_gbps, step_gbps, per_expert / 1e6,
+      r0 * 1e3, n_shared, n, s["run"]["weights"] or "random"))
 PY
 }
 
@@ -211,12 +211,11 @@ for shape in $shapes; do
     [[ ${#runs[@]} -gt $before ]] || { echo "$dtype $t $e $k: no report"; continue; }
     dir=$(printf '%s\n' "${runs[@]}" | sort | tail -1)
     ck=-; [[ $dtype == fp8* || $dtype == mxfp4* ]] && ck=$(ckpt "$e" "$k")
-    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms n wts <<< "$(figures "$dir" "$ck")"
+    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n wts <<< "$(figures "$dir" "$ck")"
     # the roofline's floor of a step: its weight bytes (experts touched + shared) at the read
     # bandwidth, or its FLOPs (the experts' and the shared experts', 2 x H x 3F a row) over
     # the expert ranks' cores at the GEMM limit --bench measured for these shapes, the longer
     limit=$(sed -n "s/^bench: $([[ $dtype == f32 ]] && echo F32 || echo BF16) GEMM GFLOP\/s ([^)]*) *\([0-9.]*\) per rank.*/\1/p" <<< "$out" | head -1)
-    nsh=0; [[ $ck != - ]] && nsh=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1] + "/config.json")).get("n_shared_experts") or 0)' "$ck")
     floor=$(awk -v mb="$mb" -v sh="$shmb" -v bw="$read_gbps" -v t="$t" -v k="$k" -v L="$LAYERS" \
       -v H="$HIDDEN" -v F="$FFN" -v nsh="$nsh" -v lim="${limit:-0}" -v c="$experts_ranks" 'BEGIN {
         bytes = (bw > 0) ? (mb + sh) / bw : 0
