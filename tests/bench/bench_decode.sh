@@ -23,7 +23,10 @@
 # runtime.bind pins the expert ranks, mpirun --bind-to none; overload: mpirun --bind-to
 # core:overload-allowed), BENCH (1: also moed --bench's decode latency lines), THREADS (1:
 # runtime.threads of every rank; an expert rank's threads split each expert's columns, so
-# NP=2 THREADS=2 is one expert rank reading with both cores), KEEP (keep the work folder).
+# NP=2 THREADS=2 is one expert rank reading with both cores), COPIES (replicas: whole
+# experts placed in blocks; columns: placement.copies: columns, every expert split into
+# column shares over all the expert ranks, each reading its share of every touched expert),
+# KEEP (keep the work folder).
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
 # profiler's: the routing rank's times), the bytes of distinct expert weights touched per
@@ -62,6 +65,7 @@ NP=${NP:-3}
 BIND=${BIND:-auto}
 BENCH=${BENCH:-1}
 THREADS=${THREADS:-1}
+COPIES=${COPIES:-replicas}
 PY=$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || command -v python3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for x in "$moed" "$stream"; do
@@ -87,7 +91,7 @@ echo "bench_decode: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), moed $(git -C
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs, L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
 echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($experts_ranks expert ranks of $THREADS thread(s), binding $BIND), $STEPS steps ($WARMUP warm-up)"
+echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($experts_ranks expert ranks of $THREADS thread(s), binding $BIND, copies $COPIES), $STEPS steps ($WARMUP warm-up)"
 
 # cpu_ticks: /proc/stat's total and steal ticks of all CPUs; steal_pct BEFORE AFTER: the
 # share of the CPUs' time in between that the hypervisor gave to others (a VM's steal: the
@@ -136,11 +140,11 @@ config() { # E K T: the run's config on stdout
     bf16|f32)
       printf 'model: {hidden_dim: %s, ffn_dim: %s, num_experts: %s, top_k: %s, num_layers: %s, dtype: %s}\n' \
         "$HIDDEN" "$FFN" "$e" "$k" "$LAYERS" "$dtype"
-      echo "placement: {master_rank: 0, experts: auto}" ;;
+      echo "placement: {master_rank: 0, experts: auto, copies: $COPIES}" ;;
     *)
       local d; d=$(ckpt "$e" "$k")
       printf 'model: {checkpoint: %s, dtype: %s}\n' "$d" "$([[ $dtype == *-bf16 ]] && echo bf16 || echo auto)"
-      echo "placement: {master_rank: 0, experts: auto}" ;;
+      echo "placement: {master_rank: 0, experts: auto, copies: $COPIES}" ;;
   esac
   echo "$run"; echo "$work_l"; echo "$prof"
 }

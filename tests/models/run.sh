@@ -10,7 +10,10 @@
 #          CPU without native BF16),
 #          deepseek_v3_fp8_master_gemm (runtime.small_batch_rows: 0: every expert call on the
 #          GEMM path, FP8 / MXFP4 dequantised for it, instead of the small-batch kernels that
-#          take the calls of few rows otherwise)
+#          take the calls of few rows otherwise), ..._columns (placement.copies: columns:
+#          every expert split into column shares over every expert rank, 2 in master routing,
+#          3 in symmetric; the checkpoint's expert ffn 32 x shares wide, 128 x shares for FP8
+#          so a share holds whole scale blocks; the 1-rank run holds whole experts)
 # Families with shared experts must say how the routing ranks hold and compute them
 # ("shared experts: ..."): FP8 as stored, BF16 for BF16 compute, else F32.
 # FP8 and MXFP4 checkpoints are held as stored (model.dtype auto): the first line must say so.
@@ -25,6 +28,8 @@ case_name=$1
 subset=
 compute=f32
 small_rows=-1
+copies=replicas
+if [[ $case_name == *_columns ]]; then copies=columns; case_name=${case_name%_columns}; fi
 if [[ $case_name == *_gemm ]]; then small_rows=0; case_name=${case_name%_gemm}; fi
 if [[ $case_name == *_bf16c ]]; then compute=bf16; case_name=${case_name%_bf16c}; fi
 if [[ $case_name == *_layers ]]; then subset=1; case_name=${case_name%_layers}; fi
@@ -48,6 +53,12 @@ args=(--shards 3 --tokens $TOKENS --seed 11)
 # routes alike (a second layer's input carries the first's BF16 error, which can flip a
 # near-tie choice: a different expert, not a numerical difference).
 [[ $compute == bf16 ]] && args+=(--moe-layers 1)
+if [[ $copies == columns ]]; then
+  shares=2 width=32
+  [[ $routing == symmetric ]] && shares=3
+  [[ $dtype == fp8 ]] && width=128
+  args+=(--ffn $((width * shares)))
+fi
 layers_yaml=
 if [[ -n $subset ]]; then
   # The reference's MoE layers minus the first, in order: model.layers names a subset.
@@ -69,6 +80,7 @@ $layers_yaml
 placement:
   master_rank: 0
   experts: auto
+  copies: $copies
 runtime:
   routing: $routing
   compute_dtype: $compute
@@ -117,6 +129,12 @@ run_and_compare() {
     echo "FAIL: $family $dtype $routing on $np rank(s): the first line does not say '$held'" >&2
     status=1
   fi
+  if [[ $copies == columns && $np != 1 ]] &&
+     ! grep -m1 "^experts: " "$name.log" | grep -q "; every expert in $shares column shares"; then
+    echo "---- moed's log ($np rank(s)):"; cat "$name.log"
+    echo "FAIL: $family $dtype $routing on $np rank(s): no '$shares column shares' said" >&2
+    status=1
+  fi
   # the shared experts held as the experts would be: FP8 as stored, else BF16 for BF16
   # compute, F32 for F32 compute (their own line after the experts')
   if [[ $family == qwen2_moe || $family == deepseek_* || $family == kimi_k2 ]]; then
@@ -148,7 +166,7 @@ if ((status == 0)) && [[ $compute == bf16 ]] &&
   echo "FAIL: $family $dtype $routing: BF16 on 3 ranks differs from BF16 on 1 rank" >&2
   status=1
 fi
-if ((status == 0)) && [[ $compute == bf16 ]]; then
+if ((status == 0)) && [[ $compute == bf16 && $copies == replicas ]]; then
   sed 's/^runtime:/runtime:\n  dedup: false/' c.yaml > nodedup.yaml
   timeout -k 5 120 "$MOED" --config nodedup.yaml --dump-output one_nd.safetensors --no-progress \
     > one_nd.log 2>&1 || { cat one_nd.log; fail "runtime.dedup: false on 1 rank failed"; }

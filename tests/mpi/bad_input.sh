@@ -65,6 +65,26 @@ case "$1" in
   rebalance_cuda)  # refused in the config, before the build's devices are looked at
     small_model | sed 's/^runtime:/runtime:\n  device: cuda\n  rebalance_every: 4/' > c.yaml
     want_code=3 want="online rebalancing runs on runtime.device: cpu only" ;;
+  columns_dedup_off)  # column shares add up in the expert rank's sum: dedup is needed
+    small_model | sed 's/^placement:/placement:\n  copies: columns/; s/^runtime:/runtime:\n  dedup: false/' > c.yaml
+    want_code=3 want="c.yaml:18:10: runtime.dedup: false, but placement.copies: columns needs one row per (token, rank)" ;;
+  columns_uneven)  # every expert cut into as many shares
+    PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7], 2: [0, 1, 2, 3]}' small_model \
+      | sed 's/^placement:/placement:\n  copies: columns/' > c.yaml
+    want_code=3 want="c.yaml:14:11: placement.copies: columns, but expert 4 is on 1 rank in placement.experts and expert 0 of the first layer on 2" ;;
+  columns_ffn)  # 96 columns in 2 shares of 48: not whole 32-column blocks
+    F=96 small_model | sed 's/^placement:/placement:\n  copies: columns/' > c.yaml
+    want_code=3 want="placement.copies: columns splits model.ffn_dim 96 into 2 shares: each must be a whole multiple of 32 columns" ;;
+  columns_rebalance)  # online rebalancing moves whole experts
+    small_model | sed 's/^placement:/placement:\n  copies: columns/; s/^runtime:/runtime:\n  rebalance_every: 2/' > c.yaml
+    want_code=3 want="runtime.rebalance_every: 2, but placement.copies: columns splits every expert" ;;
+  columns_cuda)  # the GPU back-end holds whole experts
+    small_model | sed 's/^placement:/placement:\n  copies: columns/; s/^runtime:/runtime:\n  device: cuda/' > c.yaml
+    want_code=3 want="placement.copies: columns runs on runtime.device: cpu only" ;;
+  columns_fp8_block)  # FP8 shares of 64 columns would cut the checkpoint's 128-input blocks
+    CKF=128 ckdir deepseek_v3 fp8 1
+    printf 'placement:\n  copies: columns\n' >> c.yaml
+    want_code=4 want="placement.copies: columns: a share of 64 of model.ffn_dim 128 cuts the FP8 scale blocks of 128 inputs" ;;
   dedup_cuda)  # one row per (token, rank) is the CPU back-end's: refused in the config
     small_model | sed 's/^runtime:/runtime:\n  device: cuda\n  dedup: true/' > c.yaml
     want_code=3 want="c.yaml:18:10: runtime.dedup: true, but the CUDA back-end sends one row per (token, expert)" ;;

@@ -544,6 +544,68 @@ assert s["run"]["steps_run"] == 80, ("the report covers the 80 on steps", s["run
 print("A/B saw the 100 ms hook: on %.3f off %.3f ms/step, on/off %.3f" % (on, off, totals))
 PY
     ;;
+  columns_bytes)  # placement.copies: columns: every token to every share, counted by hand
+    # dedup_bytes' trace and model, every expert split in two: ranks 1 and 2 each hold
+    # ffn columns [0, 32) and [32, 64) of experts 0-3. Every token goes to both ranks: 8 rows
+    # a step (4 to each) carrying 16 pairs (each rank runs all 8 of its pairs on its share):
+    # 8 x 256 x 2 = 4096 bytes a step each way summed, where the whole experts moved 3072.
+    # Each share computes half an expert's FLOPs; the output is the whole experts' (1e-5).
+    python3 - trace.safetensors <<'PY'
+import json, struct, sys
+ids = [0, 1, 0, 2, 2, 3, 3, 1]
+wts = [0.75, 0.25, 0.5, 0.5, 0.625, 0.375, 0.875, 0.125]
+meta = {"format": "moed-routing/1", "num_experts": "4", "top_k": "2", "tokens_per_step": "4",
+        "layers": "[0]", "family": "mixtral", "source": "profiler.sh dedup_bytes",
+        "weights": "router"}
+a = struct.pack("<8i", *ids); b = struct.pack("<8f", *wts)
+hdr = {"__metadata__": meta,
+       "layers.0.topk_ids": {"dtype": "I32", "shape": [4, 2], "data_offsets": [0, 32]},
+       "layers.0.topk_weights": {"dtype": "F32", "shape": [4, 2], "data_offsets": [32, 64]}}
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + a + b)
+PY
+    for cp in replicas columns; do
+      place='{1: [0, 1], 2: [2, 3]}'
+      [[ $cp == columns ]] && place='{1: [0, 1, 2, 3], 2: [0, 1, 2, 3]}'
+      PROF=true H=64 F=64 E=4 K=2 LAYERS=1 TOKENS=4 STEPS=5 PLACEMENT="$place" \
+        small_model | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 4/; s|^workload:|workload:\n  routing: $WORK/trace.safetensors|; s/^placement:/placement:\n  copies: $cp/; s|output_dir: .*|output_dir: $WORK/exp_$cp|" > c_$cp.yaml
+      mpirun_moed 3 --config c_$cp.yaml --dump-output out_$cp.safetensors --no-progress > run_$cp.log 2>&1 \
+        || { cat run_$cp.log; fail "copies $cp run failed"; }
+    done
+    grep -q "; every expert in 2 column shares of 32 of its 64 ffn columns" run_columns.log \
+      || { cat run_columns.log; fail "the experts' line does not say the shares"; }
+    "$ST_DIFF" out_replicas.safetensors out_columns.safetensors --tol 1e-5 \
+      || fail "column shares changed the output"
+    python3 - "$(ls -d "$WORK"/exp_columns/*/)" "$(ls -d "$WORK"/exp_replicas/*/)" <<'PY' || fail "columns bytes"
+import json, sys
+on = json.load(open(sys.argv[1] + "/summary.json"))
+whole = json.load(open(sys.argv[2] + "/summary.json"))
+steps = on["run"]["recorded_steps"]
+assert steps == 4, steps
+c = on["comm"]
+assert c["rows"] == [[0, 4 * steps, 4 * steps], [0, 0, 0], [0, 0, 0]], c["rows"]
+assert c["pairs"] == [[0, 8 * steps, 8 * steps], [0, 0, 0], [0, 0, 0]], c["pairs"]
+assert c["bytes_between_ranks"] == 8 * 64 * 4 * 2 * steps == 4096 * steps, c["bytes_between_ranks"]
+assert whole["comm"]["bytes_between_ranks"] == 3072 * steps, whole["comm"]["bytes_between_ranks"]
+# each share of expert e ran its 2 tokens a step: 2 x 2 per expert in all
+tok = lambda s: sorted((e["expert"], e["tokens"]) for e in s["experts"])
+assert tok(on) == [(e, 4 * steps) for e in range(4)], tok(on)
+assert tok(whole) == [(e, 2 * steps) for e in range(4)], tok(whole)
+# half the weights a rank: every expert at half its columns against two whole experts
+mib = lambda s, r: [x for x in s["memory"] if x["rank"] == r][0]["expert_weights_mib"]
+for r in (1, 2):
+    assert abs(mib(on, r) - mib(whole, r)) < 1e-9, (mib(on, r), mib(whole, r))
+assert "every expert in 2 column shares" in on["run"]["weights"], on["run"]["weights"]
+print("columns: %d rows carrying %d pairs, %d bytes between ranks (whole experts %d)"
+      % (c["rows_between_ranks"], c["pairs_between_ranks"], c["bytes_between_ranks"],
+         whole["comm"]["bytes_between_ranks"]))
+PY
+    # moed compare says the two runs' experts are not like for like
+    "$MOED" compare "$(ls -d "$WORK"/exp_replicas/*/)" "$(ls -d "$WORK"/exp_columns/*/)" > cmp.log 2>&1 \
+      || { cat cmp.log; fail "compare failed"; }
+    grep -q "NOTE: the models differ (placement.copies replicas vs columns)" cmp.log \
+      || { cat cmp.log; fail "compare does not say the copies differ"; }
+    ;;
   dedup_bytes)  # one row per (token, rank) on the wire: rows, pairs and bytes counted by hand
     # 4 tokens, top-2, experts {0, 1} on rank 1 and {2, 3} on rank 2, master routing; the
     # routing is a trace written here (workload.routing), the same 4 tokens every step:

@@ -206,11 +206,70 @@ static void test_dedup(void)
     moe_plan_destroy(&p);
 }
 
+/* placement.copies: columns: experts 0-3 each split over ranks 1 and 2 (slots sorted by
+ * expert, then rank), k_dd_idx's tokens: every token goes to both ranks, one row each,
+ * carrying all its choices (each rank runs its share of both experts): 8 rows, 16 (pair,
+ * share) entries, 8 kept choices. */
+static void test_columns(void)
+{
+    moe_cfg_replica_t slots[8];
+    for (int s = 0; s < 8; s++) {
+        slots[s] = (moe_cfg_replica_t){.expert = (uint16_t)(s / 2), .rank = 1 + s % 2};
+    }
+    moe_plan_t p;
+    moe_arena_t sizing = {0};
+    moe_plan_carve_fan(&p, 3, 4, 2, 4, 8, 2, &sizing);
+    moe_arena_t a = {.base = calloc(1, moe_arena_size(&sizing))};
+    moe_plan_carve_fan(&p, 3, 4, 2, 4, 8, 2, &a);
+    p.dedup = true;
+    p.columns = true;
+    CHECK_INT_EQ(p.rows_per_token, 4);
+    moe_plan_count_demand(&p, k_dd_idx, 4);
+    moe_plan_build_slots(&p, k_dd_idx, k_dd_w, 4, slots, 8, 0, 4, 0, NULL);
+    CHECK_INT_EQ(p.num_send, 8);
+    CHECK_INT_EQ(p.num_pairs, 8);
+    const int rows[3] = {0, 4, 4}, pairs[3] = {0, 8, 8}, displs[3] = {0, 0, 4};
+    for (int d = 0; d < 3; d++) {
+        CHECK_INT_EQ(p.send_rows[d], rows[d]);
+        CHECK_INT_EQ(p.send_pairs[d], pairs[d]);
+        CHECK_INT_EQ(p.send_row_displs[d], displs[d]);
+    }
+    for (int i = 0; i < 8; i++) {
+        CHECK_INT_EQ(p.send_token[i], i % 4);
+        CHECK_INT_EQ(p.slot_kept[i], 2); /* every share keeps its expert's 2 tokens */
+    }
+    for (int t = 0; t < 4; t++) { /* rank 1's row, rank 2's row, then none */
+        CHECK_INT_EQ(p.token_rows[t * 4], t);
+        CHECK_INT_EQ(p.token_rows[t * 4 + 1], 4 + t);
+        CHECK_INT_EQ(p.token_rows[t * 4 + 2], -1);
+        CHECK_INT_EQ(p.token_rows[t * 4 + 3], -1);
+    }
+    /* both ranks: rows 4 | 2 pairs a share | e0: t0, t1; e1: t0, t3; e2: t1, t2; e3: t2, t3
+     * (rows within the rank's block) | their weights */
+    const int32_t msg[21] = {4, 2, 2, 2, 2, 0, 1, 0, 3, 1, 2, 2, 3, wbits(0.5f), wbits(0.75f),
+                             wbits(0.25f), wbits(0.875f), wbits(0.125f), wbits(0.625f),
+                             wbits(0.375f), wbits(0.0625f)};
+    for (int d = 1; d < 3; d++) {
+        CHECK_INT_EQ(p.count_msg_len[d], 21);
+        for (int i = 0; i < 21; i++) {
+            CHECK_INT_EQ(p.count_msg[p.count_msg_displs[d] + i], msg[i]);
+        }
+    }
+    /* capacity 1: each expert keeps its first token on both shares; t3 keeps nothing */
+    moe_plan_build_slots(&p, k_dd_idx, k_dd_w, 4, slots, 8, 0, 4, 1, NULL);
+    CHECK_INT_EQ(p.num_dropped, 4);
+    CHECK_INT_EQ(p.num_send, 6); /* t0, t1, t2 to both ranks */
+    CHECK_INT_EQ(p.send_pairs[1], 4);
+    CHECK_INT_EQ(p.token_rows[12], -1);
+    free(a.base);
+}
+
 int main(void)
 {
     test_order();
     test_capacity();
     test_empty();
     test_dedup();
+    test_columns();
     return moe_test_finish("test_plan");
 }

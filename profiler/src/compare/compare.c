@@ -280,13 +280,14 @@ static void cmp_run_state(FILE *out, const cmp_run_t *c)
     }
 }
 
-/* The model's shape beyond what the header lists: a different width or weight type makes
- * per-expert times and bytes not like for like. */
+/* The model's shape beyond what the header lists: a different width or weight type, or
+ * experts cut into column shares in one run only, makes per-expert times and bytes not like
+ * for like. */
 static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     static const char *const keys[][2] = {
         {"model.hidden_dim", "hidden_dim"}, {"model.ffn_dim", "ffn_dim"}, {"model.dtype", NULL},
-        {"model.top_k", "top_k"}};
+        {"model.top_k", "top_k"}, {"placement.copies", NULL}};
     char line[512];
     size_t pos = 0;
     line[0] = '\0';

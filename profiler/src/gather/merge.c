@@ -289,7 +289,7 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
     m->W = W;
     m->L = L;
     m->E = E;
-    m->flops_per_row = 2.0 * (double)cfg->hidden_dim * (double)cfg->ffn_dim *
+    m->flops_per_row = 2.0 * (double)cfg->hidden_dim * (double)moe_cfg_expert_ffn(cfg) *
                        (cfg->activation == MOE_ACT_SWIGLU ? 3.0 : 2.0);
     moe_report_t *r = &m->rep;
     r->cfg = cfg;

@@ -230,7 +230,7 @@ typedef struct moe_report {
     char version[32];
     char build_id[48];
     char blas[32];
-    char weights[192];           /* where the weights came from, on-disk dtypes, held how ("") */
+    char weights[320];           /* where the weights came from, on-disk dtypes, held how ("") */
     char transport[16];
     int world_size;
     int num_hosts;

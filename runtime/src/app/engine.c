@@ -347,11 +347,17 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
             snprintf(as, sizeof(as), " (held as %s)", helds); /* no native BF16: F32 */
         }
         engine_compute_note(cfg, all[0] != 0, q, kern_all, note, sizeof(note));
-        MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire", vals, as,
-                 all[0] ? "bf16" : "f32", note, all[1] ? "bf16" : "f32");
+        char split[96] = ""; /* placement.copies: columns */
+        if (cfg->column_shares > 1) {
+            snprintf(split, sizeof(split), "; every expert in %d column shares of %lld of its "
+                     "%lld ffn columns", (int)cfg->column_shares,
+                     (long long)moe_cfg_expert_ffn(cfg), (long long)cfg->ffn_dim);
+        }
+        MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire%s", vals, as,
+                 all[0] ? "bf16" : "f32", note, all[1] ? "bf16" : "f32", split);
         char desc[256];
-        snprintf(desc, sizeof(desc), "%s weights%s, %s compute", vals, q ? " held as stored" : as,
-                 all[0] ? "bf16" : "f32");
+        snprintf(desc, sizeof(desc), "%s weights%s, %s compute%s", vals,
+                 q ? " held as stored" : as, all[0] ? "bf16" : "f32", split);
         engine_copy_text(eng->experts_desc, sizeof(eng->experts_desc), desc);
     }
     return MOE_OK;
@@ -382,7 +388,7 @@ static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
     eng->weights.wire = wire;
     eng->weights.shared_compute = shared_compute;
     if (st == MOE_OK) { /* the report's (rank 0's): where from, and held how */
-        char desc[320], shared[96] = "";
+        char desc[384], shared[96] = "";
         if (eng->weights.shared_ffn > 0 && eng->routes) {
             moe_dtype_t sh = eng->weights.shared_store;
             snprintf(shared, sizeof(shared), "; shared experts: %s weights%s, %s compute",
@@ -416,7 +422,8 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .exchange_buffer_bytes = moe_layer_ctx_buffer_bytes(&eng->layer),
         .total_steps = cfg->steps > 0 ? cfg->steps : INT64_MAX, /* 0: until a signal */
         .row_bytes = moe_wire_row_bytes(cfg->hidden_dim, eng->weights.wire),
-        .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1),
+        .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim,
+                                          moe_cfg_expert_ffn(cfg), 1),
         .transport = moe_transport_name(eng->transport),
         .blas = moe_gemm_backend_name(),
         .weights = eng->weights_desc,
@@ -728,7 +735,8 @@ static void engine_account_layer(moe_engine_t *eng)
             continue;
         }
         eng->expert_ns += rec->expert_ns[le];
-        eng->expert_flops += moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, rows);
+        eng->expert_flops +=
+            moe_expert_flops(cfg->activation, cfg->hidden_dim, moe_cfg_expert_ffn(cfg), rows);
         eng->expert_rows += rows;
     }
     eng->expert_calls += rec->num_calls; /* one per expert per chunk with rows */

@@ -120,7 +120,7 @@ static double bench_bf16_gflops(int64_t H, int64_t up_n, int64_t F, int64_t m, i
 static moe_status_t bench_dtype_limits(moe_engine_t *eng, double limit[2], moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t H = cfg->hidden_dim, F = moe_cfg_expert_ffn(cfg);
     int64_t up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     int64_t m = cfg->tokens_per_step * cfg->top_k / cfg->num_experts;
     m = m < 16 ? 16 : m > MOE_BF16_TILE_ROWS ? MOE_BF16_TILE_ROWS : m;
@@ -164,7 +164,7 @@ static double gemm_limit_gflops(const moe_engine_t *eng)
     if (eng->expert_calls == 0 || eng->weights.layers[0].num_local == 0) {
         return 0.0;
     }
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t H = cfg->hidden_dim, F = moe_cfg_expert_ffn(cfg);
     int64_t m = eng->expert_rows / eng->expert_calls;
     int64_t up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     if (eng->cuda != NULL) { /* cuBLAS on the same shapes and dtype, in the plug-in */

@@ -240,6 +240,11 @@ static moe_status_t check_placement_cuda(cfg_parse_t *p)
     if (p->cfg.device != MOE_DEVICE_CUDA) {
         return MOE_OK;
     }
+    if (p->cfg.copies == MOE_COPIES_COLUMNS) {
+        return cfg_fail(p, cfg_val_mark_of(p, "placement.copies"), "placement.copies: columns "
+                        "runs on runtime.device: cpu only (the GPU back-end holds whole "
+                        "experts); use placement.copies: replicas");
+    }
     for (int l = 0; l < MOE_MAX_LAYER_IDS; l++) {
         if (p->pl_layer_mark[l].line > 0) {
             return cfg_fail(p, cfg_val_mark_of(p, "placement.layers"), "placement.layers: not "
@@ -685,6 +690,61 @@ static moe_status_t check_dedup(cfg_parse_t *p)
     return MOE_OK;
 }
 
+/* placement.copies: columns, on the resolved placement: the CPU back-end's one row per
+ * (token, rank) (the expert rank sums its shares, the merge adds the ranks' rows), no
+ * online rebalancing (it moves whole experts), every expert of every set split alike, and
+ * shares of a whole number of 32-column blocks (the blocked layout's input block, so FP8
+ * and MXFP4 shares cut no scale block of 32; FP8's own scale blocks are checked at load). */
+#define CFG_COLUMN_BLOCK 32
+static moe_status_t check_columns(cfg_parse_t *p, int world)
+{
+    const moe_config_t *c = &p->cfg;
+    if (c->copies != MOE_COPIES_COLUMNS || world == 1) {
+        return MOE_OK;
+    }
+    moe_cfg_mark_t m = cfg_val_mark_of(p, "placement.copies");
+    if (!moe_cfg_dedup(c)) {
+        return cfg_fail(p, cfg_val_mark_of(p, "runtime.dedup"), "runtime.dedup: false, but "
+                        "placement.copies: columns needs one row per (token, rank): each "
+                        "expert rank sums its column shares and the merge adds the ranks' rows; "
+                        "use runtime.dedup: auto or true");
+    }
+    if (c->rebalance_every > 0) {
+        return cfg_fail(p, cfg_val_mark_of(p, "runtime.rebalance_every"),
+                        "runtime.rebalance_every: %lld, but placement.copies: columns splits "
+                        "every expert and online rebalancing moves whole experts; use one or "
+                        "the other", (long long)c->rebalance_every);
+    }
+    int n = c->column_shares;
+    for (int i = 0; i < c->num_replicas;) {
+        int j = i;
+        while (j < c->num_replicas && c->replicas[j].set == c->replicas[i].set &&
+               c->replicas[j].expert == c->replicas[i].expert) {
+            j++;
+        }
+        if (j - i != n) {
+            int set = c->replicas[i].set;
+            char where[64] = "placement.experts";
+            if (set > 0) {
+                snprintf(where, sizeof(where), "placement.layers' layer %d", set - 1);
+            }
+            return cfg_fail(p, m, "placement.copies: columns, but expert %d is on %d rank%s in "
+                            "%s and expert 0 of the first layer on %d: every expert is split "
+                            "into the same number of column shares", (int)c->replicas[i].expert,
+                            j - i, j - i == 1 ? "" : "s", where, n);
+        }
+        i = j;
+    }
+    if (n > 1 && (c->ffn_dim % n != 0 || (c->ffn_dim / n) % CFG_COLUMN_BLOCK != 0)) {
+        return cfg_fail(p, m, "placement.copies: columns splits model.ffn_dim %lld into %d "
+                        "shares: each must be a whole multiple of %d columns (%lld / %d is "
+                        "not); use %s copies of each expert", (long long)c->ffn_dim, n,
+                        CFG_COLUMN_BLOCK, (long long)c->ffn_dim, n,
+                        c->ffn_dim % CFG_COLUMN_BLOCK == 0 ? "fewer" : "whole (replicas)");
+    }
+    return MOE_OK;
+}
+
 static moe_status_t parse_checks(cfg_parse_t *p, int world)
 {
     input_tokens(p);
@@ -788,6 +848,9 @@ moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name
     }
     if (st == MOE_OK) {
         cfg_placement_resolve(p, world_size);
+        st = check_columns(p, world_size);
+    }
+    if (st == MOE_OK) {
         snprintf(p->cfg.source_name, sizeof(p->cfg.source_name), "%s", src);
         p->cfg.text_hash = moe_hash64(bytes, len);
         p->cfg.world_size = world_size;

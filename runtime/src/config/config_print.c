@@ -278,7 +278,11 @@ void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out)
             print_set(cfg, l, "  ", out);
         }
     }
-    if (cfg->placement_replicas) {
+    if (cfg->placement_replicas && cfg->column_shares > 1) {
+        fprintf(out, "(* placement.copies: columns: each expert's %lld ffn columns are cut into "
+                "%d shares, one a rank in rank order; every token of the expert goes to all)\n",
+                (long long)cfg->ffn_dim, (int)cfg->column_shares);
+    } else if (cfg->placement_replicas) {
         fputs("(* an expert with replicas: its tokens are split between its ranks)\n", out);
     }
 }

@@ -44,6 +44,15 @@ static void placement_auto_blocks(cfg_parse_t *p, int world)
     bool skip_master = c->routing == MOE_ROUTING_MASTER;
     int hosts = world - (skip_master ? 1 : 0);
     int ne = (int)c->num_experts;
+    if (c->copies == MOE_COPIES_COLUMNS) { /* every expert split over every expert rank */
+        for (int r = 0; r < world; r++) {
+            for (int e = 0; e < ne && !(skip_master && r == c->master_rank); e++) {
+                p->ent[p->num_ent++].r = (moe_cfg_replica_t){.set = 0, .expert = (uint16_t)e,
+                                                             .rank = r};
+            }
+        }
+        return;
+    }
     int base = ne / hosts, extra = ne % hosts;
     int e = 0, h = 0;
     for (int r = 0; r < world; r++) {
@@ -99,6 +108,11 @@ void cfg_placement_resolve(cfg_parse_t *p, int world)
         if (x->set > 0) {
             c->layer_own[x->set - 1] = 1;
         }
+    }
+    /* columns: every expert has the same copies (checked after this); expert 0 says how many */
+    c->column_shares = 1;
+    if (c->copies == MOE_COPIES_COLUMNS && world > 1) {
+        c->column_shares = moe_cfg_replicas_of(c, 0, 0, NULL);
     }
 }
 
@@ -200,6 +214,21 @@ int moe_cfg_replicas_of(const moe_config_t *cfg, int layer, int expert, int32_t 
         }
     }
     return count;
+}
+
+int64_t moe_cfg_column_first(const moe_config_t *cfg, int layer, int expert, int rank)
+{
+    if (cfg->column_shares <= 1) {
+        return 0;
+    }
+    int32_t ranks[MOE_MAX_RANKS];
+    int n = moe_cfg_replicas_of(cfg, layer, expert, ranks);
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] == rank) {
+            return (int64_t)i * moe_cfg_expert_ffn(cfg);
+        }
+    }
+    return 0;
 }
 
 bool moe_cfg_rank_profiled(const moe_config_t *cfg, int rank)

@@ -52,7 +52,7 @@
  *   merge     every combine is done: x[t] += sum_j w[t,j] * row(t,j) of io->xret, choices
  *             j in order 0..k-1, skipping dropped ones (slot_pos < 0), + shared_out[t]
  *             when io->shared_ran. io->dedup: x[t] += the sum of the token's returned rows
- *             io->token_rows[t*k ...] in that (ascending rank) order, each already the
+ *             io->token_rows[t*rows_per_token ...] in that (ascending rank) order, each the
  *             weighted sum of its rank's experts, + shared_out[t] (the sum in F32, then
  *             added to x).
  *   finish    the forward is over: wait for the device and replace calls[i]'s host times
@@ -119,7 +119,9 @@ typedef struct moe_expert_io {
     int64_t num_send;
     const int32_t *send_token; /* [num_send] */
     const int32_t *slot_pos;   /* [tokens * k] */
-    const int32_t *token_rows; /* [tokens * k] dedup: each token's returned rows, -1 ended */
+    const int32_t *token_rows; /* [tokens * rows_per_token] dedup: each token's returned
+                                * rows, -1 ended */
+    int rows_per_token;        /* token_rows' stride: k, or k x copies for column shares */
     const int32_t *row_pairs;  /* [received rows] dedup: each received row's pairs here */
     const int *chunk_recv_rows;   /* [chunks * world] */
     const int *chunk_recv_displs; /* [chunks * world] */

@@ -202,9 +202,10 @@ static moe_status_t cpu_ffn(const moe_expert_io_t *io, cpu_state_t *cs,
     for (int64_t r0 = 0; r0 < rows; r0 += io->tile_rows) {
         int64_t m = rows - r0 < io->tile_rows ? rows - r0 : io->tile_rows;
         moe_status_t st = moe_expert_small_forward_f32(cs != NULL ? cs->small : NULL, ew,
-                                                       cfg->activation, H, cfg->ffn_dim, m,
-                                                       in + r0 * H, out + r0 * H, io->scratch,
-                                                       io->tile_rows, err);
+                                                       cfg->activation, H,
+                                                       moe_cfg_expert_ffn(cfg), m, in + r0 * H,
+                                                       out + r0 * H, io->scratch, io->tile_rows,
+                                                       err);
         if (st != MOE_OK) {
             return st;
         }
@@ -240,7 +241,8 @@ static moe_status_t cpu_expert_bf16(const moe_expert_io_t *io, cpu_state_t *cs,
             call_rows(io, from, n, r0, m, io->recv_buf, cs->in, true, true);
         }
         st = moe_expert_small_forward_bf16(cs->small, cs->dnn, ew, cfg->activation, H,
-                                           cfg->ffn_dim, m, in, cs->h, cs->act, cs->out, err);
+                                           moe_cfg_expert_ffn(cfg), m, in, cs->h, cs->act,
+                                           cs->out, err);
         if (st != MOE_OK) {
             return st; /* oneDNN's message says which GEMM */
         }
@@ -348,7 +350,8 @@ static moe_status_t cpu_pairs_bf16(const moe_expert_io_t *io, cpu_state_t *cs,
                      io->wire_bf16, cs->in + i * H, true, H);
         }
         st = moe_expert_small_forward_bf16(cs->small, cs->dnn, ew, cfg->activation, H,
-                                           cfg->ffn_dim, m, cs->in, cs->h, cs->act, cs->out, err);
+                                           moe_cfg_expert_ffn(cfg), m, cs->in, cs->h,
+                                           cs->act, cs->out, err);
         if (st != MOE_OK) {
             return st; /* oneDNN's message says which GEMM */
         }
@@ -468,9 +471,10 @@ MOE_VECTOR_CLONES static void merge_rows(void *arg, int64_t lo, int64_t hi)
     float *acc = io->acc_row + (lo > 0 ? H : 0);
     for (int64_t t = lo; t < hi; t++) {
         memset(acc, 0, sizeof(float) * (size_t)H);
-        for (int j = 0; j < k; j++) {
+        int n = io->dedup ? io->rows_per_token : k;
+        for (int j = 0; j < n; j++) {
             /* dedup: the token's rows in ascending order, each a weighted sum already */
-            int32_t pos = io->dedup ? io->token_rows[t * k + j] : io->slot_pos[t * k + j];
+            int32_t pos = io->dedup ? io->token_rows[t * n + j] : io->slot_pos[t * k + j];
             if (pos < 0 && io->dedup) {
                 break; /* the token's last row is done */
             }
@@ -585,7 +589,8 @@ static moe_status_t cpu_state_create(const moe_expert_io_t *io, cpu_state_t **ou
                                      moe_error_t *err)
 {
     const moe_config_t *cfg = io->cfg;
-    size_t T = MOE_BF16_TILE_ROWS, H = (size_t)cfg->hidden_dim, F = (size_t)cfg->ffn_dim;
+    size_t T = MOE_BF16_TILE_ROWS, H = (size_t)cfg->hidden_dim;
+    size_t F = (size_t)moe_cfg_expert_ffn(cfg);
     size_t up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     cpu_state_t *cs = calloc(1, sizeof(*cs));
     if (cs == NULL) {
@@ -619,6 +624,7 @@ static moe_status_t cpu_shared_create(const moe_expert_io_t *io, cpu_state_t *cs
     }
     *scfg = *io->cfg;
     scfg->ffn_dim = w->shared_ffn;
+    scfg->column_shares = 1; /* shared experts are whole */
     bool bf16 = w->shared_compute == MOE_NUM_BF16;
     size_t T = MOE_BF16_TILE_ROWS, H = (size_t)scfg->hidden_dim, Fs = (size_t)w->shared_ffn;
     size_t up_n = scfg->activation == MOE_ACT_GELU ? Fs : 2 * Fs;

@@ -72,7 +72,8 @@ moe_status_t moe_expert_shared_types(const moe_config_t *cfg, bool routes, moe_d
 
 static int64_t up_cols(const moe_config_t *cfg)
 {
-    return cfg->activation == MOE_ACT_GELU ? cfg->ffn_dim : 2 * cfg->ffn_dim;
+    int64_t F = moe_cfg_expert_ffn(cfg);
+    return cfg->activation == MOE_ACT_GELU ? F : 2 * F;
 }
 
 /* One FFN's BF16 matrices into oneDNN's layout (o: a context of its width); the plain copies
@@ -113,7 +114,7 @@ static moe_status_t pack_shared(const moe_config_t *cfg, moe_weights_t *w, moe_e
 moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
 {
     moe_onednn_t *o = NULL;
-    moe_status_t st = moe_onednn_create(cfg->hidden_dim, up_cols(cfg), cfg->ffn_dim,
+    moe_status_t st = moe_onednn_create(cfg->hidden_dim, up_cols(cfg), moe_cfg_expert_ffn(cfg),
                                         MOE_BF16_TILE_ROWS, (int)cfg->threads, &o, err);
     for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
         moe_layer_weights_t *lw = &w->layers[l];
@@ -128,7 +129,7 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
             st = pack_ffn(o, ew, cfg->rebalance_every != 0, err);
             /* load progress: the watchdog sees a rank that packs as busy, not hung; the
              * expert's real bf16 bytes (GELU: two matrices, SwiGLU: three) */
-            moe_watchdog_progress((int64_t)(up_cols(cfg) + cfg->ffn_dim) *
+            moe_watchdog_progress((int64_t)(up_cols(cfg) + moe_cfg_expert_ffn(cfg)) *
                                   (int64_t)cfg->hidden_dim * 2);
         }
     }

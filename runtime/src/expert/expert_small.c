@@ -88,9 +88,9 @@ void moe_expert_small_plan(const moe_config_t *cfg, moe_dtype_t store, moe_num_d
     moe_expert_small_t s = {.bf16 = compute == MOE_NUM_BF16, .type = held_type(store),
                             .quant = store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4};
     moe_onednn_t *o = NULL;
-    int64_t up_n = cfg->activation == MOE_ACT_GELU ? cfg->ffn_dim : 2 * cfg->ffn_dim;
+    int64_t F = moe_cfg_expert_ffn(cfg), up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     if (store == MOE_DTYPE_BF16 && s.bf16 &&
-        moe_onednn_create(cfg->hidden_dim, up_n, cfg->ffn_dim, MOE_BF16_TILE_ROWS,
+        moe_onednn_create(cfg->hidden_dim, up_n, F, MOE_BF16_TILE_ROWS,
                           (int)cfg->threads, &o, NULL) != MOE_OK) {
         o = NULL;
     }
@@ -110,7 +110,7 @@ moe_status_t moe_expert_small_create(const moe_config_t *cfg, const moe_weights_
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the expert kernels");
     }
     s->H = cfg->hidden_dim;
-    s->F = cfg->ffn_dim;
+    s->F = moe_cfg_expert_ffn(cfg);
     s->up_n = cfg->activation == MOE_ACT_GELU ? s->F : 2 * s->F;
     s->kp_h = moe_blk_pad(s->H, MOE_BLK_K);
     s->kp_f = moe_blk_pad(s->F, MOE_BLK_K);

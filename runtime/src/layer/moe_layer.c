@@ -25,21 +25,24 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
     const moe_config_t *cfg = ctx->cfg;
     size_t W = (size_t)ctx->world_size, E = (size_t)cfg->num_experts, k = (size_t)cfg->top_k;
     size_t H = (size_t)cfg->hidden_dim, T = (size_t)ctx->max_tokens, f = sizeof(float);
+    size_t fan = (size_t)ctx->fan; /* column shares: a choice goes to every copy */
     size_t pairs = T * k, R = (size_t)io->max_recv, G = (size_t)io->gather_rows;
     size_t cw = (size_t)ctx->chunks * W, nl = (size_t)ctx->num_local;
-    moe_plan_carve(&ctx->plan, (int)W, (int)E, (int)k, ctx->max_tokens, ctx->max_slots, a);
+    moe_plan_carve_fan(&ctx->plan, (int)W, (int)E, (int)k, ctx->max_tokens, ctx->max_slots,
+                       ctx->fan, a);
     io->logits = moe_arena_take(a, T * E, f);
     io->topk_idx = moe_arena_take(a, pairs, sizeof(int32_t));
     io->topk_w = moe_arena_take(a, pairs, f);
     size_t wire = (size_t)io->wire_row_bytes; /* rows on the wire: F32 or BF16 */
-    io->send_buf = moe_arena_take(a, pairs, wire);
-    io->ret_buf = moe_arena_take(a, pairs, wire);
+    io->send_buf = moe_arena_take(a, pairs * fan, wire);
+    io->ret_buf = moe_arena_take(a, pairs * fan, wire);
     io->recv_buf = moe_arena_take(a, R, wire);
     io->back_buf = moe_arena_take(a, R, wire);
     io->expert_in = moe_arena_take(a, G * H, f);
     io->expert_out = moe_arena_take(a, G * H, f);
     io->scratch = moe_arena_take(
-        a, (size_t)moe_expert_scratch_floats(cfg->activation, cfg->ffn_dim, io->tile_rows), f);
+        a, (size_t)moe_expert_scratch_floats(cfg->activation, moe_cfg_expert_ffn(cfg),
+                                             io->tile_rows), f);
     io->acc_row = moe_arena_take(a, 2 * H, f); /* a row for each half of the merge */
     size_t Ts = ctx->weights->shared_ffn > 0 ? T : 0; /* shared experts: routing ranks */
     io->shared_out = moe_arena_take(a, Ts * H, f);
@@ -227,6 +230,7 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
                                       (int)cfg->top_k, (int)cfg->num_experts);
     ctx->chunks = (int)cfg->chunks;
     ctx->dedup = moe_cfg_dedup(cfg);
+    ctx->fan = cfg->column_shares > 1 ? cfg->column_shares : 1;
     ctx->test_gate_delay_ns = layer_test_delay(MOE_TESTCTL_GATE_DELAY, ctx->rank);
     ctx->test_expert_delay_ns = layer_test_delay(MOE_TESTCTL_EXPERT_DELAY, ctx->rank);
     if (ctx->chunks * 2 > transport->num_slots) {
@@ -358,6 +362,7 @@ static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
     int n_slots = 0;
     const moe_cfg_replica_t *slots = moe_cfg_layer_entries(ctx->cfg, layer, &n_slots);
     ctx->plan.dedup = ctx->dedup;
+    ctx->plan.columns = ctx->fan > 1;
     moe_plan_build_slots(&ctx->plan, ctx->io.topk_idx, ctx->io.topk_w, tokens, slots, n_slots,
                          ctx->token_first, ctx->cfg->tokens_per_step, ctx->capacity, before);
     return MOE_OK;
@@ -547,6 +552,7 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
     io->send_token = ctx->plan.send_token;
     io->slot_pos = ctx->plan.slot_pos;
     io->token_rows = ctx->plan.token_rows;
+    io->rows_per_token = ctx->plan.rows_per_token;
     io->row_pairs = ctx->pairs.row_pairs;
     io->chunk_recv_rows = ctx->chunk_recv_rows;
     io->chunk_recv_displs = ctx->chunk_recv_displs;

@@ -72,6 +72,7 @@ struct moe_layer_ctx {
     int64_t max_tokens;   /* tokens this rank routes per step */
     bool dedup;           /* runtime.dedup as it runs (moe_cfg_dedup): a row per (token,
                            * rank), the expert rank sums the token's experts there */
+    int fan;              /* placement.copies: columns: the copies a choice goes to, else 1 */
     int chunks;           /* runtime.chunks: exchange slots 0..chunks-1 dispatch, then combine */
     moe_plan_t plan;      /* the last forward's plan: moe_layer_plan() */
     int *recv_rows;       /* [world] rows received from each rank in the last forward */

@@ -7,12 +7,21 @@
 void moe_plan_carve(moe_plan_t *plan, int world_size, int num_experts, int top_k,
                     int64_t max_tokens, int max_slots, moe_arena_t *arena)
 {
+    moe_plan_carve_fan(plan, world_size, num_experts, top_k, max_tokens, max_slots, 1, arena);
+}
+
+void moe_plan_carve_fan(moe_plan_t *plan, int world_size, int num_experts, int top_k,
+                        int64_t max_tokens, int max_slots, int fan, moe_arena_t *arena)
+{
     max_slots = max_slots > num_experts ? max_slots : num_experts;
+    fan = fan > 1 ? fan : 1;
     memset(plan, 0, sizeof(*plan));
     plan->world_size = world_size;
     plan->num_experts = num_experts;
     plan->top_k = top_k;
+    plan->rows_per_token = top_k * fan;
     size_t pairs = (size_t)(max_tokens > 0 ? max_tokens : 1) * (size_t)top_k;
+    size_t sent = pairs * (size_t)fan; /* (pair, copy) entries and rows, at most */
     size_t W = (size_t)world_size, E = (size_t)num_experts;
     plan->send_rows = moe_arena_take(arena, W, sizeof(int));
     plan->send_row_displs = moe_arena_take(arena, W, sizeof(int));
@@ -27,16 +36,15 @@ void moe_plan_carve(moe_plan_t *plan, int world_size, int num_experts, int top_k
     plan->expert_cursor = moe_arena_take(arena, E, sizeof(int32_t));
     plan->dest_cursor = moe_arena_take(arena, W, sizeof(int));
     plan->max_slots = max_slots;
-    plan->count_msg = moe_arena_take(arena, W + (size_t)max_slots + 2 * pairs, sizeof(int32_t));
+    plan->count_msg = moe_arena_take(arena, W + (size_t)max_slots + 2 * sent, sizeof(int32_t));
     plan->slot_kept = moe_arena_take(arena, (size_t)max_slots, sizeof(int32_t));
     plan->slot_cursor = moe_arena_take(arena, (size_t)max_slots, sizeof(int32_t));
     plan->expert_first = moe_arena_take(arena, E, sizeof(int32_t));
     plan->expert_copies = moe_arena_take(arena, E, sizeof(int32_t));
     plan->owner_slots = moe_arena_take(arena, E, sizeof(moe_cfg_replica_t));
     plan->slot_pos = moe_arena_take(arena, pairs, sizeof(int32_t));
-    plan->send_token = moe_arena_take(arena, pairs, sizeof(int32_t));
-    plan->token_rows = moe_arena_take(arena, pairs, sizeof(int32_t));
-    plan->pair_rank = moe_arena_take(arena, pairs, sizeof(int32_t));
+    plan->send_token = moe_arena_take(arena, sent, sizeof(int32_t));
+    plan->token_rows = moe_arena_take(arena, sent, sizeof(int32_t));
 }
 
 int moe_plan_init(moe_plan_t *plan, int world_size, int num_experts, int top_k,
@@ -132,11 +140,27 @@ static void plan_pick_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t p
         }
         int e = topk_idx[i];
         int64_t g = first_token + i / k, n = plan->expert_copies[e];
+        if (plan->columns) { /* every copy: slot_pos names the first */
+            plan->slot_pos[i] = plan->expert_first[e];
+            for (int64_t c = 0; c < n; c++) {
+                plan->slot_kept[plan->expert_first[e] + c]++;
+            }
+            continue;
+        }
         int64_t j = n > 1 ? g * n / total_tokens : 0;
         int32_t s = plan->expert_first[e] + (int32_t)(j < n ? j : n - 1);
         plan->slot_pos[i] = s;
         plan->slot_kept[s]++;
     }
+}
+
+/* The slots a kept choice i goes to: [*s0, return): its one copy, or with column shares
+ * all of its expert's copies. */
+static int32_t choice_slots(const moe_plan_t *plan, const int32_t *topk_idx, int64_t i,
+                            int32_t *s0)
+{
+    *s0 = plan->slot_pos[i];
+    return *s0 + (plan->columns ? plan->expert_copies[topk_idx[i]] : 1);
 }
 
 /* One row per kept choice (dedup false): rows per destination, each slot's first row
@@ -183,8 +207,8 @@ static void plan_rows_per_pair(moe_plan_t *plan, int64_t pairs, const moe_cfg_re
 
 /* Dedup: rows and pairs per destination (a token's first kept choice to a rank opens its
  * row there), the counts messages' layout, each slot's first word in its message. */
-static void plan_dedup_layout(moe_plan_t *plan, int64_t tokens, const moe_cfg_replica_t *slots,
-                              int n_slots)
+static void plan_dedup_layout(moe_plan_t *plan, const int32_t *topk_idx, int64_t tokens,
+                              const moe_cfg_replica_t *slots, int n_slots)
 {
     int W = plan->world_size, k = plan->top_k;
     memset(plan->send_rows, 0, sizeof(int) * (size_t)W);
@@ -193,16 +217,13 @@ static void plan_dedup_layout(moe_plan_t *plan, int64_t tokens, const moe_cfg_re
     for (int d = 0; d < W; d++) {
         plan->dest_token[d] = -1;
     }
-    for (int64_t t = 0; t < tokens; t++) {
-        for (int j = 0; j < k; j++) {
-            int32_t s = plan->slot_pos[t * k + j];
-            int d = s >= 0 ? slots[s].rank : -1;
-            plan->pair_rank[t * k + j] = d;
-            if (d >= 0) {
-                plan->send_pairs[d]++;
-                plan->send_rows[d] += plan->dest_token[d] != (int)t;
-                plan->dest_token[d] = (int)t;
-            }
+    for (int64_t i = 0; i < tokens * k; i++) {
+        int32_t s0 = 0, s1 = plan->slot_pos[i] >= 0 ? choice_slots(plan, topk_idx, i, &s0) : 0;
+        for (int32_t s = s0; s < s1; s++) {
+            int d = slots[s].rank;
+            plan->send_pairs[d]++;
+            plan->send_rows[d] += plan->dest_token[d] != (int)(i / k);
+            plan->dest_token[d] = (int)(i / k);
         }
     }
     /* count_msg_len: a rank's copies for now; nword / rword: where its next n[] word and
@@ -235,42 +256,44 @@ static void plan_dedup_layout(moe_plan_t *plan, int64_t tokens, const moe_cfg_re
 }
 
 /* Dedup: each token's rows (tokens ascending within a destination), each kept choice's
- * row index and weight into its slot's lists, and the token's rows in ascending order. */
-static void plan_dedup_rows(moe_plan_t *plan, const float *topk_w, int64_t tokens,
-                            const moe_cfg_replica_t *slots)
+ * row index and weight into its slots' lists, and the token's rows in ascending order. */
+static void plan_dedup_rows(moe_plan_t *plan, const int32_t *topk_idx, const float *topk_w,
+                            int64_t tokens, const moe_cfg_replica_t *slots)
 {
-    int W = plan->world_size, k = plan->top_k;
+    int W = plan->world_size, k = plan->top_k, stride = plan->rows_per_token;
     int *cursor = plan->dest_cursor;
     memcpy(cursor, plan->send_row_displs, sizeof(int) * (size_t)W);
     for (int d = 0; d < W; d++) {
         plan->dest_token[d] = -1;
     }
     for (int64_t t = 0; t < tokens; t++) {
-        int32_t *tr = plan->token_rows + t * k;
+        int32_t *tr = plan->token_rows + t * stride;
         int n = 0;
         for (int j = 0; j < k; j++) {
             int64_t i = t * k + j;
-            int d = plan->pair_rank[i];
-            if (d < 0) {
-                continue;
-            }
-            if (plan->dest_token[d] != (int)t) { /* the token's first choice on d */
-                plan->dest_token[d] = (int)t;
-                plan->dest_row[d] = cursor[d]++;
-                plan->send_token[plan->dest_row[d]] = (int32_t)t;
-                int at = n++; /* insert, keeping the token's rows ascending */
-                for (; at > 0 && tr[at - 1] > plan->dest_row[d]; at--) {
-                    tr[at] = tr[at - 1];
+            int32_t s0 = 0, s1 = plan->slot_pos[i] >= 0 ? choice_slots(plan, topk_idx, i, &s0) : 0;
+            for (int32_t s = s0; s < s1; s++) {
+                int d = slots[s].rank;
+                if (plan->dest_token[d] != (int)t) { /* the token's first choice on d */
+                    plan->dest_token[d] = (int)t;
+                    plan->dest_row[d] = cursor[d]++;
+                    plan->send_token[plan->dest_row[d]] = (int32_t)t;
+                    int at = n++; /* insert, keeping the token's rows ascending */
+                    for (; at > 0 && tr[at - 1] > plan->dest_row[d]; at--) {
+                        tr[at] = tr[at - 1];
+                    }
+                    tr[at] = plan->dest_row[d];
                 }
-                tr[at] = plan->dest_row[d];
+                int32_t w = plan->slot_cursor[s]++;
+                int32_t pairs_d = plan->send_pairs[d];
+                plan->count_msg[w] = plan->dest_row[d] - plan->send_row_displs[d];
+                memcpy(&plan->count_msg[w + pairs_d], &topk_w[i], sizeof(float));
             }
-            int32_t s = plan->slot_pos[i], w = plan->slot_cursor[s]++;
-            int32_t pairs_d = plan->send_pairs[slots[s].rank];
-            plan->count_msg[w] = plan->dest_row[d] - plan->send_row_displs[d];
-            memcpy(&plan->count_msg[w + pairs_d], &topk_w[i], sizeof(float));
-            plan->slot_pos[i] = plan->dest_row[d];
+            if (s1 > s0) {
+                plan->slot_pos[i] = plan->dest_row[slots[s1 - 1].rank];
+            }
         }
-        for (int j = n; j < k; j++) {
+        for (int j = n; j < stride; j++) {
             tr[j] = -1;
         }
     }
@@ -287,8 +310,8 @@ void moe_plan_build_slots(moe_plan_t *plan, const int32_t *topk_idx, const float
     plan_apply_capacity(plan, topk_idx, pairs, capacity, demand_before);
     plan_pick_slots(plan, topk_idx, pairs, slots, n_slots, first_token, total_tokens);
     if (plan->dedup) {
-        plan_dedup_layout(plan, tokens, slots, n_slots);
-        plan_dedup_rows(plan, topk_w, tokens, slots);
+        plan_dedup_layout(plan, topk_idx, tokens, slots, n_slots);
+        plan_dedup_rows(plan, topk_idx, topk_w, tokens, slots);
     } else {
         plan_rows_per_pair(plan, pairs, slots, n_slots);
     }

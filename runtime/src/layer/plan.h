@@ -12,6 +12,12 @@
  * weighted expert outputs and returns one row, which the routing rank adds to the token
  * (moe_plan_t.token_rows).
  *
+ * Column shares (plan->columns, placement.copies: columns; dedup only): every copy of an
+ * expert holds a share of its ffn columns, so a kept choice goes to every copy: a pair for
+ * each, on the token's row to each copy's rank, all with the choice's weight. The ranks'
+ * rows of a token add up to the whole expert's output. A token then has up to k x copies
+ * rows (token_rows' stride, rows_per_token).
+ *
  * Replicas: a slot is one copy of an expert on one rank (the config's placement entries
  * of the layer, sorted by expert then rank). An expert with n copies sends a kept choice
  * of global token g (of total_tokens routed per step) to copy floor(g * n / total_tokens):
@@ -46,6 +52,8 @@ typedef struct moe_plan {
     int top_k;
     int64_t tokens;          /* routed by this rank */
     bool dedup;              /* one row per (token, rank): set before building */
+    bool columns;            /* copies are column shares (dedup): set before building */
+    int rows_per_token;      /* token_rows' stride: k, or k x fan (carve's) */
     int64_t num_send;        /* rows sent (kept choices; dedup: (token, rank) pairs) */
     int64_t num_pairs;       /* kept (token, choice) pairs the rows carry */
     int64_t num_dropped;     /* choices dropped by capacity */
@@ -58,14 +66,13 @@ typedef struct moe_plan {
     int32_t *slot_pos;       /* [T*k] row in the send buffer that carries each choice, or -1
                               * if dropped (dedup: the choices of one token to one rank
                               * share a row) */
-    int32_t *send_token;     /* [T*k] token of each send row (first num_send used) */
-    int32_t *token_rows;     /* [T*k] dedup: token t's rows, ascending (= by rank), -1 after
-                              * the last: the merge adds them in this order */
-    int32_t *pair_rank;      /* [T*k] scratch: each kept choice's destination */
+    int32_t *send_token;     /* [T*k*fan] token of each send row (first num_send used) */
+    int32_t *token_rows;     /* [T*rows_per_token] dedup: token t's rows, ascending (= by
+                              * rank), -1 after the last: the merge adds them in this order */
     int *dest_token;         /* [world] scratch: the last token given a row to each rank */
     int *dest_row;           /* [world] scratch: that row */
     /* Counts message to each destination (see above), at count_msg_displs[d]. */
-    int32_t *count_msg;      /* [world + max_slots + 2 * T * k] */
+    int32_t *count_msg;      /* [world + max_slots + 2 * T * k * fan] */
     int *count_msg_len;      /* [world] */
     int *count_msg_displs;   /* [world] */
     int32_t *expert_cursor;  /* [E] scratch */
@@ -83,6 +90,9 @@ typedef struct moe_plan {
  * with a sizing arena every pointer is NULL). The plan does not own them. */
 void moe_plan_carve(moe_plan_t *plan, int world_size, int num_experts, int top_k,
                     int64_t max_tokens, int max_slots, moe_arena_t *arena);
+/* The same for column shares: fan, the most copies a choice goes to (1: replicas). */
+void moe_plan_carve_fan(moe_plan_t *plan, int world_size, int num_experts, int top_k,
+                        int64_t max_tokens, int max_slots, int fan, moe_arena_t *arena);
 
 /* Allocate for up to max_tokens routed tokens, one block. Returns 0 on success, -1 on no
  * memory. */

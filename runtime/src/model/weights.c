@@ -202,7 +202,9 @@ typedef struct load_ctx {
     bool round_bf16;           /* F32-held expert values rounded to BF16 (model.dtype bf16) */
     moe_dtype_t store;         /* MOE_DTYPE_BF16: experts held in BF16; FP8, MXFP4: as stored */
     moe_dtype_t shared_store;  /* the shared experts': F32, BF16 or FP8 (as stored) */
-    moe_expert_weights_t tmp;  /* F32 staging of one expert when held in BF16 */
+    moe_expert_weights_t tmp;  /* F32 staging of one expert when held in BF16, or in F32
+                                * when split into column shares */
+    moe_expert_weights_t qfull; /* FP8 / MXFP4 split into column shares: the whole expert */
     uint8_t *codes;            /* FP8 / MXFP4: one tensor's codes as the file holds them */
     uint8_t *mx_scales;        /* MXFP4: one slab's e8m0 scales */
     float *fp8_scales;         /* FP8: one tensor's block scales */
@@ -503,6 +505,75 @@ static moe_status_t alloc_ffn_quant(const moe_config_t *cfg, moe_dtype_t store, 
     return st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
 }
 
+/* Inputs [k0, k0 + K) of row sn of a blocked FP8 or MXFP4 matrix of kps (padded) inputs,
+ * with their scales, into inputs [0, K) of row dn of one of kpd: k0 a whole number of scale
+ * blocks (sk inputs; MXFP4's 32). */
+static void slice_quant_row(moe_dtype_t store, int64_t sk, const uint8_t *sq, const void *ss,
+                            int64_t sn, int64_t kps, uint8_t *dq, void *ds, int64_t dn,
+                            int64_t kpd, int64_t k0, int64_t K)
+{
+    bool mx = store == MOE_DTYPE_MXFP4;
+    for (int64_t k = 0; k < K; k += mx ? 2 : 1) { /* MXFP4: a byte holds inputs 2i, 2i + 1 */
+        int64_t from = moe_blk_index(sn, k0 + k, kps), to = moe_blk_index(dn, k, kpd);
+        dq[mx ? to / 2 : to] = sq[mx ? from / 2 : from];
+    }
+    int64_t bs = mx ? MOE_MXFP4_BLOCK : sk;
+    int64_t kss = (kps + bs - 1) / bs, ksd = (kpd + bs - 1) / bs;
+    for (int64_t j = 0; j < ksd; j++) {
+        int64_t from = moe_blk_scale_index(sn, k0 / bs + j, kss);
+        int64_t to = moe_blk_scale_index(dn, j, ksd);
+        if (mx) {
+            ((uint8_t *)ds)[to] = ((const uint8_t *)ss)[from];
+        } else {
+            ((float *)ds)[to] = ((const float *)ss)[from];
+        }
+    }
+}
+
+/* Column share [f0, f0 + Fl) of a loaded expert of inner width model.ffn_dim (full: F32, or
+ * FP8 / MXFP4 blocked as c->store) into ew, held as c->store (F32 narrowed to BF16 for
+ * BF16): W13's gate rows f0.. and up rows F + f0.., W2's inputs f0.., the gate_up biases
+ * alike; the down bias on the first share only, zero on the others (the shares' outputs
+ * add up in the merge). */
+static void slice_ffn(const load_ctx_t *c, const moe_expert_weights_t *full, int64_t f0,
+                      int64_t Fl, moe_expert_weights_t *ew)
+{
+    const moe_config_t *cfg = c->cfg;
+    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim, sk = c->fp8_block[1];
+    bool quant = c->store == MOE_DTYPE_FP8 || c->store == MOE_DTYPE_MXFP4;
+    bool bf16 = c->store == MOE_DTYPE_BF16;
+    int64_t kh = moe_blk_pad(H, MOE_BLK_K), kf = moe_blk_pad(F, MOE_BLK_K);
+    int64_t kl = moe_blk_pad(Fl, MOE_BLK_K);
+    for (int64_t n = 0; n < up_rows(cfg, Fl); n++) {
+        int64_t from = (n / Fl) * F + f0 + n % Fl; /* gate rows, then up rows */
+        if (quant) {
+            slice_quant_row(c->store, sk, full->w13_q, full->w13_s, from, kh, ew->w13_q,
+                            ew->w13_s, n, kh, 0, H);
+        } else if (bf16) {
+            moe_bf16_from_f32_n(ew->w13_bf16 + n * H, full->w13 + from * H, (size_t)H);
+        } else {
+            memcpy(ew->w13 + n * H, full->w13 + from * H, (size_t)H * sizeof(float));
+        }
+    }
+    for (int64_t h = 0; h < H; h++) {
+        if (quant) {
+            slice_quant_row(c->store, sk, full->w2_q, full->w2_s, h, kf, ew->w2_q, ew->w2_s, h,
+                            kl, f0, Fl);
+        } else if (bf16) {
+            moe_bf16_from_f32_n(ew->w2_bf16 + h * Fl, full->w2 + h * F + f0, (size_t)Fl);
+        } else {
+            memcpy(ew->w2 + h * Fl, full->w2 + h * F + f0, (size_t)Fl * sizeof(float));
+        }
+    }
+    if (ew->b13 != NULL) {
+        memcpy(ew->b13, full->b13 + f0, (size_t)Fl * sizeof(float));
+        memcpy(ew->b13 + Fl, full->b13 + F + f0, (size_t)Fl * sizeof(float));
+        for (int64_t h = 0; h < H; h++) {
+            ew->b2[h] = f0 == 0 ? full->b2[h] : 0.0f;
+        }
+    }
+}
+
 /* Output rows [row0, row0 + rows) of a blocked FP8 matrix of kp (padded) inputs from a
  * checkpoint tensor: codes [rows, cols] and its block scales [ceil(rows / b0)][ceil(cols /
  * b1)], each output row taking the scales of its block row. */
@@ -545,7 +616,7 @@ static void pack_mxfp4(uint8_t *q, uint8_t *sc, int64_t rows, int64_t cols,
 void moe_weights_quant_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
                              size_t bytes[4])
 {
-    int64_t H = cfg->hidden_dim, F = cfg->ffn_dim;
+    int64_t H = cfg->hidden_dim, F = moe_cfg_expert_ffn(cfg);
     quant_sizes(store, up_rows(cfg, F), H, sk, &bytes[0], &bytes[1]);
     quant_sizes(store, H, F, sk, &bytes[2], &bytes[3]);
 }
@@ -640,10 +711,11 @@ moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_d
 {
     memset(ew, 0, sizeof(*ew));
     ew->id = id;
-    moe_status_t st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, cfg->ffn_dim, ew, err)
+    int64_t F = moe_cfg_expert_ffn(cfg);
+    moe_status_t st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, F, ew, err)
                       : store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4
-                          ? alloc_ffn_quant(cfg, store, sk, cfg->ffn_dim, ew, err)
-                          : alloc_ffn(cfg, cfg->ffn_dim, ew, err);
+                          ? alloc_ffn_quant(cfg, store, sk, F, ew, err)
+                          : alloc_ffn(cfg, F, ew, err);
     if (st != MOE_OK) {
         free_ffn(ew);
         memset(ew, 0, sizeof(*ew));
@@ -753,21 +825,22 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
     }
     bool bf16 = c->store == MOE_DTYPE_BF16;
     bool quant = c->store == MOE_DTYPE_FP8 || c->store == MOE_DTYPE_MXFP4;
+    int64_t F = cfg->ffn_dim, Fl = moe_cfg_expert_ffn(cfg); /* Fl < F: column shares */
     for (int i = 0; st == MOE_OK && i < n; i++) {
         moe_expert_weights_t *ew = &lw->experts[i];
         ew->id = ids[i];
         lw->num_local = i + 1;
-        /* Held in BF16: built in F32 in c->tmp, then narrowed (one expert's F32 at a time). */
-        moe_expert_weights_t *f = bf16 ? &c->tmp : ew;
+        /* Held in BF16: built in F32 in c->tmp, then narrowed (one expert's F32 at a time).
+         * A column share: the whole expert built in c->tmp (F32) or c->qfull, then cut. */
+        moe_expert_weights_t *f = Fl < F ? (quant ? &c->qfull : &c->tmp) : bf16 ? &c->tmp : ew;
         f->id = ew->id;
-        st = quant  ? alloc_ffn_quant(cfg, c->store, c->fp8_block[1], cfg->ffn_dim, ew, c->err)
-             : bf16 ? alloc_ffn_bf16(cfg, cfg->ffn_dim, ew, c->err)
-                    : alloc_ffn(cfg, cfg->ffn_dim, ew, c->err);
+        st = quant  ? alloc_ffn_quant(cfg, c->store, c->fp8_block[1], Fl, ew, c->err)
+             : bf16 ? alloc_ffn_bf16(cfg, Fl, ew, c->err)
+                    : alloc_ffn(cfg, Fl, ew, c->err);
         if (st == MOE_OK && quant) { /* held as stored: read straight into its layout */
             st = c->store == MOE_DTYPE_FP8
-                     ? fp8_ffn(c, c->names->expert, cfg->layer_ids[layer], ew->id, cfg->ffn_dim,
-                               ew)
-                     : mxfp4_expert(c, cfg->layer_ids[layer], ew);
+                     ? fp8_ffn(c, c->names->expert, cfg->layer_ids[layer], ew->id, F, f)
+                     : mxfp4_expert(c, cfg->layer_ids[layer], f);
         } else if (st == MOE_OK && c->ck == NULL) {
             random_ffn(cfg, layer, ew->id, cfg->ffn_dim, f, c->prog);
         } else if (st == MOE_OK && c->names->expert == NULL) {
@@ -775,12 +848,15 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
         } else if (st == MOE_OK) {
             st = file_ffn(c, c->names->expert, cfg->layer_ids[layer], ew->id, cfg->ffn_dim, f);
         }
-        if (st == MOE_OK && bf16) {
-            stage_to_bf16(cfg, cfg->ffn_dim, &c->tmp, ew);
-        } else if (st == MOE_OK && c->round_bf16) {
+        if (st == MOE_OK && Fl < F) {
+            slice_ffn(c, f, moe_cfg_column_first(cfg, layer, ew->id, rank), Fl, ew);
+        } else if (st == MOE_OK && bf16) {
+            stage_to_bf16(cfg, F, &c->tmp, ew);
+        }
+        if (st == MOE_OK && !bf16 && !quant && c->round_bf16) {
             /* F32 compute on weights asked as BF16: the values the BF16 path would hold */
-            round_bf16(ew->w13, (size_t)(up_rows(cfg, cfg->ffn_dim) * cfg->hidden_dim));
-            round_bf16(ew->w2, (size_t)(cfg->hidden_dim * cfg->ffn_dim));
+            round_bf16(ew->w13, (size_t)(up_rows(cfg, Fl) * cfg->hidden_dim));
+            round_bf16(ew->w2, (size_t)(cfg->hidden_dim * Fl));
         }
         if (st == MOE_OK && moe_stop_requested()) {
             /* Ctrl-C while a large model builds: stop here, not after every expert */
@@ -859,7 +935,7 @@ static double held_ffn_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t
 
 static double held_expert_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk)
 {
-    return held_ffn_bytes(cfg, store, sk, cfg->ffn_dim);
+    return held_ffn_bytes(cfg, store, sk, moe_cfg_expert_ffn(cfg));
 }
 
 void moe_weights_bytes(const moe_config_t *cfg, moe_dtype_t store, moe_dtype_t shared_store,
@@ -1060,8 +1136,21 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     if (st == MOE_OK && ((quant && hosts) || shared_fp8)) {
         st = alloc_quant_staging(&c, shared_fp8 && Fs > cfg->ffn_dim ? Fs : cfg->ffn_dim);
     }
-    if (st == MOE_OK && bf16 && hosts) {
+    bool split = moe_cfg_expert_ffn(cfg) < cfg->ffn_dim; /* placement.copies: columns */
+    if (st == MOE_OK && split && hosts && store == MOE_DTYPE_FP8 &&
+        moe_cfg_expert_ffn(cfg) % c.fp8_block[1] != 0) {
+        st = moe_error_set(err, MOE_ERR_UNSUPPORTED, "placement.copies: columns: a share of "
+                           "%lld of model.ffn_dim %lld cuts the FP8 scale blocks of %lld inputs "
+                           "of %s (quantization_config.weight_block_size); use fewer copies "
+                           "of each expert, or model.dtype: bf16 to widen the weights",
+                           (long long)moe_cfg_expert_ffn(cfg), (long long)cfg->ffn_dim,
+                           (long long)c.fp8_block[1], moe_ckpt_name(c.ck));
+    }
+    if (st == MOE_OK && (bf16 || (split && !quant)) && hosts) {
         st = alloc_ffn(cfg, cfg->ffn_dim, &c.tmp, err);
+    }
+    if (st == MOE_OK && split && quant && hosts) {
+        st = alloc_ffn_quant(cfg, store, c.fp8_block[1], cfg->ffn_dim, &c.qfull, err);
     }
     size_t per_expert = (size_t)held_expert_bytes(cfg, store, c.fp8_block[1]);
     size_t local_bytes = per_expert * (size_t)expert_layers;
@@ -1074,7 +1163,10 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate layer table");
         goto out_close;
     }
-    progress_begin(cfg, rank, random, per_expert,
+    /* progress counts the bytes built: a column share is cut from its whole expert */
+    progress_begin(cfg, rank, random,
+                   split ? (size_t)held_ffn_bytes(cfg, store, c.fp8_block[1], cfg->ffn_dim)
+                         : per_expert,
                    bf16                          ? "BF16"
                    : store == MOE_DTYPE_FP8      ? "FP8"
                    : store == MOE_DTYPE_MXFP4    ? "MXFP4"
@@ -1105,6 +1197,7 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     describe(cfg, &c, w);
 out_close:
     free_ffn(&c.tmp);
+    free_ffn(&c.qfull);
     free(c.slab);
     free(c.codes);
     free(c.fp8_scales);

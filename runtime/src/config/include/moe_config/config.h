@@ -59,6 +59,11 @@ typedef enum { MOE_BIND_AUTO = 0, MOE_BIND_NONE = 1, MOE_BIND_CORE = 2 } moe_bin
 /* runtime.dedup: one row per (token, destination rank) on the wire; AUTO = on for cpu, off
  * for cuda (its back-end sends a row per (token, expert)): moe_cfg_dedup resolves it. */
 typedef enum { MOE_DEDUP_AUTO = 0, MOE_DEDUP_ON = 1, MOE_DEDUP_OFF = 2 } moe_dedup_t;
+/* placement.copies: what an expert's copies on several ranks are. Replicas: each holds the
+ * whole expert and takes a share of its tokens. Columns: copy i of n holds the ffn columns
+ * [i * F / n, (i + 1) * F / n) of the expert (W1/W3's rows, W2's inputs), every token of
+ * the expert goes to all n, and their partial outputs add up in the merge. */
+typedef enum { MOE_COPIES_REPLICAS = 0, MOE_COPIES_COLUMNS = 1 } moe_copies_t;
 /* profiler.expert_histograms: moed_expert_seconds per (layer, expert) or per layer. */
 typedef enum {
     MOE_EXPERT_HIST_AUTO = 0,
@@ -127,6 +132,9 @@ typedef struct moe_config {
     int32_t expert_owner[MOE_MAX_EXPERTS];
     bool placement_per_layer;       /* placement.layers given and applied (world > 1) */
     bool placement_replicas;        /* some expert is on more than one rank in some set */
+    moe_copies_t copies;            /* placement.copies */
+    int32_t column_shares;          /* columns: the copies of every expert (checked equal);
+                                     * 1 otherwise: see moe_cfg_expert_ffn */
     uint8_t layer_own[MOE_MAX_LAYER_IDS]; /* 1: moed layer l uses placement set l + 1 */
     /* Every (set, expert, rank), sorted by set, expert, rank; each set names every expert
      * at least once and no (expert, rank) twice. Read it through moe_cfg_layer_entries. */
@@ -327,5 +335,16 @@ static inline bool moe_cfg_dedup(const moe_config_t *cfg)
     return cfg->dedup == MOE_DEDUP_ON ||
            (cfg->dedup == MOE_DEDUP_AUTO && cfg->device == MOE_DEVICE_CPU);
 }
+
+/* The inner width one copy of an expert holds and computes: model.ffn_dim, or with
+ * placement.copies: columns its share, ffn_dim / copies (the checks make it exact). */
+static inline int64_t moe_cfg_expert_ffn(const moe_config_t *cfg)
+{
+    return cfg->column_shares > 1 ? cfg->ffn_dim / cfg->column_shares : cfg->ffn_dim;
+}
+
+/* With placement.copies: columns, the first ffn column `rank`'s copy of `expert` holds in
+ * `layer` (its place among the expert's ranks, ascending, times the share); 0 otherwise. */
+int64_t moe_cfg_column_first(const moe_config_t *cfg, int layer, int expert, int rank);
 
 #endif /* MOE_CONFIG_H */
