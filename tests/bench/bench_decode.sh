@@ -25,8 +25,9 @@
 # runtime.threads of every rank; an expert rank's threads split each expert's columns, so
 # NP=2 THREADS=2 is one expert rank reading with both cores), COPIES (replicas: whole
 # experts placed in blocks; columns: placement.copies: columns, every expert split into
-# column shares over all the expert ranks, each reading its share of every touched expert),
-# KEEP (keep the work folder).
+# column shares over all the expert ranks, each reading its share of every touched expert;
+# "replicas columns" runs both back to back at every token count, the rows of the second
+# labelled DTYPE/col), KEEP (keep the work folder).
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
 # profiler's: the routing rank's times), the bytes of distinct expert weights touched per
@@ -140,11 +141,11 @@ config() { # E K T: the run's config on stdout
     bf16|f32)
       printf 'model: {hidden_dim: %s, ffn_dim: %s, num_experts: %s, top_k: %s, num_layers: %s, dtype: %s}\n' \
         "$HIDDEN" "$FFN" "$e" "$k" "$LAYERS" "$dtype"
-      echo "placement: {master_rank: 0, experts: auto, copies: $COPIES}" ;;
+      echo "placement: {master_rank: 0, experts: auto, copies: $copies}" ;;
     *)
       local d; d=$(ckpt "$e" "$k")
       printf 'model: {checkpoint: %s, dtype: %s}\n' "$d" "$([[ $dtype == *-bf16 ]] && echo bf16 || echo auto)"
-      echo "placement: {master_rank: 0, experts: auto, copies: $COPIES}" ;;
+      echo "placement: {master_rank: 0, experts: auto, copies: $copies}" ;;
   esac
   echo "$run"; echo "$work_l"; echo "$prof"
 }
@@ -153,7 +154,7 @@ config() { # E K T: the run's config on stdout
 # the checkpoint's config.json (its shared experts; CKPT "-": random weights, none)
 figures() {
   "$PY" - "$1" "$2" <<'PY'
-import csv, json, os, sys
+import csv, json, os, re, sys
 d, ck = sys.argv[1], sys.argv[2]
 s = json.load(open(d + "/summary.json"))
 L = s["run"]["num_layers"]
@@ -176,7 +177,9 @@ for row in csv.DictReader(open(d + "/metrics.csv")):
     busy[r] = busy.get(r, 0.0) + float(row["compute_ms"]) * 1e-3
 n = len(steps)
 per_step = sum(touched.values()) * per_expert / n if n else 0
-shared = n_shared * per_expert * L
+# a column share (placement.copies: columns) holds 1/n of an expert; shared experts are whole
+m = re.search(r"every expert in (\d+) column shares", s["run"]["weights"] or "")
+shared = n_shared * per_expert * (int(m.group(1)) if m else 1) * L
 expert_gbps = sum(touched[r] * per_expert / busy[r] for r in touched if busy[r] > 0) / 1e9
 r0 = s["ranks"][0]["per_step_ms"]["step"] * 1e-3
 step_gbps = (per_step + shared) / r0 / 1e9 if r0 > 0 else 0
@@ -191,7 +194,7 @@ print("%.2f %.2f %.3f %.3f %.1f %.1f %.2f %.2f %.2f %.3f %d %.0f %s" % (st["p50"
 PY
 }
 
-printf '\n%-8s %6s %4s %3s %8s %8s %8s %8s %10s %6s %8s %9s %6s %9s %6s %8s %6s\n' dtype tokens E k \
+printf '\n%-12s %6s %4s %3s %8s %8s %8s %8s %10s %6s %8s %9s %6s %9s %6s %8s %6s\n' dtype tokens E k \
   "step p50" "step p99" "layer p50" "layer p99" "touched MB" "+sh MB" "read GB/s" "expert GB/s" \
   "/read" "step GB/s" "/read" "floor ms" "/floor"
 for dtype in $dtypes; do
@@ -199,6 +202,8 @@ for shape in $shapes; do
   e=${shape%%:*} k=${shape##*:}
   [[ $dtype == fp8* || $dtype == mxfp4* ]] && k=4 # the checkpoint's
   for t in $TOKENS; do
+  for copies in $COPIES; do
+    label=$dtype; [[ $copies == columns ]] && label=$dtype/col
     read_gbps=$(stream_gbps)
     config "$e" "$k" "$t" > "$work/c.yaml"
     extra=()
@@ -207,12 +212,12 @@ for shape in $shapes; do
     cpu0=$(cpu_ticks)
     if ! out=$(timeout -k 5 1200 mpirun --oversubscribe "${mpibind[@]}" -np "$NP" "$moed" \
                  --config "$work/c.yaml" --no-progress "${extra[@]}" 2>&1); then
-      echo "$dtype $t $e $k: run failed"
+      echo "$label $t $e $k: run failed"
       { grep -m3 -E 'error|moed:' <<< "$out" || tail -5 <<< "$out"; } | sed 's/^/    /'
       continue
     fi
     runs=("$work"/exp/*/)
-    [[ ${#runs[@]} -gt $before ]] || { echo "$dtype $t $e $k: no report"; continue; }
+    [[ ${#runs[@]} -gt $before ]] || { echo "$label $t $e $k: no report"; continue; }
     dir=$(printf '%s\n' "${runs[@]}" | sort | tail -1)
     ck=-; [[ $dtype == fp8* || $dtype == mxfp4* ]] && ck=$(ckpt "$e" "$k")
     read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n wts <<< "$(figures "$dir" "$ck")"
@@ -226,7 +231,7 @@ for shape in $shapes; do
         flops = t * L * 6 * H * F * (k + nsh)
         comp = (lim > 0) ? flops / (c * lim * 1e9) * 1e3 : 0
         printf("%.2f %s", bytes > comp ? bytes : comp, bytes > comp ? "bytes" : "flops") }')
-    printf '%-8s %6s %4s %3s %8s %8s %8s %8s %10s %6s %8s %9s %6s %9s %6s %8s %6s\n' "$dtype" "$t" \
+    printf '%-12s %6s %4s %3s %8s %8s %8s %8s %10s %6s %8s %9s %6s %9s %6s %8s %6s\n' "$label" "$t" \
       "$e" "$k" "$sp50" "$sp99" "$lp50" "$lp99" "$mb" "$shmb" "$read_gbps" "$egb" \
       "$(awk -v a="$egb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" "$sgb" \
       "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" \
@@ -236,6 +241,7 @@ for shape in $shapes; do
     grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
+  done
   done
 done
 done
