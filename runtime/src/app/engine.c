@@ -355,7 +355,7 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
         }
         MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire%s", vals, as,
                  all[0] ? "bf16" : "f32", note, all[1] ? "bf16" : "f32", split);
-        char desc[256];
+        char desc[320];
         snprintf(desc, sizeof(desc), "%s weights%s, %s compute%s", vals,
                  q ? " held as stored" : as, all[0] ? "bf16" : "f32", split);
         engine_copy_text(eng->experts_desc, sizeof(eng->experts_desc), desc);
