@@ -26,8 +26,10 @@
 # NP=2 THREADS=2 is one expert rank reading with both cores), COPIES (replicas: whole
 # experts placed in blocks; columns: placement.copies: columns, every expert split into
 # column shares over all the expert ranks, each reading its share of every touched expert;
-# "replicas columns" runs both back to back at every token count, the rows of the second
-# labelled DTYPE/col), KEEP (keep the work folder).
+# balance: every expert whole on every expert rank, each step's tokens of an expert on the
+# copy with the fewest experts to read; a list ("replicas balance columns") runs each back
+# to back at every token count, rows labelled DTYPE/bal and DTYPE/col), KEEP (keep the
+# work folder).
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
 # profiler's: the routing rank's times), the bytes of distinct expert weights touched per
@@ -203,7 +205,7 @@ for shape in $shapes; do
   [[ $dtype == fp8* || $dtype == mxfp4* ]] && k=4 # the checkpoint's
   for t in $TOKENS; do
   for copies in $COPIES; do
-    label=$dtype; [[ $copies == columns ]] && label=$dtype/col
+    label=$dtype; [[ $copies == columns ]] && label=$dtype/col; [[ $copies == balance ]] && label=$dtype/bal
     read_gbps=$(stream_gbps)
     config "$e" "$k" "$t" > "$work/c.yaml"
     extra=()

@@ -85,6 +85,12 @@ case "$1" in
     CKF=128 ckdir deepseek_v3 fp8 1
     printf 'placement:\n  copies: columns\n' >> c.yaml
     want_code=4 want="placement.copies: columns: a share of 64 of model.ffn_dim 128 cuts the FP8 scale blocks of 128 inputs" ;;
+  balance_rebalance)  # both move an expert's tokens between copies
+    small_model | sed 's/^placement:/placement:\n  copies: balance/; s/^runtime:/runtime:\n  rebalance_every: 2/' > c.yaml
+    want_code=3 want="runtime.rebalance_every: 2, but placement.copies: balance already picks a copy of each expert every step" ;;
+  balance_cuda)  # the GPU back-end holds one copy of each expert
+    small_model | sed 's/^placement:/placement:\n  copies: balance/; s/^runtime:/runtime:\n  device: cuda/' > c.yaml
+    want_code=3 want="placement.copies: balance runs on runtime.device: cpu only" ;;
   dedup_cuda)  # one row per (token, rank) is the CPU back-end's: refused in the config
     small_model | sed 's/^runtime:/runtime:\n  device: cuda\n  dedup: true/' > c.yaml
     want_code=3 want="c.yaml:18:10: runtime.dedup: true, but the CUDA back-end sends one row per (token, expert)" ;;

@@ -93,6 +93,17 @@ case "$1" in
   columns_ucx)
     export UCX_TLS=${MOED_TEST_UCX_TLS:-${UCX_TLS:-sm,self}}
     CHUNKS=2 K=3 small_model | sed 's/^placement:/placement:\n  copies: columns/; s/^runtime:/runtime:\n  transport: ucx/' > c.yaml ;;
+  # placement.copies: balance: every expert whole on every expert rank, each step all of its
+  # tokens on the copy whose rank has the fewest experts so far (top-3, capacity, chunks;
+  # symmetric; one row per (token, expert)).
+  balance_master)
+    K=3 CF=1.0 SKEW=1.5 CHUNKS=3 small_model | sed 's/^placement:/placement:\n  copies: balance/' > c.yaml ;;
+  balance_symmetric)
+    ROUTING=symmetric TOKENS=100 K=3 CF=1.0 SKEW=1.5 small_model \
+      | sed 's/^placement:/placement:\n  copies: balance/' > c.yaml ;;
+  balance_dedup_off)
+    K=3 SKEW=1.5 PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7], 2: [0, 2, 4, 6]}' small_model \
+      | sed 's/^placement:/placement:\n  copies: balance/; s/^runtime:/runtime:\n  dedup: false/' > c.yaml ;;
   rebalance_symmetric)
     ROUTING=symmetric TOKENS=100 CF=1.0 SKEW=1.5 STEPS=7 small_model | sed 's/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: 3/' > c.yaml ;;
   # Weights held as stored (codes and scales) move. FP8 in f32: in bf16 a call of few rows
@@ -146,6 +157,9 @@ else
 fi
 if [[ "$1" == columns_* ]]; then
   grep -q "; every expert in [23] column shares" many.log || { cat many.log; fail "no column shares said"; }
+fi
+if [[ "$1" == balance_* ]]; then
+  grep -q "; each step an expert's tokens on its copy with the fewest" many.log || { cat many.log; fail "no balance said"; }
 fi
 if [[ "$1" == dedup_off ]]; then
   # the same on 3 ranks with dedup (the default): only the F32 sums' grouping differs

@@ -151,11 +151,12 @@ PY
     refuses "$A" --ranks 1 -o p.yaml
     out=p.yaml before=absent want="--ranks 3 is too small: 8 experts need 4 expert ranks"
     refuses "$A" --ranks 3 --slots 2 -o p.yaml ;;
-  columns)  # a run with every expert in column shares: nothing to place, refused
+  columns|balance)  # every expert on both ranks as column shares, or balanced per step:
+    # refused (nothing to place; a dispatch the prediction does not follow)
     PROF=true TOKENS=64 STEPS=4 H=64 F=128 small_model \
-      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1/; s/^placement:/placement:\n  copies: columns/' > c.yaml
-    mpirun_moed 3 --config c.yaml --no-progress > a.log 2>&1 || { cat a.log; fail "columns run failed"; }
-    out=p.yaml before=absent want="the base config sets placement.copies: columns"
+      | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 1/; s/^placement:/placement:\n  copies: $1/" > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > a.log 2>&1 || { cat a.log; fail "$1 run failed"; }
+    out=p.yaml before=absent want="the base config sets placement.copies: $1"
     refuses "$(run_dir)" --ranks 3 -o p.yaml ;;
   unknown_option)
     mkdir rep

@@ -606,6 +606,59 @@ PY
     grep -q "NOTE: the models differ (placement.copies replicas vs columns)" cmp.log \
       || { cat cmp.log; fail "compare does not say the copies differ"; }
     ;;
+  balance_reads)  # placement.copies: balance: each rank reads half the touched experts
+    # 8 experts, each whole on ranks 1 and 2; 2 tokens a step, both on experts {0, 1, 2, 3}
+    # (a trace). The position split (replicas) sends t0 to the first copies (rank 1) and
+    # t1 to the second (rank 2): each rank runs all 4 experts, 8 expert calls a step.
+    # balance gives e0, e2 to rank 1 and e1, e3 to rank 2: 2 calls a rank, 4 a step, each
+    # on both tokens; rows: each rank gets both tokens (2 rows carrying 4 pairs) where
+    # replicas send one token to each rank (1 row carrying 4 pairs). One layer, 4 steps.
+    python3 - trace.safetensors <<'PY'
+import json, struct, sys
+ids = [0, 1, 2, 3, 0, 1, 2, 3]
+wts = [0.4, 0.3, 0.2, 0.1, 0.1, 0.2, 0.3, 0.4]
+meta = {"format": "moed-routing/1", "num_experts": "8", "top_k": "4", "tokens_per_step": "2",
+        "layers": "[0]", "family": "mixtral", "source": "profiler.sh balance_reads",
+        "weights": "router"}
+a = struct.pack("<8i", *ids); b = struct.pack("<8f", *wts)
+hdr = {"__metadata__": meta,
+       "layers.0.topk_ids": {"dtype": "I32", "shape": [2, 4], "data_offsets": [0, 32]},
+       "layers.0.topk_weights": {"dtype": "F32", "shape": [2, 4], "data_offsets": [32, 64]}}
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + a + b)
+PY
+    for cp in replicas balance; do
+      PROF=true H=64 F=64 E=8 K=4 LAYERS=1 TOKENS=2 STEPS=5 \
+        PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7], 2: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model \
+        | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 4/; s|^workload:|workload:\n  routing: $WORK/trace.safetensors|; s/^placement:/placement:\n  copies: $cp/; s|output_dir: .*|output_dir: $WORK/exp_$cp|" > c_$cp.yaml
+      mpirun_moed 3 --config c_$cp.yaml --dump-output out_$cp.safetensors --no-progress > run_$cp.log 2>&1 \
+        || { cat run_$cp.log; fail "copies $cp run failed"; }
+    done
+    grep -q "; each step an expert's tokens on its copy with the fewest experts to read" run_balance.log \
+      || { cat run_balance.log; fail "the experts' line does not say balance"; }
+    "$ST_DIFF" out_replicas.safetensors out_balance.safetensors --tol 1e-5 || fail "balance changed the output"
+    python3 - "$(ls -d "$WORK"/exp_balance/*/)" "$(ls -d "$WORK"/exp_replicas/*/)" <<'PY' || fail "balance reads"
+import csv, json, sys
+def calls(d):  # expert calls with rows, per (step, rank), and which experts
+    out = {}
+    for r in csv.DictReader(open(d + "/metrics.csv")):
+        if int(r["tokens"]) > 0:
+            out.setdefault((int(r["step"]), int(r["rank"])), []).append((int(r["expert"]), int(r["tokens"])))
+    return out
+bal, rep = calls(sys.argv[1]), calls(sys.argv[2])
+assert len(bal) == 8 and len(rep) == 8, (bal, rep)  # 4 recorded steps x 2 expert ranks
+for (step, rank), ex in bal.items():
+    want = [(0, 2), (2, 2)] if rank == 1 else [(1, 2), (3, 2)]
+    assert sorted(ex) == want, (step, rank, ex)
+for (step, rank), ex in rep.items():
+    assert sorted(ex) == [(0, 1), (1, 1), (2, 1), (3, 1)], (step, rank, ex)
+c = json.load(open(sys.argv[1] + "/summary.json"))["comm"]
+assert c["rows"][0] == [0, 2 * 4, 2 * 4] and c["pairs"][0] == [0, 4 * 4, 4 * 4], c
+r = json.load(open(sys.argv[2] + "/summary.json"))["comm"]
+assert r["rows"][0] == [0, 4, 4] and r["pairs"][0] == [0, 4 * 4, 4 * 4], r
+print("balance: 2 expert calls a rank a step (replicas: 4); rows %s, pairs %s" % (c["rows"][0], c["pairs"][0]))
+PY
+    ;;
   dedup_bytes)  # one row per (token, rank) on the wire: rows, pairs and bytes counted by hand
     # 4 tokens, top-2, experts {0, 1} on rank 1 and {2, 3} on rank 2, master routing; the
     # routing is a trace written here (workload.routing), the same 4 tokens every step:

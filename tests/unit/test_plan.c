@@ -264,6 +264,66 @@ static void test_columns(void)
     free(a.base);
 }
 
+/* placement.copies: balance: experts 0-3 each whole on ranks 1 and 2, k_dd_idx's tokens
+ * (every expert kept twice). In id order: e0 -> rank 1 (both empty: the lower), e1 -> 2,
+ * e2 -> 1 (1 expert and 2 rows each: the lower), e3 -> 2. Rows: t0 (e0 | e1) to both,
+ * t1 (e2, e0) to rank 1, t2 (e3 | e2) to both, t3 (e1, e3) to rank 2. */
+static void test_balance(void)
+{
+    moe_cfg_replica_t slots[8];
+    for (int s = 0; s < 8; s++) {
+        slots[s] = (moe_cfg_replica_t){.expert = (uint16_t)(s / 2), .rank = 1 + s % 2};
+    }
+    moe_plan_t p;
+    moe_arena_t sizing = {0};
+    moe_plan_carve(&p, 3, 4, 2, 4, 8, &sizing);
+    moe_arena_t a = {.base = calloc(1, moe_arena_size(&sizing))};
+    moe_plan_carve(&p, 3, 4, 2, 4, 8, &a);
+    p.dedup = true;
+    p.balance = true;
+    moe_plan_count_demand(&p, k_dd_idx, 4);
+    moe_plan_build_slots(&p, k_dd_idx, k_dd_w, 4, slots, 8, 0, 4, 0, NULL);
+    const int32_t kept[8] = {2, 0, 0, 2, 2, 0, 0, 2};
+    for (int s = 0; s < 8; s++) {
+        CHECK_INT_EQ(p.slot_kept[s], kept[s]);
+    }
+    CHECK_INT_EQ(p.num_send, 6);
+    CHECK_INT_EQ(p.send_rows[1], 3);
+    CHECK_INT_EQ(p.send_rows[2], 3);
+    CHECK_INT_EQ(p.send_pairs[1], 4);
+    CHECK_INT_EQ(p.send_pairs[2], 4);
+    const int32_t tok[6] = {0, 1, 2, 0, 2, 3};
+    for (int i = 0; i < 6; i++) {
+        CHECK_INT_EQ(p.send_token[i], tok[i]);
+    }
+    /* the same without dedup: one row per choice, each on its expert's chosen copy */
+    p.dedup = false;
+    moe_plan_build_slots(&p, k_dd_idx, k_dd_w, 4, slots, 8, 0, 4, 0, NULL);
+    for (int s = 0; s < 8; s++) {
+        CHECK_INT_EQ(p.slot_kept[s], kept[s]);
+    }
+    CHECK_INT_EQ(p.send_rows[1], 4);
+    CHECK_INT_EQ(p.send_rows[2], 4);
+    /* one token on all four experts: 2 + 2, where the position split sends all 4 to rank 1 */
+    const int32_t one[4] = {0, 1, 2, 3};
+    const float w4[4] = {0.25f, 0.25f, 0.25f, 0.25f};
+    moe_plan_t q;
+    moe_arena_t sz = {0};
+    moe_plan_carve(&q, 3, 4, 4, 1, 8, &sz);
+    moe_arena_t b = {.base = calloc(1, moe_arena_size(&sz))};
+    moe_plan_carve(&q, 3, 4, 4, 1, 8, &b);
+    q.dedup = true;
+    for (int bal = 0; bal < 2; bal++) {
+        q.balance = bal == 1;
+        moe_plan_count_demand(&q, one, 1);
+        moe_plan_build_slots(&q, one, w4, 1, slots, 8, 0, 1, 0, NULL);
+        CHECK_INT_EQ(q.send_pairs[1], bal ? 2 : 4);
+        CHECK_INT_EQ(q.send_pairs[2], bal ? 2 : 0);
+    }
+    free(a.base);
+    free(b.base);
+}
+
 int main(void)
 {
     test_order();
@@ -271,5 +331,6 @@ int main(void)
     test_empty();
     test_dedup();
     test_columns();
+    test_balance();
     return moe_test_finish("test_plan");
 }

@@ -430,6 +430,13 @@ static moe_status_t plan_check(plan_t *p, moe_error_t *err)
                              "placement to plan; moed plan places whole experts (plan from a "
                              "run or config with placement.copies: replicas)");
     }
+    if (p->old->copies == MOE_COPIES_BALANCE) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "the base config sets placement.copies: "
+                             "balance: each step picks the copy of every expert by the load "
+                             "of that step, which moed plan does not predict; it plans "
+                             "replicas that split an expert's tokens by position (plan from a "
+                             "run or config with placement.copies: replicas)");
+    }
     if (p->a.ranks < 2 || p->a.ranks > MOE_MAX_RANKS || p->n < 1) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is too small: a placement "
                              "needs 2 ranks or more (1 rank hosts every expert%s), at most %d",

@@ -347,11 +347,14 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
             snprintf(as, sizeof(as), " (held as %s)", helds); /* no native BF16: F32 */
         }
         engine_compute_note(cfg, all[0] != 0, q, kern_all, note, sizeof(note));
-        char split[96] = ""; /* placement.copies: columns */
+        char split[96] = ""; /* placement.copies: columns, balance */
         if (cfg->column_shares > 1) {
             snprintf(split, sizeof(split), "; every expert in %d column shares of %lld of its "
                      "%lld ffn columns", (int)cfg->column_shares,
                      (long long)moe_cfg_expert_ffn(cfg), (long long)cfg->ffn_dim);
+        } else if (cfg->copies == MOE_COPIES_BALANCE && cfg->placement_replicas) {
+            snprintf(split, sizeof(split), "; each step an expert's tokens on its copy with "
+                     "the fewest experts to read");
         }
         MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire%s", vals, as,
                  all[0] ? "bf16" : "f32", note, all[1] ? "bf16" : "f32", split);

@@ -45,7 +45,7 @@ static const char *const cfg_device_names[] = {"cpu", "cuda", NULL};
 static const char *const cfg_bind_names[] = {"auto", "none", "core", NULL};
 static const char *const cfg_dedup_names[] = {"auto", "true", "false", NULL};
 static const char *const cfg_expert_hist_names[] = {"auto", "expert", "layer", NULL};
-static const char *const cfg_copies_names[] = {"replicas", "columns", NULL};
+static const char *const cfg_copies_names[] = {"replicas", "columns", "balance", NULL};
 
 /* The name arrays above are indexed by enum value. */
 _Static_assert(MOE_ACT_SWIGLU == 0 && MOE_ACT_GELU == 1 && MOE_ACT_SWIGLU_OAI == 2,
@@ -67,7 +67,8 @@ _Static_assert(MOE_DEVICE_CPU == 0 && MOE_DEVICE_CUDA == 1, "cfg_device_names or
 _Static_assert(MOE_BIND_AUTO == 0 && MOE_BIND_NONE == 1 && MOE_BIND_CORE == 2, "cfg_bind_names order");
 _Static_assert(MOE_DEDUP_AUTO == 0 && MOE_DEDUP_ON == 1 && MOE_DEDUP_OFF == 2,
                "cfg_dedup_names order");
-_Static_assert(MOE_COPIES_REPLICAS == 0 && MOE_COPIES_COLUMNS == 1, "cfg_copies_names order");
+_Static_assert(MOE_COPIES_REPLICAS == 0 && MOE_COPIES_COLUMNS == 1 && MOE_COPIES_BALANCE == 2,
+               "cfg_copies_names order");
 _Static_assert(MOE_EXPERT_HIST_AUTO == 0 && MOE_EXPERT_HIST_EXPERT == 1 &&
                MOE_EXPERT_HIST_LAYER == 2, "cfg_expert_hist_names order");
 
@@ -143,9 +144,11 @@ const cfg_key_t cfg_keys[] = {
                 "(layers 0..model.num_layers-1), overriding placement.experts for that layer"),
     KEY_ENUM("placement.copies", copies, cfg_copies_names, "replicas",
              "what an expert's copies on several ranks are: replicas (each holds the whole "
-             "expert, its tokens are split between them) or columns (each holds 1/n of its "
-             "ffn columns, every token goes to all n, their outputs add; auto placement then "
-             "puts every expert on every expert rank)"),
+             "expert, its tokens are split between them), columns (each holds 1/n of its ffn "
+             "columns, every token goes to all n, their outputs add) or balance (each holds "
+             "the whole expert, each step all its tokens go to the copy whose rank has the "
+             "fewest experts to read); with columns and balance, auto placement puts every "
+             "expert on every expert rank"),
 
     KEY_ENUM("runtime.routing", routing, cfg_routing_names, "master",
              "master: one rank routes every token; symmetric: every rank routes its own"),

@@ -240,10 +240,11 @@ static moe_status_t check_placement_cuda(cfg_parse_t *p)
     if (p->cfg.device != MOE_DEVICE_CUDA) {
         return MOE_OK;
     }
-    if (p->cfg.copies == MOE_COPIES_COLUMNS) {
-        return cfg_fail(p, cfg_val_mark_of(p, "placement.copies"), "placement.copies: columns "
-                        "runs on runtime.device: cpu only (the GPU back-end holds whole "
-                        "experts); use placement.copies: replicas");
+    if (p->cfg.copies != MOE_COPIES_REPLICAS) {
+        return cfg_fail(p, cfg_val_mark_of(p, "placement.copies"), "placement.copies: %s "
+                        "runs on runtime.device: cpu only (the GPU back-end holds one copy of "
+                        "each expert); use placement.copies: replicas",
+                        p->cfg.copies == MOE_COPIES_COLUMNS ? "columns" : "balance");
     }
     for (int l = 0; l < MOE_MAX_LAYER_IDS; l++) {
         if (p->pl_layer_mark[l].line > 0) {
@@ -690,15 +691,23 @@ static moe_status_t check_dedup(cfg_parse_t *p)
     return MOE_OK;
 }
 
-/* placement.copies: columns, on the resolved placement: the CPU back-end's one row per
- * (token, rank) (the expert rank sums its shares, the merge adds the ranks' rows), no
- * online rebalancing (it moves whole experts), every expert of every set split alike, and
+/* placement.copies on the resolved placement. balance: no online rebalancing (both move
+ * tokens between copies). columns: the CPU back-end's one row per (token, rank) (the
+ * expert rank sums its shares, the merge adds the ranks' rows), no online rebalancing (it
+ * moves whole experts), every expert of every set split alike, and
  * shares of a whole number of 32-column blocks (the blocked layout's input block, so FP8
  * and MXFP4 shares cut no scale block of 32; FP8's own scale blocks are checked at load). */
 #define CFG_COLUMN_BLOCK 32
-static moe_status_t check_columns(cfg_parse_t *p, int world)
+static moe_status_t check_copies(cfg_parse_t *p, int world)
 {
     const moe_config_t *c = &p->cfg;
+    if (c->copies == MOE_COPIES_BALANCE && c->rebalance_every > 0) {
+        return cfg_fail(p, cfg_val_mark_of(p, "runtime.rebalance_every"),
+                        "runtime.rebalance_every: %lld, but placement.copies: balance already "
+                        "picks a copy of each expert every step (online rebalancing moves "
+                        "experts between ranks and splits tokens by position); use one or the "
+                        "other", (long long)c->rebalance_every);
+    }
     if (c->copies != MOE_COPIES_COLUMNS || world == 1) {
         return MOE_OK;
     }
@@ -848,7 +857,7 @@ moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name
     }
     if (st == MOE_OK) {
         cfg_placement_resolve(p, world_size);
-        st = check_columns(p, world_size);
+        st = check_copies(p, world_size);
     }
     if (st == MOE_OK) {
         snprintf(p->cfg.source_name, sizeof(p->cfg.source_name), "%s", src);

@@ -282,6 +282,9 @@ void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out)
         fprintf(out, "(* placement.copies: columns: each expert's %lld ffn columns are cut into "
                 "%d shares, one a rank in rank order; every token of the expert goes to all)\n",
                 (long long)cfg->ffn_dim, (int)cfg->column_shares);
+    } else if (cfg->placement_replicas && cfg->copies == MOE_COPIES_BALANCE) {
+        fputs("(* placement.copies: balance: each step all of an expert's tokens go to one of "
+              "its ranks, the one with the fewest experts to read)\n", out);
     } else if (cfg->placement_replicas) {
         fputs("(* an expert with replicas: its tokens are split between its ranks)\n", out);
     }

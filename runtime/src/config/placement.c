@@ -44,7 +44,7 @@ static void placement_auto_blocks(cfg_parse_t *p, int world)
     bool skip_master = c->routing == MOE_ROUTING_MASTER;
     int hosts = world - (skip_master ? 1 : 0);
     int ne = (int)c->num_experts;
-    if (c->copies == MOE_COPIES_COLUMNS) { /* every expert split over every expert rank */
+    if (c->copies != MOE_COPIES_REPLICAS) { /* every expert on every expert rank */
         for (int r = 0; r < world; r++) {
             for (int e = 0; e < ne && !(skip_master && r == c->master_rank); e++) {
                 p->ent[p->num_ent++].r = (moe_cfg_replica_t){.set = 0, .expert = (uint16_t)e,

@@ -363,6 +363,7 @@ static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
     const moe_cfg_replica_t *slots = moe_cfg_layer_entries(ctx->cfg, layer, &n_slots);
     ctx->plan.dedup = ctx->dedup;
     ctx->plan.columns = ctx->fan > 1;
+    ctx->plan.balance = ctx->cfg->copies == MOE_COPIES_BALANCE;
     moe_plan_build_slots(&ctx->plan, ctx->io.topk_idx, ctx->io.topk_w, tokens, slots, n_slots,
                          ctx->token_first, ctx->cfg->tokens_per_step, ctx->capacity, before);
     return MOE_OK;

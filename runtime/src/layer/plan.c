@@ -121,6 +121,30 @@ void moe_plan_build(moe_plan_t *plan, const int32_t *topk_idx, const float *topk
                          0, tokens > 0 ? tokens : 1, capacity, demand_before);
 }
 
+/* Balance: each expert with kept choices to one copy (expert_cursor[e], a slot): the copy
+ * whose rank has the fewest experts so far, then rows, then the lowest rank (plan.h). */
+static void plan_balance_copies(moe_plan_t *plan, const moe_cfg_replica_t *slots)
+{
+    int W = plan->world_size, E = plan->num_experts;
+    int *experts = plan->dest_cursor, *rows = plan->dest_row; /* scratch until the layout */
+    memset(experts, 0, sizeof(int) * (size_t)W);
+    memset(rows, 0, sizeof(int) * (size_t)W);
+    for (int e = 0; e < E; e++) {
+        int32_t best = plan->expert_first[e];
+        for (int32_t s = best + 1; s < plan->expert_first[e] + plan->expert_copies[e]; s++) {
+            int r = slots[s].rank, b = slots[best].rank;
+            if (experts[r] < experts[b] || (experts[r] == experts[b] && rows[r] < rows[b])) {
+                best = s; /* ranks ascending within an expert: ties keep the lower */
+            }
+        }
+        plan->expert_cursor[e] = best;
+        if (plan->expert_kept[e] > 0) {
+            experts[slots[best].rank]++;
+            rows[slots[best].rank] += plan->expert_kept[e];
+        }
+    }
+}
+
 /* Each kept choice's slot into slot_pos (the copy of its expert that takes its token);
  * slot_kept counts them. */
 static void plan_pick_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t pairs,
@@ -133,6 +157,9 @@ static void plan_pick_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t p
     for (int s = n_slots - 1; s >= 0; s--) {
         plan->expert_first[slots[s].expert] = s;
         plan->expert_copies[slots[s].expert]++;
+    }
+    if (plan->balance) {
+        plan_balance_copies(plan, slots);
     }
     for (int64_t i = 0; i < pairs; i++) {
         if (plan->slot_pos[i] < 0) {
@@ -148,7 +175,8 @@ static void plan_pick_slots(moe_plan_t *plan, const int32_t *topk_idx, int64_t p
             continue;
         }
         int64_t j = n > 1 ? g * n / total_tokens : 0;
-        int32_t s = plan->expert_first[e] + (int32_t)(j < n ? j : n - 1);
+        int32_t s = plan->balance ? plan->expert_cursor[e]
+                                  : plan->expert_first[e] + (int32_t)(j < n ? j : n - 1);
         plan->slot_pos[i] = s;
         plan->slot_kept[s]++;
     }

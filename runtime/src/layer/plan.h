@@ -18,6 +18,12 @@
  * rows of a token add up to the whole expert's output. A token then has up to k x copies
  * rows (token_rows' stride, rows_per_token).
  *
+ * Balance (plan->balance, placement.copies: balance): every kept choice of an expert goes
+ * to the same one of its copies, picked per plan: experts in id order, each (with kept
+ * choices) to the copy whose rank has been given the fewest experts so far, then the fewest
+ * rows, then the lowest rank. The ranks then read about as many experts each (within one)
+ * however few the step touches.
+ *
  * Replicas: a slot is one copy of an expert on one rank (the config's placement entries
  * of the layer, sorted by expert then rank). An expert with n copies sends a kept choice
  * of global token g (of total_tokens routed per step) to copy floor(g * n / total_tokens):
@@ -53,6 +59,7 @@ typedef struct moe_plan {
     int64_t tokens;          /* routed by this rank */
     bool dedup;              /* one row per (token, rank): set before building */
     bool columns;            /* copies are column shares (dedup): set before building */
+    bool balance;            /* each expert's tokens to its least-loaded copy: likewise */
     int rows_per_token;      /* token_rows' stride: k, or k x fan (carve's) */
     int64_t num_send;        /* rows sent (kept choices; dedup: (token, rank) pairs) */
     int64_t num_pairs;       /* kept (token, choice) pairs the rows carry */

@@ -60,10 +60,17 @@ typedef enum { MOE_BIND_AUTO = 0, MOE_BIND_NONE = 1, MOE_BIND_CORE = 2 } moe_bin
  * for cuda (its back-end sends a row per (token, expert)): moe_cfg_dedup resolves it. */
 typedef enum { MOE_DEDUP_AUTO = 0, MOE_DEDUP_ON = 1, MOE_DEDUP_OFF = 2 } moe_dedup_t;
 /* placement.copies: what an expert's copies on several ranks are. Replicas: each holds the
- * whole expert and takes a share of its tokens. Columns: copy i of n holds the ffn columns
- * [i * F / n, (i + 1) * F / n) of the expert (W1/W3's rows, W2's inputs), every token of
- * the expert goes to all n, and their partial outputs add up in the merge. */
-typedef enum { MOE_COPIES_REPLICAS = 0, MOE_COPIES_COLUMNS = 1 } moe_copies_t;
+ * whole expert and takes a share of its tokens (contiguous shares by token index). Columns:
+ * copy i of n holds the ffn columns [i * F / n, (i + 1) * F / n) of the expert (W1/W3's
+ * rows, W2's inputs), every token of the expert goes to all n, and their partial outputs
+ * add up in the merge. Balance: each holds the whole expert and every step all of the
+ * expert's tokens go to one copy, the one whose rank has the fewest experts to read in the
+ * step so far (layer/plan.h). */
+typedef enum {
+    MOE_COPIES_REPLICAS = 0,
+    MOE_COPIES_COLUMNS = 1,
+    MOE_COPIES_BALANCE = 2
+} moe_copies_t;
 /* profiler.expert_histograms: moed_expert_seconds per (layer, expert) or per layer. */
 typedef enum {
     MOE_EXPERT_HIST_AUTO = 0,
