@@ -74,7 +74,7 @@ case "$1" in
     want_code=3 want="c.yaml:14:11: placement.copies: columns, but expert 4 is on 1 rank in placement.experts and expert 0 of the first layer on 2" ;;
   columns_ffn)  # 96 columns in 2 shares of 48: not whole 32-column blocks
     F=96 small_model | sed 's/^placement:/placement:\n  copies: columns/' > c.yaml
-    want_code=3 want="placement.copies: columns splits model.ffn_dim 96 into 2 shares: each must be a whole multiple of 32 columns" ;;
+    want_code=3 want="placement.copies: columns splits model.ffn_dim 96 into 2 shares: each must be a whole multiple of 32 columns (96 / 2 is not); copies of an expert that work: 3" ;;
   columns_rebalance)  # online rebalancing moves whole experts
     small_model | sed 's/^placement:/placement:\n  copies: columns/; s/^runtime:/runtime:\n  rebalance_every: 2/' > c.yaml
     want_code=3 want="runtime.rebalance_every: 2, but placement.copies: columns splits every expert" ;;
@@ -85,6 +85,12 @@ case "$1" in
     CKF=128 ckdir deepseek_v3 fp8 1
     printf 'placement:\n  copies: columns\n' >> c.yaml
     want_code=4 want="placement.copies: columns: a share of 64 of model.ffn_dim 128 cuts the FP8 scale blocks of 128 inputs" ;;
+  columns_table)  # every expert on every expert rank must fit the placement table (check
+    # only: 1024 experts on 39 expert ranks are 39936 entries of 32768; once it wrote past it)
+    [[ "${2:-}" == check ]] || fail "columns_table runs with check only (40 ranks)"
+    E=1024 F=64 small_model | sed 's/^placement:/placement:\n  copies: columns/' > c.yaml
+    check_ranks=40
+    want_code=3 want="placement.copies: columns with placement.experts: auto puts 1024 experts on each of 39 expert ranks: 39936 (expert, rank) entries, more than moed's 32768" ;;
   balance_rebalance)  # both move an expert's tokens between copies
     small_model | sed 's/^placement:/placement:\n  copies: balance/; s/^runtime:/runtime:\n  rebalance_every: 2/' > c.yaml
     want_code=3 want="runtime.rebalance_every: 2, but placement.copies: balance already picks a copy of each expert every step" ;;
@@ -341,7 +347,7 @@ esac
 set +e
 start=$SECONDS
 if [[ "${2:-}" == check ]]; then
-  timeout -k 5 60 "$MOED" "${args[@]}" --check-config --ranks 3 > out.log 2> err.log
+  timeout -k 5 60 "$MOED" "${args[@]}" --check-config --ranks "${check_ranks:-3}" > out.log 2> err.log
 else
   mpirun_moed 3 "${args[@]}" > out.log 2> err.log
 fi

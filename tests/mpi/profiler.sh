@@ -603,7 +603,7 @@ PY
     # moed compare says the two runs' experts are not like for like
     "$MOED" compare "$(ls -d "$WORK"/exp_replicas/*/)" "$(ls -d "$WORK"/exp_columns/*/)" > cmp.log 2>&1 \
       || { cat cmp.log; fail "compare failed"; }
-    grep -q "NOTE: the models differ (placement.copies replicas vs columns)" cmp.log \
+    grep -q "NOTE: the models differ (placement.copies: columns in B only)" cmp.log \
       || { cat cmp.log; fail "compare does not say the copies differ"; }
     ;;
   balance_reads)  # placement.copies: balance: each rank reads half the touched experts
@@ -637,6 +637,10 @@ PY
     grep -q "; each step an expert's tokens on its copy with the fewest experts to read" run_balance.log \
       || { cat run_balance.log; fail "the experts' line does not say balance"; }
     "$ST_DIFF" out_replicas.safetensors out_balance.safetensors --tol 1e-5 || fail "balance changed the output"
+    # whole experts both: moed compare finds them like for like
+    "$MOED" compare "$(ls -d "$WORK"/exp_replicas/*/)" "$(ls -d "$WORK"/exp_balance/*/)" > cmp.log 2>&1 \
+      || { cat cmp.log; fail "compare failed"; }
+    ! grep -q "NOTE: the models differ" cmp.log || { cat cmp.log; fail "compare: replicas and balance not like for like"; }
     python3 - "$(ls -d "$WORK"/exp_balance/*/)" "$(ls -d "$WORK"/exp_replicas/*/)" <<'PY' || fail "balance reads"
 import csv, json, sys
 def calls(d):  # expert calls with rows, per (step, rank), and which experts

@@ -287,7 +287,7 @@ static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     static const char *const keys[][2] = {
         {"model.hidden_dim", "hidden_dim"}, {"model.ffn_dim", "ffn_dim"}, {"model.dtype", NULL},
-        {"model.top_k", "top_k"}, {"placement.copies", NULL}};
+        {"model.top_k", "top_k"}};
     char line[512];
     size_t pos = 0;
     line[0] = '\0';
@@ -307,6 +307,16 @@ static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
         cmp_value_text(y, vy, sizeof(vy));
         int n = snprintf(line + pos, sizeof(line) - pos, "%s%s %s vs %s", pos ? ", " : "",
                          keys[i][0], vx, vy);
+        pos = n > 0 && (size_t)n < sizeof(line) - pos ? pos + (size_t)n : pos;
+    }
+    /* column shares: one run's experts cut in pieces, the other's whole (balance and
+     * replicas both keep them whole: like for like) */
+    const char *wa = moe_json_str(json_object_get(a->run, "weights"), "");
+    const char *wb = moe_json_str(json_object_get(b->run, "weights"), "");
+    bool sa = strstr(wa, "column shares") != NULL, sb = strstr(wb, "column shares") != NULL;
+    if (sa != sb) {
+        int n = snprintf(line + pos, sizeof(line) - pos, "%splacement.copies: columns in %s only",
+                         pos ? ", " : "", sa ? "A" : "B");
         pos = n > 0 && (size_t)n < sizeof(line) - pos ? pos + (size_t)n : pos;
     }
     if (pos > 0) {

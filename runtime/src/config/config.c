@@ -146,9 +146,9 @@ const cfg_key_t cfg_keys[] = {
              "what an expert's copies on several ranks are: replicas (each holds the whole "
              "expert, its tokens are split between them), columns (each holds 1/n of its ffn "
              "columns, every token goes to all n, their outputs add) or balance (each holds "
-             "the whole expert, each step all its tokens go to the copy whose rank has the "
-             "fewest experts to read); with columns and balance, auto placement puts every "
-             "expert on every expert rank"),
+             "the whole expert, each step all its tokens from a routing rank go to the copy "
+             "whose rank has the fewest experts to read); with columns and balance, auto "
+             "placement puts every expert on every expert rank"),
 
     KEY_ENUM("runtime.routing", routing, cfg_routing_names, "master",
              "master: one rank routes every token; symmetric: every rank routes its own"),

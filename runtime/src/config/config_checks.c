@@ -725,7 +725,15 @@ static moe_status_t check_copies(cfg_parse_t *p, int world)
                         "the other", (long long)c->rebalance_every);
     }
     int n = c->column_shares;
+    bool set0_used = false; /* placement.experts is moot when every layer has its own set */
+    for (int l = 0; l < c->num_layers && l < MOE_MAX_LAYER_IDS; l++) {
+        set0_used |= !c->layer_own[l];
+    }
     for (int i = 0; i < c->num_replicas;) {
+        if (c->replicas[i].set == 0 && !set0_used) {
+            i++;
+            continue;
+        }
         int j = i;
         while (j < c->num_replicas && c->replicas[j].set == c->replicas[i].set &&
                c->replicas[j].expert == c->replicas[i].expert) {
@@ -745,11 +753,37 @@ static moe_status_t check_copies(cfg_parse_t *p, int world)
         i = j;
     }
     if (n > 1 && (c->ffn_dim % n != 0 || (c->ffn_dim / n) % CFG_COLUMN_BLOCK != 0)) {
+        char ok[96] = "none: use placement.copies: replicas";
+        moe_cfg_share_counts(c->ffn_dim, CFG_COLUMN_BLOCK, ok, sizeof(ok));
         return cfg_fail(p, m, "placement.copies: columns splits model.ffn_dim %lld into %d "
                         "shares: each must be a whole multiple of %d columns (%lld / %d is "
-                        "not); use %s copies of each expert", (long long)c->ffn_dim, n,
-                        CFG_COLUMN_BLOCK, (long long)c->ffn_dim, n,
-                        c->ffn_dim % CFG_COLUMN_BLOCK == 0 ? "fewer" : "whole (replicas)");
+                        "not); copies of an expert that work: %s", (long long)c->ffn_dim, n,
+                        CFG_COLUMN_BLOCK, (long long)c->ffn_dim, n, ok);
+    }
+    return MOE_OK;
+}
+
+/* Auto placement with placement.copies columns or balance puts every expert on every
+ * expert rank: those entries (and the written placement.layers ones) must fit the
+ * placement table, checked before they are made. */
+static moe_status_t check_copies_room(cfg_parse_t *p, int world)
+{
+    const moe_config_t *c = &p->cfg;
+    if (c->copies == MOE_COPIES_REPLICAS || !c->placement_auto || world == 1) {
+        return MOE_OK;
+    }
+    int64_t hosts = world - (c->routing == MOE_ROUTING_MASTER ? 1 : 0), written = 0;
+    for (int i = 0; i < p->num_ent; i++) {
+        written += p->ent[i].r.set > 0;
+    }
+    if (written + c->num_experts * hosts > MOE_MAX_REPLICA_ENTRIES) {
+        return cfg_fail(p, cfg_val_mark_of(p, "placement.copies"), "placement.copies: %s with "
+                        "placement.experts: auto puts %lld experts on each of %lld expert ranks: "
+                        "%lld (expert, rank) entries, more than moed's %d; write the placement "
+                        "(fewer ranks a copy) or use placement.copies: replicas",
+                        c->copies == MOE_COPIES_COLUMNS ? "columns" : "balance",
+                        (long long)c->num_experts, (long long)hosts,
+                        (long long)(written + c->num_experts * hosts), MOE_MAX_REPLICA_ENTRIES);
     }
     return MOE_OK;
 }
@@ -784,6 +818,9 @@ static moe_status_t parse_checks(cfg_parse_t *p, int world)
     }
     if (st == MOE_OK) {
         st = check_dedup(p);
+    }
+    if (st == MOE_OK) {
+        st = check_copies_room(p, world);
     }
     return st;
 }

@@ -216,6 +216,18 @@ int moe_cfg_replicas_of(const moe_config_t *cfg, int layer, int expert, int32_t 
     return count;
 }
 
+void moe_cfg_share_counts(int64_t ffn, int64_t block, char *buf, size_t n)
+{
+    size_t at = 0;
+    int64_t blocks = block > 0 && ffn % block == 0 ? ffn / block : 0;
+    for (int64_t c = 2; c <= blocks && c <= MOE_MAX_RANKS && at < n; c++) {
+        if (blocks % c == 0) {
+            int w = snprintf(buf + at, n - at, "%s%lld", at > 0 ? ", " : "", (long long)c);
+            at = w > 0 ? at + (size_t)w : at;
+        }
+    }
+}
+
 int64_t moe_cfg_column_first(const moe_config_t *cfg, int layer, int expert, int rank)
 {
     if (cfg->column_shares <= 1) {

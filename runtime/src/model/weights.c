@@ -1139,12 +1139,14 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     bool split = moe_cfg_expert_ffn(cfg) < cfg->ffn_dim; /* placement.copies: columns */
     if (st == MOE_OK && split && hosts && store == MOE_DTYPE_FP8 &&
         moe_cfg_expert_ffn(cfg) % c.fp8_block[1] != 0) {
+        char ok[96] = "none";
+        moe_cfg_share_counts(cfg->ffn_dim, c.fp8_block[1], ok, sizeof(ok));
         st = moe_error_set(err, MOE_ERR_UNSUPPORTED, "placement.copies: columns: a share of "
                            "%lld of model.ffn_dim %lld cuts the FP8 scale blocks of %lld inputs "
-                           "of %s (quantization_config.weight_block_size); use fewer copies "
-                           "of each expert, or model.dtype: bf16 to widen the weights",
-                           (long long)moe_cfg_expert_ffn(cfg), (long long)cfg->ffn_dim,
-                           (long long)c.fp8_block[1], moe_ckpt_name(c.ck));
+                           "of %s (quantization_config.weight_block_size); copies of an expert "
+                           "that keep whole blocks: %s; or model.dtype: bf16 to widen the "
+                           "weights", (long long)moe_cfg_expert_ffn(cfg), (long long)cfg->ffn_dim,
+                           (long long)c.fp8_block[1], moe_ckpt_name(c.ck), ok);
     }
     if (st == MOE_OK && (bf16 || (split && !quant)) && hosts) {
         st = alloc_ffn(cfg, cfg->ffn_dim, &c.tmp, err);

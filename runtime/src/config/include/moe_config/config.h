@@ -64,8 +64,8 @@ typedef enum { MOE_DEDUP_AUTO = 0, MOE_DEDUP_ON = 1, MOE_DEDUP_OFF = 2 } moe_ded
  * copy i of n holds the ffn columns [i * F / n, (i + 1) * F / n) of the expert (W1/W3's
  * rows, W2's inputs), every token of the expert goes to all n, and their partial outputs
  * add up in the merge. Balance: each holds the whole expert and every step all of the
- * expert's tokens go to one copy, the one whose rank has the fewest experts to read in the
- * step so far (layer/plan.h). */
+ * expert's tokens (of one routing rank: each picks for its own) go to one copy, the one
+ * whose rank has the fewest experts to read in the step so far (layer/plan.h). */
 typedef enum {
     MOE_COPIES_REPLICAS = 0,
     MOE_COPIES_COLUMNS = 1,
@@ -353,5 +353,9 @@ static inline int64_t moe_cfg_expert_ffn(const moe_config_t *cfg)
 /* With placement.copies: columns, the first ffn column `rank`'s copy of `expert` holds in
  * `layer` (its place among the expert's ranks, ascending, times the share); 0 otherwise. */
 int64_t moe_cfg_column_first(const moe_config_t *cfg, int layer, int expert, int rank);
+
+/* The numbers of column shares (2 and up) that cut ffn columns into whole multiples of
+ * `block`, "2, 3, 4, ..." into buf (left as it is when there are none), for messages. */
+void moe_cfg_share_counts(int64_t ffn, int64_t block, char *buf, size_t n);
 
 #endif /* MOE_CONFIG_H */
