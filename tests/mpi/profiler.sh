@@ -5,6 +5,27 @@ source "$(dirname "$0")/common.sh"
 command -v python3 > /dev/null || { echo "SKIP: python3 is needed to parse the JSON reports"; exit 77; }
 run_dir() { ls -d "$WORK"/experiments/*/ | sort | tail -1; }
 
+# write_trace FILE E K TOKENS "IDS" "WEIGHTS" SOURCE: a one-layer moed-routing/1 trace of
+# TOKENS tokens x K choices of E experts (ids and weights token by token, space separated)
+write_trace() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+f, E, K, T, ids, wts, src = sys.argv[1:8]
+ids = [int(x) for x in ids.split()]; wts = [float(x) for x in wts.split()]
+n = int(T) * int(K)
+assert len(ids) == n == len(wts), "write_trace: %d ids, %d weights for %d choices" % (len(ids), len(wts), n)
+meta = {"format": "moed-routing/1", "num_experts": E, "top_k": K, "tokens_per_step": T,
+        "layers": "[0]", "family": "mixtral", "source": src, "weights": "router"}
+a = struct.pack("<%di" % n, *ids); b = struct.pack("<%df" % n, *wts)
+shape = [int(T), int(K)]
+hdr = {"__metadata__": meta,
+       "layers.0.topk_ids": {"dtype": "I32", "shape": shape, "data_offsets": [0, 4 * n]},
+       "layers.0.topk_weights": {"dtype": "F32", "shape": shape, "data_offsets": [4 * n, 8 * n]}}
+h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
+open(f, "wb").write(struct.pack("<Q", len(h)) + h + a + b)
+PY
+}
+
 case "$1" in
   subset)  # profiled_ranks: [0, 2] yields records of ranks 0 and 2 only
     PROF=true small_model | sed 's/^  enabled: true/  enabled: true\n  profiled_ranks: [0, 2]\n  warmup_steps: 1\n  measurement_steps: 2/' > c.yaml
@@ -550,20 +571,7 @@ PY
     # a step (4 to each) carrying 16 pairs (each rank runs all 8 of its pairs on its share):
     # 8 x 256 x 2 = 4096 bytes a step each way summed, where the whole experts moved 3072.
     # Each share computes half an expert's FLOPs; the output is the whole experts' (1e-5).
-    python3 - trace.safetensors <<'PY'
-import json, struct, sys
-ids = [0, 1, 0, 2, 2, 3, 3, 1]
-wts = [0.75, 0.25, 0.5, 0.5, 0.625, 0.375, 0.875, 0.125]
-meta = {"format": "moed-routing/1", "num_experts": "4", "top_k": "2", "tokens_per_step": "4",
-        "layers": "[0]", "family": "mixtral", "source": "profiler.sh dedup_bytes",
-        "weights": "router"}
-a = struct.pack("<8i", *ids); b = struct.pack("<8f", *wts)
-hdr = {"__metadata__": meta,
-       "layers.0.topk_ids": {"dtype": "I32", "shape": [4, 2], "data_offsets": [0, 32]},
-       "layers.0.topk_weights": {"dtype": "F32", "shape": [4, 2], "data_offsets": [32, 64]}}
-h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + a + b)
-PY
+    write_trace trace.safetensors 4 2 4 "0 1 0 2 2 3 3 1" "0.75 0.25 0.5 0.5 0.625 0.375 0.875 0.125" "profiler.sh dedup_bytes"
     for cp in replicas columns; do
       place='{1: [0, 1], 2: [2, 3]}'
       [[ $cp == columns ]] && place='{1: [0, 1, 2, 3], 2: [0, 1, 2, 3]}'
@@ -613,20 +621,7 @@ PY
     # balance gives e0, e2 to rank 1 and e1, e3 to rank 2: 2 calls a rank, 4 a step, each
     # on both tokens; rows: each rank gets both tokens (2 rows carrying 4 pairs) where
     # replicas send one token to each rank (1 row carrying 4 pairs). One layer, 4 steps.
-    python3 - trace.safetensors <<'PY'
-import json, struct, sys
-ids = [0, 1, 2, 3, 0, 1, 2, 3]
-wts = [0.4, 0.3, 0.2, 0.1, 0.1, 0.2, 0.3, 0.4]
-meta = {"format": "moed-routing/1", "num_experts": "8", "top_k": "4", "tokens_per_step": "2",
-        "layers": "[0]", "family": "mixtral", "source": "profiler.sh balance_reads",
-        "weights": "router"}
-a = struct.pack("<8i", *ids); b = struct.pack("<8f", *wts)
-hdr = {"__metadata__": meta,
-       "layers.0.topk_ids": {"dtype": "I32", "shape": [2, 4], "data_offsets": [0, 32]},
-       "layers.0.topk_weights": {"dtype": "F32", "shape": [2, 4], "data_offsets": [32, 64]}}
-h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + a + b)
-PY
+    write_trace trace.safetensors 8 4 2 "0 1 2 3 0 1 2 3" "0.4 0.3 0.2 0.1 0.1 0.2 0.3 0.4" "profiler.sh balance_reads"
     for cp in replicas balance; do
       PROF=true H=64 F=64 E=8 K=4 LAYERS=1 TOKENS=2 STEPS=5 \
         PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7], 2: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model \
@@ -673,20 +668,7 @@ PY
     # = 6 rows (3 to rank 1, 3 to rank 2) carrying 8 pairs a step. F32 rows of hidden 64:
     # 256 bytes, each way: 6 x 256 x 2 = 3072 bytes a step with runtime.dedup, and 8 x 256
     # x 2 = 4096 with runtime.dedup: false (one row per pair).
-    python3 - trace.safetensors <<'PY'
-import json, struct, sys
-ids = [0, 1, 0, 2, 2, 3, 3, 1]
-wts = [0.75, 0.25, 0.5, 0.5, 0.625, 0.375, 0.875, 0.125]
-meta = {"format": "moed-routing/1", "num_experts": "4", "top_k": "2", "tokens_per_step": "4",
-        "layers": "[0]", "family": "mixtral", "source": "profiler.sh dedup_bytes",
-        "weights": "router"}
-a = struct.pack("<8i", *ids); b = struct.pack("<8f", *wts)
-hdr = {"__metadata__": meta,
-       "layers.0.topk_ids": {"dtype": "I32", "shape": [4, 2], "data_offsets": [0, 32]},
-       "layers.0.topk_weights": {"dtype": "F32", "shape": [4, 2], "data_offsets": [32, 64]}}
-h = json.dumps(hdr).encode(); h += b" " * (-len(h) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + a + b)
-PY
+    write_trace trace.safetensors 4 2 4 "0 1 0 2 2 3 3 1" "0.75 0.25 0.5 0.5 0.625 0.375 0.875 0.125" "profiler.sh dedup_bytes"
     for dd in true false; do
       PROF=true H=64 F=64 E=4 K=2 LAYERS=1 TOKENS=4 STEPS=5 PLACEMENT='{1: [0, 1], 2: [2, 3]}' \
         small_model | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 4/; s|^workload:|workload:\n  routing: $WORK/trace.safetensors|; s/^runtime:/runtime:\n  dedup: $dd/; s|output_dir: .*|output_dir: $WORK/exp_$dd|" > c_$dd.yaml

@@ -206,6 +206,24 @@ static void test_dedup(void)
     moe_plan_destroy(&p);
 }
 
+/* Experts 0-3 each on ranks 1 and 2: the slots sorted by expert, then rank. */
+static void both_ranks(moe_cfg_replica_t slots[8])
+{
+    for (int s = 0; s < 8; s++) {
+        slots[s] = (moe_cfg_replica_t){.expert = (uint16_t)(s / 2), .rank = 1 + s % 2};
+    }
+}
+
+/* A plan of 3 ranks and 4 experts with 8 slots carved from one block (returned: free it). */
+static void *carve(moe_plan_t *p, int k, int64_t tokens, int fan)
+{
+    moe_arena_t sizing = {0};
+    moe_plan_carve_fan(p, 3, 4, k, tokens, 8, fan, &sizing);
+    moe_arena_t a = {.base = calloc(1, moe_arena_size(&sizing))};
+    moe_plan_carve_fan(p, 3, 4, k, tokens, 8, fan, &a);
+    return a.base;
+}
+
 /* placement.copies: columns: experts 0-3 each split over ranks 1 and 2 (slots sorted by
  * expert, then rank), k_dd_idx's tokens: every token goes to both ranks, one row each,
  * carrying all its choices (each rank runs its share of both experts): 8 rows, 16 (pair,
@@ -213,14 +231,9 @@ static void test_dedup(void)
 static void test_columns(void)
 {
     moe_cfg_replica_t slots[8];
-    for (int s = 0; s < 8; s++) {
-        slots[s] = (moe_cfg_replica_t){.expert = (uint16_t)(s / 2), .rank = 1 + s % 2};
-    }
+    both_ranks(slots);
     moe_plan_t p;
-    moe_arena_t sizing = {0};
-    moe_plan_carve_fan(&p, 3, 4, 2, 4, 8, 2, &sizing);
-    moe_arena_t a = {.base = calloc(1, moe_arena_size(&sizing))};
-    moe_plan_carve_fan(&p, 3, 4, 2, 4, 8, 2, &a);
+    void *block = carve(&p, 2, 4, 2);
     p.dedup = true;
     p.columns = true;
     CHECK_INT_EQ(p.rows_per_token, 4);
@@ -261,7 +274,7 @@ static void test_columns(void)
     CHECK_INT_EQ(p.num_send, 6); /* t0, t1, t2 to both ranks */
     CHECK_INT_EQ(p.send_pairs[1], 4);
     CHECK_INT_EQ(p.token_rows[12], -1);
-    free(a.base);
+    free(block);
 }
 
 /* placement.copies: balance: experts 0-3 each whole on ranks 1 and 2, k_dd_idx's tokens
@@ -271,14 +284,9 @@ static void test_columns(void)
 static void test_balance(void)
 {
     moe_cfg_replica_t slots[8];
-    for (int s = 0; s < 8; s++) {
-        slots[s] = (moe_cfg_replica_t){.expert = (uint16_t)(s / 2), .rank = 1 + s % 2};
-    }
+    both_ranks(slots);
     moe_plan_t p;
-    moe_arena_t sizing = {0};
-    moe_plan_carve(&p, 3, 4, 2, 4, 8, &sizing);
-    moe_arena_t a = {.base = calloc(1, moe_arena_size(&sizing))};
-    moe_plan_carve(&p, 3, 4, 2, 4, 8, &a);
+    void *block = carve(&p, 2, 4, 1);
     p.dedup = true;
     p.balance = true;
     moe_plan_count_demand(&p, k_dd_idx, 4);
@@ -308,10 +316,7 @@ static void test_balance(void)
     const int32_t one[4] = {0, 1, 2, 3};
     const float w4[4] = {0.25f, 0.25f, 0.25f, 0.25f};
     moe_plan_t q;
-    moe_arena_t sz = {0};
-    moe_plan_carve(&q, 3, 4, 4, 1, 8, &sz);
-    moe_arena_t b = {.base = calloc(1, moe_arena_size(&sz))};
-    moe_plan_carve(&q, 3, 4, 4, 1, 8, &b);
+    void *block_q = carve(&q, 4, 1, 1);
     q.dedup = true;
     for (int bal = 0; bal < 2; bal++) {
         q.balance = bal == 1;
@@ -320,8 +325,8 @@ static void test_balance(void)
         CHECK_INT_EQ(q.send_pairs[1], bal ? 2 : 4);
         CHECK_INT_EQ(q.send_pairs[2], bal ? 2 : 0);
     }
-    free(a.base);
-    free(b.base);
+    free(block);
+    free(block_q);
 }
 
 int main(void)
