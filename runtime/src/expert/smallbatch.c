@@ -631,13 +631,12 @@ typedef void (*blk_fn)(const moe_sb_matrix_t *w, int64_t nb, const void *x, int6
 /* The accumulators a pass may hold: 24 registers, 20 for FP8 (its tables take 5); nw: the
  * column vectors a pass covers, all 4 of a block (its weights streamed in order: passes over
  * half a block, for more rows a decoding, ran slower at 8 rows: 0.72 against 0.46 ms an FP8
- * expert); u: accumulator sets, as many as fit (at most 4) */
+ * expert); u: accumulator sets, as many as fit, at most 2 (4 sets at one row, which fit, made
+ * a call from memory 1.3x slower: BF16 0.46-0.50 against 0.36 ms, FP8 0.26-0.27 against
+ * 0.19, one core, docs/performance.md) */
 #define SB_ACC(T) ((T) == MOE_SB_FP8 ? 20 : 24)
 #define SB_NW(T, R) 4
-#define SB_U(T, R)                                                                           \
-    (SB_ACC(T) / ((R) * SB_NW(T, R)) >= 4   ? 4                                             \
-     : SB_ACC(T) / ((R) * SB_NW(T, R)) >= 2 ? 2                                             \
-                                            : 1)
+#define SB_U(T, R) (SB_ACC(T) / ((R) * SB_NW(T, R)) >= 2 ? 2 : 1)
 #define SB_BF(T, R)                                                                          \
     __attribute__((noinline)) static void bf_##T##_##R(const moe_sb_matrix_t *w, int64_t nb, \
                                                        const void *x, int64_t ldx,           \
