@@ -423,19 +423,17 @@ static moe_status_t plan_compute(plan_t *p, moe_error_t *err)
  * copy of each, so an expert has at most one copy per expert rank. */
 static moe_status_t plan_check(plan_t *p, moe_error_t *err)
 {
-    if (p->old->copies == MOE_COPIES_COLUMNS) {
+    if (p->old->copies != MOE_COPIES_REPLICAS) {
+        bool columns = p->old->copies == MOE_COPIES_COLUMNS;
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "the base config sets placement.copies: "
-                             "columns: every expert is split over the expert ranks, each "
-                             "reading an even share of every expert, so there is no "
-                             "placement to plan; moed plan places whole experts (plan from a "
-                             "run or config with placement.copies: replicas)");
-    }
-    if (p->old->copies == MOE_COPIES_BALANCE) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "the base config sets placement.copies: "
-                             "balance: each step picks the copy of every expert by the load "
-                             "of that step, which moed plan does not predict; it plans "
-                             "replicas that split an expert's tokens by position (plan from a "
-                             "run or config with placement.copies: replicas)");
+                             "%s (plan from a run or config with placement.copies: replicas)",
+                             columns ? "columns: every expert is split over the expert ranks, "
+                                       "each reading an even share of every expert, so there "
+                                       "is no placement to plan; moed plan places whole experts"
+                                     : "balance: each step picks the copy of every expert by "
+                                       "the load of that step, which moed plan does not "
+                                       "predict; it plans replicas that split an expert's "
+                                       "tokens by position");
     }
     if (p->a.ranks < 2 || p->a.ranks > MOE_MAX_RANKS || p->n < 1) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is too small: a placement "
