@@ -121,6 +121,20 @@ case "$1" in
     # F32 rows on the wire, as in rebalance_bf16 (BF16 rows: mpi.equivalence.dedup_bf16)
     printf 'model:\n  checkpoint: %s\nplacement:\n  experts: auto\nruntime:\n  compute_dtype: %s\n  wire_dtype: f32\n  rebalance_every: 2\n  redundant_experts: 2\nworkload:\n  tokens_per_step: 96\n  steps: 7\n  input: %s\n  routing_skew: 1.5\nprofiler:\n  enabled: false\n' \
       "$WORK/ck" "$compute" "$WORK/ck/input.safetensors" > c.yaml ;;
+  # The MPI transport sends a peer's rows in pieces (transport/mpi.c). 1 KiB pieces of
+  # 512-byte rows: 2 rows a message, an odd count leaves a short last piece; with chunks
+  # and symmetric routing every rank sends and receives many pieces a slot.
+  pieces_master)
+    export MOED_MPI_PIECE_KB=1
+    TOKENS=97 PLACEMENT='{0: [0, 2, 4, 6], 1: [1], 2: [3, 5, 7]}' small_model > c.yaml ;;
+  pieces_symmetric)
+    export MOED_MPI_PIECE_KB=1
+    CHUNKS=3 ROUTING=symmetric TOKENS=101 CF=1.0 SKEW=1.5 small_model > c.yaml ;;
+  # The default pieces (256 KiB) without MPI's single-copy path: 4 KiB rows, ~2 MB a peer,
+  # copied through shared memory in fragments (the case the pieces are for).
+  pieces_no_cma)
+    export OMPI_MCA_btl_vader_single_copy_mechanism=none
+    H=1024 F=128 TOKENS=512 small_model > c.yaml ;;
   *) fail "unknown case $1" ;;
 esac
 # The UCX cases first try one step on 2 ranks, which opens a UCX worker and an endpoint to

@@ -91,6 +91,29 @@ static void test_nap_expected(void)
     CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + MOE_POLL_SPIN_NS), 0);
 }
 
+/* Reported progress (moe_poll_progress: a piece of a transfer arrived) spins the wait for
+ * MOE_POLL_SPIN_NS from it, whatever the backoff or an expected end said; then the naps are
+ * as before. */
+static void test_nap_progress(void)
+{
+    const int64_t ms = 1000000;
+    moe_poll_t p;
+    moe_poll_begin_at(&p, 0, true);
+    p.start_ns = p.last_ns = 1000 * ms;
+    int64_t t = p.start_ns + 50 * ms; /* deep in the backoff: the cap */
+    CHECK_INT_EQ(moe_poll_nap_at(&p, t), MOE_POLL_NAP_MAX_NS);
+    moe_poll_progress(&p, t);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, t), 0);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, t + MOE_POLL_SPIN_NS - 1), 0);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, t + MOE_POLL_SPIN_NS), MOE_POLL_NAP_MAX_NS);
+    moe_poll_expect(&p, t + 95 * ms); /* an expected end ahead: progress still spins */
+    moe_poll_progress(&p, t + 10 * ms);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, t + 10 * ms + 1000), 0);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, t + 10 * ms + MOE_POLL_SPIN_NS), 85 * ms - MOE_POLL_SPIN_NS);
+    moe_poll_begin_at(&p, 0, true); /* a new wait starts without it */
+    CHECK_INT_EQ(p.progress_ns, 0);
+}
+
 /* A gap of over a second between two polls is this process stopped: the deadline moves and
  * the time is not counted as waited (a resumed rank does not blame its peers). */
 static void test_stopped_gap(void)
@@ -290,6 +313,7 @@ int main(int argc, char **argv)
     moe_stop_mpi_init_end();
     test_nap();
     test_nap_expected();
+    test_nap_progress();
     test_deadline();
     test_stopped_gap();
     test_wait_stopped_before_poll();

@@ -21,6 +21,14 @@
  * compute on 2 cores); with the expectation it wakes a few times. A nap may also end early
  * when a peer on the node posts a send to this rank (moe_poll_set_nap, transport/wake.h).
  *
+ * A wait also spins (yielding the core to any runnable process between tests) for
+ * MOE_POLL_SPIN_NS after each sign of progress its caller reports (moe_poll_progress: a
+ * piece of a transfer completed). A large message that MPI copies through shared memory in
+ * fragments (no single-copy mechanism: a container or a host that forbids cross-process
+ * reads) moves only while both ends call into MPI: napping between fragments made such an
+ * exchange ~18x slower than MPI's own blocking calls. Progress keeps both ends polling while
+ * the bytes flow; a wait that sees none backs off as above.
+ *
  * A hook, set once by the transport layer, runs on every poll: it answers liveness pings
  * and learns of faults other ranks report, so every wait also serves the watchdog. */
 #ifndef MOE_POLL_H
@@ -38,6 +46,7 @@ typedef struct moe_poll {
     int64_t last_ns;     /* the previous poll (to see this process was stopped) */
     int64_t stopped_ns;  /* time this process spent stopped during the wait */
     int64_t expect_ns;   /* when the wait should end (moe_poll_expect); 0: no guess */
+    int64_t progress_ns; /* the last progress the caller reported (moe_poll_progress); 0: none */
     bool honour_stop;
 } moe_poll_t;
 
@@ -59,7 +68,11 @@ int64_t moe_poll_nap_ns(int64_t waited_ns);
 int64_t moe_poll_nap_max_ns(void);
 /* The wait should end at about end_ns (a moe_now_ns() time; 0: no guess). */
 void moe_poll_expect(moe_poll_t *p, int64_t end_ns);
-/* The nap the poll takes at `now` (ns): moe_poll_nap_ns of the time waited without an
+/* Something the wait waits for moved at `now` (a piece of a transfer completed): spin for
+ * MOE_POLL_SPIN_NS from now (yielding between tests) before napping again. */
+void moe_poll_progress(moe_poll_t *p, int64_t now);
+/* The nap the poll takes at `now` (ns): 0 within MOE_POLL_SPIN_NS of reported progress,
+ * else moe_poll_nap_ns of the time waited without an
  * expectation; with one, until it (at most MOE_POLL_QUIET_MAX_NS) while it lies ahead,
  * then moe_poll_nap_ns of the time since it, at least the first nap (no spin). Never past
  * the deadline. */

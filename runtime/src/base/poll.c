@@ -1,5 +1,6 @@
 #include "moe/poll.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -42,6 +43,7 @@ void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop)
     p->deadline_ns = deadline_ns;
     p->stopped_ns = 0;
     p->expect_ns = 0;
+    p->progress_ns = 0;
     p->honour_stop = honour_stop;
 }
 
@@ -71,9 +73,17 @@ void moe_poll_expect(moe_poll_t *p, int64_t end_ns)
     p->expect_ns = end_ns > 0 ? end_ns : 0;
 }
 
+void moe_poll_progress(moe_poll_t *p, int64_t now)
+{
+    p->progress_ns = now;
+}
+
 int64_t moe_poll_nap_at(const moe_poll_t *p, int64_t now)
 {
     int64_t nap;
+    if (p->progress_ns > 0 && now - p->progress_ns < MOE_POLL_SPIN_NS) {
+        return 0; /* the bytes are flowing: both ends keep calling into MPI */
+    }
     if (p->expect_ns > 0 && now < p->expect_ns) {
         nap = p->expect_ns - now;
         nap = nap > MOE_POLL_QUIET_MAX_NS ? MOE_POLL_QUIET_MAX_NS : nap;
@@ -111,6 +121,7 @@ moe_status_t moe_poll_next(moe_poll_t *p)
         p->stopped_ns += gap;
         p->deadline_ns += p->deadline_ns > 0 ? gap : 0;
         p->expect_ns += p->expect_ns > 0 ? gap : 0;
+        p->progress_ns = 0;
     }
     p->last_ns = now;
     moe_stop_alive(now);
@@ -121,7 +132,9 @@ moe_status_t moe_poll_next(moe_poll_t *p)
     if (p->deadline_ns > 0 && now >= p->deadline_ns) {
         return MOE_ERR_TIMEOUT;
     }
-    if (st == MOE_OK) {
+    if (st == MOE_OK && p->progress_ns > 0 && now - p->progress_ns < MOE_POLL_SPIN_NS) {
+        sched_yield(); /* bytes flowing: test again soon, a rank sharing this core first */
+    } else if (st == MOE_OK) {
         poll_nap(p, moe_poll_nap_at(p, now));
     }
     return st;

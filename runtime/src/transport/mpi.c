@@ -8,8 +8,17 @@
  * the receiver has taken the rows, which MPI tells the sender by a message of its own that
  * posts nothing, so a sender napping on its send would otherwise sleep its nap out.
  *
+ * Pieces: a peer's rows go as messages of at most MOE_MPI_PIECE_BYTES (MOED_MPI_PIECE_KB
+ * overrides it, for measurements; 0: one message a peer), matched in order (one tag). Each
+ * completed piece is progress the wait sees (it spins on instead of napping: moe/poll.h)
+ * and posts the peer (its next piece can move). Without MPI's single-copy path (CMA), a
+ * large message crosses shared memory in small fragments that move only while both ends
+ * call into MPI; whole messages then took ~18x MPI's blocking time. A peer's rows have
+ * arrived when its last piece has.
+ *
  * Each slot has its own requests and its own tag (ROWS_TAG + slot); MPI's ordering of
  * messages between two ranks with one tag keeps successive uses of a slot apart. */
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +29,53 @@
 #include "transport/wake.h"
 
 enum { ROWS_TAG = 4242 };
+#define MOE_MPI_PIECE_BYTES (256 * 1024)
 
 typedef struct mpi_slot {
-    MPI_Request *reqs; /* [2 * world]: receives first, then sends */
-    int *req_peer;     /* [2 * world]: receives: the peer; sends: -2 - peer */
-    int nreq, left;
+    MPI_Request *reqs; /* [cap]: receives first, then sends */
+    int *req_peer;     /* [cap]: receives: the peer; sends: -2 - peer */
+    int *recv_left;    /* [world]: pieces of each peer's rows not yet arrived */
+    int nreq, left, cap;
 } mpi_slot_t;
 
 typedef struct mpi_impl {
     MPI_Datatype row_type; /* row_elems contiguous floats: counts stay in rows */
     int use_alltoallv;
+    int piece_rows;        /* rows a message at most */
     mpi_slot_t *slots;     /* [num_slots] */
-    int *done_idx;         /* [2 * world] scratch for MPI_Testsome */
+    int *done_idx;         /* [done_cap] scratch for MPI_Testsome */
+    int done_cap;
 } mpi_impl_t;
+
+/* The messages rows make: one per piece_rows, at least one when there are rows. */
+static int pieces_of(const mpi_impl_t *impl, int rows)
+{
+    return rows <= 0 ? 0 : (rows - 1) / impl->piece_rows + 1;
+}
+
+/* Room for n requests in slot s (grown only: after the first steps, nothing is allocated). */
+static moe_status_t mpi_reserve(mpi_impl_t *impl, mpi_slot_t *s, int n, moe_error_t *err)
+{
+    if (n > s->cap) {
+        MPI_Request *r = realloc(s->reqs, (size_t)n * sizeof(*r));
+        s->reqs = r != NULL ? r : s->reqs;
+        int *q = r != NULL ? realloc(s->req_peer, (size_t)n * sizeof(*q)) : NULL;
+        s->req_peer = q != NULL ? q : s->req_peer;
+        if (q == NULL) {
+            return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %d MPI requests", n);
+        }
+        s->cap = n;
+    }
+    if (n > impl->done_cap) {
+        int *d = realloc(impl->done_idx, (size_t)n * sizeof(*d));
+        if (d == NULL) {
+            return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %d MPI requests", n);
+        }
+        impl->done_idx = d;
+        impl->done_cap = n;
+    }
+    return MOE_OK;
+}
 
 /* Post every receive, then every send; the own block is a memcpy. After a failed post the
  * slot counts only the requests posted before it, for cancel to release. */
@@ -42,30 +85,41 @@ static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
 {
     mpi_impl_t *impl = t->impl;
     mpi_slot_t *s = &impl->slots[slot];
-    int W = t->world_size, me = t->rank, n = 0, tag = ROWS_TAG + slot;
-    moe_status_t st = MOE_OK;
+    int W = t->world_size, me = t->rank, n = 0, tag = ROWS_TAG + slot, P = impl->piece_rows;
     size_t row = (size_t)t->row_elems;
+    int need = 0;
+    for (int p = 0; p < W; p++) {
+        need += p != me ? pieces_of(impl, recv_rows[p]) + pieces_of(impl, send_rows[p]) : 0;
+    }
+    s->nreq = s->left = 0;
+    moe_status_t st = mpi_reserve(impl, s, need, err);
     for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me - i + W) % W; /* staggered so peers do not all hit rank 0 first */
-        if (p != me && recv_rows[p] > 0) {
-            st = MOE_MPI(MPI_Irecv(recv + (size_t)recv_displs[p] * row, recv_rows[p],
+        s->recv_left[p] = 0;
+        for (int64_t r = 0; p != me && r < recv_rows[p] && st == MOE_OK; r += P) {
+            int rows = recv_rows[p] - r < P ? (int)(recv_rows[p] - r) : P;
+            st = MOE_MPI(MPI_Irecv(recv + ((size_t)recv_displs[p] + (size_t)r) * row, rows,
                                    impl->row_type, p, tag, t->comm, &s->reqs[n]),
                          err);
             if (st == MOE_OK) {
                 s->req_peer[n++] = p;
+                s->recv_left[p]++;
             }
         }
     }
     for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me + i) % W;
-        if (p != me && send_rows[p] > 0) {
-            st = MOE_MPI(MPI_Isend(send + (size_t)send_displs[p] * row, send_rows[p],
+        for (int64_t r = 0; p != me && r < send_rows[p] && st == MOE_OK; r += P) {
+            int rows = send_rows[p] - r < P ? (int)(send_rows[p] - r) : P;
+            st = MOE_MPI(MPI_Isend(send + ((size_t)send_displs[p] + (size_t)r) * row, rows,
                                    impl->row_type, p, tag, t->comm, &s->reqs[n]),
                          err);
             if (st == MOE_OK) {
                 s->req_peer[n++] = -2 - p;
-                moe_wake_post(p); /* a peer napping on this node tests at once */
             }
+        }
+        if (p != me && send_rows[p] > 0 && st == MOE_OK) {
+            moe_wake_post(p); /* a peer napping on this node tests at once */
         }
     }
     if (recv_rows[me] > 0) {
@@ -119,10 +173,15 @@ static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error
     } else {
         for (int i = 0; i < ndone; i++) {
             int peer = s->req_peer[impl->done_idx[i]];
-            if (peer >= 0) {
+            if (peer >= 0 && --s->recv_left[peer] == 0) {
                 x->peer_done_ns[peer] = now;
-                moe_wake_post(peer); /* its send may wait for this receive: it tests now */
             }
+            /* a receive: the sender may wait for it (its next piece, or its rendezvous
+             * send's end); a send: the receiver can take the next piece */
+            moe_wake_post(peer >= 0 ? peer : -2 - peer);
+        }
+        if (ndone > 0 && s->left > ndone) {
+            moe_wait_progress(); /* more pieces to come: keep testing while they flow */
         }
         s->left -= ndone;
     }
@@ -185,6 +244,7 @@ static void mpi_destroy(moe_transport_t *t)
         for (int s = 0; impl->slots != NULL && s < t->num_slots; s++) {
             free(impl->slots[s].reqs);
             free(impl->slots[s].req_peer);
+            free(impl->slots[s].recv_left);
         }
         free(impl->slots);
         free(impl->done_idx);
@@ -209,11 +269,15 @@ static moe_status_t mpi_alloc(moe_transport_t *t, mpi_impl_t *impl, moe_error_t 
     size_t W = (size_t)t->world_size;
     impl->slots = calloc((size_t)t->num_slots, sizeof(mpi_slot_t));
     impl->done_idx = calloc(2 * W, sizeof(int));
+    impl->done_cap = 2 * (int)W;
     bool failed = impl->slots == NULL || impl->done_idx == NULL;
     for (int s = 0; !failed && s < t->num_slots; s++) {
         impl->slots[s].reqs = calloc(2 * W, sizeof(MPI_Request));
         impl->slots[s].req_peer = calloc(2 * W, sizeof(int));
-        failed = impl->slots[s].reqs == NULL || impl->slots[s].req_peer == NULL;
+        impl->slots[s].recv_left = calloc(W, sizeof(int));
+        impl->slots[s].cap = 2 * (int)W;
+        failed = impl->slots[s].reqs == NULL || impl->slots[s].req_peer == NULL ||
+                 impl->slots[s].recv_left == NULL;
     }
     return failed ? moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the MPI transport")
                   : MOE_OK;
@@ -233,6 +297,13 @@ moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, int num_
     impl->row_type = MPI_DATATYPE_NULL;
     const char *mode = getenv("MOED_MPI_EXCHANGE");
     impl->use_alltoallv = mode != NULL && strcmp(mode, "alltoallv") == 0;
+    /* MOED_MPI_PIECE_KB: the piece size in KiB (0: one message a peer), for measurements */
+    const char *kb = getenv("MOED_MPI_PIECE_KB");
+    long piece = kb != NULL && *kb != '\0' ? strtol(kb, NULL, 10) * 1024 : MOE_MPI_PIECE_BYTES;
+    long row_bytes = (long)row_elems * (long)sizeof(float);
+    impl->piece_rows = piece <= 0 || row_bytes <= 0 ? INT_MAX
+                       : piece / row_bytes > 0      ? (int)(piece / row_bytes)
+                                                    : 1;
     moe_status_t st = moe_transport_base_init(t, &k_mpi_ops, comm, row_elems, num_slots, err);
     if (st == MOE_OK) {
         st = mpi_alloc(t, impl, err);

@@ -183,6 +183,13 @@ moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pendin
     return st;
 }
 
+void moe_wait_progress(void)
+{
+    if (g_poll_start >= 0) {
+        moe_poll_progress(&g_poll, moe_now_ns());
+    }
+}
+
 /* A failed MPI call in a wait: its MOE_MPI message, plus what the wait was for. */
 static moe_status_t wait_failed(moe_status_t st, const char *what, moe_error_t *err)
 {

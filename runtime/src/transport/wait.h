@@ -25,6 +25,9 @@ void moe_wait_set_where(int64_t step, int layer, const char *phase);
  * guess, the default): they nap towards it (moe/poll.h, moe_poll_expect). The caller sets
  * it before one long wait and clears it after. */
 void moe_wait_expect(int64_t end_ns);
+/* The wait in progress saw its transfer move (a piece completed): it spins a moment before
+ * napping again (moe_poll_progress). Outside a wait: the next wait starts afresh anyway. */
+void moe_wait_progress(void);
 
 /* The poll helper for loops that test their own requests: returns MOE_OK to keep waiting
  * (after napping if the spin time is over), or INTERRUPTED / TIMEOUT with err filled.
