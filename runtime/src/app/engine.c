@@ -290,7 +290,11 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     st = moe_agree(eng->comm, st, err);
     bool hosts = moe_cfg_experts_of_rank(cfg, eng->rank, NULL) > 0;
     int vote[2] = {hosts ? compute == MOE_NUM_BF16 : 1, 0}, all[2] = {0, 0};
-    vote[1] = cfg->wire_dtype == MOE_NUM_AUTO ? vote[0] : cfg->wire_dtype == MOE_NUM_BF16;
+    /* auto: the compute type; F16 on cuda keeps F32 rows (BF16 rows would drop 3 of the
+     * 11 bits its GEMM inputs hold) */
+    bool f16_gpu = hosts && cfg->device == MOE_DEVICE_CUDA && eng->value == MOE_DTYPE_F16;
+    vote[1] = cfg->wire_dtype == MOE_NUM_AUTO ? vote[0] && !f16_gpu
+                                              : cfg->wire_dtype == MOE_NUM_BF16;
     /* the value and held types of the experts here, as bit sets (engine_load_weights) */
     bool bf16 = cfg->device != MOE_DEVICE_CUDA && compute == MOE_NUM_BF16;
     bool quant = eng->value == MOE_DTYPE_FP8 || eng->value == MOE_DTYPE_MXFP4;
@@ -356,11 +360,16 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
             snprintf(split, sizeof(split), "; each step an expert's tokens on its copy with "
                      "the fewest experts to read");
         }
-        MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire%s", vals, as,
-                 all[0] ? "bf16" : "f32", note, all[1] ? "bf16" : "f32", split);
+        /* on cuda the GEMMs take the held type: F16 weights compute in F16 */
+        const char *cname = !all[0] ? "f32"
+                            : cfg->device == MOE_DEVICE_CUDA && held_bits == 1 << MOE_DTYPE_F16
+                                ? "f16"
+                                : "bf16";
+        MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire%s", vals, as, cname,
+                 note, all[1] ? "bf16" : "f32", split);
         char desc[320];
         snprintf(desc, sizeof(desc), "%s weights%s, %s compute%s", vals,
-                 q ? " held as stored" : as, all[0] ? "bf16" : "f32", split);
+                 q ? " held as stored" : as, cname, split);
         engine_copy_text(eng->experts_desc, sizeof(eng->experts_desc), desc);
     }
     return MOE_OK;
