@@ -126,8 +126,15 @@ assert run["steps_run"] > 10, run
 print("ran", run["steps_run"], "steps of a run without end; planned", run["steps_planned"])
 PY
     ;;
-  rank_killed)  # a rank dies: the job ends, names it, and rank 0 writes a partial report
-    long_job > c.yaml
+  # rank_killed_pieces: the same while rows cross shared memory in fragments (no single-copy
+  # path) as many 4 KiB pieces of 4 kB rows (MPI transport): a rank dies with pieces in flight
+  rank_killed|rank_killed_pieces)  # a rank dies: the job ends, names it, and rank 0 writes a partial report
+    if [[ $1 == rank_killed_pieces ]]; then
+      export MOED_MPI_PIECE_KB=4 OMPI_MCA_btl_vader_single_copy_mechanism=none
+      long_job | sed 's/^  hidden_dim: .*/  hidden_dim: 1024/' > c.yaml
+    else
+      long_job > c.yaml
+    fi
     start_bg --config c.yaml --no-progress
     wait_running 6
     victim=$(rank_pid 1); [[ -n "$victim" ]] || fail "cannot find rank 1's pid"
