@@ -27,6 +27,7 @@
 typedef struct cuda_layer {
     moe_cuda_t *cu;
     bool host_rows;            /* the transport moves host memory: stage through the io buffers */
+    void *pinned;              /* host_rows: the io's row buffers, page-locked (NULL: pageable) */
     int num_layers;
     float **gate;              /* [L] device [E, H] on routing ranks */
     float *bias;               /* [E] or NULL */
@@ -309,6 +310,7 @@ static void gpu_destroy(moe_expert_backend_t *be)
         return;
     }
     int nl = be->io->num_local, N = be->io->chunks;
+    moe_cuda_host_unpin(g->pinned);
     for (int l = 0; g->gate != NULL && l < g->num_layers; l++) {
         moe_cuda_free(g->cu, g->gate[l]);
     }
@@ -400,6 +402,36 @@ static moe_status_t alloc_buffers(moe_expert_backend_t *be, cuda_layer_t *g, moe
     return st;
 }
 
+/* A host transport's row buffers (send, ret, recv, back: one range of the layer's arena),
+ * page-locked so the copies of every exchange run at the bus's speed, asynchronously, not
+ * through the driver's staging buffer (on an H100 VM the pageable copies of the default job
+ * took most of a 1-rank step: docs/performance.md#gpu). One range: the buffers share pages. */
+static void pin_rows(moe_expert_backend_t *be, cuda_layer_t *g)
+{
+    const moe_expert_io_t *io = be->io;
+    size_t w = (size_t)io->wire_row_bytes;
+    size_t pairs = (size_t)io->max_tokens * (size_t)io->cfg->top_k, R = (size_t)io->max_recv;
+    struct {
+        char *p;
+        size_t bytes;
+    } buf[] = {{(char *)io->send_buf, pairs * w}, {(char *)io->ret_buf, pairs * w},
+               {(char *)io->recv_buf, R * w},     {(char *)io->back_buf, R * w}};
+    const char *env = getenv("MOED_CUDA_PIN"); /* 0: pageable, for measurements */
+    char *lo = NULL, *hi = NULL;
+    if (env != NULL && strcmp(env, "0") == 0) {
+        return;
+    }
+    for (size_t i = 0; i < sizeof(buf) / sizeof(buf[0]); i++) {
+        if (buf[i].p != NULL && buf[i].bytes > 0) {
+            lo = lo == NULL || buf[i].p < lo ? buf[i].p : lo;
+            hi = hi == NULL || buf[i].p + buf[i].bytes > hi ? buf[i].p + buf[i].bytes : hi;
+        }
+    }
+    if (lo != NULL && moe_cuda_host_pin(lo, (size_t)(hi - lo))) {
+        g->pinned = lo;
+    }
+}
+
 static moe_status_t create_events(moe_expert_backend_t *be, cuda_layer_t *g, moe_error_t *err)
 {
     int N = be->io->chunks, calls = N * be->io->num_local;
@@ -460,6 +492,9 @@ moe_status_t moe_expert_cuda_attach(moe_expert_backend_t *be, moe_expert_io_t *i
     }
     if (st == MOE_OK) {
         st = create_events(be, g, err);
+    }
+    if (st == MOE_OK && g->host_rows) {
+        pin_rows(be, g);
     }
     if (st == MOE_OK && !g->host_rows) { /* the transport moves the device rows */
         be->io->xsend = g->wire_bf16 ? g->wsend : (void *)g->send;

@@ -222,6 +222,25 @@ cleanup:
     return st;
 }
 
+bool moe_cuda_host_pin(void *p, size_t bytes)
+{
+    if (p == NULL || bytes == 0) {
+        return false;
+    }
+    if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: the copies work from pageable memory */
+        return false;
+    }
+    return true;
+}
+
+void moe_cuda_host_unpin(void *p)
+{
+    if (p != NULL && cudaHostUnregister(p) != cudaSuccess) {
+        (void)cudaGetLastError();
+    }
+}
+
 moe_status_t moe_cuda_sync(moe_cuda_t *c, moe_cuda_stream_t which, moe_error_t *err)
 {
     moe_status_t st = MOE_OK;
