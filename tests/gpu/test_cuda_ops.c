@@ -568,8 +568,9 @@ static void test_mem_usage(void)
            (unsigned long long)peak1, cur1 - cur0 == (3u << 20) + 1000 && cur2 == cur0 ? "ok" : "FAIL");
 }
 
-/* Host memory page-locked for the copies (the host transports' row buffers): a round trip
- * through the device, pinned, is exact; the unpinned buffer copies alike. */
+/* Host memory page-locked for the copies (the host transports' row buffers), at an address
+ * that is not page-aligned: a round trip through the device is exact; NULL or 0 bytes is
+ * refused. */
 static void test_host_pin(void)
 {
     size_t n = (size_t)3 << 18; /* 3 MiB of floats, not page-aligned (the arena's aren't) */
