@@ -144,7 +144,10 @@ PY
     [[ $took_ms -lt 30000 ]] || fail "took ${took_ms} ms"
     grep -qE "rank 1 .*(exited on signal 9|lost|killed)" err.log run.log || fail "no message names rank 1"
     d=$(run_dir); [[ -n "$d" ]] || fail "no report folder"
-    [[ -s $d/summary_rank_0.txt && -s $d/summary_rank_2.txt ]] || fail "survivors' per-rank summaries missing"
+    if [[ ! -s $d/summary_rank_0.txt || ! -s $d/summary_rank_2.txt ]]; then
+      ls -l "$d"; grep -h -o '"missing": *\[[^]]*\]' "$d/summary.json" 2> /dev/null || true
+      cat err.log; fail "survivors' per-rank summaries missing"
+    fi
     python3 - "$d" <<'PY' || fail "partial report"
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
