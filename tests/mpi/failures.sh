@@ -129,6 +129,11 @@ PY
   # rank_killed_pieces: the same while rows cross shared memory in fragments (no single-copy
   # path) as many 4 KiB pieces of 4 kB rows (MPI transport): a rank dies with pieces in flight
   rank_killed|rank_killed_pieces)  # a rank dies: the job ends, names it, and rank 0 writes a partial report
+    # mpirun's SIGKILL 5 s after its SIGTERM, not Open MPI's default 1 s (as the deploy
+    # scripts set it: docs/cluster.md): with 1 s, rank 0 had ~2 s from mpirun's SIGCONT to
+    # ping the ranks, wait 0.6 s for the last records and write the report, and on a loaded
+    # CI machine it was once killed before the per-rank summaries (exit 137 at 2.1 s).
+    MPIRUN_FLAGS+=" --mca odls_base_sigkill_timeout 5"
     if [[ $1 == rank_killed_pieces ]]; then
       export MOED_MPI_PIECE_KB=4 OMPI_MCA_btl_vader_single_copy_mechanism=none
       long_job | sed 's/^  hidden_dim: .*/  hidden_dim: 1024/' > c.yaml
