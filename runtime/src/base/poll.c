@@ -78,10 +78,16 @@ void moe_poll_progress(moe_poll_t *p, int64_t now)
     p->progress_ns = now;
 }
 
+/* Within MOE_POLL_SPIN_NS of reported progress: the bytes are flowing. */
+static bool poll_flowing(const moe_poll_t *p, int64_t now)
+{
+    return p->progress_ns > 0 && now - p->progress_ns < MOE_POLL_SPIN_NS;
+}
+
 int64_t moe_poll_nap_at(const moe_poll_t *p, int64_t now)
 {
     int64_t nap;
-    if (p->progress_ns > 0 && now - p->progress_ns < MOE_POLL_SPIN_NS) {
+    if (poll_flowing(p, now)) {
         return 0; /* the bytes are flowing: both ends keep calling into MPI */
     }
     if (p->expect_ns > 0 && now < p->expect_ns) {
@@ -132,7 +138,7 @@ moe_status_t moe_poll_next(moe_poll_t *p)
     if (p->deadline_ns > 0 && now >= p->deadline_ns) {
         return MOE_ERR_TIMEOUT;
     }
-    if (st == MOE_OK && p->progress_ns > 0 && now - p->progress_ns < MOE_POLL_SPIN_NS) {
+    if (st == MOE_OK && poll_flowing(p, now)) {
         sched_yield(); /* bytes flowing: test again soon, a rank sharing this core first */
     } else if (st == MOE_OK) {
         poll_nap(p, moe_poll_nap_at(p, now));

@@ -27,6 +27,8 @@
 #define MR_F32 5
 #define MR_AVX2 1
 #define MR_MAX 6
+/* Accumulator sets a pass uses at most (SB_U below) */
+#define SB_U_MAX 2
 
 /* ------------------------------------------------------------------------------------ */
 /* Scalar: the reference values, the dequantisation to F32                               */
@@ -379,7 +381,7 @@ SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int 
     const bool reorder = vbmi && type != MOE_SB_BF16;
     for (int g = 0; g < 4 / nw; g++) {
         for (int64_t s = 0; s < ks; s++) {
-            __m512 acc[4][MR_MAX][4];
+            __m512 acc[SB_U_MAX][MR_MAX][4];
 #pragma GCC unroll 4
             for (int v = 0; v < u; v++) {
 #pragma GCC unroll 12
@@ -636,7 +638,7 @@ typedef void (*blk_fn)(const moe_sb_matrix_t *w, int64_t nb, const void *x, int6
  * 0.19, one core, docs/performance.md) */
 #define SB_ACC(T) ((T) == MOE_SB_FP8 ? 20 : 24)
 #define SB_NW(T, R) 4
-#define SB_U(T, R) (SB_ACC(T) / ((R) * SB_NW(T, R)) >= 2 ? 2 : 1)
+#define SB_U(T, R) (SB_ACC(T) / ((R) * SB_NW(T, R)) >= SB_U_MAX ? SB_U_MAX : 1)
 #define SB_BF(T, R)                                                                          \
     __attribute__((noinline)) static void bf_##T##_##R(const moe_sb_matrix_t *w, int64_t nb, \
                                                        const void *x, int64_t ldx,           \
