@@ -146,7 +146,9 @@ static mat_t mat_make(moe_sb_type_t type, int64_t n, int64_t k)
         memset(a.s, 127, (size_t)(np * ks));
         for (int64_t r = 0; r < n; r++) {
             for (int64_t c = 0; c < k; c += 2) {
-                ((uint8_t *)a.q)[moe_blk_index(r, c, kp) / 2] = a.codes[(r * k + c) / 2];
+                uint8_t b = a.codes[(r * k + c) / 2];
+                moe_mx_put(a.q, r, c, kp, b & 15);
+                moe_mx_put(a.q, r, c + 1, kp, b >> 4);
             }
             for (int64_t j = 0; j < ks; j++) {
                 ((uint8_t *)a.s)[moe_blk_scale_index(r, j, ks)] = a.escale[r * ks + j];
@@ -277,7 +279,8 @@ static void exact_case(moe_sb_type_t type)
                 a.val[i] = ref_e4m3(code) * (double)a.fscale[(r / a.bn) * 2 + c / a.bk];
             } else if (type == MOE_SB_MXFP4 && c % 2 == 0) {
                 uint8_t byte = (uint8_t)(i / 2 % 256);
-                ((uint8_t *)a.q)[moe_blk_index(r, c, kp) / 2] = byte;
+                moe_mx_put(a.q, r, c, kp, byte & 15);
+                moe_mx_put(a.q, r, c + 1, kp, byte >> 4);
                 double sc = ldexp(1.0, a.escale[r * (k / 32) + c / 32] - 127);
                 a.val[i] = ref_e2m1(byte & 15) * sc;
                 a.val[i + 1] = ref_e2m1(byte >> 4) * sc;

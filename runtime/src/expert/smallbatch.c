@@ -56,7 +56,7 @@ float moe_sb_value(const moe_sb_matrix_t *w, int64_t n, int64_t c)
     if (w->type == MOE_SB_FP8) {
         return moe_fp8_e4m3_to_f32(b[i]) * ((const float *)w->scales)[si];
     }
-    uint8_t nib = (uint8_t)((b[i / 2] >> (4 * (i % 2))) & 0xF);
+    uint8_t nib = moe_mx_get(b, n, c, kp);
     return moe_mxfp4_value(nib) * moe_e8m0_to_f32(((const uint8_t *)w->scales)[si]);
 }
 
@@ -112,8 +112,8 @@ void moe_sb_dequant_f32(const moe_sb_matrix_t *w, float *dst, int64_t r0, int64_
                     v0 = fp8_f32(b[i]) * s;
                     v1 = fp8_f32(b[i + 1]) * s;
                 } else {
-                    v0 = k_e2m1[b[i / 2] & 0xF] * s;
-                    v1 = k_e2m1[b[i / 2] >> 4] * s;
+                    v0 = k_e2m1[moe_mx_get(b, n, c, kp)] * s;
+                    v1 = k_e2m1[moe_mx_get(b, n, c + 1, kp)] * s;
                 }
                 row[c] = v0;
                 if (c + 1 < w->k) {
@@ -165,9 +165,6 @@ static const uint16_t k_e2m1_bf16[32] = {
     0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
     0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
     0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
-/* e2m1 nibbles as F32. */
-static const float k_e2m1_f32[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                     -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 /* FP8 e4m3 magnitudes (code & 0x7f) as BF16 bits, exact (subnormals too): high and low
  * bytes, for vpermi2b (VBMI); the code's sign bit is the high byte's. */
 static const uint8_t k_fp8_hi[128] = {
@@ -194,20 +191,10 @@ static const uint8_t k_fp8_lo[128] = {
 static const int32_t k_fp8_out0[16] = {0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23};
 static const int32_t k_fp8_out1[16] = {8,  9,  10, 11, 24, 25, 26, 27,
                                        12, 13, 14, 15, 28, 29, 30, 31};
-/* MXFP4: 32 bytes (32 outputs x 2 inputs) in every 256-bit half; decoding p (0, 1) fills
- * lane L with output 8 ((L >> 1) & 3) + 4 p + 2 (L >> 3) + (L & 1): vpmultishiftqb moves
- * into qword j's word t the nibble at bit 16 (2 p + j / 4) + 4 t of its qword (j % 4 of the
- * 32 bytes). Outputs 0-15 and 16-31 from decodings 0 and 1: */
-static const uint8_t k_mx_shift[2][64] = {
-    {0,  0, 4,  0, 8,  0, 12, 0, 0,  0, 4,  0, 8,  0, 12, 0, 0,  0, 4,  0, 8,  0,
-     12, 0, 0,  0, 4,  0, 8,  0, 12, 0, 16, 0, 20, 0, 24, 0, 28, 0, 16, 0, 20, 0,
-     24, 0, 28, 0, 16, 0, 20, 0, 24, 0, 28, 0, 16, 0, 20, 0, 24, 0, 28, 0},
-    {32, 0, 36, 0, 40, 0, 44, 0, 32, 0, 36, 0, 40, 0, 44, 0, 32, 0, 36, 0, 40, 0,
-     44, 0, 32, 0, 36, 0, 40, 0, 44, 0, 48, 0, 52, 0, 56, 0, 60, 0, 48, 0, 52, 0,
-     56, 0, 60, 0, 48, 0, 52, 0, 56, 0, 60, 0, 48, 0, 52, 0, 56, 0, 60, 0}};
-static const int32_t k_mx_out0[16] = {0, 1, 8, 9, 16, 17, 24, 25, 2, 3, 10, 11, 18, 19, 26, 27};
-static const int32_t k_mx_out1[16] = {4,  5,  12, 13, 20, 21, 28, 29,
-                                      6,  7,  14, 15, 22, 23, 30, 31};
+/* MXFP4: the shifts that bring the nibbles of 16 outputs' even inputs to the low bits of
+ * their 32-bit lanes, for the four groups of 16 outputs of a 64-byte row (moe_mx_byte); the
+ * odd inputs' are 16 more. */
+static const int k_mx_lane_shift[4] = {8, 12, 0, 4};
 
 /* Where cvtne2ps puts the even (0..15) and odd (16..31) inputs, back in pairs. */
 static const uint16_t k_pair_order[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
@@ -240,13 +227,17 @@ SB_INLINE __m512i fp8_to_bf16x32(const uint8_t *p, __m512i sub_tbl)
                                      _mm512_set1_epi16((short)0x8000), 0xEC);
 }
 
-/* 16 MXFP4 bytes (16 outputs x 2 inputs) as BF16 pairs: each byte's nibbles to words
- * (byte | byte << 12: the low word's 5 index bits hold the low nibble and a junk bit, the
- * high word the high nibble), then the e2m1 table. */
-SB_INLINE __m512i mx_to_bf16x32(const uint8_t *p, __m512i tbl)
+/* A 64-byte MXFP4 row (64 outputs x 2 inputs, moe_mx_byte) as four vectors of 16 outputs'
+ * BF16 pairs, outputs in order: word i of the row (bytes 2i, 2i + 1) holds word i's nibble
+ * of outputs 0-15 in bits 8-11, 16-31 in 12-15, 32-47 in 0-3, 48-63 in 4-7; shifted to the
+ * low bits, the e2m1 table (vpermw reads 5 index bits, the fifth junk here). */
+SB_INLINE void mx_row_vpermw(const uint8_t *p, __m512i tbl, __m512i *wv)
 {
-    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm512_permutexvar_epi16(_mm512_or_si512(d, _mm512_slli_epi32(d, 12)), tbl);
+    const __m512i c = _mm512_loadu_si512(p);
+    wv[0] = _mm512_permutexvar_epi16(_mm512_srli_epi16(c, 8), tbl);
+    wv[1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(c, 12), tbl);
+    wv[2] = _mm512_permutexvar_epi16(c, tbl);
+    wv[3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(c, 4), tbl);
 }
 
 /* VBMI: 64 FP8 codes (32 outputs x 2 inputs) as two vectors of BF16 pairs, exactly: both
@@ -261,17 +252,6 @@ SB_INLINE void fp8_vbmi(const uint8_t *p, __m512i thi0, __m512i thi1, __m512i tl
                                                  _mm512_set1_epi8((char)0x80), 0xF8);
     *a = _mm512_unpacklo_epi8(lo, hi);
     *b = _mm512_unpackhi_epi8(lo, hi);
-}
-
-/* VBMI: 32 MXFP4 bytes (32 outputs x 2 inputs) as two vectors of BF16 pairs: the bytes in
- * both 256-bit halves, each nibble moved to a word's low byte (vpmultishiftqb), the e2m1
- * table (vpermw). Outputs in k_mx_out's order. */
-SB_INLINE void mx_vbmi(const uint8_t *p, __m512i shift0, __m512i shift1, __m512i tbl,
-                       __m512i *a, __m512i *b)
-{
-    const __m512i src = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
-    *a = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(shift0, src), tbl);
-    *b = _mm512_permutexvar_epi16(_mm512_multishift_epi64_epi8(shift1, src), tbl);
 }
 
 /* 16 e8m0 scales as F32 (0: 2^-127, a subnormal). */
@@ -302,12 +282,12 @@ SB_INLINE void f32x32(int type, const void *codes, int64_t e0, __m512 sv, __m512
         __m512i b = _mm512_and_si512(_mm512_srai_epi32(_mm512_slli_epi32(d, 16), 4), keep);
         *ev = _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(a), un), sv);
         *od = _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(b), un), sv);
-    } else {
-        const __m512i d = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128((const __m128i *)((const uint8_t *)codes + e0 / 2)));
-        const __m512 lut = _mm512_loadu_ps(k_e2m1_f32);
-        *ev = _mm512_mul_ps(_mm512_permutexvar_ps(d, lut), sv);
-        *od = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(d, 4), lut), sv);
+    } else { /* e0: group (e0 % 128) / 32 of the 64-byte row at e0 / 128 (moe_mx_byte) */
+        const __m512i d = _mm512_loadu_si512((const uint8_t *)codes + e0 / 128 * 64);
+        const int sh = k_mx_lane_shift[e0 % 128 / 32];
+        const __m512 lut = _mm512_loadu_ps(k_e2m1);
+        *ev = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(d, sh), lut), sv);
+        *od = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(d, sh + 16), lut), sv);
     }
 }
 
@@ -343,20 +323,17 @@ SB_INLINE void bf_weights(int type, int vbmi, const int nw, const void *codes, i
         for (int j = 0; j < nw; j++) {
             wv[j] = _mm512_loadu_si512((const uint16_t *)codes + e + j * 32);
         }
+    } else if (type == MOE_SB_MXFP4) { /* a whole row of the block (nw 4) */
+        mx_row_vpermw(c8 + e / 2, tb[4], wv);
     } else if (vbmi) {
 #pragma GCC unroll 2
         for (int j = 0; j < nw; j += 2) {
-            if (type == MOE_SB_FP8) {
-                fp8_vbmi(c8 + e + j * 32, tb[0], tb[1], tb[2], tb[3], &wv[j], &wv[j + 1]);
-            } else {
-                mx_vbmi(c8 + (e + j * 32) / 2, tb[4], tb[5], tb[6], &wv[j], &wv[j + 1]);
-            }
+            fp8_vbmi(c8 + e + j * 32, tb[0], tb[1], tb[2], tb[3], &wv[j], &wv[j + 1]);
         }
     } else {
 #pragma GCC unroll 4
         for (int j = 0; j < nw; j++) {
-            wv[j] = type == MOE_SB_FP8 ? fp8_to_bf16x32(c8 + e + j * 32, tb[7])
-                                       : mx_to_bf16x32(c8 + (e + j * 32) / 2, tb[6]);
+            wv[j] = fp8_to_bf16x32(c8 + e + j * 32, tb[5]);
         }
     }
 }
@@ -365,20 +342,20 @@ SB_INLINE void bf_weights(int type, int vbmi, const int nw, const void *codes, i
  * [mr][64] F32, in passes over groups of nw column vectors (16 outputs each). u sets of
  * accumulators take turns over the pair rows, so few rows still keep several vdpbf16ps in
  * flight (its latency is several cycles). The sums of each scale block go to the tile times
- * their scales; with VBMI (vbmi) the FP8 and MXFP4 weights are decoded by byte tables, their
- * outputs put back in order there. */
+ * their scales; with VBMI (vbmi) the FP8 weights are decoded by byte tables, their outputs
+ * put back in order there. MXFP4 rows decode whole (nw 4). */
 SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int u,
                       const moe_sb_matrix_t *w, int64_t nb, const uint16_t *x, int64_t ldx,
                       float *tile)
 {
     const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
     const int64_t kbs = type == MOE_SB_BF16 ? kbn : w->sk / MOE_BLK_K;
-    const __m512i tb[8] = {
-        _mm512_loadu_si512(k_fp8_hi),      _mm512_loadu_si512(k_fp8_hi + 64),
-        _mm512_loadu_si512(k_fp8_lo),      _mm512_loadu_si512(k_fp8_lo + 64),
-        _mm512_loadu_si512(k_mx_shift[0]), _mm512_loadu_si512(k_mx_shift[1]),
-        _mm512_loadu_si512(k_e2m1_bf16),   _mm512_loadu_si512(k_fp8_sub_bf16)};
-    const bool reorder = vbmi && type != MOE_SB_BF16;
+    const __m512i tb[6] = {
+        _mm512_loadu_si512(k_fp8_hi), _mm512_loadu_si512(k_fp8_hi + 64),
+        _mm512_loadu_si512(k_fp8_lo), _mm512_loadu_si512(k_fp8_lo + 64),
+        _mm512_loadu_si512(k_e2m1_bf16),
+        _mm512_loadu_si512(k_fp8_sub_bf16)};
+    const bool reorder = vbmi && type == MOE_SB_FP8;
     for (int g = 0; g < 4 / nw; g++) {
         for (int64_t s = 0; s < ks; s++) {
             __m512 acc[SB_U_MAX][MR_MAX][4];
@@ -426,10 +403,9 @@ SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int 
 #pragma GCC unroll 2
                 for (int j = 0; reorder && j < nw; j += 2) { /* the outputs back in order */
                     const __m512 a = acc[0][r][j], b = acc[0][r][j + 1];
-                    const int32_t *o0 = type == MOE_SB_FP8 ? k_fp8_out0 : k_mx_out0;
-                    const int32_t *o1 = type == MOE_SB_FP8 ? k_fp8_out1 : k_mx_out1;
-                    acc[0][r][j] = _mm512_permutex2var_ps(a, _mm512_loadu_si512(o0), b);
-                    acc[0][r][j + 1] = _mm512_permutex2var_ps(a, _mm512_loadu_si512(o1), b);
+                    acc[0][r][j] = _mm512_permutex2var_ps(a, _mm512_loadu_si512(k_fp8_out0), b);
+                    acc[0][r][j + 1] = _mm512_permutex2var_ps(a, _mm512_loadu_si512(k_fp8_out1),
+                                                              b);
                 }
             }
 #pragma GCC unroll 4
@@ -563,18 +539,19 @@ SB_INLINE void f32x16(int type, const void *codes, int64_t e0, const float *sv, 
                                           _mm256_set1_ps(FP8_UNBIAS)), _mm256_loadu_ps(sv));
         *od = _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(b),
                                           _mm256_set1_ps(FP8_UNBIAS)), _mm256_loadu_ps(sv));
-    } else {
-        __m128i raw;
-        memcpy(&raw, (const uint8_t *)codes + e0 / 2, 8);
-        const __m256i d = _mm256_cvtepu8_epi32(raw);
-        const __m256i d4 = _mm256_srli_epi32(d, 4);
-        const __m256 lut = _mm256_loadu_ps(k_e2m1_f32); /* the 8 magnitudes */
+    } else { /* e0: outputs 8 h..8 h + 7 (h = e0 % 128 / 16) of the row at e0 / 128: lanes
+              * 8 (h % 2).. of group h / 2 (moe_mx_byte) */
+        const int h = (int)(e0 % 128 / 16), sh = k_mx_lane_shift[h / 2];
+        const __m256i d = _mm256_loadu_si256(
+            (const __m256i *)((const uint8_t *)codes + e0 / 128 * 64 + h % 2 * 32));
+        const __m256i d0 = _mm256_srli_epi32(d, sh), d1 = _mm256_srli_epi32(d, sh + 16);
+        const __m256 lut = _mm256_loadu_ps(k_e2m1); /* the 8 magnitudes */
         const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
-        __m256 a = _mm256_or_ps(_mm256_permutevar8x32_ps(lut, d),
-                                _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(d, 28),
+        __m256 a = _mm256_or_ps(_mm256_permutevar8x32_ps(lut, d0),
+                                _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(d0, 28),
                                                                      sign)));
-        __m256 b = _mm256_or_ps(_mm256_permutevar8x32_ps(lut, d4),
-                                _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(d4, 28),
+        __m256 b = _mm256_or_ps(_mm256_permutevar8x32_ps(lut, d1),
+                                _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(d1, 28),
                                                                      sign)));
         *ev = _mm256_mul_ps(a, _mm256_loadu_ps(sv));
         *od = _mm256_mul_ps(b, _mm256_loadu_ps(sv));
@@ -638,6 +615,7 @@ typedef void (*blk_fn)(const moe_sb_matrix_t *w, int64_t nb, const void *x, int6
  * 0.19, one core, docs/performance.md) */
 #define SB_ACC(T) ((T) == MOE_SB_FP8 ? 20 : 24)
 #define SB_NW(T, R) 4
+_Static_assert(SB_NW(MOE_SB_MXFP4, 1) == 4, "an MXFP4 row decodes to 4 vectors at once");
 #define SB_U(T, R) (SB_ACC(T) / ((R) * SB_NW(T, R)) >= SB_U_MAX ? SB_U_MAX : 1)
 #define SB_BF(T, R)                                                                          \
     __attribute__((noinline)) static void bf_##T##_##R(const moe_sb_matrix_t *w, int64_t nb, \
@@ -674,7 +652,6 @@ SB_ROWS6(SB_BF, 0)
 SB_ROWS5(SB_BF, 1)
 SB_ROWS6(SB_BF, 2)
 SB_ROWS5(SB_BFV, 1)
-SB_ROWS6(SB_BFV, 2)
 SB_ROWS5(SB_F, 0)
 SB_ROWS5(SB_F, 1)
 SB_ROWS5(SB_F, 2)
@@ -693,7 +670,7 @@ static const blk_fn k_bf[2][MOE_SB_TYPES][MR_MAX] = {
      {bf_2_1, bf_2_2, bf_2_3, bf_2_4, bf_2_5, bf_2_6}},
     {{bf_0_1, bf_0_2, bf_0_3, bf_0_4, bf_0_5, bf_0_6},
      {bfv_1_1, bfv_1_2, bfv_1_3, bfv_1_4, bfv_1_5},
-     {bfv_2_1, bfv_2_2, bfv_2_3, bfv_2_4, bfv_2_5, bfv_2_6}}};
+     {bf_2_1, bf_2_2, bf_2_3, bf_2_4, bf_2_5, bf_2_6}}}; /* MXFP4: no VBMI (vpermw) */
 /* Rows a pass of the avx512_bf16 kernels holds, per weight type. */
 static const int k_bf_rows[MOE_SB_TYPES] = {MR_BF16, MR_FP8, MR_MX};
 static const blk_fn k_f[MOE_SB_TYPES][MR_F32] = {{f_0_1, f_0_2, f_0_3, f_0_4, f_0_5},

@@ -7,9 +7,9 @@
  *   avx512_bf16  the rows in BF16, the weights as BF16 pairs into vdpbf16ps (FP8 and e2m1
  *                values are exact in BF16); FP8's and MXFP4's scales multiply the F32 sums
  *                of each scale block (one scale per output and block of inputs); with VBMI
- *                (avx512_bf16+vbmi) the FP8 codes and e2m1 nibbles are decoded by byte
- *                tables (vpermi2b, vpmultishiftqb): 2.5 and 2 instructions a vector of 32
- *                weights against 8 and 4
+ *                (avx512_bf16+vbmi) the FP8 codes are decoded by byte tables (vpermi2b):
+ *                2.5 instructions a vector of 32 weights against 8; the e2m1 nibbles, laid
+ *                out for it (model/weights.h), by shifts and a word table (vpermw): 1.75
  *   avx512       AVX-512F: the rows in F32, the weights widened to F32 with the scale
  *                folded in, FMAs
  *   avx2         the same on 8-lane vectors (AVX2 + FMA)
@@ -31,7 +31,7 @@ typedef enum {
     MOE_SB_AVX2 = 1,
     MOE_SB_AVX512 = 2,
     MOE_SB_AVX512_BF16 = 3,
-    MOE_SB_AVX512_BF16_VBMI = 4, /* FP8 and MXFP4 decoded by byte tables (vpermi2b) */
+    MOE_SB_AVX512_BF16_VBMI = 4, /* FP8 decoded by byte tables (vpermi2b) */
 } moe_sb_isa_t;
 
 /* A matrix W [n, k] (n outputs, k inputs) in the blocked layout. */

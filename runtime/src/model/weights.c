@@ -513,9 +513,12 @@ static void slice_quant_row(moe_dtype_t store, int64_t sk, const uint8_t *sq, co
                             int64_t kpd, int64_t k0, int64_t K)
 {
     bool mx = store == MOE_DTYPE_MXFP4;
-    for (int64_t k = 0; k < K; k += mx ? 2 : 1) { /* MXFP4: a byte holds inputs 2i, 2i + 1 */
-        int64_t from = moe_blk_index(sn, k0 + k, kps), to = moe_blk_index(dn, k, kpd);
-        dq[mx ? to / 2 : to] = sq[mx ? from / 2 : from];
+    for (int64_t k = 0; k < K; k++) {
+        if (mx) {
+            moe_mx_put(dq, dn, k, kpd, moe_mx_get(sq, sn, k0 + k, kps));
+        } else {
+            dq[moe_blk_index(dn, k, kpd)] = sq[moe_blk_index(sn, k0 + k, kps)];
+        }
     }
     int64_t bs = mx ? MOE_MXFP4_BLOCK : sk;
     int64_t kss = (kps + bs - 1) / bs, ksd = (kpd + bs - 1) / bs;
@@ -597,7 +600,7 @@ static void pack_fp8(uint8_t *q, float *sc, int64_t kp, int64_t row0, int64_t ro
  * matrix of kp = cols inputs; slab row r is output row r, or with gate_up_f > 0 (gpt-oss's
  * fused gate_up_proj, gate and up interleaved) row r / 2 (even r: the gate) or
  * gate_up_f + r / 2 (odd r: the up projection). Byte i of a row holds inputs 2i (low nibble)
- * and 2i + 1: one byte of the blocked layout as it is. */
+ * and 2i + 1, which the blocked layout keeps in two bytes (weights.h). */
 static void pack_mxfp4(uint8_t *q, uint8_t *sc, int64_t rows, int64_t cols,
                        const uint8_t *blocks, const uint8_t *scales, int64_t gate_up_f)
 {
@@ -605,7 +608,9 @@ static void pack_mxfp4(uint8_t *q, uint8_t *sc, int64_t rows, int64_t cols,
     for (int64_t r = 0; r < rows; r++) {
         int64_t n = gate_up_f > 0 ? (r % 2 == 0 ? r / 2 : gate_up_f + r / 2) : r;
         for (int64_t i = 0; i < bpr; i++) {
-            q[moe_blk_index(n, 2 * i, kp) / 2] = blocks[r * bpr + i];
+            uint8_t b = blocks[r * bpr + i];
+            moe_mx_put(q, n, 2 * i, kp, b & 0xF);
+            moe_mx_put(q, n, 2 * i + 1, kp, b >> 4);
         }
         for (int64_t j = 0; j < ks; j++) {
             sc[moe_blk_scale_index(n, j, ks)] = scales[r * ks + j];

@@ -29,9 +29,12 @@
  *   block (n / 64, k / 32) at element ((n / 64) * (Kp / 32) + k / 32) * 2048: all of one
  *   64-output column block's K in a row; inside, 16 rows of (k % 32) / 2 holding 64 outputs
  *   of 2 adjacent inputs each: + ((k % 32) / 2) * 128 + (n % 64) * 2 + k % 2.
- * FP8 e4m3: a byte an element. MXFP4 e2m1: a nibble an element, elements 2i and 2i + 1 (the
- * inputs k and k + 1 of one output) in byte i, the even one in the low nibble, as the
- * checkpoint stores them.
+ * FP8 e4m3: a byte an element. MXFP4 e2m1: a nibble an element, each row of 64 outputs x
+ * 2 inputs (128 nibbles, 64 bytes) arranged for the kernels' decoding (moe_mx_byte): output
+ * 16 g + L (g 0..3, L 0..15), input parity p in byte 4 L + 2 p + (g < 2), the low nibble for
+ * even g: byte 4 L + 1 + 2 p holds outputs L and 16 + L, byte 4 L + 2 p outputs 32 + L and
+ * 48 + L. So one 64-byte row decodes to four vectors of 16 outputs' input pairs by shifts
+ * and byte or word tables, outputs in order.
  * Scales, one per output and block of `sk` inputs (FP8: the checkpoint's weight_block_size
  * input side, a multiple of 32, each output row taking its block row's scale; MXFP4: 32), in
  * the same column blocks: [Np / 64][ceil(Kp / sk)][64], FP8 as float (scale_inv), MXFP4 as
@@ -50,6 +53,32 @@ static inline int64_t moe_blk_index(int64_t n, int64_t k, int64_t kp)
 {
     return ((n / MOE_BLK_N) * (kp / MOE_BLK_K) + k / MOE_BLK_K) * (MOE_BLK_N * MOE_BLK_K) +
            (k % MOE_BLK_K) / 2 * (2 * MOE_BLK_N) + (n % MOE_BLK_N) * 2 + k % 2;
+}
+
+/* MXFP4: element (n, k)'s byte in the blocked layout of Kp (padded) inputs, and the shift
+ * of its nibble in that byte (moe_mx_shift: 0 low, 4 high). */
+static inline int64_t moe_mx_byte(int64_t n, int64_t k, int64_t kp)
+{
+    int64_t o = n % MOE_BLK_N;
+    return moe_blk_index(n - o, k - k % 2, kp) / 2 + 4 * (o % 16) + 2 * (k % 2) + (o < 32);
+}
+
+static inline int moe_mx_shift(int64_t n)
+{
+    return (int)(n % MOE_BLK_N / 16 % 2) * 4;
+}
+
+/* MXFP4: element (n, k) of q (blocked, Kp inputs): its nibble, and setting it. */
+static inline uint8_t moe_mx_get(const uint8_t *q, int64_t n, int64_t k, int64_t kp)
+{
+    return (uint8_t)((q[moe_mx_byte(n, k, kp)] >> moe_mx_shift(n)) & 0xF);
+}
+
+static inline void moe_mx_put(uint8_t *q, int64_t n, int64_t k, int64_t kp, uint8_t nib)
+{
+    uint8_t *b = q + moe_mx_byte(n, k, kp);
+    int sh = moe_mx_shift(n);
+    *b = (uint8_t)((*b & ~(0xF << sh)) | ((nib & 0xF) << sh));
 }
 
 /* Scale (n, k / sk)'s index in the blocked scale layout (ks = ceil(Kp / sk) blocks). */
