@@ -29,6 +29,8 @@
 # balance: every expert whole on every expert rank, each step's tokens of an expert on the
 # copy with the fewest experts to read; a list ("replicas balance columns") runs each back
 # to back at every token count, rows labelled DTYPE/bal and DTYPE/col), KEEP (keep the
+# work folder), CKPTS (a folder for the checkpoints the runs make, kept for the next
+# invocation: two builds compared on the same weights without making them again; default the
 # work folder).
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
@@ -38,8 +40,10 @@
 # bytes over its own expert call time, summed over the expert ranks: the rate at which
 # the cores read weights while they compute) and over the whole step (rank 0's mean step
 # time), each against the read bandwidth of NP-1 threads pinned as the expert ranks are
-# (bench_stream, measured right before each run: the host's own speed moves it from minute
-# to minute, so each row has its own, in the "read GB/s" column). "+sh MB": the shared
+# (bench_stream, measured right before and right after each run, the higher of the two in
+# the "read GB/s" column: the host's own speed moves it from minute to minute, so each row has
+# its own, and the higher keeps a run that met a quiet spell from reading above 1; the
+# row's "read:" line gives both and says "unsteady" where they differ by more than 20%). "+sh MB": the shared
 # experts' bytes a step (DeepSeek's checkpoint: the routing rank reads them every layer, held
 # as the experts are); "step GB/s" counts them. "floor ms": the roofline's floor of a step on
 # the expert ranks' cores, the longer of its weight bytes at the read bandwidth and its FLOPs
@@ -87,6 +91,8 @@ case $BIND in
 esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/moed-decode.XXXXXX")
 [[ -n ${KEEP:-} ]] || trap 'rm -rf "$work"' EXIT
+ckpts=${CKPTS:-$work}
+mkdir -p "$ckpts" || { echo "bench_decode: cannot make CKPTS $ckpts" >&2; exit 2; }
 experts_ranks=$((NP - 1))
 expert_cores=$((experts_ranks * THREADS)) # the cores the expert ranks read with
 
@@ -114,17 +120,19 @@ stream_gbps() { # the read GB/s (best pass) of (NP-1) x THREADS pinned threads
 
 # ckpt E K: the checkpoint folder of the dtype's family for E experts, top-K (made once)
 ckpt() {
-  local e=$1 k=$2 d="$work/ck_${dtype%%-*}_$1_$2" fam kind brk=""
+  local e=$1 k=$2 d="$ckpts/ck_${dtype%%-*}_$1_$2_h${HIDDEN}_f${FFN}_l${LAYERS}" fam kind brk=""
   case $dtype in
-    fp8|fp8-bf16) fam=deepseek_v3 kind=fp8 k=4 d="$work/ck_fp8_$1_4" ;;
-    mxfp4|mxfp4-bf16) fam=gpt_oss kind=mxfp4 k=4 d="$work/ck_mxfp4_$1_4" ;;
+    fp8|fp8-bf16) fam=deepseek_v3 kind=fp8 k=4 d="$ckpts/ck_fp8_$1_4_h${HIDDEN}_f${FFN}_l${LAYERS}" ;;
+    mxfp4|mxfp4-bf16) fam=gpt_oss kind=mxfp4 k=4 d="$ckpts/ck_mxfp4_$1_4_h${HIDDEN}_f${FFN}_l${LAYERS}" ;;
   esac
   if [[ ! -d $d && ( $kind == fp8 || $kind == mxfp4 ) ]]; then
     # tests/models/make_reference.py (NumPy): DeepSeek-V3's layout and knobs scaled down, a
     # dense layer 0 then LAYERS MoE layers, 128x128 e4m3 blocks; top-k is the family's 4
-    "$PY" "$here/tests/models/make_reference.py" "$d" "$fam" "$kind" --experts "$e" \
+    # (made under another name first: a CKPTS folder never keeps half a checkpoint)
+    rm -rf "$d.part"
+    "$PY" "$here/tests/models/make_reference.py" "$d.part" "$fam" "$kind" --experts "$e" \
       --hidden "$HIDDEN" --ffn "$FFN" --moe-layers "$LAYERS" --tokens 8 >&2 \
-      || { echo "bench_decode: make_reference.py failed" >&2; exit 1; }
+      && mv "$d.part" "$d" || { echo "bench_decode: make_reference.py failed" >&2; exit 1; }
   elif [[ ! -d $d ]]; then
     mkdir -p "$d"
     [[ -x $mkckpt ]] || { echo "bench_decode: $mkckpt not built" >&2; exit 2; }
@@ -221,6 +229,8 @@ for shape in $shapes; do
     runs=("$work"/exp/*/)
     [[ ${#runs[@]} -gt $before ]] || { echo "$label $t $e $k: no report"; continue; }
     dir=$(printf '%s\n' "${runs[@]}" | sort | tail -1)
+    read_before=$read_gbps read_after=$(stream_gbps)
+    read_gbps=$(awk -v a="$read_before" -v b="$read_after" 'BEGIN { print (b > a) ? b : a }')
     ck=-; [[ $dtype == fp8* || $dtype == mxfp4* ]] && ck=$(ckpt "$e" "$k")
     read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n wts <<< "$(figures "$dir" "$ck")"
     # the roofline's floor of a step: its weight bytes (experts touched + shared) at the read
@@ -239,6 +249,9 @@ for shape in $shapes; do
       "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" \
       "${floor% *}" "$(awk -v f="${floor% *}" -v s="$stepms" 'BEGIN { printf("%.2f", (s > 0) ? f / s : 0) }')"
     echo "    floor: ${floor#* } (GEMM limit ${limit:-not measured, BENCH=0} GFLOP/s an expert rank; step mean $stepms ms)"
+    awk -v a="$read_before" -v b="$read_after" 'BEGIN { lo = a < b ? a : b; hi = a < b ? b : a
+      printf("    read: %s GB/s before the run, %s after%s\n", a, b,
+             (hi > 0 && lo < 0.8 * hi) ? ": unsteady (the host), the ratios against the higher" : "") }'
     echo "    steal: $(steal_pct "$cpu0" "$(cpu_ticks)")% of the CPUs' time during the run (/proc/stat: the hypervisor gave it to other guests)"
     grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
@@ -247,4 +260,4 @@ for shape in $shapes; do
   done
 done
 done
-echo "read GB/s: bench_stream, $expert_cores threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, right before each run; after the last run $(stream_gbps)"
+echo "read GB/s: bench_stream, $expert_cores threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, the higher of right before and right after each run"
