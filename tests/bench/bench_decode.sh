@@ -41,9 +41,9 @@
 # the cores read weights while they compute) and over the whole step (rank 0's mean step
 # time), each against the read bandwidth of NP-1 threads pinned as the expert ranks are
 # (bench_stream, measured right before and right after each run, the higher of the two in
-# the "read GB/s" column: the host's own speed moves it from minute to minute, so each row has
-# its own, and the higher keeps a run that met a quiet spell from reading above 1; the
-# row's "read:" line gives both and says "unsteady" where they differ by more than 20%). "+sh MB": the shared
+# the "read GB/s" column: the host's own speed moves it from minute to minute, so each row
+# has its own; a ratio above 1 says the run met a quicker spell than both measurements; the
+# row's "read:" line gives both, "unsteady" where they differ by more than 20%). "+sh MB": the shared
 # experts' bytes a step (DeepSeek's checkpoint: the routing rank reads them every layer, held
 # as the experts are); "step GB/s" counts them. "floor ms": the roofline's floor of a step on
 # the expert ranks' cores, the longer of its weight bytes at the read bandwidth and its FLOPs

@@ -34,7 +34,7 @@
  * 16 g + L (g 0..3, L 0..15), input parity p in byte 4 L + 2 p + (g < 2), the low nibble for
  * even g: byte 4 L + 1 + 2 p holds outputs L and 16 + L, byte 4 L + 2 p outputs 32 + L and
  * 48 + L. So one 64-byte row decodes to four vectors of 16 outputs' input pairs by shifts
- * and byte or word tables, outputs in order.
+ * and a word table, outputs in order (expert/smallbatch.c).
  * Scales, one per output and block of `sk` inputs (FP8: the checkpoint's weight_block_size
  * input side, a multiple of 32, each output row taking its block row's scale; MXFP4: 32), in
  * the same column blocks: [Np / 64][ceil(Kp / sk)][64], FP8 as float (scale_inv), MXFP4 as
