@@ -121,10 +121,12 @@ typedef struct bench {
     moe_num_dtype_t compute;
     moe_weights_t w;
     moe_expert_weights_t *ex;
+    void *arena;             /* FP8 / MXFP4: the experts in one region, as the loader holds them */
     size_t bytes_per_expert; /* as held */
 } bench_t;
 
-/* E experts of `type` with random codes (FP8: no NaN code; scales near 1). */
+/* E experts of `type` with random codes (FP8: no NaN code; scales near 1); FP8 and MXFP4 in
+ * one region as the loader holds a layer's experts (moe_weights_quant_arena). */
 static int make_experts(bench_t *b, moe_sb_type_t type)
 {
     int64_t H = b->H, F = b->F;
@@ -135,6 +137,14 @@ static int make_experts(bench_t *b, moe_sb_type_t type)
                                                          : MOE_DTYPE_MXFP4,
                            .fp8_block = {128, 128}};
     uint16_t *plain13 = malloc((size_t)(2 * F * H) * 2), *plain2 = malloc((size_t)(H * F) * 2);
+    if (type != MOE_SB_BF16) {
+        moe_error_t err = {0};
+        if (moe_weights_quant_arena(&cfg, b->w.store, 128, (int)b->E, b->ex, &b->arena,
+                                    &err) != MOE_OK) {
+            fprintf(stderr, "bench_decode_kernel: %s\n", err.msg);
+            return 1;
+        }
+    }
     for (int64_t e = 0; e < b->E; e++) {
         moe_expert_weights_t *ew = &b->ex[e];
         if (type == MOE_SB_BF16) {
@@ -154,12 +164,8 @@ static int make_experts(bench_t *b, moe_sb_type_t type)
         size_t q[4];
         moe_weights_quant_bytes(&cfg, b->w.store, 128, q);
         b->bytes_per_expert = q[0] + q[1] + q[2] + q[3];
-        uint8_t *p[4];
+        uint8_t *p[4] = {ew->w13_q, ew->w13_s, ew->w2_q, ew->w2_s};
         for (int i = 0; i < 4; i++) {
-            p[i] = moe_alloc_large(q[i]);
-            if (p[i] == NULL) {
-                return 1;
-            }
             for (size_t j = 0; j < q[i]; j++) {
                 uint8_t v = rnd8();
                 if (i % 2 == 1) { /* scales: FP8 floats near 2^-6, e8m0 near 2^-4 */
@@ -170,10 +176,6 @@ static int make_experts(bench_t *b, moe_sb_type_t type)
                 p[i][j] = v;
             }
         }
-        ew->w13_q = p[0];
-        ew->w13_s = p[1];
-        ew->w2_q = p[2];
-        ew->w2_s = p[3];
     }
     free(plain13);
     free(plain2);
@@ -187,6 +189,8 @@ static void free_experts(bench_t *b)
     }
     free(b->ex);
     b->ex = NULL;
+    free(b->arena);
+    b->arena = NULL;
 }
 
 /* Seconds per call of `rows` rows over the E experts in turn, best of reps (one warm pass). */

@@ -45,6 +45,22 @@ int main(void)
         printf("test_mem: %ld kB of the buffer's 8 MiB of whole huge pages on huge pages\n",
                huge_kb(p));
     }
+    /* moe_release_pages: the whole pages inside the range read as zero after, the bytes of
+     * the partial pages at its ends keep their values */
+    size_t n = 16 * 4096;
+    unsigned char *r = moe_alloc_large(n);
+    CHECK(r != NULL);
+    if (r != NULL) {
+        memset(r, 7, n);
+        size_t from = 4096 - 100, to = 5 * 4096 + 300; /* whole pages [4096, 5 * 4096) */
+        size_t a = ((uintptr_t)(r + from) + 4095) / 4096 * 4096 - (uintptr_t)r;
+        size_t z = ((uintptr_t)(r + to)) / 4096 * 4096 - (uintptr_t)r;
+        moe_release_pages(r + from, to - from);
+        CHECK(r[from] == 7 && r[a - 1] == 7 && r[to - 1] == 7 && r[z] == 7);
+        CHECK(z > a && r[a] == 0 && r[z - 1] == 0);
+        moe_release_pages(NULL, 100); /* nothing */
+        free(r);
+    }
     free(small);
     free(p);
     return moe_test_finish("test_mem");

@@ -531,6 +531,62 @@ static void ffn_case(moe_sb_type_t type, int64_t H, int64_t F, int threads)
     mat_free(&down);
 }
 
+/* moe_weights_quant_arena, as the loader holds a layer's FP8 / MXFP4 experts: n experts'
+ * four pieces each in a row, 64-byte aligned, sized as moe_weights_quant_bytes says, codes 0
+ * and MXFP4's scales 2^0 (127); one expert freed gives its pages back and leaves the others'
+ * bytes alone; an expert of its own (moe_weights_expert_alloc, online rebalancing) in one
+ * region that freeing it frees (ASan's leak check sees the rest). */
+static void arena_case(moe_dtype_t store)
+{
+    moe_config_t cfg = {.hidden_dim = 2048, .ffn_dim = 768, .activation = MOE_ACT_SWIGLU};
+    size_t b[4];
+    moe_weights_quant_bytes(&cfg, store, 128, b);
+    enum { N = 3 };
+    moe_expert_weights_t ew[N];
+    memset(ew, 0, sizeof(ew));
+    void *arena = NULL;
+    moe_error_t err = {0};
+    CHECK(moe_weights_quant_arena(&cfg, store, 128, N, ew, &arena, &err) == MOE_OK);
+    if (arena == NULL) {
+        return;
+    }
+    size_t per = 0;
+    for (int i = 0; i < 4; i++) {
+        per += (b[i] + 63) / 64 * 64;
+    }
+    for (int e = 0; e < N; e++) {
+        uint8_t *base = (uint8_t *)arena + per * (size_t)e;
+        uint8_t *piece[4] = {ew[e].w13_q, ew[e].w13_s, ew[e].w2_q, ew[e].w2_s};
+        CHECK(ew[e].q_pooled == per && !ew[e].q_owner && ew[e].w13_q == base);
+        for (int i = 0; i < 4; i++) {
+            CHECK((uintptr_t)piece[i] % 64 == 0);
+            CHECK(piece[i] >= base && piece[i] + b[i] <= base + per);
+            CHECK(i == 0 || piece[i] >= piece[i - 1] + b[i - 1]);
+        }
+        CHECK(ew[e].w13_q[0] == 0 && ew[e].w2_q[b[2] - 1] == 0);
+        if (store == MOE_DTYPE_MXFP4) {
+            CHECK(((uint8_t *)ew[e].w13_s)[0] == 127 && ((uint8_t *)ew[e].w2_s)[b[3] - 1] == 127);
+        } else {
+            CHECK(((float *)ew[e].w2_s)[b[3] / sizeof(float) - 1] == 0.0f);
+        }
+        memset(base, 0x5A, per);
+    }
+    moe_weights_expert_free(&ew[1]);
+    CHECK(ew[1].w13_q == NULL && ew[0].q_pooled == per && ew[2].q_pooled == per);
+    const uint8_t *e0 = arena, *e2 = (const uint8_t *)arena + 2 * per;
+    CHECK(e0[per - 1] == 0x5A && e2[0] == 0x5A && e2[per - 1] == 0x5A);
+    moe_weights_expert_free(&ew[0]);
+    moe_weights_expert_free(&ew[2]);
+    free(arena);
+
+    moe_expert_weights_t own;
+    CHECK(moe_weights_expert_alloc(&cfg, 5, store, 128, &own, &err) == MOE_OK);
+    CHECK(own.id == 5 && own.q_owner && own.q_pooled == per);
+    CHECK((uint8_t *)own.w2_s + b[3] <= own.w13_q + per);
+    moe_weights_expert_free(&own);
+    CHECK(own.w13_q == NULL);
+}
+
 int main(void)
 {
     const char *nobf = getenv("MOED_CPU_NO_BF16");
@@ -567,5 +623,7 @@ int main(void)
         ffn_case(MOE_SB_FP8, 160, 136, threads);
         ffn_case(MOE_SB_MXFP4, 192, 96, threads);
     }
+    arena_case(MOE_DTYPE_FP8);
+    arena_case(MOE_DTYPE_MXFP4);
     return moe_test_finish("test_smallbatch");
 }

@@ -16,4 +16,9 @@
  * memory. */
 void *moe_alloc_large(size_t bytes);
 
+/* Gives the whole 4 KiB pages inside [p, p + bytes) back to the kernel (madvise
+ * MADV_DONTNEED: they read as zero if touched again), for a part of a moe_alloc_large buffer
+ * that is no longer used while the rest is. */
+void moe_release_pages(void *p, size_t bytes);
+
 #endif /* MOE_MEM_H */

@@ -1,8 +1,10 @@
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "moe/mem.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
@@ -22,4 +24,14 @@ void *moe_alloc_large(size_t bytes)
     }
 #endif
     return p;
+}
+
+void moe_release_pages(void *p, size_t bytes)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
+    uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + bytes) / page * page;
+    if (p != NULL && b > a) {
+        (void)madvise((void *)a, b - a, MADV_DONTNEED); /* advice: a refusal keeps them */
+    }
 }

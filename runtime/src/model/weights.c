@@ -413,10 +413,16 @@ static void free_ffn(moe_expert_weights_t *ew)
     free(ew->w2_bf16);
     free(ew->w13_packed);
     free(ew->w2_packed);
-    free(ew->w13_q);
-    free(ew->w2_q);
-    free(ew->w13_s);
-    free(ew->w2_s);
+    if (ew->q_pooled > 0 && ew->q_owner) { /* its own region */
+        free(ew->w13_q);
+    } else if (ew->q_pooled > 0) { /* a piece of its layer's q_arena: its pages back */
+        moe_release_pages(ew->w13_q, ew->q_pooled);
+    } else {
+        free(ew->w13_q);
+        free(ew->w2_q);
+        free(ew->w13_s);
+        free(ew->w2_s);
+    }
     free(ew->b13);
     free(ew->b2);
 }
@@ -503,6 +509,42 @@ static moe_status_t alloc_ffn_quant(const moe_config_t *cfg, moe_dtype_t store, 
         st = alloc_quant_matrix(store, H, F, sk, &ew->w2_q, &ew->w2_s, err);
     }
     return st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
+}
+
+moe_status_t moe_weights_quant_arena(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
+                                     int n, moe_expert_weights_t *ew, void **arena,
+                                     moe_error_t *err)
+{
+    size_t b[4], off[5] = {0};
+    moe_weights_quant_bytes(cfg, store, sk, b);
+    for (int i = 0; i < 4; i++) {
+        off[i + 1] = off[i] + (b[i] + 63) / 64 * 64; /* each piece 64-byte aligned */
+    }
+    size_t per = off[4];
+    *arena = NULL;
+    if (n <= 0) {
+        return MOE_OK;
+    }
+    uint8_t *r = moe_alloc_large(per * (size_t)n);
+    if (r == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %zu MiB for %s weights",
+                             per * (size_t)n >> 20, store == MOE_DTYPE_MXFP4 ? "MXFP4" : "FP8");
+    }
+    memset(r, 0, per * (size_t)n); /* codes: zero is the padding; FP8's padding scales 0 */
+    for (int e = 0; e < n; e++) {
+        uint8_t *base = r + per * (size_t)e;
+        ew[e].w13_q = base;
+        ew[e].w13_s = base + off[1];
+        ew[e].w2_q = base + off[2];
+        ew[e].w2_s = base + off[3];
+        ew[e].q_pooled = per;
+        if (store == MOE_DTYPE_MXFP4) { /* MXFP4's padding rows: scale 2^0 */
+            memset(ew[e].w13_s, 127, b[1]);
+            memset(ew[e].w2_s, 127, b[3]);
+        }
+    }
+    *arena = r;
+    return MOE_OK;
 }
 
 /* Inputs [k0, k0 + K) of row sn of a blocked FP8 or MXFP4 matrix of kps (padded) inputs,
@@ -717,10 +759,15 @@ moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_d
     memset(ew, 0, sizeof(*ew));
     ew->id = id;
     int64_t F = moe_cfg_expert_ffn(cfg);
-    moe_status_t st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, F, ew, err)
-                      : store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4
-                          ? alloc_ffn_quant(cfg, store, sk, F, ew, err)
-                          : alloc_ffn(cfg, F, ew, err);
+    moe_status_t st;
+    if (store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4) { /* one region of its own */
+        void *region = NULL;
+        st = moe_weights_quant_arena(cfg, store, sk, 1, ew, &region, err);
+        ew->q_owner = region != NULL;
+        st = st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
+    } else {
+        st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, F, ew, err) : alloc_ffn(cfg, F, ew, err);
+    }
     if (st != MOE_OK) {
         free_ffn(ew);
         memset(ew, 0, sizeof(*ew));
@@ -831,6 +878,10 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
     bool bf16 = c->store == MOE_DTYPE_BF16;
     bool quant = c->store == MOE_DTYPE_FP8 || c->store == MOE_DTYPE_MXFP4;
     int64_t F = cfg->ffn_dim, Fl = moe_cfg_expert_ffn(cfg); /* Fl < F: column shares */
+    if (st == MOE_OK && quant) { /* the layer's experts held as stored: one region */
+        st = moe_weights_quant_arena(cfg, c->store, c->fp8_block[1], n, lw->experts,
+                                     &lw->q_arena, c->err);
+    }
     for (int i = 0; st == MOE_OK && i < n; i++) {
         moe_expert_weights_t *ew = &lw->experts[i];
         ew->id = ids[i];
@@ -839,7 +890,7 @@ static moe_status_t load_layer(load_ctx_t *c, int rank, bool routes, int64_t Fs,
          * A column share: the whole expert built in c->tmp (F32) or c->qfull, then cut. */
         moe_expert_weights_t *f = Fl < F ? (quant ? &c->qfull : &c->tmp) : bf16 ? &c->tmp : ew;
         f->id = ew->id;
-        st = quant  ? alloc_ffn_quant(cfg, c->store, c->fp8_block[1], Fl, ew, c->err)
+        st = quant  ? alloc_ffn_biases(cfg, Fl, ew, c->err) /* the codes: q_arena */
              : bf16 ? alloc_ffn_bf16(cfg, Fl, ew, c->err)
                     : alloc_ffn(cfg, Fl, ew, c->err);
         if (st == MOE_OK && quant) { /* held as stored: read straight into its layout */
@@ -1231,6 +1282,7 @@ void moe_weights_destroy(moe_weights_t *w)
             free_ffn(&lw->experts[i]);
         }
         free(lw->experts);
+        free(lw->q_arena); /* after its pieces */
     }
     free(w->layers);
     free(w->gate_bias);

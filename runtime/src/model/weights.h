@@ -102,6 +102,10 @@ typedef struct moe_expert_weights {
     void *w13_packed, *w2_packed; /* BF16 in oneDNN's layout (malloc'd: free() frees them) */
     uint8_t *w13_q, *w2_q; /* FP8 / MXFP4 codes, blocked ([2F or F, H] and [H, F]) */
     void *w13_s, *w2_s;    /* their scales, blocked: float (FP8) or e8m0 bytes (MXFP4) */
+    size_t q_pooled;       /* > 0: those four are one piece of this many bytes from w13_q
+                            * on, carved from one region (moe_weights_quant_arena): */
+    bool q_owner;          /* the expert's own (free(w13_q) frees it), else its layer's
+                            * q_arena (not freed alone: its pages are given back) */
     float *b13; /* [2F] gpt-oss gate then up bias, else NULL */
     float *b2;  /* [H] gpt-oss down bias, else NULL */
     float limit; /* gpt-oss swiglu_limit (MOE_ACT_SWIGLU_OAI) */
@@ -115,6 +119,8 @@ typedef struct moe_layer_weights {
     float *shared_gate;            /* [H] Qwen2-MoE shared_expert_gate, else NULL */
     int num_local;                 /* experts hosted here */
     moe_expert_weights_t *experts; /* [num_local], ids ascending */
+    void *q_arena;                 /* FP8 / MXFP4: the experts loaded here, one region
+                                    * (moe_weights_quant_arena), else NULL */
 } moe_layer_weights_t;
 
 typedef struct moe_weights {
@@ -190,6 +196,17 @@ moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_d
 void moe_weights_quant_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
                              size_t bytes[4]);
 void moe_weights_expert_free(moe_expert_weights_t *ew);
+/* n experts' FP8 / MXFP4 codes and scales (the shapes moe_weights_quant_bytes gives) carved
+ * from one region, *arena (moe_alloc_large; free() frees it, after the experts are freed):
+ * each expert's four pieces in a row (q_pooled their bytes), codes zero, padding scales as
+ * the layout says; biases are the caller's. The loader holds a layer's experts so: one
+ * buffer of one expert's matrix (MXFP4: 1.6 and 0.8 MB) stays under 2 MiB and got no huge
+ * page, and the small-batch kernels then missed the TLB on every 4 KiB page (MXFP4 at one
+ * row 0.142-0.161 against 0.094-0.095 ms an expert: docs/performance.md). NULL *arena for
+ * n 0. */
+moe_status_t moe_weights_quant_arena(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
+                                     int n, moe_expert_weights_t *ew, void **arena,
+                                     moe_error_t *err);
 
 /* FP8 or MXFP4 held as stored, how they are scaled, for messages: "128x128 block scales"
  * (the checkpoint's weight_block_size) or "e2m1, e8m0 scales per 32 values". */
