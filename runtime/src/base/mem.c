@@ -30,7 +30,8 @@ void moe_release_pages(void *p, size_t bytes)
 {
     long ps = sysconf(_SC_PAGESIZE);
     uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096;
-    uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + bytes) / page * page;
+    uintptr_t a = ((uintptr_t)p + page - 1) / page * page;
+    uintptr_t b = ((uintptr_t)p + bytes) / page * page;
     if (p != NULL && b > a) {
         (void)madvise((void *)a, b - a, MADV_DONTNEED); /* advice: a refusal keeps them */
     }

@@ -202,7 +202,7 @@ void moe_weights_expert_free(moe_expert_weights_t *ew);
  * the layout says; biases are the caller's. The loader holds a layer's experts so: one
  * buffer of one expert's matrix (MXFP4: 1.6 and 0.8 MB) stays under 2 MiB and got no huge
  * page, and the small-batch kernels then missed the TLB on every 4 KiB page (MXFP4 at one
- * row 0.142-0.161 against 0.094-0.095 ms an expert: docs/performance.md). NULL *arena for
+ * row 0.126-0.159 against 0.092-0.109 ms an expert: docs/performance.md). NULL *arena for
  * n 0. */
 moe_status_t moe_weights_quant_arena(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
                                      int n, moe_expert_weights_t *ew, void **arena,
