@@ -69,7 +69,20 @@ wait_stopped() {
   done
   fail "rank $1 never stopped"
 }
-expect_code() { [[ $code -eq $1 ]] || fail "exit $code, expected $1"; }
+# expect_code N: mpirun's exit code is N. One exception, Open MPI's and not moed's: after a
+# rank's MPI_Abort with errorcode N, mpirun itself may crash in PMIx_server_finalize while it
+# tears the job down (SIGSEGV, exit 139; seen once, in stop_teardown_r1, 2026-11-26, Open
+# MPI 4.1.4: a PMIx race on abort, cf. open-mpi/ompi#6222); moed asked for N, so that counts
+# as N, said in the test's output.
+expect_code() {
+  if [[ $code -eq 139 ]] && grep -q "MPI_ABORT was invoked on rank [0-9]* in communicator MPI_COMM_WORLD" err.log \
+     && grep -A1 "MPI_ABORT was invoked" err.log | grep -q "with errorcode $1\." \
+     && grep -q "PMIx_server_finalize" err.log; then
+    echo "mpirun crashed in PMIx_server_finalize after MPI_Abort with errorcode $1 (Open MPI's): counted as exit $1"
+    return
+  fi
+  [[ $code -eq $1 ]] || fail "exit $code, expected $1"
+}
 # one_error REGEX: exactly one 'moed: error' line that says why, and it matches. Besides
 # it, a rank that mpirun resumes to end it (SIGCONT) may say it stopped; nothing else.
 one_error() {
