@@ -479,44 +479,23 @@ static void quant_sizes(moe_dtype_t store, int64_t n, int64_t k, int64_t sk, siz
     }
 }
 
-/* One blocked matrix's codes (zero: the padding) and scales (padding rows: 0 for FP8, 2^0
- * for MXFP4), on huge pages: the small-batch kernels stream them. */
-static moe_status_t alloc_quant_matrix(moe_dtype_t store, int64_t n, int64_t k, int64_t sk,
-                                       uint8_t **q, void **sc, moe_error_t *err)
-{
-    size_t cb = 0, sb = 0;
-    quant_sizes(store, n, k, sk, &cb, &sb);
-    *q = moe_alloc_large(cb);
-    *sc = moe_alloc_large(sb);
-    if (*q == NULL || *sc == NULL) {
-        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %zu MiB for %s weights",
-                             (cb + sb) >> 20, store == MOE_DTYPE_MXFP4 ? "MXFP4" : "FP8");
-    }
-    memset(*q, 0, cb);
-    memset(*sc, store == MOE_DTYPE_MXFP4 ? 127 : 0, sb);
-    return MOE_OK;
-}
-
-/* The matrices of an FFN of inner width F held as stored (store FP8 or MXFP4) and its F32
- * biases. */
-static moe_status_t alloc_ffn_quant(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
-                                    int64_t F, moe_expert_weights_t *ew, moe_error_t *err)
+/* Bytes of an FFN of inner width F held as `store` (FP8 or MXFP4): b[0..3] = W13's codes and
+ * scales, W2's codes and scales. */
+static void ffn_quant_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk, int64_t F,
+                            size_t b[4])
 {
     int64_t H = cfg->hidden_dim;
-    moe_status_t st = alloc_quant_matrix(store, up_rows(cfg, F), H, sk, &ew->w13_q, &ew->w13_s,
-                                         err);
-    if (st == MOE_OK) {
-        st = alloc_quant_matrix(store, H, F, sk, &ew->w2_q, &ew->w2_s, err);
-    }
-    return st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
+    quant_sizes(store, up_rows(cfg, F), H, sk, &b[0], &b[1]);
+    quant_sizes(store, H, F, sk, &b[2], &b[3]);
 }
 
-moe_status_t moe_weights_quant_arena(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
-                                     int n, moe_expert_weights_t *ew, void **arena,
-                                     moe_error_t *err)
+/* n FFNs of inner width F held as stored, carved from one region (moe_weights_quant_arena). */
+static moe_status_t quant_arena(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
+                                int64_t F, int n, moe_expert_weights_t *ew, void **arena,
+                                moe_error_t *err)
 {
     size_t b[4], off[5] = {0};
-    moe_weights_quant_bytes(cfg, store, sk, b);
+    ffn_quant_bytes(cfg, store, sk, F, b);
     for (int i = 0; i < 4; i++) {
         off[i + 1] = off[i] + (b[i] + 63) / 64 * 64; /* each piece 64-byte aligned */
     }
@@ -545,6 +524,24 @@ moe_status_t moe_weights_quant_arena(const moe_config_t *cfg, moe_dtype_t store,
     }
     *arena = r;
     return MOE_OK;
+}
+
+moe_status_t moe_weights_quant_arena(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
+                                     int n, moe_expert_weights_t *ew, void **arena,
+                                     moe_error_t *err)
+{
+    return quant_arena(cfg, store, sk, moe_cfg_expert_ffn(cfg), n, ew, arena, err);
+}
+
+/* The matrices of an FFN of inner width F held as stored (store FP8 or MXFP4), in one region
+ * of its own (q_owner), and its F32 biases. */
+static moe_status_t alloc_ffn_quant(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
+                                    int64_t F, moe_expert_weights_t *ew, moe_error_t *err)
+{
+    void *region = NULL;
+    moe_status_t st = quant_arena(cfg, store, sk, F, 1, ew, &region, err);
+    ew->q_owner = region != NULL;
+    return st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
 }
 
 /* Inputs [k0, k0 + K) of row sn of a blocked FP8 or MXFP4 matrix of kps (padded) inputs,
@@ -663,9 +660,7 @@ static void pack_mxfp4(uint8_t *q, uint8_t *sc, int64_t rows, int64_t cols,
 void moe_weights_quant_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t sk,
                              size_t bytes[4])
 {
-    int64_t H = cfg->hidden_dim, F = moe_cfg_expert_ffn(cfg);
-    quant_sizes(store, up_rows(cfg, F), H, sk, &bytes[0], &bytes[1]);
-    quant_sizes(store, H, F, sk, &bytes[2], &bytes[3]);
+    ffn_quant_bytes(cfg, store, sk, moe_cfg_expert_ffn(cfg), bytes);
 }
 
 /* An FP8 FFN of inner width F (gate, up, down of a separate expert, or with id < 0 the
@@ -759,15 +754,10 @@ moe_status_t moe_weights_expert_alloc(const moe_config_t *cfg, int32_t id, moe_d
     memset(ew, 0, sizeof(*ew));
     ew->id = id;
     int64_t F = moe_cfg_expert_ffn(cfg);
-    moe_status_t st;
-    if (store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4) { /* one region of its own */
-        void *region = NULL;
-        st = moe_weights_quant_arena(cfg, store, sk, 1, ew, &region, err);
-        ew->q_owner = region != NULL;
-        st = st == MOE_OK ? alloc_ffn_biases(cfg, F, ew, err) : st;
-    } else {
-        st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, F, ew, err) : alloc_ffn(cfg, F, ew, err);
-    }
+    moe_status_t st = store == MOE_DTYPE_BF16 ? alloc_ffn_bf16(cfg, F, ew, err)
+                      : store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4
+                          ? alloc_ffn_quant(cfg, store, sk, F, ew, err)
+                          : alloc_ffn(cfg, F, ew, err);
     if (st != MOE_OK) {
         free_ffn(ew);
         memset(ew, 0, sizeof(*ew));
@@ -982,10 +972,9 @@ static double held_ffn_bytes(const moe_config_t *cfg, moe_dtype_t store, int64_t
                                                                  : sizeof(float));
     }
     int64_t H = cfg->hidden_dim;
-    size_t c13 = 0, s13 = 0, c2 = 0, s2 = 0;
-    quant_sizes(store, up_rows(cfg, F), H, sk, &c13, &s13);
-    quant_sizes(store, H, F, sk, &c2, &s2);
-    double b = (double)c13 + (double)s13 + (double)c2 + (double)s2;
+    size_t q[4];
+    ffn_quant_bytes(cfg, store, sk, F, q);
+    double b = (double)q[0] + (double)q[1] + (double)q[2] + (double)q[3];
     return cfg->activation == MOE_ACT_SWIGLU_OAI ? b + (double)(2 * F + H) * sizeof(float) : b;
 }
 

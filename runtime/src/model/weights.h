@@ -104,7 +104,7 @@ typedef struct moe_expert_weights {
     void *w13_s, *w2_s;    /* their scales, blocked: float (FP8) or e8m0 bytes (MXFP4) */
     size_t q_pooled;       /* > 0: those four are one piece of this many bytes from w13_q
                             * on, carved from one region (moe_weights_quant_arena): */
-    bool q_owner;          /* the expert's own (free(w13_q) frees it), else its layer's
+    bool q_owner;          /* the FFN's own (free(w13_q) frees it), else its layer's
                             * q_arena (not freed alone: its pages are given back) */
     float *b13; /* [2F] gpt-oss gate then up bias, else NULL */
     float *b2;  /* [H] gpt-oss down bias, else NULL */

@@ -97,7 +97,8 @@ moe_status_t moe_cuda_copy(moe_cuda_t *c, void *dst, const void *src, size_t byt
 
 /* Page-lock [p, p + bytes) of host memory for the device's copies (cudaHostRegister): a
  * copy from or to pageable memory goes through the driver's staging buffer and blocks.
- * Returns whether it is pinned now; a refusal is no error: the copies work unpinned. Unpin with moe_cuda_host_unpin before freeing. */
+ * Returns whether it is pinned now; a refusal is no error: the copies work unpinned. Unpin
+ * with moe_cuda_host_unpin before freeing. */
 bool moe_cuda_host_pin(void *p, size_t bytes);
 void moe_cuda_host_unpin(void *p);
 
