@@ -45,8 +45,8 @@ int main(void)
         printf("test_mem: %ld kB of the buffer's 8 MiB of whole huge pages on huge pages\n",
                huge_kb(p));
     }
-    /* moe_release_pages: the whole pages inside the range read as zero after, the bytes of
-     * the partial pages at its ends keep their values */
+    /* moe_release_pages, a region under 2 MiB (small pages): the whole pages inside the
+     * range read as zero after, the bytes of the partial pages at its ends keep their values */
     size_t n = 16 * 4096;
     unsigned char *r = moe_alloc_large(n);
     CHECK(r != NULL);
@@ -55,11 +55,40 @@ int main(void)
         size_t from = 4096 - 100, to = 5 * 4096 + 300; /* whole pages [4096, 5 * 4096) */
         size_t a = ((uintptr_t)(r + from) + 4095) / 4096 * 4096 - (uintptr_t)r;
         size_t z = ((uintptr_t)(r + to)) / 4096 * 4096 - (uintptr_t)r;
-        moe_release_pages(r + from, to - from);
+        moe_release_pages(r, n, r + from, to - from);
         CHECK(r[from] == 7 && r[a - 1] == 7 && r[to - 1] == 7 && r[z] == 7);
         CHECK(z > a && r[a] == 0 && r[z - 1] == 0);
-        moe_release_pages(NULL, 100); /* nothing */
+        moe_release_pages(r, n, NULL, 100); /* nothing */
         free(r);
+    }
+    /* A region of 3 huge pages and a 300 KiB tail on small pages: a piece across the huge
+     * pages gives back only the huge page wholly inside it (its neighbours' huge pages are
+     * not split: they stay huge where THP gave them), a piece reaching into the tail its
+     * whole small pages there. */
+    const size_t M = (size_t)1 << 20, rb = 6 * M + 300 * 1024;
+    unsigned char *h = moe_alloc_large(rb);
+    CHECK(h != NULL);
+    if (h != NULL) {
+        memset(h, 7, rb);
+        long before = huge_kb(h);
+        moe_release_pages(h, rb, h + M, 4 * M); /* [1, 5) MiB: huge page [2, 4) MiB */
+        moe_release_pages(h, rb, h + 5 * M + M / 2, M / 2 + 200 * 1024 + 100);
+        long after = huge_kb(h);
+        int thp = moe_thp_possible();
+        if (thp) {
+            CHECK(h[M] == 7 && h[2 * M - 1] == 7 && h[2 * M] == 0 && h[4 * M - 1] == 0);
+            CHECK(h[4 * M] == 7 && h[5 * M - 1] == 7 && h[6 * M - 1] == 7);
+        } else { /* no huge pages: the whole small pages inside [1, 5) MiB */
+            CHECK(h[M - 1] == 7 && h[M] == 0 && h[5 * M - 1] == 0 && h[5 * M] == 7);
+        }
+        CHECK(h[5 * M + M / 2 - 1] == 7 && h[6 * M] == 0 && h[6 * M + 200 * 1024 - 1] == 0);
+        CHECK(h[6 * M + 200 * 1024] == 7 && h[rb - 1] == 7);
+        printf("test_mem: huge pages of the 6 MiB region %ld kB before the releases, %ld kB "
+               "after (THP %s)\n", before, after, thp ? "possible" : "off");
+        if (thp && before >= 6 * 1024) { /* the kernel gave all three: two must stay */
+            CHECK(after >= 4 * 1024);
+        }
+        free(h);
     }
     free(small);
     free(p);

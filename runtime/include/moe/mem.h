@@ -16,9 +16,18 @@
  * memory. */
 void *moe_alloc_large(size_t bytes);
 
-/* Gives the whole 4 KiB pages inside [p, p + bytes) back to the kernel (madvise
- * MADV_DONTNEED: they read as zero if touched again), for a part of a moe_alloc_large buffer
- * that is no longer used while the rest is. */
-void moe_release_pages(void *p, size_t bytes);
+/* Gives the memory of [p, p + bytes), a part of `region` (a moe_alloc_large buffer of
+ * region_bytes) no longer used while the rest is, back to the kernel (madvise
+ * MADV_DONTNEED: it reads as zero if touched again) without splitting the region's huge
+ * pages: where the region asked for them (its whole 2 MiB pages, when THP is not off) only
+ * the 2 MiB pages wholly inside the range go; elsewhere (its tail, a region under 2 MiB,
+ * THP off) the whole 4 KiB pages inside it. A huge page split by a partial release would
+ * leave the neighbours' bytes on 4 KiB pages (and khugepaged, collapsing it again, would
+ * take the released memory back). The bytes kept keep their values. */
+void moe_release_pages(void *region, size_t region_bytes, void *p, size_t bytes);
+
+/* Whether the kernel may give huge pages to a buffer that asks (THP not "never"; true where
+ * it cannot be told). */
+int moe_thp_possible(void);
 
 #endif /* MOE_MEM_H */

@@ -416,7 +416,7 @@ static void free_ffn(moe_expert_weights_t *ew)
     if (ew->q_pooled > 0 && ew->q_owner) { /* its own region */
         free(ew->w13_q);
     } else if (ew->q_pooled > 0) { /* a piece of its layer's q_arena: its pages back */
-        moe_release_pages(ew->w13_q, ew->q_pooled);
+        moe_release_pages(ew->q_region, ew->q_region_bytes, ew->w13_q, ew->q_pooled);
     } else {
         free(ew->w13_q);
         free(ew->w2_q);
@@ -517,6 +517,8 @@ static moe_status_t quant_arena(const moe_config_t *cfg, moe_dtype_t store, int6
         ew[e].w2_q = base + off[2];
         ew[e].w2_s = base + off[3];
         ew[e].q_pooled = per;
+        ew[e].q_region = r;
+        ew[e].q_region_bytes = per * (size_t)n;
         if (store == MOE_DTYPE_MXFP4) { /* MXFP4's padding rows: scale 2^0 */
             memset(ew[e].w13_s, 127, b[1]);
             memset(ew[e].w2_s, 127, b[3]);

@@ -106,6 +106,8 @@ typedef struct moe_expert_weights {
                             * on, carved from one region (moe_weights_quant_arena): */
     bool q_owner;          /* the FFN's own (free(w13_q) frees it), else its layer's
                             * q_arena (not freed alone: its pages are given back) */
+    void *q_region;        /* the region the piece is from, of q_region_bytes */
+    size_t q_region_bytes; /* (moe_release_pages keeps its huge pages whole) */
     float *b13; /* [2F] gpt-oss gate then up bias, else NULL */
     float *b2;  /* [H] gpt-oss down bias, else NULL */
     float limit; /* gpt-oss swiglu_limit (MOE_ACT_SWIGLU_OAI) */
