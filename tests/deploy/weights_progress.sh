@@ -3,6 +3,9 @@
 # (rank 0, stdout) and when it is done; a small one prints nothing about weights.
 #   one_rank:   one rank builds all 8 experts of 1 layer (336 MiB)
 #   master:     3 ranks, rank 0 only routes: it says the expert ranks build theirs
+#   master_checkpoint: the same from a BF16 checkpoint (model.dtype auto): the line gives the
+#               type and bytes the expert ranks hold (BF16, 24 MiB an expert), not rank 0's
+#               own (it once said F32 and twice the bytes: rank 0 holds no expert)
 #   symmetric:  3 ranks, rank 0 hosts 3 experts: it reports its own progress, and says so
 #   layers:     placement.layers: rank 0's count differs per layer, the bytes add them up
 #   small:      configs of the test size print no weights line
@@ -19,6 +22,12 @@ case "$1" in
     LAYERS=2 PLACEMENT='{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}' small_model > c.yaml
     mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
     want=("weights: rank 0 hosts no experts; the expert ranks are generating theirs (up to 4 x 2 layers, 336 MiB on one rank") ;;
+  master_checkpoint)  # 8 experts of 1024 x 4096 in BF16: (2 x 4096 + 4096) x 1024 x 2 B = 24 MiB
+    mkdir ck && "$MAKE_CKPT" --dir ck mixtral bf16 1024 4096 8 2 3 1 8 > /dev/null || fail "make_checkpoint"
+    printf 'model:\n  checkpoint: %s\nruntime:\n  routing: master\nworkload:\n  tokens_per_step: 8\n  steps: 1\nprofiler:\n  enabled: false\n' \
+      "$PWD/ck" > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
+    want=("weights: rank 0 hosts no experts; the expert ranks are reading theirs from $PWD/ck (up to 4 x 3 layers, 288 MiB on one rank; BF16, 24 MiB per expert)") ;;
   symmetric)
     LAYERS=3 ROUTING=symmetric small_model > c.yaml
     mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }

@@ -78,6 +78,8 @@ struct moe_engine {
     int64_t token_first;   /* global index of this rank's first token */
     int64_t token_count;   /* tokens this rank routes per step */
     moe_dtype_t value;        /* the experts' values (model.dtype resolved on this rank) */
+    moe_dtype_t experts_held; /* how the expert ranks hold theirs (the largest where they
+                               * differ): rank 0's load line when it hosts none */
     char experts_desc[160];   /* rank 0: "fp8 e4m3 weights held as stored, bf16 compute" */
     char weights_desc[320];   /* rank 0: the weights' naming, experts_desc, the shared experts */
     /* runtime.rebalance_every on more than one rank: the placement the layer and the

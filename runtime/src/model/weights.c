@@ -1142,8 +1142,8 @@ moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtyp
 }
 
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
-                              moe_dtype_t store, moe_dtype_t shared_store, moe_weights_t *w,
-                              moe_error_t *err)
+                              moe_dtype_t store, moe_dtype_t experts_store,
+                              moe_dtype_t shared_store, moe_weights_t *w, moe_error_t *err)
 {
     memset(w, 0, sizeof(*w));
     load_progress_t prog;
@@ -1212,14 +1212,16 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate layer table");
         goto out_close;
     }
-    /* progress counts the bytes built: a column share is cut from its whole expert */
+    /* progress counts the bytes built: a column share is cut from its whole expert; a rank
+     * hosting none tells how the expert ranks hold theirs */
+    moe_dtype_t shown = hosts ? store : experts_store;
     progress_begin(cfg, rank, random,
-                   split ? (size_t)held_ffn_bytes(cfg, store, c.fp8_block[1], cfg->ffn_dim)
-                         : per_expert,
-                   bf16                          ? "BF16"
-                   : store == MOE_DTYPE_FP8      ? "FP8"
-                   : store == MOE_DTYPE_MXFP4    ? "MXFP4"
-                                                 : "F32",
+                   split ? (size_t)held_ffn_bytes(cfg, shown, c.fp8_block[1], cfg->ffn_dim)
+                         : (size_t)held_expert_bytes(cfg, shown, c.fp8_block[1]),
+                   shown == MOE_DTYPE_BF16    ? "BF16"
+                   : shown == MOE_DTYPE_FP8   ? "FP8"
+                   : shown == MOE_DTYPE_MXFP4 ? "MXFP4"
+                                              : "F32",
                    &prog);
     for (int l = 0; l < w->num_layers && st == MOE_OK; l++) {
         st = load_layer(&c, rank, routes, Fs, l, &w->layers[l]);

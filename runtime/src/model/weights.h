@@ -168,11 +168,12 @@ moe_status_t moe_weights_shared_dtype(const moe_config_t *cfg, moe_dtype_t *out,
  * as the checkpoint stores them (w13_q/w2_q, blocked), else F32 — rounded to BF16 when
  * model.dtype is bf16, so F32 compute sees the values BF16 compute would. shared_store: the
  * same for a routing rank's shared experts (F32, BF16 or FP8; F32 for anything else, and
- * for FP8 with random weights). On error fills err with a message naming the file and
- * tensor; *w is then empty (safe to destroy). */
+ * for FP8 with random weights). experts_store: how the expert ranks hold theirs (what rank
+ * 0's load line says when it hosts none). On error fills err with a message naming the file
+ * and tensor; *w is then empty (safe to destroy). */
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
-                              moe_dtype_t store, moe_dtype_t shared_store, moe_weights_t *w,
-                              moe_error_t *err);
+                              moe_dtype_t store, moe_dtype_t experts_store,
+                              moe_dtype_t shared_store, moe_weights_t *w, moe_error_t *err);
 void moe_weights_destroy(moe_weights_t *w); /* accepts NULL and an empty struct */
 
 /* The inner width of a layer's shared experts (all n_shared_experts as one FFN), 0 without. */
