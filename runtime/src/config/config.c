@@ -207,7 +207,7 @@ const cfg_key_t cfg_keys[] = {
     KEY_INT("profiler.warmup_steps", prof_warmup_steps, "5", 0, 1000000000, "steps",
             "steps run but not recorded"),
     KEY_INT("profiler.wait_steps", prof_wait_steps, "0", 0, 1000000000, "steps",
-            "idle steps before each measurement window"),
+            "steps run but not recorded after each measurement window"),
     KEY_INT("profiler.measurement_steps", prof_measurement_steps, "10", 1, 1000000000, "steps",
             "steps recorded per window"),
     KEY_INT("profiler.repeat", prof_repeat, "1", 0, 1000000000, "windows",
