@@ -82,6 +82,7 @@ case "$1" in
     small_model | sed 's/^placement:/placement:\n  copies: columns/; s/^runtime:/runtime:\n  device: cuda/' > c.yaml
     want_code=3 want="placement.copies: columns runs on runtime.device: cpu only" ;;
   columns_fp8_block)  # FP8 shares of 64 columns would cut the checkpoint's 128-input blocks
+    # (--check-config too: it reads the checkpoint's weight_block_size)
     CKF=128 ckdir deepseek_v3 fp8 1
     printf 'placement:\n  copies: columns\n' >> c.yaml
     want_code=4 want="placement.copies: columns: a share of 64 of model.ffn_dim 128 cuts the FP8 scale blocks of 128 inputs" ;;
@@ -326,6 +327,11 @@ case "$1" in
     PROF=true STEPS=1000000 small_model | with_listen localhost > c.yaml
     want_code=3 fast=1 no_folder=1
     want="profiler.listen: localhost: expected HOST:PORT such as 127.0.0.1:9464" ;;
+  control_token_short)  # MOED_CONTROL_TOKEN too short: refused before the run (--check-config too)
+    export MOED_CONTROL_TOKEN=short
+    PROF=true STEPS=1000000 small_model | with_listen 127.0.0.1:0 > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="MOED_CONTROL_TOKEN: 5 bytes; a control token needs at least 16" ;;
   listen_in_use)
     hold_port; PROF=true STEPS=1000000 small_model | with_listen "127.0.0.1:$PORT" > c.yaml
     want_code=3 fast=1 no_folder=1

@@ -243,6 +243,12 @@ int64_t moe_live_threads_cpu_ns(const moe_live_t *lv);
  * ("expected HOST:PORT ...", the resolver's or the system's reason). For the checks before
  * the run (runtime/src/app/preflight.c): no folder is made before the endpoint could start. */
 int moe_live_listen_check(const char *listen, char *why, size_t why_len);
+/* The live endpoint's control token: MOED_CONTROL_TOKEN when set and not empty (it must
+ * have MOE_CFG_TOKEN_MIN bytes or more: else MOE_ERR_CONFIG), else profiler.control_token
+ * (checked when the config was parsed). Read by the run's endpoint and by the checks before
+ * the run. */
+moe_status_t moe_live_control_token(const moe_config_t *cfg, const char **out,
+                                    moe_error_t *err);
 /* `moed top URL [--once]`: exit 0, 1 when the endpoint cannot be read, 2 bad arguments. */
 int moe_live_top_main(int argc, char **argv, FILE *out);
 

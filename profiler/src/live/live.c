@@ -661,17 +661,29 @@ static int alloc_rank0(moe_live_t *lv)
     return live_view_init(lv->view, d);
 }
 
-static moe_status_t start_http(moe_live_t *lv, const moe_config_t *cfg, moe_error_t *err)
+moe_status_t moe_live_control_token(const moe_config_t *cfg, const char **out,
+                                    moe_error_t *err)
 {
-    live_view_t *v = lv->view;
     const char *env = getenv("MOED_CONTROL_TOKEN");
-    const char *tok = env != NULL && env[0] != '\0' ? env : cfg->prof_control_token;
-    if (tok == env && strlen(env) < MOE_CFG_TOKEN_MIN) { /* the file's is checked at parse */
+    *out = env != NULL && env[0] != '\0' ? env : cfg->prof_control_token;
+    if (env != NULL && *out == env && strlen(env) < MOE_CFG_TOKEN_MIN) { /* the file's: at parse */
         return moe_error_set(err, MOE_ERR_CONFIG, "MOED_CONTROL_TOKEN: %zu byte%s; a control "
                              "token needs at least %d (e.g. `openssl rand -hex 16`)",
                              strlen(env), strlen(env) == 1 ? "" : "s", MOE_CFG_TOKEN_MIN);
     }
-    if (tok != env && strcmp(tok, "<redacted>") == 0) { /* a report's config.yaml, run again */
+    return MOE_OK;
+}
+
+static moe_status_t start_http(moe_live_t *lv, const moe_config_t *cfg, moe_error_t *err)
+{
+    live_view_t *v = lv->view;
+    const char *tok = NULL;
+    moe_status_t st = moe_live_control_token(cfg, &tok, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    /* the file's token "<redacted>": a report's config.yaml, run again */
+    if (tok == cfg->prof_control_token && strcmp(tok, "<redacted>") == 0) {
         MOE_WARN("live: profiler.control_token is \"<redacted>\" (a report's copy): control "
                  "off; set MOED_CONTROL_TOKEN");
         tok = "none";

@@ -304,14 +304,20 @@ static moe_preflight_fail_t check_dump_output(const char *path, moe_error_t *err
 /* profiler.listen: rank 0's endpoint must be able to start (an address of this host, a
  * port free now), checked before anything is made: a config error, as the run's own
  * failure to start it is. */
-static moe_preflight_fail_t check_listen(const char *listen, moe_error_t *err)
+static moe_preflight_fail_t check_listen(const moe_config_t *cfg, moe_error_t *err)
 {
     char why[256];
-    if (strcmp(listen, "off") == 0 || moe_live_listen_check(listen, why, sizeof(why)) == 0) {
+    const char *listen = cfg->prof_listen, *token = NULL;
+    if (strcmp(listen, "off") == 0) {
         return MOE_PREFLIGHT_OK;
     }
-    moe_error_set(err, MOE_ERR_CONFIG, "profiler.listen: %s: %s", listen, why);
-    return MOE_PREFLIGHT_CONFIG;
+    if (moe_live_listen_check(listen, why, sizeof(why)) != 0) {
+        moe_error_set(err, MOE_ERR_CONFIG, "profiler.listen: %s: %s", listen, why);
+        return MOE_PREFLIGHT_CONFIG;
+    }
+    /* the endpoint's control token as it will take it (MOED_CONTROL_TOKEN's length) */
+    return moe_live_control_token(cfg, &token, err) == MOE_OK ? MOE_PREFLIGHT_OK
+                                                              : MOE_PREFLIGHT_CONFIG;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -454,6 +460,28 @@ static double memory_limit_passed(double bytes, const char **what)
     return 0.0;
 }
 
+/* placement.copies: columns with an FP8 checkpoint held as stored (CPU, model.dtype auto):
+ * the shares must keep its scale blocks whole, as the load checks (exit 4 there too). */
+static moe_preflight_fail_t check_fp8_shares(const moe_config_t *cfg, moe_error_t *err)
+{
+    int r = 0;
+    while (r < cfg->world_size && moe_cfg_experts_of_rank(cfg, r, NULL) == 0) {
+        r++;
+    }
+    if (cfg->column_shares <= 1 || strcmp(cfg->checkpoint, "none") == 0 ||
+        cfg->device != MOE_DEVICE_CPU || r == cfg->world_size ||
+        held_dtype(cfg, r) != MOE_DTYPE_FP8) {
+        return MOE_PREFLIGHT_OK;
+    }
+    moe_ckpt_t *ck = NULL;
+    moe_status_t st = moe_ckpt_open(cfg, &ck, err);
+    if (st == MOE_OK) {
+        st = moe_weights_check_fp8_shares(cfg, ck, err);
+    }
+    moe_ckpt_close(ck);
+    return st == MOE_OK ? MOE_PREFLIGHT_OK : MOE_PREFLIGHT_INPUT;
+}
+
 /* Each rank's weights, as they will be held, against what one process can have on this
  * node. Rank 0 sees its own node only, and ranks sharing a node are not added up: a rank
  * that cannot fit alone is what is refused. The GPU back-end holds its copy on the device:
@@ -552,10 +580,13 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
         f = check_routing_trace(cfg, err);
     }
     if (f == MOE_PREFLIGHT_OK) {
+        f = check_fp8_shares(cfg, err);
+    }
+    if (f == MOE_PREFLIGHT_OK) {
         f = check_memory(cfg, err);
     }
     if (f == MOE_PREFLIGHT_OK) {
-        f = check_listen(cfg->prof_listen, err);
+        f = check_listen(cfg, err);
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_path_text("profiler.output_dir", cfg->prof_output_dir, err);

@@ -1141,6 +1141,24 @@ moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtyp
     return MOE_OK;
 }
 
+moe_status_t moe_weights_check_fp8_shares(const moe_config_t *cfg, const moe_ckpt_t *ck,
+                                          moe_error_t *err)
+{
+    int64_t block[2] = {128, 128};
+    moe_ckpt_fp8_block(ck, block);
+    if (moe_cfg_expert_ffn(cfg) == cfg->ffn_dim || moe_cfg_expert_ffn(cfg) % block[1] == 0) {
+        return MOE_OK; /* not split (placement.copies: columns), or in whole blocks */
+    }
+    char ok[96] = "none";
+    moe_cfg_share_counts(cfg->ffn_dim, block[1], ok, sizeof(ok));
+    return moe_error_set(err, MOE_ERR_UNSUPPORTED, "placement.copies: columns: a share of %lld "
+                         "of model.ffn_dim %lld cuts the FP8 scale blocks of %lld inputs of %s "
+                         "(quantization_config.weight_block_size); copies of an expert that "
+                         "keep whole blocks: %s; or model.dtype: bf16 to widen the weights",
+                         (long long)moe_cfg_expert_ffn(cfg), (long long)cfg->ffn_dim,
+                         (long long)block[1], moe_ckpt_name(ck), ok);
+}
+
 moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, moe_dtype_t value,
                               moe_dtype_t store, moe_dtype_t experts_store,
                               moe_dtype_t shared_store, moe_weights_t *w, moe_error_t *err)
@@ -1184,16 +1202,8 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
         st = alloc_quant_staging(&c, shared_fp8 && Fs > cfg->ffn_dim ? Fs : cfg->ffn_dim);
     }
     bool split = moe_cfg_expert_ffn(cfg) < cfg->ffn_dim; /* placement.copies: columns */
-    if (st == MOE_OK && split && hosts && store == MOE_DTYPE_FP8 &&
-        moe_cfg_expert_ffn(cfg) % c.fp8_block[1] != 0) {
-        char ok[96] = "none";
-        moe_cfg_share_counts(cfg->ffn_dim, c.fp8_block[1], ok, sizeof(ok));
-        st = moe_error_set(err, MOE_ERR_UNSUPPORTED, "placement.copies: columns: a share of "
-                           "%lld of model.ffn_dim %lld cuts the FP8 scale blocks of %lld inputs "
-                           "of %s (quantization_config.weight_block_size); copies of an expert "
-                           "that keep whole blocks: %s; or model.dtype: bf16 to widen the "
-                           "weights", (long long)moe_cfg_expert_ffn(cfg), (long long)cfg->ffn_dim,
-                           (long long)c.fp8_block[1], moe_ckpt_name(c.ck), ok);
+    if (st == MOE_OK && hosts && store == MOE_DTYPE_FP8) {
+        st = moe_weights_check_fp8_shares(cfg, c.ck, err);
     }
     if (st == MOE_OK && (bf16 || (split && !quant)) && hosts) {
         st = alloc_ffn(cfg, cfg->ffn_dim, &c.tmp, err);

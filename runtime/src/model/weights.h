@@ -21,6 +21,7 @@
 
 #include "moe_config/config.h"
 #include "moe/status.h"
+#include "model/checkpoint.h"
 
 /* The blocked layout of an expert matrix W [N, K] (N outputs, K inputs) held as stored in
  * FP8 or MXFP4, the one oneDNN's BF16 matmul packs its weights into on avx512_core_bf16
@@ -161,6 +162,12 @@ moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtyp
  * The caller picks how they are held from it (engine.c: as the experts would be). */
 moe_status_t moe_weights_shared_dtype(const moe_config_t *cfg, moe_dtype_t *out,
                                       moe_error_t *err);
+
+/* placement.copies: columns with FP8 experts held as stored: each column share must keep
+ * the checkpoint's scale blocks (its weight_block_size) whole; MOE_ERR_UNSUPPORTED, naming
+ * the share counts that would, where it does not. Checked at load and before the run. */
+moe_status_t moe_weights_check_fp8_shares(const moe_config_t *cfg, const moe_ckpt_t *ck,
+                                          moe_error_t *err);
 
 /* Load what `rank` needs. routes: whether this rank runs the gate. value: the experts' type
  * as moe_weights_value_dtype resolved it (recorded; the GPU stores them in it); store:
