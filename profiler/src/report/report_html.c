@@ -1244,14 +1244,14 @@ static double html_per_step_ms(double ns, int64_t steps)
 
 static void html_overlap(FILE *f, const moe_report_t *r)
 {
-    fputs("<h2 id=\"overlap\">Exchange hidden behind expert compute</h2>\n<p class=\"note\">"
-          "exchange = time a row exchange was in flight (from its start until the rank saw it "
-          "complete, the union over each layer's exchanges); hidden = the part of it during the "
-          "rank's own expert calls; share = hidden / exchange (0 by construction with chunks 1)."
-          "</p>\n<table>\n<tr><th class=\"num\">rank</th><th>host</th><th>device</th>"
-          "<th class=\"num\">exchange (ms per step)</th><th class=\"num\">hidden (ms per "
-          "step)</th><th class=\"num\">hidden share</th></tr>\n",
-          f);
+    fprintf(f, "<h2 id=\"overlap\">Exchange hidden behind expert compute</h2>\n<p class=\"note\">"
+            "exchange = time a row exchange was in flight (from its start until the rank saw it "
+            "complete, the union over each layer's exchanges); hidden = the part of it during the "
+            "rank's own expert calls; share = hidden / exchange%s.</p>\n<table>\n<tr><th "
+            "class=\"num\">rank</th><th>host</th><th>device</th><th class=\"num\">exchange "
+            "(ms per step)</th><th class=\"num\">hidden (ms per step)</th><th class=\"num\">"
+            "hidden share</th></tr>\n",
+            r->chunks == 1 ? " (0 by construction: runtime.chunks 1)" : "");
     for (int k = 0; k < r->world_size; k++) {
         const moe_rep_rank_t *rk = &r->ranks[k];
         if (!rk->present || rk->steps <= 0) {

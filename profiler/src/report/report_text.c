@@ -443,7 +443,8 @@ static void text_overlap(FILE *f, const moe_report_t *r)
     fprintf(f, "  in flight = time a row exchange was in flight (from its start until this rank saw "
                "it complete;\n  the union over each layer's exchanges; not the exchange ms above, "
                "which is phase time);\n  hidden = the part of it during this rank's own expert "
-               "calls; hidden %% = hidden / in flight\n  (0 by construction with chunks 1)\n\n");
+               "calls; hidden %% = hidden / in flight%s\n\n",
+            r->chunks == 1 ? "\n  (0 by construction: runtime.chunks 1)" : "");
     fprintf(f, "  %4s  %-*s  %-*s  %5s  %12s  %11s  %8s\n", "rank", hw, "host", dw, "device",
             "steps", "in flight ms", "hidden ms", "hidden %");
     for (int i = 0; i < r->world_size; i++) {
