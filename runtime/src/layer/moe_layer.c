@@ -274,15 +274,30 @@ void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first)
     ctx->token_first = token_first;
 }
 
-static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err);
+static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err);
+static moe_status_t counts_wait(moe_layer_ctx_t *ctx, moe_error_t *err);
 
 moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
-    moe_status_t st = exchange_counts(ctx, err); /* as the layer does: counts first */
+    /* as the layer does: the counts posted, the rows sent, the counts awaited, the rows
+     * received (the last forward's sizes) */
+    moe_transport_t *t = ctx->transport;
+    moe_status_t st = counts_post(ctx, err);
     if (st == MOE_OK) {
-        st = moe_transport_exchange(ctx->transport, ctx->io.xsend, ctx->plan.send_rows,
-                                    ctx->plan.send_row_displs, ctx->io.xrecv, ctx->recv_rows,
-                                    ctx->recv_displs, err);
+        st = moe_transport_start_sends(t, 0, ctx->io.xsend, ctx->plan.send_rows,
+                                       ctx->plan.send_row_displs, NULL, err);
+    }
+    if (st == MOE_OK) {
+        st = counts_wait(ctx, err);
+    }
+    if (st == MOE_OK) {
+        st = moe_transport_start_recvs(t, 0, ctx->io.xrecv, ctx->recv_rows, ctx->recv_displs,
+                                       err);
+    }
+    if (st == MOE_OK) {
+        st = moe_transport_wait(t, 0, "the row exchange", err);
+    } else if (t->xfer[0].active) {
+        moe_transport_cancel(t, 0);
     }
     if (st == MOE_OK) {
         st = moe_transport_exchange(ctx->transport, ctx->io.xback, ctx->recv_rows,
@@ -389,7 +404,7 @@ static bool layer_routes(const moe_layer_ctx_t *ctx, int r)
  * a collective) so the watchdog can name a rank that never answers. A rank that routes
  * nothing sends no counts and none are awaited from it (in master routing the expert ranks
  * do not wait on each other): its counts are zero (dedup: no rows, no pairs). */
-static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
+static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
     moe_plan_t *p = &ctx->plan;
     int W = ctx->world_size, me = ctx->rank, n = 0;
@@ -417,6 +432,7 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
             moe_wake_post(d);
         }
     }
+    ctx->count_reqs_n = n; /* after a failed post: those posted, for the wait to end */
     if (st != MOE_OK) {
         return st;
     }
@@ -424,6 +440,14 @@ static moe_status_t exchange_counts(moe_layer_ctx_t *ctx, moe_error_t *err)
                                : ctx->recv_counts + ctx->n_local_displs[me];
     memcpy(mine, p->count_msg + p->count_msg_displs[me],
            sizeof(int32_t) * (size_t)p->count_msg_len[me]);
+    return MOE_OK;
+}
+
+/* The counts posted by counts_post: every one received and sent. */
+static moe_status_t counts_wait(moe_layer_ctx_t *ctx, moe_error_t *err)
+{
+    int n = ctx->count_reqs_n;
+    ctx->count_reqs_n = 0;
     return moe_wait_all(ctx->count_reqs, ctx->count_peers, n, "the counts exchange", err);
 }
 
@@ -487,33 +511,28 @@ static int piece_lo(int n, int c, int chunks)
     return (int)((int64_t)n * c / chunks);
 }
 
-/* Cut every send and receive block into the chunks' pieces. */
-static void layer_cut_chunks(moe_layer_ctx_t *ctx)
+/* Cut every send block (the plan's) or every receive block (the counts') into the chunks'
+ * pieces. */
+static void layer_cut_chunks(moe_layer_ctx_t *ctx, bool recv)
 {
     int W = ctx->world_size, N = ctx->chunks;
-    const moe_plan_t *p = &ctx->plan;
+    const int *rows = recv ? ctx->recv_rows : ctx->plan.send_rows;
+    const int *displs = recv ? ctx->recv_displs : ctx->plan.send_row_displs;
+    int *cut_rows = recv ? ctx->chunk_recv_rows : ctx->chunk_send_rows;
+    int *cut_displs = recv ? ctx->chunk_recv_displs : ctx->chunk_send_displs;
     for (int c = 0; c < N; c++) {
         for (int r = 0; r < W; r++) {
-            int i = c * W + r, s_lo = piece_lo(p->send_rows[r], c, N);
-            int r_lo = piece_lo(ctx->recv_rows[r], c, N);
-            ctx->chunk_send_displs[i] = p->send_row_displs[r] + s_lo;
-            ctx->chunk_send_rows[i] = piece_lo(p->send_rows[r], c + 1, N) - s_lo;
-            ctx->chunk_recv_displs[i] = ctx->recv_displs[r] + r_lo;
-            ctx->chunk_recv_rows[i] = piece_lo(ctx->recv_rows[r], c + 1, N) - r_lo;
+            int i = c * W + r, lo = piece_lo(rows[r], c, N);
+            cut_displs[i] = displs[r] + lo;
+            cut_rows[i] = piece_lo(rows[r], c + 1, N) - lo;
         }
     }
 }
 
-/* Counts first (so receivers can size their blocks), then the rows are laid out in send
- * order and cut into chunks. */
-static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
-                                       const void **after, moe_error_t *err)
+/* The receive blocks from the counts received, cut into chunks; dedup: the pairs each row
+ * carries. */
+static moe_status_t layer_recv_blocks(moe_layer_ctx_t *ctx, int W, int nl, moe_error_t *err)
 {
-    int W = ctx->world_size, nl = ctx->layer_local;
-    moe_status_t st = exchange_counts(ctx, err);
-    if (st != MOE_OK) {
-        return st;
-    }
     int row = 0;
     for (int s = 0; s < W; s++) {
         int n = 0;
@@ -532,7 +551,7 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
         ctx->recv_displs[s] = row;
         row += n;
     }
-    layer_cut_chunks(ctx);
+    layer_cut_chunks(ctx, true);
     if (ctx->dedup) {
         int bad = moe_plan_pairs_read(&ctx->pairs, ctx->recv_counts, ctx->msg_words, nl,
                                       ctx->recv_displs, ctx->chunk_recv_displs,
@@ -546,7 +565,22 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
             ctx->recv_pairs[s] = nl > 0 ? (int)ctx->pairs.tot[s] : 0;
         }
     }
-    /* The step's plan, as the back-end reads it. */
+    return MOE_OK;
+}
+
+/* The counts go out first (so receivers can size their blocks); while they travel the rows
+ * are laid out in send order and chunk 0's are sent (its receives follow in the pipeline:
+ * start_dispatch); then the counts received give the receive blocks, cut into chunks. */
+static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
+                                       const void **after, moe_error_t *err)
+{
+    int W = ctx->world_size, nl = ctx->layer_local;
+    moe_status_t st = counts_post(ctx, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    /* The step's plan, as the back-end reads it: the send side now, the receive side once
+     * the counts are in. */
     moe_expert_io_t *io = &ctx->io;
     io->tokens = ctx->plan.tokens;
     io->num_send = ctx->plan.num_send;
@@ -554,16 +588,40 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
     io->slot_pos = ctx->plan.slot_pos;
     io->token_rows = ctx->plan.token_rows;
     io->rows_per_token = ctx->plan.rows_per_token;
+    layer_cut_chunks(ctx, false);
+    st = moe_expert_backend_permute(&ctx->backend, x, after, err);
+    if (st == MOE_OK) {
+        st = moe_transport_start_sends(ctx->transport, 0, ctx->io.xsend, ctx->chunk_send_rows,
+                                       ctx->chunk_send_displs, *after, err);
+    }
+    if (st == MOE_OK) {
+        st = counts_wait(ctx, err);
+    } else { /* the peers' counts still come: taken, the first error kept */
+        moe_error_t ignored;
+        moe_error_clear(&ignored);
+        (void)counts_wait(ctx, &ignored);
+    }
+    if (st == MOE_OK) {
+        st = layer_recv_blocks(ctx, W, nl, err);
+    }
     io->row_pairs = ctx->pairs.row_pairs;
     io->chunk_recv_rows = ctx->chunk_recv_rows;
     io->chunk_recv_displs = ctx->chunk_recv_displs;
-    return moe_expert_backend_permute(&ctx->backend, x, after, err);
+    if (st != MOE_OK && ctx->transport->xfer[0].active) {
+        moe_transport_cancel(ctx->transport, 0); /* chunk 0's rows sent, never received */
+    }
+    return st;
 }
 
+/* Chunk c's dispatch; chunk 0's rows went out in layer_prepare_rows: its receives now. */
 static moe_status_t start_dispatch(moe_layer_ctx_t *ctx, int c, const void *after,
                                    moe_error_t *err)
 {
     int i = c * ctx->world_size;
+    if (c == 0) {
+        return moe_transport_start_recvs(ctx->transport, 0, ctx->io.xrecv, ctx->chunk_recv_rows,
+                                         ctx->chunk_recv_displs, err);
+    }
     return moe_transport_start(ctx->transport, c, ctx->io.xsend, ctx->chunk_send_rows + i,
                                ctx->chunk_send_displs + i, ctx->io.xrecv,
                                ctx->chunk_recv_rows + i, ctx->chunk_recv_displs + i, after, err);

@@ -87,6 +87,7 @@ struct moe_layer_ctx {
     int64_t test_gate_delay_ns; /* MOED_TEST_GATE_DELAY_MS=rank:ms on this rank, else 0 */
     int64_t test_expert_delay_ns; /* MOED_TEST_EXPERT_DELAY_MS=rank:ms on this rank, else 0 */
     moe_transport_t *transport;
+    int count_reqs_n;     /* the counts exchange's requests in flight (counts_post) */
     moe_expert_io_t io;   /* what the back-end sees: sizes, host buffers, rows, the step */
     moe_expert_backend_t backend;
     void *arena;          /* the one block every buffer is carved from */

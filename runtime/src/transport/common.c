@@ -24,7 +24,8 @@ moe_status_t moe_transport_base_init(moe_transport_t *t, const moe_transport_ops
     size_t W = (size_t)t->world_size;
     t->xfer = calloc((size_t)num_slots, sizeof(moe_xfer_t));
     t->peer_scratch = calloc(2 * W, sizeof(int));
-    if (t->xfer == NULL || t->peer_scratch == NULL) {
+    t->sends = calloc((size_t)num_slots, sizeof(moe_transport_sends_t));
+    if (t->xfer == NULL || t->peer_scratch == NULL || t->sends == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the %s transport",
                              ops->name);
     }
@@ -45,8 +46,10 @@ void moe_transport_base_free(moe_transport_t *t)
     }
     free(t->xfer);
     free(t->peer_scratch);
+    free(t->sends);
     t->xfer = NULL;
     t->peer_scratch = NULL;
+    t->sends = NULL;
 }
 
 void moe_transport_base_begin(moe_transport_t *t, int slot)

@@ -32,10 +32,12 @@ enum { ROWS_TAG = 4242 };
 #define MOE_MPI_PIECE_BYTES (256 * 1024)
 
 typedef struct mpi_slot {
-    MPI_Request *reqs; /* [cap]: receives first, then sends */
+    MPI_Request *reqs; /* [cap]: receives and sends, in the order posted */
     int *req_peer;     /* [cap]: receives: the peer; sends: -2 - peer */
     int *recv_left;    /* [world]: pieces of each peer's rows not yet arrived */
     int nreq, left, cap;
+    bool open;         /* sends posted, receives not yet (start_sends): not complete */
+    const float *own;  /* the own block's rows in the send buffer (start_sends) */
 } mpi_slot_t;
 
 typedef struct mpi_impl {
@@ -77,21 +79,19 @@ static moe_status_t mpi_reserve(mpi_impl_t *impl, mpi_slot_t *s, int n, moe_erro
     return MOE_OK;
 }
 
-/* Post every receive, then every send; the own block is a memcpy. After a failed post the
- * slot counts only the requests posted before it, for cancel to release. */
-static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
-                             const int *send_rows, const int *send_displs, float *recv,
-                             const int *recv_rows, const int *recv_displs, moe_error_t *err)
+/* Post the receives of rows from every peer (recv_rows[p] from p at recv_displs[p]) after
+ * the slot's nreq requests; the own block is not received. After a failed post the slot
+ * counts only the requests posted before it, for cancel to release. */
+static moe_status_t post_recvs(moe_transport_t *t, mpi_slot_t *s, int tag, float *recv,
+                               const int *recv_rows, const int *recv_displs, moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
-    mpi_slot_t *s = &impl->slots[slot];
-    int W = t->world_size, me = t->rank, n = 0, tag = ROWS_TAG + slot, P = impl->piece_rows;
+    int W = t->world_size, me = t->rank, n = s->nreq, P = impl->piece_rows;
     size_t row = (size_t)t->row_elems;
-    int need = 0;
+    int need = n;
     for (int p = 0; p < W; p++) {
-        need += p != me ? pieces_of(impl, recv_rows[p]) + pieces_of(impl, send_rows[p]) : 0;
+        need += p != me ? pieces_of(impl, recv_rows[p]) : 0;
     }
-    s->nreq = s->left = 0;
     moe_status_t st = mpi_reserve(impl, s, need, err);
     for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me - i + W) % W; /* staggered so peers do not all hit rank 0 first */
@@ -107,6 +107,24 @@ static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
             }
         }
     }
+    s->left += n - s->nreq;
+    s->nreq = n;
+    return st;
+}
+
+/* Post the sends of rows to every peer after the slot's nreq requests, each peer posted
+ * (a peer napping on this node tests at once). */
+static moe_status_t post_sends(moe_transport_t *t, mpi_slot_t *s, int tag, const float *send,
+                               const int *send_rows, const int *send_displs, moe_error_t *err)
+{
+    mpi_impl_t *impl = t->impl;
+    int W = t->world_size, me = t->rank, n = s->nreq, P = impl->piece_rows;
+    size_t row = (size_t)t->row_elems;
+    int need = n;
+    for (int p = 0; p < W; p++) {
+        need += p != me ? pieces_of(impl, send_rows[p]) : 0;
+    }
+    moe_status_t st = mpi_reserve(impl, s, need, err);
     for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me + i) % W;
         for (int64_t r = 0; p != me && r < send_rows[p] && st == MOE_OK; r += P) {
@@ -119,14 +137,42 @@ static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
             }
         }
         if (p != me && send_rows[p] > 0 && st == MOE_OK) {
-            moe_wake_post(p); /* a peer napping on this node tests at once */
+            moe_wake_post(p);
         }
     }
+    s->left += n - s->nreq;
+    s->nreq = n;
+    s->own = send + (size_t)send_displs[me] * row;
+    return st;
+}
+
+/* The own block: a memcpy from the send buffer (post_sends noted where it is). */
+static void copy_own(moe_transport_t *t, const mpi_slot_t *s, float *recv, const int *recv_rows,
+                     const int *recv_displs)
+{
+    int me = t->rank;
+    size_t row = (size_t)t->row_elems;
     if (recv_rows[me] > 0) {
-        memcpy(recv + (size_t)recv_displs[me] * row, send + (size_t)send_displs[me] * row,
+        memcpy(recv + (size_t)recv_displs[me] * row, s->own,
                (size_t)recv_rows[me] * row * sizeof(float));
     }
-    s->nreq = s->left = n;
+}
+
+/* Every receive, then every send, then the own block. */
+static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
+                             const int *send_rows, const int *send_displs, float *recv,
+                             const int *recv_rows, const int *recv_displs, moe_error_t *err)
+{
+    mpi_slot_t *s = &((mpi_impl_t *)t->impl)->slots[slot];
+    int tag = ROWS_TAG + slot;
+    s->nreq = s->left = 0;
+    moe_status_t st = post_recvs(t, s, tag, recv, recv_rows, recv_displs, err);
+    if (st == MOE_OK) {
+        st = post_sends(t, s, tag, send, send_rows, send_displs, err);
+    }
+    if (st == MOE_OK) {
+        copy_own(t, s, recv, recv_rows, recv_displs);
+    }
     return st;
 }
 
@@ -147,6 +193,42 @@ static moe_status_t mpi_start(moe_transport_t *t, int slot, const float *send,
                        err);
     }
     return post_p2p(t, slot, send, send_rows, send_displs, recv, recv_rows, recv_displs, err);
+}
+
+/* The sends now (the slot stays open until its receives are posted); alltoallv posts the
+ * whole exchange at start_recvs. */
+static moe_status_t mpi_start_sends(moe_transport_t *t, int slot, const float *send,
+                                    const int *send_rows, const int *send_displs,
+                                    moe_error_t *err)
+{
+    mpi_impl_t *impl = t->impl;
+    mpi_slot_t *s = &impl->slots[slot];
+    if (impl->use_alltoallv) {
+        return MOE_OK;
+    }
+    moe_transport_base_begin(t, slot);
+    s->nreq = s->left = 0;
+    s->open = true;
+    return post_sends(t, s, ROWS_TAG + slot, send, send_rows, send_displs, err);
+}
+
+static moe_status_t mpi_start_recvs(moe_transport_t *t, int slot, float *recv,
+                                    const int *recv_rows, const int *recv_displs,
+                                    moe_error_t *err)
+{
+    mpi_impl_t *impl = t->impl;
+    mpi_slot_t *s = &impl->slots[slot];
+    if (impl->use_alltoallv) {
+        const moe_transport_sends_t *h = &t->sends[slot];
+        return mpi_start(t, slot, h->send, h->send_rows, h->send_displs, recv, recv_rows,
+                         recv_displs, NULL, err);
+    }
+    moe_status_t st = post_recvs(t, s, ROWS_TAG + slot, recv, recv_rows, recv_displs, err);
+    if (st == MOE_OK) {
+        copy_own(t, s, recv, recv_rows, recv_displs);
+        s->open = false;
+    }
+    return st;
 }
 
 static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error_t *err)
@@ -185,7 +267,7 @@ static moe_status_t mpi_test(moe_transport_t *t, int slot, bool *done, moe_error
         }
         s->left -= ndone;
     }
-    if (s->left == 0) {
+    if (s->left == 0 && !s->open) {
         if (impl->use_alltoallv) {
             for (int p = 0; p < t->world_size; p++) {
                 x->peer_done_ns[p] = now;
@@ -231,6 +313,7 @@ static void mpi_cancel(moe_transport_t *t, int slot)
         MOE_MPI(MPI_Request_free(&s->reqs[i]), NULL);
     }
     s->left = 0;
+    s->open = false;
     t->xfer[slot].active = false;
 }
 
@@ -258,6 +341,8 @@ static const moe_transport_ops_t k_mpi_ops = {
     .name = "mpi",
     .device_memory = false,
     .start = mpi_start,
+    .start_sends = mpi_start_sends,
+    .start_recvs = mpi_start_recvs,
     .test = mpi_test,
     .pending = mpi_pending,
     .cancel = mpi_cancel,

@@ -27,6 +27,27 @@ moe_status_t moe_transport_start(moe_transport_t *t, int slot, const float *send
                          after, err);
 }
 
+moe_status_t moe_transport_start_sends(moe_transport_t *t, int slot, const float *send,
+                                       const int *send_rows, const int *send_displs,
+                                       const void *after, moe_error_t *err)
+{
+    t->sends[slot] = (moe_transport_sends_t){send, send_rows, send_displs, after};
+    return t->ops->start_sends != NULL
+               ? t->ops->start_sends(t, slot, send, send_rows, send_displs, err)
+               : MOE_OK;
+}
+
+moe_status_t moe_transport_start_recvs(moe_transport_t *t, int slot, float *recv,
+                                       const int *recv_rows, const int *recv_displs,
+                                       moe_error_t *err)
+{
+    const moe_transport_sends_t *h = &t->sends[slot];
+    return t->ops->start_recvs != NULL
+               ? t->ops->start_recvs(t, slot, recv, recv_rows, recv_displs, err)
+               : t->ops->start(t, slot, h->send, h->send_rows, h->send_displs, recv, recv_rows,
+                               recv_displs, h->after, err);
+}
+
 void moe_transport_cancel(moe_transport_t *t, int slot)
 {
     t->ops->cancel(t, slot);

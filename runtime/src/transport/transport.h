@@ -23,6 +23,11 @@
  *                  allocates. `after` is a device event (moe_cuda_event_t *) the send rows
  *                  depend on, for device transports; host transports get NULL. The own
  *                  block may be copied at once.
+ *   start_sends, start_recvs  (optional, both or neither) the exchange in two halves: the
+ *                  sends first, while the caller still waits for the counts of what it
+ *                  will receive, then the receives (and the own block); the slot completes
+ *                  only once both are posted. Without them moe_transport_start_sends posts
+ *                  nothing and start_recvs calls start with both halves.
  *   test           drive every exchange in flight once without blocking; *done tells
  *                  whether `slot` has completed (then its xfer has end_ns and every
  *                  peer_done_ns stamped and active false). Errors: MOE_ERR_MPI / _UCX / _NCCL.
@@ -62,11 +67,22 @@ typedef struct moe_transport_ops {
     moe_status_t (*start)(moe_transport_t *t, int slot, const float *send, const int *send_rows,
                           const int *send_displs, float *recv, const int *recv_rows,
                           const int *recv_displs, const void *after, moe_error_t *err);
+    moe_status_t (*start_sends)(moe_transport_t *t, int slot, const float *send,
+                                const int *send_rows, const int *send_displs, moe_error_t *err);
+    moe_status_t (*start_recvs)(moe_transport_t *t, int slot, float *recv, const int *recv_rows,
+                                const int *recv_displs, moe_error_t *err);
     moe_status_t (*test)(moe_transport_t *t, int slot, bool *done, moe_error_t *err);
     int (*pending)(const moe_transport_t *t, int slot, int *out, int cap);
     void (*cancel)(moe_transport_t *t, int slot);
     void (*destroy)(moe_transport_t *t);
 } moe_transport_ops_t;
+
+/* A slot's send half, kept from moe_transport_start_sends until its receives are posted. */
+typedef struct moe_transport_sends {
+    const float *send;
+    const int *send_rows, *send_displs;
+    const void *after;
+} moe_transport_sends_t;
 
 /* One transport. Fields in groups (the libuv way): callers (the layer, the engine) read
  * the public ones and write none; the back-ends own the rest. Callers reach the table only
@@ -83,6 +99,7 @@ struct moe_transport {
     /* private: the back-ends' files, common.c and transport.c (the wrappers) */
     const moe_transport_ops_t *ops;
     int *peer_scratch; /* [2 * world]: the watchdog's peer list (transport.c's wait) */
+    moe_transport_sends_t *sends; /* [num_slots]: start_sends' arguments, for start_recvs */
     void *impl;        /* the back-end's own state */
 };
 
@@ -115,6 +132,17 @@ moe_status_t moe_transport_start(moe_transport_t *t, int slot, const float *send
                                  const int *send_rows, const int *send_displs, float *recv,
                                  const int *recv_rows, const int *recv_displs,
                                  const void *after, moe_error_t *err);
+/* The exchange of `slot` in two halves (a rank's sends do not wait for the counts of what
+ * it receives): start_sends posts the sends where the back-end can (mpi; ucx and nccl post
+ * the whole exchange at start_recvs), start_recvs the receives; the arrays and buffers
+ * start_sends was given must stay as they are until then. Where the sends were posted the
+ * slot is active from start_sends on: cancel it if the receives are never posted. */
+moe_status_t moe_transport_start_sends(moe_transport_t *t, int slot, const float *send,
+                                       const int *send_rows, const int *send_displs,
+                                       const void *after, moe_error_t *err);
+moe_status_t moe_transport_start_recvs(moe_transport_t *t, int slot, float *recv,
+                                       const int *recv_rows, const int *recv_displs,
+                                       moe_error_t *err);
 void moe_transport_cancel(moe_transport_t *t, int slot);
 
 /* Wait for `slot` to complete (test + moe_wait_poll); on failure the slot is cancelled. */
