@@ -19,7 +19,10 @@
 #   SHAPES  "EXPERTS:TOPK ..." (default "32:4 128:8": Qwen3-30B-A3B's top-8 of 128 and
 #           DeepSeek-V3's top-8 of 256 scaled to the machine; for fp8 K is the checkpoint's 4)
 # Environment: TOKENS ("1 8 32 128"), HIDDEN (2048), FFN (768), LAYERS (4), STEPS (40, of
-# which WARMUP 5 unrecorded), NP (3: a master and NP-1 expert ranks), BIND (auto: moed's
+# which WARMUP 5 unrecorded), NP (3: a master and NP-1 expert ranks), ROUTING (master: rank 0
+# routes every token and hosts no experts; symmetric: every one of the NP ranks routes its
+# share of the tokens and hosts experts: NP=2 is two ranks on two cores, none idle, no
+# master waiting on a shared core; the shared experts then run on every rank), BIND (auto: moed's
 # runtime.bind pins the expert ranks, mpirun --bind-to none; overload: mpirun --bind-to
 # core:overload-allowed), BENCH (1: also moed --bench's decode latency lines), THREADS (1:
 # runtime.threads of every rank; an expert rank's threads split each expert's columns, so
@@ -69,6 +72,7 @@ LAYERS=${LAYERS:-4}
 STEPS=${STEPS:-40}
 WARMUP=${WARMUP:-5}
 NP=${NP:-3}
+ROUTING=${ROUTING:-master}
 BIND=${BIND:-auto}
 BENCH=${BENCH:-1}
 THREADS=${THREADS:-1}
@@ -84,6 +88,10 @@ for dtype in $dtypes; do
     *) echo "bench_decode: DTYPE is bf16, f32, fp8, fp8-bf16, mxfp4 or mxfp4-bf16, not $dtype" >&2; exit 2 ;;
   esac
 done
+case $ROUTING in
+  master|symmetric) ;;
+  *) echo "bench_decode: ROUTING is master or symmetric, not $ROUTING" >&2; exit 2 ;;
+esac
 case $BIND in
   auto) mpibind=(--bind-to none) ;;
   overload) mpibind=(--bind-to core:overload-allowed) ;;
@@ -93,14 +101,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/moed-decode.XXXXXX")
 [[ -n ${KEEP:-} ]] || trap 'rm -rf "$work"' EXIT
 ckpts=${CKPTS:-$work}
 mkdir -p "$ckpts" || { echo "bench_decode: cannot make CKPTS $ckpts" >&2; exit 2; }
-experts_ranks=$((NP - 1))
+experts_ranks=$((NP - 1)) routing_ranks=1
+[[ $ROUTING == symmetric ]] && experts_ranks=$NP routing_ranks=$NP
 expert_cores=$((experts_ranks * THREADS)) # the cores the expert ranks read with
 
 echo "bench_decode: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), moed $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs, L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
 echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($experts_ranks expert ranks of $THREADS thread(s), binding $BIND, copies $COPIES), $STEPS steps ($WARMUP warm-up)"
+echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($ROUTING routing, $experts_ranks expert ranks of $THREADS thread(s), binding $BIND, copies $COPIES), $STEPS steps ($WARMUP warm-up)"
 
 # cpu_ticks: /proc/stat's total and steal ticks of all CPUs; steal_pct BEFORE AFTER: the
 # share of the CPUs' time in between that the hypervisor gave to others (a VM's steal: the
@@ -111,7 +120,7 @@ steal_pct() {
     printf("%.1f", d > 0 ? 100 * (y[2] - x[2]) / d : 0) }'
 }
 
-stream_gbps() { # the read GB/s (best pass) of (NP-1) x THREADS pinned threads
+stream_gbps() { # the read GB/s (best pass) of the expert ranks' threads, pinned
   local out
   out=$("$stream" --threads "$expert_cores" --mib 2048 --passes 6 2>&1) || { echo 0; return; }
   sed -n 's/^stream: read GB\/s best \([0-9.]*\).*/\1/p' <<< "$out"
@@ -145,7 +154,7 @@ ckpt() {
 config() { # E K T: the run's config on stdout
   local e=$1 k=$2 t=$3
   local prof="profiler: {enabled: true, warmup_steps: $WARMUP, measurement_steps: $((STEPS - WARMUP)), trace: false, output_dir: $work/exp}"
-  local run="runtime: {routing: master, transport: mpi, threads: $THREADS, bind: $([[ $BIND == auto ]] && echo auto || echo none)}"
+  local run="runtime: {routing: $ROUTING, transport: mpi, threads: $THREADS, bind: $([[ $BIND == auto ]] && echo auto || echo none)}"
   local work_l="workload: {tokens_per_step: $t, steps: $STEPS}"
   case $dtype in
     bf16|f32)
@@ -160,16 +169,17 @@ config() { # E K T: the run's config on stdout
   echo "$run"; echo "$work_l"; echo "$prof"
 }
 
-# figures RUN_DIR CKPT: one line of figures from the report (summary.json, metrics.csv) and
-# the checkpoint's config.json (its shared experts; CKPT "-": random weights, none)
+# figures RUN_DIR CKPT ROUTING_RANKS: one line of figures from the report (summary.json,
+# metrics.csv) and the checkpoint's config.json (its shared experts, read by each of the
+# ROUTING_RANKS; CKPT "-": random weights, none)
 figures() {
-  "$PY" - "$1" "$2" <<'PY'
+  "$PY" - "$1" "$2" "$3" <<'PY'
 import csv, json, os, re, sys
 d, ck = sys.argv[1], sys.argv[2]
 s = json.load(open(d + "/summary.json"))
 L = s["run"]["num_layers"]
 # DeepSeek's shared experts: n_shared_experts x moe_intermediate_size wide, one FFN held as
-# the experts are (the routing rank reads all of it every step, every layer)
+# the experts are (each routing rank reads all of it every step, every layer)
 n_shared = 0
 if ck != "-" and os.path.exists(ck + "/config.json"):
     n_shared = json.load(open(ck + "/config.json")).get("n_shared_experts") or 0
@@ -189,7 +199,7 @@ n = len(steps)
 per_step = sum(touched.values()) * per_expert / n if n else 0
 # a column share (placement.copies: columns) holds 1/n of an expert; shared experts are whole
 m = re.search(r"every expert in (\d+) column shares", s["run"]["weights"] or "")
-shared = n_shared * per_expert * (int(m.group(1)) if m else 1) * L
+shared = n_shared * per_expert * (int(m.group(1)) if m else 1) * L * int(sys.argv[3])
 expert_gbps = sum(touched[r] * per_expert / busy[r] for r in touched if busy[r] > 0) / 1e9
 r0 = s["ranks"][0]["per_step_ms"]["step"] * 1e-3
 step_gbps = (per_step + shared) / r0 / 1e9 if r0 > 0 else 0
@@ -232,7 +242,7 @@ for shape in $shapes; do
     read_before=$read_gbps read_after=$(stream_gbps)
     read_gbps=$(awk -v a="$read_before" -v b="$read_after" 'BEGIN { print (b > a) ? b : a }')
     ck=-; [[ $dtype == fp8* || $dtype == mxfp4* ]] && ck=$(ckpt "$e" "$k")
-    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n wts <<< "$(figures "$dir" "$ck")"
+    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n wts <<< "$(figures "$dir" "$ck" "$routing_ranks")"
     # the roofline's floor of a step: its weight bytes (experts touched + shared) at the read
     # bandwidth, or its FLOPs (the experts' and the shared experts', 2 x H x 3F a row) over
     # the expert ranks' cores at the GEMM limit --bench measured for these shapes, the longer

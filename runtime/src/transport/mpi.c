@@ -166,6 +166,7 @@ static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
     mpi_slot_t *s = &((mpi_impl_t *)t->impl)->slots[slot];
     int tag = ROWS_TAG + slot;
     s->nreq = s->left = 0;
+    s->open = false;
     moe_status_t st = post_recvs(t, s, tag, recv, recv_rows, recv_displs, err);
     if (st == MOE_OK) {
         st = post_sends(t, s, tag, send, send_rows, send_displs, err);
