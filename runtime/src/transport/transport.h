@@ -133,9 +133,9 @@ moe_status_t moe_transport_start(moe_transport_t *t, int slot, const float *send
                                  const int *recv_rows, const int *recv_displs,
                                  const void *after, moe_error_t *err);
 /* The exchange of `slot` in two halves (a rank's sends do not wait for the counts of what
- * it receives): start_sends posts the sends where the back-end can (mpi; ucx and nccl post
- * the whole exchange at start_recvs), start_recvs the receives; the arrays and buffers
- * start_sends was given must stay as they are until then. Where the sends were posted the
+ * it receives): start_sends posts the sends where the back-end can (mpi, ucx; nccl and
+ * mpi's alltoallv post the whole exchange at start_recvs), start_recvs the receives; the
+ * arrays and buffers start_sends was given must stay as they are until then. Where the sends were posted the
  * slot is active from start_sends on: cancel it if the receives are never posted. */
 moe_status_t moe_transport_start_sends(moe_transport_t *t, int slot, const float *send,
                                        const int *send_rows, const int *send_displs,

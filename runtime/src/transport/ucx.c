@@ -44,6 +44,9 @@ typedef struct ucx_slot {
     void **reqs;   /* [2 * world]: outstanding requests, NULL once complete */
     int *req_peer; /* [2 * world]: receives: the peer; sends: -2 - peer */
     int nreq, left;
+    uint32_t seq;  /* the exchange's number (its tags) */
+    bool open;     /* sends posted, receives not yet (start_sends): not complete */
+    const char *own; /* the own block's rows in the send buffer */
 } ucx_slot_t;
 
 struct ucx_impl;
@@ -125,52 +128,120 @@ static ucs_status_t keep_request(ucx_slot_t *s, ucs_status_ptr_t sp, int peer_co
     return UCS_OK;
 }
 
-/* Post every receive, then every send; the own block is a memcpy. A receive that completes
- * at once stamps its peer here. */
-static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
-                              const int *send_rows, const int *send_displs, float *recv,
-                              const int *recv_rows, const int *recv_displs, const void *after,
-                              moe_error_t *err)
+/* Post the receives of rows from every peer, after the slot's requests. A receive that
+ * completes at once stamps its peer here. */
+static moe_status_t post_recvs(moe_transport_t *t, int slot, float *recv, const int *recv_rows,
+                               const int *recv_displs, moe_error_t *err)
 {
     ucx_impl_t *impl = t->impl;
     ucx_slot_t *s = &impl->slots[slot];
-    int W = t->world_size, me = t->rank;
+    int W = t->world_size, me = t->rank, before_all = s->nreq;
     size_t row_bytes = (size_t)t->row_elems * sizeof(float);
     ucp_request_param_t param = {.op_attr_mask = 0};
     moe_status_t st = MOE_OK;
-    moe_transport_base_begin(t, slot);
-    uint32_t seq = ++impl->seq;
-    s->nreq = 0;
     for (int i = 1; i <= W; i++) {
         int p = (me - i + W) % W; /* staggered like the MPI transport */
         if (p != me && recv_rows[p] > 0) {
             int before = s->nreq;
             ucs_status_ptr_t sp = ucp_tag_recv_nbx(
                 impl->worker, (char *)recv + (size_t)recv_displs[p] * row_bytes,
-                (size_t)recv_rows[p] * row_bytes, rows_tag(seq, p), UINT64_MAX, &param);
+                (size_t)recv_rows[p] * row_bytes, rows_tag(s->seq, p), UINT64_MAX, &param);
             MOE_UCX_CHECK(keep_request(s, sp, p), "ucp_tag_recv_nbx (row exchange)");
             if (s->nreq == before) {
                 t->xfer[slot].peer_done_ns[p] = moe_now_ns();
             }
         }
     }
+cleanup:
+    s->left += s->nreq - before_all;
+    return st;
+}
+
+/* Post the sends of rows to every peer, after the slot's requests, each peer posted. */
+static moe_status_t post_sends(moe_transport_t *t, int slot, const float *send,
+                               const int *send_rows, const int *send_displs, moe_error_t *err)
+{
+    ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
+    int W = t->world_size, me = t->rank, before_all = s->nreq;
+    size_t row_bytes = (size_t)t->row_elems * sizeof(float);
+    ucp_request_param_t param = {.op_attr_mask = 0};
+    moe_status_t st = MOE_OK;
+    s->own = (const char *)send + (size_t)send_displs[me] * row_bytes;
     for (int i = 1; i <= W; i++) {
         int p = (me + i) % W;
         if (p != me && send_rows[p] > 0) {
             ucs_status_ptr_t sp = ucp_tag_send_nbx(
                 impl->eps[p], (const char *)send + (size_t)send_displs[p] * row_bytes,
-                (size_t)send_rows[p] * row_bytes, rows_tag(seq, me), &param);
+                (size_t)send_rows[p] * row_bytes, rows_tag(s->seq, me), &param);
             MOE_UCX_CHECK(keep_request(s, sp, -2 - p), "ucp_tag_send_nbx (row exchange)");
             moe_wake_post(p); /* a peer napping on this node tests at once */
         }
     }
-    if (recv_rows[me] > 0) {
-        memcpy((char *)recv + (size_t)recv_displs[me] * row_bytes,
-               (const char *)send + (size_t)send_displs[me] * row_bytes,
-               (size_t)recv_rows[me] * row_bytes);
-    }
 cleanup:
-    s->left = s->nreq;
+    s->left += s->nreq - before_all;
+    return st;
+}
+
+/* The slot's next exchange number: its sends and receives carry it in their tags. */
+static void slot_begin(moe_transport_t *t, int slot, bool open)
+{
+    ucx_impl_t *impl = t->impl;
+    ucx_slot_t *s = &impl->slots[slot];
+    moe_transport_base_begin(t, slot);
+    s->seq = ++impl->seq;
+    s->nreq = s->left = 0;
+    s->open = open;
+}
+
+/* The own block: a memcpy from the send buffer (post_sends noted where it is). */
+static void copy_own(moe_transport_t *t, int slot, float *recv, const int *recv_rows,
+                     const int *recv_displs)
+{
+    const ucx_slot_t *s = &((ucx_impl_t *)t->impl)->slots[slot];
+    size_t row_bytes = (size_t)t->row_elems * sizeof(float);
+    if (recv_rows[t->rank] > 0) {
+        memcpy((char *)recv + (size_t)recv_displs[t->rank] * row_bytes, s->own,
+               (size_t)recv_rows[t->rank] * row_bytes);
+    }
+}
+
+/* Every receive, then every send, then the own block. */
+static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
+                              const int *send_rows, const int *send_displs, float *recv,
+                              const int *recv_rows, const int *recv_displs, const void *after,
+                              moe_error_t *err)
+{
+    (void)after;
+    slot_begin(t, slot, false);
+    moe_status_t st = post_recvs(t, slot, recv, recv_rows, recv_displs, err);
+    if (st == MOE_OK) {
+        st = post_sends(t, slot, send, send_rows, send_displs, err);
+    }
+    if (st == MOE_OK) {
+        copy_own(t, slot, recv, recv_rows, recv_displs);
+    }
+    return st;
+}
+
+/* The sends now; the slot stays open until its receives are posted. */
+static moe_status_t ucx_start_sends(moe_transport_t *t, int slot, const float *send,
+                                    const int *send_rows, const int *send_displs,
+                                    moe_error_t *err)
+{
+    slot_begin(t, slot, true);
+    return post_sends(t, slot, send, send_rows, send_displs, err);
+}
+
+static moe_status_t ucx_start_recvs(moe_transport_t *t, int slot, float *recv,
+                                    const int *recv_rows, const int *recv_displs,
+                                    moe_error_t *err)
+{
+    moe_status_t st = post_recvs(t, slot, recv, recv_rows, recv_displs, err);
+    if (st == MOE_OK) {
+        copy_own(t, slot, recv, recv_rows, recv_displs);
+        ((ucx_impl_t *)t->impl)->slots[slot].open = false;
+    }
     return st;
 }
 
@@ -228,7 +299,7 @@ static moe_status_t ucx_test(moe_transport_t *t, int slot, bool *done, moe_error
         return moe_wait_peer_lost(lost, "the UCX row exchange", how, err);
     }
     MOE_UCX_CHECK(bad, "a UCX row transfer");
-    if (s->left == 0) {
+    if (s->left == 0 && !s->open) {
         x->active = false;
         x->end_ns = moe_now_ns();
         *done = true;
@@ -266,6 +337,7 @@ static void ucx_cancel(moe_transport_t *t, int slot)
         }
     }
     s->left = 0;
+    s->open = false;
     t->xfer[slot].active = false;
     impl->failed = true;
 }
@@ -346,6 +418,8 @@ static const moe_transport_ops_t k_ucx_ops = {
     .name = "ucx",
     .device_memory = false,
     .start = ucx_start,
+    .start_sends = ucx_start_sends,
+    .start_recvs = ucx_start_recvs,
     .test = ucx_test,
     .pending = ucx_pending,
     .cancel = ucx_cancel,
