@@ -132,8 +132,10 @@ if want == "complete":
     assert run["steps_run"] == run["steps_planned"], run
     print("complete:", run["steps_run"], "steps")
 elif want == "partial":
-    # every step may have run (a fault after the last one): partial says what is missing
+    # every step may have run (a fault after the last one): partial says what is missing;
+    # the watchdog ended it, no signal stopped it (it once said INTERRUPTED too)
     assert s["partial"], "the report must be marked partial"
+    assert not run["interrupted"], "a watchdog's report is partial, not stopped by a signal"
     print("partial; missing:", s["missing"])
 else:
     assert run["interrupted"], "the report must say the run was interrupted"

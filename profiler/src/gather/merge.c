@@ -980,7 +980,8 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
     r->chunks = info->chunks;
     r->steps_run = run->steps_run;
     r->steps_planned = run->steps_planned;
-    r->interrupted = run->interrupted;
+    /* a fault's report (missing_why: the watchdog ended the run) is partial, not a stop */
+    r->interrupted = run->interrupted && run->missing_why == NULL;
     r->tokens_per_step = m->cfg->tokens_per_step;
     r->run_s = run->run_s;
     r->tokens_per_s = run->run_s > 0 ? (double)run->steps_run * (double)r->tokens_per_step / run->run_s : 0;
