@@ -853,6 +853,11 @@ moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const boo
         recorded = recorded || (have[r] && recs[r].steps_recorded > 0);
     }
     m->rep.windows += recorded; /* a last record may carry only the memory series */
+    if (m->metrics_fd >= 0 && m->metrics_len > 0) {
+        /* the window's rows on disk now: a rank 0 lost later leaves them in the .part
+         * (a failed write is the stream's, as when the buffer fills) */
+        metrics_flush(m);
+    }
     return MOE_OK;
 }
 
