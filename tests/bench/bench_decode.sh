@@ -109,6 +109,9 @@ echo "bench_decode: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), moed $(git -C
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs, L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
 echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
+# what moves small exchanges' latency (docs/performance.md, "Two ranks"): the VM's idle
+# vCPUs (cpuidle driver; haltpoll's polling before a halt) and MPI's eager limit
+echo "wake-ups: cpuidle $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo '?'), guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo '-'); vader eager limit ${OMPI_MCA_btl_vader_eager_limit:-default (4096)}"
 echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($ROUTING routing, $experts_ranks expert ranks of $THREADS thread(s), binding $BIND, copies $COPIES), $STEPS steps ($WARMUP warm-up)"
 
 # cpu_ticks: /proc/stat's total and steal ticks of all CPUs; steal_pct BEFORE AFTER: the
