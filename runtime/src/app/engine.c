@@ -336,14 +336,12 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     eng->weights.compute = compute;
     eng->weights.wire = all[1] ? MOE_NUM_BF16 : MOE_NUM_F32;
     /* the largest of the held types the ranks reported (the host holds F32 for a GPU) */
-    static const moe_dtype_t k_by_size[] = {MOE_DTYPE_F32, MOE_DTYPE_BF16, MOE_DTYPE_FP8,
-                                            MOE_DTYPE_MXFP4};
-    eng->experts_held = MOE_DTYPE_F32;
-    for (int i = (int)(sizeof(k_by_size) / sizeof(k_by_size[0])) - 1; i >= 0; i--) {
-        eng->experts_held = kinds_all[1] & (1 << k_by_size[i]) ? k_by_size[i]
-                                                                 : eng->experts_held;
-    }
-    eng->experts_held = cfg->device == MOE_DEVICE_CUDA ? MOE_DTYPE_F32 : eng->experts_held;
+    int hb = cfg->device == MOE_DEVICE_CUDA ? 0 : kinds_all[1];
+    eng->experts_held = hb & 1 << MOE_DTYPE_F32     ? MOE_DTYPE_F32
+                        : hb & 1 << MOE_DTYPE_BF16  ? MOE_DTYPE_BF16
+                        : hb & 1 << MOE_DTYPE_FP8   ? MOE_DTYPE_FP8
+                        : hb & 1 << MOE_DTYPE_MXFP4 ? MOE_DTYPE_MXFP4
+                                                    : MOE_DTYPE_F32;
     if (eng->rank == 0) {
         char vals[48], helds[48], as[96] = "", note[160];
         int held_bits = kinds_all[1] != 0 ? kinds_all[1] : 1 << value;

@@ -427,14 +427,6 @@ static bool largest_rank(const moe_config_t *cfg, rank_size_t *out)
     return true;
 }
 
-/* A held type as the memory message names it. */
-static const char *held_name(moe_dtype_t d)
-{
-    return d == MOE_DTYPE_BF16 ? "BF16" : d == MOE_DTYPE_FP8 ? "FP8"
-                                      : d == MOE_DTYPE_MXFP4 ? "MXFP4"
-                                                             : "F32";
-}
-
 /* What one process may hold on this node: its memory (or its cgroup's limit, if lower) and
  * the address-space limit (ulimit -v); the one `bytes` passes into *what, or 0. */
 static double memory_limit_passed(double bytes, const char **what)
@@ -497,7 +489,8 @@ static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *e
     if (lim <= 0.0) {
         return MOE_PREFLIGHT_OK;
     }
-    const char *sh = held_name(big.shared_store), *st = held_name(big.store);
+    const char *sh = moe_weights_held_name(big.shared_store),
+               *st = moe_weights_held_name(big.store);
     bool routing = big.bytes > (double)big.expert_layers * big.per_expert;
     char what_held[160], gates[64];
     if (moe_weights_shared_ffn(cfg) > 0) {

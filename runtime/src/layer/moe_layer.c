@@ -531,9 +531,9 @@ static void layer_cut_chunks(moe_layer_ctx_t *ctx, bool recv)
 
 /* The receive blocks from the counts received, cut into chunks; dedup: the pairs each row
  * carries. */
-static moe_status_t layer_recv_blocks(moe_layer_ctx_t *ctx, int W, int nl, moe_error_t *err)
+static moe_status_t layer_recv_blocks(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
-    int row = 0;
+    int W = ctx->world_size, nl = ctx->layer_local, row = 0;
     for (int s = 0; s < W; s++) {
         int n = 0;
         for (int e = 0; e < nl && !ctx->dedup; e++) {
@@ -574,7 +574,6 @@ static moe_status_t layer_recv_blocks(moe_layer_ctx_t *ctx, int W, int nl, moe_e
 static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
                                        const void **after, moe_error_t *err)
 {
-    int W = ctx->world_size, nl = ctx->layer_local;
     moe_status_t st = counts_post(ctx, err);
     if (st != MOE_OK) {
         return st;
@@ -602,7 +601,7 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
         (void)counts_wait(ctx, &ignored);
     }
     if (st == MOE_OK) {
-        st = layer_recv_blocks(ctx, W, nl, err);
+        st = layer_recv_blocks(ctx, err);
     }
     io->row_pairs = ctx->pairs.row_pairs;
     io->chunk_recv_rows = ctx->chunk_recv_rows;

@@ -89,13 +89,14 @@ static int max_expert_layers(const moe_config_t *cfg, int *most_in_layer)
 /* Say what rank 0 is about to build, and arm the progress lines when it is slow enough to
  * need them. */
 static void progress_begin(const moe_config_t *cfg, int rank, bool random, size_t per_expert,
-                           const char *held, load_progress_t *p)
+                           moe_dtype_t store, load_progress_t *p)
 {
     memset(p, 0, sizeof(*p));
-    p->held_size = strcmp(held, "BF16") == 0    ? 2.0
-                   : strcmp(held, "FP8") == 0   ? 1.0
-                   : strcmp(held, "MXFP4") == 0 ? 0.5
-                                                : 4.0;
+    const char *held = moe_weights_held_name(store);
+    p->held_size = store == MOE_DTYPE_BF16    ? 2.0
+                   : store == MOE_DTYPE_FP8   ? 1.0
+                   : store == MOE_DTYPE_MXFP4 ? 0.5
+                                              : 4.0;
     int lo = 0, hi = 0;
     int local_all = rank_expert_layers(cfg, rank, &lo, &hi);
     int most_in_layer = 0;
@@ -507,7 +508,7 @@ static moe_status_t quant_arena(const moe_config_t *cfg, moe_dtype_t store, int6
     uint8_t *r = moe_alloc_large(per * (size_t)n);
     if (r == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %zu MiB for %s weights",
-                             per * (size_t)n >> 20, store == MOE_DTYPE_MXFP4 ? "MXFP4" : "FP8");
+                             per * (size_t)n >> 20, moe_weights_held_name(store));
     }
     memset(r, 0, per * (size_t)n); /* codes: zero is the padding; FP8's padding scales 0 */
     for (int e = 0; e < n; e++) {
@@ -1141,6 +1142,14 @@ moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtyp
     return MOE_OK;
 }
 
+const char *moe_weights_held_name(moe_dtype_t held)
+{
+    return held == MOE_DTYPE_BF16    ? "BF16"
+           : held == MOE_DTYPE_FP8   ? "FP8"
+           : held == MOE_DTYPE_MXFP4 ? "MXFP4"
+                                     : "F32";
+}
+
 moe_status_t moe_weights_check_fp8_shares(const moe_config_t *cfg, const moe_ckpt_t *ck,
                                           moe_error_t *err)
 {
@@ -1228,11 +1237,7 @@ moe_status_t moe_weights_load(const moe_config_t *cfg, int rank, bool routes, mo
     progress_begin(cfg, rank, random,
                    split ? (size_t)held_ffn_bytes(cfg, shown, c.fp8_block[1], cfg->ffn_dim)
                          : (size_t)held_expert_bytes(cfg, shown, c.fp8_block[1]),
-                   shown == MOE_DTYPE_BF16    ? "BF16"
-                   : shown == MOE_DTYPE_FP8   ? "FP8"
-                   : shown == MOE_DTYPE_MXFP4 ? "MXFP4"
-                                              : "F32",
-                   &prog);
+                   shown, &prog);
     for (int l = 0; l < w->num_layers && st == MOE_OK; l++) {
         st = load_layer(&c, rank, routes, Fs, l, &w->layers[l]);
     }

@@ -163,6 +163,9 @@ moe_status_t moe_weights_value_dtype(const moe_config_t *cfg, int rank, moe_dtyp
 moe_status_t moe_weights_shared_dtype(const moe_config_t *cfg, moe_dtype_t *out,
                                       moe_error_t *err);
 
+/* The name of how weights are held, as messages say it: BF16, FP8, MXFP4, else F32. */
+const char *moe_weights_held_name(moe_dtype_t held);
+
 /* placement.copies: columns with FP8 experts held as stored: each column share must keep
  * the checkpoint's scale blocks (its weight_block_size) whole; MOE_ERR_UNSUPPORTED, naming
  * the share counts that would, where it does not. Checked at load and before the run. */
