@@ -36,6 +36,19 @@ static void test_auto_leaves_alone(void)
     CHECK_INT_EQ(moe_bind_slot(MOE_BIND_CORE, all, 3, 1, 4, 1, true), 1);
 }
 
+/* A wait yields between its tests only where the node's ranks' threads outnumber its
+ * CPUs: 3 ranks on 2 (the default job), 2 ranks of 2 threads on 2; not 2 ranks on 2, nor 2
+ * of 2 threads on 4; an unknown CPU count is taken as shared. */
+static void test_shares_cores(void)
+{
+    CHECK(moe_bind_shares_cores(3, 1, 2));
+    CHECK(moe_bind_shares_cores(2, 2, 2));
+    CHECK(!moe_bind_shares_cores(2, 1, 2));
+    CHECK(!moe_bind_shares_cores(2, 2, 4));
+    CHECK(!moe_bind_shares_cores(1, 1, 1));
+    CHECK(moe_bind_shares_cores(1, 1, -1));
+}
+
 /* Slots of runtime.threads CPUs: 2 threads on 4 CPUs make 2 slots. */
 static void test_threads(void)
 {
@@ -67,6 +80,7 @@ int main(void)
     test_master_job();
     test_auto_leaves_alone();
     test_threads();
+    test_shares_cores();
     test_short_slice();
     return moe_test_finish("test_bind");
 }

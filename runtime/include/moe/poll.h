@@ -21,7 +21,8 @@
  * compute on 2 cores); with the expectation it wakes a few times. A nap may also end early
  * when a peer on the node posts a send to this rank (moe_poll_set_nap, transport/wake.h).
  *
- * A wait also spins (yielding the core to any runnable process between tests) for
+ * A wait also spins (yielding the core between tests where the node's ranks share cores:
+ * moe_poll_set_yield) for
  * MOE_POLL_SPIN_NS after each sign of progress its caller reports (moe_poll_progress: a
  * piece of a transfer completed). A large message that MPI copies through shared memory in
  * fragments (no single-copy mechanism: a container or a host that forbids cross-process
@@ -95,6 +96,14 @@ moe_status_t moe_poll_request(MPI_Request *req, moe_poll_t *p, moe_error_t *err)
 enum { MOE_NAP_CANNOT = -1, MOE_NAP_SLEPT = 0, MOE_NAP_POSTED = 1 };
 typedef int (*moe_poll_nap_fn)(int64_t ns);
 void moe_poll_set_nap(moe_poll_nap_fn fn);
+
+/* Whether a wait that spins while bytes flow yields the core between tests (default: yes).
+ * The yield lets a rank sharing the core run first (3 ranks on 2 cores); where each rank
+ * has a core of its own it only costs a system call per test (~0.65 us on a 2-vCPU VM),
+ * which a small exchange pays in its latency. runtime.bind's start-up sets it from the
+ * node's ranks, their threads and its CPUs (app/bind.c). */
+void moe_poll_set_yield(bool yield);
+bool moe_poll_yields(void);
 
 /* The hook run on every poll (NULL: none). A non-OK status ends the wait with it. */
 typedef moe_status_t (*moe_poll_hook_t)(void);

@@ -87,6 +87,22 @@ static int local_ranks(const moe_config_t *cfg, int rank, int world, const char 
     return n;
 }
 
+bool moe_bind_shares_cores(int nlocal, int threads, long online)
+{
+    return online <= 0 || (int64_t)nlocal * (int64_t)(threads > 0 ? threads : 1) > online;
+}
+
+bool moe_bind_node_shares_cores(const moe_config_t *cfg, int rank, int world,
+                                const char (*hosts)[64])
+{
+    bool *expert = hosts != NULL ? calloc((size_t)world, sizeof(bool)) : NULL;
+    int me = -1, nlocal = expert != NULL ? local_ranks(cfg, rank, world, hosts, expert, &me) : 0;
+    free(expert);
+    /* not known: yield, as a shared core needs */
+    return nlocal <= 0 || moe_bind_shares_cores(nlocal, (int)cfg->threads,
+                                                sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],
                     int *pinned_cpu, char *desc, size_t desc_len)
 {

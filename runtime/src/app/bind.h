@@ -38,6 +38,15 @@ int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int n
 void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],
                     int *pinned_cpu, char *desc, size_t desc_len);
 
+/* Whether a node's ranks share cores: nlocal ranks of `threads` threads each outnumber its
+ * `online` CPUs (unknown, <= 0: taken as shared). A wait then yields the core between its
+ * tests while bytes flow (moe_poll_set_yield); where every rank has a core of its own it
+ * spins without the system call. */
+bool moe_bind_shares_cores(int nlocal, int threads, long online);
+/* The same for this rank's node (hosts: [world][64], every rank's host). */
+bool moe_bind_node_shares_cores(const moe_config_t *cfg, int rank, int world,
+                                const char (*hosts)[64]);
+
 /* The CPUs this process may use (its affinity mask: taskset, mpirun's binding, a cpuset),
  * or -1 when the mask cannot be read. */
 int moe_bind_cpus_allowed(void);

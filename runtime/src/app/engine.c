@@ -16,6 +16,7 @@
 #include "expert/gemm.h"
 #include "moe/log.h"
 #include "moe/mpi_check.h"
+#include "moe/poll.h"
 #include "moe/stop.h"
 #include "moe/testctl.h"
 #include "moe/watchdog.h"
@@ -653,6 +654,8 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
     if (st == MOE_OK) { /* before the weights are made: that work runs pinned too */
         moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
                        &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
+        moe_poll_set_yield(moe_bind_node_shares_cores(cfg, eng->rank, eng->world_size,
+                                                      (const char (*)[64])eng->hosts));
         st = engine_threads_check(eng, err);
     }
     if (st == MOE_OK) {

@@ -14,6 +14,17 @@
 static moe_poll_hook_t g_hook;
 static moe_poll_nap_fn g_nap_fn;
 static int64_t g_nap_max_ns = -1; /* -1: not read yet (MOED_POLL_NAP_MAX_US) */
+static bool g_yield = true;
+
+void moe_poll_set_yield(bool yield)
+{
+    g_yield = yield;
+}
+
+bool moe_poll_yields(void)
+{
+    return g_yield;
+}
 
 void moe_poll_set_nap(moe_poll_nap_fn fn)
 {
@@ -139,7 +150,9 @@ moe_status_t moe_poll_next(moe_poll_t *p)
         return MOE_ERR_TIMEOUT;
     }
     if (st == MOE_OK && poll_flowing(p, now)) {
-        sched_yield(); /* bytes flowing: test again soon, a rank sharing this core first */
+        if (g_yield) {
+            sched_yield(); /* bytes flowing: test again soon, a rank sharing this core first */
+        }
     } else if (st == MOE_OK) {
         poll_nap(p, moe_poll_nap_at(p, now));
     }
