@@ -92,21 +92,6 @@ moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err)
     return shared.code;
 }
 
-void moe_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
-                        int64_t *count)
-{
-    int64_t T = cfg->tokens_per_step;
-    if (cfg->routing == MOE_ROUTING_MASTER || world_size == 1) {
-        int master = world_size == 1 ? 0 : (int)cfg->master_rank;
-        *first = 0;
-        *count = rank == master ? T : 0;
-        return;
-    }
-    int64_t base = T / world_size, rem = T % world_size;
-    *first = rank * base + (rank < rem ? rank : rem);
-    *count = base + (rank < rem ? 1 : 0);
-}
-
 static moe_status_t engine_load_inputs(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -627,8 +612,8 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
         /* the config's bound from here on (the hosts for the messages come below) */
         moe_wait_configure(cfg->step_timeout_s, eng->rank, eng->world_size, NULL);
         test_pause(eng->rank, "startup");
-        moe_tokens_of_rank(cfg, eng->world_size, eng->rank, &eng->token_first,
-                           &eng->token_count);
+        moe_cfg_tokens_of_rank(cfg, eng->world_size, eng->rank, &eng->token_first,
+                               &eng->token_count);
         eng->routes = eng->token_count > 0;
         moe_gemm_set_threads((int)cfg->threads);
         st = engine_open_device(eng, err);
@@ -1042,7 +1027,7 @@ moe_status_t moe_engine_gather_output(moe_engine_t *eng, float **out, moe_error_
         }
         for (int r = 0; r < W && st == MOE_OK; r++) {
             int64_t first, count;
-            moe_tokens_of_rank(eng->cfg, W, r, &first, &count);
+            moe_cfg_tokens_of_rank(eng->cfg, W, r, &first, &count);
             counts[r] = (int)count; /* in rows of H floats */
             displs[r] = (int)first;
         }

@@ -114,11 +114,6 @@ moe_status_t moe_agree(MPI_Comm comm, moe_status_t st, moe_error_t *err);
 /* "router", or "replayed PATH (the trace's source)" with workload.routing. */
 const char *moe_engine_routing_source(const moe_engine_t *eng);
 
-/* Tokens routed by `rank`: all on the master in master routing, an even split (lower
- * ranks take the remainder) in symmetric routing. */
-void moe_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
-                        int64_t *count);
-
 /* config_text: the run's config file text cfg was parsed from (read during create: the
  * live path's window folders copy it); may be NULL. */
 moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,

@@ -414,7 +414,7 @@ static bool largest_rank(const moe_config_t *cfg, rank_size_t *out)
         out->bytes = -1.0;
         for (int r = 0; r < W; r++) {
             int64_t first = 0, count = 0;
-            moe_tokens_of_rank(cfg, W, r, &first, &count);
+            moe_cfg_tokens_of_rank(cfg, W, r, &first, &count);
             double b = out->per_expert * (double)layers[r] + (count > 0 ? routing : 0.0);
             if (b > out->bytes) {
                 out->rank = r, out->bytes = b;

@@ -190,6 +190,21 @@ int moe_cfg_local_expert(const moe_config_t *cfg, int layer, int rank, int le)
     return -1;
 }
 
+void moe_cfg_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
+                            int64_t *count)
+{
+    int64_t T = cfg->tokens_per_step;
+    if (cfg->routing == MOE_ROUTING_MASTER || world_size == 1) {
+        int master = world_size == 1 ? 0 : (int)cfg->master_rank;
+        *first = 0;
+        *count = rank == master ? T : 0;
+        return;
+    }
+    int64_t base = T / world_size, rem = T % world_size;
+    *first = rank * base + (rank < rem ? rank : rem);
+    *count = base + (rank < rem ? 1 : 0);
+}
+
 int moe_cfg_max_local(const moe_config_t *cfg, int rank)
 {
     int most = moe_cfg_experts_of_rank(cfg, rank, NULL);

@@ -139,7 +139,7 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
 size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx);
 
 /* Where this rank's routed tokens start in the step's global token order (the replica
- * split, moe_tokens_of_rank): the plan's tie-breaks use global indices. 0 after init. */
+ * split, moe_cfg_tokens_of_rank): the plan's tie-breaks use global indices. 0 after init. */
 void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first);
 
 /* workload.routing: the gate is not run; step s's routing of this rank's tokens is the

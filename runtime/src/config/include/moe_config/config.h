@@ -300,6 +300,12 @@ int moe_cfg_local_expert(const moe_config_t *cfg, int layer, int rank, int le);
 /* The most experts `rank` hosts in any one layer (buffers are sized for it). */
 int moe_cfg_max_local(const moe_config_t *cfg, int rank);
 
+/* Tokens routed by `rank` of world_size: all on the master in master routing (every token
+ * on rank 0 alone), an even split (lower ranks take the remainder) in symmetric routing;
+ * *first: the global index of its first. */
+void moe_cfg_tokens_of_rank(const moe_config_t *cfg, int world_size, int rank, int64_t *first,
+                            int64_t *count);
+
 /* Steps the profiler's schedule records over workload.steps (warm-up, windows, sampling,
  * repeat: moe_prof_schedule), or -1 when neither the run nor its windows end. What
  * profiler.record_routing keeps, and what profiler.routing_max_mb is checked against. */
