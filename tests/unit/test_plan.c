@@ -189,6 +189,28 @@ static void test_dedup(void)
     msgs[19 + 1] = -1;
     CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, displs, cdispls, crows), 1);
     free(a.base);
+    msgs[19 + 1] = 0;
+
+    /* the same with rank 0's block at row 2 of 8, the others' places after it (the receives
+     * posted before the counts: blocks with gaps); the pairs of each row count afresh in
+     * its own block, whatever the buffer held before */
+    const int gdispls[W] = {2, 6, 7}, gcdispls[N * W] = {2, 6, 7, 3, 6, 7};
+    sizing = (moe_arena_t){0};
+    moe_plan_pairs_carve(&pp, W, NL, N, 3 * NL, 8, &sizing);
+    a = (moe_arena_t){.base = calloc(1, moe_arena_size(&sizing))};
+    moe_plan_pairs_carve(&pp, W, NL, N, 3 * NL, 8, &a);
+    for (int i = 0; i < 8; i++) {
+        pp.row_pairs[i] = 7; /* the last step's */
+    }
+    CHECK_INT_EQ(moe_plan_pairs_read(&pp, msgs, stride, NL, gdispls, gcdispls, crows), -1);
+    const int32_t grow[4] = {2, 3, 2, 4};
+    for (int i = 0; i < 4; i++) {
+        CHECK_INT_EQ(pp.row[i], grow[i]);
+    }
+    CHECK_INT_EQ(pp.row_pairs[2], 2);
+    CHECK_INT_EQ(pp.row_pairs[3], 1);
+    CHECK_INT_EQ(pp.row_pairs[4], 1);
+    free(a.base);
 
     /* capacity 1 per expert: e0 keeps t0 (drops t1's), e1 t0 (drops t3's), e2 t1 (drops
      * t2's), e3 t2 (drops t3's): t3 sends nothing, t1 only to rank 2 */

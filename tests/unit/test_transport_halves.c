@@ -6,7 +6,12 @@
  * Every rank sends rank d (itself included) 1 + s + d rows, each row's values naming the
  * sender, the receiver and the row; after the receives every row is where the counts put it,
  * and until they are posted the slot does not complete, though every peer's sends are in
- * (where the sends went first; the other ways have posted nothing before). */
+ * (where the sends went first; the other ways have posted nothing before).
+ * Receives posted before their counts (`each`, where the transport has recv_upto: mpi, ucx):
+ * every rank sends each peer 0, 1 or 2 rows, two rounds with other counts, each peer's
+ * receive taking up to 3 rows at a fixed place; every peer's message (an empty one too)
+ * completes its receive, the rows land at their place, the rest of it stays untouched; and
+ * alltoallv, which needs exact counts, refuses `each`. */
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -58,15 +63,16 @@ static void check_way(moe_transport_kind_t kind, int me, bool split, const char 
             }
         }
     }
-    CHECK_INT_EQ(moe_transport_start_sends(t, 0, send, send_rows, send_displs, NULL, &err),
-                 MOE_OK);
+    CHECK_INT_EQ(moe_transport_start_sends(t, 0, send, send_rows, send_displs, NULL, NULL,
+                                           &err), MOE_OK);
     MPI_Barrier(MPI_COMM_WORLD); /* every rank's sends are posted */
     for (int i = 0; i < 100; i++) {
         CHECK_INT_EQ(moe_transport_progress(t, &err), MOE_OK);
     }
     /* sends posted, no receive yet: not complete (a whole-exchange way: nothing posted) */
     CHECK(t->xfer[0].active == split);
-    CHECK_INT_EQ(moe_transport_start_recvs(t, 0, recv, recv_rows, recv_displs, &err), MOE_OK);
+    CHECK_INT_EQ(moe_transport_start_recvs(t, 0, recv, recv_rows, recv_displs, NULL, &err),
+                 MOE_OK);
     CHECK_INT_EQ(moe_transport_wait(t, 0, "the test exchange", &err), MOE_OK);
     CHECK(!t->xfer[0].active);
     int bad = 0;
@@ -88,6 +94,94 @@ static void check_way(moe_transport_kind_t kind, int me, bool split, const char 
     moe_transport_destroy(t);
     free(send);
     free(recv);
+}
+
+enum { CAP = 3 }; /* rows a peer's place holds */
+
+static int upto_rows(int src, int dst, int round)
+{
+    return (src + 2 * dst + round) % 3; /* 0, 1 or 2 */
+}
+
+static void check_upto(moe_transport_kind_t kind, int me, const char *name)
+{
+    moe_transport_t *t = NULL;
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_transport_device_t dev = {0};
+    moe_status_t st = moe_transport_create(kind, MPI_COMM_WORLD, ROW, 2, &dev, &t, &err);
+    if (st == MOE_ERR_UNSUPPORTED) {
+        printf("%s: not built, skipped\n", name);
+        return;
+    }
+    CHECK_INT_EQ(st, MOE_OK);
+    if (st != MOE_OK) {
+        return;
+    }
+    bool each[W];
+    int send_rows[W], send_displs[W], recv_rows[W], place[W];
+    float *send = calloc((size_t)W * CAP * ROW, sizeof(float));
+    float *recv = calloc((size_t)W * CAP * ROW, sizeof(float));
+    CHECK(moe_transport_recv_upto(t) >= CAP);
+    for (int round = 0; round < 2; round++) {
+        for (int p = 0; p < W; p++) {
+            each[p] = p != me;
+            send_rows[p] = upto_rows(me, p, round);
+            send_displs[p] = place[p] = p * CAP;
+            recv_rows[p] = p == me ? send_rows[me] : CAP; /* the own block: its rows */
+            for (int r = 0; r < CAP; r++) {
+                for (int e = 0; e < ROW; e++) {
+                    send[((size_t)p * CAP + (size_t)r) * ROW + (size_t)e] =
+                        value(me, p, r + 10 * round, e);
+                }
+            }
+        }
+        memset(recv, 0, (size_t)W * CAP * ROW * sizeof(float));
+        CHECK_INT_EQ(moe_transport_start_sends(t, 0, send, send_rows, send_displs, each, NULL,
+                                               &err), MOE_OK);
+        CHECK_INT_EQ(moe_transport_start_recvs(t, 0, recv, recv_rows, place, each, &err),
+                     MOE_OK);
+        CHECK_INT_EQ(moe_transport_wait(t, 0, "the test exchange", &err), MOE_OK);
+        int bad = 0, got = 0;
+        for (int p = 0; p < W; p++) {
+            int n = upto_rows(p, me, round);
+            got += n;
+            for (int r = 0; r < CAP; r++) {
+                for (int e = 0; e < ROW; e++) {
+                    float v = recv[((size_t)p * CAP + (size_t)r) * ROW + (size_t)e];
+                    bad += v != (r < n ? value(p, me, r + 10 * round, e) : 0.0f);
+                }
+            }
+        }
+        printf("%s, receives before the counts, round %d: rank %d received %d rows, %d values "
+               "wrong\n", name, round, me, got, bad);
+        CHECK_INT_EQ(bad, 0);
+    }
+    moe_transport_destroy(t);
+    free(send);
+    free(recv);
+}
+
+/* A transport that needs exact counts refuses `each`. */
+static void check_upto_refused(int me)
+{
+    moe_transport_t *t = NULL;
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_transport_device_t dev = {0};
+    CHECK_INT_EQ(moe_transport_create(MOE_TRANSPORT_MPI, MPI_COMM_WORLD, ROW, 2, &dev, &t, &err),
+                 MOE_OK);
+    if (t == NULL) {
+        return;
+    }
+    bool each[W] = {me != 0, me != 1, me != 2};
+    int rows[W] = {0, 0, 0}, displs[W] = {0, 0, 0};
+    float buf[ROW];
+    CHECK_INT_EQ(moe_transport_recv_upto(t), 0);
+    CHECK_INT_EQ(moe_transport_start_sends(t, 0, buf, rows, displs, each, NULL, &err),
+                 MOE_ERR_INTERNAL);
+    CHECK(strstr(err.msg, "exact counts") != NULL);
+    moe_transport_destroy(t);
 }
 
 int main(int argc, char **argv)
@@ -113,8 +207,11 @@ int main(int argc, char **argv)
     unsetenv("MOED_MPI_PIECE_KB");
     setenv("MOED_MPI_EXCHANGE", "alltoallv", 1);
     check_way(MOE_TRANSPORT_MPI, me, false, "mpi alltoallv");
+    check_upto_refused(me);
     unsetenv("MOED_MPI_EXCHANGE");
     check_way(MOE_TRANSPORT_UCX, me, true, "ucx");
+    check_upto(MOE_TRANSPORT_MPI, me, "mpi");
+    check_upto(MOE_TRANSPORT_UCX, me, "ucx");
     int failed = moe_test_finish("test_transport_halves");
     MPI_Finalize();
     return failed;

@@ -677,6 +677,9 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
         }
     }
     st = moe_agree(comm, st, err);
+    if (st == MOE_OK) { /* every rank's layer is ready: agree how the rows are received */
+        st = moe_agree(comm, moe_layer_agree_upto(&eng->layer, err), err);
+    }
     /* the endpoint first: the profiler makes the run folder, which a failure to start the
      * endpoint (its port taken since the checks before the run) would leave behind */
     if (st == MOE_OK && strcmp(cfg->prof_listen, "off") != 0) {

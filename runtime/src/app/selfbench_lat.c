@@ -9,6 +9,7 @@
 #include "expert/expert.h"
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
+#include "moe/poll.h"
 #include "transport/wait.h"
 #include "transport/wake.h"
 
@@ -229,6 +230,8 @@ static moe_status_t lat_shape(moe_engine_t *eng, const lat_case_t *c, moe_bench_
     out->max_msg_bytes = all[0];
     out->msgs = all[1];
     out->count_msgs = all[2];
+    out->recv_upto = eng->layer.upto;
+    out->yields = moe_poll_yields();
     return st;
 }
 
@@ -388,8 +391,10 @@ void moe_selfbench_latency_print(const moe_bench_lat_t *o)
     }
     printf("bench: layer exchange, moed           %.1f us, best %.1f us  (counts, dispatch, "
            "combine of the last layer, replayed; %lld counts messages, %lld row messages each "
-           "way, largest %.1f kB)\n", o->moed_us, o->moed_best_us, (long long)o->count_msgs,
-           (long long)o->msgs, (double)o->max_msg_bytes / 1e3);
+           "way, largest %.1f kB; rows received %s the counts, waits %s)\n", o->moed_us,
+           o->moed_best_us, (long long)o->count_msgs, (long long)o->msgs,
+           (double)o->max_msg_bytes / 1e3, o->recv_upto ? "while awaiting" : "after",
+           o->yields ? "yielding the core (cores shared)" : "spinning (a core each)");
     printf("bench: same messages, plain MPI       %.1f us, best %.1f us  (MPI_Isend/Irecv, "
            "spinning)\n", o->mpi_us, o->mpi_best_us);
     if (o->pp_bytes > 0) {

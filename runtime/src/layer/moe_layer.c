@@ -61,6 +61,11 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
     ctx->recv_rows = moe_arena_take(a, W, sizeof(int));
     ctx->recv_pairs = moe_arena_take(a, W, sizeof(int));
     ctx->recv_displs = moe_arena_take(a, W, sizeof(int));
+    ctx->region = moe_arena_take(a, W, sizeof(int));
+    ctx->region_rows = moe_arena_take(a, W, sizeof(int));
+    ctx->upto_rows = moe_arena_take(a, W, sizeof(int));
+    ctx->each_recv = moe_arena_take(a, W, sizeof(bool));
+    ctx->each_send = moe_arena_take(a, W, sizeof(bool));
     ctx->n_local_displs = moe_arena_take(a, W, sizeof(int));
     ctx->chunk_send_rows = moe_arena_take(a, cw, sizeof(int));
     ctx->chunk_send_displs = moe_arena_take(a, cw, sizeof(int));
@@ -192,6 +197,57 @@ static void layer_rebalance_room(moe_layer_ctx_t *ctx)
     ctx->max_slots = copies > ctx->max_slots ? copies : ctx->max_slots;
 }
 
+/* The tokens rank r routes a step (the config's rule, as the engine splits them: all on the
+ * master in master routing, else every rank a share), and whether it routes any: only
+ * those send rows, so only those send counts. */
+static int64_t layer_tokens_of(const moe_layer_ctx_t *ctx, int r)
+{
+    int64_t first = 0, count = 0;
+    moe_cfg_tokens_of_rank(ctx->cfg, ctx->world_size, r, &first, &count);
+    return count;
+}
+
+static bool layer_routes(const moe_layer_ctx_t *ctx, int r)
+{
+    return layer_tokens_of(ctx, r) > 0;
+}
+
+/* Where each source's rows land when the receives go before the counts (ctx->upto): a
+ * place for the most rows it may send this rank (dedup: one a token it routes; else one a
+ * pair, at most one a local expert), the places in rank order. This rank can take them so
+ * where the transport takes receives before their counts (moe_transport_recv_upto: MPI
+ * within one piece, UCX), in one chunk, on the CPU, and MOED_RECV_UPTO is not 0 (for
+ * measurements); moe_layer_agree_upto makes it every rank's choice. */
+static void layer_upto_init(moe_layer_ctx_t *ctx)
+{
+    int W = ctx->world_size, upto = moe_transport_recv_upto(ctx->transport);
+    const char *env = getenv("MOED_RECV_UPTO");
+    int64_t k = ctx->cfg->top_k, nl = ctx->num_local, row = 0;
+    bool ok = upto > 0 && W > 1 && ctx->chunks == 1 && ctx->cfg->device != MOE_DEVICE_CUDA &&
+              !(env != NULL && strcmp(env, "0") == 0);
+    for (int s = 0; s < W; s++) {
+        int64_t T = layer_tokens_of(ctx, s);
+        int64_t most = ctx->dedup ? T : (T * k < nl * T ? T * k : nl * T);
+        most = nl > 0 ? most : 0;
+        ctx->region[s] = (int)row;
+        ctx->region_rows[s] = (int)most;
+        row += most;
+        ok = ok && (s == ctx->rank || most <= upto);
+    }
+    ctx->upto = ok && row <= ctx->io.max_recv;
+}
+
+moe_status_t moe_layer_agree_upto(moe_layer_ctx_t *ctx, moe_error_t *err)
+{
+    int mine = ctx->upto, all = 0;
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_LAND, ctx->comm,
+                                             &req), err);
+    st = st == MOE_OK ? moe_wait_request(&req, "the layer's receive plan", err) : st;
+    ctx->upto = st == MOE_OK && all;
+    return st;
+}
+
 /* Fault injection for tests (moe/testctl.h): the delay hook's sleep for this rank in ns (0
  * when the hook does not name it). */
 static int64_t layer_test_delay(moe_testctl_hook_t hook, int rank)
@@ -242,6 +298,7 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
         return st;
     }
     layer_select(ctx, 0);
+    layer_upto_init(ctx);
     st = layer_attach(ctx, plugin, device, err);
     if (st == MOE_OK && ctx->dedup && !moe_expert_backend_has_pairs(&ctx->backend)) {
         st = moe_error_set(err, MOE_ERR_CONFIG, "runtime.dedup: the %s back-end sends one row "
@@ -277,22 +334,38 @@ void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first)
 static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err);
 static moe_status_t counts_wait(moe_layer_ctx_t *ctx, moe_error_t *err);
 
+/* upto: slot 0's receives, posted before the counts are in: from every source whose counts
+ * come, up to its region's rows at its region (the own block: own_rows, copied). */
+static moe_status_t layer_upto_recvs(moe_layer_ctx_t *ctx, int own_rows, moe_error_t *err)
+{
+    for (int s = 0; s < ctx->world_size; s++) {
+        ctx->upto_rows[s] = s == ctx->rank ? own_rows : ctx->each_recv[s] ? ctx->region_rows[s]
+                                                                          : 0;
+    }
+    return moe_transport_start_recvs(ctx->transport, 0, ctx->io.xrecv, ctx->upto_rows,
+                                     ctx->region, ctx->each_recv, err);
+}
+
 moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
-    /* as the layer does: the counts posted, the rows sent, the counts awaited, the rows
-     * received (the last forward's sizes) */
+    /* as the layer does: the counts posted, the rows sent (upto: and received), the counts
+     * awaited, else then the rows received (the last forward's sizes) */
     moe_transport_t *t = ctx->transport;
     moe_status_t st = counts_post(ctx, err);
     if (st == MOE_OK) {
         st = moe_transport_start_sends(t, 0, ctx->io.xsend, ctx->plan.send_rows,
-                                       ctx->plan.send_row_displs, NULL, err);
+                                       ctx->plan.send_row_displs,
+                                       ctx->upto ? ctx->each_send : NULL, NULL, err);
+    }
+    if (st == MOE_OK && ctx->upto) {
+        st = layer_upto_recvs(ctx, ctx->plan.send_rows[ctx->rank], err);
     }
     if (st == MOE_OK) {
         st = counts_wait(ctx, err);
     }
-    if (st == MOE_OK) {
+    if (st == MOE_OK && !ctx->upto) {
         st = moe_transport_start_recvs(t, 0, ctx->io.xrecv, ctx->recv_rows, ctx->recv_displs,
-                                       err);
+                                       NULL, err);
     }
     if (st == MOE_OK) {
         st = moe_transport_wait(t, 0, "the row exchange", err);
@@ -386,19 +459,6 @@ static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
 
 enum { COUNTS_TAG = 4241 };
 
-/* Whether rank r routes tokens (the config's rule, as the engine splits them: the master in
- * master routing, else every rank given a share of the step): only those send rows, so
- * only those send counts. */
-static bool layer_routes(const moe_layer_ctx_t *ctx, int r)
-{
-    const moe_config_t *cfg = ctx->cfg;
-    int W = ctx->world_size;
-    if (cfg->routing == MOE_ROUTING_MASTER || W == 1) {
-        return r == (W == 1 ? 0 : (int)cfg->master_rank);
-    }
-    return cfg->tokens_per_step / W + (r < cfg->tokens_per_step % W ? 1 : 0) > 0;
-}
-
 /* Each routing rank tells every expert rank how many rows of each of its experts will come
  * (dedup: its rows and the pairs they carry, plan.h's counts message): point to point (not
  * a collective) so the watchdog can name a rank that never answers. A rank that routes
@@ -409,6 +469,8 @@ static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err)
     moe_plan_t *p = &ctx->plan;
     int W = ctx->world_size, me = ctx->rank, n = 0;
     moe_status_t st = MOE_OK;
+    memset(ctx->each_recv, 0, sizeof(bool) * (size_t)W);
+    memset(ctx->each_send, 0, sizeof(bool) * (size_t)W);
     for (int s = 0; s < W && st == MOE_OK; s++) {
         int32_t *at = ctx->dedup ? ctx->recv_counts + (size_t)s * (size_t)ctx->msg_words
                                  : ctx->recv_counts + ctx->n_local_displs[s];
@@ -419,6 +481,7 @@ static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err)
             st = MOE_MPI(MPI_Irecv(at, words, MPI_INT32_T, s, COUNTS_TAG, ctx->comm,
                                    &ctx->count_reqs[n]), err);
             ctx->count_peers[n++] = s;
+            ctx->each_recv[s] = true;
         }
     }
     ctx->count_msgs = 0;
@@ -429,6 +492,7 @@ static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err)
                                    MPI_INT32_T, d, COUNTS_TAG, ctx->comm, &ctx->count_reqs[n]),
                          err);
             ctx->count_peers[n++] = d;
+            ctx->each_send[d] = true;
             moe_wake_post(d);
         }
     }
@@ -529,8 +593,8 @@ static void layer_cut_chunks(moe_layer_ctx_t *ctx, bool recv)
     }
 }
 
-/* The receive blocks from the counts received, cut into chunks; dedup: the pairs each row
- * carries. */
+/* The receive blocks from the counts received (upto: at their regions), cut into chunks;
+ * dedup: the pairs each row carries. */
 static moe_status_t layer_recv_blocks(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
     int W = ctx->world_size, nl = ctx->layer_local, row = 0;
@@ -541,14 +605,16 @@ static moe_status_t layer_recv_blocks(moe_layer_ctx_t *ctx, moe_error_t *err)
         }
         if (ctx->dedup && nl > 0) {
             n = ctx->recv_counts[(size_t)s * (size_t)ctx->msg_words]; /* its rows */
-            if (n < 0 || n > ctx->io.max_recv - row) {
-                return moe_error_set(err, MOE_ERR_INTERNAL, "rank %d announced %d rows, more "
-                                     "than the %lld left of the receive buffer", s, n,
-                                     (long long)(ctx->io.max_recv - row));
-            }
+        }
+        int at = ctx->upto ? ctx->region[s] : row;
+        int64_t room = ctx->upto ? ctx->region_rows[s] : ctx->io.max_recv - row;
+        if (n < 0 || n > room) {
+            return moe_error_set(err, MOE_ERR_INTERNAL, "rank %d announced %d rows, more than "
+                                 "the %lld %s of the receive buffer", s, n, (long long)room,
+                                 ctx->upto ? "of its place" : "left");
         }
         ctx->recv_rows[s] = ctx->recv_pairs[s] = n;
-        ctx->recv_displs[s] = row;
+        ctx->recv_displs[s] = at;
         row += n;
     }
     layer_cut_chunks(ctx, true);
@@ -570,7 +636,8 @@ static moe_status_t layer_recv_blocks(moe_layer_ctx_t *ctx, moe_error_t *err)
 
 /* The counts go out first (so receivers can size their blocks); while they travel the rows
  * are laid out in send order and chunk 0's are sent (its receives follow in the pipeline:
- * start_dispatch); then the counts received give the receive blocks, cut into chunks. */
+ * start_dispatch; upto: they are posted right away, each source's into its place); then
+ * the counts received give the receive blocks, cut into chunks. */
 static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
                                        const void **after, moe_error_t *err)
 {
@@ -591,7 +658,11 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
     st = moe_expert_backend_permute(&ctx->backend, x, after, err);
     if (st == MOE_OK) {
         st = moe_transport_start_sends(ctx->transport, 0, ctx->io.xsend, ctx->chunk_send_rows,
-                                       ctx->chunk_send_displs, *after, err);
+                                       ctx->chunk_send_displs,
+                                       ctx->upto ? ctx->each_send : NULL, *after, err);
+    }
+    if (st == MOE_OK && ctx->upto) { /* the receives too, before the counts are in */
+        st = layer_upto_recvs(ctx, ctx->chunk_send_rows[ctx->rank], err);
     }
     if (st == MOE_OK) {
         st = counts_wait(ctx, err);
@@ -612,14 +683,17 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
     return st;
 }
 
-/* Chunk c's dispatch; chunk 0's rows went out in layer_prepare_rows: its receives now. */
+/* Chunk c's dispatch; chunk 0's rows went out in layer_prepare_rows: its receives now
+ * (upto: they were posted there too). */
 static moe_status_t start_dispatch(moe_layer_ctx_t *ctx, int c, const void *after,
                                    moe_error_t *err)
 {
     int i = c * ctx->world_size;
     if (c == 0) {
-        return moe_transport_start_recvs(ctx->transport, 0, ctx->io.xrecv, ctx->chunk_recv_rows,
-                                         ctx->chunk_recv_displs, err);
+        return ctx->upto ? MOE_OK
+                         : moe_transport_start_recvs(ctx->transport, 0, ctx->io.xrecv,
+                                                     ctx->chunk_recv_rows,
+                                                     ctx->chunk_recv_displs, NULL, err);
     }
     return moe_transport_start(ctx->transport, c, ctx->io.xsend, ctx->chunk_send_rows + i,
                                ctx->chunk_send_displs + i, ctx->io.xrecv,

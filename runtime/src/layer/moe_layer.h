@@ -99,6 +99,14 @@ struct moe_layer_ctx {
     int64_t msg_words;    /* dedup: words of one source's counts message, at most */
     moe_plan_pairs_t pairs; /* dedup: the pairs each local expert runs over, per chunk */
     int *recv_displs;     /* [world] */
+    bool upto;            /* the rows' receives are posted before the counts are in, each
+                           * source's block at a fixed place (layer_upto_init) */
+    int *region;          /* [world] upto: the row where each source's block starts */
+    int *region_rows;     /* [world] upto: the most rows each source may send this rank */
+    int *upto_rows;       /* [world] upto: the receives' rows (the own block: its rows) */
+    bool *each_recv;      /* [world] upto: the sources whose counts (and rows) this rank
+                           * awaits in the layer running now */
+    bool *each_send;      /* [world] upto: the ranks it sends counts (and rows) to */
     int *n_local_displs;  /* [world] where each source's counts land */
     int *chunk_send_rows;   /* [chunks * world] each chunk's piece of every send block */
     int *chunk_send_displs; /* [chunks * world] */
@@ -134,6 +142,10 @@ void moe_layer_ctx_destroy(moe_layer_ctx_t *ctx); /* accepts a zeroed ctx */
  * exchanges in flight between row tiles. The result does not depend on N. */
 moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, int64_t step,
                                int layer, moe_error_t *err);
+
+/* Collective, once after init on every rank: the rows' receives go before the counts (each
+ * source's block at a fixed place) only where every rank can take them so. */
+moe_status_t moe_layer_agree_upto(moe_layer_ctx_t *ctx, moe_error_t *err);
 
 /* Bytes of the layer's arena: every host buffer of the step (for the memory report). */
 size_t moe_layer_ctx_buffer_bytes(const moe_layer_ctx_t *ctx);

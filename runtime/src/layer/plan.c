@@ -398,11 +398,13 @@ int moe_plan_pairs_read(moe_plan_pairs_t *pp, const int32_t *msgs, int64_t strid
         }
         pp->pre[s] = 0; /* pairs of the local experts before le */
     }
-    int64_t received = 0;
-    for (int i = 0; i < N * W; i++) {
-        received += chunk_recv_rows[i];
+    for (int s = 0; s < W; s++) { /* each source's block (the blocks may have gaps) */
+        int64_t rows = 0;
+        for (int c = 0; c < N; c++) {
+            rows += chunk_recv_rows[c * W + s];
+        }
+        memset(pp->row_pairs + recv_displs[s], 0, sizeof(int32_t) * (size_t)rows);
     }
-    memset(pp->row_pairs, 0, sizeof(int32_t) * (size_t)received);
     int64_t n = 0;
     for (int le = 0; le < nl; le++) {
         memset(pp->cur, 0, sizeof(int64_t) * (size_t)W);

@@ -49,10 +49,11 @@ typedef struct mpi_impl {
     int done_cap;
 } mpi_impl_t;
 
-/* The messages rows make: one per piece_rows, at least one when there are rows. */
-static int pieces_of(const mpi_impl_t *impl, int rows)
+/* The messages rows make: one per piece_rows, at least one when there are rows or the
+ * peer is flagged in `each` (transport.h: one message even without rows). */
+static int pieces_of(const mpi_impl_t *impl, int rows, const bool *each, int peer)
 {
-    return rows <= 0 ? 0 : (rows - 1) / impl->piece_rows + 1;
+    return rows > 0 ? (rows - 1) / impl->piece_rows + 1 : each != NULL && each[peer] ? 1 : 0;
 }
 
 /* Room for n requests in slot s (grown only: after the first steps, nothing is allocated). */
@@ -79,24 +80,27 @@ static moe_status_t mpi_reserve(mpi_impl_t *impl, mpi_slot_t *s, int n, moe_erro
     return MOE_OK;
 }
 
-/* Post the receives of rows from every peer (recv_rows[p] from p at recv_displs[p]) after
- * the slot's nreq requests; the own block is not received. After a failed post the slot
- * counts only the requests posted before it, for cancel to release. */
+/* Post the receives of rows from every peer (recv_rows[p] from p at recv_displs[p]; a peer
+ * flagged in `each`: one receive of up to recv_rows[p] <= piece_rows) after the slot's nreq
+ * requests; the own block is not received. After a failed post the slot counts only the
+ * requests posted before it, for cancel to release. */
 static moe_status_t post_recvs(moe_transport_t *t, mpi_slot_t *s, int tag, float *recv,
-                               const int *recv_rows, const int *recv_displs, moe_error_t *err)
+                               const int *recv_rows, const int *recv_displs, const bool *each,
+                               moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
     int W = t->world_size, me = t->rank, n = s->nreq, P = impl->piece_rows;
     size_t row = (size_t)t->row_elems;
     int need = n;
     for (int p = 0; p < W; p++) {
-        need += p != me ? pieces_of(impl, recv_rows[p]) : 0;
+        need += p != me ? pieces_of(impl, recv_rows[p], each, p) : 0;
     }
     moe_status_t st = mpi_reserve(impl, s, need, err);
     for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me - i + W) % W; /* staggered so peers do not all hit rank 0 first */
+        int pieces = p != me ? pieces_of(impl, recv_rows[p], each, p) : 0;
         s->recv_left[p] = 0;
-        for (int64_t r = 0; p != me && r < recv_rows[p] && st == MOE_OK; r += P) {
+        for (int64_t j = 0, r = 0; j < pieces && st == MOE_OK; j++, r += P) {
             int rows = recv_rows[p] - r < P ? (int)(recv_rows[p] - r) : P;
             st = MOE_MPI(MPI_Irecv(recv + ((size_t)recv_displs[p] + (size_t)r) * row, rows,
                                    impl->row_type, p, tag, t->comm, &s->reqs[n]),
@@ -112,22 +116,25 @@ static moe_status_t post_recvs(moe_transport_t *t, mpi_slot_t *s, int tag, float
     return st;
 }
 
-/* Post the sends of rows to every peer after the slot's nreq requests, each peer posted
- * (a peer napping on this node tests at once). */
+/* Post the sends of rows to every peer (and a message to each peer flagged in `each`, rows
+ * or not) after the slot's nreq requests, each peer posted (a peer napping on this node
+ * tests at once). */
 static moe_status_t post_sends(moe_transport_t *t, mpi_slot_t *s, int tag, const float *send,
-                               const int *send_rows, const int *send_displs, moe_error_t *err)
+                               const int *send_rows, const int *send_displs, const bool *each,
+                               moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
     int W = t->world_size, me = t->rank, n = s->nreq, P = impl->piece_rows;
     size_t row = (size_t)t->row_elems;
     int need = n;
     for (int p = 0; p < W; p++) {
-        need += p != me ? pieces_of(impl, send_rows[p]) : 0;
+        need += p != me ? pieces_of(impl, send_rows[p], each, p) : 0;
     }
     moe_status_t st = mpi_reserve(impl, s, need, err);
     for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me + i) % W;
-        for (int64_t r = 0; p != me && r < send_rows[p] && st == MOE_OK; r += P) {
+        int pieces = p != me ? pieces_of(impl, send_rows[p], each, p) : 0;
+        for (int64_t j = 0, r = 0; j < pieces && st == MOE_OK; j++, r += P) {
             int rows = send_rows[p] - r < P ? (int)(send_rows[p] - r) : P;
             st = MOE_MPI(MPI_Isend(send + ((size_t)send_displs[p] + (size_t)r) * row, rows,
                                    impl->row_type, p, tag, t->comm, &s->reqs[n]),
@@ -136,7 +143,7 @@ static moe_status_t post_sends(moe_transport_t *t, mpi_slot_t *s, int tag, const
                 s->req_peer[n++] = -2 - p;
             }
         }
-        if (p != me && send_rows[p] > 0 && st == MOE_OK) {
+        if (pieces > 0 && st == MOE_OK) {
             moe_wake_post(p);
         }
     }
@@ -167,9 +174,9 @@ static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
     int tag = ROWS_TAG + slot;
     s->nreq = s->left = 0;
     s->open = false;
-    moe_status_t st = post_recvs(t, s, tag, recv, recv_rows, recv_displs, err);
+    moe_status_t st = post_recvs(t, s, tag, recv, recv_rows, recv_displs, NULL, err);
     if (st == MOE_OK) {
-        st = post_sends(t, s, tag, send, send_rows, send_displs, err);
+        st = post_sends(t, s, tag, send, send_rows, send_displs, NULL, err);
     }
     if (st == MOE_OK) {
         copy_own(t, s, recv, recv_rows, recv_displs);
@@ -200,7 +207,7 @@ static moe_status_t mpi_start(moe_transport_t *t, int slot, const float *send,
  * whole exchange at start_recvs. */
 static moe_status_t mpi_start_sends(moe_transport_t *t, int slot, const float *send,
                                     const int *send_rows, const int *send_displs,
-                                    moe_error_t *err)
+                                    const bool *each, moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
     mpi_slot_t *s = &impl->slots[slot];
@@ -210,12 +217,12 @@ static moe_status_t mpi_start_sends(moe_transport_t *t, int slot, const float *s
     moe_transport_base_begin(t, slot);
     s->nreq = s->left = 0;
     s->open = true;
-    return post_sends(t, s, ROWS_TAG + slot, send, send_rows, send_displs, err);
+    return post_sends(t, s, ROWS_TAG + slot, send, send_rows, send_displs, each, err);
 }
 
 static moe_status_t mpi_start_recvs(moe_transport_t *t, int slot, float *recv,
                                     const int *recv_rows, const int *recv_displs,
-                                    moe_error_t *err)
+                                    const bool *each, moe_error_t *err)
 {
     mpi_impl_t *impl = t->impl;
     mpi_slot_t *s = &impl->slots[slot];
@@ -224,7 +231,8 @@ static moe_status_t mpi_start_recvs(moe_transport_t *t, int slot, float *recv,
         return mpi_start(t, slot, h->send, h->send_rows, h->send_displs, recv, recv_rows,
                          recv_displs, NULL, err);
     }
-    moe_status_t st = post_recvs(t, s, ROWS_TAG + slot, recv, recv_rows, recv_displs, err);
+    moe_status_t st = post_recvs(t, s, ROWS_TAG + slot, recv, recv_rows, recv_displs, each,
+                                 err);
     if (st == MOE_OK) {
         copy_own(t, s, recv, recv_rows, recv_displs);
         s->open = false;
@@ -338,12 +346,21 @@ static void mpi_destroy(moe_transport_t *t)
     free(t);
 }
 
+/* A receive of up to one piece may be posted before its count: MPI completes it with the
+ * shorter message (not with MOED_MPI_EXCHANGE=alltoallv, whose counts are exact). */
+static int mpi_recv_upto(const moe_transport_t *t)
+{
+    const mpi_impl_t *impl = t->impl;
+    return impl->use_alltoallv ? 0 : impl->piece_rows;
+}
+
 static const moe_transport_ops_t k_mpi_ops = {
     .name = "mpi",
     .device_memory = false,
     .start = mpi_start,
     .start_sends = mpi_start_sends,
     .start_recvs = mpi_start_recvs,
+    .recv_upto = mpi_recv_upto,
     .test = mpi_test,
     .pending = mpi_pending,
     .cancel = mpi_cancel,

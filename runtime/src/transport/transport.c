@@ -27,23 +27,46 @@ moe_status_t moe_transport_start(moe_transport_t *t, int slot, const float *send
                          after, err);
 }
 
+int moe_transport_recv_upto(const moe_transport_t *t)
+{
+    return t->ops->recv_upto != NULL ? t->ops->recv_upto(t) : 0;
+}
+
+/* `each` needs a transport that takes receives before their counts are known. */
+static moe_status_t each_refused(const moe_transport_t *t, const bool *each, moe_error_t *err)
+{
+    if (each != NULL && moe_transport_recv_upto(t) <= 0) {
+        return moe_error_set(err, MOE_ERR_INTERNAL, "the %s transport takes exact counts only "
+                             "(a receive posted before its count)", t->ops->name);
+    }
+    return MOE_OK;
+}
+
 moe_status_t moe_transport_start_sends(moe_transport_t *t, int slot, const float *send,
                                        const int *send_rows, const int *send_displs,
-                                       const void *after, moe_error_t *err)
+                                       const bool *each, const void *after, moe_error_t *err)
 {
+    moe_status_t st = each_refused(t, each, err);
+    if (st != MOE_OK) {
+        return st;
+    }
     t->sends[slot] = (moe_transport_sends_t){send, send_rows, send_displs, after};
     return t->ops->start_sends != NULL
-               ? t->ops->start_sends(t, slot, send, send_rows, send_displs, err)
+               ? t->ops->start_sends(t, slot, send, send_rows, send_displs, each, err)
                : MOE_OK;
 }
 
 moe_status_t moe_transport_start_recvs(moe_transport_t *t, int slot, float *recv,
                                        const int *recv_rows, const int *recv_displs,
-                                       moe_error_t *err)
+                                       const bool *each, moe_error_t *err)
 {
+    moe_status_t st = each_refused(t, each, err);
+    if (st != MOE_OK) {
+        return st;
+    }
     const moe_transport_sends_t *h = &t->sends[slot];
     return t->ops->start_recvs != NULL
-               ? t->ops->start_recvs(t, slot, recv, recv_rows, recv_displs, err)
+               ? t->ops->start_recvs(t, slot, recv, recv_rows, recv_displs, each, err)
                : t->ops->start(t, slot, h->send, h->send_rows, h->send_displs, recv, recv_rows,
                                recv_displs, h->after, err);
 }

@@ -27,7 +27,12 @@
  *                  sends first, while the caller still waits for the counts of what it
  *                  will receive, then the receives (and the own block); the slot completes
  *                  only once both are posted. Without them moe_transport_start_sends posts
- *                  nothing and start_recvs calls start with both halves.
+ *                  nothing and start_recvs calls start with both halves. `each` (NULL, or
+ *                  [world] flags; only where recv_upto is set): one message to / from every
+ *                  flagged peer even without rows, and a flagged peer's recv_rows is the
+ *                  most it may send (<= recv_upto): its message, however many rows it
+ *                  holds, completes the receive (the caller learns the count otherwise).
+ *   recv_upto      (optional) the most rows such a receive may take (0: exact counts only)
  *   test           drive every exchange in flight once without blocking; *done tells
  *                  whether `slot` has completed (then its xfer has end_ns and every
  *                  peer_done_ns stamped and active false). Errors: MOE_ERR_MPI / _UCX / _NCCL.
@@ -68,9 +73,11 @@ typedef struct moe_transport_ops {
                           const int *send_displs, float *recv, const int *recv_rows,
                           const int *recv_displs, const void *after, moe_error_t *err);
     moe_status_t (*start_sends)(moe_transport_t *t, int slot, const float *send,
-                                const int *send_rows, const int *send_displs, moe_error_t *err);
+                                const int *send_rows, const int *send_displs, const bool *each,
+                                moe_error_t *err);
     moe_status_t (*start_recvs)(moe_transport_t *t, int slot, float *recv, const int *recv_rows,
-                                const int *recv_displs, moe_error_t *err);
+                                const int *recv_displs, const bool *each, moe_error_t *err);
+    int (*recv_upto)(const moe_transport_t *t);
     moe_status_t (*test)(moe_transport_t *t, int slot, bool *done, moe_error_t *err);
     int (*pending)(const moe_transport_t *t, int slot, int *out, int cap);
     void (*cancel)(moe_transport_t *t, int slot);
@@ -135,14 +142,19 @@ moe_status_t moe_transport_start(moe_transport_t *t, int slot, const float *send
 /* The exchange of `slot` in two halves (a rank's sends do not wait for the counts of what
  * it receives): start_sends posts the sends where the back-end can (mpi, ucx; nccl and
  * mpi's alltoallv post the whole exchange at start_recvs), start_recvs the receives; the
- * arrays and buffers start_sends was given must stay as they are until then. Where the sends were posted the
- * slot is active from start_sends on: cancel it if the receives are never posted. */
+ * arrays and buffers start_sends was given must stay as they are until then. Where the
+ * sends were posted the slot is active from start_sends on: cancel it if the receives are
+ * never posted. `each` (NULL: exact counts): the ops table's; both ends of a pair must flag
+ * each other alike. A transport without recv_upto refuses it (MOE_ERR_INTERNAL). */
 moe_status_t moe_transport_start_sends(moe_transport_t *t, int slot, const float *send,
                                        const int *send_rows, const int *send_displs,
-                                       const void *after, moe_error_t *err);
+                                       const bool *each, const void *after, moe_error_t *err);
 moe_status_t moe_transport_start_recvs(moe_transport_t *t, int slot, float *recv,
                                        const int *recv_rows, const int *recv_displs,
-                                       moe_error_t *err);
+                                       const bool *each, moe_error_t *err);
+/* The most rows a receive posted before its count is known may take (the ops table's
+ * recv_upto; 0: the transport needs exact counts). */
+int moe_transport_recv_upto(const moe_transport_t *t);
 void moe_transport_cancel(moe_transport_t *t, int slot);
 
 /* Wait for `slot` to complete (test + moe_wait_poll); on failure the slot is cancelled. */

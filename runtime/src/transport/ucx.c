@@ -19,6 +19,7 @@
  *
  * Wake-ups (transport/wake.h), as the MPI transport: a send posts its peer, and so does a
  * completed receive (a sender napping on a rendezvous send tests at once). */
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,10 +129,11 @@ static ucs_status_t keep_request(ucx_slot_t *s, ucs_status_ptr_t sp, int peer_co
     return UCS_OK;
 }
 
-/* Post the receives of rows from every peer, after the slot's requests. A receive that
- * completes at once stamps its peer here. */
+/* Post the receives of rows from every peer (a peer flagged in `each`: one receive of up to
+ * recv_rows[p], rows or not), after the slot's requests. A receive that completes at once
+ * stamps its peer here. */
 static moe_status_t post_recvs(moe_transport_t *t, int slot, float *recv, const int *recv_rows,
-                               const int *recv_displs, moe_error_t *err)
+                               const int *recv_displs, const bool *each, moe_error_t *err)
 {
     ucx_impl_t *impl = t->impl;
     ucx_slot_t *s = &impl->slots[slot];
@@ -141,7 +143,7 @@ static moe_status_t post_recvs(moe_transport_t *t, int slot, float *recv, const 
     moe_status_t st = MOE_OK;
     for (int i = 1; i <= W; i++) {
         int p = (me - i + W) % W; /* staggered like the MPI transport */
-        if (p != me && recv_rows[p] > 0) {
+        if (p != me && (recv_rows[p] > 0 || (each != NULL && each[p]))) {
             int before = s->nreq;
             ucs_status_ptr_t sp = ucp_tag_recv_nbx(
                 impl->worker, (char *)recv + (size_t)recv_displs[p] * row_bytes,
@@ -157,9 +159,11 @@ cleanup:
     return st;
 }
 
-/* Post the sends of rows to every peer, after the slot's requests, each peer posted. */
+/* Post the sends of rows to every peer (and to each peer flagged in `each`, rows or not),
+ * after the slot's requests, each peer posted. */
 static moe_status_t post_sends(moe_transport_t *t, int slot, const float *send,
-                               const int *send_rows, const int *send_displs, moe_error_t *err)
+                               const int *send_rows, const int *send_displs, const bool *each,
+                               moe_error_t *err)
 {
     ucx_impl_t *impl = t->impl;
     ucx_slot_t *s = &impl->slots[slot];
@@ -170,7 +174,7 @@ static moe_status_t post_sends(moe_transport_t *t, int slot, const float *send,
     s->own = (const char *)send + (size_t)send_displs[me] * row_bytes;
     for (int i = 1; i <= W; i++) {
         int p = (me + i) % W;
-        if (p != me && send_rows[p] > 0) {
+        if (p != me && (send_rows[p] > 0 || (each != NULL && each[p]))) {
             ucs_status_ptr_t sp = ucp_tag_send_nbx(
                 impl->eps[p], (const char *)send + (size_t)send_displs[p] * row_bytes,
                 (size_t)send_rows[p] * row_bytes, rows_tag(s->seq, me), &param);
@@ -214,9 +218,9 @@ static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
 {
     (void)after;
     slot_begin(t, slot, false);
-    moe_status_t st = post_recvs(t, slot, recv, recv_rows, recv_displs, err);
+    moe_status_t st = post_recvs(t, slot, recv, recv_rows, recv_displs, NULL, err);
     if (st == MOE_OK) {
-        st = post_sends(t, slot, send, send_rows, send_displs, err);
+        st = post_sends(t, slot, send, send_rows, send_displs, NULL, err);
     }
     if (st == MOE_OK) {
         copy_own(t, slot, recv, recv_rows, recv_displs);
@@ -227,17 +231,17 @@ static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
 /* The sends now; the slot stays open until its receives are posted. */
 static moe_status_t ucx_start_sends(moe_transport_t *t, int slot, const float *send,
                                     const int *send_rows, const int *send_displs,
-                                    moe_error_t *err)
+                                    const bool *each, moe_error_t *err)
 {
     slot_begin(t, slot, true);
-    return post_sends(t, slot, send, send_rows, send_displs, err);
+    return post_sends(t, slot, send, send_rows, send_displs, each, err);
 }
 
 static moe_status_t ucx_start_recvs(moe_transport_t *t, int slot, float *recv,
                                     const int *recv_rows, const int *recv_displs,
-                                    moe_error_t *err)
+                                    const bool *each, moe_error_t *err)
 {
-    moe_status_t st = post_recvs(t, slot, recv, recv_rows, recv_displs, err);
+    moe_status_t st = post_recvs(t, slot, recv, recv_rows, recv_displs, each, err);
     if (st == MOE_OK) {
         copy_own(t, slot, recv, recv_rows, recv_displs);
         ((ucx_impl_t *)t->impl)->slots[slot].open = false;
@@ -414,12 +418,21 @@ static void ucx_destroy(moe_transport_t *t)
     free(t);
 }
 
+/* A tagged receive takes a message shorter than its buffer (its tag names the exchange and
+ * the sender, so it matches nothing else): any count. */
+static int ucx_recv_upto(const moe_transport_t *t)
+{
+    (void)t;
+    return INT_MAX;
+}
+
 static const moe_transport_ops_t k_ucx_ops = {
     .name = "ucx",
     .device_memory = false,
     .start = ucx_start,
     .start_sends = ucx_start_sends,
     .start_recvs = ucx_start_recvs,
+    .recv_upto = ucx_recv_upto,
     .test = ucx_test,
     .pending = ucx_pending,
     .cancel = ucx_cancel,
