@@ -65,6 +65,14 @@ assert len(lines) == len(mpi) == len(ratio) == len(pp) == len(wake) == 2, (lines
 # route nothing and send each other none), rows to each expert rank that gets any
 cm = re.findall(r"replayed; (\d+) counts messages, (\d+) row messages each way", t)
 assert cm == [("2", "2"), ("2", "2")], cm
+# decode sizes: the rows' receives go before the counts (each expert rank's place: one row
+# a token, 8 rows of 512 bytes at most); the waits yield only where 3 ranks share the cores
+import os
+shared = 3 > os.cpu_count()
+how = re.findall(r"largest [0-9.]+ kB; rows received (while awaiting|after) the counts, waits "
+                 r"(yielding the core \(cores shared\)|spinning \(a core each\))\)", t)
+assert how == [("while awaiting", "yielding the core (cores shared)" if shared else
+                "spinning (a core each)")] * 2, how
 # the ratio is of the unrounded times; a and b are printed to 0.1 us (each off by 0.05 at
 # most), q to 0.01: a CI run printed 18.0 / 10.1 and 1.77 (18.0 / 10.1 = 1.782)
 for a, b, q in zip(lines, mpi, ratio):
