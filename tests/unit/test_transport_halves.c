@@ -30,7 +30,8 @@ static float value(int src, int dst, int row, int e)
     return (float)(src * 100000 + dst * 10000 + row * 10 + e % 7);
 }
 
-static void check_way(moe_transport_kind_t kind, int me, bool split, const char *name)
+/* The transport `kind` with 2 slots, or NULL (not built: said; else a failed check). */
+static moe_transport_t *open_transport(moe_transport_kind_t kind, const char *name)
 {
     moe_transport_t *t = NULL;
     moe_error_t err;
@@ -39,10 +40,18 @@ static void check_way(moe_transport_kind_t kind, int me, bool split, const char 
     moe_status_t st = moe_transport_create(kind, MPI_COMM_WORLD, ROW, 2, &dev, &t, &err);
     if (st == MOE_ERR_UNSUPPORTED) {
         printf("%s: not built, skipped\n", name);
-        return;
+        return NULL;
     }
     CHECK_INT_EQ(st, MOE_OK);
-    if (st != MOE_OK) {
+    return st == MOE_OK ? t : NULL;
+}
+
+static void check_way(moe_transport_kind_t kind, int me, bool split, const char *name)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_transport_t *t = open_transport(kind, name);
+    if (t == NULL) {
         return;
     }
     int send_rows[W], send_displs[W], recv_rows[W], recv_displs[W], ns = 0, nr = 0;
@@ -105,17 +114,10 @@ static int upto_rows(int src, int dst, int round)
 
 static void check_upto(moe_transport_kind_t kind, int me, const char *name)
 {
-    moe_transport_t *t = NULL;
     moe_error_t err;
     moe_error_clear(&err);
-    moe_transport_device_t dev = {0};
-    moe_status_t st = moe_transport_create(kind, MPI_COMM_WORLD, ROW, 2, &dev, &t, &err);
-    if (st == MOE_ERR_UNSUPPORTED) {
-        printf("%s: not built, skipped\n", name);
-        return;
-    }
-    CHECK_INT_EQ(st, MOE_OK);
-    if (st != MOE_OK) {
+    moe_transport_t *t = open_transport(kind, name);
+    if (t == NULL) {
         return;
     }
     bool each[W];
@@ -165,12 +167,9 @@ static void check_upto(moe_transport_kind_t kind, int me, const char *name)
 /* A transport that needs exact counts refuses `each`. */
 static void check_upto_refused(int me)
 {
-    moe_transport_t *t = NULL;
     moe_error_t err;
     moe_error_clear(&err);
-    moe_transport_device_t dev = {0};
-    CHECK_INT_EQ(moe_transport_create(MOE_TRANSPORT_MPI, MPI_COMM_WORLD, ROW, 2, &dev, &t, &err),
-                 MOE_OK);
+    moe_transport_t *t = open_transport(MOE_TRANSPORT_MPI, "mpi alltoallv");
     if (t == NULL) {
         return;
     }
