@@ -47,6 +47,27 @@ static void test_shares_cores(void)
     CHECK(!moe_bind_shares_cores(2, 2, 4));
     CHECK(!moe_bind_shares_cores(1, 1, 1));
     CHECK(moe_bind_shares_cores(1, 1, -1));
+    /* the CPUs the node's ranks may use: the union of their masks on this host; ranks bound
+     * to a core each (CPUs 0 and 1) do not share, three ranks in a 2-CPU cpuset do */
+    static const char hosts[4][64] = {"a", "a", "b", "a"};
+    moe_cpu_mask_t m[4] = {{{0}}};
+    m[0].w[0] = 1;        /* CPU 0 */
+    m[1].w[0] = 2;        /* CPU 1 */
+    m[2].w[0] = 0xff;     /* another host's */
+    m[3].w[1] = 1;        /* CPU 64 */
+    CHECK_INT_EQ(moe_bind_node_cpus(m, hosts, 0, 4), 3);
+    CHECK_INT_EQ(moe_bind_node_cpus(m, hosts, 2, 4), 8);
+    CHECK_INT_EQ(moe_bind_node_cpus(m, hosts, 0, 2), 2);
+    m[3].w[1] = 0;
+    m[3].w[0] = 3;        /* CPUs 0-1 */
+    CHECK_INT_EQ(moe_bind_node_cpus(m, hosts, 1, 4), 2);
+    moe_cpu_mask_t own;
+    moe_bind_own_mask(&own);
+    int n = 0;
+    for (int i = 0; i < MOE_BIND_MASK_WORDS; i++) {
+        n += __builtin_popcountll(own.w[i]);
+    }
+    CHECK_INT_EQ(n, moe_bind_cpus_allowed());
 }
 
 /* Slots of runtime.threads CPUs: 2 threads on 4 CPUs make 2 slots. */

@@ -11,7 +11,8 @@
  * every rank sends each peer 0, 1 or 2 rows, two rounds with other counts, each peer's
  * receive taking up to 3 rows at a fixed place; every peer's message (an empty one too)
  * completes its receive, the rows land at their place, the rest of it stays untouched; and
- * alltoallv, which needs exact counts, refuses `each`. */
+ * alltoallv, which needs exact counts, refuses `each`, and so does mpi for a flagged peer
+ * with more rows than one receive takes. */
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -183,6 +184,32 @@ static void check_upto_refused(int me)
     moe_transport_destroy(t);
 }
 
+/* A flagged peer's rows past recv_upto are refused (local: nothing is posted): one receive
+ * would not take them. */
+static void check_upto_too_many(int me)
+{
+    setenv("MOED_MPI_PIECE_KB", "1", 1); /* a piece: one 1 KiB row */
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_transport_t *t = open_transport(MOE_TRANSPORT_MPI, "mpi, a message a row");
+    unsetenv("MOED_MPI_PIECE_KB");
+    if (t == NULL) {
+        return;
+    }
+    bool each[W] = {me != 0, me != 1, me != 2};
+    int rows[W] = {2, 2, 2}, displs[W] = {0, 2, 4};
+    float buf[6 * ROW];
+    CHECK_INT_EQ(moe_transport_recv_upto(t), 1);
+    CHECK_INT_EQ(moe_transport_start_recvs(t, 0, buf, rows, displs, each, &err),
+                 MOE_ERR_INTERNAL);
+    CHECK(strstr(err.msg, "more than the 1") != NULL);
+    moe_error_clear(&err);
+    CHECK_INT_EQ(moe_transport_start_sends(t, 0, buf, rows, displs, each, NULL, &err),
+                 MOE_ERR_INTERNAL);
+    CHECK(!t->xfer[0].active);
+    moe_transport_destroy(t);
+}
+
 int main(int argc, char **argv)
 {
     moe_stop_mpi_init_begin();
@@ -210,6 +237,7 @@ int main(int argc, char **argv)
     unsetenv("MOED_MPI_EXCHANGE");
     check_way(MOE_TRANSPORT_UCX, me, true, "ucx");
     check_upto(MOE_TRANSPORT_MPI, me, "mpi");
+    check_upto_too_many(me);
     check_upto(MOE_TRANSPORT_UCX, me, "ucx");
     int failed = moe_test_finish("test_transport_halves");
     MPI_Finalize();

@@ -92,15 +92,43 @@ bool moe_bind_shares_cores(int nlocal, int threads, long online)
     return online <= 0 || (int64_t)nlocal * (int64_t)(threads > 0 ? threads : 1) > online;
 }
 
+void moe_bind_own_mask(moe_cpu_mask_t *m)
+{
+    cpu_set_t set;
+    memset(m, 0, sizeof(*m));
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        return;
+    }
+    for (int c = 0; c < CPU_SETSIZE && c < 64 * MOE_BIND_MASK_WORDS; c++) {
+        m->w[c / 64] |= CPU_ISSET(c, &set) ? 1ULL << (c % 64) : 0;
+    }
+}
+
+int moe_bind_node_cpus(const moe_cpu_mask_t *masks, const char (*hosts)[64], int rank,
+                       int world)
+{
+    int n = 0;
+    for (int i = 0; i < MOE_BIND_MASK_WORDS; i++) {
+        uint64_t any = 0;
+        for (int r = 0; r < world; r++) {
+            any |= strncmp(hosts[r], hosts[rank], 64) == 0 ? masks[r].w[i] : 0;
+        }
+        n += __builtin_popcountll(any);
+    }
+    return n;
+}
+
 bool moe_bind_node_shares_cores(const moe_config_t *cfg, int rank, int world,
-                                const char (*hosts)[64])
+                                const char (*hosts)[64], const moe_cpu_mask_t *masks)
 {
     bool *expert = hosts != NULL ? calloc((size_t)world, sizeof(bool)) : NULL;
     int me = -1, nlocal = expert != NULL ? local_ranks(cfg, rank, world, hosts, expert, &me) : 0;
     free(expert);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int mine = masks != NULL && hosts != NULL ? moe_bind_node_cpus(masks, hosts, rank, world) : 0;
+    cpus = mine > 0 && (cpus <= 0 || mine < cpus) ? mine : cpus;
     /* not known: yield, as a shared core needs */
-    return nlocal <= 0 || moe_bind_shares_cores(nlocal, (int)cfg->threads,
-                                                sysconf(_SC_NPROCESSORS_ONLN));
+    return nlocal <= 0 || moe_bind_shares_cores(nlocal, (int)cfg->threads, cpus);
 }
 
 void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "moe_config/config.h"
 
@@ -43,9 +44,23 @@ void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*h
  * tests while bytes flow (moe_poll_set_yield); where every rank has a core of its own it
  * spins without the system call. */
 bool moe_bind_shares_cores(int nlocal, int threads, long online);
-/* The same for this rank's node (hosts: [world][64], every rank's host). */
+/* A process's CPU affinity mask (1024 CPUs), in a form MPI can gather. */
+#define MOE_BIND_MASK_WORDS 16
+typedef struct moe_cpu_mask {
+    uint64_t w[MOE_BIND_MASK_WORDS];
+} moe_cpu_mask_t;
+/* This process's mask (sched_getaffinity; all zero when it cannot be read). */
+void moe_bind_own_mask(moe_cpu_mask_t *m);
+/* The CPUs the node's ranks may use between them: the union of the masks of the ranks on
+ * `rank`'s host (masks, hosts: [world]); 0 when none can be read. */
+int moe_bind_node_cpus(const moe_cpu_mask_t *masks, const char (*hosts)[64], int rank,
+                       int world);
+/* The same for this rank's node (hosts: [world][64], every rank's host; masks: [world],
+ * every rank's affinity mask before runtime.bind pins it, or NULL): its ranks' threads
+ * against the CPUs their masks cover together (a cpuset smaller than the host counts, and
+ * ranks mpirun bound to a core each do not share), at most the online CPUs. */
 bool moe_bind_node_shares_cores(const moe_config_t *cfg, int rank, int world,
-                                const char (*hosts)[64]);
+                                const char (*hosts)[64], const moe_cpu_mask_t *masks);
 
 /* The CPUs this process may use (its affinity mask: taskset, mpirun's binding, a cpuset),
  * or -1 when the mask cannot be read. */

@@ -117,6 +117,28 @@ static moe_status_t engine_load_inputs(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
+/* Whether this node's ranks share cores (app/bind.h), from every rank's affinity mask
+ * before runtime.bind pins it: a wait then yields the core while bytes flow. Collective. */
+static moe_status_t engine_cores_shared(moe_engine_t *eng, bool *shared, moe_error_t *err)
+{
+    moe_cpu_mask_t mine, *all = calloc((size_t)eng->world_size, sizeof(*all));
+    if (all == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the CPU masks");
+    }
+    moe_bind_own_mask(&mine);
+    MPI_Request req;
+    int words = MOE_BIND_MASK_WORDS;
+    moe_status_t st = MOE_MPI(MPI_Iallgather(mine.w, words, MPI_UINT64_T, all, words,
+                                             MPI_UINT64_T, eng->comm, &req),
+                              err);
+    st = st == MOE_OK ? moe_wait_request(&req, "the CPU masks exchange", err) : st;
+    *shared = moe_bind_node_shares_cores(eng->cfg, eng->rank, eng->world_size,
+                                         (const char (*)[64])eng->hosts,
+                                         st == MOE_OK ? all : NULL);
+    free(all);
+    return st;
+}
+
 /* Every rank's host name, for messages; configures the waits' watchdog. */
 static moe_status_t engine_hosts(moe_engine_t *eng, moe_error_t *err)
 {
@@ -637,10 +659,13 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
         eng->replaying = st == MOE_OK;
     }
     if (st == MOE_OK) { /* before the weights are made: that work runs pinned too */
+        bool shared = true;
+        st = engine_cores_shared(eng, &shared, err);
         moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
                        &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
-        moe_poll_set_yield(moe_bind_node_shares_cores(cfg, eng->rank, eng->world_size,
-                                                      (const char (*)[64])eng->hosts));
+        moe_poll_set_yield(shared);
+    }
+    if (st == MOE_OK) {
         st = engine_threads_check(eng, err);
     }
     if (st == MOE_OK) {

@@ -362,6 +362,10 @@ moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err)
     }
     if (st == MOE_OK) {
         st = counts_wait(ctx, err);
+    } else { /* the peers' counts still come: taken, the first error kept */
+        moe_error_t ignored;
+        moe_error_clear(&ignored);
+        (void)counts_wait(ctx, &ignored);
     }
     if (st == MOE_OK && !ctx->upto) {
         st = moe_transport_start_recvs(t, 0, ctx->io.xrecv, ctx->recv_rows, ctx->recv_displs,

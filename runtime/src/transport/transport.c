@@ -32,12 +32,23 @@ int moe_transport_recv_upto(const moe_transport_t *t)
     return t->ops->recv_upto != NULL ? t->ops->recv_upto(t) : 0;
 }
 
-/* `each` needs a transport that takes receives before their counts are known. */
-static moe_status_t each_refused(const moe_transport_t *t, const bool *each, moe_error_t *err)
+/* `each` needs a transport that takes receives before their counts are known, and a
+ * flagged peer's rows within what one such receive takes (more would post several receives
+ * for one message: the spare ones would take the next exchange's). */
+static moe_status_t each_refused(const moe_transport_t *t, const bool *each, const int *rows,
+                                 moe_error_t *err)
 {
-    if (each != NULL && moe_transport_recv_upto(t) <= 0) {
+    int upto = each != NULL ? moe_transport_recv_upto(t) : 0;
+    if (each != NULL && upto <= 0) {
         return moe_error_set(err, MOE_ERR_INTERNAL, "the %s transport takes exact counts only "
                              "(a receive posted before its count)", t->ops->name);
+    }
+    for (int p = 0; each != NULL && p < t->world_size; p++) {
+        if (each[p] && p != t->rank && rows[p] > upto) {
+            return moe_error_set(err, MOE_ERR_INTERNAL, "%d rows flagged for rank %d, more than "
+                                 "the %d a receive posted before its count takes (%s)", rows[p],
+                                 p, upto, t->ops->name);
+        }
     }
     return MOE_OK;
 }
@@ -46,7 +57,7 @@ moe_status_t moe_transport_start_sends(moe_transport_t *t, int slot, const float
                                        const int *send_rows, const int *send_displs,
                                        const bool *each, const void *after, moe_error_t *err)
 {
-    moe_status_t st = each_refused(t, each, err);
+    moe_status_t st = each_refused(t, each, send_rows, err);
     if (st != MOE_OK) {
         return st;
     }
@@ -60,7 +71,7 @@ moe_status_t moe_transport_start_recvs(moe_transport_t *t, int slot, float *recv
                                        const int *recv_rows, const int *recv_displs,
                                        const bool *each, moe_error_t *err)
 {
-    moe_status_t st = each_refused(t, each, err);
+    moe_status_t st = each_refused(t, each, recv_rows, err);
     if (st != MOE_OK) {
         return st;
     }
