@@ -63,6 +63,42 @@ static void test_nap(void)
     CHECK(bounded);
 }
 
+/* A kind of wait that lately ended within MOE_POLL_SPIN_MAX_NS spins through its length (a
+ * quarter and the first nap longer), a longer or unknown one the usual MOE_POLL_SPIN_NS;
+ * the spin moves the first nap; the kinds keep their own last two lengths. */
+static void test_spin(void)
+{
+    const int64_t us = 1000;
+    CHECK_INT_EQ(moe_poll_spin_for(0), MOE_POLL_SPIN_NS);
+    CHECK_INT_EQ(moe_poll_spin_for(10 * us), MOE_POLL_SPIN_NS);
+    CHECK_INT_EQ(moe_poll_spin_for(100 * us), 145 * us);
+    CHECK_INT_EQ(moe_poll_spin_for(900 * us), MOE_POLL_SPIN_MAX_NS);
+    CHECK_INT_EQ(moe_poll_spin_for(2000 * us), MOE_POLL_SPIN_NS);
+    moe_poll_t p;
+    moe_poll_begin_at(&p, 0, true);
+    p.start_ns = p.last_ns = 1000000 * us;
+    CHECK_INT_EQ(p.spin_ns, MOE_POLL_SPIN_NS);
+    moe_poll_spin(&p, 200 * us);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 150 * us), 0);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 240 * us), 30 * us); /* an eighth */
+    moe_poll_spin(&p, 5000 * us); /* clamped */
+    CHECK_INT_EQ(p.spin_ns, MOE_POLL_SPIN_MAX_NS);
+    CHECK_INT_EQ(moe_poll_nap_at(&p, p.start_ns + 999 * us), 0);
+    moe_poll_spin(&p, 0);
+    CHECK_INT_EQ(p.spin_ns, MOE_POLL_SPIN_NS);
+    /* the kinds' lengths: the longer of the last two */
+    CHECK_INT_EQ(moe_wait_spin_of("test: a short wait"), MOE_POLL_SPIN_NS);
+    moe_wait_ended("test: a short wait", moe_now_ns() - 300 * us);
+    moe_wait_ended("test: a long wait", moe_now_ns() - 5000 * us);
+    int64_t s = moe_wait_spin_of("test: a short wait");
+    CHECK(s >= 395 * us && s < 500 * us);
+    CHECK_INT_EQ(moe_wait_spin_of("test: a long wait"), MOE_POLL_SPIN_NS);
+    moe_wait_ended("test: a short wait", moe_now_ns() - 20 * us);
+    CHECK(moe_wait_spin_of("test: a short wait") >= 395 * us); /* the longer of two */
+    moe_wait_ended("test: a short wait", moe_now_ns() - 20 * us);
+    CHECK(moe_wait_spin_of("test: a short wait") < 100 * us);
+}
+
 /* With an expected end (moe_poll_expect): one nap straight to it (at most the quiet cap),
  * none past the deadline; once it has passed, the backoff counts from it, from the first
  * nap, without a spin; a wait without one naps as before. */
@@ -312,6 +348,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     moe_stop_mpi_init_end();
     test_nap();
+    test_spin();
     test_nap_expected();
     test_nap_progress();
     test_deadline();

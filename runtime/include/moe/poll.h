@@ -2,7 +2,8 @@
  *
  * Every wait that can block on another rank (the step's exchanges, the start-up agreement
  * and handshake, the profiler's clock sync and record gather) is a non-blocking MPI call
- * polled here: it spins 50 us (latency), then naps between tests, each nap an eighth of the
+ * polled here: it spins 50 us (latency; a kind of wait that lately ended within 1 ms spins
+ * through that long: moe_poll_spin_for), then naps between tests, each nap an eighth of the
  * time waited so far, from 20 us up to 1 ms (MOED_POLL_NAP_MAX_US overrides the cap, for
  * measurements): a rank that only waits costs almost no CPU and leaves the core to ranks
  * that compute (3 ranks on 2 cores), while a wait overshoots its peer by at most an eighth
@@ -48,6 +49,7 @@ typedef struct moe_poll {
     int64_t stopped_ns;  /* time this process spent stopped during the wait */
     int64_t expect_ns;   /* when the wait should end (moe_poll_expect); 0: no guess */
     int64_t progress_ns; /* the last progress the caller reported (moe_poll_progress); 0: none */
+    int64_t spin_ns;     /* how long the wait spins before its first nap (moe_poll_spin) */
     bool honour_stop;
 } moe_poll_t;
 
@@ -55,8 +57,10 @@ typedef struct moe_poll {
 void moe_poll_begin(moe_poll_t *p, double timeout_s, bool honour_stop);
 /* Start a wait that ends at an absolute moe_now_ns() time (0: none). */
 void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop);
-/* The first nap after the spin, the longest one, and the spin itself (ns). */
+/* The first nap after the spin, the longest one, and the spin itself (ns); the longest
+ * spin of a wait that usually ends soon (moe_poll_spin_for). */
 #define MOE_POLL_SPIN_NS 50000LL
+#define MOE_POLL_SPIN_MAX_NS 1000000LL
 #define MOE_POLL_NAP_MIN_NS 20000LL
 #define MOE_POLL_NAP_MAX_NS 1000000LL
 /* The longest nap towards an expected end (the watchdog's liveness pings are answered
@@ -67,6 +71,14 @@ void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop);
 int64_t moe_poll_nap_ns(int64_t waited_ns);
 /* The cap in force: MOE_POLL_NAP_MAX_NS, or MOED_POLL_NAP_MAX_US (20..100000) when set. */
 int64_t moe_poll_nap_max_ns(void);
+/* The wait spins for its first spin_ns (clamped to [MOE_POLL_SPIN_NS,
+ * MOE_POLL_SPIN_MAX_NS]) before its first nap; moe_poll_begin sets MOE_POLL_SPIN_NS. */
+void moe_poll_spin(moe_poll_t *p, int64_t spin_ns);
+/* The spin for a wait of a kind that lately lasted typical_ns (0: not known): a wait that
+ * ends within MOE_POLL_SPIN_MAX_NS spins through it (a quarter and 20 us longer), since a
+ * nap and the wake-up after it cost more than such a wait (tens of us on a VM whose idle
+ * vCPUs halt); a longer or unknown one spins MOE_POLL_SPIN_NS. */
+int64_t moe_poll_spin_for(int64_t typical_ns);
 /* The wait should end at about end_ns (a moe_now_ns() time; 0: no guess). */
 void moe_poll_expect(moe_poll_t *p, int64_t end_ns);
 /* Something the wait waits for moved at `now` (a piece of a transfer completed): spin for

@@ -55,6 +55,7 @@ void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop)
     p->stopped_ns = 0;
     p->expect_ns = 0;
     p->progress_ns = 0;
+    p->spin_ns = MOE_POLL_SPIN_NS;
     p->honour_stop = honour_stop;
 }
 
@@ -69,14 +70,37 @@ double moe_poll_waited_s(const moe_poll_t *p)
     return (double)(moe_now_ns() - p->start_ns - p->stopped_ns) * 1e-9;
 }
 
-int64_t moe_poll_nap_ns(int64_t waited_ns)
+/* The nap after waited_ns of a wait that spins for its first spin_ns. */
+static int64_t nap_after(int64_t waited_ns, int64_t spin_ns)
 {
-    if (waited_ns <= MOE_POLL_SPIN_NS) {
+    if (waited_ns <= spin_ns) {
         return 0;
     }
     int64_t nap = waited_ns / 8, cap = moe_poll_nap_max_ns();
     nap = nap < MOE_POLL_NAP_MIN_NS ? MOE_POLL_NAP_MIN_NS : nap;
     return nap > cap ? cap : nap;
+}
+
+int64_t moe_poll_nap_ns(int64_t waited_ns)
+{
+    return nap_after(waited_ns, MOE_POLL_SPIN_NS);
+}
+
+void moe_poll_spin(moe_poll_t *p, int64_t spin_ns)
+{
+    p->spin_ns = spin_ns < MOE_POLL_SPIN_NS       ? MOE_POLL_SPIN_NS
+                 : spin_ns > MOE_POLL_SPIN_MAX_NS ? MOE_POLL_SPIN_MAX_NS
+                                                  : spin_ns;
+}
+
+int64_t moe_poll_spin_for(int64_t typical_ns)
+{
+    if (typical_ns <= 0 || typical_ns > MOE_POLL_SPIN_MAX_NS) {
+        return MOE_POLL_SPIN_NS; /* not known, or a long wait: nap after the usual spin */
+    }
+    int64_t spin = typical_ns + typical_ns / 4 + MOE_POLL_NAP_MIN_NS;
+    return spin < MOE_POLL_SPIN_NS ? MOE_POLL_SPIN_NS
+           : spin > MOE_POLL_SPIN_MAX_NS ? MOE_POLL_SPIN_MAX_NS : spin;
 }
 
 void moe_poll_expect(moe_poll_t *p, int64_t end_ns)
@@ -107,7 +131,7 @@ int64_t moe_poll_nap_at(const moe_poll_t *p, int64_t now)
     } else if (p->expect_ns > 0) {
         nap = moe_poll_nap_ns(now - p->expect_ns + MOE_POLL_SPIN_NS + 1);
     } else {
-        nap = moe_poll_nap_ns(now - p->start_ns - p->stopped_ns);
+        nap = nap_after(now - p->start_ns - p->stopped_ns, p->spin_ns);
     }
     if (p->deadline_ns > 0 && now + nap > p->deadline_ns) {
         nap = p->deadline_ns - now; /* the watchdog fires on time */

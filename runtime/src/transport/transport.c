@@ -109,6 +109,8 @@ moe_status_t moe_transport_wait(moe_transport_t *t, int slot, const char *what,
     }
     if (st != MOE_OK) {
         t->ops->cancel(t, slot);
+    } else {
+        moe_wait_ended(what, since);
     }
     return st;
 }

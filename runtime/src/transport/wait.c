@@ -151,6 +151,47 @@ moe_status_t moe_wait_peer_lost(int peer, const char *what, const char *how, moe
 static moe_poll_t g_poll;
 static int64_t g_poll_start = -1;
 
+/* How long each kind of wait (its `what`) lasted the last two times: a wait spins as long
+ * as the longer (moe_poll_spin_for). The step's waits are a handful of kinds; kinds past
+ * the table spin the default. */
+#define WAIT_KINDS 16
+static struct {
+    const char *what;
+    int64_t last[2];
+} g_kinds[WAIT_KINDS];
+
+static int wait_kind(const char *what, bool add)
+{
+    for (int k = 0; k < WAIT_KINDS && g_kinds[k].what != NULL; k++) {
+        if (g_kinds[k].what == what || strcmp(g_kinds[k].what, what) == 0) {
+            return k;
+        }
+    }
+    for (int k = 0; k < WAIT_KINDS && add; k++) {
+        if (g_kinds[k].what == NULL) {
+            g_kinds[k].what = what;
+            return k;
+        }
+    }
+    return -1;
+}
+
+void moe_wait_ended(const char *what, int64_t start_ns)
+{
+    int k = what != NULL ? wait_kind(what, true) : -1;
+    if (k >= 0) {
+        g_kinds[k].last[1] = g_kinds[k].last[0];
+        g_kinds[k].last[0] = moe_now_ns() - start_ns;
+    }
+}
+
+int64_t moe_wait_spin_of(const char *what)
+{
+    int k = what != NULL ? wait_kind(what, false) : -1;
+    int64_t a = k >= 0 ? g_kinds[k].last[0] : 0, b = k >= 0 ? g_kinds[k].last[1] : 0;
+    return moe_poll_spin_for(a > b ? a : b);
+}
+
 moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pending, int npending,
                            moe_error_t *err)
 {
@@ -163,6 +204,7 @@ moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pendin
                                                   : 0;
         g_poll_start = start_ns;
         moe_poll_expect(&g_poll, g_wait.expect_ns);
+        moe_poll_spin(&g_poll, moe_wait_spin_of(what));
     }
     moe_status_t st = moe_poll_next(&g_poll);
     if (st == MOE_ERR_INTERRUPTED) {
@@ -210,6 +252,7 @@ moe_status_t moe_wait_request(MPI_Request *req, const char *what, moe_error_t *e
             return wait_failed(st, what, err);
         }
         if (done) {
+            moe_wait_ended(what, start);
             return MOE_OK;
         }
         st = moe_wait_poll(start, what, NULL, 0, err);
@@ -253,6 +296,7 @@ moe_status_t moe_wait_all(MPI_Request *reqs, const int *peers, int n, const char
             }
         }
         if (left == 0) {
+            moe_wait_ended(what, start);
             return MOE_OK;
         }
         moe_status_t st = moe_wait_poll(start, what, pending, np, err);

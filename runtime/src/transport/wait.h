@@ -35,6 +35,15 @@ void moe_wait_progress(void);
 moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pending, int npending,
                            moe_error_t *err);
 
+/* A wait that started at start_ns ended now: its kind (`what`, a static string) lately
+ * lasted that long, and the next wait of the kind spins as long before it naps
+ * (moe_poll_spin_for). moe_wait_request, moe_wait_all and moe_transport_wait report
+ * theirs; a loop of its own over moe_wait_poll may. */
+void moe_wait_ended(const char *what, int64_t start_ns);
+/* The spin the next wait of kind `what` takes: moe_poll_spin_for of the longer of its last
+ * two lengths (MOE_POLL_SPIN_NS while none is known). */
+int64_t moe_wait_spin_of(const char *what);
+
 /* A transport learned that `peer` is gone (e.g. UCX's endpoint error callback): reported
  * like a watchdog that fired on that peer (named, the step, layer and phase; rank 0 writes
  * the report of the completed steps, marked partial), without waiting out the timeout.
