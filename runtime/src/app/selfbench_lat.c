@@ -30,6 +30,8 @@ typedef struct lat_case {
     char *send, *recv, *back, *ret;
     MPI_Request *reqs;          /* [2 W] */
     int64_t deadline_ns;        /* a bench that hangs ends here */
+    const bool *each_send, *each_recv; /* [W] the layer's dispatch messages sent and awaited
+                                        * rows or not (receives before the counts), or NULL */
     int pp_peer;                /* the ping-pong's other end (-1: none), and its bytes */
     int64_t pp_bytes;
     char *pp_send, *pp_recv;    /* [pp_bytes] */
@@ -66,15 +68,17 @@ static moe_status_t spin_all(const lat_case_t *c, MPI_Request *reqs, int n, moe_
     }
 }
 
-/* One direction of the plain exchange: out_rows[p] rows to p, in_rows[p] rows from p. */
+/* One direction of the plain exchange: out_rows[p] rows to p, in_rows[p] rows from p (a
+ * message to each peer flagged in each_out and from each in each_in, rows or not). */
 static moe_status_t plain_dir(const lat_case_t *c, const char *out, const int *out_rows,
-                              const int *out_displs, char *in, const int *in_rows,
-                              const int *in_displs, moe_error_t *err)
+                              const int *out_displs, const bool *each_out, char *in,
+                              const int *in_rows, const int *in_displs, const bool *each_in,
+                              moe_error_t *err)
 {
     int n = 0;
     moe_status_t st = MOE_OK;
     for (int p = 0; p < c->W && st == MOE_OK; p++) {
-        if (p != c->me && in_rows[p] > 0) {
+        if (p != c->me && (in_rows[p] > 0 || (each_in != NULL && each_in[p]))) {
             st = MOE_MPI(MPI_Irecv(in + (size_t)in_displs[p] * c->rb,
                                    (int)((size_t)in_rows[p] * c->rb), MPI_BYTE, p, PP_TAG,
                                    c->comm, &c->reqs[n++]),
@@ -82,7 +86,7 @@ static moe_status_t plain_dir(const lat_case_t *c, const char *out, const int *o
         }
     }
     for (int p = 0; p < c->W && st == MOE_OK; p++) {
-        if (p != c->me && out_rows[p] > 0) {
+        if (p != c->me && (out_rows[p] > 0 || (each_out != NULL && each_out[p]))) {
             st = MOE_MPI(MPI_Isend(out + (size_t)out_displs[p] * c->rb,
                                    (int)((size_t)out_rows[p] * c->rb), MPI_BYTE, p, PP_TAG,
                                    c->comm, &c->reqs[n++]),
@@ -99,10 +103,10 @@ static moe_status_t plain_dir(const lat_case_t *c, const char *out, const int *o
 /* The layer's dispatch and combine as plain MPI messages. */
 static moe_status_t plain_round(const lat_case_t *c, moe_error_t *err)
 {
-    moe_status_t st = plain_dir(c, c->send, c->send_rows, c->send_displs, c->recv, c->recv_rows,
-                                c->recv_displs, err);
-    return st == MOE_OK ? plain_dir(c, c->back, c->recv_rows, c->recv_displs, c->ret,
-                                    c->send_rows, c->send_displs, err)
+    moe_status_t st = plain_dir(c, c->send, c->send_rows, c->send_displs, c->each_send, c->recv,
+                                c->recv_rows, c->recv_displs, c->each_recv, err);
+    return st == MOE_OK ? plain_dir(c, c->back, c->recv_rows, c->recv_displs, NULL, c->ret,
+                                    c->send_rows, c->send_displs, NULL, err)
                         : st;
 }
 
@@ -163,6 +167,8 @@ static moe_status_t lat_case_init(moe_engine_t *eng, lat_case_t *c, moe_error_t 
     c->rb = (size_t)moe_wire_row_bytes(eng->cfg->hidden_dim, eng->weights.wire);
     c->send_rows = plan->send_rows;
     c->recv_rows = eng->layer.recv_rows;
+    c->each_send = eng->layer.upto ? eng->layer.each_send : NULL;
+    c->each_recv = eng->layer.upto ? eng->layer.each_recv : NULL;
     c->send_displs = calloc((size_t)c->W, sizeof(int));
     c->recv_displs = calloc((size_t)c->W, sizeof(int));
     c->reqs = calloc(2 * (size_t)c->W, sizeof(MPI_Request));
@@ -201,35 +207,32 @@ static void lat_case_free(lat_case_t *c)
     free(c->pp_recv);
 }
 
-/* The largest message of the layer (any pair, bytes) and the messages per direction. */
+/* The largest message of the layer (any pair, bytes), the messages with rows per
+ * direction, the counts messages and the dispatch's empty messages. */
 static moe_status_t lat_shape(moe_engine_t *eng, const lat_case_t *c, moe_bench_lat_t *out,
                               moe_error_t *err)
 {
-    int64_t mine[3] = {0, 0, eng->layer.count_msgs}, all[3] = {0, 0, 0};
+    int64_t largest = 0, most = 0, mine[3] = {0, eng->layer.count_msgs, 0}, all[3] = {0};
     for (int p = 0; p < c->W; p++) {
         if (p != c->me && c->send_rows[p] > 0) {
             int64_t b = (int64_t)c->send_rows[p] * (int64_t)c->rb;
-            mine[0] = b > mine[0] ? b : mine[0];
-            mine[1]++;
+            largest = b > largest ? b : largest;
+            mine[0]++;
         }
+        mine[2] += p != c->me && c->send_rows[p] == 0 && c->each_send != NULL && c->each_send[p];
     }
     MPI_Request req;
-    moe_status_t st = MOE_MPI(MPI_Iallreduce(&mine[0], &all[0], 1, MPI_INT64_T, MPI_MAX,
+    moe_status_t st = MOE_MPI(MPI_Iallreduce(&largest, &most, 1, MPI_INT64_T, MPI_MAX,
                                              eng->comm, &req), err);
     st = st == MOE_OK ? moe_wait_request(&req, "the bench's reduction", err) : st;
     if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Iallreduce(&mine[1], &all[1], 1, MPI_INT64_T, MPI_SUM, eng->comm, &req),
-                     err);
+        st = MOE_MPI(MPI_Iallreduce(mine, all, 3, MPI_INT64_T, MPI_SUM, eng->comm, &req), err);
     }
     st = st == MOE_OK ? moe_wait_request(&req, "the bench's reduction", err) : st;
-    if (st == MOE_OK) {
-        st = MOE_MPI(MPI_Iallreduce(&mine[2], &all[2], 1, MPI_INT64_T, MPI_SUM, eng->comm, &req),
-                     err);
-    }
-    st = st == MOE_OK ? moe_wait_request(&req, "the bench's reduction", err) : st;
-    out->max_msg_bytes = all[0];
-    out->msgs = all[1];
-    out->count_msgs = all[2];
+    out->max_msg_bytes = most;
+    out->msgs = all[0];
+    out->count_msgs = all[1];
+    out->empty_msgs = all[2];
     out->recv_upto = eng->layer.upto;
     out->yields = moe_poll_yields();
     return st;
@@ -391,12 +394,13 @@ void moe_selfbench_latency_print(const moe_bench_lat_t *o)
     }
     printf("bench: layer exchange, moed           %.1f us, best %.1f us  (counts, dispatch, "
            "combine of the last layer, replayed; %lld counts messages, %lld row messages each "
-           "way, largest %.1f kB; rows received %s the counts, waits %s)\n", o->moed_us,
-           o->moed_best_us, (long long)o->count_msgs, (long long)o->msgs,
-           (double)o->max_msg_bytes / 1e3, o->recv_upto ? "while awaiting" : "after",
+           "way and %lld empty, largest %.1f kB; rows received %s the counts, waits %s)\n",
+           o->moed_us, o->moed_best_us, (long long)o->count_msgs, (long long)o->msgs,
+           (long long)o->empty_msgs, (double)o->max_msg_bytes / 1e3,
+           o->recv_upto ? "while awaiting" : "after",
            o->yields ? "yielding the core (cores shared)" : "spinning (a core each)");
     printf("bench: same messages, plain MPI       %.1f us, best %.1f us  (MPI_Isend/Irecv, "
-           "spinning)\n", o->mpi_us, o->mpi_best_us);
+           "spinning; the empty ones too)\n", o->mpi_us, o->mpi_best_us);
     if (o->pp_bytes > 0) {
         printf("bench: MPI ping-pong round trip       %.1f us, best %.1f us  (%.1f kB, rank 0 "
                "<-> rank %d, osu_latency x 2)\n", o->pingpong_us, o->pingpong_best_us,

@@ -28,6 +28,8 @@ typedef struct moe_bench_lat {
     int64_t max_msg_bytes; /* the largest message of the layer, any pair */
     int64_t msgs;          /* row messages per direction (both ways: twice) */
     int64_t count_msgs;    /* counts messages of the layer (every rank's sends) */
+    int64_t empty_msgs;    /* the dispatch's messages without rows (receives before the
+                            * counts: every rank that gets counts gets one) */
     bool recv_upto;        /* the rows' receives went before the counts (moe_layer_agree_upto) */
     bool yields;           /* rank 0's waits yield the core while bytes flow (moe/poll.h) */
     double spin_us;        /* wake-up test: round trip with a spinning peer */
