@@ -10,6 +10,7 @@
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
 #include "moe/poll.h"
+#include "transport/transport.h"
 #include "transport/wait.h"
 #include "transport/wake.h"
 
@@ -78,7 +79,7 @@ static moe_status_t plain_dir(const lat_case_t *c, const char *out, const int *o
     int n = 0;
     moe_status_t st = MOE_OK;
     for (int p = 0; p < c->W && st == MOE_OK; p++) {
-        if (p != c->me && (in_rows[p] > 0 || (each_in != NULL && each_in[p]))) {
+        if (p != c->me && moe_transport_has_message(in_rows, each_in, p)) {
             st = MOE_MPI(MPI_Irecv(in + (size_t)in_displs[p] * c->rb,
                                    (int)((size_t)in_rows[p] * c->rb), MPI_BYTE, p, PP_TAG,
                                    c->comm, &c->reqs[n++]),
@@ -86,7 +87,7 @@ static moe_status_t plain_dir(const lat_case_t *c, const char *out, const int *o
         }
     }
     for (int p = 0; p < c->W && st == MOE_OK; p++) {
-        if (p != c->me && (out_rows[p] > 0 || (each_out != NULL && each_out[p]))) {
+        if (p != c->me && moe_transport_has_message(out_rows, each_out, p)) {
             st = MOE_MPI(MPI_Isend(out + (size_t)out_displs[p] * c->rb,
                                    (int)((size_t)out_rows[p] * c->rb), MPI_BYTE, p, PP_TAG,
                                    c->comm, &c->reqs[n++]),

@@ -1,6 +1,7 @@
 /* What every transport back-end shares (mpi.c, ucx.c, nccl.c in the CUDA plug-in): the
  * slot bookkeeping. It calls no back-end and nothing of transport.c. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
@@ -50,6 +51,16 @@ void moe_transport_base_free(moe_transport_t *t)
     t->xfer = NULL;
     t->peer_scratch = NULL;
     t->sends = NULL;
+}
+
+void moe_transport_base_copy_own(const moe_transport_t *t, const void *own, void *recv,
+                                 const int *recv_rows, const int *recv_displs)
+{
+    size_t row_bytes = (size_t)t->row_elems * sizeof(float);
+    if (recv_rows[t->rank] > 0) {
+        memcpy((char *)recv + (size_t)recv_displs[t->rank] * row_bytes, own,
+               (size_t)recv_rows[t->rank] * row_bytes);
+    }
 }
 
 void moe_transport_base_begin(moe_transport_t *t, int slot)

@@ -49,11 +49,13 @@ typedef struct mpi_impl {
     int done_cap;
 } mpi_impl_t;
 
-/* The messages rows make: one per piece_rows, at least one when there are rows or the
- * peer is flagged in `each` (transport.h: one message even without rows). */
-static int pieces_of(const mpi_impl_t *impl, int rows, const bool *each, int peer)
+/* The messages rows[peer] make: one per piece_rows, one when there are none but the peer
+ * is flagged in `each` (transport.h: one message even without rows). */
+static int pieces_of(const mpi_impl_t *impl, const int *rows, const bool *each, int peer)
 {
-    return rows > 0 ? (rows - 1) / impl->piece_rows + 1 : each != NULL && each[peer] ? 1 : 0;
+    return !moe_transport_has_message(rows, each, peer) ? 0
+           : rows[peer] > 0                            ? (rows[peer] - 1) / impl->piece_rows + 1
+                                                       : 1;
 }
 
 /* Room for n requests in slot s (grown only: after the first steps, nothing is allocated). */
@@ -93,12 +95,12 @@ static moe_status_t post_recvs(moe_transport_t *t, mpi_slot_t *s, int tag, float
     size_t row = (size_t)t->row_elems;
     int need = n;
     for (int p = 0; p < W; p++) {
-        need += p != me ? pieces_of(impl, recv_rows[p], each, p) : 0;
+        need += p != me ? pieces_of(impl, recv_rows, each, p) : 0;
     }
     moe_status_t st = mpi_reserve(impl, s, need, err);
     for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me - i + W) % W; /* staggered so peers do not all hit rank 0 first */
-        int pieces = p != me ? pieces_of(impl, recv_rows[p], each, p) : 0;
+        int pieces = p != me ? pieces_of(impl, recv_rows, each, p) : 0;
         s->recv_left[p] = 0;
         for (int64_t j = 0, r = 0; j < pieces && st == MOE_OK; j++, r += P) {
             int rows = recv_rows[p] - r < P ? (int)(recv_rows[p] - r) : P;
@@ -128,12 +130,12 @@ static moe_status_t post_sends(moe_transport_t *t, mpi_slot_t *s, int tag, const
     size_t row = (size_t)t->row_elems;
     int need = n;
     for (int p = 0; p < W; p++) {
-        need += p != me ? pieces_of(impl, send_rows[p], each, p) : 0;
+        need += p != me ? pieces_of(impl, send_rows, each, p) : 0;
     }
     moe_status_t st = mpi_reserve(impl, s, need, err);
     for (int i = 1; i <= W && st == MOE_OK; i++) {
         int p = (me + i) % W;
-        int pieces = p != me ? pieces_of(impl, send_rows[p], each, p) : 0;
+        int pieces = p != me ? pieces_of(impl, send_rows, each, p) : 0;
         for (int64_t j = 0, r = 0; j < pieces && st == MOE_OK; j++, r += P) {
             int rows = send_rows[p] - r < P ? (int)(send_rows[p] - r) : P;
             st = MOE_MPI(MPI_Isend(send + ((size_t)send_displs[p] + (size_t)r) * row, rows,
@@ -153,18 +155,6 @@ static moe_status_t post_sends(moe_transport_t *t, mpi_slot_t *s, int tag, const
     return st;
 }
 
-/* The own block: a memcpy from the send buffer (post_sends noted where it is). */
-static void copy_own(moe_transport_t *t, const mpi_slot_t *s, float *recv, const int *recv_rows,
-                     const int *recv_displs)
-{
-    int me = t->rank;
-    size_t row = (size_t)t->row_elems;
-    if (recv_rows[me] > 0) {
-        memcpy(recv + (size_t)recv_displs[me] * row, s->own,
-               (size_t)recv_rows[me] * row * sizeof(float));
-    }
-}
-
 /* Every receive, then every send, then the own block. */
 static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
                              const int *send_rows, const int *send_displs, float *recv,
@@ -179,7 +169,7 @@ static moe_status_t post_p2p(moe_transport_t *t, int slot, const float *send,
         st = post_sends(t, s, tag, send, send_rows, send_displs, NULL, err);
     }
     if (st == MOE_OK) {
-        copy_own(t, s, recv, recv_rows, recv_displs);
+        moe_transport_base_copy_own(t, s->own, recv, recv_rows, recv_displs);
     }
     return st;
 }
@@ -234,7 +224,7 @@ static moe_status_t mpi_start_recvs(moe_transport_t *t, int slot, float *recv,
     moe_status_t st = post_recvs(t, s, ROWS_TAG + slot, recv, recv_rows, recv_displs, each,
                                  err);
     if (st == MOE_OK) {
-        copy_own(t, s, recv, recv_rows, recv_displs);
+        moe_transport_base_copy_own(t, s->own, recv, recv_rows, recv_displs);
         s->open = false;
     }
     return st;

@@ -175,6 +175,16 @@ moe_status_t moe_transport_base_init(moe_transport_t *t, const moe_transport_ops
 void moe_transport_base_free(moe_transport_t *t);
 /* Mark slot started now: active, begin_ns, every peer_done_ns = begin. */
 void moe_transport_base_begin(moe_transport_t *t, int slot);
+/* The own block: recv_rows[rank] rows from `own` (where the send buffer holds them) to row
+ * recv_displs[rank] of recv, a memcpy. */
+void moe_transport_base_copy_own(const moe_transport_t *t, const void *own, void *recv,
+                                 const int *recv_rows, const int *recv_displs);
+/* Whether a host transport's exchange has a message for peer p: rows to move, or p
+ * flagged in `each` (NULL: none; start_sends / start_recvs). */
+static inline bool moe_transport_has_message(const int *rows, const bool *each, int p)
+{
+    return rows[p] > 0 || (each != NULL && each[p]);
+}
 
 moe_status_t moe_transport_mpi_create(MPI_Comm comm, int64_t row_elems, int num_slots,
                                       moe_transport_t **out, moe_error_t *err);

@@ -143,7 +143,7 @@ static moe_status_t post_recvs(moe_transport_t *t, int slot, float *recv, const 
     moe_status_t st = MOE_OK;
     for (int i = 1; i <= W; i++) {
         int p = (me - i + W) % W; /* staggered like the MPI transport */
-        if (p != me && (recv_rows[p] > 0 || (each != NULL && each[p]))) {
+        if (p != me && moe_transport_has_message(recv_rows, each, p)) {
             int before = s->nreq;
             ucs_status_ptr_t sp = ucp_tag_recv_nbx(
                 impl->worker, (char *)recv + (size_t)recv_displs[p] * row_bytes,
@@ -174,7 +174,7 @@ static moe_status_t post_sends(moe_transport_t *t, int slot, const float *send,
     s->own = (const char *)send + (size_t)send_displs[me] * row_bytes;
     for (int i = 1; i <= W; i++) {
         int p = (me + i) % W;
-        if (p != me && (send_rows[p] > 0 || (each != NULL && each[p]))) {
+        if (p != me && moe_transport_has_message(send_rows, each, p)) {
             ucs_status_ptr_t sp = ucp_tag_send_nbx(
                 impl->eps[p], (const char *)send + (size_t)send_displs[p] * row_bytes,
                 (size_t)send_rows[p] * row_bytes, rows_tag(s->seq, me), &param);
@@ -198,18 +198,6 @@ static void slot_begin(moe_transport_t *t, int slot, bool open)
     s->open = open;
 }
 
-/* The own block: a memcpy from the send buffer (post_sends noted where it is). */
-static void copy_own(moe_transport_t *t, int slot, float *recv, const int *recv_rows,
-                     const int *recv_displs)
-{
-    const ucx_slot_t *s = &((ucx_impl_t *)t->impl)->slots[slot];
-    size_t row_bytes = (size_t)t->row_elems * sizeof(float);
-    if (recv_rows[t->rank] > 0) {
-        memcpy((char *)recv + (size_t)recv_displs[t->rank] * row_bytes, s->own,
-               (size_t)recv_rows[t->rank] * row_bytes);
-    }
-}
-
 /* Every receive, then every send, then the own block. */
 static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
                               const int *send_rows, const int *send_displs, float *recv,
@@ -217,13 +205,14 @@ static moe_status_t ucx_start(moe_transport_t *t, int slot, const float *send,
                               moe_error_t *err)
 {
     (void)after;
+    const ucx_slot_t *s = &((ucx_impl_t *)t->impl)->slots[slot];
     slot_begin(t, slot, false);
     moe_status_t st = post_recvs(t, slot, recv, recv_rows, recv_displs, NULL, err);
     if (st == MOE_OK) {
         st = post_sends(t, slot, send, send_rows, send_displs, NULL, err);
     }
     if (st == MOE_OK) {
-        copy_own(t, slot, recv, recv_rows, recv_displs);
+        moe_transport_base_copy_own(t, s->own, recv, recv_rows, recv_displs);
     }
     return st;
 }
@@ -241,10 +230,11 @@ static moe_status_t ucx_start_recvs(moe_transport_t *t, int slot, float *recv,
                                     const int *recv_rows, const int *recv_displs,
                                     const bool *each, moe_error_t *err)
 {
+    ucx_slot_t *s = &((ucx_impl_t *)t->impl)->slots[slot];
     moe_status_t st = post_recvs(t, slot, recv, recv_rows, recv_displs, each, err);
     if (st == MOE_OK) {
-        copy_own(t, slot, recv, recv_rows, recv_displs);
-        ((ucx_impl_t *)t->impl)->slots[slot].open = false;
+        moe_transport_base_copy_own(t, s->own, recv, recv_rows, recv_displs);
+        s->open = false;
     }
     return st;
 }
