@@ -664,6 +664,35 @@ assert r["rows"][0] == [0, 4, 4] and r["pairs"][0] == [0, 4 * 4, 4 * 4], r
 print("balance: 2 expert calls a rank a step (replicas: 4); rows %s, pairs %s" % (c["rows"][0], c["pairs"][0]))
 PY
     ;;
+  balance_reads_symmetric)  # balance with two routing ranks: each touched expert read once
+    # 8 experts, each whole on ranks 0 and 1, symmetric routing, 2 tokens a step: t0 (routed
+    # by rank 0) on experts {0, 1, 2, 3}, t1 (rank 1) on {1, 2, 3, 4} (a trace). Both routing
+    # ranks count both tokens' choices (experts in id order, each to the rank given the fewest
+    # experts, then rows, then the lower): e0 (1 row) -> 0, e1 (2) -> 1, e2 (2) -> 0 (rows 1
+    # against 2), e3 (2) -> 1, e4 (1) -> 0 (rows 3 against 4). Each routing rank picking from
+    # its own token alone would read e1, e2 and e3 on both ranks (4 calls a rank).
+    write_trace trace.safetensors 8 4 2 "0 1 2 3 1 2 3 4" "0.4 0.3 0.2 0.1 0.1 0.2 0.3 0.4" "profiler.sh balance_reads_symmetric"
+    for cp in replicas balance; do
+      PROF=true ROUTING=symmetric H=64 F=64 E=8 K=4 LAYERS=1 TOKENS=2 STEPS=5 \
+        PLACEMENT='{0: [0, 1, 2, 3, 4, 5, 6, 7], 1: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model \
+        | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 4/; s|^workload:|workload:\n  routing: $WORK/trace.safetensors|; s/^placement:/placement:\n  copies: $cp/; s|output_dir: .*|output_dir: $WORK/exp_$cp|" > c_$cp.yaml
+      mpirun_moed 2 --config c_$cp.yaml --dump-output out_$cp.safetensors --no-progress > run_$cp.log 2>&1 \
+        || { cat run_$cp.log; fail "copies $cp run failed"; }
+    done
+    "$ST_DIFF" out_replicas.safetensors out_balance.safetensors --tol 1e-5 || fail "balance changed the output"
+    python3 - "$(ls -d "$WORK"/exp_balance/*/)" <<'PY' || fail "balance reads (symmetric)"
+import csv, sys
+calls = {}
+for r in csv.DictReader(open(sys.argv[1] + "/metrics.csv")):
+    if int(r["tokens"]) > 0:
+        calls.setdefault((int(r["step"]), int(r["rank"])), []).append((int(r["expert"]), int(r["tokens"])))
+assert len(calls) == 8, calls  # 4 recorded steps x 2 ranks
+for (step, rank), ex in calls.items():
+    want = [(0, 1), (2, 2), (4, 1)] if rank == 0 else [(1, 2), (3, 2)]
+    assert sorted(ex) == want, (step, rank, ex)
+print("balance, two routing ranks: rank 0 reads experts 0, 2, 4 and rank 1 experts 1, 3, each once a step")
+PY
+    ;;
   dedup_bytes)  # one row per (token, rank) on the wire: rows, pairs and bytes counted by hand
     # 4 tokens, top-2, experts {0, 1} on rank 1 and {2, 3} on rank 2, master routing; the
     # routing is a trace written here (workload.routing), the same 4 tokens every step:

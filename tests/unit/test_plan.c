@@ -347,6 +347,31 @@ static void test_balance(void)
         CHECK_INT_EQ(q.send_pairs[1], bal ? 2 : 4);
         CHECK_INT_EQ(q.send_pairs[2], bal ? 2 : 0);
     }
+    /* Two routing ranks (global tokens 0 and 1): t0 on {0, 1}, t1 on {1, 2}; slot 2e is
+     * expert e on rank 1, 2e + 1 on rank 2. Each counting its own token: t0's e0 -> 1, e1
+     * -> 2; t1's e1 -> 1 (its first), e2 -> 2: e1 read on both ranks. Both counting the
+     * layer's kept choices (e0 1, e1 2, e2 1): e0 -> 1, e1 -> 2, e2 -> 1 (one expert each,
+     * rows 1 against 2), the same plan on both. */
+    const int32_t t0[2] = {0, 1}, t1[2] = {1, 2}, all[4] = {1, 2, 1, 0};
+    const float w2[2] = {0.5f, 0.5f};
+    moe_plan_t r;
+    void *block_r = carve(&r, 2, 1, 1);
+    r.dedup = true;
+    r.balance = true;
+    for (int global = 0; global < 2; global++) {
+        r.balance_kept = global ? all : NULL;
+        moe_plan_count_demand(&r, t0, 1);
+        moe_plan_build_slots(&r, t0, w2, 1, slots, 8, 0, 2, 0, NULL);
+        CHECK_INT_EQ(r.slot_kept[0], 1); /* e0 on rank 1 */
+        CHECK_INT_EQ(r.slot_kept[3], 1); /* e1 on rank 2 */
+        moe_plan_count_demand(&r, t1, 1);
+        moe_plan_build_slots(&r, t1, w2, 1, slots, 8, 1, 2, 0, NULL);
+        CHECK_INT_EQ(r.slot_kept[2], (global ? 0 : 1)); /* e1 on rank 1 */
+        CHECK_INT_EQ(r.slot_kept[3], (global ? 1 : 0)); /* e1 on rank 2 */
+        CHECK_INT_EQ(r.slot_kept[4], (global ? 1 : 0)); /* e2 on rank 1 */
+        CHECK_INT_EQ(r.slot_kept[5], (global ? 0 : 1)); /* e2 on rank 2 */
+    }
+    free(block_r);
     free(block);
     free(block_q);
 }

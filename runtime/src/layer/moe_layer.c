@@ -50,6 +50,7 @@ static void layer_carve(moe_layer_ctx_t *ctx, moe_arena_t *a)
         a, Ts > 0 ? (size_t)moe_expert_scratch_floats(cfg->activation, ctx->weights->shared_ffn,
                                                       io->tile_rows) : 0, f);
     ctx->demand_before = moe_arena_take(a, E, sizeof(int32_t));
+    ctx->balance_kept = moe_arena_take(a, E, sizeof(int32_t));
     ctx->recv_counts = moe_arena_take(a, W * (ctx->dedup ? (size_t)ctx->msg_words : nl + 1),
                                       sizeof(int32_t));
     /* dedup: a received row carries at most min(k, local experts) pairs */
@@ -426,6 +427,41 @@ static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, 
     return MOE_OK;
 }
 
+/* placement.copies balance with several routing ranks: every routing rank must give an
+ * expert's tokens to the same copy, or an expert that two routing ranks' tokens touch is
+ * read by two ranks (each picking from its own tokens: 15-36% more bytes a decode step,
+ * NP=2 symmetric). The layer's kept choices of each expert over every rank (the demand
+ * summed; the capacity keeps at most `capacity` of them), the same on every rank; NULL
+ * where one rank routes (its own plan has them) or not balance. A collective: every rank
+ * calls it with the same config. */
+static moe_status_t layer_balance_kept(moe_layer_ctx_t *ctx, const int32_t **kept,
+                                       moe_error_t *err)
+{
+    int E = (int)ctx->cfg->num_experts, routing = 0;
+    *kept = NULL;
+    for (int r = 0; r < ctx->world_size; r++) {
+        routing += layer_routes(ctx, r) ? 1 : 0;
+    }
+    if (ctx->cfg->copies != MOE_COPIES_BALANCE || routing < 2) {
+        return MOE_OK;
+    }
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Iallreduce(ctx->plan.expert_demand, ctx->balance_kept, E,
+                                             MPI_INT32_T, MPI_SUM, ctx->comm, &req), err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the experts' demand (placement.copies: balance)", err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    for (int e = 0; ctx->capacity > 0 && e < E; e++) {
+        ctx->balance_kept[e] = ctx->balance_kept[e] < ctx->capacity ? ctx->balance_kept[e]
+                                                                  : (int32_t)ctx->capacity;
+    }
+    *kept = ctx->balance_kept;
+    return MOE_OK;
+}
+
 /* Capacity and plan: the capacity scan waits for every lower routing rank's gate, so it
  * runs in the dispatch phase, where the profiler books waiting on peers as idle (a rank
  * that routes nothing would otherwise be booked as computing while it waits). */
@@ -456,6 +492,10 @@ static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
     ctx->plan.dedup = ctx->dedup;
     ctx->plan.columns = ctx->fan > 1;
     ctx->plan.balance = ctx->cfg->copies == MOE_COPIES_BALANCE;
+    st = layer_balance_kept(ctx, &ctx->plan.balance_kept, err);
+    if (st != MOE_OK) {
+        return st;
+    }
     moe_plan_build_slots(&ctx->plan, ctx->io.topk_idx, ctx->io.topk_w, tokens, slots, n_slots,
                          ctx->token_first, ctx->cfg->tokens_per_step, ctx->capacity, before);
     return MOE_OK;

@@ -122,7 +122,8 @@ void moe_plan_build(moe_plan_t *plan, const int32_t *topk_idx, const float *topk
 }
 
 /* Balance: each expert with kept choices to one copy (expert_cursor[e], a slot): the copy
- * whose rank has the fewest experts so far, then rows, then the lowest rank (plan.h). */
+ * whose rank has the fewest experts so far, then rows, then the lowest rank, counting every
+ * routing rank's kept choices where the layer gave them (balance_kept; plan.h). */
 static void plan_balance_copies(moe_plan_t *plan, const moe_cfg_replica_t *slots)
 {
     int W = plan->world_size, E = plan->num_experts;
@@ -138,9 +139,10 @@ static void plan_balance_copies(moe_plan_t *plan, const moe_cfg_replica_t *slots
             }
         }
         plan->expert_cursor[e] = best;
-        if (plan->expert_kept[e] > 0) {
+        int32_t kept = plan->balance_kept != NULL ? plan->balance_kept[e] : plan->expert_kept[e];
+        if (kept > 0) {
             experts[slots[best].rank]++;
-            rows[slots[best].rank] += plan->expert_kept[e];
+            rows[slots[best].rank] += kept;
         }
     }
 }

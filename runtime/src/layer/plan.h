@@ -22,7 +22,9 @@
  * to the same one of its copies, picked per plan: experts in id order, each (with kept
  * choices) to the copy whose rank has been given the fewest experts so far, then the fewest
  * rows, then the lowest rank. The ranks then read about as many experts each (within one)
- * however few the step touches.
+ * however few the step touches. With several routing ranks each plan counts the kept
+ * choices of all of them (balance_kept, summed over the routing ranks), so every routing
+ * rank picks the same copy of an expert and each touched expert is read by one rank.
  *
  * Replicas: a slot is one copy of an expert on one rank (the config's placement entries
  * of the layer, sorted by expert then rank). An expert with n copies sends a kept choice
@@ -60,6 +62,8 @@ typedef struct moe_plan {
     bool dedup;              /* one row per (token, rank): set before building */
     bool columns;            /* copies are column shares (dedup): set before building */
     bool balance;            /* each expert's tokens to its least-loaded copy: likewise */
+    const int32_t *balance_kept; /* [E] balance: each expert's kept choices over every
+                                  * routing rank (NULL: this plan's own); set before building */
     int rows_per_token;      /* token_rows' stride: k, or k x fan (carve's) */
     int64_t num_send;        /* rows sent (kept choices; dedup: (token, rank) pairs) */
     int64_t num_pairs;       /* kept (token, choice) pairs the rows carry */
