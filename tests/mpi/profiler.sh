@@ -665,33 +665,42 @@ print("balance: 2 expert calls a rank a step (replicas: 4); rows %s, pairs %s" %
 PY
     ;;
   balance_reads_symmetric)  # balance with two routing ranks: each touched expert read once
-    # 8 experts, each whole on ranks 0 and 1, symmetric routing, 2 tokens a step: t0 (routed
-    # by rank 0) on experts {0, 1, 2, 3}, t1 (rank 1) on {1, 2, 3, 4} (a trace). Both routing
-    # ranks count both tokens' choices (experts in id order, each to the rank given the fewest
-    # experts, then rows, then the lower): e0 (1 row) -> 0, e1 (2) -> 1, e2 (2) -> 0 (rows 1
-    # against 2), e3 (2) -> 1, e4 (1) -> 0 (rows 3 against 4). Each routing rank picking from
-    # its own token alone would read e1, e2 and e3 on both ranks (4 calls a rank).
-    write_trace trace.safetensors 8 4 2 "0 1 2 3 1 2 3 4" "0.4 0.3 0.2 0.1 0.1 0.2 0.3 0.4" "profiler.sh balance_reads_symmetric"
-    for cp in replicas balance; do
-      PROF=true ROUTING=symmetric H=64 F=64 E=8 K=4 LAYERS=1 TOKENS=2 STEPS=5 \
-        PLACEMENT='{0: [0, 1, 2, 3, 4, 5, 6, 7], 1: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model \
-        | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 4/; s|^workload:|workload:\n  routing: $WORK/trace.safetensors|; s/^placement:/placement:\n  copies: $cp/; s|output_dir: .*|output_dir: $WORK/exp_$cp|" > c_$cp.yaml
-      mpirun_moed 2 --config c_$cp.yaml --dump-output out_$cp.safetensors --no-progress > run_$cp.log 2>&1 \
-        || { cat run_$cp.log; fail "copies $cp run failed"; }
-    done
-    "$ST_DIFF" out_replicas.safetensors out_balance.safetensors --tol 1e-5 || fail "balance changed the output"
-    python3 - "$(ls -d "$WORK"/exp_balance/*/)" <<'PY' || fail "balance reads (symmetric)"
+    # 8 experts, each whole on ranks 0 and 1, symmetric routing, 2 tokens a step, t0 routed
+    # by rank 0 and t1 by rank 1 (a trace). Both routing ranks count both tokens' kept
+    # choices (experts in id order, each to the rank given the fewest experts, then rows,
+    # then the lower rank).
+    # a) t0 on {0, 1, 2, 3}, t1 on {1, 2, 3, 4}: e0 (1 row) -> 0, e1 (2) -> 1, e2 (2) -> 0
+    #    (rows 1 against 2), e3 (2) -> 1, e4 (1) -> 0 (rows 3 against 4). Each routing rank
+    #    picking from its own token alone would read e1, e2 and e3 on both ranks.
+    # b) t0 on {0, 1, 2, 3}, t1 on {0, 4, 5, 6}, capacity 1 (factor 1.0: 2 x 4 / 8): e0
+    #    keeps t0's choice only, so every expert counts 1 row: e0 -> 0, e1 -> 1, e2 -> 0 (a
+    #    tie: the lower), e3 -> 1, e4 -> 0, e5 -> 1, e6 -> 0. Counting e0's 2 choices before
+    #    the capacity would give e2, e4 and e6 to rank 1 (rows 2 against 1).
+    sym_case() { # NAME IDS CF WANT0 WANT1
+      write_trace trace_$1.safetensors 8 4 2 "$2" "0.4 0.3 0.2 0.1 0.1 0.2 0.3 0.4" "profiler.sh balance_reads_symmetric"
+      for cp in replicas balance; do
+        PROF=true ROUTING=symmetric H=64 F=64 E=8 K=4 LAYERS=1 TOKENS=2 STEPS=5 CF=$3 \
+          PLACEMENT='{0: [0, 1, 2, 3, 4, 5, 6, 7], 1: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model \
+          | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 4/; s|^workload:|workload:\n  routing: $WORK/trace_$1.safetensors|; s/^placement:/placement:\n  copies: $cp/; s|output_dir: .*|output_dir: $WORK/exp_$1_$cp|" > c_$1_$cp.yaml
+        mpirun_moed 2 --config c_$1_$cp.yaml --dump-output out_$1_$cp.safetensors --no-progress > run_$1_$cp.log 2>&1 \
+          || { cat run_$1_$cp.log; fail "$1: copies $cp run failed"; }
+      done
+      "$ST_DIFF" out_$1_replicas.safetensors out_$1_balance.safetensors --tol 1e-5 || fail "$1: balance changed the output"
+      python3 - "$(ls -d "$WORK"/exp_$1_balance/*/)" "$4" "$5" <<'PY' || fail "$1: balance reads (symmetric)"
 import csv, sys
+want = {0: eval(sys.argv[2]), 1: eval(sys.argv[3])}
 calls = {}
 for r in csv.DictReader(open(sys.argv[1] + "/metrics.csv")):
     if int(r["tokens"]) > 0:
         calls.setdefault((int(r["step"]), int(r["rank"])), []).append((int(r["expert"]), int(r["tokens"])))
 assert len(calls) == 8, calls  # 4 recorded steps x 2 ranks
 for (step, rank), ex in calls.items():
-    want = [(0, 1), (2, 2), (4, 1)] if rank == 0 else [(1, 2), (3, 2)]
-    assert sorted(ex) == want, (step, rank, ex)
-print("balance, two routing ranks: rank 0 reads experts 0, 2, 4 and rank 1 experts 1, 3, each once a step")
+    assert sorted(ex) == want[rank], (step, rank, ex)
+print("balance, two routing ranks: rank 0 runs %s, rank 1 %s (expert, rows), each expert once a step" % (want[0], want[1]))
 PY
+    }
+    sym_case overlap "0 1 2 3 1 2 3 4" 0 "[(0, 1), (2, 2), (4, 1)]" "[(1, 2), (3, 2)]"
+    sym_case capacity "0 1 2 3 0 4 5 6" 1.0 "[(0, 1), (2, 1), (4, 1), (6, 1)]" "[(1, 1), (3, 1), (5, 1)]"
     ;;
   dedup_bytes)  # one row per (token, rank) on the wire: rows, pairs and bytes counted by hand
     # 4 tokens, top-2, experts {0, 1} on rank 1 and {2, 3} on rank 2, master routing; the
