@@ -120,6 +120,7 @@ struct moe_layer_ctx {
     int64_t *src_rows;    /* [world] */
     const moe_routing_trace_t *replay; /* workload.routing: replaces the gate; NULL: none */
     const int *replay_li;  /* [num_layers] moed layer -> the trace's layer index */
+    int64_t posted_ns;     /* when the layer's counts and chunk 0's rows were posted */
     int64_t *combine_hist; /* [num_layers, 4] a rank without experts: its wait for the
                             * combine in the layer's last two steps and the most rows it sent
                             * one rank in each (layer_expect_combine) */
