@@ -285,6 +285,11 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     layer_rebalance_room(ctx);
     ctx->capacity = moe_plan_capacity(cfg->capacity_factor, cfg->tokens_per_step,
                                       (int)cfg->top_k, (int)cfg->num_experts);
+    int routing = 0;
+    for (int r = 0; r < ctx->world_size; r++) {
+        routing += layer_routes(ctx, r) ? 1 : 0;
+    }
+    ctx->balance_summed = cfg->copies == MOE_COPIES_BALANCE && routing >= 2;
     ctx->chunks = (int)cfg->chunks;
     ctx->dedup = moe_cfg_dedup(cfg);
     ctx->fan = cfg->column_shares > 1 ? cfg->column_shares : 1;
@@ -335,6 +340,19 @@ void moe_layer_set_token_first(moe_layer_ctx_t *ctx, int64_t token_first)
 static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err);
 static moe_status_t counts_wait(moe_layer_ctx_t *ctx, moe_error_t *err);
 
+/* The peers' counts awaited; after a failure (st) they still come: taken, the first error
+ * kept. */
+static moe_status_t counts_settle(moe_layer_ctx_t *ctx, moe_status_t st, moe_error_t *err)
+{
+    if (st == MOE_OK) {
+        return counts_wait(ctx, err);
+    }
+    moe_error_t ignored;
+    moe_error_clear(&ignored);
+    (void)counts_wait(ctx, &ignored);
+    return st;
+}
+
 /* upto: slot 0's receives, posted before the counts are in: from every source whose counts
  * come, up to its region's rows at its region (the own block: own_rows, copied). */
 static moe_status_t layer_upto_recvs(moe_layer_ctx_t *ctx, int own_rows, moe_error_t *err)
@@ -361,13 +379,7 @@ moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err)
     if (st == MOE_OK && ctx->upto) {
         st = layer_upto_recvs(ctx, ctx->plan.send_rows[ctx->rank], err);
     }
-    if (st == MOE_OK) {
-        st = counts_wait(ctx, err);
-    } else { /* the peers' counts still come: taken, the first error kept */
-        moe_error_t ignored;
-        moe_error_clear(&ignored);
-        (void)counts_wait(ctx, &ignored);
-    }
+    st = counts_settle(ctx, st, err);
     if (st == MOE_OK && !ctx->upto) {
         st = moe_transport_start_recvs(t, 0, ctx->io.xrecv, ctx->recv_rows, ctx->recv_displs,
                                        NULL, err);
@@ -437,12 +449,9 @@ static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, 
 static moe_status_t layer_balance_kept(moe_layer_ctx_t *ctx, const int32_t **kept,
                                        moe_error_t *err)
 {
-    int E = (int)ctx->cfg->num_experts, routing = 0;
+    int E = (int)ctx->cfg->num_experts;
     *kept = NULL;
-    for (int r = 0; r < ctx->world_size; r++) {
-        routing += layer_routes(ctx, r) ? 1 : 0;
-    }
-    if (ctx->cfg->copies != MOE_COPIES_BALANCE || routing < 2) {
+    if (!ctx->balance_summed) {
         return MOE_OK;
     }
     MPI_Request req;
@@ -724,14 +733,9 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
         st = layer_upto_recvs(ctx, ctx->chunk_send_rows[ctx->rank], err);
     }
     ctx->posted_ns = moe_now_ns();
-    if (st == MOE_OK && layer_books_sends_late(ctx)) {
-        /* none to receive: its sends are awaited in layer_pipeline */
-    } else if (st == MOE_OK) {
-        st = counts_wait(ctx, err);
-    } else { /* the peers' counts still come: taken, the first error kept */
-        moe_error_t ignored;
-        moe_error_clear(&ignored);
-        (void)counts_wait(ctx, &ignored);
+    if (st != MOE_OK || !layer_books_sends_late(ctx)) { /* else none to receive: its sends
+                                                          * are awaited in layer_pipeline */
+        st = counts_settle(ctx, st, err);
     }
     if (st == MOE_OK) {
         st = layer_recv_blocks(ctx, err);
@@ -883,12 +887,8 @@ static moe_status_t layer_pipeline(moe_layer_ctx_t *ctx, const float *x, int64_t
         st = layer_shared(ctx, x, tokens, layer, err);
     }
     int64_t shared_done = moe_now_ns();
-    if (late && st == MOE_OK) {
-        st = counts_wait(ctx, err);
-    } else if (late) {
-        moe_error_t ignored;
-        moe_error_clear(&ignored);
-        (void)counts_wait(ctx, &ignored);
+    if (late) {
+        st = counts_settle(ctx, st, err);
     }
     for (int c = 0; c < N && st == MOE_OK; c++) {
         st = moe_transport_wait(ctx->transport, c, "the row dispatch", err);

@@ -96,6 +96,8 @@ struct moe_layer_ctx {
     int32_t *demand_before; /* [E] */
     int32_t *balance_kept;  /* [E] placement.copies balance, several routing ranks: each
                              * expert's kept choices over all of them (layer_balance_kept) */
+    bool balance_summed;    /* placement.copies balance and two or more ranks route: the
+                             * demand is summed over them every layer (the config decides) */
     int32_t *recv_counts; /* [world, num_local] rows per source per local expert (dedup:
                            * [world, msg_words] every source's counts message) */
     int64_t msg_words;    /* dedup: words of one source's counts message, at most */
