@@ -172,6 +172,16 @@ case "$1" in
     one_error "watchdog: .*rank 2 \(.*\) does not answer"
     report partial
     ;;
+  stall_balance_r1)  # symmetric routing with balanced copies: each layer the routing ranks
+    # sum the experts' demand (an allreduce); a rank hung before it must be caught there too
+    STEPS=40 ROUTING=symmetric job | sed 's/^  experts: auto/  experts: auto\n  copies: balance/' > c.yaml
+    grep -q '^  copies: balance' c.yaml || fail "the config has no copies: balance"
+    run_bg MOED_TEST_STALL=1:20
+    finish 25
+    expect_code 7
+    one_error "watchdog: .*waiting in the experts' demand \(placement.copies: balance\).*rank 1 \(.*\) does not answer"
+    report partial
+    ;;
   stop_end_r1)  # a rank stopped after the last step (the summary, the clock sync)
     STEPS=40 job > c.yaml
     run_bg MOED_TEST_PAUSE=1:end
