@@ -2,7 +2,7 @@
 # The decode benchmark's plumbing (tests/bench/bench_decode.sh, bench_stream, moed --bench's
 # latency lines) on a tiny shape: every figure is there and consistent, the counts exchange
 # of master routing is the master's messages alone; no speed asserted.
-# bench.sh decode
+# bench.sh decode | plan
 source "$(dirname "$0")/common.sh"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$(dirname "$MOED")" && pwd)
@@ -86,6 +86,52 @@ for a, b, q in zip(lines, mpi, ratio):
 for (us, kb), tokens in zip(pp, (1, 8)):
     assert float(us) > 0 and 0 < float(kb) <= tokens * 2 * 0.512 + 0.05, (us, kb)
 print("decode bench: %d rows, exchange %s us vs plain MPI %s us" % (len(rows), lines, mpi))
+PY
+    ;;
+  plan)  # --bench's plan collectives line: there exactly where a layer's plan runs a
+          # collective besides the exchange (capacity scan; balanced copies' demand sum with
+          # two routing ranks), naming each, none otherwise; its ratio to the exchange's
+    # plan_run NP ROUTING COPIES CF: moed --bench's output in bench_<ROUTING>_<COPIES>_<CF>.log
+    plan_run() {
+      local log="bench_$2_$3_$4.log"
+      H=256 F=128 E=8 K=2 TOKENS=8 STEPS=4 ROUTING=$2 CF=$4 small_model \
+        | sed "s/^placement:/placement:\n  copies: $3/" > "c_$2_$3_$4.yaml"
+      mpirun_moed "$1" --config "c_$2_$3_$4.yaml" --bench --no-progress > "$log" 2>&1 \
+        || { cat "$log"; fail "moed --bench ($2, $3, capacity factor $4) failed"; }
+    }
+    plan_run 2 symmetric balance 0      # the demand sum alone
+    plan_run 2 symmetric balance 1.5    # both
+    plan_run 3 master replicas 1.5      # the capacity scan alone (one routing rank)
+    plan_run 3 master balance 0         # one routing rank: its own plan, no sum
+    plan_run 2 symmetric replicas 0     # none
+    python3 - <<'PY' || fail "plan collectives line"
+import re
+def plan(name):
+    t = open(name).read()
+    assert re.search(r"^bench: layer exchange, moed +[0-9.]+ us", t, re.M), (name, t[-2000:])
+    ex = float(re.search(r"^bench: layer exchange, moed +([0-9.]+) us", t, re.M).group(1))
+    m = re.findall(r"^bench: plan collectives, moed +([0-9.]+) us, best ([0-9.]+) us  \(the last "
+                   r"layer's (.*), replayed: (\d+) integers each, every rank; not in the exchange "
+                   r"above: ([0-9.]+)x of it\)$", t, re.M)
+    if not m:
+        assert "plan collectives" not in t, (name, t)
+        return None
+    assert len(m) == 1, m
+    us, best, what, ints, ratio = m[0]
+    us, best, ratio = float(us), float(best), float(ratio)
+    assert 0 < best <= us and ints == "8", m
+    # printed to 0.1 us and 0.01x: the ratio of the unrounded times
+    slack = (us + 0.05) / max(ex - 0.05, 1e-9) - us / ex + 0.006
+    assert abs(ratio - us / ex) <= slack, (ratio, us, ex)
+    return what
+scan, total = "capacity scan (MPI_Iexscan)", "experts' demand sum of balanced copies (MPI_Iallreduce)"
+got = {k: plan("bench_%s.log" % k) for k in
+       ["symmetric_balance_0", "symmetric_balance_1.5", "master_replicas_1.5",
+        "master_balance_0", "symmetric_replicas_0"]}
+want = {"symmetric_balance_0": total, "symmetric_balance_1.5": scan + " and " + total,
+        "master_replicas_1.5": scan, "master_balance_0": None, "symmetric_replicas_0": None}
+assert got == want, (got, want)
+print("plan collectives:", got)
 PY
     ;;
   *) fail "unknown case $1" ;;

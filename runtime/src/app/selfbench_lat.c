@@ -39,7 +39,7 @@ typedef struct lat_case {
 } lat_case_t;
 
 /* What a timed block runs. */
-typedef enum { LAT_MOED = 0, LAT_PLAIN = 1, LAT_PINGPONG = 2, LAT_KINDS = 3 } lat_kind_t;
+typedef enum { LAT_MOED = 0, LAT_PLAIN = 1, LAT_PINGPONG = 2, LAT_KINDS = 3, LAT_PLAN = 4 } lat_kind_t;
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -147,7 +147,9 @@ static moe_status_t time_block(moe_engine_t *eng, const lat_case_t *c, lat_kind_
         st = st == MOE_OK ? osu_rounds(c, iters, err) : st;
     }
     for (int i = 0; kind != LAT_PINGPONG && i < iters && st == MOE_OK; i++) {
-        st = kind == LAT_PLAIN ? plain_round(c, err) : moe_layer_replay_exchange(&eng->layer, err);
+        st = kind == LAT_PLAIN  ? plain_round(c, err)
+             : kind == LAT_PLAN ? moe_layer_replay_plan(&eng->layer, err)
+                                : moe_layer_replay_exchange(&eng->layer, err);
     }
     int64_t mine = (moe_now_ns() - t0) / iters;
     MPI_Request req;
@@ -279,7 +281,7 @@ static moe_status_t lat_pp_pick(moe_engine_t *eng, lat_case_t *c, moe_error_t *e
 /* moed's layer exchange, the plain MPI messages and the ping-pong, in rounds of one block
  * of each (their order turning from round to round); the median and best block of each. */
 static moe_status_t lat_exchange(moe_engine_t *eng, lat_case_t *c, moe_bench_lat_t *out,
-                                 moe_error_t *err)
+                                 int *iters_out, moe_error_t *err)
 {
     int64_t t[LAT_KINDS][LAT_BLOCKS];
     memset(t, 0, sizeof(t));
@@ -296,6 +298,7 @@ static moe_status_t lat_exchange(moe_engine_t *eng, lat_case_t *c, moe_bench_lat
             st = time_block(eng, c, (lat_kind_t)k, iters, &t[k][b], err);
         }
     }
+    *iters_out = iters;
     if (st != MOE_OK) {
         return st;
     }
@@ -308,6 +311,28 @@ static moe_status_t lat_exchange(moe_engine_t *eng, lat_case_t *c, moe_bench_lat
     out->pp_peer = c->pp_peer;
     out->pp_bytes = c->pp_peer >= 0 ? c->pp_bytes : 0;
     return MOE_OK;
+}
+
+/* The plan's collectives of a layer, where the config has any: blocks of the exchange's
+ * iterations; the median and best block. */
+static moe_status_t lat_plan(moe_engine_t *eng, const lat_case_t *c, int iters,
+                             moe_bench_lat_t *out, moe_error_t *err)
+{
+    out->plan_what = moe_layer_plan_collectives(&eng->layer);
+    out->plan_ints = eng->cfg->num_experts;
+    if (out->plan_what == 0) {
+        return MOE_OK;
+    }
+    int64_t t[LAT_BLOCKS];
+    moe_status_t st = MOE_OK;
+    for (int b = 0; b < LAT_BLOCKS && st == MOE_OK; b++) {
+        st = time_block(eng, c, LAT_PLAN, iters, &t[b], err);
+    }
+    if (st == MOE_OK) {
+        out->plan_us = (double)median_i64(t, LAT_BLOCKS) * 1e-3;
+        out->plan_best_us = (double)t[0] * 1e-3;
+    }
+    return st;
 }
 
 /* The wake-up test between ranks 0 and 1: rank 0 sleeps WAKE_AFTER_NS, sends one int and
@@ -378,8 +403,12 @@ moe_status_t moe_selfbench_latency(moe_engine_t *eng, moe_bench_lat_t *out, moe_
     if (st == MOE_OK) {
         st = lat_shape(eng, &c, out, err);
     }
+    int iters = LAT_MIN_ITERS;
     if (st == MOE_OK) {
-        st = lat_exchange(eng, &c, out, err);
+        st = lat_exchange(eng, &c, out, &iters, err);
+    }
+    if (st == MOE_OK) {
+        st = lat_plan(eng, &c, iters, out, err);
     }
     if (st == MOE_OK) {
         st = lat_wake(eng, &c, out, err);
@@ -413,6 +442,16 @@ void moe_selfbench_latency_print(const moe_bench_lat_t *o)
     if (o->pp_bytes > 0) {
         printf("bench: layer exchange / ping-pong     %.2fx, best %.2fx\n",
                o->moed_us / o->pingpong_us, o->moed_best_us / o->pingpong_best_us);
+    }
+    if (o->plan_what != 0) {
+        bool scan = (o->plan_what & MOE_PLAN_CAPACITY_SCAN) != 0;
+        bool sum = (o->plan_what & MOE_PLAN_DEMAND_SUM) != 0;
+        printf("bench: plan collectives, moed         %.1f us, best %.1f us  (the last layer's "
+               "%s%s%s, replayed: %lld integers each, every rank; not in the exchange above: "
+               "%.2fx of it)\n", o->plan_us, o->plan_best_us,
+               scan ? "capacity scan (MPI_Iexscan)" : "", scan && sum ? " and " : "",
+               sum ? "experts' demand sum of balanced copies (MPI_Iallreduce)" : "",
+               (long long)o->plan_ints, o->moed_us > 0 ? o->plan_us / o->moed_us : 0.0);
     }
     if (o->spin_us > 0) {
         printf("bench: wake-up after %.0f ms napping   %.1f us posted, %.1f us not posted "

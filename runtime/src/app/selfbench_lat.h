@@ -6,12 +6,15 @@
  *     the way OSU's benchmarks wait), and the ratio of the two;
  *   - the MPI ping-pong round trip (osu_latency x 2) of the layer's largest message between
  *     rank 0 and the rank it goes to;
+ *   - the collectives a layer's plan runs besides the exchange (the capacity scan, the
+ *     experts' demand sum of balanced copies with several routing ranks), replayed with the
+ *     last layer's demand, where the config has any;
  *   - the wake-up latency: how much later than a spinning peer a rank napping in moed's
  *     wait (moe/poll.h) answers a message that comes after it has napped for a while, with
  *     the sender's wake-up post (transport/wake.h) and without it.
  * Each timing is the median (and the best) of blocks of iterations (the slowest rank's
- * mean per block), the three taking turns block by block so a host whose speed drifts
- * moves them alike. Collective; prints on rank 0. */
+ * mean per block), the exchange's three taking turns block by block so a host whose speed
+ * drifts moves them alike. Collective; prints on rank 0. */
 #ifndef MOE_SELFBENCH_LAT_H
 #define MOE_SELFBENCH_LAT_H
 
@@ -32,6 +35,9 @@ typedef struct moe_bench_lat {
                             * counts: every rank that gets counts gets one) */
     bool recv_upto;        /* the rows' receives went before the counts (moe_layer_agree_upto) */
     bool yields;           /* rank 0's waits yield the core while bytes flow (moe/poll.h) */
+    int plan_what;         /* the plan's collectives (MOE_PLAN_*; 0: none, not timed) */
+    double plan_us, plan_best_us; /* their time a layer (median block; best) */
+    int64_t plan_ints;     /* integers each carries (one an expert) */
     double spin_us;        /* wake-up test: round trip with a spinning peer */
     double posted_us;      /* ... with a napping peer, the sender posting its wake-up */
     double unposted_us;    /* ... with a napping peer, no post */

@@ -471,30 +471,56 @@ static moe_status_t layer_balance_kept(moe_layer_ctx_t *ctx, const int32_t **kep
     return MOE_OK;
 }
 
+/* With a capacity: each expert's demand on the lower routing ranks (global token order
+ * decides who is dropped: lower routing ranks come first) into *before; NULL without one.
+ * A collective: every rank calls it with the same config. */
+static moe_status_t layer_capacity_scan(moe_layer_ctx_t *ctx, const int32_t **before,
+                                        moe_error_t *err)
+{
+    int E = (int)ctx->cfg->num_experts;
+    *before = NULL;
+    if (ctx->capacity <= 0) {
+        return MOE_OK;
+    }
+    MPI_Request req;
+    moe_status_t st = MOE_MPI(MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E,
+                                          MPI_INT32_T, MPI_SUM, ctx->comm, &req), err);
+    if (st == MOE_OK) {
+        st = moe_wait_request(&req, "the capacity scan", err);
+    }
+    if (st != MOE_OK) {
+        return st;
+    }
+    if (ctx->rank == 0) {
+        memset(ctx->demand_before, 0, sizeof(int32_t) * (size_t)E);
+    }
+    *before = ctx->demand_before;
+    return MOE_OK;
+}
+
+int moe_layer_plan_collectives(const moe_layer_ctx_t *ctx)
+{
+    return (ctx->capacity > 0 ? MOE_PLAN_CAPACITY_SCAN : 0) |
+           (ctx->balance_summed ? MOE_PLAN_DEMAND_SUM : 0);
+}
+
+moe_status_t moe_layer_replay_plan(moe_layer_ctx_t *ctx, moe_error_t *err)
+{
+    const int32_t *before = NULL, *kept = NULL;
+    moe_status_t st = layer_capacity_scan(ctx, &before, err);
+    return st == MOE_OK ? layer_balance_kept(ctx, &kept, err) : st;
+}
+
 /* Capacity and plan: the capacity scan waits for every lower routing rank's gate, so it
  * runs in the dispatch phase, where the profiler books waiting on peers as idle (a rank
  * that routes nothing would otherwise be booked as computing while it waits). */
 static moe_status_t layer_plan(moe_layer_ctx_t *ctx, int layer, int64_t tokens,
                                moe_error_t *err)
 {
-    int E = (int)ctx->cfg->num_experts;
-    moe_status_t st = MOE_OK;
     const int32_t *before = NULL;
-    if (ctx->capacity > 0) {
-        /* Global token order decides who is dropped: lower routing ranks come first. */
-        MPI_Request req;
-        st = MOE_MPI(MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E, MPI_INT32_T,
-                                 MPI_SUM, ctx->comm, &req), err);
-        if (st == MOE_OK) {
-            st = moe_wait_request(&req, "the capacity scan", err);
-        }
-        if (st != MOE_OK) {
-            return st;
-        }
-        if (ctx->rank == 0) {
-            memset(ctx->demand_before, 0, sizeof(int32_t) * (size_t)E);
-        }
-        before = ctx->demand_before;
+    moe_status_t st = layer_capacity_scan(ctx, &before, err);
+    if (st != MOE_OK) {
+        return st;
     }
     int n_slots = 0;
     const moe_cfg_replica_t *slots = moe_cfg_layer_entries(ctx->cfg, layer, &n_slots);

@@ -191,4 +191,14 @@ static inline const moe_layer_record_t *moe_layer_record(const moe_layer_ctx_t *
  * err may be NULL. */
 moe_status_t moe_layer_replay_exchange(moe_layer_ctx_t *ctx, moe_error_t *err);
 
+/* The collectives a layer's plan runs besides the exchange (the same on every rank: the
+ * config decides): the capacity scan (model.capacity_factor > 0: an MPI_Iexscan of one
+ * integer an expert) and the experts' demand sum (placement.copies balance with two or
+ * more routing ranks: an MPI_Iallreduce of as many). */
+enum { MOE_PLAN_CAPACITY_SCAN = 1, MOE_PLAN_DEMAND_SUM = 2 };
+int moe_layer_plan_collectives(const moe_layer_ctx_t *ctx);
+/* Replay them with the last forward's demand (the self-bench's timing; the results equal
+ * the last forward's). Collective. err may be NULL. */
+moe_status_t moe_layer_replay_plan(moe_layer_ctx_t *ctx, moe_error_t *err);
+
 #endif /* MOE_LAYER_H */
