@@ -89,6 +89,15 @@ EOC
   grep -q "^  weights  *$family (.*$want" "$d/summary.txt" \
     || { grep -A3 '^  routing' "$d/summary.txt"; fail "summary.txt: no weights line with $family and $want"; }
   grep -q "\"weights\": \"$family (.*$want" "$d/summary.json" || fail "summary.json: run.weights"
+  # the activation, in every report file as in the run's first lines (gpt-oss's clamped
+  # swiglu_oai was once reported as swiglu)
+  act=$( [[ $family == gpt_oss ]] && echo swiglu_oai || echo swiglu)
+  grep -q "^model: $moe_layers layers x [0-9]* experts (top-[0-9]*, $act)" prof.log \
+    || { grep '^model:' prof.log; fail "the first lines do not say $act"; }
+  grep -q "\"activation\": \"$act\"" "$d/summary.json" || fail "summary.json: run.activation is not $act"
+  grep -q "^  model  .*, ffn [0-9]*, $act, capacity factor" "$d/summary.txt" \
+    || { grep '^  model' "$d/summary.txt"; fail "summary.txt: the model line does not say $act"; }
+  grep -q "ffn [0-9]*, $act, capacity factor" "$d/report.html" || fail "report.html: the model is not $act"
   echo "PASS checkpoint dir $family $dtype $routing $shards"
   exit 0
 fi

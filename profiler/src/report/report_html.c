@@ -331,7 +331,7 @@ static void html_facts(FILE *f, const moe_report_t *r)
              "%" PRId64 " layers x %" PRId64 " experts, top-%" PRId64 ", hidden %" PRId64
              ", ffn %" PRId64 ", %s, capacity factor %g",
              c->num_layers, c->num_experts, c->top_k, c->hidden_dim, c->ffn_dim,
-             c->activation == MOE_ACT_GELU ? "gelu" : "swiglu", c->capacity_factor);
+             moe_cfg_activation_name(c->activation), c->capacity_factor);
     html_fact(f, "model", buf);
     const char *kind = c->device == MOE_DEVICE_CUDA ? "cuda" : "cpu";
     bool named = r->device[0] != '\0' && strcmp(r->device, kind) != 0;

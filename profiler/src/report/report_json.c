@@ -176,7 +176,7 @@ static void json_run(json_w_t *w, const moe_report_t *r)
     jw_i64(w, "top_k", c->top_k);
     jw_i64(w, "hidden_dim", c->hidden_dim);
     jw_i64(w, "ffn_dim", c->ffn_dim);
-    jw_str(w, "activation", c->activation == MOE_ACT_GELU ? "gelu" : "swiglu");
+    jw_str(w, "activation", moe_cfg_activation_name(c->activation));
     jw_num(w, "capacity_factor", c->capacity_factor);
     jw_str(w, "routing", json_routing(c));
     jw_i64(w, "master_rank", c->master_rank);

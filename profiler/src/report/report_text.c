@@ -93,7 +93,7 @@ static const char *text_routing(const moe_config_t *c)
 
 static const char *text_activation(const moe_config_t *c)
 {
-    return c->activation == MOE_ACT_GELU ? "gelu" : "swiglu";
+    return moe_cfg_activation_name(c->activation);
 }
 
 static const char *text_device(const moe_config_t *c)

@@ -420,9 +420,7 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
            eng->bind_desc);
     printf("model: %lld layers x %lld experts (top-%lld, %s), hidden %lld, ffn %lld, weights %s\n",
            (long long)cfg->num_layers, (long long)cfg->num_experts, (long long)cfg->top_k,
-           cfg->activation == MOE_ACT_SWIGLU   ? "swiglu"
-           : cfg->activation == MOE_ACT_GELU ? "gelu"
-                                             : "swiglu_oai",
+           moe_cfg_activation_name(cfg->activation),
            (long long)cfg->hidden_dim,
            (long long)cfg->ffn_dim, eng->weights.naming);
     if (strcmp(moe_engine_routing_source(eng), "router") != 0) {

@@ -72,6 +72,12 @@ _Static_assert(MOE_COPIES_REPLICAS == 0 && MOE_COPIES_COLUMNS == 1 && MOE_COPIES
 _Static_assert(MOE_EXPERT_HIST_AUTO == 0 && MOE_EXPERT_HIST_EXPERT == 1 &&
                MOE_EXPERT_HIST_LAYER == 2, "cfg_expert_hist_names order");
 
+const char *moe_cfg_activation_name(moe_activation_t a)
+{
+    size_t n = sizeof(cfg_activation_names) / sizeof(cfg_activation_names[0]) - 1;
+    return (int)a >= 0 && (size_t)a < n ? cfg_activation_names[a] : NULL;
+}
+
 const char *moe_cfg_family_name(moe_family_id_t id)
 {
     return (int)id >= 0 && (size_t)id < sizeof(cfg_family_names) / sizeof(cfg_family_names[0]) - 1
