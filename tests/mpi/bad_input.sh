@@ -41,6 +41,9 @@ case "$1" in
   unknown_key)
     small_model | sed 's/  hidden_dim:/  hiden_dim:/' > c.yaml
     want_code=3 want="did you mean 'model.hidden_dim'" ;;
+  enum_typo)  # an enum's value mistyped: the values it takes, and the nearest
+    ROUTING=symetric small_model > c.yaml
+    want_code=3 want="c.yaml:17:12: runtime.routing: expected master or symmetric, found 'symetric' (did you mean 'symmetric'?)" ;;
   rank_beyond)
     PLACEMENT='{1: [0, 1, 2, 3], 5: [4, 5, 6, 7]}' small_model > c.yaml
     want_code=3 want="rank 5" ;;

@@ -418,8 +418,9 @@ static moe_status_t print_summary(const moe_engine_t *eng, moe_error_t *err)
            moe_transport_name(eng->transport),
            moe_gemm_backend_name(), (long long)cfg->threads, eng->bind_desc[0] ? "; " : "",
            eng->bind_desc);
-    printf("model: %lld layers x %lld experts (top-%lld, %s), hidden %lld, ffn %lld, weights %s\n",
-           (long long)cfg->num_layers, (long long)cfg->num_experts, (long long)cfg->top_k,
+    printf("model: %lld layer%s x %lld experts (top-%lld, %s), hidden %lld, ffn %lld, weights %s\n",
+           (long long)cfg->num_layers, cfg->num_layers == 1 ? "" : "s",
+           (long long)cfg->num_experts, (long long)cfg->top_k,
            moe_cfg_activation_name(cfg->activation),
            (long long)cfg->hidden_dim,
            (long long)cfg->ffn_dim, eng->weights.naming);

@@ -522,9 +522,10 @@ static moe_preflight_fail_t check_memory(const moe_config_t *cfg, moe_error_t *e
 static void warn_warmup(const moe_config_t *cfg)
 {
     if (cfg->prof_enabled && cfg->steps > 0 && cfg->steps <= cfg->prof_warmup_steps) {
-        MOE_WARN("profiler: all %lld steps are warm-up (profiler.warmup_steps %lld): nothing "
+        MOE_WARN("profiler: %s %lld step%s warm-up (profiler.warmup_steps %lld): nothing "
                  "will be recorded; run more steps or lower the warm-up",
-                 (long long)cfg->steps, (long long)cfg->prof_warmup_steps);
+                 cfg->steps == 1 ? "the" : "all", (long long)cfg->steps,
+                 cfg->steps == 1 ? " is" : "s are", (long long)cfg->prof_warmup_steps);
     }
 }
 

@@ -615,13 +615,20 @@ static bool set_bool(const cfg_key_t *k, const char *s, void *field, cfg_why_t w
 
 static bool set_enum(const cfg_key_t *k, const char *s, void *field, cfg_why_t why)
 {
-    for (int i = 0; k->names[i] != NULL; i++) {
-        if (strcmp(s, k->names[i]) == 0) {
-            memcpy(field, &i, sizeof(i)); /* table check: the enum field is int-sized */
+    int n = 0;
+    for (; k->names[n] != NULL; n++) {
+        if (strcmp(s, k->names[n]) == 0) {
+            memcpy(field, &n, sizeof(n)); /* table check: the enum field is int-sized */
             return true;
         }
     }
-    return why_expected(why, k, s);
+    (void)why_expected(why, k, s);
+    const char *near = moe_cfg_suggest(s, k->names, (size_t)n);
+    size_t used = strlen(why.buf);
+    if (near != NULL && used < why.n) {
+        snprintf(why.buf + used, why.n - used, " (did you mean '%s'?)", near);
+    }
+    return false;
 }
 
 static bool set_string(const cfg_key_t *k, const char *s, void *field, cfg_why_t why)
