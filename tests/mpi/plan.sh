@@ -22,6 +22,7 @@ refuses() {
   cat err.log
   [[ $code -eq 2 ]] || fail "exit $code, want 2"
   head -1 err.log | grep -qF -- "$want" || fail "first line of stderr lacks: $want"
+  head -1 err.log | grep -q '^moed plan: error: ' || fail "the first line is not 'moed plan: error: ...'"
   [[ ! -s out.log ]] || { cat out.log; fail "something on stdout"; }
   if [[ $before == absent ]]; then
     [[ ! -e $out ]] || fail "$out was written"

@@ -479,8 +479,9 @@ PY
     "$MOED" compare "$a" "$b" > cmp.log 2>&1 || { cat cmp.log; fail "compare failed"; }
     grep -q "tokens/s" cmp.log || fail "compare shows no tokens/s"
     cat cmp.log | head -20
-    set +e; "$MOED" compare "$a" "$WORK/nonexistent" > /dev/null 2>&1; code=$?; set -e
+    set +e; "$MOED" compare "$a" "$WORK/nonexistent" > /dev/null 2> cmp_err.log; code=$?; set -e
     [[ $code -ne 0 ]] || fail "compare of a missing folder must fail"
+    grep -q "^moed compare: error: .*nonexistent" cmp_err.log || { cat cmp_err.log; fail "no 'moed compare: error:' line naming the folder"; }
     ;;
   compare)  # compare reads resolved values and says what a run was; exit codes
     # A: runtime.chunks absent and placement auto; B: chunks written at its default and the

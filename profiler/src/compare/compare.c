@@ -1175,7 +1175,7 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
     rc = 0;
     goto free_docs;
 print_error:
-    fprintf(stderr, "moed compare: %s\n", err.msg);
+    fprintf(stderr, "moed compare: error: %s\n", err.msg);
 free_docs:
     json_decref(a.doc);
     json_decref(b.doc);

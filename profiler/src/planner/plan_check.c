@@ -239,7 +239,7 @@ int plan_check_main(const plan_args_t *a, FILE *out)
     if (st == MOE_OK) {
         rc = chk_report(&c, out);
     } else {
-        fprintf(stderr, "moed plan: %s\n", err.msg[0] ? err.msg : moe_status_string(st));
+        fprintf(stderr, "moed plan: error: %s\n", err.msg[0] ? err.msg : moe_status_string(st));
         rc = st == MOE_ERR_IO || st == MOE_ERR_NO_MEMORY ? PLAN_RUNTIME : PLAN_USAGE;
     }
     json_decref(c.doc);

@@ -27,11 +27,11 @@
 #include "report/atomic_file.h"
 #include "planner/plan_int.h"
 
-/* The usage text to `f`; after "moed plan: why" when why is not NULL. */
+/* The usage text to `f`; after "moed plan: error: why" when why is not NULL. */
 static void plan_usage_text(FILE *f, const char *why)
 {
     if (why != NULL) {
-        fprintf(f, "moed plan: %s\n", why);
+        fprintf(f, "moed plan: error: %s\n", why);
     }
     fprintf(f, "usage: moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] "
             "[-o FILE] [--force]\n"
@@ -588,7 +588,7 @@ int moe_prof_plan_main(int argc, char **argv, FILE *out)
         st = plan_write(&p, out, &err);
     }
     if (st != MOE_OK) {
-        fprintf(stderr, "moed plan: %s\n", err.msg[0] ? err.msg : moe_status_string(st));
+        fprintf(stderr, "moed plan: error: %s\n", err.msg[0] ? err.msg : moe_status_string(st));
         rc = st == MOE_ERR_IO || st == MOE_ERR_NO_MEMORY ? PLAN_RUNTIME : PLAN_USAGE;
     }
     json_decref(p.doc);
