@@ -218,7 +218,7 @@ int moe_live_top_main(int argc, char **argv, FILE *out)
         } else if (url == NULL && argv[i][0] != '-') {
             url = argv[i];
         } else {
-            fprintf(stderr, "moed top: unexpected argument '%s'\n", argv[i]);
+            fprintf(stderr, "moed top: error: unexpected argument '%s'\n", argv[i]);
             return 2;
         }
     }
