@@ -98,6 +98,26 @@ EOC
   grep -q "^  model  .*, ffn [0-9]*, $act, capacity factor" "$d/summary.txt" \
     || { grep '^  model' "$d/summary.txt"; fail "summary.txt: the model line does not say $act"; }
   grep -q "ffn [0-9]*, $act, capacity factor" "$d/report.html" || fail "report.html: the model is not $act"
+  # each expert call's GFLOP/s in metrics.csv: its rows x 2 H F x 3 matrices (swiglu and
+  # swiglu_oai: gate, up, down; gpt-oss's once counted 2) over its time
+  python3 - "$d" <<'PY' || fail "metrics.csv: GFLOP/s is not rows x 6 H F over the call's time"
+import csv, json, sys
+d = sys.argv[1]
+run = json.load(open(d + "/summary.json"))["run"]
+H, F = run["hidden_dim"], run["ffn_dim"]
+mats = 2 if run["activation"] == "gelu" else 3
+n = 0
+for r in csv.DictReader(open(d + "/metrics.csv")):
+    ms, g, rows = float(r["compute_ms"]), float(r["gflops"]), int(r["tokens"])
+    if ms < 0.002:
+        continue
+    want = rows * 2 * H * F * mats / (ms * 1e-3) / 1e9
+    # printed: compute_ms to 1e-6, gflops to 1e-3
+    assert abs(g - want) <= 0.0006 + want * (0.6e-6 / ms) + 1e-6 * want, (r, want)
+    n += 1
+assert n > 0, "no expert call long enough to check"
+print("metrics.csv: %d calls at rows x %d x 2 H F" % (n, mats))
+PY
   echo "PASS checkpoint dir $family $dtype $routing $shards"
   exit 0
 fi

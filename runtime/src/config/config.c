@@ -75,7 +75,7 @@ _Static_assert(MOE_EXPERT_HIST_AUTO == 0 && MOE_EXPERT_HIST_EXPERT == 1 &&
 const char *moe_cfg_activation_name(moe_activation_t a)
 {
     size_t n = sizeof(cfg_activation_names) / sizeof(cfg_activation_names[0]) - 1;
-    return (int)a >= 0 && (size_t)a < n ? cfg_activation_names[a] : NULL;
+    return (int)a >= 0 && (size_t)a < n ? cfg_activation_names[a] : "?";
 }
 
 const char *moe_cfg_family_name(moe_family_id_t id)

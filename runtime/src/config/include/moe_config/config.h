@@ -32,7 +32,7 @@ typedef struct moe_cfg_replica {
 
 /* swiglu_oai: gpt-oss's clamped SwiGLU with biases (expert/expert.h). */
 typedef enum { MOE_ACT_SWIGLU = 0, MOE_ACT_GELU = 1, MOE_ACT_SWIGLU_OAI = 2 } moe_activation_t;
-/* An activation's name: model.activation's value ("swiglu", "gelu", "swiglu_oai"); NULL
+/* An activation's name: model.activation's value ("swiglu", "gelu", "swiglu_oai"); "?"
  * for a value that is none (the names are written once, in the config's key table). */
 const char *moe_cfg_activation_name(moe_activation_t a);
 /* The model families moed routes exactly (model/family.h holds one row per family). */
