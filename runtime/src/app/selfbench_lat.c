@@ -39,7 +39,13 @@ typedef struct lat_case {
 } lat_case_t;
 
 /* What a timed block runs. */
-typedef enum { LAT_MOED = 0, LAT_PLAIN = 1, LAT_PINGPONG = 2, LAT_KINDS = 3, LAT_PLAN = 4 } lat_kind_t;
+typedef enum {
+    LAT_MOED = 0,
+    LAT_PLAIN = 1,
+    LAT_PINGPONG = 2,
+    LAT_KINDS = 3, /* the exchange's three, which take turns */
+    LAT_PLAN = 4,  /* the plan's collectives (timed on their own) */
+} lat_kind_t;
 
 static int cmp_i64(const void *a, const void *b)
 {

@@ -439,6 +439,21 @@ static moe_status_t layer_gate(moe_layer_ctx_t *ctx, int layer, const float *x, 
     return MOE_OK;
 }
 
+/* Every rank's layer demand (one integer an expert) summed into out: over all ranks
+ * (MPI_Iallreduce), or over the lower ranks (scan: MPI_Iexscan; rank 0's out undefined),
+ * awaited as `what`. A collective. */
+static moe_status_t demand_collective(moe_layer_ctx_t *ctx, bool scan, int32_t *out,
+                                      const char *what, moe_error_t *err)
+{
+    int E = (int)ctx->cfg->num_experts;
+    const int32_t *in = ctx->plan.expert_demand;
+    MPI_Request req;
+    moe_status_t st =
+        scan ? MOE_MPI(MPI_Iexscan(in, out, E, MPI_INT32_T, MPI_SUM, ctx->comm, &req), err)
+             : MOE_MPI(MPI_Iallreduce(in, out, E, MPI_INT32_T, MPI_SUM, ctx->comm, &req), err);
+    return st == MOE_OK ? moe_wait_request(&req, what, err) : st;
+}
+
 /* placement.copies balance with several routing ranks: every routing rank must give an
  * expert's tokens to the same copy, or an expert that two routing ranks' tokens touch is
  * read by two ranks (each picking from its own tokens: 15-36% more bytes a decode step,
@@ -454,12 +469,8 @@ static moe_status_t layer_balance_kept(moe_layer_ctx_t *ctx, const int32_t **kep
     if (!ctx->balance_summed) {
         return MOE_OK;
     }
-    MPI_Request req;
-    moe_status_t st = MOE_MPI(MPI_Iallreduce(ctx->plan.expert_demand, ctx->balance_kept, E,
-                                             MPI_INT32_T, MPI_SUM, ctx->comm, &req), err);
-    if (st == MOE_OK) {
-        st = moe_wait_request(&req, "the experts' demand (placement.copies: balance)", err);
-    }
+    moe_status_t st = demand_collective(ctx, false, ctx->balance_kept,
+                                        "the experts' demand (placement.copies: balance)", err);
     if (st != MOE_OK) {
         return st;
     }
@@ -482,12 +493,7 @@ static moe_status_t layer_capacity_scan(moe_layer_ctx_t *ctx, const int32_t **be
     if (ctx->capacity <= 0) {
         return MOE_OK;
     }
-    MPI_Request req;
-    moe_status_t st = MOE_MPI(MPI_Iexscan(ctx->plan.expert_demand, ctx->demand_before, E,
-                                          MPI_INT32_T, MPI_SUM, ctx->comm, &req), err);
-    if (st == MOE_OK) {
-        st = moe_wait_request(&req, "the capacity scan", err);
-    }
+    moe_status_t st = demand_collective(ctx, true, ctx->demand_before, "the capacity scan", err);
     if (st != MOE_OK) {
         return st;
     }
