@@ -25,8 +25,9 @@ run_bg() {
   local xs=()
   for kv in "$@"; do xs+=(-x "$kv"); done
   # shellcheck disable=SC2086
+  # shellcheck disable=SC2086
   timeout --foreground -k 5 240 mpirun $MPIRUN_FLAGS -np 3 "${xs[@]}" "$MOED" --config c.yaml \
-    "${PROGRESS:---no-progress}" > run.log 2> err.log &
+    "${PROGRESS:---no-progress}" ${MOED_EXTRA_ARGS:-} > run.log 2> err.log &
   job=$!
   t_start=$(date +%s%N)
 }
@@ -181,6 +182,15 @@ case "$1" in
     expect_code 7
     one_error "watchdog: .*waiting in the experts' demand \(placement.copies: balance\).*rank 1 \(.*\) does not answer"
     report partial
+    ;;
+  stop_bench_r1)  # a rank stopped in --bench's latency rounds (after the steps and the
+    # report; tight spins, not polls): caught as a step's wait is, named, exit 7, within T
+    STEPS=6 job > c.yaml
+    MOED_EXTRA_ARGS=--bench run_bg MOED_TEST_PAUSE=1:bench
+    finish 25
+    expect_code 7
+    one_error "watchdog: .*phase --bench \(after the steps\): waiting in the bench's latency rounds.*rank 1 \(.*\) does not answer"
+    report complete
     ;;
   stop_end_r1)  # a rank stopped after the last step (the summary, the clock sync)
     STEPS=40 job > c.yaml

@@ -708,11 +708,17 @@ static int run_finish(const options_t *opt, moe_engine_t *eng, const moe_config_
     moe_engine_test_pause(eng, "report");
     int code = finish_profile(eng, cfg, text, len, false, NULL, rank);
     moe_live_finish(eng->live, false);
-    if (opt->bench && moe_selfbench_run(eng, &err) != MOE_OK) {
+    /* --bench waits on its peers as a step does: a rank stopped or hung there is the
+     * watchdog's (named, exit 7); a stop request goes on to the last barrier's stop path */
+    moe_status_t bst = opt->bench ? moe_selfbench_run(eng, &err) : MOE_OK;
+    if (bst == MOE_ERR_TIMEOUT) {
+        abort_on_watchdog(NULL, cfg, text, len, rank, &err);
+    } else if (bst != MOE_OK && bst != MOE_ERR_INTERRUPTED) {
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_RUNTIME);
     }
-    if (opt->dump_output != NULL && dump_output(eng, opt->dump_output, &err) != MOE_OK) {
+    if (bst == MOE_OK && opt->dump_output != NULL &&
+        dump_output(eng, opt->dump_output, &err) != MOE_OK) {
         if (rank == 0) {
             MOE_ERROR("%s", err.msg);
         }

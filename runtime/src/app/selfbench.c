@@ -291,6 +291,7 @@ moe_status_t moe_selfbench_run(moe_engine_t *eng, moe_error_t *err)
     int64_t all_pairs = 0, ex_ns = 0;
     double limit[2];
     moe_bench_lat_t lat;
+    moe_wait_set_where(eng->steps_done, 0, "--bench (after the steps)");
     moe_status_t st = bench_measure(eng, sum, &all_pairs, &ex_ns, err);
     if (st == MOE_OK) {
         st = moe_selfbench_latency(eng, &lat, err);

@@ -10,6 +10,7 @@
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
 #include "moe/poll.h"
+#include "moe/stop.h"
 #include "transport/transport.h"
 #include "transport/wait.h"
 #include "transport/wake.h"
@@ -30,7 +31,8 @@ typedef struct lat_case {
     int *send_displs, *recv_displs; /* [W] contiguous, in rows */
     char *send, *recv, *back, *ret;
     MPI_Request *reqs;          /* [2 W] */
-    int64_t deadline_ns;        /* a bench that hangs ends here */
+    int64_t timeout_ns;         /* runtime.step_timeout_s (0: no watchdog): a wait that
+                                 * lasts it goes to the watchdog (spin_all) */
     const bool *each_send, *each_recv; /* [W] the layer's dispatch messages sent and awaited
                                         * rows or not (receives before the counts), or NULL */
     int pp_peer;                /* the ping-pong's other end (-1: none), and its bytes */
@@ -59,18 +61,36 @@ static int64_t median_i64(int64_t *v, int n)
     return n > 0 ? v[n / 2] : 0;
 }
 
-/* Test `reqs` in a tight loop (as MPI_Waitall would, but bounded by the case's deadline). */
+/* A gap between two tests this long: this process was stopped (SIGSTOP) meanwhile, which
+ * does not count against the peers (as in moe/poll.h). */
+#define SPIN_STOPPED_NS 200000000LL
+
+/* Test `reqs` in a tight loop (as MPI_Waitall would); a stop request ends it, and a wait
+ * that lasts runtime.step_timeout_s goes to the watchdog as a step's wait does: the rank
+ * that does not answer is named, one rank reports, the job ends (exit 7). */
 static moe_status_t spin_all(const lat_case_t *c, MPI_Request *reqs, int n, moe_error_t *err)
 {
+    int64_t start = moe_now_ns(), last = start;
     for (;;) {
         int done = 0;
         moe_status_t st = MOE_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), err);
         if (st != MOE_OK || done) {
             return st;
         }
-        if (moe_now_ns() > c->deadline_ns) {
-            return moe_error_set(err, MOE_ERR_TIMEOUT, "the bench's plain MPI exchange did not "
-                                 "complete within runtime.step_timeout_s");
+        int64_t now = moe_now_ns();
+        start += now - last > SPIN_STOPPED_NS ? now - last : 0;
+        last = now;
+        if (moe_stop_requested()) {
+            return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested (%s) in --bench",
+                                 moe_stop_signal_name(moe_stop_signal()));
+        }
+        if (c->timeout_ns > 0 && now - start > c->timeout_ns) {
+            st = moe_wait_timed_out((double)(now - start) * 1e-9, "the bench's latency rounds",
+                                    NULL, 0, err);
+            if (st != MOE_OK) {
+                return st;
+            }
+            start = now;
         }
     }
 }
@@ -148,6 +168,11 @@ static moe_status_t time_block(moe_engine_t *eng, const lat_case_t *c, lat_kind_
                                int iters, int64_t *slowest, moe_error_t *err)
 {
     moe_status_t st = moe_wait_barrier(eng->comm, err);
+    static bool paused;
+    if (kind == LAT_PLAIN && !paused) { /* MOED_TEST_PAUSE: stopped in the first plain round */
+        paused = true;
+        moe_engine_test_pause(eng, "bench");
+    }
     int64_t t0 = moe_now_ns();
     if (kind == LAT_PINGPONG) {
         st = st == MOE_OK ? osu_rounds(c, iters, err) : st;
@@ -194,8 +219,7 @@ static moe_status_t lat_case_init(moe_engine_t *eng, lat_case_t *c, moe_error_t 
     c->ret = calloc(ns, c->rb);
     c->recv = calloc(nr, c->rb);
     c->back = calloc(nr, c->rb);
-    double t = eng->cfg->step_timeout_s > 0 ? eng->cfg->step_timeout_s : 60.0;
-    c->deadline_ns = moe_now_ns() + (int64_t)(t * 1e9);
+    c->timeout_ns = (int64_t)(eng->cfg->step_timeout_s * 1e9);
     if (!c->send_displs || !c->recv_displs || !c->reqs || !c->send || !c->ret || !c->recv ||
         !c->back) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the bench's buffers");

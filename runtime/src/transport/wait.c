@@ -132,6 +132,14 @@ static moe_status_t watchdog_fire(double waited_s, const char *what, const int *
     return MOE_ERR_TIMEOUT;
 }
 
+moe_status_t moe_wait_timed_out(double waited_s, const char *what, const int *pending,
+                                int npending, moe_error_t *err)
+{
+    bool again = false;
+    moe_status_t st = watchdog_fire(waited_s, what, pending, npending, &again, err);
+    return again ? MOE_OK : st;
+}
+
 moe_status_t moe_wait_peer_lost(int peer, const char *what, const char *how, moe_error_t *err)
 {
     if (moe_watchdog_notice(err) != MOE_OK) {

@@ -35,6 +35,14 @@ void moe_wait_progress(void);
 moe_status_t moe_wait_poll(int64_t start_ns, const char *what, const int *pending, int npending,
                            moe_error_t *err);
 
+/* A wait that is not a poll (a tight spin, e.g. --bench's latency rounds, which must not
+ * nap) has lasted runtime.step_timeout_s without this process being stopped: the
+ * watchdog's check and report, as a poll's timeout does (TIMEOUT, the ranks that no longer
+ * answer named, one rank reports); MOE_OK when every rank answers and one still loads its
+ * weights (wait on, the bound afresh). pending as moe_wait_poll's. */
+moe_status_t moe_wait_timed_out(double waited_s, const char *what, const int *pending,
+                                int npending, moe_error_t *err);
+
 /* A wait that started at start_ns ended now: its kind (`what`, a static string) lately
  * lasted that long, and the next wait of the kind spins as long before it naps
  * (moe_poll_spin_for). moe_wait_request, moe_wait_all and moe_transport_wait report
