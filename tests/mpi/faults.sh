@@ -343,6 +343,16 @@ PY
     one_error "watchdog: .*phase the end \(teardown done, before MPI_Finalize\).*rank 1 \(.*\) does not answer"
     report complete
     ;;
+  stop_exit_r1)  # a rank stopped after MPI_Finalize returned (past Open MPI's last fence,
+    # where the others leave): the node's exit board tells; rank 0 names it, exit 7 (before,
+    # mpirun waited for it forever)
+    STEPS=6 job > c.yaml
+    run_bg MOED_TEST_PAUSE=1:exit
+    finish 25
+    expect_code 7
+    one_error "watchdog: rank 0 \(.*\) waited 3 s after MPI_Finalize for rank 1 \(.*\) to end: stopped, hung or lost"
+    report complete
+    ;;
   pause_mpirun)  # mpirun alone paused (SIGSTOP) and resumed: it passes its SIGCONT on to
     # the ranks, which ran on meanwhile; that is no end of the job: it completes, exit 0.
     # Rank 0's hook sleeps 20 ms a step, so the 500 steps last 10 s or more after start-up

@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,11 +320,17 @@ static void test_wake_sweep(void)
     make_aged(dir, "sem.moed.1f2e.18c0a.1", 3600); /* a job killed an hour ago */
     make_aged(dir, "sem.moed.2a2b.18c0b.0", 5);    /* a job in its set-up now */
     make_aged(dir, "sem.other.1", 3600);           /* not moed's */
+    make_aged(dir, "moed.1f2e.18c0a.exit.0", 3600); /* a killed job's exit board */
+    make_aged(dir, "moed.2a2b.18c0b.exit.0", 5);    /* a live one's */
     moe_wake_sweep(dir, MOE_WAKE_STALE_S);
     CHECK(!exists_in(dir, "sem.moed.1f2e.18c0a.1"));
     CHECK(exists_in(dir, "sem.moed.2a2b.18c0b.0"));
     CHECK(exists_in(dir, "sem.other.1"));
+    CHECK(!exists_in(dir, "moed.1f2e.18c0a.exit.0"));
+    CHECK(exists_in(dir, "moed.2a2b.18c0b.exit.0"));
     char path[512];
+    snprintf(path, sizeof(path), "%s/moed.2a2b.18c0b.exit.0", dir);
+    unlink(path);
     snprintf(path, sizeof(path), "%s/sem.moed.2a2b.18c0b.0", dir);
     unlink(path);
     snprintf(path, sizeof(path), "%s/sem.other.1", dir);
@@ -340,6 +347,24 @@ static void test_wake_sweep(void)
     CHECK_INT_EQ(moe_wake_setup(MPI_COMM_WORLD, 0, 1, (const char (*)[64])hosts, &err), MOE_OK);
     CHECK(!exists_in("/dev/shm", name));
     moe_wake_teardown();
+    /* the exit board: one rank alone waits for nobody, marked or not, and left no name */
+    int late[2];
+    bool report = true;
+    CHECK_INT_EQ(moe_wake_exit_wait(0.1, late, 2, &report), 0);
+    CHECK(!report);
+    moe_wake_exit_mark();
+    CHECK_INT_EQ(moe_wake_exit_wait(0.1, late, 2, &report), 0);
+    CHECK(strcmp(moe_wake_exit_host(0), "here") == 0);
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    char board[64];
+    snprintf(board, sizeof(board), "moed.%x.", (unsigned)getpid());
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        CHECK(strncmp(e->d_name, board, strlen(board)) != 0); /* unlinked after the set-up */
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
 }
 
 int main(int argc, char **argv)

@@ -25,6 +25,7 @@
 #include "moe/stop.h"
 #include "moe/watchdog.h"
 #include "transport/wait.h"
+#include "transport/wake.h"
 #include "app/profiler_ab.h"
 #include "app/selfbench.h"
 #include "app/startup.h"
@@ -682,6 +683,45 @@ static int run_stopped(moe_engine_t *eng, const moe_config_t *cfg, const char *t
     return EXIT_SIGNAL;
 }
 
+/* runtime.step_timeout_s for exit_guard, once the config is read (60 s before). */
+static double g_exit_timeout_s = MOE_WATCHDOG_STARTUP_S;
+
+/* After MPI_Finalize: once the others' last fence is done, a rank of this node stopped or
+ * hung in Open MPI's last steps (or in its exit) would hold mpirun forever, no MPI call can
+ * tell, and the ranks that left cannot say. So each rank marks the node's exit board and
+ * waits for the node's other ranks' marks, at most runtime.step_timeout_s; past it the
+ * lowest rank that marked says which did not and ends (exit 7: mpirun then ends the job,
+ * the stopped rank included); the others end 5 s later if it has not (it stopped too). */
+static void exit_guard(double timeout_s, int rank)
+{
+    moe_engine_test_pause_rank(rank, "exit");
+    moe_wake_exit_mark();
+    int late[8];
+    bool report = false;
+    int n = moe_wake_exit_wait(timeout_s, late, 8, &report);
+    if (n == 0) {
+        return;
+    }
+    if (report) {
+        char who[8 * 96] = "";
+        for (int i = 0; i < n && i < 8; i++) {
+            size_t used = strlen(who);
+            snprintf(who + used, sizeof(who) - used, "%srank %d (%s)", i ? ", " : "", late[i],
+                     moe_wake_exit_host(late[i]));
+        }
+        MOE_ERROR("watchdog: rank %d (%s) waited %g s after MPI_Finalize for %s%s to end: "
+                  "stopped, hung or lost after Open MPI's last fence (runtime.step_timeout_s "
+                  "= %g); the report is complete; ending the job", rank,
+                  moe_wake_exit_host(rank), timeout_s, who, n > 8 ? " and more" : "",
+                  timeout_s);
+        fflush(stderr);
+        _exit(EXIT_WATCHDOG);
+    }
+    if (moe_wake_exit_wait(5.0, late, 8, &report) > 0) {
+        _exit(EXIT_WATCHDOG); /* the node's reporter has not ended the job: stopped too */
+    }
+}
+
 /* Every rank is at MPI_Finalize's door (the last barrier): Open MPI's MPI_Finalize then waits
  * for every rank in a fence no poll bounds. A rank stopped or hung inside it would hold the
  * job forever: past step_timeout_s rank 0 says so and ends the job (exit 7); another rank
@@ -690,6 +730,7 @@ static void finalize_guard(const moe_config_t *cfg, int rank)
 {
     char msg[MOE_ERROR_MSG_MAX];
     double t = cfg->step_timeout_s;
+    g_exit_timeout_s = t;
     snprintf(msg, sizeof(msg), "watchdog: rank %d waited %g s in MPI_Finalize: every rank "
              "reached it and one of them did not finish it (stopped, hung or lost inside "
              "Open MPI's last fence) (runtime.step_timeout_s = %g); the report is complete; "
@@ -1039,9 +1080,11 @@ int main(int argc, char **argv)
     fflush(stderr);
     if (skip_finalize) {
         /* After a stop, MPI_Finalize could wait forever for a rank that is gone. */
+        moe_wake_exit_mark();
         _exit(code);
     }
     MPI_Finalize(); /* bounded by the end guard run_finish armed (finalize_guard) */
     moe_watchdog_end_disarm();
+    exit_guard(g_exit_timeout_s, rank);
     return code;
 }

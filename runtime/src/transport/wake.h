@@ -41,7 +41,22 @@ void moe_wake_post(int peer);
  * (the caller tests right after). MOE_NAP_POSTED when a post ended it, MOE_NAP_SLEPT when
  * the time (or a signal) did, MOE_NAP_CANNOT when this rank has no semaphore (moe/poll.h). */
 int moe_wake_nap(int64_t ns);
-/* Close the semaphores (at the end; accepts no set-up, and a second call). */
+/* Close the semaphores (at the end; accepts no set-up, and a second call). The exit board
+ * below stays. */
 void moe_wake_teardown(void);
+
+/* The node's exit board, made with the semaphores: after MPI_Finalize no MPI call can tell
+ * whether a rank of the node ended, and a rank stopped (SIGSTOP) or hung past Open MPI's
+ * last fence would hold mpirun forever while the others have left. Each rank marks the
+ * board after MPI_Finalize (or as it ends without it), then waits for its node's other
+ * ranks' marks. */
+void moe_wake_exit_mark(void);
+/* Wait up to timeout_s (0: no bound; time this process itself spent stopped not counted)
+ * for every rank of this node to have marked the board; the number that did not (0: all
+ * did, or there is no board) and the first `cap` of them in late. *report: this rank is
+ * the node's lowest rank that marked it, the one to say so. */
+int moe_wake_exit_wait(double timeout_s, int *late, int cap, bool *report);
+/* A rank's host name as the set-up had it ("?" without a board). */
+const char *moe_wake_exit_host(int rank);
 
 #endif /* MOE_TRANSPORT_WAKE_H */
