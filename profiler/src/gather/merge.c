@@ -289,9 +289,8 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
     m->W = W;
     m->L = L;
     m->E = E;
-    /* an expert row's matrices: swiglu and swiglu_oai gate, up, down; gelu up, down */
-    m->flops_per_row = 2.0 * (double)cfg->hidden_dim * (double)moe_cfg_expert_ffn(cfg) *
-                       (cfg->activation == MOE_ACT_GELU ? 2.0 : 3.0);
+    m->flops_per_row = moe_cfg_ffn_flops(cfg->activation, cfg->hidden_dim,
+                                         moe_cfg_expert_ffn(cfg), 1);
     moe_report_t *r = &m->rep;
     r->cfg = cfg;
     r->world_size = W;

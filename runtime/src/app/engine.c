@@ -450,8 +450,8 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .exchange_buffer_bytes = moe_layer_ctx_buffer_bytes(&eng->layer),
         .total_steps = cfg->steps > 0 ? cfg->steps : INT64_MAX, /* 0: until a signal */
         .row_bytes = moe_wire_row_bytes(cfg->hidden_dim, eng->weights.wire),
-        .flops_per_row = moe_expert_flops(cfg->activation, cfg->hidden_dim,
-                                          moe_cfg_expert_ffn(cfg), 1),
+        .flops_per_row = moe_cfg_ffn_flops(cfg->activation, cfg->hidden_dim,
+                                           moe_cfg_expert_ffn(cfg), 1),
         .transport = moe_transport_name(eng->transport),
         .blas = moe_gemm_backend_name(),
         .weights = eng->weights_desc,
@@ -772,7 +772,7 @@ static void engine_account_layer(moe_engine_t *eng)
         }
         eng->expert_ns += rec->expert_ns[le];
         eng->expert_flops +=
-            moe_expert_flops(cfg->activation, cfg->hidden_dim, moe_cfg_expert_ffn(cfg), rows);
+            moe_cfg_ffn_flops(cfg->activation, cfg->hidden_dim, moe_cfg_expert_ffn(cfg), rows);
         eng->expert_rows += rows;
     }
     eng->expert_calls += rec->num_calls; /* one per expert per chunk with rows */

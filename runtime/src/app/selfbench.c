@@ -139,7 +139,7 @@ static void bench_dtype_print(const moe_engine_t *eng, const double limit[2], do
     const moe_config_t *cfg = eng->cfg;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     double per_token = (double)cfg->num_layers * (double)cfg->top_k *
-                       moe_expert_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1);
+                       moe_cfg_ffn_flops(cfg->activation, cfg->hidden_dim, cfg->ffn_dim, 1);
     bool bf16 = eng->weights.wire == MOE_NUM_BF16 || eng->weights.compute == MOE_NUM_BF16;
     double lim = (bf16 ? limit[0] : limit[1]) / (double)(cfg->threads > 0 ? cfg->threads : 1);
     double max_tps = (double)cores * lim * 1e9 / per_token;

@@ -46,7 +46,5 @@ void moe_expert_activate_bf16_ld(const moe_expert_weights_t *w, moe_activation_t
 /* m[rows, n] += bias[0..n) on each row; nothing when bias is NULL. */
 void moe_expert_add_bias(float *m, int64_t rows, int64_t n, const float *bias);
 
-/* FLOPs of the FFN over `rows` rows (GEMMs only: 2*M*N*K each). */
-double moe_expert_flops(moe_activation_t act, int64_t hidden, int64_t ffn, int64_t rows);
 
 #endif /* MOE_EXPERT_H */

@@ -39,12 +39,6 @@ int64_t moe_expert_scratch_floats(moe_activation_t act, int64_t ffn, int64_t til
     return tile_rows * (act == MOE_ACT_GELU ? ffn : 2 * ffn);
 }
 
-double moe_expert_flops(moe_activation_t act, int64_t hidden, int64_t ffn, int64_t rows)
-{
-    double up = 2.0 * (double)rows * (double)hidden * (double)ffn;
-    return (act == MOE_ACT_GELU ? up : 2.0 * up) + up; /* + down projection */
-}
-
 /* h[r, 0:F] = silu(h[r, 0:F]) * h[r, F:2F], rows of stride 2F; result packed in place. */
 MOE_VECTOR_CLONES static void swiglu_rows(float *h, int64_t rows, int64_t ffn)
 {

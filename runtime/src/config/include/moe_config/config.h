@@ -359,6 +359,15 @@ static inline int64_t moe_cfg_expert_ffn(const moe_config_t *cfg)
     return cfg->column_shares > 1 ? cfg->ffn_dim / cfg->column_shares : cfg->ffn_dim;
 }
 
+/* FLOPs of an FFN of `ffn` columns over `rows` rows, the GEMMs only (2 M N K each): gate, up
+ * and down for swiglu and swiglu_oai, up and down for gelu. The runtime's counts and the
+ * profile's GFLOP/s both take it. */
+static inline double moe_cfg_ffn_flops(moe_activation_t act, int64_t hidden, int64_t ffn,
+                                       int64_t rows)
+{
+    return 2.0 * (double)rows * (double)hidden * (double)ffn * (act == MOE_ACT_GELU ? 2.0 : 3.0);
+}
+
 /* With placement.copies: columns, the first ffn column `rank`'s copy of `expert` holds in
  * `layer` (its place among the expert's ranks, ascending, times the share); 0 otherwise. */
 int64_t moe_cfg_column_first(const moe_config_t *cfg, int layer, int expert, int rank);
