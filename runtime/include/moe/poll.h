@@ -63,6 +63,9 @@ void moe_poll_begin_at(moe_poll_t *p, int64_t deadline_ns, bool honour_stop);
 #define MOE_POLL_SPIN_MAX_NS 1000000LL
 #define MOE_POLL_NAP_MIN_NS 20000LL
 #define MOE_POLL_NAP_MAX_NS 1000000LL
+/* A gap this long between two polls (or tests of a wait that spins) means this process
+ * was stopped, not its peers. */
+#define MOE_POLL_STOPPED_GAP_NS 1000000000LL
 /* The longest nap towards an expected end (the watchdog's liveness pings are answered
  * within it, a stop signal cuts it short). */
 #define MOE_POLL_QUIET_MAX_NS 100000000LL

@@ -1085,6 +1085,7 @@ int main(int argc, char **argv)
     }
     MPI_Finalize(); /* bounded by the end guard run_finish armed (finalize_guard) */
     moe_watchdog_end_disarm();
+    moe_poll_set_hook(NULL); /* the watchdog's channel is MPI: no poll may serve it now */
     exit_guard(g_exit_timeout_s, rank);
     return code;
 }

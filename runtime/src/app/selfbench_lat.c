@@ -61,10 +61,6 @@ static int64_t median_i64(int64_t *v, int n)
     return n > 0 ? v[n / 2] : 0;
 }
 
-/* A gap between two tests this long: this process was stopped (SIGSTOP) meanwhile, which
- * does not count against the peers (as in moe/poll.h). */
-#define SPIN_STOPPED_NS 200000000LL
-
 /* Test `reqs` in a tight loop (as MPI_Waitall would); a stop request ends it, and a wait
  * that lasts runtime.step_timeout_s goes to the watchdog as a step's wait does: the rank
  * that does not answer is named, one rank reports, the job ends (exit 7). */
@@ -78,7 +74,7 @@ static moe_status_t spin_all(const lat_case_t *c, MPI_Request *reqs, int n, moe_
             return st;
         }
         int64_t now = moe_now_ns();
-        start += now - last > SPIN_STOPPED_NS ? now - last : 0;
+        start += now - last > MOE_POLL_STOPPED_GAP_NS ? now - last : 0; /* stopped meanwhile */
         last = now;
         if (moe_stop_requested()) {
             return moe_error_set(err, MOE_ERR_INTERRUPTED, "stop requested (%s) in --bench",

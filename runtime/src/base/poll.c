@@ -8,9 +8,6 @@
 #include "moe/mpi_check.h"
 #include "moe/stop.h"
 
-/* A gap this long between two polls means this process was stopped, not its peers. */
-#define STOPPED_GAP_NS 1000000000LL
-
 static moe_poll_hook_t g_hook;
 static moe_poll_nap_fn g_nap_fn;
 static int64_t g_nap_max_ns = -1; /* -1: not read yet (MOED_POLL_NAP_MAX_US) */
@@ -156,7 +153,7 @@ static void poll_nap(moe_poll_t *p, int64_t nap)
 moe_status_t moe_poll_next(moe_poll_t *p)
 {
     int64_t now = moe_now_ns();
-    if (now - p->last_ns > STOPPED_GAP_NS) {
+    if (now - p->last_ns > MOE_POLL_STOPPED_GAP_NS) {
         /* SIGSTOP (or a starved machine): the peers had no chance to answer meanwhile */
         int64_t gap = now - p->last_ns;
         p->stopped_ns += gap;

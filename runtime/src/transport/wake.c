@@ -179,8 +179,8 @@ int moe_wake_exit_wait(double timeout_s, int *late, int cap, bool *report)
     if (g_board == NULL) {
         return 0;
     }
-    int64_t now = moe_now_ns(), last = now;
-    int64_t deadline = timeout_s > 0 ? now + (int64_t)(timeout_s * 1e9) : INT64_MAX;
+    moe_poll_t poll; /* its deadline leaves out time this process spent stopped */
+    moe_poll_begin(&poll, timeout_s, false);
     for (;;) {
         int n = 0, lowest_marked = -1;
         for (size_t p = 0; p < g_board_len; p++) {
@@ -197,17 +197,10 @@ int moe_wake_exit_wait(double timeout_s, int *late, int cap, bool *report)
             }
             n += marked ? 0 : 1;
         }
-        now = moe_now_ns();
-        if (now - last > 200000000LL) { /* this process stopped meanwhile: not the peers' */
-            deadline = deadline == INT64_MAX ? deadline : deadline + (now - last);
-        }
-        last = now;
-        if (n == 0 || now >= deadline) {
+        if (n == 0 || moe_poll_next(&poll) == MOE_ERR_TIMEOUT) {
             *report = n > 0 && lowest_marked == g_board_rank;
             return n;
         }
-        struct timespec nap = {0, 1000000L};
-        nanosleep(&nap, NULL);
     }
 }
 

@@ -51,8 +51,9 @@ void moe_wake_teardown(void);
  * board after MPI_Finalize (or as it ends without it), then waits for its node's other
  * ranks' marks. */
 void moe_wake_exit_mark(void);
-/* Wait up to timeout_s (0: no bound; time this process itself spent stopped not counted)
- * for every rank of this node to have marked the board; the number that did not (0: all
+/* Wait up to timeout_s (0: no bound; time this process itself spent stopped not counted:
+ * a moe/poll.h wait, so after MPI_Finalize its hook must be gone) for every rank of this
+ * node to have marked the board; the number that did not (0: all
  * did, or there is no board) and the first `cap` of them in late. *report: this rank is
  * the node's lowest rank that marked it, the one to say so. */
 int moe_wake_exit_wait(double timeout_s, int *late, int cap, bool *report);
