@@ -304,6 +304,13 @@ static moe_status_t lat_pp_pick(moe_engine_t *eng, lat_case_t *c, moe_error_t *e
     return st;
 }
 
+/* The LAT_BLOCKS blocks' times t (ns) as the median and the best block, in us (sorts t). */
+static void block_figures(int64_t *t, double *median_us, double *best_us)
+{
+    *median_us = (double)median_i64(t, LAT_BLOCKS) * 1e-3; /* sorts: t[0] the best */
+    *best_us = (double)t[0] * 1e-3;
+}
+
 /* moed's layer exchange, the plain MPI messages and the ping-pong, in rounds of one block
  * of each (their order turning from round to round); the median and best block of each. */
 static moe_status_t lat_exchange(moe_engine_t *eng, lat_case_t *c, moe_bench_lat_t *out,
@@ -331,8 +338,7 @@ static moe_status_t lat_exchange(moe_engine_t *eng, lat_case_t *c, moe_bench_lat
     double *med[LAT_KINDS] = {&out->moed_us, &out->mpi_us, &out->pingpong_us};
     double *best[LAT_KINDS] = {&out->moed_best_us, &out->mpi_best_us, &out->pingpong_best_us};
     for (int k = 0; k < kinds; k++) {
-        *med[k] = (double)median_i64(t[k], LAT_BLOCKS) * 1e-3; /* sorts: t[k][0] the best */
-        *best[k] = (double)t[k][0] * 1e-3;
+        block_figures(t[k], med[k], best[k]);
     }
     out->pp_peer = c->pp_peer;
     out->pp_bytes = c->pp_peer >= 0 ? c->pp_bytes : 0;
@@ -355,8 +361,7 @@ static moe_status_t lat_plan(moe_engine_t *eng, const lat_case_t *c, int iters,
         st = time_block(eng, c, LAT_PLAN, iters, &t[b], err);
     }
     if (st == MOE_OK) {
-        out->plan_us = (double)median_i64(t, LAT_BLOCKS) * 1e-3;
-        out->plan_best_us = (double)t[0] * 1e-3;
+        block_figures(t, &out->plan_us, &out->plan_best_us);
     }
     return st;
 }
