@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "expert/cuda/backend_cuda.h"
 #include "expert/cuda/moe_cuda.h"
 #include "expert/nvtx.h"
 #include "test_util.h"
@@ -94,10 +95,30 @@ static void test_mem_usage_and_nvtx(void)
     moe_nvtx_pop();
 }
 
+/* The back-end's kernels and buffer sizes know swiglu and gelu: any other activation is
+ * refused at attach, before any device work (the config refuses it for cuda already). */
+static void test_attach_refuses_activation(void)
+{
+    moe_config_t cfg;
+    moe_cfg_defaults(&cfg);
+    cfg.activation = MOE_ACT_SWIGLU_OAI;
+    moe_expert_io_t io = {.cfg = &cfg};
+    moe_expert_backend_t be = {0};
+    moe_error_t err;
+    moe_error_clear(&err);
+    CHECK_INT_EQ(moe_expert_cuda_attach(&be, &io, NULL, &err), MOE_ERR_CONFIG);
+    CHECK_STR_CONTAINS(err.msg, "not swiglu_oai");
+    CHECK(be.impl == NULL);
+    cfg.activation = MOE_ACT_GELU; /* allowed: the next refusal is the missing context */
+    moe_error_clear(&err);
+    CHECK_INT_EQ(moe_expert_cuda_attach(&be, &io, NULL, &err), MOE_ERR_INTERNAL);
+}
+
 int main(void)
 {
     test_available();
     test_scratch_bytes();
     test_mem_usage_and_nvtx();
+    test_attach_refuses_activation();
     return moe_test_finish("test_cuda_build");
 }

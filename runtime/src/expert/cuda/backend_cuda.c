@@ -463,6 +463,13 @@ static const moe_expert_ops_t k_cuda_ops = {
 moe_status_t moe_expert_cuda_attach(moe_expert_backend_t *be, moe_expert_io_t *io, void *cuda,
                                     moe_error_t *err)
 {
+    if (io->cfg->activation != MOE_ACT_SWIGLU && io->cfg->activation != MOE_ACT_GELU) {
+        /* the config refuses every family but mixtral on cuda; this keeps a new path honest:
+         * its kernels and sizes know swiglu and gelu only */
+        return moe_error_set(err, MOE_ERR_CONFIG, "runtime.device: cuda computes model.activation "
+                             "swiglu or gelu only, not %s; use runtime.device: cpu",
+                             moe_cfg_activation_name(io->cfg->activation));
+    }
     if (cuda == NULL) {
         return moe_error_set(err, MOE_ERR_INTERNAL, "the GPU back-end needs a CUDA context");
     }
