@@ -254,6 +254,13 @@ static void edit_interrupted(fixture_t *fx)
     fx->rep.steps_planned = 20;
 }
 
+static void edit_interrupted_no_end(fixture_t *fx) /* workload.steps: 0, stopped */
+{
+    fx->rep.interrupted = true;
+    fx->rep.steps_run = 8236;
+    fx->rep.steps_planned = 0;
+}
+
 static void edit_all_warmup(fixture_t *fx)
 {
     fx->rep.all_warmup = true;
@@ -321,6 +328,11 @@ static void test_compare_states(const char *root, const fixture_t *a)
     CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
     CHECK_STR_CONTAINS(out, "     INTERRUPTED: stopped after 12 of 20 steps; figures cover what "
                             "ran\n");
+    free(out);
+    fx_drop(b);
+    b = fx_written(root, "interrupted-no-end", &small_shape, edit_interrupted_no_end);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    CHECK_STR_CONTAINS(out, "     INTERRUPTED: stopped after 8236 steps; figures cover what ran\n");
     free(out);
     fx_drop(b);
     b = fx_written(root, "warmup", &small_shape, edit_all_warmup);

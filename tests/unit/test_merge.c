@@ -531,6 +531,10 @@ static void test_merge_waits_next_dispatch(const char *root)
             CHECK_STR_CONTAINS(w.summary, "  rank 2 waited for rank 1 0.250 ms (12.5%)\n");
             CHECK_STR_CONTAINS(w.summary, "  * Most imbalance: rank 2 (h2) waited 12.5% of its "
                                           "step for rank 1 (h1).\n");
+            char *h = slurp(w.r->run_dir, "report.html", NULL); /* the same words, hosts too */
+            CHECK_STR_CONTAINS(h, "<li><b>Most imbalance:</b> rank 2 (h2) waited <b>12.5%</b> "
+                                  "of its step for rank 1 (h1).</li>");
+            free(h);
         }
         wt_done(&w, root);
     }

@@ -452,8 +452,8 @@ static void test_summary_txt(const fixture_t *fx)
     CHECK_STR_CONTAINS(t, "Hottest expert: layer 0 expert 3");
     CHECK_STR_CONTAINS(t, "Slowest expert: layer 1 expert 5");
     /* the straggler (rank 2) is the missing rank of the partial variant */
-    CHECK_STR_CONTAINS(t, fx->rep.partial ? "Straggler: no straggler (1 rank with experts present: "
-                                            "nothing to compare)."
+    CHECK_STR_CONTAINS(t, fx->rep.partial ? "Straggler: no straggler (1 rank with experts has recorded "
+                                            "steps: nothing to compare)."
                                           : "Straggler rank: rank 2");
     CHECK_STR_CONTAINS(t, "Exchange:");
     CHECK_STR_CONTAINS(t, "tokens/s");
@@ -863,6 +863,8 @@ static void test_all_warmup(fixture_t *fx)
     CHECK(t != NULL && strstr(t, "records missing") == NULL);
     CHECK_STR_CONTAINS(t, "     0  node-a  no step recorded (all steps were warm-up)\n");
     CHECK_STR_CONTAINS(t, "none recorded: all steps were warm-up (profiler.warmup_steps 5)");
+    CHECK_STR_CONTAINS(t, "Straggler: no straggler (0 ranks with experts have recorded steps: "
+                          "nothing to compare).");
     free(t);
     t = headline_of(r);
     CHECK_STR_CONTAINS(t, "no step recorded: all 20 steps were warm-up (profiler.warmup_steps 5)");

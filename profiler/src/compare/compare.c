@@ -268,8 +268,12 @@ static void cmp_run_state(FILE *out, const cmp_run_t *c)
     double run = cmp_num(c->run, "steps_run"), planned = cmp_num(c->run, "steps_planned");
     double recorded = cmp_num(c->run, "recorded_steps");
     if (json_is_true(json_object_get(c->run, "interrupted"))) {
-        fprintf(out, "     INTERRUPTED: stopped after %.0f of %.0f steps; figures cover what ran\n",
-                run, planned);
+        char of[48] = ""; /* workload.steps: 0 runs until stopped: no total */
+        if (planned > 0) {
+            snprintf(of, sizeof(of), " of %.0f", planned);
+        }
+        fprintf(out, "     INTERRUPTED: stopped after %.0f%s steps; figures cover what ran\n", run,
+                of);
     }
     if (json_is_true(json_object_get(c->run, "all_warmup"))) {
         fprintf(out, "     RECORDED NOTHING: all %.0f steps run were warm-up steps "

@@ -318,8 +318,10 @@ void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out)
                      "named from %.2fx)",
                 f->straggler_ratio, MOE_STRAGGLER_MIN_RATIO);
     } else {
-        fprintf(out, "no straggler (%d rank%s with experts present: nothing to compare)",
-                f->straggler_n, f->straggler_n == 1 ? "" : "s");
+        fprintf(out, "no straggler (%d rank%s with experts %s recorded steps: nothing to "
+                     "compare)",
+                f->straggler_n, f->straggler_n == 1 ? "" : "s",
+                f->straggler_n == 1 ? "has" : "have");
     }
 }
 

@@ -431,9 +431,12 @@ static void html_findings(FILE *f, const moe_report_t *r)
             "present).</li>\n",
             100.0 * x.exchange_share, 100.0 * x.idle_share, 100.0 * x.structural_wait_share);
     if (x.idle_most_rank >= 0 && x.idle_most_share > 0.0005) {
-        fprintf(f, "<li><b>Most imbalance:</b> rank %d waited <b>%.1f%%</b> of its step for "
-                   "rank %d.</li>\n",
-                x.idle_most_rank, 100.0 * x.idle_most_share, x.idle_most_for);
+        fprintf(f, "<li><b>Most imbalance:</b> rank %d (", x.idle_most_rank);
+        html_put(f, html_host(r, x.idle_most_rank)); /* hosts are the run's text: escaped */
+        fprintf(f, ") waited <b>%.1f%%</b> of its step for rank %d (",
+                100.0 * x.idle_most_share, x.idle_most_for);
+        html_put(f, html_host(r, x.idle_most_for));
+        fputs(").</li>\n", f);
     }
     if (isfinite(x.hidden_share)) {
         fprintf(f,
