@@ -648,6 +648,9 @@ top)
   timeout 20 "$MOED" top "$URL" --once > top.txt || { cat top.txt; fail "moed top --once"; }
   cat top.txt
   grep -q "tokens/s" top.txt && grep -qE "^ +2 +yes" top.txt || fail "top frame incomplete"
+  rc=0; "$MOED" top "$URL" --once --once > top2.txt 2>&1 || rc=$?  # as moed's own options
+  [[ $rc -eq 2 ]] && grep -q "^moed top: error: --once given twice" top2.txt \
+    || { cat top2.txt; fail "--once given twice: exit $rc"; }
   ;;
 stop)
   sleep 1

@@ -163,6 +163,10 @@ PY
     mkdir rep
     out=rep/planned.yaml before=absent want="unknown option or missing value: --frobnicate"
     refuses rep --ranks 3 --frobnicate
+    # an option given twice: refused, as moed's own (docs/config.md), not the last one winning
+    want="--ranks given twice"; refuses rep --ranks 3 --ranks 4
+    want="-o given twice"; refuses rep --ranks 3 -o a.yaml -o rep/planned.yaml
+    [[ ! -e a.yaml ]] || fail "-o given twice wrote a.yaml"
     "$MOED" plan --help > help.log 2>&1 || fail "plan --help exits non-zero"
     grep -q '^usage: moed plan REPORT_DIR --ranks N' help.log || fail "plan --help: no usage" ;;
   *) fail "unknown case $1" ;;

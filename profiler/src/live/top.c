@@ -210,6 +210,10 @@ int moe_live_top_main(int argc, char **argv, FILE *out)
     bool once = false;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--once") == 0) {
+            if (once) { /* as moed's own options: given twice is an error (docs/config.md) */
+                fprintf(stderr, "moed top: error: --once given twice\n");
+                return 2;
+            }
             once = true;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fprintf(out, "usage: moed top URL [--once]   (URL: http://HOST:PORT/ as rank 0 "

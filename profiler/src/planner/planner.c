@@ -109,9 +109,24 @@ static int plan_check_modes(const plan_args_t *a)
     return PLAN_OK;
 }
 
+/* An option given twice is an error, as for moed itself (docs/config.md): which one would
+ * win is a guess the user should not have to make. */
+static bool plan_seen_twice(const char *f, const char **seen, int *n_seen)
+{
+    for (int j = 0; j < *n_seen; j++) {
+        if (strcmp(seen[j], f) == 0) {
+            return true;
+        }
+    }
+    seen[(*n_seen)++] = f;
+    return false;
+}
+
 static int plan_parse_args(int argc, char **argv, plan_args_t *a)
 {
     char why[256];
+    const char *seen[16];
+    int n_seen = 0;
     *a = (plan_args_t){.ranks = -1};
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
@@ -120,6 +135,12 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
         if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
             plan_usage_text(stdout, NULL);
             return PLAN_HELP;
+        }
+        bool known = path != NULL || strcmp(f, "--ranks") == 0 || strcmp(f, "--redundant") == 0 ||
+                     strcmp(f, "--slots") == 0 || strcmp(f, "--force") == 0;
+        if (known && plan_seen_twice(f, seen, &n_seen)) { /* at most 9 names: seen fits */
+            snprintf(why, sizeof(why), "%s given twice", f);
+            return plan_usage(why);
         }
         if (strcmp(f, "--ranks") == 0 || strcmp(f, "--redundant") == 0 ||
             strcmp(f, "--slots") == 0) {
