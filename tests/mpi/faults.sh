@@ -473,6 +473,8 @@ PY
     ls "$d" | grep -q 'routing.safetensors' && fail "a routing.safetensors temporary left behind"
     grep -q "profiler.record_routing: .*routing.safetensors not written: the routing of [0-9]* of the ${TOKENS:-512} tokens" err.log run.log \
       || { cat err.log; fail "no word on the routing file"; }
+    grep -q "^routing.safetensors: not written: the routing of [0-9]* of the" "$d/INCOMPLETE" \
+      || { cat "$d/INCOMPLETE"; fail "INCOMPLETE does not list routing.safetensors and why"; }
     ;;
   *) fail "unknown case $1" ;;
 esac

@@ -82,12 +82,39 @@ rows = sum(1 for _ in open(d + "/metrics.csv")) - 1
 assert run["metrics_rows"] == rows, (run["metrics_rows"], rows)
 assert run["complete"] is False, "complete, with files missing"
 inc = open(d + "/INCOMPLETE").read()
-if run["metrics_lost"] > 0:
-    assert "metrics.csv: %d rows from step %d on" % (run["metrics_lost"], run["metrics_stop_step"]) in inc, inc
+if run["metrics_lost"] > 0:  # its own line, or within the file's when the file is absent
+    assert "%d rows from step %d on" % (run["metrics_lost"], run["metrics_stop_step"]) in inc, inc
+    assert inc.count("metrics.csv:") == 1, "metrics.csv listed twice:\n" + inc
     assert "rows not written" in open(d + "/summary.txt").read()
 print("metrics.csv:", rows, "rows;", run["metrics_lost"], "lost from step", run["metrics_stop_step"],
       "; not written:", run["files_not_written"])
 PY
+    ;;
+  routing_full)  # routing.safetensors (profiler.record_routing) does not fit: it is one of the
+    # report's files: absent, named in INCOMPLETE and summary.json, the error names it, exit 5
+    tmpfs 256k  # the trace: 6 steps x 2048 tokens x 2 layers x top-2 x 8 B = 384 KiB
+    H=64 F=128 TOKENS=2048 STEPS=6 PROF=true small_model |
+      sed -e "s|output_dir: .*|output_dir: $MNT/exp\n  warmup_steps: 0\n  measurement_steps: 6\n  trace: false\n  record_routing: true|" > c.yaml
+    set +e; mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1; code=$?; set -e
+    cat run.log | grep -v "^ *$" | tail -6
+    [[ $code -eq 5 ]] || fail "routing.safetensors did not fit: exit $code, want 5"
+    d=$(ls -d "$MNT"/exp/*/ | head -1)
+    [[ ! -e $d/routing.safetensors ]] || fail "routing.safetensors is there, whole?"
+    ! ls "$d" | grep -q "tmp\." || { ls -la "$d"; fail "a temporary file is left"; }
+    grep -q "^moed: error: .*/routing.safetensors: write failed: No space left on device" run.log \
+      || fail "the error does not name routing.safetensors and the cause"
+    grep -q "^routing.safetensors: not written: .*No space left on device" "$d/INCOMPLETE" \
+      || { cat "$d/INCOMPLETE"; fail "INCOMPLETE does not name routing.safetensors"; }
+    grep -q "INCOMPLETE report:.* routing.safetensors: not written" run.log \
+      || fail "the headline does not say routing.safetensors is missing"
+    python3 - "$d" <<'PY' || fail "summary.json does not say routing.safetensors is missing"
+import json, sys
+run = json.load(open(sys.argv[1] + "/summary.json"))["run"]
+assert run["complete"] is False, run["complete"]
+assert any(f.startswith("routing.safetensors") for f in run["files_not_written"]), run["files_not_written"]
+print("summary.json: files_not_written", run["files_not_written"])
+PY
+    check_folder "$d" 3 || fail "a file is torn or INCOMPLETE is wrong"
     ;;
   disk_freed)  # the disk is full for a while, then freed: rows lost are counted, exit 5
     tmpfs 1m

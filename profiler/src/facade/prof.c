@@ -177,11 +177,6 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
         moe_routing_rec_send_done(p->rr, done_by);
         return st != MOE_OK ? st : rst;
     }
-    char own_dir[4096] = "";
-    if (run_dir == NULL) { /* the routing file goes into the run folder all the same */
-        run_dir = own_dir;
-        run_dir_len = sizeof(own_dir);
-    }
     moe_routing_set_t routing = {0};
     if (p->cfg->prof_record_routing) {
         const void *own = NULL;
@@ -200,16 +195,9 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
     moe_status_t st = moe_gather_finish(p->g, run, fst != MOE_OK ? 0.2 : left_s > 0.2 ? left_s
                                                                                       : 0.2,
                                         why, moe_rec_profiled(p->r) ? moe_rec_own(p->r) : NULL,
-                                        moe_rec_window_index(p->r), &missing, run_dir,
-                                        run_dir_len, err);
-    if (p->cfg->prof_record_routing && run_dir[0] != '\0') {
-        moe_error_t rerr;
-        moe_status_t rst = moe_gather_routing_write(&routing, p->cfg, run_dir, &rerr);
-        if (rst != MOE_OK && st == MOE_OK) {
-            st = rst;
-            *err = rerr;
-        }
-    }
+                                        moe_rec_window_index(p->r),
+                                        p->cfg->prof_record_routing ? &routing : NULL, &missing,
+                                        run_dir, run_dir_len, err);
     moe_routing_set_free(&routing);
     if (fst == MOE_OK && missing > 0 && !run->interrupted && run->missing_why == NULL) {
         /* a complete run whose ranks do not all end: the watchdog names them */

@@ -8,6 +8,7 @@
  * step by step). */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "gather/gather.h"
+#include "gather/routing_gather.h"
 #include "moe_proto/routing_msg.h"
 
 #include <ftw.h>
@@ -637,8 +638,9 @@ static void announce_done(moe_gather_t *g)
 
 moe_status_t moe_gather_finish(moe_gather_t *g, const moe_prof_run_t *run, double deadline_s,
                                const char *why_known, moe_prof_record_t *own,
-                               int64_t own_window, int *missing, char *run_dir,
-                               size_t run_dir_len, moe_error_t *err)
+                               int64_t own_window, const moe_routing_set_t *routing,
+                               int *missing, char *run_dir, size_t run_dir_len,
+                               moe_error_t *err)
 {
     moe_status_t st = collect_final(g, deadline_s, why_known, own, own_window, missing, err);
     moe_report_t *rep = st == MOE_OK ? moe_merge_finish(g->merge, run, &g->info) : NULL;
@@ -647,6 +649,10 @@ moe_status_t moe_gather_finish(moe_gather_t *g, const moe_prof_run_t *run, doubl
         rep->num_rebalances = g->num_rebalances;
         g->rebalances = NULL;
         g->num_rebalances = g->cap_rebalances = 0;
+    }
+    if (rep != NULL && routing != NULL) {
+        rep->routing_write = moe_gather_routing_report;
+        rep->routing_arg = (void *)routing; /* read only: the writer takes it const */
     }
     if (rep != NULL) {
         st = moe_report_write_all(rep, err);

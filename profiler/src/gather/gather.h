@@ -13,6 +13,8 @@
 #include "moe_proto/prof_record.h"
 #include "report/report.h"
 
+struct moe_routing_set; /* gather/routing_gather.h */
+
 /* Fold record `src` (a later part of the same rank and window) into `dst`: sums add,
  * extremes combine, lists are appended, the latest static facts win. */
 moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *src);
@@ -69,11 +71,13 @@ moe_status_t moe_gather_merge_window(moe_gather_t *g, int64_t w, moe_prof_record
  * with why_known, or "no last record within ..." when NULL, and counted in *missing);
  * merge them window by window, with `own` (rank 0's last data, NULL: none) in window
  * own_window; write the report and print its headline; then tell every rank it is done.
+ * routing (NULL: profiler.record_routing off) is written as one of the report's files.
  * run_dir receives the folder's path (may be NULL). */
 moe_status_t moe_gather_finish(moe_gather_t *g, const moe_prof_run_t *run, double deadline_s,
                                const char *why_known, moe_prof_record_t *own,
-                               int64_t own_window, int *missing, char *run_dir,
-                               size_t run_dir_len, moe_error_t *err);
+                               int64_t own_window, const struct moe_routing_set *routing,
+                               int *missing, char *run_dir, size_t run_dir_len,
+                               moe_error_t *err);
 /* Window folders end here (the end report covers the rest): the last writer joined. */
 void moe_gather_end_folders(moe_gather_t *g);
 

@@ -10,6 +10,7 @@
 #include "moe/poll.h"
 #include "moe_model/routing_trace.h"
 #include "moe_proto/routing_msg.h"
+#include "report/report.h"
 
 /* The messages taken so far (at most one per token range). */
 typedef struct parts {
@@ -157,12 +158,15 @@ void moe_gather_routing(const moe_config_t *cfg, MPI_Comm comm, const void *own,
     free(p);
 }
 
-moe_status_t moe_gather_routing_write(const moe_routing_set_t *set, const moe_config_t *cfg,
-                                      const char *run_dir, moe_error_t *err)
+moe_status_t moe_gather_routing_report(const moe_report_t *r, void *arg, moe_error_t *err)
 {
+    const moe_routing_set_t *set = arg;
+    const moe_config_t *cfg = r->cfg;
+    const char *run_dir = r->run_dir;
     if (!set->complete) {
         fprintf(stderr, "moed: warning: profiler.record_routing: %s/%s not written: %s\n",
                 run_dir, MOE_ROUTING_FILE, set->why);
+        moe_report_file_failed(r, MOE_RFILE_ROUTING, set->why);
         return MOE_OK;
     }
     char path[4096 + 64], source[4096 + 16];
@@ -183,6 +187,7 @@ moe_status_t moe_gather_routing_write(const moe_routing_set_t *set, const moe_co
         .source = source, .uniform_weights = false, .ids = ids, .weights = ws};
     moe_status_t st = moe_routing_trace_write(path, &o, err);
     if (st == MOE_OK) {
+        moe_report_file_done(r, MOE_RFILE_ROUTING, 0);
         printf("routing: %lld recorded steps x %lld tokens x %d layers in %s (%.1f MiB)\n",
                (long long)set->steps, (long long)set->tokens, L, path,
                (double)moe_routing_trace_bytes(L, set->steps * set->tokens, (int)set->top_k) /

@@ -12,6 +12,8 @@
 #include "moe_config/config.h"
 #include "moe/status.h"
 
+struct moe_report; /* report/report.h */
+
 typedef struct moe_routing_set {
     int64_t steps;            /* steps every routing rank completed */
     int64_t tokens, layers, top_k;
@@ -26,10 +28,12 @@ typedef struct moe_routing_set {
  * deadline_ns. */
 void moe_gather_routing(const moe_config_t *cfg, MPI_Comm comm, const void *own,
                         size_t own_len, int64_t deadline_ns, moe_routing_set_t *out);
-/* Write the set as run_dir/routing.safetensors; says what it wrote (or why not) on
- * stdout / stderr. MOE_ERR_IO when the file could not be written. */
-moe_status_t moe_gather_routing_write(const moe_routing_set_t *set, const moe_config_t *cfg,
-                                      const char *run_dir, moe_error_t *err);
+/* The report's writer of routing.safetensors (moe_report_t.routing_write; arg: the set): the
+ * set into r->run_dir, marked in the report's table of files, so INCOMPLETE and summary.json
+ * know it; says what it wrote (or why not) on stdout / stderr. A set that is not complete is
+ * not written (the entry failed, why: the set's); MOE_ERR_IO when the file could not be. */
+moe_status_t moe_gather_routing_report(const struct moe_report *r, void *arg,
+                                       moe_error_t *err);
 void moe_routing_set_free(moe_routing_set_t *set);
 
 #endif /* MOE_GATHER_ROUTING_GATHER_H */

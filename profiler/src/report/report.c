@@ -369,6 +369,7 @@ static const char *const rfile_names[MOE_RFILE_COUNT] = {
     [MOE_RFILE_RANK_SUMMARIES] = "summary_rank_*.txt", [MOE_RFILE_CONFIG] = "config.yaml",
     [MOE_RFILE_COMM_CSV] = "comm.csv",          [MOE_RFILE_METRICS_CSV] = "metrics.csv",
     [MOE_RFILE_HTML] = "report.html",           [MOE_RFILE_TRACE] = "trace.json",
+    [MOE_RFILE_ROUTING] = "routing.safetensors",
 };
 
 const char *moe_report_file_name(moe_rfile_t which)
@@ -382,6 +383,7 @@ void moe_report_files_init(moe_report_files_t *t, const moe_config_t *cfg)
     if (cfg != NULL && !cfg->prof_trace) {
         t->state[MOE_RFILE_TRACE] = MOE_RFILE_OFF;
     }
+    t->state[MOE_RFILE_ROUTING] = MOE_RFILE_OFF; /* until a writer is given: write_all */
 }
 
 /* Which entry a writer's file name belongs to; MOE_RFILE_COUNT for none. */
@@ -422,6 +424,15 @@ void moe_report_file_done(const moe_report_t *r, moe_rfile_t which, int errnum)
 {
     if (r != NULL) {
         rfile_set(r, which, rfile_names[which < MOE_RFILE_COUNT ? which : 0], errnum);
+    }
+}
+
+void moe_report_file_failed(const moe_report_t *r, moe_rfile_t which, const char *why)
+{
+    moe_report_files_t *t = r != NULL ? r->files : NULL;
+    if (t != NULL && which < MOE_RFILE_COUNT) {
+        t->state[which] = MOE_RFILE_FAILED;
+        snprintf(t->why[which], sizeof(t->why[which]), "not written: %.140s", why);
     }
 }
 
@@ -470,10 +481,18 @@ void moe_report_mark_incomplete(const moe_report_t *r)
                       "metrics.csv.part (the same CSV: header, then whole rows), which is what "
                       "a run that ends early leaves";
             }
-            n += (size_t)snprintf(text + n, sizeof(text) - n, "%s: %s\n", rfile_names[i], why);
+            n += (size_t)snprintf(text + n, sizeof(text) - n, "%s: %s", rfile_names[i], why);
+            if (n < sizeof(text) && i == MOE_RFILE_METRICS_CSV && s == MOE_RFILE_FAILED &&
+                r->metrics_write_failed) { /* the stream's loss is this file's: one line */
+                n += (size_t)snprintf(text + n, sizeof(text) - n, " (%lld rows from step %lld on)",
+                                      (long long)r->metrics_lost,
+                                      (long long)r->metrics_stop_step);
+            }
+            n += n < sizeof(text) ? (size_t)snprintf(text + n, sizeof(text) - n, "\n") : 0;
         }
     }
-    if (r->metrics_write_failed && n < sizeof(text)) {
+    if (r->metrics_write_failed && n < sizeof(text) &&
+        r->files->state[MOE_RFILE_METRICS_CSV] != MOE_RFILE_FAILED) {
         n += (size_t)snprintf(text + n, sizeof(text) - n,
                               "metrics.csv: %lld rows from step %lld on not written: %s\n",
                               (long long)r->metrics_lost, (long long)r->metrics_stop_step,
@@ -620,9 +639,13 @@ static void headline_files(const moe_report_t *r, FILE *out)
         if (t->state[i] == MOE_RFILE_FAILED || t->state[i] == MOE_RFILE_PENDING) {
             fprintf(out, "%s %s: %s", n++ ? ";" : "", rfile_names[i],
                     t->state[i] == MOE_RFILE_FAILED ? t->why[i] : "not written");
+            if (i == MOE_RFILE_METRICS_CSV && t->state[i] == MOE_RFILE_FAILED &&
+                r->metrics_write_failed) {
+                fprintf(out, " (stopped at step %lld)", (long long)r->metrics_stop_step);
+            }
         }
     }
-    if (r->metrics_write_failed) {
+    if (r->metrics_write_failed && t->state[MOE_RFILE_METRICS_CSV] != MOE_RFILE_FAILED) {
         fprintf(out, "%s metrics.csv: stopped at step %lld: %s", n++ ? ";" : "",
                 (long long)r->metrics_stop_step, r->metrics_stop_why);
     }

@@ -198,6 +198,7 @@ typedef enum {
     MOE_RFILE_COMM_CSV,
     MOE_RFILE_METRICS_CSV,
     MOE_RFILE_HTML,
+    MOE_RFILE_ROUTING,        /* routing.safetensors (profiler.record_routing; end report) */
     MOE_RFILE_TRACE,
     MOE_RFILE_COUNT
 } moe_rfile_t;
@@ -206,7 +207,7 @@ typedef enum {
     MOE_RFILE_PENDING = 0, /* not yet written */
     MOE_RFILE_WRITTEN,
     MOE_RFILE_FAILED,      /* why[] says why */
-    MOE_RFILE_OFF,         /* not asked for (profiler.trace: false) */
+    MOE_RFILE_OFF,         /* not asked for (profiler.trace: false; no routing writer) */
 } moe_rfile_state_t;
 
 /* Which files are whole in the run folder; the INCOMPLETE marker and the headline come
@@ -226,6 +227,12 @@ typedef struct moe_report {
     char run_dir[MOE_PATH_MAX];  /* <output_dir>/<YYYY-MM-DD__HH-MM-SS>_<hash>[-N] */
     char dir_error[MOE_PATH_MAX + 96]; /* why run_dir could not be made; "" if it was */
     moe_report_files_t *files;   /* NULL: moe_report_write_all keeps its own */
+    /* routing.safetensors' writer (the run's end report with profiler.record_routing; NULL:
+     * none, the entry is off). It writes the file into run_dir and marks its entry: written
+     * (moe_report_file_done), or failed with why (moe_report_file_failed) where it has no
+     * routing to write; an error it returns also marks the entry failed. */
+    moe_status_t (*routing_write)(const struct moe_report *r, void *arg, moe_error_t *err);
+    void *routing_arg;
     char started_at[32];         /* ISO-8601 local time */
     char version[32];
     char build_id[48];
@@ -480,6 +487,8 @@ int moe_report_metrics_format(char *buf, size_t n, const moe_rep_metric_t *m);
 const char *moe_report_file_name(moe_rfile_t which);
 void moe_report_files_init(moe_report_files_t *t, const moe_config_t *cfg);
 void moe_report_file_done(const moe_report_t *r, moe_rfile_t which, int errnum);
+/* Mark `which` not written, with why (a writer with nothing it could write). */
+void moe_report_file_failed(const moe_report_t *r, moe_rfile_t which, const char *why);
 /* Write <run_dir>/INCOMPLETE: every file not written, and why. */
 void moe_report_mark_incomplete(const moe_report_t *r);
 /* Room kept on the disk for the small files that must come last: <run_dir>/.reserve of

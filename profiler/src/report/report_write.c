@@ -22,6 +22,12 @@ static void report_mark_complete(const moe_report_t *r)
 
 typedef moe_status_t (*report_writer_fn)(const moe_report_t *, moe_error_t *);
 
+/* routing.safetensors through the writer the report was given (report.h). */
+static moe_status_t write_routing(const moe_report_t *r, moe_error_t *err)
+{
+    return r->routing_write(r, r->routing_arg, err);
+}
+
 /* A writer that returned without opening its file: it had nothing to write (no rank's
  * records for summary_rank_*.txt), or it failed before (then why is its error). */
 static void writer_left(const moe_report_t *r, moe_rfile_t which, moe_status_t st,
@@ -95,13 +101,17 @@ static moe_status_t write_all_files(const moe_report_t *r, moe_error_t *err)
         {moe_report_write_config, MOE_RFILE_CONFIG},
         {moe_report_write_csv, MOE_RFILE_COMM_CSV}, /* and metrics.csv, unless streamed */
         {moe_report_write_html, MOE_RFILE_HTML},
+        {write_routing, MOE_RFILE_ROUTING}, /* asked for by name: before the trace */
         {moe_report_write_trace, MOE_RFILE_TRACE}, /* last: the largest, least needed */
     };
     moe_status_t first = MOE_OK;
+    r->files->state[MOE_RFILE_ROUTING] = r->routing_write != NULL ? MOE_RFILE_PENDING
+                                                                  : MOE_RFILE_OFF;
     moe_report_unreserve(r); /* the room the merge kept for the summaries */
     moe_report_mark_incomplete(r); /* the merge made one already; a fixture's folder not */
     for (size_t i = 0; i < sizeof(writers) / sizeof(writers[0]); i++) {
-        if (writers[i].file == MOE_RFILE_TRACE && !r->cfg->prof_trace) {
+        if ((writers[i].file == MOE_RFILE_TRACE && !r->cfg->prof_trace) ||
+            (writers[i].file == MOE_RFILE_ROUTING && r->routing_write == NULL)) {
             continue;
         }
         if (writers[i].file == MOE_RFILE_HTML) {

@@ -250,7 +250,7 @@ static moe_status_t st_build_header(const char *path, const moe_st_out_tensor_t 
     return MOE_OK;
 }
 
-static moe_status_t st_write_all(int fd, const char *tmp, const void *data, size_t len,
+static moe_status_t st_write_all(int fd, const char *name, const void *data, size_t len,
                                  moe_error_t *err)
 {
     const unsigned char *p = data;
@@ -260,7 +260,7 @@ static moe_status_t st_write_all(int fd, const char *tmp, const void *data, size
             continue;
         }
         if (w <= 0) {
-            return moe_error_set(err, MOE_ERR_IO, "%s: write failed: %s", tmp,
+            return moe_error_set(err, MOE_ERR_IO, "%s: write failed: %s", name,
                                  w < 0 ? strerror(errno) : "no progress");
         }
         p += w;
@@ -270,7 +270,7 @@ static moe_status_t st_write_all(int fd, const char *tmp, const void *data, size
 }
 
 
-static moe_status_t st_write_tensor(int fd, const char *tmp, const moe_st_out_tensor_t *t,
+static moe_status_t st_write_tensor(int fd, const char *name, const moe_st_out_tensor_t *t,
                                     unsigned char *chunk, moe_error_t *err)
 {
     uint64_t nelem = 0;
@@ -289,7 +289,7 @@ static moe_status_t st_write_tensor(int fd, const char *tmp, const moe_st_out_te
         } else {
             st_encode(t->dtype, (const float *)t->data + i, m, chunk);
         }
-        moe_status_t rc = st_write_all(fd, tmp, chunk, m * esize, err);
+        moe_status_t rc = st_write_all(fd, name, chunk, m * esize, err);
         if (rc != MOE_OK) {
             return rc;
         }
@@ -297,26 +297,26 @@ static moe_status_t st_write_tensor(int fd, const char *tmp, const moe_st_out_te
     return MOE_OK;
 }
 
-static moe_status_t st_write_body(int fd, const char *tmp, const st_buf_t *hdr,
+static moe_status_t st_write_body(int fd, const char *name, const st_buf_t *hdr,
                                   const moe_st_out_tensor_t *ts, int count, moe_error_t *err)
 {
     unsigned char len8[8];
     unsigned char *chunk = malloc(ST_CHUNK_BYTES);
     moe_status_t rc;
     if (chunk == NULL) {
-        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", tmp);
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: out of memory", name);
     }
     st_put_le64(len8, hdr->len);
-    rc = st_write_all(fd, tmp, len8, sizeof(len8), err);
+    rc = st_write_all(fd, name, len8, sizeof(len8), err);
     if (rc == MOE_OK) {
-        rc = st_write_all(fd, tmp, hdr->data, hdr->len, err);
+        rc = st_write_all(fd, name, hdr->data, hdr->len, err);
     }
     for (int i = 0; i < count && rc == MOE_OK; i++) {
-        rc = st_write_tensor(fd, tmp, &ts[i], chunk, err);
+        rc = st_write_tensor(fd, name, &ts[i], chunk, err);
     }
     /* The rename below must not publish a file whose data is still only in the cache. */
     if (rc == MOE_OK && fsync(fd) != 0) {
-        rc = moe_error_set(err, MOE_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: fsync failed: %s", name, strerror(errno));
     }
     free(chunk);
     return rc;
@@ -377,15 +377,17 @@ moe_status_t moe_st_write_meta(const char *path, const moe_st_out_tensor_t *tens
     snprintf(tmp, tmp_cap, "%s.tmp.%ld", path, (long)getpid());
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = moe_error_set(err, MOE_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: cannot create (as %s): %s", path, tmp,
+                           strerror(errno));
         goto free_header;
     }
-    if ((rc = st_write_body(fd, tmp, &hdr, tensors, count, err)) != MOE_OK) {
+    /* the messages name the file asked for: the temporary name means nothing to a user */
+    if ((rc = st_write_body(fd, path, &hdr, tensors, count, err)) != MOE_OK) {
         close(fd);
         goto unlink_tmp;
     }
     if (close(fd) != 0) {
-        rc = moe_error_set(err, MOE_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+        rc = moe_error_set(err, MOE_ERR_IO, "%s: close failed: %s", path, strerror(errno));
         goto unlink_tmp;
     }
     if (rename(tmp, path) != 0) {
