@@ -195,6 +195,9 @@ case "$1" in
   warmup_only)
     PROF=true STEPS=2 small_model > c.yaml
     want_code=0 want="profiler: all 2 steps are warm-up (profiler.warmup_steps 5)" ;;
+  no_profiled_rank)  # profiled_ranks: [] runs, with a warning: its report holds no figures
+    PROF=true STEPS=2 small_model | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 0\n  profiled_ranks: []/' > c.yaml
+    want_code=0 want="profiler.profiled_ranks: [] profiles no rank: the report will hold no figures" ;;
   truncated_weights)
     ckpt; truncate -s 20000 ckpt.safetensors
     H=$CK_H F=$CK_F E=$CK_E WEIGHTS=ckpt.safetensors small_model > c.yaml
@@ -330,6 +333,15 @@ case "$1" in
     PROF=true STEPS=1000000 small_model | with_listen localhost > c.yaml
     want_code=3 fast=1 no_folder=1
     want="profiler.listen: localhost: expected HOST:PORT such as 127.0.0.1:9464" ;;
+  listen_port_range)  # a port past 65535: refused, not bound modulo 65536 (70000 -> 4464)
+    PROF=true STEPS=1000000 small_model | with_listen 127.0.0.1:70000 > c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="profiler.listen: 127.0.0.1:70000: port '70000' is not a number in 0..65535" ;;
+  fifo_config)  # the config itself a FIFO: refused at once (open() waited for a writer,
+    # deaf to SIGINT and SIGTERM)
+    mkfifo c.yaml
+    want_code=3 fast=1 no_folder=1
+    want="cannot read config 'c.yaml': it is a FIFO (named pipe), not a regular file" ;;
   control_token_short)  # MOED_CONTROL_TOKEN too short: refused before the run (--check-config too)
     export MOED_CONTROL_TOKEN=short
     PROF=true STEPS=1000000 small_model | with_listen 127.0.0.1:0 > c.yaml

@@ -16,9 +16,9 @@ skewed_run() {
 
 # refuses ARGS...: `moed plan ARGS` exits 2 with a message holding $want on stderr's first
 # line and nothing on stdout; $out (the -o path) is left as it was ($before: its hash, or
-# "absent")
+# "absent"); one that waits (exit 124: a FIFO read, say) fails it
 refuses() {
-  set +e; "$MOED" plan "$@" > out.log 2> err.log; local code=$?; set -e
+  set +e; timeout -k 5 60 "$MOED" plan "$@" > out.log 2> err.log; local code=$?; set -e
   cat err.log
   [[ $code -eq 2 ]] || fail "exit $code, want 2"
   head -1 err.log | grep -qF -- "$want" || fail "first line of stderr lacks: $want"
@@ -159,6 +159,27 @@ PY
     mpirun_moed 3 --config c.yaml --no-progress > a.log 2>&1 || { cat a.log; fail "$1 run failed"; }
     out=p.yaml before=absent want="the base config sets placement.copies: $1"
     refuses "$(run_dir)" --ranks 3 -o p.yaml ;;
+  io_faults)  # input that is not a file, numbers past moed's bounds, a report with nothing
+    # recorded, an -o that cannot be written (exit 5)
+    skewed_run
+    out=p.yaml before=absent
+    mkfifo hf.fifo; want="--hostfile hf.fifo: a FIFO (named pipe)"
+    refuses "$A" --ranks 3 --hostfile hf.fifo -o p.yaml
+    mkdir fifo_rep; mkfifo fifo_rep/summary.json
+    want="fifo_rep/summary.json: is a FIFO (named pipe), not a regular file"
+    refuses fifo_rep --ranks 3 -o p.yaml
+    rc=0; timeout 20 "$MOED" compare fifo_rep "$A" > cmp.log 2>&1 || rc=$?
+    [[ $rc -eq 2 ]] && grep -q "is a FIFO (named pipe), not a regular file" cmp.log \
+      || { cat cmp.log; fail "moed compare on a FIFO summary.json: exit $rc"; }
+    want="--ranks 5000 is more than 4096"; refuses "$A" --ranks 5000 -o p.yaml
+    want="--ranks 99999999999 is more than 4096"; refuses "$A" --ranks 99999999999 -o p.yaml
+    rc=0; "$MOED" plan "$A" --ranks 3 -o "$WORK/no/such/folder/p.yaml" > w.log 2>&1 || rc=$?
+    [[ $rc -eq 5 ]] && grep -q "^moed plan: error: cannot write .*/p.yaml: No such file or directory" w.log \
+      || { cat w.log; fail "-o that cannot be written: exit $rc, want 5"; }
+    PROF=true STEPS=2 H=64 F=128 small_model > w.yaml  # every step a warm-up step
+    mpirun_moed 3 --config w.yaml --no-progress > wr.log 2>&1 || { cat wr.log; fail "warm-up run"; }
+    want="the report recorded no expert demand (0 recorded steps"; refuses "$(run_dir)" --ranks 3 -o p.yaml
+    ;;
   unknown_option)
     mkdir rep
     out=rep/planned.yaml before=absent want="unknown option or missing value: --frobnicate"

@@ -2,6 +2,7 @@
  * header, lookups, and a long list of corrupt or lying files that must each be rejected
  * with the right code and a message naming the file and the problem. */
 #include "moe_model/safetensors.h"
+#include "moe/file.h"
 
 #include <dirent.h>
 #include <errno.h>

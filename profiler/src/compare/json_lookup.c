@@ -1,5 +1,6 @@
 /* jansson loading with file:line:col errors, and chainable lookups. */
 #include "compare/json_lookup.h"
+#include "moe/file.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -41,9 +42,13 @@ moe_status_t moe_json_load_file(const char *path, json_t **out, moe_error_t *err
     json_error_t je;
     moe_status_t rc = MOE_OK;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    const char *kind = NULL;
+    FILE *f = moe_fopen_regular(path, "rb", &kind); /* a FIFO would wait for a writer */
     if (f == NULL) {
-        return moe_error_set(err, MOE_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return kind != NULL ? moe_error_set(err, MOE_ERR_IO, "%s: is %s, not a regular file",
+                                            path, kind)
+                            : moe_error_set(err, MOE_ERR_IO, "%s: cannot open: %s", path,
+                                            strerror(errno));
     }
     if (fstat(fileno(f), &st) == 0 && (uint64_t)st.st_size > MOE_JSON_MAX_FILE) {
         rc = moe_error_set(err, MOE_ERR_FORMAT, "%s: larger than %zu MiB: not a moed file",

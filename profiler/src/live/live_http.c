@@ -452,6 +452,13 @@ static int resolve(const char *listen, struct addrinfo **out, char *host, size_t
         n -= 2;
     }
     snprintf(host, host_len, "%.*s", (int)n, listen);
+    /* the port ourselves: getaddrinfo takes "70000" and binds 70000 mod 65536 (4464) */
+    const char *port = colon + 1;
+    size_t digits = strspn(port, "0123456789");
+    if (digits == 0 || port[digits] != '\0' || digits > 5 || strtol(port, NULL, 10) > 65535) {
+        snprintf(why, why_len, "port '%s' is not a number in 0..65535 (0: any free port)", port);
+        return -1;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     int rc = getaddrinfo(host, colon + 1, &hints, out);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "planner/plan_int.h"
+#include "moe/file.h"
 #include "compare/json_lookup.h"
 #include "compare/rank_load.h"
 
@@ -36,10 +37,13 @@ static moe_status_t chk_read_plan(chk_t *c, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 32], line[1024];
     snprintf(path, sizeof(path), "%s/config.yaml", c->dir);
-    FILE *f = fopen(path, "r");
+    const char *kind = NULL;
+    FILE *f = moe_fopen_regular(path, "r", &kind); /* a FIFO would wait for a writer */
     if (f == NULL) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: no config.yaml in the run's folder",
-                             c->dir);
+        return kind != NULL ? moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: is %s, not a "
+                                            "regular file", path, kind)
+                            : moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: no config.yaml in "
+                                            "the run's folder", c->dir);
     }
     int found = 0;
     while (fgets(line, sizeof(line), f) != NULL) {

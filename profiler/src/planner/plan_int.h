@@ -13,7 +13,10 @@
 #include "moe_config/config.h"
 #include "moe_model/routing_trace.h"
 
-enum { PLAN_OK = 0, PLAN_RUNTIME = 1, PLAN_USAGE = 2, PLAN_HELP = -1 };
+/* moed's exit codes: 1 runtime failure (no memory), 2 bad arguments or input (a folder
+ * that is not a readable report, a trace that does not load), 5 the output could not be
+ * written (docs/faults.md) */
+enum { PLAN_OK = 0, PLAN_RUNTIME = 1, PLAN_USAGE = 2, PLAN_WRITE = 5, PLAN_HELP = -1 };
 
 typedef struct plan_args {
     const char *dir;      /* REPORT_DIR (report mode) */

@@ -26,6 +26,7 @@
 #include "compare/rank_load.h"
 #include "report/atomic_file.h"
 #include "planner/plan_int.h"
+#include "moe/file.h"
 
 /* The usage text to `f`; after "moed plan: error: why" when why is not NULL. */
 static void plan_usage_text(FILE *f, const char *why)
@@ -59,12 +60,17 @@ static int plan_usage(const char *why)
     return PLAN_USAGE;
 }
 
-static int plan_int(const char *s, int *out)
+/* A whole number in [0, max]: 0, or -1 (not a number) / -2 (past max). */
+static int plan_int(const char *s, int max, int *out)
 {
     char *end = NULL;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || v < 0 || v > MOE_MAX_RANKS * 4) {
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || v < 0) {
         return -1;
+    }
+    if (errno == ERANGE || v > max) {
+        return -2;
     }
     *out = (int)v;
     return 0;
@@ -146,7 +152,14 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
             strcmp(f, "--slots") == 0) {
             int *dst = f[2] == 'r' && f[3] == 'a' ? &a->ranks : f[2] == 'r' ? &a->redundant
                                                                              : &a->slots;
-            if (!has || plan_int(argv[++i], dst) != 0) {
+            /* --ranks past moed's largest job; R and S past what any job's slots hold */
+            int max = dst == &a->ranks ? MOE_MAX_RANKS : MOE_MAX_RANKS * MOE_MAX_EXPERTS;
+            int got = has ? plan_int(argv[++i], max, dst) : -1;
+            if (got == -2) {
+                snprintf(why, sizeof(why), "%s %.40s is more than %d", f, argv[i], max);
+                return plan_usage(why);
+            }
+            if (got != 0) {
                 snprintf(why, sizeof(why), "%s needs a non-negative integer", f);
                 return plan_usage(why);
             }
@@ -307,6 +320,17 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
             p->loads[(size_t)l * p->E + e] = moe_json_num(json_array_get(d, (size_t)e), 0);
         }
     }
+    double total = 0.0;
+    for (size_t i = 0; i < (size_t)p->L * p->E; i++) {
+        total += p->loads[i];
+    }
+    if (!(total > 0.0)) { /* all zero: any placement "balances" it; say so instead */
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the report recorded no expert "
+                             "demand (%.0f recorded steps: every step a warm-up step, or no "
+                             "rank profiled): nothing to plan from; run more steps than "
+                             "profiler.warmup_steps", p->a.dir,
+                             moe_json_num(moe_json_path(p->doc, "run.recorded_steps"), 0));
+    }
     return MOE_OK;
 }
 
@@ -331,12 +355,13 @@ static moe_status_t plan_ranks(plan_t *p, moe_error_t *err)
     }
     moe_status_t st = MOE_OK;
     if (p->a.hostfile != NULL) {
-        FILE *f = fopen(p->a.hostfile, "r");
+        const char *kind = NULL;
+        FILE *f = moe_fopen_regular(p->a.hostfile, "r", &kind); /* a FIFO would wait */
         char line[512];
         int r = 0, nodes = 0;
         if (f == NULL) {
             st = moe_error_set(err, MOE_ERR_INVALID_ARG, "--hostfile %s: %s", p->a.hostfile,
-                               strerror(errno));
+                               kind != NULL ? kind : strerror(errno));
         }
         while (st == MOE_OK && fgets(line, sizeof(line), f) != NULL) {
             char host[256];
@@ -456,11 +481,15 @@ static moe_status_t plan_check(plan_t *p, moe_error_t *err)
                                        "predict; it plans replicas that split an expert's "
                                        "tokens by position");
     }
-    if (p->a.ranks < 2 || p->a.ranks > MOE_MAX_RANKS || p->n < 1) {
+    if (p->a.ranks > MOE_MAX_RANKS) {
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is outside 2..%d (moed's "
+                             "largest job)", p->a.ranks, MOE_MAX_RANKS);
+    }
+    if (p->a.ranks < 2 || p->n < 1) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is too small: a placement "
-                             "needs 2 ranks or more (1 rank hosts every expert%s), at most %d",
+                             "needs 2 ranks or more (1 rank hosts every expert%s)",
                              p->a.ranks, p->old->routing == MOE_ROUTING_MASTER ?
-                             "; in master routing the master only routes" : "", MOE_MAX_RANKS);
+                             "; in master routing the master only routes" : "");
     }
     int S = p->a.slots > 0 ? p->a.slots : (p->E + p->a.redundant + p->n - 1) / p->n;
     if (p->E > S * p->n) {
@@ -605,12 +634,16 @@ int moe_prof_plan_main(int argc, char **argv, FILE *out)
     if (st == MOE_OK) {
         st = plan_compute(&p, &err);
     }
+    bool writing = false;
     if (st == MOE_OK) {
+        writing = true;
         st = plan_write(&p, out, &err);
     }
     if (st != MOE_OK) {
         fprintf(stderr, "moed plan: error: %s\n", err.msg[0] ? err.msg : moe_status_string(st));
-        rc = st == MOE_ERR_IO || st == MOE_ERR_NO_MEMORY ? PLAN_RUNTIME : PLAN_USAGE;
+        rc = st == MOE_ERR_NO_MEMORY            ? PLAN_RUNTIME
+             : writing && st == MOE_ERR_IO ? PLAN_WRITE /* -o could not be written */
+                                           : PLAN_USAGE;
     }
     json_decref(p.doc);
     free(p.old);

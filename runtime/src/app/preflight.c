@@ -21,6 +21,7 @@
 #include "moe/log.h"
 #include "moe_prof/prof.h"
 #include "moe_model/safetensors.h"
+#include "moe/file.h"
 #include "model/weights.h"
 
 moe_build_caps_t moe_build_caps(void)
@@ -529,6 +530,16 @@ static void warn_warmup(const moe_config_t *cfg)
     }
 }
 
+/* profiled_ranks: [] profiles no rank: the report has no figures (the run's own lines
+ * still print), legitimate but rarely meant, so a warning. */
+static void warn_no_profiled_rank(const moe_config_t *cfg)
+{
+    if (cfg->prof_enabled && !cfg->prof_all_ranks && cfg->prof_num_ranks == 0) {
+        MOE_WARN("profiler.profiled_ranks: [] profiles no rank: the report will hold no "
+                 "figures; name the ranks to profile, or all");
+    }
+}
+
 /* A rank that hosts no expert still takes part in every exchange: usually a placement
  * written for another -np. The master of master routing is meant to host none. */
 static void warn_idle_ranks(const moe_config_t *cfg)
@@ -593,6 +604,7 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
     }
     if (f == MOE_PREFLIGHT_OK) {
         warn_warmup(cfg);
+        warn_no_profiled_rank(cfg);
         warn_idle_ranks(cfg);
     }
     return f;

@@ -15,6 +15,7 @@
 #include "moe_config/config.h"
 
 #include "config/config_int.h"
+#include "moe/file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -692,9 +693,12 @@ moe_status_t moe_cfg_read_file(const char *path, char **text, size_t *len, moe_e
     if (path == NULL || text == NULL || len == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_cfg_read_file: NULL argument");
     }
-    FILE *f = fopen(path, "rb");
+    const char *kind = NULL;
+    FILE *f = moe_fopen_regular(path, "rb", &kind); /* a FIFO would wait, deaf to SIGINT */
     if (f == NULL) {
-        return read_fail(err, path, errno);
+        return kind != NULL ? moe_error_set(err, MOE_ERR_IO, "cannot read config '%s': it is %s, "
+                                            "not a regular file", path, kind)
+                            : read_fail(err, path, errno);
     }
     st = read_all(f, path, text, len, err);
     fclose(f);

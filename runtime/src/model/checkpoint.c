@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "moe_model/safetensors.h"
+#include "moe/file.h"
 #include "model/family.h"
 
 /* ------------------------------------------------------------------------------------ */

@@ -8,6 +8,7 @@
  * so no tensor is ever held twice (the conversions: safetensors_dtype.c; the writer:
  * safetensors_write.c; safetensors_int.h lists what they share). */
 #include "moe_model/safetensors.h"
+#include "moe/file.h"
 
 #include "model/safetensors_int.h"
 
@@ -595,60 +596,6 @@ free_arrays:
 
 /* ------------------------------------------------------------------------------------ */
 /* Opening                                                                                */
-
-const char *moe_file_kind(mode_t mode)
-{
-    if (S_ISREG(mode)) {
-        return "a file";
-    }
-    if (S_ISDIR(mode)) {
-        return "a folder";
-    }
-    if (S_ISFIFO(mode)) {
-        return "a FIFO (named pipe)";
-    }
-    if (S_ISCHR(mode)) {
-        return "a character device";
-    }
-    if (S_ISBLK(mode)) {
-        return "a block device";
-    }
-    return S_ISSOCK(mode) ? "a socket" : "not a regular file";
-}
-
-int moe_open_regular(const char *path, const char **kind)
-{
-    struct stat sb;
-    *kind = NULL;
-    /* O_NONBLOCK: open() on a FIFO would wait for a writer, in a call a signal restarts */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENXIO && stat(path, &sb) == 0) {
-            *kind = moe_file_kind(sb.st_mode); /* a socket, a device with no driver */
-        }
-        errno = e;
-        return -1;
-    }
-    int e = 0;
-    if (fstat(fd, &sb) != 0) {
-        e = errno;
-    } else if (!S_ISREG(sb.st_mode)) {
-        *kind = moe_file_kind(sb.st_mode);
-        e = EINVAL;
-    } else {
-        int fl = fcntl(fd, F_GETFL); /* blocking again: a regular file never waits anyway */
-        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-            e = errno;
-        }
-    }
-    if (e != 0) {
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
 
 static moe_status_t st_read_header_len(moe_st_file_t *f, uint64_t *out_len, moe_error_t *err)
 {

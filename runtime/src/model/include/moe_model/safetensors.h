@@ -41,15 +41,6 @@ typedef struct moe_st_tensor_info {
 
 typedef struct moe_st_file moe_st_file_t;
 
-/* Opens `path` read-only without ever waiting (O_NONBLOCK: a FIFO with no writer, a
- * terminal) and keeps it only when it is a regular file: the descriptor, in blocking mode
- * again; or -1 with *kind naming what is there ("a FIFO (named pipe)", "a folder", ...), or
- * with *kind NULL and errno saying why it did not open. For every file moed reads from the
- * config (weights, input, a checkpoint's config.json, index and shards). */
-int moe_open_regular(const char *path, const char **kind);
-/* What a stat mode names, for messages: "a file", "a folder", "a FIFO (named pipe)", "a
- * character device", "a block device", "a socket", else "not a regular file". */
-const char *moe_file_kind(mode_t mode);
 
 /* Open and validate the header. err says the path and the exact problem; a path that is
  * not a regular file (a FIFO, a folder, a device) is refused at once (MOE_ERR_IO). */

@@ -1,0 +1,76 @@
+/* Opening the files moed reads without waiting (moe/file.h). */
+#include "moe/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *moe_file_kind(mode_t mode)
+{
+    if (S_ISREG(mode)) {
+        return "a file";
+    }
+    if (S_ISDIR(mode)) {
+        return "a folder";
+    }
+    if (S_ISFIFO(mode)) {
+        return "a FIFO (named pipe)";
+    }
+    if (S_ISCHR(mode)) {
+        return "a character device";
+    }
+    if (S_ISBLK(mode)) {
+        return "a block device";
+    }
+    return S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+int moe_open_regular(const char *path, const char **kind)
+{
+    struct stat sb;
+    *kind = NULL;
+    /* O_NONBLOCK: open() on a FIFO would wait for a writer, in a call a signal restarts */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENXIO && stat(path, &sb) == 0) {
+            *kind = moe_file_kind(sb.st_mode); /* a socket, a device with no driver */
+        }
+        errno = e;
+        return -1;
+    }
+    int e = 0;
+    if (fstat(fd, &sb) != 0) {
+        e = errno;
+    } else if (!S_ISREG(sb.st_mode)) {
+        *kind = moe_file_kind(sb.st_mode);
+        e = EINVAL;
+    } else {
+        int fl = fcntl(fd, F_GETFL); /* blocking again: a regular file never waits anyway */
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+            e = errno;
+        }
+    }
+    if (e != 0) {
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+FILE *moe_fopen_regular(const char *path, const char *mode, const char **kind)
+{
+    int fd = moe_open_regular(path, kind);
+    if (fd < 0) {
+        return NULL;
+    }
+    FILE *f = fdopen(fd, mode);
+    if (f == NULL) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
