@@ -116,6 +116,19 @@ print("summary.json: files_not_written", run["files_not_written"])
 PY
     check_folder "$d" 3 || fail "a file is torn or INCOMPLETE is wrong"
     ;;
+  full_at_start)  # no byte free at start: refused before the run (a name alone still fits
+    # a full disk: the check writes a block), exit 5, no folder made
+    tmpfs 64k
+    dd if=/dev/zero of="$MNT/fill" bs=4k 2> /dev/null || true
+    PROF=true STEPS=3 small_model | sed -e "s|output_dir: .*|output_dir: $MNT/exp|" > c.yaml
+    set +e; mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1; code=$?; set -e
+    cat run.log | grep -v "^ *$" | tail -3
+    [[ $code -eq 5 ]] || fail "a full disk at start: exit $code, want 5"
+    grep -q "^moed: error: profiler.output_dir: cannot write in '$MNT/exp'.*No space left on device" run.log \
+      || fail "the error does not say the disk is full"
+    ! grep -q "^run: " run.log || fail "the steps ran before the refusal"
+    [[ ! -e $MNT/exp ]] || fail "a folder was made"
+    ;;
   disk_freed)  # the disk is full for a while, then freed: rows lost are counted, exit 5
     tmpfs 1m
     # 6000 steps of at least 1 ms (a sleep in rank 0's step hook): the run goes on for

@@ -223,9 +223,18 @@ static int probe_write(const char *dir)
     if (fd < 0) {
         return errno;
     }
+    /* a block of data, flushed: a full disk still makes an empty file, so a name alone
+     * passed a disk with no byte free (the run then ended with an empty folder) */
+    static const char block[4096];
+    int e = 0;
+    if (write(fd, block, sizeof(block)) != (ssize_t)sizeof(block)) {
+        e = errno != 0 ? errno : ENOSPC;
+    } else if (fsync(fd) != 0) {
+        e = errno;
+    }
     close(fd);
     unlink(tmpl);
-    return 0;
+    return e;
 }
 
 /* A folder the run writes into (made by the run when missing: judged by the nearest folder
