@@ -74,7 +74,7 @@ sanitized() { # sanitized NAME LOG: passed unless a finding is moed's
   n=$(grep -cE 'Race reported|Invalid |Program hit|Leaked [0-9]+ bytes' "$log")
   bad=$(( $(grep -cE 'Invalid |Misaligned|Out-of-range|Leaked [0-9]+ bytes' "$log")
           + $(grep -E 'Race reported' "$log" | grep -cE "(${own})[(<+ ]")
-          + $(grep -E 'Host Frame:' "$log" | grep -cE 'moed|libmoed_cuda|test_cuda') ))
+          + $(grep -E 'Host Frame:' "$log" | grep -cE 'in (\S*/)?(moed|libmoed_cuda\.so|test_cuda_[a-z]+)([[:space:]]|$)') ))
   if ! grep -qE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log"; then
     echo "$name: FAILED (no summary: the run did not end; log $log)"; failed=$((failed + 1))
   elif [[ $bad -gt 0 ]]; then

@@ -337,11 +337,23 @@ case "$1" in
     PROF=true STEPS=1000000 small_model | with_listen 127.0.0.1:70000 > c.yaml
     want_code=3 fast=1 no_folder=1
     want="profiler.listen: 127.0.0.1:70000: port '70000' is not a number in 0..65535" ;;
-  fifo_config)  # the config itself a FIFO: refused at once (open() waited for a writer,
-    # deaf to SIGINT and SIGTERM)
-    mkfifo c.yaml
-    want_code=3 fast=1 no_folder=1
-    want="cannot read config 'c.yaml': it is a FIFO (named pipe), not a regular file" ;;
+  fifo_config)  # the config a FIFO nobody writes to: moed waits, says so, and SIGTERM ends
+    # it (it sat in open() for ever, deaf to SIGINT and SIGTERM); a pipe (`<(...)`) is read
+    mkfifo f.yaml
+    "$MOED" --config f.yaml --check-config --ranks 3 > out.log 2> err.log & pid=$!
+    for _ in $(seq 100); do grep -q "waiting for the config" err.log && break; sleep 0.1; done
+    grep -q "^moed: waiting for the config from 'f.yaml' (not a file: a pipe or a terminal)" err.log \
+      || { cat err.log; fail "no word that it waits for the FIFO"; }
+    kill -TERM "$pid"
+    for _ in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    ! kill -0 "$pid" 2> /dev/null || { kill -9 "$pid"; fail "SIGTERM did not end the wait"; }
+    code=0; wait "$pid" || code=$?
+    [[ $code -eq 130 ]] || { cat err.log; fail "stopped while waiting: exit $code, want 130"; }
+    small_model > c.yaml
+    "$MOED" --config <(cat c.yaml) --check-config --ranks 3 > pipe.log 2>&1 \
+      || { cat pipe.log; fail "a config given as a pipe <(...) was not read"; }
+    echo "PASS $1: a FIFO waited on until SIGTERM (exit 130), a pipe read"
+    exit 0 ;;
   control_token_short)  # MOED_CONTROL_TOKEN too short: refused before the run (--check-config too)
     export MOED_CONTROL_TOKEN=short
     PROF=true STEPS=1000000 small_model | with_listen 127.0.0.1:0 > c.yaml

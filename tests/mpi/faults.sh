@@ -471,8 +471,8 @@ PY
     [[ -f "$d/summary.json" ]] || fail "no report"
     [[ ! -e "$d/routing.safetensors" ]] || fail "routing.safetensors written without rank 2's tokens"
     ls "$d" | grep -q 'routing.safetensors' && fail "a routing.safetensors temporary left behind"
-    grep -q "profiler.record_routing: .*routing.safetensors not written: the routing of [0-9]* of the ${TOKENS:-512} tokens" err.log run.log \
-      || { cat err.log; fail "no word on the routing file"; }
+    grep -q "INCOMPLETE report:.* routing.safetensors: not written: the routing of [0-9]* of the ${TOKENS:-512} tokens" run.log \
+      || { cat run.log; fail "the headline does not say why routing.safetensors is missing"; }
     grep -q "^routing.safetensors: not written: the routing of [0-9]* of the" "$d/INCOMPLETE" \
       || { cat "$d/INCOMPLETE"; fail "INCOMPLETE does not list routing.safetensors and why"; }
     ;;

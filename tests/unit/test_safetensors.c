@@ -933,20 +933,20 @@ static void test_not_regular(void)
     moe_st_file_t *f = NULL;
     path_in(fifo, sizeof(fifo), "pipe.safetensors");
     CHECK(mkfifo(fifo, 0600) == 0);
-    CHECK_INT_EQ(moe_open_regular(fifo, &kind), -1);
+    CHECK_INT_EQ(moe_file_open_regular(fifo, &kind), -1);
     CHECK_STR_CONTAINS(kind, "a FIFO (named pipe)");
     CHECK_INT_EQ(moe_st_open(fifo, &f, &err), MOE_ERR_IO);
     CHECK(f == NULL);
     CHECK_STR_CONTAINS(err.msg, "pipe.safetensors: is a FIFO (named pipe), not a regular file");
-    CHECK_INT_EQ(moe_open_regular(g_dir, &kind), -1);
+    CHECK_INT_EQ(moe_file_open_regular(g_dir, &kind), -1);
     CHECK_STR_CONTAINS(kind, "a folder");
     path_in(reg, sizeof(reg), "absent.safetensors");
     errno = 0;
-    CHECK_INT_EQ(moe_open_regular(reg, &kind), -1);
+    CHECK_INT_EQ(moe_file_open_regular(reg, &kind), -1);
     CHECK(kind == NULL && errno == ENOENT);
     path_in(reg, sizeof(reg), "plain.bin");
     CHECK(write_bytes(reg, "abc", 3) == 0);
-    int fd = moe_open_regular(reg, &kind);
+    int fd = moe_file_open_regular(reg, &kind);
     CHECK(fd >= 0 && kind == NULL);
     if (fd >= 0) {
         CHECK((fcntl(fd, F_GETFL) & O_NONBLOCK) == 0);

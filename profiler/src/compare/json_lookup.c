@@ -43,7 +43,7 @@ moe_status_t moe_json_load_file(const char *path, json_t **out, moe_error_t *err
     moe_status_t rc = MOE_OK;
     *out = NULL;
     const char *kind = NULL;
-    FILE *f = moe_fopen_regular(path, "rb", &kind); /* a FIFO would wait for a writer */
+    FILE *f = moe_file_fopen_regular(path, "rb", &kind); /* a FIFO would wait for a writer */
     if (f == NULL) {
         return kind != NULL ? moe_error_set(err, MOE_ERR_IO, "%s: is %s, not a regular file",
                                             path, kind)

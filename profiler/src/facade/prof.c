@@ -178,7 +178,10 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
         return st != MOE_OK ? st : rst;
     }
     moe_routing_set_t routing = {0};
-    if (p->cfg->prof_record_routing) {
+    /* no step of the schedule is recorded (all warm-up): no rank records routing, nothing
+     * to wait for, no file to write */
+    bool routing_on = p->cfg->prof_record_routing && moe_cfg_recorded_steps(p->cfg) != 0;
+    if (routing_on) {
         const void *own = NULL;
         size_t own_len = 0;
         if (p->rr != NULL) {
@@ -196,7 +199,7 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
                                                                                       : 0.2,
                                         why, moe_rec_profiled(p->r) ? moe_rec_own(p->r) : NULL,
                                         moe_rec_window_index(p->r),
-                                        p->cfg->prof_record_routing ? &routing : NULL, &missing,
+                                        routing_on ? &routing : NULL, &missing,
                                         run_dir, run_dir_len, err);
     moe_routing_set_free(&routing);
     if (fst == MOE_OK && missing > 0 && !run->interrupted && run->missing_why == NULL) {

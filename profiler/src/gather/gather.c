@@ -652,7 +652,7 @@ moe_status_t moe_gather_finish(moe_gather_t *g, const moe_prof_run_t *run, doubl
     }
     if (rep != NULL && routing != NULL) {
         rep->routing_write = moe_gather_routing_report;
-        rep->routing_arg = (void *)routing; /* read only: the writer takes it const */
+        rep->routing_arg = routing;
     }
     if (rep != NULL) {
         st = moe_report_write_all(rep, err);

@@ -359,6 +359,11 @@ moe_merge_t *moe_merge_create_in(const moe_config_t *cfg, int world_size,
     m->cap_metrics = METRICS_BOUND;
     m->cap_steps = STEPS_BOUND;
     moe_report_files_init(&m->files, cfg);
+    if (dir == NULL && cfg->prof_record_routing && moe_cfg_recorded_steps(cfg) != 0) {
+        /* the run's end report writes the routing (moe_gather_finish): its INCOMPLETE,
+         * made with the folder, lists it from the start */
+        m->files.state[MOE_RFILE_ROUTING] = MOE_RFILE_PENDING;
+    }
     r->files = &m->files;
     r->metrics_stop_step = -1;
     open_metrics_stream(m);

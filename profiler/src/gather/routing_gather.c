@@ -90,6 +90,7 @@ static void assemble(const moe_config_t *cfg, parts_t *p, moe_routing_set_t *out
     }
     if (steps == 0 || steps == INT64_MAX) {
         snprintf(out->why, sizeof(out->why), "no recorded step completed");
+        out->none_recorded = true;
         return;
     }
     size_t n = (size_t)L * (size_t)steps * (size_t)T * (size_t)k;
@@ -158,14 +159,17 @@ void moe_gather_routing(const moe_config_t *cfg, MPI_Comm comm, const void *own,
     free(p);
 }
 
-moe_status_t moe_gather_routing_report(const moe_report_t *r, void *arg, moe_error_t *err)
+moe_status_t moe_gather_routing_report(const moe_report_t *r, const void *arg,
+                                       moe_error_t *err)
 {
     const moe_routing_set_t *set = arg;
     const moe_config_t *cfg = r->cfg;
     const char *run_dir = r->run_dir;
-    if (!set->complete) {
-        fprintf(stderr, "moed: warning: profiler.record_routing: %s/%s not written: %s\n",
-                run_dir, MOE_ROUTING_FILE, set->why);
+    if (set->none_recorded) { /* the report recorded nothing either: nothing is missing */
+        moe_report_file_off(r, MOE_RFILE_ROUTING);
+        return MOE_OK;
+    }
+    if (!set->complete) { /* a routing rank's recording lost: the file is missing, and why */
         moe_report_file_failed(r, MOE_RFILE_ROUTING, set->why);
         return MOE_OK;
     }
@@ -186,6 +190,15 @@ moe_status_t moe_gather_routing_report(const moe_report_t *r, void *arg, moe_err
         .tokens_per_step = set->tokens, .family = moe_cfg_family_name(cfg->family),
         .source = source, .uniform_weights = false, .ids = ids, .weights = ws};
     moe_status_t st = moe_routing_trace_write(path, &o, err);
+    if (st != MOE_OK) { /* the entry's why without the path, as the other files' (a long
+                         * output_dir would push the cause past its room) */
+        size_t n = strlen(path);
+        const char *why = err->msg;
+        moe_report_file_failed(r, MOE_RFILE_ROUTING, strncmp(why, path, n) == 0 &&
+                                                         why[n] == ':' && why[n + 1] == ' '
+                                                         ? why + n + 2
+                                                         : why);
+    }
     if (st == MOE_OK) {
         moe_report_file_done(r, MOE_RFILE_ROUTING, 0);
         printf("routing: %lld recorded steps x %lld tokens x %d layers in %s (%.1f MiB)\n",

@@ -20,6 +20,8 @@ typedef struct moe_routing_set {
     int32_t *ids;             /* [layers][steps * tokens][top_k] */
     float *weights;
     bool complete;            /* every token of a step came */
+    bool none_recorded;       /* it all came, holding no completed recorded step (a run
+                               * stopped before its first): no file, nothing lost */
     char why[256];            /* else why not */
 } moe_routing_set_t;
 
@@ -32,7 +34,7 @@ void moe_gather_routing(const moe_config_t *cfg, MPI_Comm comm, const void *own,
  * set into r->run_dir, marked in the report's table of files, so INCOMPLETE and summary.json
  * know it; says what it wrote (or why not) on stdout / stderr. A set that is not complete is
  * not written (the entry failed, why: the set's); MOE_ERR_IO when the file could not be. */
-moe_status_t moe_gather_routing_report(const struct moe_report *r, void *arg,
+moe_status_t moe_gather_routing_report(const struct moe_report *r, const void *arg,
                                        moe_error_t *err);
 void moe_routing_set_free(moe_routing_set_t *set);
 

@@ -38,7 +38,7 @@ static moe_status_t chk_read_plan(chk_t *c, moe_error_t *err)
     char path[MOE_PATH_MAX + 32], line[1024];
     snprintf(path, sizeof(path), "%s/config.yaml", c->dir);
     const char *kind = NULL;
-    FILE *f = moe_fopen_regular(path, "r", &kind); /* a FIFO would wait for a writer */
+    FILE *f = moe_file_fopen_regular(path, "r", &kind); /* a FIFO would wait for a writer */
     if (f == NULL) {
         return kind != NULL ? moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: is %s, not a "
                                             "regular file", path, kind)

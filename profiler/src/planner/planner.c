@@ -152,8 +152,12 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
             strcmp(f, "--slots") == 0) {
             int *dst = f[2] == 'r' && f[3] == 'a' ? &a->ranks : f[2] == 'r' ? &a->redundant
                                                                              : &a->slots;
-            /* --ranks past moed's largest job; R and S past what any job's slots hold */
-            int max = dst == &a->ranks ? MOE_MAX_RANKS : MOE_MAX_RANKS * MOE_MAX_EXPERTS;
+            /* --ranks past moed's largest job, S past a layer's experts (a rank holds one
+             * copy of an expert at most), R past every rank holding every expert: so S x
+             * ranks and E + R stay far inside an int */
+            int max = dst == &a->ranks      ? MOE_MAX_RANKS
+                      : dst == &a->slots ? MOE_MAX_EXPERTS
+                                         : MOE_MAX_RANKS * MOE_MAX_EXPERTS;
             int got = has ? plan_int(argv[++i], max, dst) : -1;
             if (got == -2) {
                 snprintf(why, sizeof(why), "%s %.40s is more than %d", f, argv[i], max);
@@ -328,7 +332,7 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the report recorded no expert "
                              "demand (%.0f recorded steps: every step a warm-up step, or no "
                              "rank profiled): nothing to plan from; run more steps than "
-                             "profiler.warmup_steps", p->a.dir,
+                             "profiler.warmup_steps, with the expert ranks profiled", p->a.dir,
                              moe_json_num(moe_json_path(p->doc, "run.recorded_steps"), 0));
     }
     return MOE_OK;
@@ -356,7 +360,7 @@ static moe_status_t plan_ranks(plan_t *p, moe_error_t *err)
     moe_status_t st = MOE_OK;
     if (p->a.hostfile != NULL) {
         const char *kind = NULL;
-        FILE *f = moe_fopen_regular(p->a.hostfile, "r", &kind); /* a FIFO would wait */
+        FILE *f = moe_file_fopen_regular(p->a.hostfile, "r", &kind); /* a FIFO would wait */
         char line[512];
         int r = 0, nodes = 0;
         if (f == NULL) {
@@ -481,11 +485,7 @@ static moe_status_t plan_check(plan_t *p, moe_error_t *err)
                                        "predict; it plans replicas that split an expert's "
                                        "tokens by position");
     }
-    if (p->a.ranks > MOE_MAX_RANKS) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is outside 2..%d (moed's "
-                             "largest job)", p->a.ranks, MOE_MAX_RANKS);
-    }
-    if (p->a.ranks < 2 || p->n < 1) {
+    if (p->a.ranks < 2 || p->n < 1) { /* above MOE_MAX_RANKS: refused by the parser */
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "--ranks %d is too small: a placement "
                              "needs 2 ranks or more (1 rank hosts every expert%s)",
                              p->a.ranks, p->old->routing == MOE_ROUTING_MASTER ?

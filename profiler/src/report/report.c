@@ -436,6 +436,13 @@ void moe_report_file_failed(const moe_report_t *r, moe_rfile_t which, const char
     }
 }
 
+void moe_report_file_off(const moe_report_t *r, moe_rfile_t which)
+{
+    if (r != NULL && r->files != NULL && which < MOE_RFILE_COUNT) {
+        r->files->state[which] = MOE_RFILE_OFF;
+    }
+}
+
 bool moe_report_incomplete(const moe_report_t *r)
 {
     bool missing = r->metrics_write_failed;
@@ -483,7 +490,7 @@ void moe_report_mark_incomplete(const moe_report_t *r)
             }
             n += (size_t)snprintf(text + n, sizeof(text) - n, "%s: %s", rfile_names[i], why);
             if (n < sizeof(text) && i == MOE_RFILE_METRICS_CSV && s == MOE_RFILE_FAILED &&
-                r->metrics_write_failed) { /* the stream's loss is this file's: one line */
+                r->metrics_write_failed && r->metrics_stop_step >= 0) { /* one line */
                 n += (size_t)snprintf(text + n, sizeof(text) - n, " (%lld rows from step %lld on)",
                                       (long long)r->metrics_lost,
                                       (long long)r->metrics_stop_step);
@@ -640,7 +647,7 @@ static void headline_files(const moe_report_t *r, FILE *out)
             fprintf(out, "%s %s: %s", n++ ? ";" : "", rfile_names[i],
                     t->state[i] == MOE_RFILE_FAILED ? t->why[i] : "not written");
             if (i == MOE_RFILE_METRICS_CSV && t->state[i] == MOE_RFILE_FAILED &&
-                r->metrics_write_failed) {
+                r->metrics_write_failed && r->metrics_stop_step >= 0) {
                 fprintf(out, " (stopped at step %lld)", (long long)r->metrics_stop_step);
             }
         }

@@ -231,8 +231,8 @@ typedef struct moe_report {
      * none, the entry is off). It writes the file into run_dir and marks its entry: written
      * (moe_report_file_done), or failed with why (moe_report_file_failed) where it has no
      * routing to write; an error it returns also marks the entry failed. */
-    moe_status_t (*routing_write)(const struct moe_report *r, void *arg, moe_error_t *err);
-    void *routing_arg;
+    moe_status_t (*routing_write)(const struct moe_report *r, const void *arg, moe_error_t *err);
+    const void *routing_arg;
     char started_at[32];         /* ISO-8601 local time */
     char version[32];
     char build_id[48];
@@ -489,6 +489,8 @@ void moe_report_files_init(moe_report_files_t *t, const moe_config_t *cfg);
 void moe_report_file_done(const moe_report_t *r, moe_rfile_t which, int errnum);
 /* Mark `which` not written, with why (a writer with nothing it could write). */
 void moe_report_file_failed(const moe_report_t *r, moe_rfile_t which, const char *why);
+/* Mark `which` not asked for after all (a writer with nothing to write, nothing lost). */
+void moe_report_file_off(const moe_report_t *r, moe_rfile_t which);
 /* Write <run_dir>/INCOMPLETE: every file not written, and why. */
 void moe_report_mark_incomplete(const moe_report_t *r);
 /* Room kept on the disk for the small files that must come last: <run_dir>/.reserve of

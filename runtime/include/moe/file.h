@@ -12,11 +12,11 @@
  * config, weights, input, a checkpoint's config.json, index and shards, and the offline
  * tools' reports and hostfiles (a FIFO's open() would wait for a writer, in a call that
  * SIGINT and SIGTERM restart rather than end). */
-int moe_open_regular(const char *path, const char **kind);
+int moe_file_open_regular(const char *path, const char **kind);
 /* The same as a stdio stream (mode "r" or "rb"): NULL with *kind or errno as above. */
-FILE *moe_fopen_regular(const char *path, const char *mode, const char **kind);
+FILE *moe_file_fopen_regular(const char *path, const char *mode, const char **kind);
 /* What a stat mode names, for messages: "a file", "a folder", "a FIFO (named pipe)", "a
- * character device", "a block device", "a socket", else "not a regular file". */
+ * character device", "a block device", "a socket", else "another kind of file". */
 const char *moe_file_kind(mode_t mode);
 
 #endif /* MOE_FILE_H */

@@ -133,7 +133,7 @@ static moe_preflight_fail_t check_input_file(const char *key, const char *path, 
     }
     tried_text(path, tried, sizeof(tried));
     const char *kind = NULL; /* a FIFO is refused, never waited on */
-    int fd = moe_open_regular(path, &kind);
+    int fd = moe_file_open_regular(path, &kind);
     if (fd < 0 && kind != NULL) {
         moe_error_set(err, MOE_ERR_IO, "%s: '%s'%s is %s, not a .safetensors file", key, path,
                       tried, kind);
@@ -227,6 +227,7 @@ static int probe_write(const char *dir)
      * passed a disk with no byte free (the run then ended with an empty folder) */
     static const char block[4096];
     int e = 0;
+    errno = 0; /* a short write sets none */
     if (write(fd, block, sizeof(block)) != (ssize_t)sizeof(block)) {
         e = errno != 0 ? errno : ENOSPC;
     } else if (fsync(fd) != 0) {

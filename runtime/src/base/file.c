@@ -23,10 +23,10 @@ const char *moe_file_kind(mode_t mode)
     if (S_ISBLK(mode)) {
         return "a block device";
     }
-    return S_ISSOCK(mode) ? "a socket" : "not a regular file";
+    return S_ISSOCK(mode) ? "a socket" : "another kind of file";
 }
 
-int moe_open_regular(const char *path, const char **kind)
+int moe_file_open_regular(const char *path, const char **kind)
 {
     struct stat sb;
     *kind = NULL;
@@ -60,9 +60,9 @@ int moe_open_regular(const char *path, const char **kind)
     return fd;
 }
 
-FILE *moe_fopen_regular(const char *path, const char *mode, const char **kind)
+FILE *moe_file_fopen_regular(const char *path, const char *mode, const char **kind)
 {
-    int fd = moe_open_regular(path, kind);
+    int fd = moe_file_open_regular(path, kind);
     if (fd < 0) {
         return NULL;
     }

@@ -16,14 +16,19 @@
 
 #include "config/config_int.h"
 #include "moe/file.h"
+#include "moe/stop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 /* Config files are a few hundred bytes; anything this large is the wrong file. */
@@ -650,30 +655,64 @@ static moe_status_t read_fail(moe_error_t *err, const char *path, int e)
     return moe_error_set(err, MOE_ERR_IO, "cannot read config '%s': %s", path, why);
 }
 
-/* Read f to its end into a growing buffer, refusing more than CFG_FILE_MAX bytes. */
-static moe_status_t read_all(FILE *f, const char *path, char **out, size_t *out_len,
-                             moe_error_t *err)
+/* Before each read of a pipe or a terminal (`<(...)`, /dev/stdin, a FIFO): wait until it
+ * has data or its writer is gone, in naps a signal cuts short (poll() is never restarted),
+ * so a FIFO nobody writes to waits only until SIGINT or SIGTERM, saying once what it waits
+ * for. Returns 0 when readable, or an errno (EINTR: a stop was requested). */
+static int wait_readable(int fd, const char *path, int64_t *waited_ms)
+{
+    for (;;) {
+        if (moe_stop_requested()) {
+            return EINTR;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, 250);
+        if (rc > 0) {
+            return 0; /* POLLIN, or POLLHUP / POLLERR: the read says which */
+        }
+        if (rc < 0 && errno != EINTR) {
+            return errno;
+        }
+        if (rc == 0 && (*waited_ms += 250) == 1000) {
+            fprintf(stderr, "moed: waiting for the config from '%s' (not a file: a pipe or a "
+                            "terminal), nothing written to it yet; SIGINT or SIGTERM stops\n",
+                    path);
+        }
+    }
+}
+
+/* Read fd to its end into a growing buffer, refusing more than CFG_FILE_MAX bytes; a pipe
+ * (stream) is waited on between reads (wait_readable). */
+static moe_status_t read_all(int fd, bool stream, const char *path, char **out,
+                             size_t *out_len, moe_error_t *err)
 {
     size_t cap = 4096, used = 0;
+    int64_t waited_ms = 0;
     char *buf = malloc(cap);
     while (buf != NULL) {
-        size_t got = fread(buf + used, 1, cap - used - 1, f); /* keep room for the NUL */
-        used += got;
-        if (used > CFG_FILE_MAX) {
-            free(buf);
-            return moe_error_set(err, MOE_ERR_IO, "cannot read config '%s': larger than %zu MiB; "
-                                 "is it the right file?", path, CFG_FILE_MAX >> 20);
+        int w = stream ? wait_readable(fd, path, &waited_ms) : 0;
+        ssize_t got = w == 0 ? read(fd, buf + used, cap - used - 1) : -1; /* room for NUL */
+        if (got < 0 && w == 0 && (errno == EINTR || errno == EAGAIN)) {
+            continue;
         }
-        if (got == 0) {
-            if (ferror(f)) {
-                int e = errno;
-                free(buf);
-                return read_fail(err, path, e);
-            }
+        if (got < 0) {
+            int e = w != 0 ? w : errno;
+            free(buf);
+            return e == EINTR ? moe_error_set(err, MOE_ERR_INTERRUPTED, "stopped while waiting "
+                                              "for the config from '%s'", path)
+                              : read_fail(err, path, e);
+        }
+        if (got == 0) { /* the end (a pipe: its writer closed it) */
             buf[used] = '\0';
             *out = buf;
             *out_len = used;
             return MOE_OK;
+        }
+        used += (size_t)got;
+        if (used > CFG_FILE_MAX) {
+            free(buf);
+            return moe_error_set(err, MOE_ERR_IO, "cannot read config '%s': larger than %zu MiB; "
+                                 "is it the right file?", path, CFG_FILE_MAX >> 20);
         }
         if (used + 1 == cap) {
             char *bigger = realloc(buf, cap * 2);
@@ -689,19 +728,27 @@ static moe_status_t read_all(FILE *f, const char *path, char **out, size_t *out_
 
 moe_status_t moe_cfg_read_file(const char *path, char **text, size_t *len, moe_error_t *err)
 {
-    moe_status_t st;
     if (path == NULL || text == NULL || len == NULL) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "moe_cfg_read_file: NULL argument");
     }
-    const char *kind = NULL;
-    FILE *f = moe_fopen_regular(path, "rb", &kind); /* a FIFO would wait, deaf to SIGINT */
-    if (f == NULL) {
-        return kind != NULL ? moe_error_set(err, MOE_ERR_IO, "cannot read config '%s': it is %s, "
-                                            "not a regular file", path, kind)
-                            : read_fail(err, path, errno);
+    /* O_NONBLOCK: open() of a FIFO with no writer would wait, and a signal restarts it */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+        }
+        return read_fail(err, path, e);
     }
-    st = read_all(f, path, text, len, err);
-    fclose(f);
+    bool stream = S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode);
+    if (!S_ISREG(sb.st_mode) && !stream) {
+        close(fd);
+        return moe_error_set(err, MOE_ERR_IO, "cannot read config '%s': it is %s, not a file "
+                             "or a pipe", path, moe_file_kind(sb.st_mode));
+    }
+    moe_status_t st = read_all(fd, stream, path, text, len, err);
+    close(fd);
     return st;
 }
 

@@ -33,7 +33,7 @@ static moe_status_t json_load_object(const char *path, const char *what, json_t 
 {
     json_error_t je;
     const char *kind = NULL;
-    int fd = moe_open_regular(path, &kind);
+    int fd = moe_file_open_regular(path, &kind);
     if (fd < 0 && kind != NULL) {
         return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: is %s, not a regular file (%s)", path,
                              kind, what);

@@ -664,7 +664,7 @@ moe_status_t moe_st_open(const char *path, moe_st_file_t **out, moe_error_t *err
         return rc;
     }
     const char *kind = NULL;
-    f->fd = moe_open_regular(path, &kind);
+    f->fd = moe_file_open_regular(path, &kind);
     if (f->fd < 0 && kind != NULL) {
         rc = moe_error_set(err, MOE_ERR_IO, "%s: is %s, not a regular file: a .safetensors "
                            "file is expected", path, kind);
