@@ -70,6 +70,7 @@ cat >> c.yaml <<EOC
   control_token: "$FILE_TOKEN"
 EOC
 [[ "$case_name" == sched_repeat ]] && printf '  repeat: 0\n  wait_steps: 100\n' >> c.yaml
+[[ "$case_name" == window_watchdog ]] && sed -i 's/^runtime:/runtime:\n  step_timeout_s: 3/' c.yaml
 export MOED_CONTROL_TOKEN=$TOKEN FILE_TOKEN
 if [[ "$case_name" == start_checks ]]; then
   # shellcheck disable=SC2086
@@ -532,7 +533,7 @@ print("harden ok: tricklers cut after %.1f-%.1f s, %d answers meanwhile" %
       (min(cut.values()), max(cut.values()), other))
 PY
   ;;
-close|window_stop)
+close|window_stop|window_watchdog)
   py <<'PY' || fail "$case_name check"
 import json, os, time, urllib.request, urllib.error
 url, token = os.environ["URL"], os.environ["TOKEN"]
@@ -564,7 +565,7 @@ for _ in range(300):
 else:
     raise SystemExit("window never open: %s" % st)
 open("window.txt", "w").write(ans["folder"])
-if os.environ["CASE"] == "window_stop":
+if os.environ["CASE"] in ("window_stop", "window_watchdog"):
     print("window open at step", st["step"]); raise SystemExit(0)
 code, c = call("DELETE", "profile")
 assert code == 202 and c["state"] == "closing", (code, c)
@@ -580,6 +581,8 @@ r = j["run"]
 assert 5 < r["steps_run"] < 100000 and r["steps_planned"] == 100000, r
 assert j["partial"] and "DELETE /profile" in j["missing"], (j.get("partial"), j.get("missing"))
 assert not r["interrupted"], r
+txt = open(os.path.join("experiments", ans["folder"], "summary.txt")).read()
+assert "Figures below cover only the ranks" not in txt, "every rank is there: no such banner"
 s1 = status()["step"]; time.sleep(0.5)
 assert status()["step"] > s1, "the run did not go on"
 assert call("POST", "profile?steps=2")[0] == 202, "no new window after a closed one"
@@ -599,6 +602,20 @@ assert 5 < r["steps_run"] < 100000 and r["steps_planned"] == 100000, r
 assert all(x["steps"] > 0 for x in j["ranks"] if x["profiled"]), j["ranks"]
 print("window_stop ok: %d of 100000 steps; %s" % (r["steps_run"], j["missing"]))
 PY
+  fi
+  if [[ "$case_name" == window_watchdog ]]; then  # a rank stopped with a window open: the
+    # watchdog ends the job (exit 7); the window cannot be gathered, and rank 0 says so
+    r1=""
+    for p in $(pgrep -f "$MOED --config"); do
+      tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && r1=$p
+    done
+    [[ -n $r1 ]] || fail "no rank 1"
+    kill -STOP "$r1"; rc=0; wait "$RUN" || rc=$?; kill -CONT "$r1" 2> /dev/null || true
+    tail -4 run.log
+    [[ $rc -eq 7 ]] || fail "a stopped rank with a window open: exit $rc, want 7"
+    grep -q "moed: warning.*live: window [0-9]*: $(cat window.txt) not written: the watchdog ended the run" run.log \
+      || fail "rank 0 did not say the open window is not written"
+    ! grep -qP "warning: .*[\x00-\x08\x0e-\x1f]" run.log || fail "a warning with control bytes"
   fi
   ;;
 sched|sched_repeat)
@@ -651,6 +668,38 @@ top)
   rc=0; "$MOED" top "$URL" --once --once > top2.txt 2>&1 || rc=$?  # as moed's own options
   [[ $rc -eq 2 ]] && grep -q "^moed top: error: --once given twice" top2.txt \
     || { cat top2.txt; fail "--once given twice: exit $rc"; }
+  # a port past 65535 is refused (the resolver would wrap it); a server that is not moed's
+  # gets one line on stderr, its bytes filtered; one that trickles is cut at the 5 s bound
+  rc=0; "$MOED" top http://127.0.0.1:70000/ --once > t3.txt 2>&1 || rc=$?
+  [[ $rc -eq 2 ]] && grep -q "^moed top: error: port '70000' is not a number in 1..65535" t3.txt \
+    || { cat t3.txt; fail "port 70000: exit $rc"; }
+  "$PYTHON" - > other.port 2> /dev/null <<'PY' &
+import socket, sys, time, threading
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+def serve(c, n):
+    c.recv(4096)  # the request first: a close with it unread would reset the answer
+    if n == 0:  # not moed: a status line with a terminal control code, then more lines
+        c.sendall(b"HTTP/1.0 404 \x1b[2JNope\r\nServer: x\r\n\r\n"); c.close()
+    else:       # a byte a second, for ever
+        for _ in range(20):
+            c.sendall(b"H"); time.sleep(1)
+for n in range(2):
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c, n), daemon=True).start()
+time.sleep(20)
+PY
+  other=$!
+  trap 'kill $other 2> /dev/null; stop_run; [[ -n "${KEEP_WORK:-}" ]] || rm -rf "$WORK"' EXIT
+  for _ in $(seq 50); do [[ -s other.port ]] && break; sleep 0.1; done
+  port=$(cat other.port)
+  rc=0; timeout 20 "$MOED" top "http://127.0.0.1:$port/" --once > t4.out 2> t4.err || rc=$?
+  [[ $rc -eq 1 && ! -s t4.out && $(wc -l < t4.err) -eq 1 ]] \
+    && grep -q "^moed top: error: not a moed endpoint: /status answered 'HTTP/1.0 404 ?\[2JNope'$" t4.err \
+    || { cat t4.out t4.err; fail "a server not moed's: exit $rc"; }
+  t0=$SECONDS; rc=0; timeout 20 "$MOED" top "http://127.0.0.1:$port/" --once > t5.txt 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] && (( SECONDS - t0 <= 8 )) && grep -q "no whole answer within 5000 ms" t5.txt \
+    || { cat t5.txt; fail "a trickling server: exit $rc after $((SECONDS - t0)) s"; }
+  kill "$other" 2> /dev/null || true
   ;;
 stop)
   sleep 1

@@ -117,6 +117,16 @@ print("summary.json: files_not_written", run["files_not_written"])
 PY
     check_folder "$d" 3 || fail "a file is torn or INCOMPLETE is wrong"
     ;;
+  routing_warmup)  # record_routing in a run of warm-up steps only: nothing recorded, nothing
+    # missing: no routing.safetensors, no INCOMPLETE, exit 0, no wait for routing never sent
+    PROF=true STEPS=2 small_model | sed -e 's/^  enabled: true/  enabled: true\n  record_routing: true/' > c.yaml
+    t0=$SECONDS
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "exit non-zero"; }
+    (( SECONDS - t0 < 30 )) || fail "took $((SECONDS - t0)) s: waited for routing no rank records"
+    d=$(ls -d "$WORK"/experiments/*/ | head -1)
+    [[ ! -e $d/INCOMPLETE && ! -e $d/routing.safetensors ]] || { ls "$d"; fail "INCOMPLETE or a routing file"; }
+    ! grep -q "INCOMPLETE" run.log || fail "the headline says INCOMPLETE"
+    ;;
   full_at_start)  # no byte free at start: refused before the run (a name alone still fits
     # a full disk: the check writes a block), exit 5, no folder made
     tmpfs 64k

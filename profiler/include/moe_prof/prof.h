@@ -231,6 +231,10 @@ void moe_live_step_end(moe_live_t *lv, int64_t step, int64_t begin_ns, int64_t e
  * last completed step, its records gathered on rank 0 (within 0.4 s) and its folder, marked
  * partial, written by a thread while the end report is (finish joins it). Accepts NULL. */
 void moe_live_stopped(moe_live_t *lv);
+/* The watchdog ends the job (no gathering is possible any more): rank 0 says that a window
+ * asked for or open is not written, and why, on stderr and in /status's last_error.
+ * Accepts NULL; other ranks do nothing. */
+void moe_live_abandon(moe_live_t *lv, const char *why);
 /* After the run: last counters to rank 0 (bounded wait); after a stop, nothing is sent.
  * Accepts NULL. The HTTP server keeps answering until destroy. */
 void moe_live_finish(moe_live_t *lv, bool interrupted);

@@ -851,6 +851,28 @@ void moe_live_stopped(moe_live_t *lv)
     }
 }
 
+void moe_live_abandon(moe_live_t *lv, const char *why)
+{
+    if (lv == NULL || lv->rank != 0) {
+        return;
+    }
+    live_window_t *w = &lv->view->win;
+    pthread_mutex_lock(&lv->view->mu);
+    bool open = w->state == LIVE_WIN_REQUESTED || w->state == LIVE_WIN_OPEN;
+    int64_t id = w->id;
+    char name[sizeof(w->name)];
+    memcpy(name, w->name, sizeof(name));
+    if (open) {
+        w->state = LIVE_WIN_IDLE;
+        snprintf(lv->view->last_error, sizeof(lv->view->last_error),
+                 "window %lld: %.128s not written: %.96s", (long long)id, name, why);
+    }
+    pthread_mutex_unlock(&lv->view->mu);
+    if (open) {
+        MOE_WARN("live: window %lld: %s not written: %s", (long long)id, name, why);
+    }
+}
+
 void moe_live_finish(moe_live_t *lv, bool interrupted)
 {
     if (lv == NULL) {

@@ -1,6 +1,9 @@
 /* `moed top URL [--once]`: the live figures in a terminal, for clusters without a browser.
  * A minimal HTTP/1.0 client (getaddrinfo, connect, one GET, read to the end) with a
  * bound on time and size; the answers are parsed with jansson. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <netdb.h>
 #include <poll.h>
@@ -35,10 +38,31 @@ static int top_parse_url(const char *url, char *host, size_t hn, char *port, siz
     }
     snprintf(port, pn, "%.*s", colon != NULL ? (int)(end - colon - 1) : 2,
              colon != NULL ? colon + 1 : "80");
-    return host[0] != '\0' && port[0] != '\0' ? 0 : -1;
+    /* the port ourselves: getaddrinfo takes "70000" as 70000 mod 65536 */
+    size_t digits = strspn(port, "0123456789");
+    if (digits == 0 || port[digits] != '\0' || digits > 5 || atol(port) < 1 ||
+        atol(port) > 65535) {
+        return -2;
+    }
+    return host[0] != '\0' ? 0 : -1;
 }
 
-static int top_connect(const char *host, const char *port)
+static int64_t top_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds left before deadline_ms, at least 0. */
+static int top_left_ms(int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - top_now_ms();
+    return left > 0 ? (int)left : 0;
+}
+
+/* Connected within the deadline (non-blocking connect, then poll), or -1. */
+static int top_connect(const char *host, const char *port, int64_t deadline_ms)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     if (getaddrinfo(host, port, &hints, &ai) != 0) {
@@ -46,8 +70,20 @@ static int top_connect(const char *host, const char *port)
     }
     int fd = -1;
     for (struct addrinfo *a = ai; a != NULL && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) {
+            continue;
+        }
+        int rc = connect(fd, a->ai_addr, a->ai_addrlen), soerr = 0;
+        if (rc != 0 && errno == EINPROGRESS) {
+            struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+            socklen_t sl = sizeof(soerr);
+            rc = poll(&pfd, 1, top_left_ms(deadline_ms)) == 1 &&
+                         getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0
+                     ? 0
+                     : -1;
+        }
+        if (rc != 0) {
             close(fd);
             fd = -1;
         }
@@ -56,13 +92,27 @@ static int top_connect(const char *host, const char *port)
     return fd;
 }
 
+/* The first line of an answer, printable characters only, at most 60 (what a server that
+ * is not moed's sent must not reach the terminal as control codes). */
+static void top_first_line(const char *buf, char *out, size_t n)
+{
+    size_t j = 0;
+    for (size_t i = 0; buf[i] != '\0' && buf[i] != '\r' && buf[i] != '\n' && j + 1 < n && i < 60;
+         i++) {
+        out[j++] = isprint((unsigned char)buf[i]) ? buf[i] : '?';
+    }
+    out[j] = '\0';
+}
+
 /* GET path; the body as a JSON value, or NULL with why. */
 static json_t *top_get(const char *host, const char *port, const char *path, char *why,
                        size_t wn)
 {
-    int fd = top_connect(host, port);
+    int64_t deadline_ms = top_now_ms() + TOP_TIMEOUT_MS; /* the whole request's bound */
+    int fd = top_connect(host, port, deadline_ms);
     if (fd < 0) {
-        snprintf(why, wn, "cannot connect to %s:%s", host, port);
+        snprintf(why, wn, "cannot connect to %s:%s%s", host, port,
+                 top_left_ms(deadline_ms) == 0 ? " within 5 s" : "");
         return NULL;
     }
     char req[512];
@@ -71,14 +121,16 @@ static json_t *top_get(const char *host, const char *port, const char *path, cha
     json_t *out = NULL;
     size_t len = 0, cap = 65536;
     char *buf = malloc(cap);
-    if (buf == NULL || write(fd, req, (size_t)n) != n) {
+    struct pollfd wfd = {.fd = fd, .events = POLLOUT};
+    if (buf == NULL || poll(&wfd, 1, top_left_ms(deadline_ms)) != 1 ||
+        write(fd, req, (size_t)n) != n) {
         snprintf(why, wn, "cannot send the request");
         goto done;
     }
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        if (poll(&pfd, 1, TOP_TIMEOUT_MS) <= 0) {
-            snprintf(why, wn, "no answer within %d ms", TOP_TIMEOUT_MS);
+        if (poll(&pfd, 1, top_left_ms(deadline_ms)) <= 0) {
+            snprintf(why, wn, "no whole answer within %d ms", TOP_TIMEOUT_MS);
             goto done;
         }
         if (len + 1 >= cap) {
@@ -91,6 +143,9 @@ static json_t *top_get(const char *host, const char *port, const char *path, cha
             cap *= 2;
         }
         ssize_t got = read(fd, buf + len, cap - len - 1);
+        if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+            continue;
+        }
         if (got < 0) {
             snprintf(why, wn, "read failed");
             goto done;
@@ -103,13 +158,19 @@ static json_t *top_get(const char *host, const char *port, const char *path, cha
     buf[len] = '\0';
     char *body = strstr(buf, "\r\n\r\n");
     if (strncmp(buf, "HTTP/1.", 7) != 0 || strncmp(buf + 8, " 200", 4) != 0 || body == NULL) {
-        snprintf(why, wn, "unexpected answer: %.40s", buf);
+        char line[64];
+        top_first_line(buf, line, sizeof(line));
+        snprintf(why, wn, "not a moed endpoint: %s answered '%s'", path, line);
         goto done;
     }
     json_error_t jerr;
     out = json_loads(body + 4, 0, &jerr);
     if (out == NULL) {
-        snprintf(why, wn, "bad JSON: %s", jerr.text);
+        snprintf(why, wn, "not a moed endpoint: %s is not JSON (%.80s)", path, jerr.text);
+    } else if (!json_is_object(out)) {
+        snprintf(why, wn, "not a moed endpoint: %s is not a JSON object", path);
+        json_decref(out);
+        out = NULL;
     }
 done:
     free(buf);
@@ -176,12 +237,19 @@ static int top_frame(FILE *out, const char *host, const char *port, bool clear)
 {
     char why[256];
     json_t *st = top_get(host, port, "/status", why, sizeof(why));
+    if (st != NULL && (!json_is_integer(json_object_get(st, "step")) ||
+                       !json_is_object(json_object_get(st, "window")))) {
+        snprintf(why, sizeof(why), "not a moed endpoint: /status has no step and window");
+        json_decref(st);
+        st = NULL;
+    }
     json_t *data = st != NULL ? top_get(host, port, "/live.json", why, sizeof(why)) : NULL;
     if (clear) {
         fprintf(out, "\033[H\033[2J");
     }
     if (st == NULL || data == NULL) {
-        fprintf(out, "moed top: %s\n", why);
+        /* once: an error on stderr, one line; a running top shows it as its frame */
+        fprintf(clear ? out : stderr, "moed top: error: %s\n", why);
         json_decref(st);
         return 1;
     }
@@ -193,8 +261,8 @@ static int top_frame(FILE *out, const char *host, const char *port, bool clear)
             json_real_value(json_object_get(st, "tokens_per_s")),
             nms > 0 ? json_real_value(json_array_get(ms, nms - 1)) : 0.0,
             json_is_true(json_object_get(st, "finished")) ? "(run ended)" : "");
-    fprintf(out, "window: %s   reports: %zu\n",
-            json_string_value(json_object_get(win, "state")),
+    const char *state = json_string_value(json_object_get(win, "state"));
+    fprintf(out, "window: %s   reports: %zu\n", state != NULL ? state : "?",
             json_array_size(json_object_get(st, "reports")));
     top_ranks(out, st, data);
     top_layers(out, data);
@@ -227,7 +295,12 @@ int moe_live_top_main(int argc, char **argv, FILE *out)
         }
     }
     char host[256], port[16];
-    if (url == NULL || top_parse_url(url, host, sizeof(host), port, sizeof(port)) != 0) {
+    int parsed = url != NULL ? top_parse_url(url, host, sizeof(host), port, sizeof(port)) : -1;
+    if (parsed == -2) {
+        fprintf(stderr, "moed top: error: port '%s' is not a number in 1..65535\n", port);
+        return 2;
+    }
+    if (parsed != 0) {
         fprintf(stderr, "moed top: usage: moed top http://HOST:PORT/ [--once]\n");
         return 2;
     }

@@ -656,6 +656,10 @@ static moe_status_t send_wait(moe_rec_t *p, int64_t deadline_ns, bool honour_sto
     moe_status_t st = moe_poll_request(&p->sendreq, &poll, err);
     if (st == MOE_OK) {
         p->sending = false;
+    } else if (st != MOE_ERR_MPI) { /* the poll's end sets no message: say it here */
+        moe_error_set(err, st, "rank %d's profile part was not taken by rank 0 %s (%.1f s)",
+                      p->rank, st == MOE_ERR_INTERRUPTED ? "before the stop" : "in time",
+                      moe_poll_waited_s(&poll));
     }
     return st;
 }
@@ -973,6 +977,7 @@ bool moe_rec_od_end(moe_rec_t *p, int64_t step, int64_t deadline_ns)
             /* the previous part first, then the last one: both waited for, a stop or not
              * (rank 0 takes them in its own end; the process ends after this) */
             moe_error_t err;
+            moe_error_clear(&err);
             moe_status_t st = send_wait(p, deadline_ns, false, &err);
             if (st == MOE_OK) {
                 st = send_part(p, MOE_PROF_FLAG_WINDOW_END, deadline_ns, &err);

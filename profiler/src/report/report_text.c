@@ -145,7 +145,13 @@ static void text_partial_banner(FILE *f, const moe_report_t *r)
     }
     fprintf(f, "\n*** PARTIAL: missing %s ***\n",
             r->missing[0] ? r->missing : "some ranks' records");
-    fprintf(f, "*** Figures below cover only the ranks whose records reached rank 0. ***\n");
+    bool rank_missing = false; /* a window closed early has every rank: no such line */
+    for (int i = 0; r->ranks != NULL && i < r->world_size; i++) {
+        rank_missing = rank_missing || (r->ranks[i].profiled && !r->ranks[i].present);
+    }
+    if (rank_missing) {
+        fprintf(f, "*** Figures below cover only the ranks whose records reached rank 0. ***\n");
+    }
 }
 
 static void text_placement(FILE *f, const moe_report_t *r)

@@ -99,7 +99,9 @@ moe_status_t moe_poll_next(moe_poll_t *p);
 /* Seconds waited so far, less the time this process was stopped. */
 double moe_poll_waited_s(const moe_poll_t *p);
 /* Test *req until it completes (MOE_OK) or the poll ends (its status; the request stays
- * pending). An MPI failure is MOE_ERR_MPI with err filled. */
+ * pending). An MPI failure is MOE_ERR_MPI with err filled; the poll's end fills err with a
+ * generic line (a stop, no answer within the time), for the caller to replace when it knows
+ * what it waited for. err may be NULL. */
 moe_status_t moe_poll_request(MPI_Request *req, moe_poll_t *p, moe_error_t *err);
 
 /* How a nap sleeps: fn(ns) sleeps up to ns and returns MOE_NAP_SLEPT (the whole nap, or

@@ -588,6 +588,8 @@ static void abort_on_watchdog(moe_engine_t *eng, const moe_config_t *cfg, const 
 {
     MOE_ERROR("%s", err->msg);
     if (rank == 0 && eng != NULL) {
+        /* an on-demand window's parts cannot be gathered from a rank that does not answer */
+        moe_live_abandon(eng->live, "the watchdog ended the run");
         fflush(stderr);
         finish_profile(eng, cfg, text, len, true,
                        "the watchdog ended the run before its last record (see the error)",

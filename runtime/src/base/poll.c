@@ -188,8 +188,13 @@ moe_status_t moe_poll_request(MPI_Request *req, moe_poll_t *p, moe_error_t *err)
             return st;
         }
         st = moe_poll_next(p);
-        if (st != MOE_OK) {
-            return st;
+        if (st != MOE_OK) { /* a message, generic: callers that know what waited say more */
+            return st == MOE_ERR_INTERRUPTED
+                       ? moe_error_set(err, st, "stop requested while waiting (%.1f s)",
+                                       moe_poll_waited_s(p))
+                   : st == MOE_ERR_TIMEOUT
+                       ? moe_error_set(err, st, "no answer within %.1f s", moe_poll_waited_s(p))
+                       : moe_error_set(err, st, "the wait ended: %s", moe_status_string(st));
         }
     }
 }
