@@ -775,6 +775,27 @@ static void wait_or_cancel(MPI_Request *req, int64_t deadline_ns)
 /* The run's end with a window open: each rank closes it at its last completed step and
  * sends what it recorded; rank 0 gathers for at most `wait_ns` and writes the folder, marked
  * partial, before the process ends (a window that had not begun is dropped, and said). */
+/* Rank 0: a window asked for or open goes back to IDLE (one hold from the state's check on:
+ * the HTTP threads see either), /status's last_error set to why when given. Whether there
+ * was one; *id and name: its id and folder. */
+static bool window_drop(moe_live_t *lv, const char *why, int64_t *id, char *name, size_t n)
+{
+    live_window_t *w = &lv->view->win;
+    pthread_mutex_lock(&lv->view->mu);
+    bool open = w->state == LIVE_WIN_REQUESTED || w->state == LIVE_WIN_OPEN;
+    *id = w->id;
+    snprintf(name, n, "%s", w->name);
+    if (open) {
+        w->state = LIVE_WIN_IDLE;
+        if (why != NULL) {
+            snprintf(lv->view->last_error, sizeof(lv->view->last_error),
+                     "window %lld: %.128s not written: %.96s", (long long)*id, name, why);
+        }
+    }
+    pthread_mutex_unlock(&lv->view->mu);
+    return open;
+}
+
 static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
 {
     int64_t deadline = moe_now_ns() + wait_ns;
@@ -784,17 +805,9 @@ static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
     }
     live_window_t *w = &lv->view->win;
     if (!gathering) {
-        /* one hold from the state's check to IDLE: the HTTP threads see either */
-        pthread_mutex_lock(&lv->view->mu);
-        bool dropped = w->state == LIVE_WIN_REQUESTED || w->state == LIVE_WIN_OPEN;
-        int64_t id = w->id;
+        int64_t id = 0;
         char name[sizeof(w->name)];
-        memcpy(name, w->name, sizeof(name));
-        if (dropped) {
-            w->state = LIVE_WIN_IDLE;
-        }
-        pthread_mutex_unlock(&lv->view->mu);
-        if (dropped) {
+        if (window_drop(lv, NULL, &id, name, sizeof(name))) {
             MOE_WARN("live: window %lld had not begun when the run ended: nothing recorded, "
                      "%s not written", (long long)id, name);
         }
@@ -856,19 +869,9 @@ void moe_live_abandon(moe_live_t *lv, const char *why)
     if (lv == NULL || lv->rank != 0) {
         return;
     }
-    live_window_t *w = &lv->view->win;
-    pthread_mutex_lock(&lv->view->mu);
-    bool open = w->state == LIVE_WIN_REQUESTED || w->state == LIVE_WIN_OPEN;
-    int64_t id = w->id;
-    char name[sizeof(w->name)];
-    memcpy(name, w->name, sizeof(name));
-    if (open) {
-        w->state = LIVE_WIN_IDLE;
-        snprintf(lv->view->last_error, sizeof(lv->view->last_error),
-                 "window %lld: %.128s not written: %.96s", (long long)id, name, why);
-    }
-    pthread_mutex_unlock(&lv->view->mu);
-    if (open) {
+    int64_t id = 0;
+    char name[sizeof(lv->view->win.name)];
+    if (window_drop(lv, why, &id, name, sizeof(name))) {
         MOE_WARN("live: window %lld: %s not written: %s", (long long)id, name, why);
     }
 }
