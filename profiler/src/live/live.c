@@ -772,9 +772,6 @@ static void wait_or_cancel(MPI_Request *req, int64_t deadline_ns)
     }
 }
 
-/* The run's end with a window open: each rank closes it at its last completed step and
- * sends what it recorded; rank 0 gathers for at most `wait_ns` and writes the folder, marked
- * partial, before the process ends (a window that had not begun is dropped, and said). */
 /* Rank 0: a window asked for or open goes back to IDLE (one hold from the state's check on:
  * the HTTP threads see either), /status's last_error set to why when given. Whether there
  * was one; *id and name: its id and folder. */
@@ -796,6 +793,9 @@ static bool window_drop(moe_live_t *lv, const char *why, int64_t *id, char *name
     return open;
 }
 
+/* The run's end with a window open: each rank closes it at its last completed step and
+ * sends what it recorded; rank 0 gathers for at most `wait_ns` and writes the folder, marked
+ * partial, before the process ends (a window that had not begun is dropped, and said). */
 static void window_end(moe_live_t *lv, bool interrupted, int64_t wait_ns)
 {
     int64_t deadline = moe_now_ns() + wait_ns;
