@@ -437,6 +437,16 @@ bool live_addr_loopback(const struct sockaddr *sa)
     return false;
 }
 
+bool live_port_ok(const char *port, long min)
+{
+    size_t digits = strspn(port, "0123456789");
+    if (digits == 0 || port[digits] != '\0' || digits > 5) {
+        return false;
+    }
+    long v = strtol(port, NULL, 10);
+    return v >= min && v <= 65535;
+}
+
 /* "HOST:PORT" -> its first address; the port may be 0. */
 static int resolve(const char *listen, struct addrinfo **out, char *host, size_t host_len,
                    char *why, size_t why_len)
@@ -452,10 +462,8 @@ static int resolve(const char *listen, struct addrinfo **out, char *host, size_t
         n -= 2;
     }
     snprintf(host, host_len, "%.*s", (int)n, listen);
-    /* the port ourselves: getaddrinfo takes "70000" and binds 70000 mod 65536 (4464) */
     const char *port = colon + 1;
-    size_t digits = strspn(port, "0123456789");
-    if (digits == 0 || port[digits] != '\0' || digits > 5 || strtol(port, NULL, 10) > 65535) {
+    if (!live_port_ok(port, 0)) {
         snprintf(why, why_len, "port '%s' is not a number in 0..65535 (0: any free port)", port);
         return -1;
     }

@@ -152,4 +152,8 @@ bool live_addr_loopback(const struct sockaddr *sa);
 /* Constant-time comparison of a presented token with the expected one. */
 bool live_token_equal(const char *given, size_t given_len, const char *want);
 
+/* A port as written: digits only, a number in min..65535. Checked here, not left to
+ * getaddrinfo, which takes "70000" as 70000 mod 65536 (4464). */
+bool live_port_ok(const char *port, long min);
+
 #endif /* MOE_LIVE_INT_H */

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "live/live_int.h"
 #include "moe_prof/prof.h"
 
 #define TOP_MAX_BODY (64u << 20)
@@ -38,10 +39,7 @@ static int top_parse_url(const char *url, char *host, size_t hn, char *port, siz
     }
     snprintf(port, pn, "%.*s", colon != NULL ? (int)(end - colon - 1) : 2,
              colon != NULL ? colon + 1 : "80");
-    /* the port ourselves: getaddrinfo takes "70000" as 70000 mod 65536 */
-    size_t digits = strspn(port, "0123456789");
-    if (digits == 0 || port[digits] != '\0' || digits > 5 || atol(port) < 1 ||
-        atol(port) > 65535) {
+    if (!live_port_ok(port, 1)) {
         return -2;
     }
     return host[0] != '\0' ? 0 : -1;
