@@ -605,10 +605,7 @@ PY
   fi
   if [[ "$case_name" == window_watchdog ]]; then  # a rank stopped with a window open: the
     # watchdog ends the job (exit 7); the window cannot be gathered, and rank 0 says so
-    r1=""
-    for p in $(pgrep -f "$MOED --config"); do
-      tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && r1=$p
-    done
+    r1=$(rank_pid 1)
     [[ -n $r1 ]] || fail "no rank 1"
     kill -STOP "$r1"; rc=0; wait "$RUN" || rc=$?; kill -CONT "$r1" 2> /dev/null || true
     tail -4 run.log

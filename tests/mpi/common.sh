@@ -11,6 +11,21 @@ cd "$WORK"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# rank_pid R: the pid of this test's moed rank R: its environment names the rank and it
+# works in this test's $WORK (ranks start in mpirun's directory). Both, as ctest -j runs
+# other tests' jobs beside this one: a rank found by its environment alone was once
+# another test's, stopped there (live.harden and live.window_watchdog failed together).
+rank_pid() {
+  local p here
+  here=$(readlink -f "$WORK")
+  for p in $(pgrep -f "$MOED --config"); do
+    [[ "$(readlink "/proc/$p/cwd" 2> /dev/null)" == "$here" ]] || continue
+    if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+      echo "$p"; return
+    fi
+  done
+}
+
 # mpirun_moed NP ARGS...: run moed on NP ranks, bounded in time so nothing hangs a test.
 mpirun_moed() {
   local np=$1; shift

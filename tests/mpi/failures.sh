@@ -24,14 +24,6 @@ wait_job() {
   took_ms=$(( ($(date +%s%N) - $1) / 1000000 ))
   echo "mpirun exit $code, ${took_ms} ms after the event"
 }
-# rank_pid R: the pid of moed rank R (from its environment).
-rank_pid() {
-  for p in $(pgrep -f "$MOED --config"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
-      echo "$p"; return
-    fi
-  done
-}
 # wait_running N: until rank 0 has merged records of step N or later (metrics.csv, or its
 # .part while the run goes on, gets them as windows close, in batches), at most 180 s: a
 # fixed sleep was too short on a loaded machine or under sanitizers, where start-up alone

@@ -40,13 +40,6 @@ finish() {
   [[ $code -ne 124 ]] || fail "the job hung: killed by the test's timeout"
   (( took_ms <= $1 * 1000 )) || fail "took ${took_ms} ms, bound $1 s"
 }
-rank_pid() {
-  for p in $(pgrep -f "$MOED --config"); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
-      echo "$p"; return
-    fi
-  done
-}
 # wait_steps N: until rank 0 has streamed N lines to metrics.csv (the run is in its steps;
 # the file is metrics.csv.part until the report is complete), at most 180 s: rank 0 merges
 # the windows' rows in batches (the first came after 18 s at a load of 9 on 2 cores; a
