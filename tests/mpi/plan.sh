@@ -23,6 +23,7 @@ refuses() {
   [[ $code -eq 2 ]] || fail "exit $code, want 2"
   head -1 err.log | grep -qF -- "$want" || fail "first line of stderr lacks: $want"
   head -1 err.log | grep -q '^moed plan: error: ' || fail "the first line is not 'moed plan: error: ...'"
+  [[ $(wc -l < err.log) -eq 1 ]] || fail "more than one line on stderr"
   [[ ! -s out.log ]] || { cat out.log; fail "something on stdout"; }
   if [[ $before == absent ]]; then
     [[ ! -e $out ]] || fail "$out was written"

@@ -28,12 +28,9 @@
 #include "planner/plan_int.h"
 #include "moe/file.h"
 
-/* The usage text to `f`; after "moed plan: error: why" when why is not NULL. */
-static void plan_usage_text(FILE *f, const char *why)
+/* The usage text, for --help. */
+static void plan_usage_text(FILE *f)
 {
-    if (why != NULL) {
-        fprintf(f, "moed plan: error: %s\n", why);
-    }
     fprintf(f, "usage: moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] "
             "[-o FILE] [--force]\n"
             "       moed plan --routing PATH --ranks N [--redundant R] [--slots S] [--hostfile F] "
@@ -54,9 +51,10 @@ static void plan_usage_text(FILE *f, const char *why)
             "plan's\n    prediction, layer by layer; exit 1 when they differ\n");
 }
 
+/* A usage error: one line, as moed's own (the usage is what --help is for). */
 static int plan_usage(const char *why)
 {
-    plan_usage_text(stderr, why);
+    fprintf(stderr, "moed plan: error: %s (see moed plan --help)\n", why);
     return PLAN_USAGE;
 }
 
@@ -139,7 +137,7 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
         bool has = i + 1 < argc;
         const char **path = plan_path_opt(a, f);
         if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            plan_usage_text(stdout, NULL);
+            plan_usage_text(stdout);
             return PLAN_HELP;
         }
         bool known = path != NULL || strcmp(f, "--ranks") == 0 || strcmp(f, "--redundant") == 0 ||
