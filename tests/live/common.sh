@@ -31,12 +31,13 @@ stop_run() { kill -TERM "$RUN" 2>/dev/null || true; wait "$RUN" 2>/dev/null || t
 
 # page_dom URL OUT: the DOM of the page at URL once headless Chromium has let it refresh a
 # few times (--virtual-time-budget runs its 1.5 s timers without waiting for them); as root
-# in a container Chromium needs --no-sandbox.
+# in a container Chromium needs --no-sandbox; its profile in the test's folder (without
+# --user-data-dir every run left a folder in ~/.cache/chromium-headless).
 page_dom() {
   local chrome
   chrome=$(command -v chromium || command -v chromium-browser)
   timeout 90 "$chrome" --headless --no-sandbox --disable-gpu --virtual-time-budget=5000 \
-    --dump-dom "$1" > "$2" 2>chrome.err || { tail -5 chrome.err; fail "chromium failed"; }
+    --user-data-dir="$WORK/chromium-profile" --dump-dom "$1" > "$2" 2>chrome.err || { tail -5 chrome.err; fail "chromium failed"; }
 }
 
 # page_replay STATUS LIVE OUT: the DOM of the page (page.html, as the endpoint served it)

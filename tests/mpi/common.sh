@@ -11,15 +11,25 @@ cd "$WORK"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# test_pids: the pids of this test's moed processes, one a line: moed itself (not the
+# mpirun or timeout whose command line names it too) working in this test's $WORK.
+test_pids() {
+  local p here exe
+  here=$(readlink -f "$WORK")
+  exe=$(readlink -f "$MOED")
+  for p in $(pgrep -f "$MOED --config"); do
+    [[ "$(readlink "/proc/$p/cwd" 2> /dev/null)" == "$here" &&
+       "$(readlink "/proc/$p/exe" 2> /dev/null)" == "$exe" ]] && echo "$p"
+  done
+  return 0
+}
 # rank_pid R: the pid of this test's moed rank R: its environment names the rank and it
 # works in this test's $WORK (ranks start in mpirun's directory). Both, as ctest -j runs
 # other tests' jobs beside this one: a rank found by its environment alone was once
 # another test's, stopped there (live.harden and live.window_watchdog failed together).
 rank_pid() {
-  local p here
-  here=$(readlink -f "$WORK")
-  for p in $(pgrep -f "$MOED --config"); do
-    [[ "$(readlink "/proc/$p/cwd" 2> /dev/null)" == "$here" ]] || continue
+  local p
+  for p in $(test_pids); do
     if tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
       echo "$p"; return
     fi

@@ -11,9 +11,9 @@ chrome=$(command -v chromium || command -v chromium-browser || true)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/moed-render.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 "$1" --demo "$dir" >/dev/null
-# as root in a container Chromium needs --no-sandbox
+# as root in a container Chromium needs --no-sandbox; its profile here, not in ~/.cache
 timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --virtual-time-budget=2000 \
-  --dump-dom "file://$dir/wide/report.html" > "$dir/dom.html" 2> "$dir/chrome.err" ||
+  --user-data-dir="$dir/chromium-profile" --dump-dom "file://$dir/wide/report.html" > "$dir/dom.html" 2> "$dir/chrome.err" ||
   { tail -5 "$dir/chrome.err"; echo "FAIL: chromium"; exit 1; }
 timeout 120 "$PYTHON" - "$dir/dom.html" "$dir/wide/summary.json" <<'PY'
 import json, sys
