@@ -642,7 +642,8 @@ while time.monotonic() - t0 < 120:             # py itself is bounded at 130 s
             j = json.load(open(d + "/summary.json"))
             have = {f: os.path.exists(os.path.join(d, f))
                     for f in ["summary.txt", "report.html", "metrics.csv", "config.yaml"]}
-        except FileNotFoundError:
+        except FileNotFoundError:  # rotated away meanwhile: a newer one comes
+            time.sleep(0.2)
             continue
         if os.path.isdir(d):
             done = max(whole); break
