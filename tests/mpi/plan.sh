@@ -183,8 +183,11 @@ PY
     ;;
   unknown_option)
     mkdir rep
-    out=rep/planned.yaml before=absent want="unknown option or missing value: --frobnicate"
+    out=rep/planned.yaml before=absent want="unknown option: --frobnicate"
     refuses rep --ranks 3 --frobnicate
+    want="-o needs a path"; refuses rep --ranks 3 -o
+    want="--ranks needs a non-negative integer"; refuses rep --ranks
+    want="--slots 1025 is more than 1024"; refuses rep --ranks 3 --slots 1025  # MOE_MAX_EXPERTS
     # an option given twice: refused, as moed's own (docs/config.md), not the last one winning
     want="--ranks given twice"; refuses rep --ranks 3 --ranks 4
     want="-o given twice"; refuses rep --ranks 3 -o a.yaml -o rep/planned.yaml

@@ -14,6 +14,7 @@
  * routing trace instead (plan_trace.c), `--check RUN_DIR` compares a replay with what the
  * plan predicted (plan_check.c). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,14 +75,37 @@ static int plan_int(const char *s, int max, int *out)
     return 0;
 }
 
-/* The options that take a path: --routing, --config, --check, --hostfile, -o. */
-static const char **plan_path_opt(plan_args_t *a, const char *f)
+/* Every option of moed plan: its name, what it takes, where it goes in plan_args_t, and
+ * for a number its largest value (--ranks past moed's largest job, --slots past a layer's
+ * experts (a rank holds one copy of an expert at most), --redundant past every rank holding
+ * every expert: so S x ranks and E + R stay far inside an int). */
+typedef enum { PLAN_OPT_PATH, PLAN_OPT_INT, PLAN_OPT_FLAG } plan_opt_kind_t;
+typedef struct plan_opt {
+    const char *name;
+    plan_opt_kind_t kind;
+    size_t offset; /* of the const char *, int or bool in plan_args_t */
+    int max;       /* PLAN_OPT_INT */
+} plan_opt_t;
+
+static const plan_opt_t k_plan_opts[] = {
+    {"--routing", PLAN_OPT_PATH, offsetof(plan_args_t, routing), 0},
+    {"--config", PLAN_OPT_PATH, offsetof(plan_args_t, config), 0},
+    {"--check", PLAN_OPT_PATH, offsetof(plan_args_t, check), 0},
+    {"--hostfile", PLAN_OPT_PATH, offsetof(plan_args_t, hostfile), 0},
+    {"-o", PLAN_OPT_PATH, offsetof(plan_args_t, out), 0},
+    {"--ranks", PLAN_OPT_INT, offsetof(plan_args_t, ranks), MOE_MAX_RANKS},
+    {"--redundant", PLAN_OPT_INT, offsetof(plan_args_t, redundant),
+     MOE_MAX_RANKS * MOE_MAX_EXPERTS},
+    {"--slots", PLAN_OPT_INT, offsetof(plan_args_t, slots), MOE_MAX_EXPERTS},
+    {"--force", PLAN_OPT_FLAG, offsetof(plan_args_t, force), 0},
+};
+#define PLAN_NUM_OPTS (sizeof(k_plan_opts) / sizeof(k_plan_opts[0]))
+
+static const plan_opt_t *plan_opt_find(const char *f)
 {
-    static const char *const names[] = {"--routing", "--config", "--check", "--hostfile", "-o"};
-    const char **dst[] = {&a->routing, &a->config, &a->check, &a->hostfile, &a->out};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strcmp(f, names[i]) == 0) {
-            return dst[i];
+    for (size_t i = 0; i < PLAN_NUM_OPTS; i++) {
+        if (strcmp(f, k_plan_opts[i].name) == 0) {
+            return &k_plan_opts[i];
         }
     }
     return NULL;
@@ -115,68 +139,58 @@ static int plan_check_modes(const plan_args_t *a)
 
 /* An option given twice is an error, as for moed itself (docs/config.md): which one would
  * win is a guess the user should not have to make. */
-static bool plan_seen_twice(const char *f, const char **seen, int *n_seen)
-{
-    for (int j = 0; j < *n_seen; j++) {
-        if (strcmp(seen[j], f) == 0) {
-            return true;
-        }
-    }
-    seen[(*n_seen)++] = f;
-    return false;
-}
-
 static int plan_parse_args(int argc, char **argv, plan_args_t *a)
 {
     char why[256];
-    const char *seen[16];
-    int n_seen = 0;
+    bool seen[PLAN_NUM_OPTS] = {false};
     *a = (plan_args_t){.ranks = -1};
     for (int i = 0; i < argc; i++) {
         const char *f = argv[i];
-        bool has = i + 1 < argc;
-        const char **path = plan_path_opt(a, f);
         if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
             plan_usage_text(stdout);
             return PLAN_HELP;
         }
-        bool known = path != NULL || strcmp(f, "--ranks") == 0 || strcmp(f, "--redundant") == 0 ||
-                     strcmp(f, "--slots") == 0 || strcmp(f, "--force") == 0;
-        if (known && plan_seen_twice(f, seen, &n_seen)) { /* at most 9 names: seen fits */
+        const plan_opt_t *o = plan_opt_find(f);
+        if (o == NULL) {
+            if (f[0] == '-' && strcmp(f, "-") != 0) {
+                snprintf(why, sizeof(why), "unknown option: %s", f);
+                return plan_usage(why);
+            }
+            if (a->dir != NULL) {
+                return plan_usage("one report folder only");
+            }
+            a->dir = f;
+            continue;
+        }
+        if (seen[o - k_plan_opts]) {
             snprintf(why, sizeof(why), "%s given twice", f);
             return plan_usage(why);
         }
-        if (strcmp(f, "--ranks") == 0 || strcmp(f, "--redundant") == 0 ||
-            strcmp(f, "--slots") == 0) {
-            int *dst = f[2] == 'r' && f[3] == 'a' ? &a->ranks : f[2] == 'r' ? &a->redundant
-                                                                             : &a->slots;
-            /* --ranks past moed's largest job, S past a layer's experts (a rank holds one
-             * copy of an expert at most), R past every rank holding every expert: so S x
-             * ranks and E + R stay far inside an int */
-            int max = dst == &a->ranks      ? MOE_MAX_RANKS
-                      : dst == &a->slots ? MOE_MAX_EXPERTS
-                                         : MOE_MAX_RANKS * MOE_MAX_EXPERTS;
-            int got = has ? plan_int(argv[++i], max, dst) : -1;
-            if (got == -2) {
-                snprintf(why, sizeof(why), "%s %.40s is more than %d", f, argv[i], max);
-                return plan_usage(why);
-            }
-            if (got != 0) {
-                snprintf(why, sizeof(why), "%s needs a non-negative integer", f);
-                return plan_usage(why);
-            }
-        } else if (path != NULL && has) {
-            *path = argv[++i];
-            a->out_given |= strcmp(f, "-o") == 0;
-        } else if (strcmp(f, "--force") == 0) {
-            a->force = true;
-        } else if (f[0] == '-' && strcmp(f, "-") != 0) {
-            snprintf(why, sizeof(why), "unknown option or missing value: %s", f);
+        seen[o - k_plan_opts] = true;
+        char *dst = (char *)a + o->offset;
+        if (o->kind == PLAN_OPT_FLAG) {
+            *(bool *)dst = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(why, sizeof(why), "%s needs %s", f,
+                     o->kind == PLAN_OPT_INT ? "a non-negative integer" : "a path");
             return plan_usage(why);
-        } else if (a->dir == NULL) {
-            a->dir = f;
-        } else {
-            return plan_usage("one report folder only");
+        }
+        const char *v = argv[++i];
+        if (o->kind == PLAN_OPT_PATH) {
+            *(const char **)dst = v;
+            a->out_given |= dst == (char *)&a->out;
+            continue;
+        }
+        int got = plan_int(v, o->max, (int *)dst);
+        if (got == -2) {
+            snprintf(why, sizeof(why), "%s %.40s is more than %d", f, v, o->max);
+            return plan_usage(why);
+        }
+        if (got != 0) {
+            snprintf(why, sizeof(why), "%s needs a non-negative integer", f);
+            return plan_usage(why);
         }
     }
     return plan_check_modes(a);
