@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "live/live_int.h"
+#include "moe/clock.h"
 #include "moe_prof/prof.h"
 
 #define TOP_MAX_BODY (64u << 20)
@@ -47,9 +48,7 @@ static int top_parse_url(const char *url, char *host, size_t hn, char *port, siz
 
 static int64_t top_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return moe_now_ns() / 1000000;
 }
 
 /* Milliseconds left before deadline_ms, at least 0. */

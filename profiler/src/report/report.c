@@ -443,6 +443,14 @@ void moe_report_file_off(const moe_report_t *r, moe_rfile_t which)
     }
 }
 
+/* File i in state s is metrics.csv, not written because its stream lost rows from a known
+ * step on: INCOMPLETE and the headline say from which. */
+static bool metrics_rows_lost(const moe_report_t *r, int i, moe_rfile_state_t s)
+{
+    return i == MOE_RFILE_METRICS_CSV && s == MOE_RFILE_FAILED && r->metrics_write_failed &&
+           r->metrics_stop_step >= 0;
+}
+
 bool moe_report_incomplete(const moe_report_t *r)
 {
     bool missing = r->metrics_write_failed;
@@ -489,8 +497,7 @@ void moe_report_mark_incomplete(const moe_report_t *r)
                       "a run that ends early leaves";
             }
             n += (size_t)snprintf(text + n, sizeof(text) - n, "%s: %s", rfile_names[i], why);
-            if (n < sizeof(text) && i == MOE_RFILE_METRICS_CSV && s == MOE_RFILE_FAILED &&
-                r->metrics_write_failed && r->metrics_stop_step >= 0) { /* one line */
+            if (n < sizeof(text) && metrics_rows_lost(r, i, s)) { /* one line */
                 n += (size_t)snprintf(text + n, sizeof(text) - n, " (%lld rows from step %lld on)",
                                       (long long)r->metrics_lost,
                                       (long long)r->metrics_stop_step);
@@ -646,8 +653,7 @@ static void headline_files(const moe_report_t *r, FILE *out)
         if (t->state[i] == MOE_RFILE_FAILED || t->state[i] == MOE_RFILE_PENDING) {
             fprintf(out, "%s %s: %s", n++ ? ";" : "", rfile_names[i],
                     t->state[i] == MOE_RFILE_FAILED ? t->why[i] : "not written");
-            if (i == MOE_RFILE_METRICS_CSV && t->state[i] == MOE_RFILE_FAILED &&
-                r->metrics_write_failed && r->metrics_stop_step >= 0) {
+            if (metrics_rows_lost(r, i, t->state[i])) {
                 fprintf(out, " (stopped at step %lld)", (long long)r->metrics_stop_step);
             }
         }
