@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_reference.py OUTDIR FAMILY DTYPE [--shards N] [--tokens T] [--seed S] [--layers L,L]
-                     [--experts E] [--hidden H] [--ffn F] [--moe-layers N]
+                     [--experts E] [--hidden H] [--ffn F] [--moe-layers N] [--hf-defaults]
 
 Writes a tiny Hugging Face checkpoint directory of FAMILY in the real on-disk layout
 (config.json, sharded safetensors + index, dense and attention tensors to ignore), the test
@@ -251,6 +251,41 @@ class Store:
 # --------------------------------------------------------------------------------------------
 # Families: config.json (real key names), which layers are MoE, tensor names.
 
+# --hf-defaults: the optional keys config.json leaves out, each with the default of the
+# family's configuration class in transformers (configuration_qwen2_moe.py Qwen2MoeConfig,
+# configuration_qwen3_moe.py Qwen3MoeConfig, configuration_deepseek_v2.py DeepseekV2Config,
+# configuration_deepseek_v3.py DeepseekV3Config, configuration_gpt_oss.py GptOssConfig), which
+# the reference then computes with. moe_layer_freq is DeepSeek's own code's (transformers
+# reads none: every layer from first_k_dense_replace on). Mixtral's modeling file reads no
+# norm_topk_prob (it always renormalises): its config.json says false, which must change
+# nothing.
+HF_DEFAULTS = {
+    "qwen2_moe": {"shared_expert_intermediate_size": 5632, "norm_topk_prob": False,
+                  "decoder_sparse_step": 1, "mlp_only_layers": []},
+    "qwen3_moe": {"norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": []},
+    "deepseek_v2": {"n_shared_experts": 2, "routed_scaling_factor": 1.0, "topk_method": "greedy",
+                    "norm_topk_prob": False, "first_k_dense_replace": 0, "moe_layer_freq": 1},
+    "deepseek_v3": {"n_group": 8, "topk_group": 4, "routed_scaling_factor": 2.5,
+                    "norm_topk_prob": True, "n_shared_experts": 1, "first_k_dense_replace": 3,
+                    "moe_layer_freq": 1},
+    "gpt_oss": {"swiglu_limit": 7.0},
+}
+
+
+def hf_defaults(family, c):
+    """c with HF_DEFAULTS[family] in, and the keys config.json then leaves out."""
+    d = HF_DEFAULTS.get("deepseek_v3" if family == "kimi_k2" else family)
+    if family == "mixtral":
+        c["norm_topk_prob"] = False
+        return []
+    if d is None:
+        sys.exit("make_reference: --hf-defaults: no defaults for %s" % family)
+    c.update(d)
+    if "first_k_dense_replace" in d:  # keep the MoE layers' count after the dense ones
+        c["num_hidden_layers"] = d["first_k_dense_replace"] + c["num_hidden_layers"] - 1
+    return sorted(d)
+
+
 def family_config(family, dtype, a):
     """The tiny config.json of FAMILY. Sizes from the command line (a) or the defaults."""
     H = a.hidden or (192 if dtype == "fp8" else 64)
@@ -321,6 +356,7 @@ def family_config(family, dtype, a):
                 "quant_method": "mxfp4",
                 "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
                                            "model.embed_tokens", "lm_head"]}
+    c["_omit"] = hf_defaults(family, c) if a.hf_defaults else []
     return c
 
 
@@ -672,6 +708,9 @@ def main():
                          "and write it as OUTDIR/routing.safetensors (a moed routing trace)")
     ap.add_argument("--min-margin", type=float, default=2e-5, dest="min_margin",
                     help="retry with the next seed while a routing choice is closer to a tie")
+    ap.add_argument("--hf-defaults", action="store_true", dest="hf_defaults",
+                    help="leave the optional routing keys out of config.json; the reference "
+                         "uses transformers' configuration defaults for them")
     a = ap.parse_args()
     if a.dtype == "fp8" and a.family not in ("deepseek_v3", "kimi_k2"):
         sys.exit("make_reference: fp8 is the DeepSeek-V3 convention (deepseek_v3, kimi_k2)")
@@ -688,7 +727,8 @@ def main():
         sys.exit("make_reference: no seed within 100 tries routes without near-ties")
     os.makedirs(a.outdir, exist_ok=True)
     with open(os.path.join(a.outdir, "config.json"), "w") as f:
-        json.dump(c, f, indent=2)
+        json.dump({k: v for k, v in c.items() if k not in c["_omit"] and k != "_omit"}, f,
+                  indent=2)
     st.write(a.outdir, a.shards)
     write_safetensors(os.path.join(a.outdir, "input.safetensors"),
                       [("input", "F32", x.shape, x.tobytes())])
@@ -701,6 +741,7 @@ def main():
     info = {"family": a.family, "dtype": a.dtype, "seed": seed, "tokens": a.tokens,
             "hidden": c["hidden_size"], "experts": n_experts(c), "moe_layers": moe,
             "layers": chosen, "experts_used": len(stats.get("used", ())),
+            "omitted_keys": c["_omit"],
             "min_margin": stats["margin"], "clamped": stats.get("clamped", 0),
             "weight_bytes": sum(len(t[3]) for t in st.tensors)}
     with open(os.path.join(a.outdir, "reference.json"), "w") as f:

@@ -13,7 +13,11 @@
 #          take the calls of few rows otherwise), ..._columns (placement.copies: columns:
 #          every expert split into column shares over every expert rank, 2 in master routing,
 #          3 in symmetric; the checkpoint's expert ffn 32 x shares wide, 128 x shares for FP8
-#          so a share holds whole scale blocks; the 1-rank run holds whole experts)
+#          so a share holds whole scale blocks; the 1-rank run holds whole experts),
+#          ..._hfdefaults (config.json without the family's optional routing keys, which
+#          transformers' configuration class then defaults: n_group, routed_scaling_factor,
+#          n_shared_experts, first_k_dense_replace ... (make_reference.py --hf-defaults);
+#          moed must route with the same defaults and say each one came from an absent key)
 # Families with shared experts must say how the routing ranks hold and compute them
 # ("shared experts: ..."): FP8 as stored, BF16 for BF16 compute, else F32.
 # FP8 and MXFP4 checkpoints are held as stored (model.dtype auto): the first line must say so.
@@ -29,6 +33,8 @@ subset=
 compute=f32
 small_rows=-1
 copies=replicas
+hfdefaults=
+if [[ $case_name == *_hfdefaults ]]; then hfdefaults=1; case_name=${case_name%_hfdefaults}; fi
 if [[ $case_name == *_columns ]]; then copies=columns; case_name=${case_name%_columns}; fi
 if [[ $case_name == *_gemm ]]; then small_rows=0; case_name=${case_name%_gemm}; fi
 if [[ $case_name == *_bf16c ]]; then compute=bf16; case_name=${case_name%_bf16c}; fi
@@ -59,6 +65,7 @@ if [[ $copies == columns ]]; then
   [[ $dtype == fp8 ]] && width=128
   args+=(--ffn $((width * shares)))
 fi
+[[ -n $hfdefaults ]] && args+=(--hf-defaults)
 layers_yaml=
 if [[ -n $subset ]]; then
   # The reference's MoE layers minus the first, in order: model.layers names a subset.
@@ -156,6 +163,21 @@ run_and_compare() {
 }
 run_and_compare many 3
 run_and_compare one 1
+# --hf-defaults: each omitted key shows in the config moed resolved as the default of an
+# absent key (--check-config prints the checkpoint's facts)
+if [[ -n $hfdefaults ]]; then
+  "$MOED" --config c.yaml --check-config > facts.log 2>&1 || { cat facts.log; fail "--check-config failed"; }
+  omitted=$(ref_info "$DIR" omitted_keys)
+  for key in ${omitted//,/ }; do
+    [[ $key == mlp_only_layers ]] && continue # a list: moed's rule reads it, no fact of its own
+    grep -qE "default of absent key '$key'|$key [^ ]+ \(default of absent key\)" facts.log ||
+      { cat facts.log; fail "--check-config does not say key '$key' took its default"; }
+  done
+  [[ $family != mixtral ]] || grep -q "model.normalize_topk *true *(the family's routing" facts.log ||
+    { cat facts.log; fail "mixtral: norm_topk_prob false in config.json, but not 'true (the family's routing'"; }
+  [[ -n $omitted ]] || omitted="none; norm_topk_prob false ignored"
+  echo "defaults said: $omitted"
+fi
 # BF16 rows on the wire: runtime.dedup (the CPU's default) sums a token's experts on each
 # expert rank and rounds that sum to BF16 once for the way back; how a token's experts group
 # into ranks differs between 1 and 3 ranks, so the outputs agree within one BF16 rounding

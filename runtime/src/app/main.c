@@ -913,6 +913,30 @@ static moe_status_t rank0_rows(const char *path, int64_t *rows, moe_error_t *err
     return MOE_OK;
 }
 
+/* --check-config with model.checkpoint: what config.json set, key by key, and where each
+ * value came from (a key config.json leaves out takes the family's transformers default:
+ * docs/models.md). The parse read the same file a moment ago. */
+static void print_checkpoint_facts(const moe_config_t *cfg)
+{
+    if (strcmp(cfg->checkpoint, "none") == 0) {
+        return;
+    }
+    moe_cfg_checkpoint_info_t *info = calloc(1, sizeof(*info));
+    moe_error_t err = {0};
+    if (info == NULL || moe_ckpt_read_info(cfg->checkpoint, info, &err) != MOE_OK) {
+        free(info);
+        return;
+    }
+    printf("from %s:\n", info->config_path);
+    for (int i = 0; i < info->num_facts; i++) {
+        const moe_cfg_fact_t *f = &info->facts[i];
+        printf("  %-28s %-12s (%s)\n", f->path, f->value, f->source);
+    }
+    printf("  MoE layers: %s\n", info->moe_rule);
+    free(info);
+}
+
+
 static int agree_input_tokens(const char *text, size_t len, const char *path, int world,
                               moe_config_t *cfg, int rank)
 {
@@ -1018,6 +1042,7 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     if (code == EXIT_OK && opt.check_config) {
         if (rank == 0) {
             printf("%s: valid for %d rank%s\n", opt.config, check_world, check_world == 1 ? "" : "s");
+            print_checkpoint_facts(cfg);
             moe_cfg_print_placement(cfg, stdout);
         }
     } else if (code == EXIT_OK) {

@@ -1,5 +1,7 @@
 /* The router of each model family (model/family.h: moe_route_kind_t), in F32 from F32
- * activations, as Hugging Face transformers computes it:
+ * activations, the math of Hugging Face transformers' modeling files (which compute a BF16
+ * model's Mixtral, Qwen and gpt-oss router logits in BF16 and DeepSeek's in F32: moed's F32
+ * can choose differently from a BF16 transformers run on near-ties; docs/models.md):
  *   softmax      Mixtral, Qwen2-MoE, Qwen3-MoE (modeling_mixtral.py, modeling_qwen2_moe.py,
  *                modeling_qwen3_moe.py): softmax over E, top-k, optional renormalisation.
  *   deepseek_v2  modeling_deepseek_v2.py: softmax; greedy top-k, or group_limited_greedy

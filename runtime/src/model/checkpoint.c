@@ -93,6 +93,7 @@ typedef struct info_ctx {
     moe_cfg_checkpoint_info_t *info;
     const json_t *root;
     const char *path;
+    const moe_family_t *fam; /* once known: its optional keys' defaults */
     moe_error_t *err;
 } info_ctx_t;
 
@@ -127,6 +128,30 @@ static long long json_int_or(const json_t *root, const char *key, long long def)
     return json_is_integer(v) ? (long long)json_integer_value(v) : def;
 }
 
+/* An optional key of the family: config.json's value, else the family's default
+ * (transformers' configuration class: model/family.c), else `otherwise`. */
+static long long family_int(const info_ctx_t *c, const char *key, long long otherwise)
+{
+    const char *def = moe_family_default(c->fam, key);
+    return json_int_or(c->root, key, def != NULL ? atoll(def) : otherwise);
+}
+
+/* " (default of absent key)" where config.json leaves `key` out (or null), for the layer
+ * rule's text */
+static const char *absent_note(const info_ctx_t *c, const char *key)
+{
+    const json_t *v = json_object_get(c->root, key);
+    return v == NULL || json_is_null(v) ? " (default of absent key)" : "";
+}
+
+/* fact_key for an optional key of the family, its default the family's */
+static moe_status_t family_key(info_ctx_t *c, const char *cfg_path, const char *key,
+                               const char *otherwise)
+{
+    const char *def = moe_family_default(c->fam, key);
+    return fact_key(c, cfg_path, key, def != NULL ? def : otherwise);
+}
+
 /* Which decoder layers are MoE, by the family's rule (transformers' decoder layer
  * constructors: modeling_qwen2_moe.py, modeling_deepseek_v3.py). */
 static moe_status_t moe_layers(info_ctx_t *c, const moe_family_t *fam)
@@ -138,9 +163,9 @@ static moe_status_t moe_layers(info_ctx_t *c, const moe_family_t *fam)
                              "integer in [1, %d]", c->path, MOE_MAX_LAYER_IDS);
     }
     info->num_hidden_layers = (int)n;
-    long long step = json_int_or(c->root, "decoder_sparse_step", 1);
-    long long first = json_int_or(c->root, "first_k_dense_replace", 0);
-    long long freq = json_int_or(c->root, "moe_layer_freq", 1);
+    long long step = family_int(c, "decoder_sparse_step", 1);
+    long long first = family_int(c, "first_k_dense_replace", 0);
+    long long freq = family_int(c, "moe_layer_freq", 1);
     const json_t *only = json_object_get(c->root, "mlp_only_layers");
     if (step < 1 || freq < 1 || first < 0) {
         return moe_error_set(c->err, MOE_ERR_WEIGHTS, "%s: decoder_sparse_step and "
@@ -160,10 +185,12 @@ static moe_status_t moe_layers(info_ctx_t *c, const moe_family_t *fam)
     }
     if (fam->layer_rule == MOE_LAYERS_SPARSE_STEP) {
         snprintf(info->moe_rule, sizeof(info->moe_rule), "MoE where (layer + 1) %% "
-                 "decoder_sparse_step %lld == 0 and the layer is not in mlp_only_layers", step);
+                 "decoder_sparse_step %lld%s == 0 and the layer is not in mlp_only_layers",
+                 step, absent_note(c, "decoder_sparse_step"));
     } else if (fam->layer_rule == MOE_LAYERS_DENSE_FIRST) {
-        snprintf(info->moe_rule, sizeof(info->moe_rule), "MoE from first_k_dense_replace %lld "
-                 "on, where layer %% moe_layer_freq %lld == 0", first, freq);
+        snprintf(info->moe_rule, sizeof(info->moe_rule), "MoE from first_k_dense_replace %lld%s "
+                 "on, where layer %% moe_layer_freq %lld%s == 0", first,
+                 absent_note(c, "first_k_dense_replace"), freq, absent_note(c, "moe_layer_freq"));
     } else {
         snprintf(info->moe_rule, sizeof(info->moe_rule), "every layer is MoE");
     }
@@ -184,34 +211,34 @@ static moe_status_t family_facts(info_ctx_t *c, const moe_family_t *fam)
         }
     }
     if (fam->route == MOE_ROUTE_DEEPSEEK_V2 || fam->route == MOE_ROUTE_DEEPSEEK_V3) {
-        st = fact_key(c, "model.n_group", "n_group", "1");
+        st = family_key(c, "model.n_group", "n_group", "1");
         if (st == MOE_OK) {
-            st = fact_key(c, "model.topk_group", "topk_group", "1");
+            st = family_key(c, "model.topk_group", "topk_group", "1");
         }
         if (st == MOE_OK) {
-            st = fact_key(c, "model.routed_scaling_factor", "routed_scaling_factor", "1");
+            st = family_key(c, "model.routed_scaling_factor", "routed_scaling_factor", "1");
         }
-        if (st == MOE_OK) {
-            st = fact_key(c, "model.topk_method", fam->route == MOE_ROUTE_DEEPSEEK_V2
-                          ? "topk_method" : NULL, fam->route == MOE_ROUTE_DEEPSEEK_V2
-                          ? "greedy" : "noaux_tc");
+        if (st == MOE_OK && fam->route == MOE_ROUTE_DEEPSEEK_V2) {
+            st = family_key(c, "model.topk_method", "topk_method", "greedy");
+        } else if (st == MOE_OK) { /* V3's code reads no topk_method */
+            fact_add(c->info, "model.topk_method", "noaux_tc", "the family's routing");
         }
-        long long ns = json_int_or(c->root, "n_shared_experts", 0);
+        long long ns = family_int(c, "n_shared_experts", 0);
         long long ffn = json_int_or(c->root, fam->key_ffn, 0);
         if (st == MOE_OK) {
-            st = fact_key(c, "model.n_shared_experts", "n_shared_experts", "0");
+            st = family_key(c, "model.n_shared_experts", "n_shared_experts", "0");
         }
         snprintf(text, sizeof(text), "%lld", ns * ffn);
         fact_add(c->info, "model.shared_ffn_dim", text, "moe_intermediate_size * n_shared_experts");
     } else if (fam->shared == MOE_SHARED_GATED) {
-        long long sf = json_int_or(c->root, fam->key_shared_ffn, 0);
+        long long sf = family_int(c, fam->key_shared_ffn, 0);
         fact_add(c->info, "model.n_shared_experts", sf > 0 ? "1" : "0",
                  "one shared expert when shared_expert_intermediate_size > 0");
-        st = fact_key(c, "model.shared_ffn_dim", fam->key_shared_ffn, "0");
+        st = family_key(c, "model.shared_ffn_dim", fam->key_shared_ffn, "0");
     }
     if (st == MOE_OK && fam->route == MOE_ROUTE_GPT_OSS) {
         fact_add(c->info, "model.activation", "swiglu_oai", "architecture GptOssForCausalLM");
-        st = fact_key(c, "model.swiglu_limit", "swiglu_limit", "7");
+        st = family_key(c, "model.swiglu_limit", "swiglu_limit", "7");
     } else if (st == MOE_OK) {
         const char *act = json_string_value(json_object_get(c->root, "hidden_act"));
         if (act != NULL && strcmp(act, "silu") != 0) {
@@ -219,8 +246,12 @@ static moe_status_t family_facts(info_ctx_t *c, const moe_family_t *fam)
                                  "experts are SwiGLU (silu)", c->path, act);
         }
         fact_add(c->info, "model.activation", "swiglu", "hidden_act silu");
-        st = fact_key(c, "model.normalize_topk", "norm_topk_prob",
-                      fam->id == MOE_FAMILY_MIXTRAL ? "true" : "false");
+        if (fam->normalize_topk_fixed != NULL) { /* transformers does not read the key */
+            fact_add(c->info, "model.normalize_topk", fam->normalize_topk_fixed,
+                     "the family's routing (norm_topk_prob not read)");
+        } else {
+            st = family_key(c, "model.normalize_topk", "norm_topk_prob", "false");
+        }
     }
     return st;
 }
@@ -291,6 +322,7 @@ moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
     info_ctx_t c = {.info = out, .root = root, .path = out->config_path, .err = err};
     const moe_family_t *fam = NULL;
     st = family_of(&c, &fam);
+    c.fam = fam;
     if (st == MOE_OK) {
         fact_add(out, "model.family", moe_cfg_family_name(fam->id), "architectures");
         st = fact_key(&c, "model.hidden_dim", "hidden_size", NULL);

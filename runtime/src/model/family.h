@@ -37,6 +37,13 @@ typedef enum {
     MOE_LAYERS_DENSE_FIRST = 2, /* DeepSeek: l >= first_k_dense_replace, l % moe_layer_freq == 0 */
 } moe_layer_rule_t;
 
+/* An optional config.json key's value when the file leaves it out: the default of the
+ * family's configuration class in transformers (configuration_<family>.py), so a trimmed
+ * config.json routes as transformers would route it. */
+typedef struct moe_family_default {
+    const char *key, *value;
+} moe_family_default_t;
+
 typedef struct moe_family {
     moe_family_id_t id;         /* its name: moe_cfg_family_name(id) (moe_config/config.h) */
     const char *arch[2];        /* config.json "architectures" names (NULL-padded) */
@@ -55,6 +62,12 @@ typedef struct moe_family {
     const char *shared_gate;    /* [1, H] */
     /* gpt-oss fused experts, one tensor per layer */
     const char *fused_gate_up, *fused_gate_up_bias, *fused_down, *fused_down_bias;
+    /* Optional keys' defaults ({NULL} ends the list); a key the family's transformers code
+     * does not read at all has none here and moed does not read it either */
+    moe_family_default_t defaults[10];
+    /* normalize_topk fixed by the family's code whatever config.json says (NULL: read
+     * norm_topk_prob): Mixtral always renormalises */
+    const char *normalize_topk_fixed;
 } moe_family_t;
 
 /* The row of a family, or of a config.json "architectures" entry (NULL when unknown). */
@@ -62,6 +75,9 @@ const moe_family_t *moe_family_get(moe_family_id_t id);
 const moe_family_t *moe_family_by_arch(const char *arch);
 /* "MixtralForCausalLM, Qwen2MoeForCausalLM, ..." for messages. */
 void moe_family_list_arch(char *buf, size_t n);
+/* The family's default for an absent config.json key (defaults above), or NULL when the
+ * family has none (the key is required, or not the family's). */
+const char *moe_family_default(const moe_family_t *fam, const char *key);
 int moe_family_count(void);
 const moe_family_t *moe_family_at(int i);
 
