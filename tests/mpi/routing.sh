@@ -13,7 +13,7 @@
 #   cycle     a replay longer than the trace starts over and says so once
 #   bad       broken traces refused at start (exit 4, no report folder), each with one message
 #             naming the file and the tensor; --check-config refuses a bad header too
-#   bounds    a recording without end, or over profiler.routing_max_mb, and routing_skew
+#   bounds    a recording without end, or over profiler.routing_max_mb (also where --steps makes it so), and routing_skew
 #             with a trace: exit 3 before anything runs
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/common.sh"
@@ -311,9 +311,9 @@ EOF
     run_bad format 'meta["format"] = "other/1"' "not a routing trace" header ;;
   bounds)
     expect3() {
-      local words=$1
+      local words=$1; shift
       set +e
-      mpirun_moed 3 --config b.yaml --no-progress > b.log 2>&1; rc=$?
+      mpirun_moed 3 --config b.yaml --no-progress "$@" > b.log 2>&1; rc=$?
       set -e
       [[ $rc == 3 ]] || { cat b.log; fail "exit $rc, expected 3 ($words)"; }
       grep -q -- "$words" b.log || { cat b.log; fail "no '$words'"; }
@@ -324,6 +324,12 @@ EOF
     PROF=true STEPS=1000 TOKENS=4096 LAYERS=8 small_model \
       | sed "s/^profiler:/profiler:\n  warmup_steps: 0\n  measurement_steps: 1000\n  record_routing: true\n  routing_max_mb: 100/" > b.yaml
     expect3 "= 500.0 MiB, more than profiler.routing_max_mb (100)"
+    # --steps is the run's workload.steps for these checks too: no end, or past the bound
+    PROF=true STEPS=10 small_model | sed "s/^profiler:/profiler:\n  repeat: 0\n  record_routing: true/" > b.yaml
+    expect3 "has no end (workload.steps: 0, --steps) and records windows without end" --steps 0
+    PROF=true STEPS=10 TOKENS=4096 LAYERS=8 small_model \
+      | sed "s/^profiler:/profiler:\n  warmup_steps: 0\n  measurement_steps: 1000\n  record_routing: true\n  routing_max_mb: 100/" > b.yaml
+    expect3 "1000 recorded steps (of --steps 1000) x 4096 tokens" --steps 1000
     SKEW=1.5 small_model | sed "s|^workload:|workload:\n  routing: $WORK|" > b.yaml
     expect3 "workload.routing replays a trace instead of running the gate" ;;
   *) fail "unknown case $case_name" ;;

@@ -949,11 +949,9 @@ static int agree_input_tokens(const char *text, size_t len, const char *path, in
     moe_status_t st = moe_wait_bcast(&t, 1, MPI_INT64_T, 0, MPI_COMM_WORLD,
                                      "workload.tokens_per_step (the input's rows)", &err);
     if (st == MOE_OK && t != cfg->tokens_per_step) {
-        int64_t steps = cfg->steps; /* --steps, applied after the first parse */
         g_rank0_rows = t;
         moe_cfg_set_input_reader(rank0_rows);
-        st = moe_cfg_parse(text, len, path, world, cfg, &err);
-        cfg->steps = steps;
+        st = moe_cfg_parse(text, len, path, world, cfg, &err); /* --steps applied again */
     }
     if (st != MOE_OK) { /* the others go on: end the job as one */
         MOE_ERROR("%s", err.msg);
@@ -1002,11 +1000,9 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     int check_world = opt.check_config && opt.ranks > 0 ? opt.ranks : world;
     moe_cfg_set_checkpoint_reader(moe_ckpt_read_info); /* model.checkpoint's config.json */
     moe_cfg_set_input_reader(moe_input_rows); /* workload.tokens_per_step: the input's rows */
+    moe_cfg_set_steps_override(opt.steps); /* before the checks: they see the run's steps */
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
-    }
-    if (st == MOE_OK && opt.steps >= 0) { /* 0: a run without end, as workload.steps: 0 */
-        cfg->steps = opt.steps; /* one number for the run loop and the profiler's bounds */
     }
     if (st == MOE_OK && opt.profiler_ab > 0 && !cfg->prof_enabled &&
         strcmp(cfg->prof_listen, "off") == 0) {

@@ -324,6 +324,12 @@ void moe_cfg_set_checkpoint_reader(moe_cfg_checkpoint_fn fn)
 }
 
 static moe_cfg_input_rows_fn cfg_input_reader;
+static int64_t cfg_steps_override = -1;
+
+void moe_cfg_set_steps_override(int64_t steps)
+{
+    cfg_steps_override = steps;
+}
 
 void moe_cfg_set_input_reader(moe_cfg_input_rows_fn fn)
 {
@@ -660,19 +666,24 @@ static moe_status_t check_routing(cfg_parse_t *p)
     }
     moe_cfg_mark_t m = cfg_val_mark_of(p, "profiler.record_routing");
     int64_t steps = moe_cfg_recorded_steps(c);
+    const char *by = cfg_steps_override >= 0 ? ", --steps" : "";
+    char of[48] = "";
+    if (cfg_steps_override > 0) {
+        snprintf(of, sizeof(of), " (of --steps %lld)", (long long)cfg_steps_override);
+    }
     if (steps < 0) {
-        return cfg_fail(p, m, "profiler.record_routing: the run has no end (workload.steps: 0) "
-                        "and records windows without end (profiler.repeat: 0); bound one of "
-                        "them so the recording is bounded");
+        return cfg_fail(p, m, "profiler.record_routing: the run has no end (workload.steps: "
+                        "0%s) and records windows without end (profiler.repeat: 0); bound one "
+                        "of them so the recording is bounded", by);
     }
     double mb = (double)steps * (double)c->tokens_per_step * (double)c->num_layers *
                 (double)c->top_k * 8.0 / (1024.0 * 1024.0);
     if (mb > (double)c->prof_routing_max_mb) {
-        return cfg_fail(p, m, "profiler.record_routing: %lld recorded steps x %lld tokens x "
-                        "%lld layers x top-%lld x 8 bytes = %.1f MiB, more than "
+        return cfg_fail(p, m, "profiler.record_routing: %lld recorded steps%s x %lld tokens "
+                        "x %lld layers x top-%lld x 8 bytes = %.1f MiB, more than "
                         "profiler.routing_max_mb (%lld); record fewer steps "
                         "(profiler.measurement_steps, profiler.repeat) or raise the bound",
-                        (long long)steps, (long long)c->tokens_per_step,
+                        (long long)steps, of, (long long)c->tokens_per_step,
                         (long long)c->num_layers, (long long)c->top_k, mb,
                         (long long)c->prof_routing_max_mb);
     }
@@ -888,6 +899,9 @@ moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name
     st = cfg_yaml_precheck(p, bytes, len);
     if (st == MOE_OK) {
         st = cfg_yaml_load(p, bytes, len);
+    }
+    if (st == MOE_OK && cfg_steps_override >= 0) {
+        p->cfg.steps = cfg_steps_override; /* 0: no end, as workload.steps: 0 */
     }
     if (st == MOE_OK) {
         st = parse_checks(p, world_size);

@@ -286,6 +286,11 @@ typedef moe_status_t (*moe_cfg_input_rows_fn)(const char *path, int64_t *rows,
                                               moe_error_t *err);
 void moe_cfg_set_input_reader(moe_cfg_input_rows_fn fn);
 
+/* The command line's --steps (< 0: none): moe_cfg_parse puts it in workload.steps before
+ * its checks, so every check of the steps (a recording's size and end) sees the number the
+ * run will take; their messages then name --steps. */
+void moe_cfg_set_steps_override(int64_t steps);
+
 /* Print the resolved placement, one line per rank: "rank 1: experts 0 1 2 3". */
 void moe_cfg_print_placement(const moe_config_t *cfg, FILE *out);
 
