@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -18,6 +19,7 @@
 #include "expert/backend.h"
 #include "expert/onednn.h"
 #include "expert/plugin.h"
+#include "moe/limits.h"
 #include "moe/log.h"
 #include "moe_prof/prof.h"
 #include "moe_model/safetensors.h"
@@ -295,12 +297,34 @@ static moe_preflight_fail_t check_path_text(const char *key, const char *path, m
     return MOE_PREFLIGHT_OK;
 }
 
-/* --dump-output FILE: the file is written (through a temporary beside it) into its folder,
- * which must exist; FILE itself must not be a folder. */
+/* profiler.output_dir leaves room for a run folder's name and its files' (limits.h). */
+static moe_preflight_fail_t check_run_dir_room(const char *dir, moe_error_t *err)
+{
+    size_t n = strlen(dir);
+    if (n + MOE_RUN_DIR_ROOM < MOE_PATH_MAX) {
+        return MOE_PREFLIGHT_OK;
+    }
+    moe_error_set(err, MOE_ERR_CONFIG, "profiler.output_dir: %zu bytes; a run folder and its "
+                  "files' names go under it, so it must be shorter than %d bytes: name a "
+                  "shorter folder", n, MOE_PATH_MAX - MOE_RUN_DIR_ROOM);
+    return MOE_PREFLIGHT_CONFIG;
+}
+
+/* --dump-output FILE: the file is written (through a temporary beside it, FILE.tmp.PID)
+ * into its folder, which must exist; FILE itself must not be a folder, and its name must
+ * leave the temporary's suffix room within the file system's NAME_MAX. */
 static moe_preflight_fail_t check_dump_output(const char *path, moe_error_t *err)
 {
     char dir[MOE_PATH_MAX], tried[MOE_PATH_MAX + 64];
     struct stat sb;
+    const char *base = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+    enum { TMP_SUFFIX = 16 }; /* ".tmp." and a pid */
+    if (strlen(base) + TMP_SUFFIX > NAME_MAX) {
+        moe_error_set(err, MOE_ERR_IO, "--dump-output: the file name is %zu bytes; with its "
+                      "temporary's suffix it must fit the file system's %d: name a shorter "
+                      "file", strlen(base), NAME_MAX);
+        return MOE_PREFLIGHT_OUTPUT;
+    }
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         tried_text(path, tried, sizeof(tried));
         moe_error_set(err, MOE_ERR_IO, "--dump-output: '%s'%s is a folder; name a file in it "
@@ -605,6 +629,9 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
     }
     if (f == MOE_PREFLIGHT_OK) {
         f = check_path_text("profiler.output_dir", cfg->prof_output_dir, err);
+    }
+    if (f == MOE_PREFLIGHT_OK && cfg->prof_enabled) {
+        f = check_run_dir_room(cfg->prof_output_dir, err);
     }
     if (f == MOE_PREFLIGHT_OK && cfg->prof_enabled) {
         f = check_output_dir("profiler.output_dir", cfg->prof_output_dir, false, err);
