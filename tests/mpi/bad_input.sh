@@ -282,6 +282,16 @@ case "$1" in
     CKF=64 ckdir gpt_oss mxfp4 1 mxfp4_nan
     want_code=4
     want="tensor 'model.layers.0.mlp.experts.gate_up_proj_scales' (U8, e8m0) holds NaN (255) at element 7: moed refuses weights that are not finite" ;;
+  ckpt_mxfp4_big_scale)  # a 254 scale (2^127): the block's weights overflow F32, as a NaN would
+    CKF=64 ckdir gpt_oss mxfp4 1 mxfp4_big
+    want_code=4
+    want="tensor 'model.layers.0.mlp.experts.gate_up_proj_scales' (U8, e8m0) scale 254 (2^127) at element 7 makes its block's" ;;
+  ckpt_fp8_block_huge)  # a block side near 2^63 once made the scales' shape 0 and read past them
+    ckdir deepseek_v3 fp8 1
+    sed -i 's/"weight_block_size": *\[[^]]*\]/"weight_block_size": [9223372036854775807, 128]/' ck/config.json
+    grep -q 9223372036854775807 ck/config.json || fail "config.json has no weight_block_size to spoil"
+    want_code=4
+    want="quantization_config.weight_block_size must be [rows, cols] of integers in [1, 65536]" ;;
   ckpt_nan_scale)  # a NaN FP8 scale: refused naming the tensor, not an all-NaN output
     ckdir deepseek_v3 fp8 1 nan_scale
     want_code=4

@@ -33,7 +33,8 @@ static float *randn(size_t n, unsigned *state, float scale)
 /* BREAK (for bad-input tests) spoils one thing: no_scale, shape, index_file, index_tensor,  */
 /* nan_scale (a NaN in the first expert's first FP8 _scale_inv), nan_fp8 (a NaN code, 0x7f,  */
 /* in that FP8 weight), inf_weight (+inf at element 5 of expert 1's first projection),       */
-/* mxfp4_nan (a 255, e8m0's NaN, in the first layer's gate_up_proj_scales, element 7).       */
+/* mxfp4_nan (a 255, e8m0's NaN, in the first layer's gate_up_proj_scales, element 7),       */
+/* mxfp4_big (254 there: 2^127, so its block's values of 2 and up overflow F32).             */
 /* DTYPE mxfp4 (gpt_oss): the experts as MXFP4 U8 *_blocks [E, rows, in/32, 16] + *_scales    */
 /* [E, rows, in/32] (random codes, scales 2^-7..2^0), biases BF16, quant_method mxfp4, as     */
 /* the released checkpoint; the other tensors BF16.                                          */
@@ -128,6 +129,10 @@ static void add_u8(const char *name, int ndim, const int64_t *shape, int shard, 
     }
     if (scales && strcmp(g_break, "mxfp4_nan") == 0 && !g_broken && t->len > 7) {
         t->bytes[7] = 255;
+        g_broken = 1;
+    }
+    if (scales && strcmp(g_break, "mxfp4_big") == 0 && !g_broken && t->len > 7) {
+        t->bytes[7] = 254; /* 2^127: its block's values of 2 and up overflow F32 */
         g_broken = 1;
     }
 }
@@ -423,7 +428,7 @@ static int dir_main(int argc, char **argv)
     if (argc != 12 && argc != 13) {
         fprintf(stderr, "usage: make_checkpoint --dir DIR FAMILY f32|bf16|f16|fp8|mxfp4 H F E K "
                         "LAYERS SHARDS TOKENS [no_scale|shape|index_file|index_tensor|nan_scale|"
-                        "nan_fp8|inf_weight|mxfp4_nan]\n");
+                        "nan_fp8|inf_weight|mxfp4_nan|mxfp4_big]\n");
         return 2;
     }
     const char *dir = argv[2], *brk = argc == 13 ? argv[12] : "";

@@ -3,6 +3,7 @@
 #include "model/checkpoint.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -403,6 +404,10 @@ static moe_status_t ck_add_file(moe_ckpt_t *ck, const char *path, int *idx, moe_
 }
 
 /* The FP8 block from config.json's quantization_config (128 x 128 when absent). */
+/* An FP8 scale block's side at most (DeepSeek's is 128): no matrix dimension moed holds is
+ * larger, and the scale shapes computed from it stay far from overflow. */
+#define CK_FP8_BLOCK_MAX 65536
+
 static moe_status_t ck_quant(moe_ckpt_t *ck, const char *dir, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 16];
@@ -418,9 +423,11 @@ static moe_status_t ck_quant(moe_ckpt_t *ck, const char *dir, moe_error_t *err)
     if (bs != NULL) {
         long long a = json_integer_value(json_array_get(bs, 0));
         long long b = json_integer_value(json_array_get(bs, 1));
-        if (json_array_size(bs) != 2 || a < 1 || b < 1) {
+        if (json_array_size(bs) != 2 || a < 1 || b < 1 || a > CK_FP8_BLOCK_MAX ||
+            b > CK_FP8_BLOCK_MAX) {
             st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: quantization_config.weight_block_size "
-                               "must be [rows, cols] of positive integers", path);
+                               "must be [rows, cols] of integers in [1, %d]", path,
+                               CK_FP8_BLOCK_MAX);
         }
         ck->block[0] = a;
         ck->block[1] = b;
@@ -880,12 +887,27 @@ moe_status_t moe_ckpt_read_mxfp4_slab(moe_ckpt_t *ck, const char *name, const in
         st = moe_st_read_raw_range(sf, sname, (uint64_t)(index * ns), scales, (size_t)ns, err);
     }
     for (int64_t i = 0; st == MOE_OK && i < ns; i++) {
+        char file[2 * MOE_PATH_MAX];
         if (scales[i] == 255) {
-            char file[2 * MOE_PATH_MAX];
             ck_tensor_file(ck, sname, file, sizeof(file));
             st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' (U8, e8m0) holds NaN "
                                "(255) at element %lld: moed refuses weights that are not "
                                "finite", file, sname, (long long)(index * ns + i));
+        } else if (scales[i] >= 253) { /* 2^126 and up: 2 x 2^127 or 4 x 2^126 is past F32 */
+            const uint8_t *b = blocks + i * (MOE_CKPT_MXFP4_BLOCK / 2);
+            float big = 0.0f;
+            for (int j = 0; j < MOE_CKPT_MXFP4_BLOCK / 2; j++) {
+                big = fmaxf(big, fmaxf(fabsf(moe_mxfp4_value(b[j] & 0xF)),
+                                       fabsf(moe_mxfp4_value(b[j] >> 4))));
+            }
+            if ((double)big * ldexp(1.0, scales[i] - 127) > FLT_MAX) {
+                ck_tensor_file(ck, sname, file, sizeof(file));
+                st = moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' (U8, e8m0) scale "
+                                   "%d (2^%d) at element %lld makes its block's %g overflow "
+                                   "F32: moed refuses weights that are not finite", file,
+                                   sname, scales[i], scales[i] - 127,
+                                   (long long)(index * ns + i), (double)big);
+            }
         }
     }
     if (st == MOE_OK) {
