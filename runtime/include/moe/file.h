@@ -18,5 +18,8 @@ FILE *moe_file_fopen_regular(const char *path, const char *mode, const char **ki
 /* What a stat mode names, for messages: "a file", "a folder", "a FIFO (named pipe)", "a
  * character device", "a block device", "a socket", else "another kind of file". */
 const char *moe_file_kind(mode_t mode);
+/* " (tried /abs/path)" for a relative path, "" for an absolute one: a message then shows
+ * where a relative path led (from the working directory, as open() takes it). */
+void moe_path_tried(const char *path, char *buf, size_t n);
 
 #endif /* MOE_FILE_H */

@@ -16,6 +16,7 @@
 #include "app/preflight.h"
 #include "expert/gemm.h"
 #include "moe/build_info.h"
+#include "moe/hash.h"
 #include "moe/log.h"
 #include "moe/mpi_check.h"
 #include "moe/poll.h"
@@ -937,6 +938,74 @@ static void print_checkpoint_facts(const moe_config_t *cfg)
 }
 
 
+/* The resolved config, key by key, as one hash each (moe_cfg_each_value's text); with
+ * `ref` (rank 0's), the first key whose hash differs, and its text here. */
+#define AGREE_KEYS_MAX 160
+typedef struct cfg_hashes {
+    int n;
+    uint64_t h[AGREE_KEYS_MAX];
+    const uint64_t *ref;
+    char path[64], value[96]; /* the first key that differs from ref */
+} cfg_hashes_t;
+
+static void hash_value(void *ctx, const char *path, const char *value, bool quoted)
+{
+    cfg_hashes_t *c = ctx;
+    (void)quoted;
+    if (c->n >= AGREE_KEYS_MAX) {
+        return;
+    }
+    uint64_t h = moe_hash64(path, strlen(path) + 1) ^ moe_hash64(value, strlen(value));
+    if (c->ref != NULL && c->path[0] == '\0' && c->ref[c->n] != h) {
+        snprintf(c->path, sizeof(c->path), "%s", path);
+        snprintf(c->value, sizeof(c->value), "%s", value);
+    }
+    c->h[c->n++] = h;
+}
+
+/* Every rank resolved the same config: the YAML is rank 0's on every rank (the handshake
+ * compares its hash), but each rank reads a checkpoint's config.json (and an input's
+ * header) itself, and nodes holding different versions of a model would run with
+ * different sizes and fail mid-run with an MPI error. Rank 0's hashes go to all; a rank
+ * that differs names the first key; all end with its message (exit 4). */
+static int agree_resolved_config(const moe_config_t *cfg, int rank)
+{
+    cfg_hashes_t *mine = calloc(1, sizeof(*mine)), *zero = calloc(1, sizeof(*zero));
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_status_t st = mine == NULL || zero == NULL
+                          ? moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory")
+                          : MOE_OK;
+    if (st == MOE_OK) {
+        moe_cfg_each_value(cfg, hash_value, zero);
+        st = moe_wait_bcast(zero->h, AGREE_KEYS_MAX * 8, MPI_BYTE, 0, MPI_COMM_WORLD,
+                            "the resolved config's hashes", &err);
+    }
+    if (st == MOE_OK) {
+        mine->ref = zero->h;
+        moe_cfg_each_value(cfg, hash_value, mine);
+    }
+    if (st == MOE_OK && mine->path[0] != '\0') {
+        st = moe_error_set(&err, MOE_ERR_WEIGHTS, "rank %d resolved %s: %s, rank 0 another "
+                           "value: each rank reads %s itself; give every node the same files",
+                           rank, mine->path, mine->value,
+                           strcmp(cfg->checkpoint, "none") != 0 ? "model.checkpoint's "
+                           "config.json" : "the config's files");
+    }
+    free(mine);
+    free(zero);
+    st = moe_agree(MPI_COMM_WORLD, st, &err);
+    if (st == MOE_ERR_TIMEOUT) {
+        MOE_ERROR("%s", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+    }
+    if (st != MOE_OK && rank == 0) {
+        MOE_ERROR("%s", err.msg);
+    }
+    return exit_code_for(st);
+}
+
+
 static int agree_input_tokens(const char *text, size_t len, const char *path, int world,
                               moe_config_t *cfg, int rank)
 {
@@ -1003,6 +1072,9 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     moe_cfg_set_steps_override(opt.steps); /* before the checks: they see the run's steps */
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
+        /* every rank reads a checkpoint's config.json itself: a rank that cannot (a node
+         * without the model) fails here while the others go on; all end with its reason */
+        st = moe_agree(MPI_COMM_WORLD, st, &err);
     }
     if (st == MOE_OK && opt.profiler_ab > 0 && !cfg->prof_enabled &&
         strcmp(cfg->prof_listen, "off") == 0) {
@@ -1033,6 +1105,9 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
         code = preflight(&opt, cfg, rank, skip_finalize);
         if (code == EXIT_OK && !opt.check_config) {
             code = agree_input_tokens(text, len, opt.config, check_world, cfg, rank);
+        }
+        if (code == EXIT_OK && !opt.check_config) {
+            code = agree_resolved_config(cfg, rank);
         }
     }
     if (code == EXIT_OK && opt.check_config) {

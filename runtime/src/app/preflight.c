@@ -106,26 +106,6 @@ static void errno_text(int e, char *buf, size_t n)
     }
 }
 
-/* " (tried /abs/path)" for a relative path, "" for an absolute one: the message shows where
- * a relative path led. Relative paths start at the working directory, as open() takes them. */
-static void tried_text(const char *path, char *buf, size_t n)
-{
-    char cwd[MOE_PATH_MAX];
-    if (path[0] == '/') {
-        buf[0] = '\0';
-        return;
-    }
-    while (strncmp(path, "./", 2) == 0) {
-        path += 2;
-    }
-    if (getcwd(cwd, sizeof(cwd)) == NULL) {
-        snprintf(buf, n, " (relative to a working directory that cannot be named)");
-        return;
-    }
-    snprintf(buf, n, " (tried %s%s%s)", cwd, strcmp(cwd, "/") == 0 ? "" : "/",
-             path[0] != '\0' ? path : ".");
-}
-
 /* A file the run reads: it must open for reading and be a regular file. */
 static moe_preflight_fail_t check_input_file(const char *key, const char *path, moe_error_t *err)
 {
@@ -133,7 +113,7 @@ static moe_preflight_fail_t check_input_file(const char *key, const char *path, 
     if (strcmp(path, "random") == 0) {
         return MOE_PREFLIGHT_OK;
     }
-    tried_text(path, tried, sizeof(tried));
+    moe_path_tried(path, tried, sizeof(tried));
     const char *kind = NULL; /* a FIFO is refused, never waited on */
     int fd = moe_file_open_regular(path, &kind);
     if (fd < 0 && kind != NULL) {
@@ -253,7 +233,7 @@ static moe_preflight_fail_t check_output_dir(const char *what, const char *dir, 
         char target[MOE_PATH_MAX];
         ssize_t k = readlink(found, target, sizeof(target) - 1);
         target[k > 0 ? k : 0] = '\0';
-        tried_text(dir, tried, sizeof(tried));
+        moe_path_tried(dir, tried, sizeof(tried));
         moe_error_set(err, MOE_ERR_IO, "%s: cannot write in '%s'%s: '%s' is a symbolic link to "
                       "'%s', which does not exist; make the folder it points to, or name "
                       "another", what, dir, tried, found, target);
@@ -275,7 +255,7 @@ static moe_preflight_fail_t check_output_dir(const char *what, const char *dir, 
     } else if (cut > 0 && !must_exist) {
         snprintf(where, sizeof(where), "; it would be made in '%s'", found);
     }
-    tried_text(dir, tried, sizeof(tried));
+    moe_path_tried(dir, tried, sizeof(tried));
     moe_error_set(err, MOE_ERR_IO, "%s: cannot write in '%s'%s%s: %s", what, dir, tried, where,
                   why);
     return MOE_PREFLIGHT_OUTPUT;
@@ -326,7 +306,7 @@ static moe_preflight_fail_t check_dump_output(const char *path, moe_error_t *err
         return MOE_PREFLIGHT_OUTPUT;
     }
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        tried_text(path, tried, sizeof(tried));
+        moe_path_tried(path, tried, sizeof(tried));
         moe_error_set(err, MOE_ERR_IO, "--dump-output: '%s'%s is a folder; name a file in it "
                       "(e.g. %s/output.safetensors)", path, tried, path);
         return MOE_PREFLIGHT_OUTPUT;

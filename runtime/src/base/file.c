@@ -1,8 +1,11 @@
 /* Opening the files moed reads without waiting (moe/file.h). */
 #include "moe/file.h"
+#include "moe/limits.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,4 +76,22 @@ FILE *moe_file_fopen_regular(const char *path, const char *mode, const char **ki
         errno = e;
     }
     return f;
+}
+
+void moe_path_tried(const char *path, char *buf, size_t n)
+{
+    char cwd[MOE_PATH_MAX];
+    if (path[0] == '/') {
+        buf[0] = '\0';
+        return;
+    }
+    while (strncmp(path, "./", 2) == 0) {
+        path += 2;
+    }
+    if (getcwd(cwd, sizeof(cwd)) == NULL) {
+        snprintf(buf, n, " (relative to a working directory that cannot be named)");
+        return;
+    }
+    snprintf(buf, n, " (tried %s%s%s)", cwd, strcmp(cwd, "/") == 0 ? "" : "/",
+             path[0] != '\0' ? path : ".");
 }

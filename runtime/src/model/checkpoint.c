@@ -284,9 +284,12 @@ static moe_status_t family_of(info_ctx_t *c, const moe_family_t **out)
 static moe_status_t ckpt_dir_check(const char *dir, moe_error_t *err)
 {
     struct stat sb;
+    char tried[MOE_PATH_MAX + 64];
     if (stat(dir, &sb) != 0) {
-        return moe_error_set(err, MOE_ERR_WEIGHTS, "model.checkpoint: '%s': %s; %s is expected",
-                             dir, strerror(errno), CK_LAYOUT);
+        int e = errno;
+        moe_path_tried(dir, tried, sizeof(tried));
+        return moe_error_set(err, MOE_ERR_WEIGHTS, "model.checkpoint: '%s'%s: %s; %s is "
+                             "expected", dir, tried, strerror(e), CK_LAYOUT);
     }
     if (S_ISDIR(sb.st_mode)) {
         return MOE_OK;
