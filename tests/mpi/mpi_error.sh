@@ -3,8 +3,9 @@
 # function, where it was called and MPI's error text, and a non-zero exit, on 3 ranks.
 # MOED_TEST_MPI_FAIL=agree:N makes the Nth agreement (moe_agree, engine.c) of every rank
 # hand MPI_Iallreduce an invalid count, so MPI itself fails the call (MPI_ERR_COUNT).
-# Agreements in order, profiler off: 1 the config text, 2-3 the handshake, 4-5 creating
-# the engine, 6-7 gathering the output (--dump-output), 8 writing it.
+# Agreements in order, profiler off: 1 the config text, 2-3 the handshake, 4 the config's
+# parse (each rank reads a checkpoint's config.json), 5 the resolved config compared, 6-7
+# creating the engine, 8-9 gathering the output (--dump-output), 10 writing it.
 source "$(dirname "$0")/common.sh"
 
 # expect_mpi_error N [ARGS...]: run with the Nth agreement failing; checks the exit code
@@ -26,16 +27,20 @@ expect_mpi_error() {
 }
 
 case "$1" in
+  agree_parse)  # the parse's verdict, every rank's: no step may run
+    expect_mpi_error 4
+    ! grep -q "tokens/s" run.log || fail "work started after the failed agreement"
+    ;;
   agree_startup)  # the first agreement, on the config text
     expect_mpi_error 1
     ! grep -q "tokens/s" run.log || fail "work started after the failed agreement"
     ;;
   agree_engine)  # the engine's agreement step (moe_engine_create): no step may run
-    expect_mpi_error 4
+    expect_mpi_error 6
     ! grep -q "tokens/s" run.log || fail "work started after the failed agreement"
     ;;
   agree_output)  # after the run, gathering the output: the file must not be written
-    expect_mpi_error 6 --dump-output out.safetensors
+    expect_mpi_error 8 --dump-output out.safetensors
     [[ ! -e out.safetensors ]] || fail "output written after the failed gather"
     ;;
   *) fail "unknown case $1" ;;
