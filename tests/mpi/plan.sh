@@ -116,7 +116,19 @@ PY
   not_report)
     mkdir notreport; echo x > notreport/data.txt
     out=p.yaml before=absent want="notreport: not a moed report folder"
-    refuses notreport --ranks 3 -o p.yaml ;;
+    refuses notreport --ranks 3 -o p.yaml
+    want="nosuch: No such file or directory"  # a wrong path reads apart from a wrong folder
+    refuses nosuch --ranks 3 -o p.yaml ;;
+  odd_path)  # a report folder whose path is not UTF-8 or holds a newline: the planned config,
+    # which names it in a comment, must still load (libyaml refuses a comment not in UTF-8)
+    skewed_run
+    mkdir $'odd\xff' $'odd\nline'
+    cp -r "$A" $'odd\xff/run'; cp -r "$A" $'odd\nline/run'
+    for d in $'odd\xff/run' $'odd\nline/run'; do
+      "$MOED" plan "$d" --ranks 3 -o p.yaml --force > plan.log 2>&1 || { cat plan.log; fail "plan of an odd path failed"; }
+      head -1 p.yaml | grep -qE '^# moed plan odd\\x(FF|0A)' || { head -2 p.yaml; fail "the path is not escaped in the comment"; }
+      "$MOED" --config p.yaml --check-config --ranks 3 > check.log 2>&1 || { cat check.log; fail "the planned config does not load"; }
+    done ;;
   other_shape)  # -o names a config of another model shape: not replaced
     skewed_run
     E=16 small_model > other.yaml
@@ -128,8 +140,8 @@ PY
     out=p.yaml before=$(sha256sum < p.yaml)
     want="-o p.yaml exists (a config of this model): not replacing it; --force replaces it"
     refuses "$A" --ranks 3 --redundant 2 -o p.yaml
-    "$MOED" plan "$A" --ranks 3 --redundant 2 -o p.yaml --force > plan.log 2>&1 \
-      || { cat plan.log; fail "--force did not replace p.yaml"; }
+    "$MOED" plan "$A" --ranks=3 --redundant=2 -o p.yaml --force > plan.log 2>&1 \
+      || { cat plan.log; fail "--force (and --ranks=3 --redundant=2) did not replace p.yaml"; }
     [[ $(sha256sum < p.yaml) != "$before" ]] || fail "--force left p.yaml as it was"
     grep -qE "^  overall +before" plan.log || fail "--force: no figures printed"
     "$MOED" --config p.yaml --check-config --ranks 3 > check.log 2>&1 || { cat check.log; fail "the replaced p.yaml does not load"; }
@@ -187,6 +199,8 @@ PY
     refuses rep --ranks 3 --frobnicate
     want="-o needs a path"; refuses rep --ranks 3 -o
     want="--ranks needs a non-negative integer"; refuses rep --ranks
+    want="--ranks needs a non-negative integer"; refuses rep --ranks=
+    want="--force takes no value"; refuses rep --ranks 3 --force=yes
     want="--slots 1025 is more than 1024"; refuses rep --ranks 3 --slots 1025  # MOE_MAX_EXPERTS
     # an option given twice: refused, as moed's own (docs/config.md), not the last one winning
     want="--ranks given twice"; refuses rep --ranks 3 --ranks 4

@@ -9,6 +9,37 @@
 #include "planner/plan_int.h"
 #include "compare/json_lookup.h"
 
+/* Bytes in a valid UTF-8 sequence starting at s (1-4), or 0 when s does not start one. */
+static int utf8_len(const unsigned char *s)
+{
+    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+                                                    : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 2 && s[0] < 0xC2) {
+        return 0; /* overlong */
+    }
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) {
+            return 0;
+        }
+    }
+    return n;
+}
+
+void plan_comment_text(FILE *f, const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    while (*u != '\0') {
+        int n = utf8_len(u);
+        if (n == 0 || (n == 1 && (*u < 0x20 || *u == 0x7F))) {
+            fprintf(f, "\\x%02X", *u);
+            u++;
+            continue;
+        }
+        fwrite(u, 1, (size_t)n, f);
+        u += n;
+    }
+}
+
 /* A value of summary.json's "config" as YAML, as the report wrote it. */
 void plan_yaml_value(FILE *f, const json_t *v)
 {

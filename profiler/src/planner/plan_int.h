@@ -73,6 +73,10 @@ bool plan_yaml_skip(const char *key, const json_t *v, plan_pick_t pick);
 /* One resolved value as YAML: numbers and booleans bare, lists and maps as written, strings
  * quoted. */
 void plan_yaml_value(FILE *f, const json_t *v);
+/* A path or name into a YAML comment: valid UTF-8 as it is, any other byte (and a control
+ * character, which would end the comment) as \xNN, so the file stays YAML (libyaml
+ * refuses a comment that is not UTF-8). */
+void plan_comment_text(FILE *f, const char *s);
 /* p->doc's "config" parsed again for its run.world_size into p->old (not its placement). */
 moe_status_t plan_old_config(plan_t *p, moe_error_t *err);
 

@@ -366,15 +366,22 @@ void plan_trace_yaml_head(const plan_t *p, FILE *f)
 {
     char scope[320];
     pred_scope(p, scope, sizeof(scope));
-    fprintf(f, "# moed plan --routing %s --ranks %d --redundant %d", p->a.routing, p->a.ranks,
-            p->a.redundant);
+    fputs("# moed plan --routing ", f);
+    plan_comment_text(f, p->a.routing);
+    fprintf(f, " --ranks %d --redundant %d", p->a.ranks, p->a.redundant);
     if (p->a.slots > 0) {
         fprintf(f, " --slots %d", p->a.slots);
     }
-    fprintf(f, "%s%s\n", p->a.hostfile ? " --hostfile " : "", p->a.hostfile ? p->a.hostfile : "");
-    fprintf(f, "# trace: %s (%s; %d layers, %d experts, top_k %d)\n# base config: %s\n",
-            p->tr.path, p->tr.source[0] ? p->tr.source : "no source named", p->tr.num_layers,
-            p->tr.num_experts, p->tr.top_k, p->base);
+    fputs(p->a.hostfile ? " --hostfile " : "", f);
+    plan_comment_text(f, p->a.hostfile ? p->a.hostfile : "");
+    fputs("\n# trace: ", f);
+    plan_comment_text(f, p->tr.path);
+    fputs(" (", f);
+    plan_comment_text(f, p->tr.source[0] ? p->tr.source : "no source named");
+    fprintf(f, "; %d layers, %d experts, top_k %d)\n# base config: ", p->tr.num_layers,
+            p->tr.num_experts, p->tr.top_k);
+    plan_comment_text(f, p->base);
+    fputc('\n', f);
     fprintf(f, "# predicted tokens per expert rank (a token once per expert it chose), max/mean "
             "(1.00 = balanced),\n# for %s;\n# an expert's tokens split between its copies as "
             "the runtime splits them: a replay of these\n# tokens under this config measures "

@@ -101,10 +101,15 @@ static const plan_opt_t k_plan_opts[] = {
 };
 #define PLAN_NUM_OPTS (sizeof(k_plan_opts) / sizeof(k_plan_opts[0]))
 
-static const plan_opt_t *plan_opt_find(const char *f)
+/* The option f names, as NAME or NAME=VALUE (*value then points past the '='; NULL for
+ * NAME alone), as moed's own options take them (docs/config.md). */
+static const plan_opt_t *plan_opt_find(const char *f, const char **value)
 {
+    const char *eq = strncmp(f, "--", 2) == 0 ? strchr(f, '=') : NULL;
+    size_t n = eq != NULL ? (size_t)(eq - f) : strlen(f);
+    *value = eq != NULL ? eq + 1 : NULL;
     for (size_t i = 0; i < PLAN_NUM_OPTS; i++) {
-        if (strcmp(f, k_plan_opts[i].name) == 0) {
+        if (strlen(k_plan_opts[i].name) == n && strncmp(f, k_plan_opts[i].name, n) == 0) {
             return &k_plan_opts[i];
         }
     }
@@ -150,7 +155,8 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
             plan_usage_text(stdout);
             return PLAN_HELP;
         }
-        const plan_opt_t *o = plan_opt_find(f);
+        const char *v = NULL;
+        const plan_opt_t *o = plan_opt_find(f, &v);
         if (o == NULL) {
             if (f[0] == '-' && strcmp(f, "-") != 0) {
                 snprintf(why, sizeof(why), "unknown option: %s", f);
@@ -168,16 +174,21 @@ static int plan_parse_args(int argc, char **argv, plan_args_t *a)
         }
         seen[o - k_plan_opts] = true;
         char *dst = (char *)a + o->offset;
+        if (o->kind == PLAN_OPT_FLAG && v != NULL) {
+            snprintf(why, sizeof(why), "%s takes no value", o->name);
+            return plan_usage(why);
+        }
         if (o->kind == PLAN_OPT_FLAG) {
             *(bool *)dst = true;
             continue;
         }
-        if (i + 1 >= argc) {
+        if (v == NULL && i + 1 >= argc) {
             snprintf(why, sizeof(why), "%s needs %s", f,
                      o->kind == PLAN_OPT_INT ? "a non-negative integer" : "a path");
             return plan_usage(why);
         }
-        const char *v = argv[++i];
+        v = v != NULL ? v : argv[++i];
+        f = o->name; /* the messages below name the option, not NAME=VALUE */
         if (o->kind == PLAN_OPT_PATH) {
             *(const char **)dst = v;
             a->out_given |= dst == (char *)&a->out;
@@ -259,9 +270,12 @@ static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
     if (p->a.routing != NULL) {
         plan_trace_yaml_head(p, f);
     } else {
-        fprintf(f, "# moed plan %s --ranks %d --redundant %d%s%s\n", p->a.dir, p->a.ranks,
-                p->a.redundant, p->a.hostfile ? " --hostfile " : "",
-                p->a.hostfile ? p->a.hostfile : "");
+        fputs("# moed plan ", f);
+        plan_comment_text(f, p->a.dir);
+        fprintf(f, " --ranks %d --redundant %d%s", p->a.ranks, p->a.redundant,
+                p->a.hostfile ? " --hostfile " : "");
+        plan_comment_text(f, p->a.hostfile ? p->a.hostfile : "");
+        fputc('\n', f);
         fprintf(f, "# predicted per-rank load max/mean (1.00 = balanced), from the report's "
                 "router counts;\n# overall = sum over layers of the busiest rank's load / sum "
                 "of the mean loads:\n#   overall: before %.3f, after %.3f\n", p->before_all,
@@ -299,7 +313,10 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
     char path[MOE_PATH_MAX + 32];
     struct stat sb;
     snprintf(path, sizeof(path), "%s/summary.json", p->a.dir);
-    if (stat(p->a.dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || stat(path, &sb) != 0) {
+    if (stat(p->a.dir, &sb) != 0) { /* a wrong path reads apart from a wrong folder */
+        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: %s", p->a.dir, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode) || stat(path, &sb) != 0) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (no "
                              "summary.json in it)", p->a.dir);
     }
