@@ -131,6 +131,9 @@ case "$1" in
   bad_flag)
     small_model > c.yaml; args=(--config c.yaml --steps many)
     want_code=2 want="--steps: 'many' is not a whole number (0..1000000000)" ;;
+  flag_space)  # digits only, as the config's numbers (strtoll alone takes " 5" and "+5")
+    small_model > c.yaml; args=(--config c.yaml --steps " 5")
+    want_code=2 want="--steps: ' 5' is not a whole number (0..1000000000)" ;;
   flag_range)  # (--steps 0 is a run without end: failures.steps_zero)
     small_model > c.yaml; args=(--config c.yaml --steps=1000000001)
     want_code=2 want="--steps: 1000000001 is outside 0..1000000000" ;;

@@ -21,9 +21,14 @@
 #define TOP_MAX_BODY (64u << 20)
 #define TOP_TIMEOUT_MS 5000
 
-/* "http://host:port/..." -> host, port. */
+/* "http://host:port/..." (or "host:port/...") -> host, port; -3 for another scheme
+ * (https://: moed's endpoint speaks plain HTTP). */
 static int top_parse_url(const char *url, char *host, size_t hn, char *port, size_t pn)
 {
+    const char *scheme = strstr(url, "://");
+    if (scheme != NULL && strncmp(url, "http://", 7) != 0) {
+        return -3;
+    }
     const char *p = strncmp(url, "http://", 7) == 0 ? url + 7 : url;
     const char *end = p + strcspn(p, "/");
     const char *colon = NULL;
@@ -293,6 +298,12 @@ int moe_live_top_main(int argc, char **argv, FILE *out)
     }
     char host[256], port[16];
     int parsed = url != NULL ? top_parse_url(url, host, sizeof(host), port, sizeof(port)) : -1;
+    if (parsed == -3) {
+        fprintf(stderr, "moed top: error: '%.*s': moed's endpoint speaks plain HTTP; give "
+                        "http://HOST:PORT or HOST:PORT\n", (int)(strstr(url, "://") - url + 3),
+                url);
+        return 2;
+    }
     if (parsed == -2) {
         fprintf(stderr, "moed top: error: port '%s' is not a number in 1..65535\n", port);
         return 2;

@@ -156,7 +156,8 @@ static int opt_number(const opt_def_t *d, const char *v, char *why, size_t why_l
     char *end = NULL;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (end == v || *end != '\0') {
+    if (end == v || *end != '\0' || (v[0] != '-' && (v[0] < '0' || v[0] > '9'))) {
+        /* digits only, as the config's numbers (strtoll alone takes " 5" and "+5") */
         snprintf(why, why_len, "%s: '%s' is not a whole number (%lld..%lld)", d->name, v, d->min,
                  d->max);
         return -1;
