@@ -131,6 +131,14 @@ case "$1" in
   bad_flag)
     small_model > c.yaml; args=(--config c.yaml --steps many)
     want_code=2 want="--steps: 'many' is not a whole number (0..1000000000)" ;;
+  socket_config)  # open() says ENXIO ("No such device or address"): said as what it is
+    python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('s.yaml')" || fail "no socket made"
+    args=(--config s.yaml)
+    want_code=3 want="cannot read config 's.yaml': it is a socket, not a file or a pipe" ;;
+  config_path_long)  # the reason must fit the message after a path of 5 kB
+    long=$(printf 'd%.0s' {1..200}); long=$(printf "$long/%.0s" {1..25})
+    args=(--config "${long}x.yaml")
+    want_code=3 want="/x.yaml': File name too long" ;;
   flag_space)  # digits only, as the config's numbers (strtoll alone takes " 5" and "+5")
     small_model > c.yaml; args=(--config c.yaml --steps " 5")
     want_code=2 want="--steps: ' 5' is not a whole number (0..1000000000)" ;;

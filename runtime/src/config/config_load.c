@@ -646,13 +646,30 @@ out_parser:
 /* Files                                                                                  */
 /* ------------------------------------------------------------------------------------ */
 
+/* A path in a message, its last 400 bytes at most ("..." before them): the reason after
+ * it must fit the message. */
+#define SHOWN_PATH_MAX 400
+static const char *shown_path(const char *path, const char **dots)
+{
+    size_t n = strlen(path);
+    *dots = n > SHOWN_PATH_MAX ? "..." : "";
+    return n > SHOWN_PATH_MAX ? path + n - SHOWN_PATH_MAX : path;
+}
+
 static moe_status_t read_fail(moe_error_t *err, const char *path, int e)
 {
     char why[128];
+    const char *dots;
+    const char *shown = shown_path(path, &dots);
+    struct stat sb;
+    if (e == ENXIO && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) { /* a socket opens so */
+        return moe_error_set(err, MOE_ERR_IO, "cannot read config '%s%s': it is %s, not a "
+                             "file or a pipe", dots, shown, moe_file_kind(sb.st_mode));
+    }
     if (strerror_r(e, why, sizeof(why)) != 0) { /* XSI strerror_r: thread-safe */
         snprintf(why, sizeof(why), "error %d", e);
     }
-    return moe_error_set(err, MOE_ERR_IO, "cannot read config '%s': %s", path, why);
+    return moe_error_set(err, MOE_ERR_IO, "cannot read config '%s%s': %s", dots, shown, why);
 }
 
 /* Before each read of a pipe or a terminal (`<(...)`, /dev/stdin, a FIFO): wait until it
