@@ -165,7 +165,12 @@ def write(path, trace):
             off += len(data)
     head = _header_bytes(header)
     folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):  # said of the folder, not of the temporary inside it
+        raise TraceError(f"{path}: its folder {folder} does not exist (make it first)")
     fd, tmp = tempfile.mkstemp(prefix=".routing.", suffix=".tmp", dir=folder)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)  # as any file written with open(): mkstemp's is 0600
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(head)))

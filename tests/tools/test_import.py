@@ -199,6 +199,13 @@ def case_vllm(tmp):
         json.dump(cfg, f)
 
     ok("vllm", f"{tmp}/req0.npy", "--num-experts", 8, "-o", f"{tmp}/a.safetensors")
+    mode = os.stat(f"{tmp}/a.safetensors").st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    check(mode == 0o666 & ~umask, f"the trace's mode {mode:o}, want {0o666 & ~umask:o} (umask)")
+    # -o into a folder that does not exist: said of the folder, not of a temporary inside it
+    refused(("vllm", f"{tmp}/req0.npy", "--num-experts", 8, "-o", f"{tmp}/nosuch/prod"),
+            f"{tmp}/nosuch/prod: its folder {tmp}/nosuch does not exist")
     t = mr.read(f"{tmp}/a.safetensors")
     same_trace(t, truths[0], [1, 3], 8, 2, "vllm .npy")
     check(t.tokens_per_step == 0 and "vLLM" in t.source, f"metadata {t.tokens_per_step} {t.source}")
