@@ -241,11 +241,11 @@ case "$1" in
     ckdir qwen2_moe f32 2 index_tensor
     want_code=4 want="although the index puts it there" ;;
   ckpt_shape)
-    ckdir qwen3_moe f32 1 shape
-    want_code=4 want="has shape [49, 64] but [48, 64] was expected" ;;
+    ckdir qwen3_moe f32 2 shape
+    want_code=4 want="ck/model-00002-of-00002.safetensors: tensor 'model.layers.1.mlp.experts.0.gate_proj.weight' has shape [49, 64] but [48, 64] was expected" ;;
   ckpt_fp8_no_scale)
-    ckdir deepseek_v3 fp8 1 no_scale
-    want_code=4 want="has no scale tensor 'model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv'" ;;
+    ckdir deepseek_v3 fp8 2 no_scale
+    want_code=4 want="ck/model-00002-of-00002.safetensors: FP8 weight 'model.layers.1.mlp.experts.0.gate_proj.weight' has no scale tensor 'model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv'" ;;
   ckpt_dense_layer)
     ckdir deepseek_v3 f32 1 "" '  layers: [1, 0]\n'
     want_code=4 want="c.yaml:3:15: model.layers: layer 0 is a dense layer" ;;

@@ -627,9 +627,11 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
     }
 }
 
-static moe_status_t ck_shape_check(const moe_ckpt_t *ck, const char *file,
-                                   const moe_st_tensor_info_t *ti, int ndim,
-                                   const int64_t *shape, moe_error_t *err)
+static void ck_tensor_file(const moe_ckpt_t *ck, const char *name, char *buf, size_t n);
+
+/* The tensor's shape against the one its config wants; a mismatch names its shard. */
+static moe_status_t ck_shape_check(const moe_ckpt_t *ck, const moe_st_tensor_info_t *ti,
+                                   int ndim, const int64_t *shape, moe_error_t *err)
 {
     bool same = ti->ndim == ndim;
     for (int i = 0; same && i < ndim; i++) {
@@ -638,9 +640,10 @@ static moe_status_t ck_shape_check(const moe_ckpt_t *ck, const char *file,
     if (same) {
         return MOE_OK;
     }
-    char have[128], want[128];
+    char have[128], want[128], file[2 * MOE_PATH_MAX];
     shape_text(have, sizeof(have), ti->ndim, ti->shape);
     shape_text(want, sizeof(want), ndim, shape);
+    ck_tensor_file(ck, ti->name, file, sizeof(file));
     return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: tensor '%.200s' has shape %s but %s was "
                          "expected from %s's config", file, ti->name, have, want, ck->name);
 }
@@ -673,12 +676,14 @@ static moe_status_t ck_read_fp8_raw(moe_ckpt_t *ck, moe_st_file_t *f, const char
     const moe_st_tensor_info_t *sti = NULL;
     snprintf(sname, sizeof(sname), "%s_scale_inv", name);
     if (!moe_ckpt_has(ck, sname)) {
+        char file[2 * MOE_PATH_MAX];
+        ck_tensor_file(ck, name, file, sizeof(file));
         return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: FP8 weight '%.200s' has no scale "
-                             "tensor '%.200s'", ck->name, name, sname);
+                             "tensor '%.200s'", file, name, sname);
     }
     moe_status_t st = ck_locate(ck, sname, &sf, &sti, err);
     if (st == MOE_OK) {
-        st = ck_shape_check(ck, moe_ckpt_name(ck), sti, 2, sshape, err);
+        st = ck_shape_check(ck, sti, 2, sshape, err);
     }
     if (st == MOE_OK) {
         st = moe_st_read_f32_shaped(sf, sname, 2, sshape, scale, err);
@@ -738,7 +743,7 @@ static moe_status_t ck_find_shaped(moe_ckpt_t *ck, const char *name, int ndim,
                                    const moe_st_tensor_info_t **ti, moe_error_t *err)
 {
     moe_status_t st = ck_locate(ck, name, f, ti, err);
-    return st == MOE_OK ? ck_shape_check(ck, moe_ckpt_name(ck), *ti, ndim, shape, err) : st;
+    return st == MOE_OK ? ck_shape_check(ck, *ti, ndim, shape, err) : st;
 }
 
 moe_status_t moe_ckpt_read(moe_ckpt_t *ck, const char *name, int ndim, const int64_t *shape,
