@@ -14,6 +14,7 @@
 
 #include "gather/balance.h"
 #include "compare/json_lookup.h"
+#include "compare/rank_load.h"
 #include "gather/gather.h"
 #include "report/json_write.h"
 #include "report_fixture.h"
@@ -535,6 +536,183 @@ static void test_json_mutations(const fixture_t *fx)
     free(text);
 }
 
+/* ---- hand-made summary.json: figures known exactly ---------------------------------- */
+
+/* One layer of 4 experts on 3 ranks: rank 0 routes (no experts), rank 1 holds experts 0
+ * and 1, rank 2 experts 2 and 3. An expert with calls < 0 was not profiled (its rank's
+ * records absent: calls and latency null); one with 0 calls has a null latency. */
+typedef struct mini_exp {
+    int rank;
+    double tokens, calls, mean, p50, p99;
+} mini_exp_t;
+
+typedef struct mini {
+    double recorded, steps_run;
+    bool all_warmup, replicated; /* replicated: expert 0 has a copy on ranks 1 and 2 */
+    mini_exp_t ex[4];
+    bool present[3];
+    double step_ms[3], cpu[3]; /* NAN: null */
+    double rss[3];
+    int samples[3];
+} mini_t;
+
+static const mini_t mini_base = {
+    5, 6, false, false,
+    {{1, 100, 5, 0.2, 0.2, 0.3}, {1, 50, 5, 0.1, 0.1, 0.1}, {2, 30, 5, 0.1, 0.1, 0.1},
+     {2, 20, 5, 0.1, 0.1, 0.1}},
+    {true, true, true},
+    {3.0, 3.0, 3.0},
+    {0.25, 0.5, 0.5},
+    {100, 200, 300},
+    {4, 4, 4},
+};
+
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *mini_experts(const mini_t *m)
+{
+    json_t *list = json_array();
+    for (int e = 0; e < 4; e++) {
+        const mini_exp_t *x = &m->ex[e];
+        bool known = x->calls > 0;
+        json_array_append_new(
+            list, json_pack("{s:i, s:i, s:i, s:f, s:o, s:{s:o, s:o, s:o}}", "layer", 0, "expert",
+                            e, "rank", x->rank, "tokens", x->tokens, "calls",
+                            x->calls >= 0 ? json_real(x->calls) : json_null(), "latency_ms",
+                            "mean", jnum(known ? x->mean : NAN), "p50",
+                            jnum(known ? x->p50 : NAN), "p99", jnum(known ? x->p99 : NAN)));
+    }
+    return list;
+}
+
+static json_t *mini_ranks(const mini_t *m)
+{
+    json_t *list = json_array();
+    for (int k = 0; k < 3; k++) {
+        json_array_append_new(
+            list, json_pack("{s:i, s:b, s:b, s:i, s:{s:o, s:o, s:o, s:o, s:o}, s:o, s:{s:o}}",
+                            "rank", k, "present", m->present[k], "profiled", m->present[k],
+                            "num_local", k == 0 ? 0 : 2, "per_step_ms", "step",
+                            jnum(m->present[k] ? m->step_ms[k] : NAN), "compute",
+                            jnum(m->present[k] ? 1.0 : NAN), "exchange", jnum(0.5), "idle",
+                            jnum(0.5), "structural_wait", jnum(0.25), "exchange_ms",
+                            jnum(m->present[k] ? 1.0 : NAN), "cpu_cores", "run",
+                            jnum(m->present[k] ? m->cpu[k] : NAN)));
+    }
+    return list;
+}
+
+static json_t *mini_memory(const mini_t *m)
+{
+    json_t *list = json_array();
+    for (int k = 0; k < 3; k++) {
+        json_array_append_new(list, json_pack("{s:i, s:b, s:i, s:f, s:f}", "rank", k, "present",
+                                              m->present[k], "samples", m->samples[k],
+                                              "rss_peak_mib", m->rss[k], "dev_peak_mib", 0.0));
+    }
+    return list;
+}
+
+/* expert 0's two copies (ranks 1 and 2), its calls and tokens split evenly */
+static json_t *mini_replicas(const mini_t *m)
+{
+    json_t *list = json_array();
+    for (int k = 1; m->replicated && k <= 2; k++) {
+        json_array_append_new(
+            list, json_pack("{s:i, s:i, s:i, s:f, s:f, s:f}", "layer", 0, "expert", 0, "rank", k,
+                            "tokens", m->ex[0].tokens / 2, "calls", m->ex[0].calls / 2,
+                            "busy_ms", m->ex[0].mean * m->ex[0].calls / 2));
+    }
+    return list;
+}
+
+static json_t *mini_doc(const mini_t *m)
+{
+    double demand = 0, mx = 0;
+    for (int e = 0; e < 4; e++) {
+        demand += m->ex[e].tokens;
+        mx = m->ex[e].tokens > mx ? m->ex[e].tokens : mx;
+    }
+    double empty = m->all_warmup || m->recorded == 0;
+    return json_pack(
+        "{s:s, s:i, s:{s:i, s:i, s:i, s:f, s:f, s:b, s:f, s:f}, s:o, s:o, s:o, s:[{s:i, s:f, "
+        "s:f, s:f, s:f, s:f}], s:{s:f, s:f}, s:o}",
+        "schema", "moed.summary", "schema_version", 1, "run", "world_size", 3, "num_layers", 1,
+        "num_experts", 4, "recorded_steps", m->recorded, "steps_run", m->steps_run, "all_warmup",
+        m->all_warmup, "tokens_per_s", empty ? 0.0 : 1000.0, "run_s", 0.5, "ranks",
+        mini_ranks(m), "experts", mini_experts(m), "replicas", mini_replicas(m), "layers",
+        "layer", 0, "gini", empty ? 0.0 : 0.25, "cv", empty ? 0.0 : 0.5, "entropy_norm",
+        empty ? 0.0 : 0.9, "max_mean", demand > 0 ? 4 * mx / demand : 0.0, "dropped_total", 0.0,
+        "comm", "bytes_between_ranks", empty ? 0.0 : 1e6, "bytes_local", 0.0, "memory",
+        mini_memory(m));
+}
+
+/* m written as ROOT/NAME/summary.json; the folder's path into dir. */
+static bool mini_write(const char *root, const char *name, const mini_t *m, char *dir,
+                       size_t cap)
+{
+    char path[MOE_PATH_MAX + 64];
+    json_t *doc = mini_doc(m);
+    bool ok = doc != NULL && make_dir(root, name, dir, cap);
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    ok = ok && json_dump_file(doc, path, JSON_INDENT(1)) == 0;
+    json_decref(doc);
+    CHECK(ok);
+    return ok;
+}
+
+static void mini_remove(const char *dir)
+{
+    char path[MOE_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* Compares two hand-made runs; the output (malloc'd) or NULL. */
+static char *mini_compare(const char *root, const mini_t *ma, const mini_t *mb)
+{
+    char a[MOE_PATH_MAX], b[MOE_PATH_MAX], *out = NULL;
+    if (!mini_write(root, "mini-a", ma, a, sizeof(a)) ||
+        !mini_write(root, "mini-b", mb, b, sizeof(b))) {
+        return NULL;
+    }
+    CHECK_INT_EQ(run_compare(a, b, &out), 0);
+    mini_remove(a);
+    mini_remove(b);
+    return out;
+}
+
+/* An expert with 0 calls takes no time (row_ms: 0 x null was NaN, which made the rank's
+ * time and the layer's unknown); one whose rank was not profiled stays unknown. */
+static void test_rank_times(const char *root)
+{
+    mini_t b = mini_base;
+    double ms[3];
+    b.ex[2].mean = 0.4;
+    b.ex[3] = (mini_exp_t){2, 0, 0, 0, 0, 0};
+    json_t *doc = mini_doc(&b);
+    CHECK_INT_EQ(moe_rank_times(doc, 0, 3, 4, ms), 3);
+    CHECK_NEAR(ms[0], 0.0, 0);
+    CHECK_NEAR(ms[1], 1.5, 1e-12);
+    CHECK_NEAR(ms[2], 2.0, 1e-12);
+    json_decref(doc);
+    mini_t c = mini_base;
+    c.ex[3].calls = -1; /* rank 2 not profiled for it: its time is not known */
+    doc = mini_doc(&c);
+    CHECK_INT_EQ(moe_rank_times(doc, 0, 3, 4, ms), 2);
+    CHECK(isnan(ms[2]));
+    json_decref(doc);
+    /* the layer table: time max/mean 1.500/1.250 = 1.200 -> 2.000/1.750 = 1.143; the
+     * busiest rank's ms per recorded step 1.5 / 5 -> 2.0 / 5 */
+    char *out = mini_compare(root, &mini_base, &b);
+    CHECK_STR_CONTAINS(out, "   1.200 | 1.143       0.300 | 0.400\n");
+    free(out);
+}
+
 
 int main(void)
 {
@@ -558,6 +736,7 @@ int main(void)
     }
     fx_free(fx);
     test_bytes_split(root);
+    test_rank_times(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

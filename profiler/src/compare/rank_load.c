@@ -125,15 +125,19 @@ void moe_rank_load_stats(const double *load, const uint8_t *copies, int W, int E
 }
 
 /* One row's compute time in ms: busy_ms (replicas[]), else latency_ms.mean x calls
- * (experts[]); NAN when not known. */
+ * (experts[]); 0 for a copy that was never called (its mean is null: no call to average,
+ * not a time unknown), NAN when not known (calls null: the rank was not profiled). */
 static double row_ms(const json_t *x)
 {
     const json_t *busy = json_object_get(x, "busy_ms");
     if (busy != NULL) {
         return moe_json_num(busy, NAN);
     }
-    double mean = moe_json_num(json_object_get(json_object_get(x, "latency_ms"), "mean"), NAN);
     double calls = moe_json_num(json_object_get(x, "calls"), NAN);
+    if (calls == 0.0) {
+        return 0.0;
+    }
+    double mean = moe_json_num(json_object_get(json_object_get(x, "latency_ms"), "mean"), NAN);
     return mean * calls;
 }
 

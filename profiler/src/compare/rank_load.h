@@ -25,8 +25,9 @@ void moe_rank_load_stats(const double *load, const uint8_t *copies, int W, int E
 
 /* Layer `layer`'s expert compute time per rank in ms over the recorded steps, into ms[W]
  * (caller's): a copy of an expert with several its replicas[].busy_ms, an expert with one
- * its experts[] row's latency_ms.mean x calls. NAN for a rank holding an expert whose time
- * is not known (a rank not profiled), 0 for a rank holding none. Returns the number of
+ * its experts[] row's latency_ms.mean x calls (0 for one never called). NAN for a rank
+ * holding an expert whose time is not known (a rank not profiled), 0 for a rank holding
+ * none. Returns the number of
  * ranks with a known time. */
 int moe_rank_times(const json_t *doc, int layer, int W, int E, double *ms);
 
