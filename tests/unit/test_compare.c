@@ -554,6 +554,7 @@ typedef struct mini {
     double step_ms[3], cpu[3]; /* NAN: null */
     double rss[3];
     int samples[3];
+    double gini; /* layers[0].gini; NAN: null */
 } mini_t;
 
 static const mini_t mini_base = {
@@ -565,6 +566,7 @@ static const mini_t mini_base = {
     {0.25, 0.5, 0.5},
     {100, 200, 300},
     {4, 4, 4},
+    0.25,
 };
 
 static json_t *jnum(double v)
@@ -638,13 +640,13 @@ static json_t *mini_doc(const mini_t *m)
     }
     double empty = m->all_warmup || m->recorded == 0;
     return json_pack(
-        "{s:s, s:i, s:{s:i, s:i, s:i, s:f, s:f, s:b, s:f, s:f}, s:o, s:o, s:o, s:[{s:i, s:f, "
+        "{s:s, s:i, s:{s:i, s:i, s:i, s:f, s:f, s:b, s:f, s:f}, s:o, s:o, s:o, s:[{s:i, s:o, "
         "s:f, s:f, s:f, s:f}], s:{s:f, s:f}, s:o}",
         "schema", "moed.summary", "schema_version", 1, "run", "world_size", 3, "num_layers", 1,
         "num_experts", 4, "recorded_steps", m->recorded, "steps_run", m->steps_run, "all_warmup",
         m->all_warmup, "tokens_per_s", empty ? 0.0 : 1000.0, "run_s", 0.5, "ranks",
         mini_ranks(m), "experts", mini_experts(m), "replicas", mini_replicas(m), "layers",
-        "layer", 0, "gini", empty ? 0.0 : 0.25, "cv", empty ? 0.0 : 0.5, "entropy_norm",
+        "layer", 0, "gini", jnum(empty ? 0.0 : m->gini), "cv", empty ? 0.0 : 0.5, "entropy_norm",
         empty ? 0.0 : 0.9, "max_mean", demand > 0 ? 4 * mx / demand : 0.0, "dropped_total", 0.0,
         "comm", "bytes_between_ranks", empty ? 0.0 : 1e6, "bytes_local", 0.0, "memory",
         mini_memory(m));
@@ -713,6 +715,23 @@ static void test_rank_times(const char *root)
     free(out);
 }
 
+/* A figure a run lacks prints n/a, never nan: latency of an expert whose rank was not
+ * profiled, a balance figure that is null; an expert never called shows "-". */
+static void test_no_nan(const char *root)
+{
+    mini_t b = mini_base;
+    b.ex[2].calls = -1; /* not profiled: calls and latency null */
+    b.ex[3] = (mini_exp_t){2, 0, 0, 0, 0, 0};
+    b.gini = NAN;
+    char *out = mini_compare(root, &mini_base, &b);
+    CHECK(out != NULL && strstr(out, "nan") == NULL);
+    CHECK_STR_CONTAINS(out, "      0      2      0.100       n/a   n/a                   0.100"
+                            "       n/a   n/a   ");
+    CHECK_STR_CONTAINS(out, "      0      3      0.100         -   n/a                   0.100"
+                            "         -   n/a   ");
+    CHECK_STR_CONTAINS(out, "      0  gini                  0.250          n/a   n/a\n");
+    free(out);
+}
 
 int main(void)
 {
@@ -737,6 +756,7 @@ int main(void)
     fx_free(fx);
     test_bytes_split(root);
     test_rank_times(root);
+    test_no_nan(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

@@ -154,6 +154,16 @@ static double cmp_num(const json_t *v, const char *path)
     return moe_json_num(moe_json_path(v, path), NAN);
 }
 
+/* One figure with printf format fmt, or "n/a" where the run does not have it. */
+static void cmp_fig(char *buf, size_t n, double v, const char *fmt)
+{
+    if (isfinite(v)) {
+        snprintf(buf, n, fmt, v);
+    } else {
+        snprintf(buf, n, "n/a");
+    }
+}
+
 /* A JSON value as it reads in a config: strings bare, numbers as written, at most n - 1
  * characters (cut with "..."). */
 static void cmp_value_text(const json_t *v, char *buf, size_t n)
@@ -458,7 +468,8 @@ static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 
 typedef struct cmp_expert {
     int layer, expert;
-    double v[6]; /* p50 A, p50 B, p99 A, p99 B, tokens A, tokens B */
+    double v[6];     /* p50 A, p50 B, p99 A, p99 B, tokens A, tokens B */
+    double calls[2]; /* A, B: 0 = never called, NAN = not recorded */
     double score;
 } cmp_expert_t;
 
@@ -476,6 +487,8 @@ static void cmp_expert_fill(cmp_expert_t *row, const json_t *ea, const json_t *e
     row->v[3] = cmp_num(eb, "latency_ms.p99");
     row->v[4] = cmp_num(ea, "tokens");
     row->v[5] = cmp_num(eb, "tokens");
+    row->calls[0] = cmp_num(ea, "calls");
+    row->calls[1] = cmp_num(eb, "calls");
     row->score = 0.0;
     for (int i = 0; i < 6; i += 2) {
         double s = cmp_rel(row->v[i], row->v[i + 1]);
@@ -499,9 +512,20 @@ static const json_t **cmp_expert_index(const cmp_run_t *c)
     return idx;
 }
 
+/* A latency of one run: "-" for an expert that run never called (no call to time), "n/a"
+ * where not recorded (its rank not profiled, or lost). */
+static void cmp_latency(char *buf, size_t n, double v, double calls)
+{
+    if (calls == 0.0) {
+        snprintf(buf, n, "-");
+    } else {
+        cmp_fig(buf, n, v, "%.3f");
+    }
+}
+
 static void cmp_expert_rows(FILE *out, const cmp_expert_t *rows, size_t n, size_t total)
 {
-    char c1[48], c2[48], c3[48];
+    char c1[48], c2[48], c3[48], l[4][24];
     fprintf(out, "\nExperts (latency per call in ms; tokens over the recorded steps)");
     if (n < total) {
         fprintf(out, ": the %zu of %zu with the largest change, largest first", n, total);
@@ -514,9 +538,11 @@ static void cmp_expert_rows(FILE *out, const cmp_expert_t *rows, size_t n, size_
         cmp_change(e->v[0], e->v[1], 3, c1, sizeof(c1));
         cmp_change(e->v[2], e->v[3], 3, c2, sizeof(c2));
         cmp_change(e->v[4], e->v[5], 0, c3, sizeof(c3));
-        fprintf(out, "  %5d %6d  %9.3f %9.3f   %-16s  %9.3f %9.3f   %-16s  %10.0f %10.0f   %s\n",
-                e->layer, e->expert, e->v[0], e->v[1], c1, e->v[2], e->v[3], c2, e->v[4], e->v[5],
-                c3);
+        for (int k = 0; k < 4; k++) {
+            cmp_latency(l[k], sizeof(l[k]), e->v[k], e->calls[k % 2]);
+        }
+        fprintf(out, "  %5d %6d  %9s %9s   %-16s  %9s %9s   %-16s  %10.0f %10.0f   %s\n",
+                e->layer, e->expert, l[0], l[1], c1, l[2], l[3], c2, e->v[4], e->v[5], c3);
     }
 }
 
@@ -743,15 +769,6 @@ static bool cmp_layer_figs(const cmp_run_t *c, int l, cmp_layer_fig_t *f)
     return true;
 }
 
-static void cmp_fig(char *buf, size_t n, double v, const char *fmt)
-{
-    if (isfinite(v)) {
-        snprintf(buf, n, fmt, v);
-    } else {
-        snprintf(buf, n, "n/a");
-    }
-}
-
 /* The columns of the per-layer table: each "A | B", A right-aligned in w, B left-aligned in
  * w (the last one unpadded); a name centred over each. */
 enum { CMP_LAYER_COLS = 5 };
@@ -835,10 +852,11 @@ static void cmp_balance(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
         for (size_t i = 0; i < sizeof(figs) / sizeof(figs[0]); i++) {
             double x = cmp_num(json_array_get(la, l), figs[i]),
                    y = cmp_num(json_array_get(lb, l), figs[i]);
-            int dec = i == 4 ? 0 : 3;
-            char ch[64];
-            cmp_change(x, y, dec, ch, sizeof(ch));
-            fprintf(out, "  %5zu  %-14s %12.*f %12.*f   %s\n", l, figs[i], dec, x, dec, y, ch);
+            char ch[64], va[32], vb[32];
+            cmp_change(x, y, i == 4 ? 0 : 3, ch, sizeof(ch));
+            cmp_fig(va, sizeof(va), x, i == 4 ? "%.0f" : "%.3f");
+            cmp_fig(vb, sizeof(vb), y, i == 4 ? "%.0f" : "%.3f");
+            fprintf(out, "  %5zu  %-14s %12s %12s   %s\n", l, figs[i], va, vb, ch);
         }
     }
 }
