@@ -732,6 +732,38 @@ static void test_no_nan(const char *root)
     CHECK_STR_CONTAINS(out, "      0  gini                  0.250          n/a   n/a\n");
     free(out);
 }
+/* Rows over ranks (mean over ranks, summed) take the ranks both runs have: rank 2 not
+ * profiled in B (A's mean over 3 ranks was 5.000, its CPU sum 1.00), or only its CPU
+ * figure lost in B; the note names the rank left out. */
+static void test_rank_sets(const char *root)
+{
+    mini_t a = mini_base, b = mini_base;
+    a.step_ms[0] = 2.0;
+    a.step_ms[1] = 4.0;
+    a.step_ms[2] = 9.0;
+    b.step_ms[0] = 2.0;
+    b.step_ms[1] = 4.0;
+    b.present[2] = false;
+    char *out = mini_compare(root, &a, &b);
+    CHECK_STR_CONTAINS(out, "  step (ms, mean over ranks)                  3.000          3.000"
+                            "   +0.000 (+0.0%)\n"
+                            "    (over the ranks both runs have; left out: rank 2 (not in B))\n");
+    CHECK_STR_CONTAINS(out, "  CPU, expert ranks (cores, summed)            0.50           0.50"
+                            "   +0.00 (+0.0%)\n"
+                            "    (over the ranks both runs have; left out: rank 2 (not in B))\n");
+    free(out);
+    b = mini_base;
+    b.cpu[2] = NAN; /* rank 2 lost before its CPU share was read */
+    out = mini_compare(root, &b, &mini_base);
+    CHECK_STR_CONTAINS(out, "  step (ms, mean over ranks)                  3.000          3.000"
+                            "   +0.000 (+0.0%)\n  compute");
+    CHECK_STR_CONTAINS(out, "  CPU, expert ranks (cores, summed)            0.50           0.50"
+                            "   +0.00 (+0.0%)\n"
+                            "    (over the ranks both runs have; left out: rank 2 (not in A))\n");
+    CHECK_STR_CONTAINS(out, "  CPU, other ranks (cores, summed)             0.25           0.25"
+                            "   +0.00 (+0.0%)\n  device");
+    free(out);
+}
 
 int main(void)
 {
@@ -757,6 +789,7 @@ int main(void)
     test_bytes_split(root);
     test_rank_times(root);
     test_no_nan(root);
+    test_rank_sets(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

@@ -199,41 +199,73 @@ static bool cmp_same(const json_t *x, const json_t *y)
 
 /* ---- run-level figures ----------------------------------------------------------- */
 
-/* Mean over present ranks of one figure of ranks[] (a path such as "per_step_ms.step"). */
-static double cmp_rank_mean(const cmp_run_t *c, const char *path)
+/* What a row over ranks takes: the mean over the ranks, or the sum over the ranks hosting
+ * experts (num_local > 0) or over those hosting none. */
+typedef enum cmp_over {
+    CMP_OVER_MEAN,
+    CMP_OVER_SUM_EXPERT,
+    CMP_OVER_SUM_OTHER,
+} cmp_over_t;
+
+#define CMP_LEFT_NAMED 4 /* ranks left out named in a row's note; the rest counted */
+
+/* Rank k's figure at `path` (such as "per_step_ms.step") in ranks[], NAN where the rank is
+ * not present (not profiled, lost) or lacks the figure. */
+static double cmp_rank_fig(const cmp_run_t *c, size_t k, const char *path)
 {
-    const json_t *ranks = json_object_get(c->doc, "ranks");
-    double sum = 0.0;
-    int n = 0;
-    for (size_t i = 0; i < moe_json_count(ranks); i++) {
-        const json_t *k = json_array_get(ranks, i);
-        double v = moe_json_num(moe_json_path(k, path), NAN);
-        if (json_is_true(json_object_get(k, "present")) && isfinite(v)) {
-            sum += v;
-            n++;
-        }
+    const json_t *r = json_array_get(json_object_get(c->doc, "ranks"), k);
+    if (!json_is_true(json_object_get(r, "present"))) {
+        return NAN;
     }
-    return n > 0 ? sum / n : NAN;
+    return moe_json_num(moe_json_path(r, path), NAN);
 }
 
-/* Sum over present ranks of cpu_cores.run, of those hosting experts (num_local > 0) or of
- * those hosting none; NAN when no such rank measured it (a report from before the CPU
- * share, or none of that kind). */
-static double cmp_cpu_sum(const cmp_run_t *c, bool experts)
+static bool cmp_rank_of(const cmp_run_t *c, size_t k, cmp_over_t over)
 {
-    const json_t *ranks = json_object_get(c->doc, "ranks");
-    double sum = 0.0;
-    int n = 0;
-    for (size_t i = 0; i < moe_json_count(ranks); i++) {
-        const json_t *k = json_array_get(ranks, i);
-        double v = moe_json_num(moe_json_path(k, "cpu_cores.run"), NAN);
-        bool hosts = moe_json_num(json_object_get(k, "num_local"), 0) > 0;
-        if (json_is_true(json_object_get(k, "present")) && isfinite(v) && hosts == experts) {
-            sum += v;
-            n++;
+    const json_t *r = json_array_get(json_object_get(c->doc, "ranks"), k);
+    bool hosts = moe_json_num(json_object_get(r, "num_local"), 0) > 0;
+    return over == CMP_OVER_MEAN || hosts == (over == CMP_OVER_SUM_EXPERT);
+}
+
+/* A figure of ranks[] in A and B over the ranks that have it in both runs, so both sides
+ * cover one set of ranks (a rank not profiled or lost in one run would else move the mean
+ * or the sum by itself); then a line naming the ranks left out. NAN where no rank has it
+ * in both. */
+static void cmp_rank_row(FILE *out, const char *name, const cmp_run_t *a, const cmp_run_t *b,
+                         const char *path, cmp_over_t over, int dec)
+{
+    size_t na = moe_json_count(json_object_get(a->doc, "ranks"));
+    size_t nb = moe_json_count(json_object_get(b->doc, "ranks"));
+    double sum[2] = {0.0, 0.0}, x[2];
+    int n[2] = {0, 0}, left = 0;
+    char note[160] = "";
+    size_t pos = 0;
+    for (size_t k = 0; k < (na > nb ? na : nb); k++) {
+        double v[2] = {cmp_rank_fig(a, k, path), cmp_rank_fig(b, k, path)};
+        bool of[2] = {cmp_rank_of(a, k, over), cmp_rank_of(b, k, over)};
+        bool both = isfinite(v[0]) && isfinite(v[1]);
+        for (int i = 0; i < 2; i++) {
+            sum[i] += both && of[i] ? v[i] : 0.0;
+            n[i] += both && of[i] ? 1 : 0;
+        }
+        if (!both && ((isfinite(v[0]) && of[0]) || (isfinite(v[1]) && of[1]))) {
+            if (left++ < CMP_LEFT_NAMED) {
+                int w = snprintf(note + pos, sizeof(note) - pos, "%srank %zu (not in %s)",
+                                 pos > 0 ? ", " : "", k, isfinite(v[0]) ? "B" : "A");
+                pos = w > 0 && (size_t)w < sizeof(note) - pos ? pos + (size_t)w : pos;
+            }
         }
     }
-    return n > 0 ? sum : NAN;
+    for (int i = 0; i < 2; i++) {
+        x[i] = n[i] == 0 ? NAN : over == CMP_OVER_MEAN ? sum[i] / n[i] : sum[i];
+    }
+    cmp_row(out, name, x[0], x[1], dec);
+    if (left > CMP_LEFT_NAMED) {
+        fprintf(out, "    (over the ranks both runs have; left out: %s and %d more)\n", note,
+                left - CMP_LEFT_NAMED);
+    } else if (left > 0) {
+        fprintf(out, "    (over the ranks both runs have; left out: %s)\n", note);
+    }
 }
 
 static bool cmp_partial(const cmp_run_t *c)
@@ -426,8 +458,8 @@ static void cmp_overlap_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *
         snprintf(tb, sizeof(tb), "%.0f", cb);
     }
     cmp_knob(out, "runtime.chunks", ta, tb);
-    cmp_row(out, "exchange in flight (ms/step, mean)", cmp_rank_mean(a, "exchange_ms"),
-            cmp_rank_mean(b, "exchange_ms"), 3);
+    cmp_rank_row(out, "exchange in flight (ms/step, mean)", a, b, "exchange_ms", CMP_OVER_MEAN,
+                 3);
     cmp_row(out, "exchange hidden by compute (%)",
             100.0 * cmp_num(a->run, "exchange_hidden_share"),
             100.0 * cmp_num(b->run, "exchange_hidden_share"), 1);
@@ -438,17 +470,16 @@ static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     fprintf(out, "\nRun %30s %14s %14s   %s\n", "", "A", "B", "change B - A");
     cmp_row(out, "tokens/s", cmp_num(a->run, "tokens_per_s"), cmp_num(b->run, "tokens_per_s"), 1);
     cmp_row(out, "run time (s)", cmp_num(a->run, "run_s"), cmp_num(b->run, "run_s"), 3);
-    cmp_row(out, "step (ms, mean over ranks)", cmp_rank_mean(a, "per_step_ms.step"),
-            cmp_rank_mean(b, "per_step_ms.step"), 3);
-    cmp_row(out, "compute (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.compute"),
-            cmp_rank_mean(b, "per_step_ms.compute"), 3);
-    cmp_row(out, "exchange (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.exchange"),
-            cmp_rank_mean(b, "per_step_ms.exchange"), 3);
-    cmp_row(out, "idle (ms/step, mean over ranks)", cmp_rank_mean(a, "per_step_ms.idle"),
-            cmp_rank_mean(b, "per_step_ms.idle"), 3);
+    cmp_rank_row(out, "step (ms, mean over ranks)", a, b, "per_step_ms.step", CMP_OVER_MEAN, 3);
+    cmp_rank_row(out, "compute (ms/step, mean over ranks)", a, b, "per_step_ms.compute",
+                 CMP_OVER_MEAN, 3);
+    cmp_rank_row(out, "exchange (ms/step, mean over ranks)", a, b, "per_step_ms.exchange",
+                 CMP_OVER_MEAN, 3);
+    cmp_rank_row(out, "idle (ms/step, mean over ranks)", a, b, "per_step_ms.idle", CMP_OVER_MEAN,
+                 3);
     /* n/a for a report from before the split, whose idle still holds the designed wait */
-    cmp_row(out, "designed wait (ms/step, mean)", cmp_rank_mean(a, "per_step_ms.structural_wait"),
-            cmp_rank_mean(b, "per_step_ms.structural_wait"), 3);
+    cmp_rank_row(out, "designed wait (ms/step, mean)", a, b, "per_step_ms.structural_wait",
+                 CMP_OVER_MEAN, 3);
     cmp_row(out, "exchange share of step (%)", 100.0 * cmp_num(a->doc, "findings.exchange_share"),
             100.0 * cmp_num(b->doc, "findings.exchange_share"), 1);
     cmp_row(out, "idle share of step (%)", 100.0 * cmp_num(a->doc, "findings.idle_share"),
@@ -457,10 +488,10 @@ static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
             100.0 * cmp_num(a->doc, "findings.structural_wait_share"),
             100.0 * cmp_num(b->doc, "findings.structural_wait_share"), 1);
     /* the cores each kind of rank kept busy over the run (CPU time / wall time) */
-    cmp_row(out, "CPU, expert ranks (cores, summed)", cmp_cpu_sum(a, true), cmp_cpu_sum(b, true),
-            2);
-    cmp_row(out, "CPU, other ranks (cores, summed)", cmp_cpu_sum(a, false),
-            cmp_cpu_sum(b, false), 2);
+    cmp_rank_row(out, "CPU, expert ranks (cores, summed)", a, b, "cpu_cores.run",
+                 CMP_OVER_SUM_EXPERT, 2);
+    cmp_rank_row(out, "CPU, other ranks (cores, summed)", a, b, "cpu_cores.run",
+                 CMP_OVER_SUM_OTHER, 2);
     cmp_overlap_figures(out, a, b);
 }
 
