@@ -764,6 +764,35 @@ static void test_rank_sets(const char *root)
                             "   +0.00 (+0.0%)\n  device");
     free(out);
 }
+/* A run that recorded nothing (all warm-up): each of its figures is n/a, not a zero
+ * compared as -100%. */
+static void test_empty_run(const char *root)
+{
+    mini_t b = mini_base;
+    b.all_warmup = true;
+    b.recorded = 0;
+    for (int e = 0; e < 4; e++) {
+        b.ex[e].tokens = 0;
+        b.ex[e].calls = 0;
+    }
+    char *out = mini_compare(root, &mini_base, &b);
+    CHECK_STR_CONTAINS(out, "  tokens/s                                   1000.0            n/a"
+                            "   n/a\n");
+    CHECK_STR_CONTAINS(out, "  step (ms, mean over ranks)                  3.000            n/a"
+                            "   n/a\n");
+    CHECK_STR_CONTAINS(out, "  CPU, expert ranks (cores, summed)            1.00            n/a"
+                            "   n/a\n");
+    CHECK_STR_CONTAINS(out, "  layer 0    max/mean 1.500 -> n/a   same placement\n");
+    CHECK_STR_CONTAINS(out, "  overall max/mean 1.500 -> n/a (");
+    CHECK_STR_CONTAINS(out, "    rank 1    A: 0 1                                150   B: 0 1"
+                            "                                n/a\n");
+    CHECK_STR_CONTAINS(out, "  between ranks (MB)                          1.000            n/a"
+                            "   n/a\n");
+    CHECK_STR_CONTAINS(out, "      0  gini                  0.250          n/a   n/a\n");
+    CHECK_STR_CONTAINS(out, "      0  max_mean              2.000          n/a   n/a\n");
+    CHECK(out != NULL && strstr(out, "-100.0%") == NULL && strstr(out, "nan") == NULL);
+    free(out);
+}
 
 int main(void)
 {
@@ -790,6 +819,7 @@ int main(void)
     test_rank_times(root);
     test_no_nan(root);
     test_rank_sets(root);
+    test_empty_run(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

@@ -199,6 +199,20 @@ static bool cmp_same(const json_t *x, const json_t *y)
 
 /* ---- run-level figures ----------------------------------------------------------- */
 
+/* A run that recorded no step (all warm-up): every figure of the recorded steps is
+ * empty, and its zeros are not measurements. */
+static bool cmp_empty(const cmp_run_t *c)
+{
+    return json_is_true(json_object_get(c->run, "all_warmup")) ||
+           cmp_num(c->run, "recorded_steps") == 0.0;
+}
+
+/* v, a figure of run c's recorded steps: NAN (n/a) for a run that recorded none. */
+static double cmp_of(const cmp_run_t *c, double v)
+{
+    return cmp_empty(c) ? NAN : v;
+}
+
 /* What a row over ranks takes: the mean over the ranks, or the sum over the ranks hosting
  * experts (num_local > 0) or over those hosting none. */
 typedef enum cmp_over {
@@ -257,7 +271,9 @@ static void cmp_rank_row(FILE *out, const char *name, const cmp_run_t *a, const 
         }
     }
     for (int i = 0; i < 2; i++) {
-        x[i] = n[i] == 0 ? NAN : over == CMP_OVER_MEAN ? sum[i] / n[i] : sum[i];
+        x[i] = n[i] == 0 || cmp_empty(i == 0 ? a : b) ? NAN
+               : over == CMP_OVER_MEAN               ? sum[i] / n[i]
+                                                     : sum[i];
     }
     cmp_row(out, name, x[0], x[1], dec);
     if (left > CMP_LEFT_NAMED) {
@@ -461,15 +477,17 @@ static void cmp_overlap_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *
     cmp_rank_row(out, "exchange in flight (ms/step, mean)", a, b, "exchange_ms", CMP_OVER_MEAN,
                  3);
     cmp_row(out, "exchange hidden by compute (%)",
-            100.0 * cmp_num(a->run, "exchange_hidden_share"),
-            100.0 * cmp_num(b->run, "exchange_hidden_share"), 1);
+            cmp_of(a, 100.0 * cmp_num(a->run, "exchange_hidden_share")),
+            cmp_of(b, 100.0 * cmp_num(b->run, "exchange_hidden_share")), 1);
 }
 
 static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     fprintf(out, "\nRun %30s %14s %14s   %s\n", "", "A", "B", "change B - A");
-    cmp_row(out, "tokens/s", cmp_num(a->run, "tokens_per_s"), cmp_num(b->run, "tokens_per_s"), 1);
-    cmp_row(out, "run time (s)", cmp_num(a->run, "run_s"), cmp_num(b->run, "run_s"), 3);
+    cmp_row(out, "tokens/s", cmp_of(a, cmp_num(a->run, "tokens_per_s")),
+            cmp_of(b, cmp_num(b->run, "tokens_per_s")), 1);
+    cmp_row(out, "run time (s)", cmp_of(a, cmp_num(a->run, "run_s")),
+            cmp_of(b, cmp_num(b->run, "run_s")), 3);
     cmp_rank_row(out, "step (ms, mean over ranks)", a, b, "per_step_ms.step", CMP_OVER_MEAN, 3);
     cmp_rank_row(out, "compute (ms/step, mean over ranks)", a, b, "per_step_ms.compute",
                  CMP_OVER_MEAN, 3);
@@ -480,13 +498,14 @@ static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     /* n/a for a report from before the split, whose idle still holds the designed wait */
     cmp_rank_row(out, "designed wait (ms/step, mean)", a, b, "per_step_ms.structural_wait",
                  CMP_OVER_MEAN, 3);
-    cmp_row(out, "exchange share of step (%)", 100.0 * cmp_num(a->doc, "findings.exchange_share"),
-            100.0 * cmp_num(b->doc, "findings.exchange_share"), 1);
-    cmp_row(out, "idle share of step (%)", 100.0 * cmp_num(a->doc, "findings.idle_share"),
-            100.0 * cmp_num(b->doc, "findings.idle_share"), 1);
+    cmp_row(out, "exchange share of step (%)",
+            cmp_of(a, 100.0 * cmp_num(a->doc, "findings.exchange_share")),
+            cmp_of(b, 100.0 * cmp_num(b->doc, "findings.exchange_share")), 1);
+    cmp_row(out, "idle share of step (%)", cmp_of(a, 100.0 * cmp_num(a->doc, "findings.idle_share")),
+            cmp_of(b, 100.0 * cmp_num(b->doc, "findings.idle_share")), 1);
     cmp_row(out, "designed wait share of step (%)",
-            100.0 * cmp_num(a->doc, "findings.structural_wait_share"),
-            100.0 * cmp_num(b->doc, "findings.structural_wait_share"), 1);
+            cmp_of(a, 100.0 * cmp_num(a->doc, "findings.structural_wait_share")),
+            cmp_of(b, 100.0 * cmp_num(b->doc, "findings.structural_wait_share")), 1);
     /* the cores each kind of rank kept busy over the run (CPU time / wall time) */
     cmp_rank_row(out, "CPU, expert ranks (cores, summed)", a, b, "cpu_cores.run",
                  CMP_OVER_SUM_EXPERT, 2);
@@ -556,7 +575,7 @@ static void cmp_latency(char *buf, size_t n, double v, double calls)
 
 static void cmp_expert_rows(FILE *out, const cmp_expert_t *rows, size_t n, size_t total)
 {
-    char c1[48], c2[48], c3[48], l[4][24];
+    char c1[48], c2[48], c3[48], l[4][24], t[2][24];
     fprintf(out, "\nExperts (latency per call in ms; tokens over the recorded steps)");
     if (n < total) {
         fprintf(out, ": the %zu of %zu with the largest change, largest first", n, total);
@@ -572,8 +591,10 @@ static void cmp_expert_rows(FILE *out, const cmp_expert_t *rows, size_t n, size_
         for (int k = 0; k < 4; k++) {
             cmp_latency(l[k], sizeof(l[k]), e->v[k], e->calls[k % 2]);
         }
-        fprintf(out, "  %5d %6d  %9s %9s   %-16s  %9s %9s   %-16s  %10.0f %10.0f   %s\n",
-                e->layer, e->expert, l[0], l[1], c1, l[2], l[3], c2, e->v[4], e->v[5], c3);
+        cmp_fig(t[0], sizeof(t[0]), e->v[4], "%.0f");
+        cmp_fig(t[1], sizeof(t[1]), e->v[5], "%.0f");
+        fprintf(out, "  %5d %6d  %9s %9s   %-16s  %9s %9s   %-16s  %10s %10s   %s\n", e->layer,
+                e->expert, l[0], l[1], c1, l[2], l[3], c2, t[0], t[1], c3);
     }
 }
 
@@ -597,7 +618,10 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
         }
         rows[n].layer = l;
         rows[n].expert = x;
-        cmp_expert_fill(&rows[n++], ea, idx[(size_t)l * (size_t)b->experts + (size_t)x]);
+        cmp_expert_fill(&rows[n], ea, idx[(size_t)l * (size_t)b->experts + (size_t)x]);
+        rows[n].v[4] = cmp_of(a, rows[n].v[4]);
+        rows[n].v[5] = cmp_of(b, rows[n].v[5]);
+        n++;
     }
     size_t shown = n;
     if (n > CMP_ALL_ROWS) {
@@ -677,11 +701,13 @@ static void cmp_place_rows(FILE *out, const cmp_run_t *a, const cmp_run_t *b,
     int W = a->world > b->world ? a->world : b->world, shown = 0;
     char ia[CMP_IDS_CHARS + 1], ib[CMP_IDS_CHARS + 1];
     for (int r = 0; r < W && shown < CMP_PLACE_RANKS; r++, shown++) {
+        char ta[24], tb[24];
         cmp_place_ids(a, pa, r, ia, sizeof(ia));
         cmp_place_ids(b, pb, r, ib, sizeof(ib));
-        fprintf(out, "    rank %-4d A: %-*s %9.0f   B: %-*s %9.0f\n", r, CMP_IDS_CHARS, ia,
-                r < a->world ? pa->load[r] : 0.0, CMP_IDS_CHARS, ib,
-                r < b->world ? pb->load[r] : 0.0);
+        cmp_fig(ta, sizeof(ta), cmp_of(a, r < a->world ? pa->load[r] : 0.0), "%.0f");
+        cmp_fig(tb, sizeof(tb), cmp_of(b, r < b->world ? pb->load[r] : 0.0), "%.0f");
+        fprintf(out, "    rank %-4d A: %-*s %9s   B: %-*s %9s\n", r, CMP_IDS_CHARS, ia, ta,
+                CMP_IDS_CHARS, ib, tb);
     }
     if (W > shown) {
         fprintf(out, "    (%d more ranks: see summary.json experts[] and replicas[])\n",
@@ -709,8 +735,10 @@ static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t
                     memcmp(pa.copies, pb.copies, (size_t)a->world * (size_t)a->experts) == 0;
         changed += same ? 0 : 1;
         if (l < CMP_ALL_ROWS) {
-            fprintf(out, "  layer %-4d max/mean %.3f -> %.3f   %s\n", l,
-                    pa.mean > 0 ? pa.mx / pa.mean : 0.0, pb.mean > 0 ? pb.mx / pb.mean : 0.0,
+            char ra[24], rb[24];
+            cmp_fig(ra, sizeof(ra), cmp_of(a, pa.mean > 0 ? pa.mx / pa.mean : NAN), "%.3f");
+            cmp_fig(rb, sizeof(rb), cmp_of(b, pb.mean > 0 ? pb.mx / pb.mean : NAN), "%.3f");
+            fprintf(out, "  layer %-4d max/mean %s -> %s   %s\n", l, ra, rb,
                     same ? "same placement" : "placement changed");
         }
         bool rows = !same ? detailed < CMP_PLACE_LAYERS : (l == L - 1 && changed == 0);
@@ -735,9 +763,11 @@ static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t
         fprintf(out, "  (%d more layers with a changed placement: see summary.json)\n",
                 changed - detailed);
     }
-    fprintf(out, "  overall max/mean %.3f -> %.3f (sum over layers of the busiest rank's "
-            "tokens / sum of the means)\n", amean > 0 ? amx / amean : 0.0,
-            bmean > 0 ? bmx / bmean : 0.0);
+    char ra[24], rb[24];
+    cmp_fig(ra, sizeof(ra), cmp_of(a, amean > 0 ? amx / amean : NAN), "%.3f");
+    cmp_fig(rb, sizeof(rb), cmp_of(b, bmean > 0 ? bmx / bmean : NAN), "%.3f");
+    fprintf(out, "  overall max/mean %s -> %s (sum over layers of the busiest rank's "
+            "tokens / sum of the means)\n", ra, rb);
     return MOE_OK;
 }
 
@@ -793,6 +823,9 @@ static bool cmp_layer_figs(const cmp_run_t *c, int l, cmp_layer_fig_t *f)
         mx = holds && !isfinite(ms[r]) ? NAN : mx; /* a rank's time not known */
     }
     double steps = cmp_num(c->run, "recorded_steps");
+    f->tok = cmp_of(c, f->tok);
+    f->hot = cmp_of(c, f->hot);
+    f->bits = cmp_of(c, f->bits);
     f->time = isfinite(mx) && mean > 0 ? mx / mean : NAN;
     f->busiest_ms = isfinite(mx) && steps > 0 ? mx / steps : NAN;
     free(ms);
@@ -881,8 +914,8 @@ static void cmp_balance(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
             "layer", "figure", "A", "B", "change");
     for (size_t l = 0; l < n; l++) {
         for (size_t i = 0; i < sizeof(figs) / sizeof(figs[0]); i++) {
-            double x = cmp_num(json_array_get(la, l), figs[i]),
-                   y = cmp_num(json_array_get(lb, l), figs[i]);
+            double x = cmp_of(a, cmp_num(json_array_get(la, l), figs[i]));
+            double y = cmp_of(b, cmp_num(json_array_get(lb, l), figs[i]));
             char ch[64], va[32], vb[32];
             cmp_change(x, y, i == 4 ? 0 : 3, ch, sizeof(ch));
             cmp_fig(va, sizeof(va), x, i == 4 ? "%.0f" : "%.3f");
@@ -916,7 +949,8 @@ static moe_status_t cmp_pairs(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
         for (size_t j = 0; j < w; j++) {
             char path[64];
             snprintf(path, sizeof(path), "comm.bytes.%zu.%zu", i, j);
-            double x = cmp_num(a->doc, path) / 1e6, y = cmp_num(b->doc, path) / 1e6;
+            double x = cmp_of(a, cmp_num(a->doc, path) / 1e6);
+            double y = cmp_of(b, cmp_num(b->doc, path) / 1e6);
             if ((x > 0.0 || y > 0.0) && isfinite(x) && isfinite(y)) {
                 p[n++] = (cmp_pair_t){(int)i, (int)j, x, y, fabs(y - x)};
             }
@@ -974,8 +1008,8 @@ static double cmp_per_step(const cmp_run_t *c, double bytes)
  * placement that moves rows onto their router changes the first, not the total. */
 static moe_status_t cmp_bytes(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
-    double ba = cmp_bytes_of(a, false), bb = cmp_bytes_of(b, false);
-    double la = cmp_bytes_of(a, true), lb = cmp_bytes_of(b, true);
+    double ba = cmp_of(a, cmp_bytes_of(a, false)), bb = cmp_of(b, cmp_bytes_of(b, false));
+    double la = cmp_of(a, cmp_bytes_of(a, true)), lb = cmp_of(b, cmp_bytes_of(b, true));
     fprintf(out, "\nBytes (MB = 10^6 bytes over the recorded steps; row = sender; local copies: "
                  "a rank's rows\nto its own experts, never sent)\n");
     cmp_row(out, "between ranks (MB)", ba / 1e6, bb / 1e6, 3);
