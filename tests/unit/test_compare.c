@@ -793,6 +793,68 @@ static void test_empty_run(const char *root)
     CHECK(out != NULL && strstr(out, "-100.0%") == NULL && strstr(out, "nan") == NULL);
     free(out);
 }
+/* Peak memory: a rank lost before its first sample (present, samples 0, zeros) has its
+ * records missing, not 0.0 MiB (-100%). */
+static void test_memory_missing(const char *root)
+{
+    mini_t b = mini_base;
+    b.rss[2] = 0;
+    b.samples[2] = 0;
+    char *out = mini_compare(root, &mini_base, &b);
+    CHECK_STR_CONTAINS(out, "  rank 1 peak RSS (MiB)                       200.0          200.0"
+                            "   +0.0 (+0.0%)\n  rank 2: records missing in B\n");
+    CHECK(out != NULL && strstr(out, "-100.0%") == NULL);
+    free(out);
+}
+
+/* 40 ranks: the peak memory table shows the 16 with the largest change (ranks 39 down
+ * to 24: rank k grows from 100 + k to 100 + 2k MiB), like the other tables. */
+static void test_memory_cap(const char *root)
+{
+    char dir[2][MOE_PATH_MAX], path[MOE_PATH_MAX + 64], *out = NULL;
+    for (int i = 0; i < 2; i++) {
+        json_t *doc = mini_doc(&mini_base), *mem = json_object_get(doc, "memory");
+        json_object_set_new(json_object_get(doc, "run"), "world_size", json_integer(40));
+        for (int k = 3; k < 40; k++) {
+            json_array_append_new(mem, json_pack("{s:i, s:b, s:i, s:f}", "rank", k, "present", 1,
+                                                 "samples", 1, "rss_peak_mib",
+                                                 100.0 + (i + 1) * k));
+        }
+        CHECK(make_dir(root, i == 0 ? "mem-a" : "mem-b", dir[i], sizeof(dir[i])));
+        snprintf(path, sizeof(path), "%s/summary.json", dir[i]);
+        CHECK(json_dump_file(doc, path, 0) == 0);
+        json_decref(doc);
+    }
+    CHECK_INT_EQ(run_compare(dir[0], dir[1], &out), 0);
+    const char *at = out != NULL ? strstr(out, "\nPeak memory per rank") : NULL;
+    CHECK(at != NULL);
+    CHECK_STR_CONTAINS(at, "(MiB = 2^20 bytes): the 16 of 40 ranks with the largest change, "
+                           "largest first\n  rank 39 peak RSS (MiB)                      139.0"
+                           "          178.0   +39.0 (+28.1%)\n");
+    CHECK_STR_CONTAINS(at, "\n  rank 24 peak RSS (MiB)                      124.0          148.0"
+                           "   +24.0 (+19.4%)\n  (24 more ranks: see summary.json memory[])\n");
+    CHECK_INT_EQ(count_substr(at, " peak RSS (MiB) "), 16);
+    free(out);
+    mini_remove(dir[0]);
+    mini_remove(dir[1]);
+}
+
+/* The output could not be written (/dev/full): exit 5 (moed's code for an output it
+ * cannot write), for the comparison and for --help, never 0. */
+static void test_write_error(const fixture_t *a)
+{
+    FILE *full = fopen("/dev/full", "w");
+    CHECK(full != NULL);
+    if (full == NULL) {
+        return;
+    }
+    char dir[MOE_PATH_MAX], *help[] = {"--help"};
+    snprintf(dir, sizeof(dir), "%s", a->rep.run_dir);
+    CHECK_INT_EQ(moe_report_compare(a->rep.run_dir, a->rep.run_dir, full), 5);
+    clearerr(full);
+    CHECK_INT_EQ(moe_report_compare_main(1, help, full), 5);
+    fclose(full);
+}
 
 int main(void)
 {
@@ -812,6 +874,7 @@ int main(void)
         test_compare_config(root, fx);
         test_compare_states(root, fx);
         test_compare_folders(root, fx);
+        test_write_error(fx);
         remove_report(fx->rep.run_dir, fx->rep.world_size);
     }
     fx_free(fx);
@@ -820,6 +883,8 @@ int main(void)
     test_no_nan(root);
     test_rank_sets(root);
     test_empty_run(root);
+    test_memory_missing(root);
+    test_memory_cap(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

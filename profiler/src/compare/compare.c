@@ -26,6 +26,7 @@
 #define CMP_PLACE_LAYERS 4 /* layers whose placement changed shown rank by rank */
 #define CMP_PLACE_RANKS 16 /* ranks shown per layer */
 #define CMP_IDS_CHARS 28   /* a rank's expert list longer than this is cut with "..." */
+#define CMP_EXIT_OUTPUT 5  /* moed's exit code for an output it could not write */
 
 typedef struct cmp_run {
     const char *dir;
@@ -1026,32 +1027,80 @@ static moe_status_t cmp_bytes(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     return cmp_pairs(out, a, b);
 }
 
-static void cmp_memory(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
+/* One rank's peak memory in A and B; missing: 1 in A, 2 in B, 3 in both. */
+typedef struct cmp_mem {
+    int rank, missing;
+    double rss[2], dev[2], score;
+} cmp_mem_t;
+
+static int cmp_mem_by_score(const void *x, const void *y)
+{
+    double a = ((const cmp_mem_t *)x)->score, b = ((const cmp_mem_t *)y)->score;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* A rank's memory row holds figures: present, and sampled (a rank lost before its first
+ * sample has present true, samples 0 and zeros; a report without "samples" predates it). */
+static bool cmp_mem_recorded(const json_t *m)
+{
+    return json_is_true(json_object_get(m, "present")) &&
+           moe_json_num(json_object_get(m, "samples"), 1.0) > 0.0;
+}
+
+static void cmp_mem_row(FILE *out, const cmp_mem_t *m)
+{
+    char name[48];
+    if (m->missing != 0) {
+        fprintf(out, "  rank %d: records missing in %s\n", m->rank,
+                m->missing == 3 ? "A and B" : m->missing == 1 ? "A" : "B");
+        return;
+    }
+    snprintf(name, sizeof(name), "rank %d peak RSS (MiB)", m->rank);
+    cmp_row(out, name, m->rss[0], m->rss[1], 1);
+    if (m->dev[0] > 0.0 || m->dev[1] > 0.0) {
+        snprintf(name, sizeof(name), "rank %d device peak (MiB)", m->rank);
+        cmp_row(out, name, m->dev[0], m->dev[1], 1);
+    }
+}
+
+/* Per rank both runs have: all up to CMP_ALL_ROWS ranks, else the CMP_TOP_ROWS with the
+ * largest relative change (a rank with records missing first). */
+static moe_status_t cmp_memory(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     const json_t *ma = json_object_get(a->doc, "memory"), *mb = json_object_get(b->doc, "memory");
     int w = a->world < b->world ? a->world : b->world;
-    fprintf(out, "\nPeak memory per rank (MiB = 2^20 bytes)\n");
-    for (int k = 0; k < w; k++) {
-        char name[48];
-        bool pa = json_is_true(json_object_get(json_array_get(ma, (size_t)k), "present"));
-        bool pb = json_is_true(json_object_get(json_array_get(mb, (size_t)k), "present"));
-        if (!pa || !pb) {
-            fprintf(out, "  rank %d: records missing in %s\n", k,
-                    pa   ? "B"
-                    : pb ? "A"
-                         : "A and B");
-            continue;
-        }
-        snprintf(name, sizeof(name), "rank %d peak RSS (MiB)", k);
-        cmp_row(out, name, cmp_num(json_array_get(ma, (size_t)k), "rss_peak_mib"),
-                cmp_num(json_array_get(mb, (size_t)k), "rss_peak_mib"), 1);
-        double da = cmp_num(json_array_get(ma, (size_t)k), "dev_peak_mib");
-        double db = cmp_num(json_array_get(mb, (size_t)k), "dev_peak_mib");
-        if (da > 0.0 || db > 0.0) {
-            snprintf(name, sizeof(name), "rank %d device peak (MiB)", k);
-            cmp_row(out, name, da, db, 1);
-        }
+    size_t shown = (size_t)w;
+    cmp_mem_t *rows = malloc(sizeof(*rows) * (size_t)w);
+    if (rows == NULL) {
+        return MOE_ERR_NO_MEMORY;
     }
+    fprintf(out, "\nPeak memory per rank (MiB = 2^20 bytes)");
+    for (int k = 0; k < w; k++) {
+        const json_t *x = json_array_get(ma, (size_t)k), *y = json_array_get(mb, (size_t)k);
+        cmp_mem_t *m = &rows[k];
+        m->rank = k;
+        m->missing = (cmp_mem_recorded(x) ? 0 : 1) | (cmp_mem_recorded(y) ? 0 : 2);
+        m->rss[0] = cmp_num(x, "rss_peak_mib");
+        m->rss[1] = cmp_num(y, "rss_peak_mib");
+        m->dev[0] = cmp_num(x, "dev_peak_mib");
+        m->dev[1] = cmp_num(y, "dev_peak_mib");
+        m->score = m->missing != 0 ? INFINITY : cmp_rel(m->rss[0], m->rss[1]);
+        m->score = isnan(m->score) ? 0.0 : m->score;
+    }
+    if (w > CMP_ALL_ROWS) {
+        qsort(rows, (size_t)w, sizeof(*rows), cmp_mem_by_score);
+        shown = CMP_TOP_ROWS;
+        fprintf(out, ": the %zu of %d ranks with the largest change, largest first", shown, w);
+    }
+    fputc('\n', out);
+    for (size_t i = 0; i < shown; i++) {
+        cmp_mem_row(out, &rows[i]);
+    }
+    if (shown < (size_t)w) {
+        fprintf(out, "  (%zu more ranks: see summary.json memory[])\n", (size_t)w - shown);
+    }
+    free(rows);
+    return MOE_OK;
 }
 
 /* ---- config differences ---------------------------------------------------------- */
@@ -1226,6 +1275,19 @@ static bool cmp_same_folder(const char *a, const char *b)
            sa.st_ino == sb.st_ino;
 }
 
+/* rc, or CMP_EXIT_OUTPUT with one line on stderr when `out` could not be written (a full
+ * disk, a closed pipe): a report cut short must not exit 0. */
+static int cmp_flush(FILE *out, int rc)
+{
+    errno = 0;
+    if (fflush(out) != 0 || ferror(out)) {
+        fprintf(stderr, "moed compare: error: cannot write the output: %s\n",
+                errno != 0 ? strerror(errno) : "write error");
+        return CMP_EXIT_OUTPUT;
+    }
+    return rc;
+}
+
 int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
 {
     cmp_run_t a, b;
@@ -1243,7 +1305,7 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
     if (cmp_same_folder(dir_a, dir_b)) {
         fprintf(out, "moed compare: A and B are the same folder (%s): nothing to compare\n",
                 dir_a);
-        rc = 0;
+        rc = cmp_flush(out, 0);
         goto free_docs;
     }
     if (cmp_load(&b, dir_b, &err) != MOE_OK) {
@@ -1258,8 +1320,11 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
         goto print_error;
     }
     cmp_balance(out, &a, &b);
-    cmp_memory(out, &a, &b);
-    rc = 0;
+    if (cmp_memory(out, &a, &b) != MOE_OK) {
+        moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
+        goto print_error;
+    }
+    rc = cmp_flush(out, 0);
     goto free_docs;
 print_error:
     fprintf(stderr, "moed compare: error: %s\n", err.msg);
@@ -1285,8 +1350,9 @@ static void cmp_usage(FILE *out)
           "runs' shapes or models differ.\n"
           "\n"
           "exit status: 0 compared (or A and B are the same folder, or --help);\n"
-          "             2 bad arguments, or a folder that is missing, unreadable or not a\n"
-          "               moed report folder\n",
+          "             2 bad arguments, or a folder that is missing, unreadable, not a\n"
+          "               moed report folder or an incomplete one;\n"
+          "             5 the output could not be written (a full disk, a closed pipe)\n",
           out);
 }
 
@@ -1295,7 +1361,7 @@ int moe_report_compare_main(int argc, char **argv, FILE *out)
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             cmp_usage(out);
-            return 0;
+            return cmp_flush(out, 0);
         }
     }
     if (argc != 2 || argv[0][0] == '-' || argv[1][0] == '-') {
