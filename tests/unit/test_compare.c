@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 #include "gather/balance.h"
 #include "compare/json_lookup.h"
@@ -839,6 +840,64 @@ static void test_memory_cap(const char *root)
     mini_remove(dir[1]);
 }
 
+/* compare A B with its stderr caught: the error line (malloc'd) into *err; its code. */
+static int run_compare_err(const char *root, const char *a, const char *b, char **err)
+{
+    char path[MOE_PATH_MAX + 32], *out = NULL;
+    snprintf(path, sizeof(path), "%s/stderr.txt", root);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (saved < 0 || fd < 0) {
+        return -1;
+    }
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    int rc = run_compare(a, b, &out);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    free(out);
+    *err = slurp(root, "stderr.txt", NULL);
+    unlink(path);
+    return rc;
+}
+
+/* A folder without summary.json: an incomplete report (INCOMPLETE, metrics.csv.part)
+ * says so and points to its INCOMPLETE; a folder of runs names its newest ones. */
+static void test_not_report(const char *root, const fixture_t *a)
+{
+    char out_dir[MOE_PATH_MAX], run[2][MOE_PATH_MAX], want[4 * MOE_PATH_MAX], *err = NULL;
+    CHECK(make_dir(root, "outdir", out_dir, sizeof(out_dir)));
+    CHECK(make_dir(out_dir, "2026-01-01__00-00-00_aa", run[0], sizeof(run[0])));
+    CHECK(make_dir(out_dir, "2026-01-02__00-00-00_bb", run[1], sizeof(run[1])));
+    write_text(run[0], "summary.json", "{}");
+    write_text(run[1], "INCOMPLETE", "This report is not complete\n");
+    write_text(run[1], "metrics.csv.part", "step\n");
+    struct timespec old[2] = {{1000, 0}, {1000, 0}};
+    CHECK(utimensat(AT_FDCWD, run[0], old, 0) == 0); /* run[1] is the newer */
+    CHECK_INT_EQ(run_compare_err(root, a->rep.run_dir, run[1], &err), 2);
+    snprintf(want, sizeof(want), "moed compare: error: %s: an incomplete report (no "
+             "summary.json: the run ended before its report was written, or is still writing "
+             "it); %s/INCOMPLETE says which files are missing and why\n", run[1], run[1]);
+    CHECK_STR_CONTAINS(err, want);
+    free(err);
+    CHECK_INT_EQ(run_compare_err(root, out_dir, a->rep.run_dir, &err), 2);
+    snprintf(want, sizeof(want), "moed compare: error: %s: not a moed report folder but a "
+             "folder of 2 run folders; give one: the newest is %s, the one before %s\n",
+             out_dir, run[1], run[0]);
+    CHECK_STR_CONTAINS(err, want);
+    free(err);
+    const char *files[][2] = {{run[0], "summary.json"}, {run[1], "INCOMPLETE"},
+                              {run[1], "metrics.csv.part"}};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(want, sizeof(want), "%s/%s", files[i][0], files[i][1]);
+        unlink(want);
+    }
+    rmdir(run[0]);
+    rmdir(run[1]);
+    rmdir(out_dir);
+}
+
 /* The output could not be written (/dev/full): exit 5 (moed's code for an output it
  * cannot write), for the comparison and for --help, never 0. */
 static void test_write_error(const fixture_t *a)
@@ -875,6 +934,7 @@ int main(void)
         test_compare_states(root, fx);
         test_compare_folders(root, fx);
         test_write_error(fx);
+        test_not_report(root, fx);
         remove_report(fx->rep.run_dir, fx->rep.world_size);
     }
     fx_free(fx);
