@@ -898,6 +898,33 @@ static void test_not_report(const char *root, const fixture_t *a)
     rmdir(out_dir);
 }
 
+/* B recorded twice A's steps with expert 0 copied on ranks 1 and 2: the header shows each
+ * run's recorded steps and a NOTE that they differ; tokens compare per recorded step
+ * (old: 100 -> 200, +100%), expert 0 is marked e* and each run's calls are shown. */
+static void test_steps_replicas(const char *root)
+{
+    mini_t b = mini_base;
+    b.recorded = 10;
+    b.steps_run = 11;
+    b.replicated = true;
+    b.ex[0] = (mini_exp_t){1, 200, 20, 0.1, 0.1, 0.2};
+    for (int e = 1; e < 4; e++) {
+        b.ex[e].tokens *= 2;
+        b.ex[e].calls *= 2;
+    }
+    char *out = mini_compare(root, &mini_base, &b);
+    CHECK_STR_CONTAINS(out, "     recorded steps 5 (of 6 run)\n");
+    CHECK_STR_CONTAINS(out, "     recorded steps 10 (of 11 run)\n");
+    CHECK_STR_CONTAINS(out, "  NOTE: the runs recorded different numbers of steps (5 vs 10)");
+    CHECK_STR_CONTAINS(out, "\n      0     0*      0.200     0.100   -0.100 (-50.0%)       "
+                            "0.300     0.200   -0.100 (-33.3%)         20.0       20.0   "
+                            "+0.0 (+0.0%)            5      20\n");
+    CHECK_STR_CONTAINS(out, "\n      0      1      0.100     0.100   +0.000 (+0.0%)        "
+                            "0.100     0.100   +0.000 (+0.0%)          10.0       10.0   "
+                            "+0.0 (+0.0%)            5      10\n");
+    free(out);
+}
+
 /* The output could not be written (/dev/full): exit 5 (moed's code for an output it
  * cannot write), for the comparison and for --help, never 0. */
 static void test_write_error(const fixture_t *a)
@@ -945,6 +972,7 @@ int main(void)
     test_empty_run(root);
     test_memory_missing(root);
     test_memory_cap(root);
+    test_steps_replicas(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

@@ -514,7 +514,20 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
             fprintf(out, "     PARTIAL: missing %s\n",
                     moe_json_str(json_object_get(c->doc, "missing"), "some ranks' records"));
         }
+        double rec = cmp_num(c->run, "recorded_steps"), ran = cmp_num(c->run, "steps_run");
+        if (isfinite(rec) && isfinite(ran)) {
+            fprintf(out, "     recorded steps %.0f (of %.0f run)\n", rec, ran);
+        }
         cmp_run_state(out, c);
+    }
+    double ra = cmp_num(a->run, "recorded_steps"), rb = cmp_num(b->run, "recorded_steps");
+    if (isfinite(ra) && isfinite(rb) && ra != rb && ra > 0 && rb > 0) {
+        fprintf(out,
+                "\n  NOTE: the runs recorded different numbers of steps (%.0f vs %.0f): totals "
+                "over the recorded\n  steps (run time, calls, bytes, tokens per rank) are not "
+                "like for like; tokens per expert\n  are compared per recorded step, bytes have "
+                "per-step rows.\n",
+                ra, rb);
     }
     if (a->world != b->world || a->layers != b->layers || a->experts != b->experts) {
         fprintf(out,
@@ -598,8 +611,9 @@ static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 
 typedef struct cmp_expert {
     int layer, expert;
-    double v[6];     /* p50 A, p50 B, p99 A, p99 B, tokens A, tokens B */
+    double v[6];     /* p50 A, p50 B, p99 A, p99 B, tokens per recorded step A, B */
     double calls[2]; /* A, B: 0 = never called, NAN = not recorded */
+    bool replicated; /* copies on several ranks in A or B */
     double score;
 } cmp_expert_t;
 
@@ -624,6 +638,26 @@ static void cmp_expert_fill(cmp_expert_t *row, const json_t *ea, const json_t *e
         double s = cmp_rel(row->v[i], row->v[i + 1]);
         row->score = s > row->score || isnan(row->score) ? s : row->score;
     }
+}
+
+/* The recorded steps of run c, NAN when it recorded none. */
+static double cmp_steps(const cmp_run_t *c)
+{
+    double steps = cmp_num(c->run, "recorded_steps");
+    return steps > 0.0 ? steps : NAN;
+}
+
+/* The copies of expert x of layer l in run c: its rows in replicas[] (one row per copy of
+ * an expert with several; none for an expert with one). */
+static int cmp_copies(const cmp_run_t *c, int l, int x)
+{
+    const json_t *reps = json_object_get(c->doc, "replicas");
+    int n = 0;
+    for (size_t i = 0; i < moe_json_count(reps); i++) {
+        const json_t *r = json_array_get(reps, i);
+        n += cmp_int(r, "layer") == l && cmp_int(r, "expert") == x ? 1 : 0;
+    }
+    return n;
 }
 
 /* B's experts indexed by layer * experts + expert (NULL where absent). */
@@ -655,26 +689,32 @@ static void cmp_latency(char *buf, size_t n, double v, double calls)
 
 static void cmp_expert_rows(FILE *out, const cmp_expert_t *rows, size_t n, size_t total)
 {
-    char c1[48], c2[48], c3[48], l[4][24], t[2][24];
-    fprintf(out, "\nExperts (latency per call in ms; tokens over the recorded steps)");
+    char c1[48], c2[48], c3[48], l[4][24], t[2][24], cl[2][24], id[16];
+    fprintf(out, "\nExperts (latency per call in ms; tokens per recorded step; calls over the "
+                 "recorded steps;\ne* = an expert with copies on several ranks in A or B: its "
+                 "latency is per call of a copy,\nits calls and tokens summed over the copies; "
+                 "-: no call)");
     if (n < total) {
         fprintf(out, ": the %zu of %zu with the largest change, largest first", n, total);
     }
-    fprintf(out, "\n  %5s %6s  %9s %9s %-18s  %9s %9s %-18s  %10s %10s %s\n", "layer", "expert",
-            "p50 A", "p50 B", "  change", "p99 A", "p99 B", "  change", "tokens A", "tokens B",
-            "  change");
+    fprintf(out, "\n  %5s %6s  %9s %9s %-18s  %9s %9s %-18s  %10s %10s %-18s  %7s %7s\n",
+            "layer", "expert", "p50 A", "p50 B", "  change", "p99 A", "p99 B", "  change",
+            "tokens A", "tokens B", "  change", "calls A", "calls B");
     for (size_t i = 0; i < n; i++) {
         const cmp_expert_t *e = &rows[i];
         cmp_change(e->v[0], e->v[1], 3, c1, sizeof(c1));
         cmp_change(e->v[2], e->v[3], 3, c2, sizeof(c2));
-        cmp_change(e->v[4], e->v[5], 0, c3, sizeof(c3));
+        cmp_change(e->v[4], e->v[5], 1, c3, sizeof(c3));
         for (int k = 0; k < 4; k++) {
             cmp_latency(l[k], sizeof(l[k]), e->v[k], e->calls[k % 2]);
         }
-        cmp_fig(t[0], sizeof(t[0]), e->v[4], "%.0f");
-        cmp_fig(t[1], sizeof(t[1]), e->v[5], "%.0f");
-        fprintf(out, "  %5d %6d  %9s %9s   %-16s  %9s %9s   %-16s  %10s %10s   %s\n", e->layer,
-                e->expert, l[0], l[1], c1, l[2], l[3], c2, t[0], t[1], c3);
+        cmp_fig(t[0], sizeof(t[0]), e->v[4], "%.1f");
+        cmp_fig(t[1], sizeof(t[1]), e->v[5], "%.1f");
+        cmp_fig(cl[0], sizeof(cl[0]), e->calls[0], "%.0f");
+        cmp_fig(cl[1], sizeof(cl[1]), e->calls[1], "%.0f");
+        snprintf(id, sizeof(id), "%d%s", e->expert, e->replicated ? "*" : "");
+        fprintf(out, "  %5d %6s  %9s %9s   %-16s  %9s %9s   %-16s  %10s %10s   %-16s  %7s %7s\n",
+                e->layer, id, l[0], l[1], c1, l[2], l[3], c2, t[0], t[1], c3, cl[0], cl[1]);
     }
 }
 
@@ -699,8 +739,9 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
         rows[n].layer = l;
         rows[n].expert = x;
         cmp_expert_fill(&rows[n], ea, idx[(size_t)l * (size_t)b->experts + (size_t)x]);
-        rows[n].v[4] = cmp_of(a, rows[n].v[4]);
-        rows[n].v[5] = cmp_of(b, rows[n].v[5]);
+        rows[n].v[4] = cmp_of(a, rows[n].v[4] / cmp_steps(a));
+        rows[n].v[5] = cmp_of(b, rows[n].v[5] / cmp_steps(b));
+        rows[n].replicated = cmp_copies(a, l, x) > 1 || cmp_copies(b, l, x) > 1;
         n++;
     }
     size_t shown = n;
