@@ -434,6 +434,7 @@ static void test_shrunk_after_open(void)
     CHECK_INT_EQ(moe_st_read_f32(f, "layers.0.w2", buf, 24, &err), MOE_ERR_TRUNCATED);
     CHECK_STR_CONTAINS(err.msg, path);
     CHECK_STR_CONTAINS(err.msg, "truncated after opening");
+    CHECK_STR_CONTAINS(err.msg, "of tensor 'layers.0.w2'"); /* which tensor it was reading */
     moe_st_close(f);
     unlink(path);
 }

@@ -594,7 +594,8 @@ static void cmp_run_figures(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     cmp_row(out, "exchange share of step (%)",
             cmp_of(a, 100.0 * cmp_num(a->doc, "findings.exchange_share")),
             cmp_of(b, 100.0 * cmp_num(b->doc, "findings.exchange_share")), 1);
-    cmp_row(out, "idle share of step (%)", cmp_of(a, 100.0 * cmp_num(a->doc, "findings.idle_share")),
+    cmp_row(out, "idle share of step (%)",
+            cmp_of(a, 100.0 * cmp_num(a->doc, "findings.idle_share")),
             cmp_of(b, 100.0 * cmp_num(b->doc, "findings.idle_share")), 1);
     cmp_row(out, "designed wait share of step (%)",
             cmp_of(a, 100.0 * cmp_num(a->doc, "findings.structural_wait_share")),

@@ -114,15 +114,20 @@ const moe_st_tensor_info_t *moe_st_find(const moe_st_file_t *f, const char *name
     return hit == NULL ? NULL : *hit;
 }
 
-/* Reads len bytes at absolute offset off. A short file here means it changed after it was
- * validated (or the validation is wrong): report, never read past the end. */
-static moe_status_t st_src_read(const moe_st_file_t *f, uint64_t off, void *dst, size_t len,
-                                moe_error_t *err)
+/* Reads len bytes at absolute offset off, of tensor `tensor` (NULL: the header). A short
+ * file here means it changed after it was validated (or the validation is wrong): report,
+ * naming the tensor, never read past the end. */
+static moe_status_t st_src_read(const moe_st_file_t *f, const char *tensor, uint64_t off,
+                                void *dst, size_t len, moe_error_t *err)
 {
+    char of[256] = " of the header";
+    if (tensor != NULL) {
+        snprintf(of, sizeof(of), " of tensor '%.200s'", tensor);
+    }
     if (off > f->file_size || len > f->file_size - off) {
         return moe_error_set(err, MOE_ERR_TRUNCATED,
-                             "%s: %zu bytes at offset %" PRIu64 " lie past the end (%" PRIu64
-                             " bytes)", f->name, len, off, f->file_size);
+                             "%s: %zu bytes%s at offset %" PRIu64 " lie past the end (%" PRIu64
+                             " bytes)", f->name, len, of, off, f->file_size);
     }
     if (f->fd < 0) {
         memcpy(dst, f->mem + off, len);
@@ -135,14 +140,14 @@ static moe_status_t st_src_read(const moe_st_file_t *f, uint64_t off, void *dst,
             continue;
         }
         if (r < 0) {
-            return moe_error_set(err, MOE_ERR_IO, "%s: read at offset %" PRIu64 " failed: %s",
-                                 f->name, off, strerror(errno));
+            return moe_error_set(err, MOE_ERR_IO, "%s: read%s at offset %" PRIu64 " failed: %s",
+                                 f->name, of, off, strerror(errno));
         }
         if (r == 0) {
             return moe_error_set(err, MOE_ERR_TRUNCATED,
-                                 "%s: file ends at offset %" PRIu64 " while %zu more bytes "
+                                 "%s: file ends at offset %" PRIu64 " while %zu more bytes%s "
                                  "were expected (was it truncated after opening?)",
-                                 f->name, off, len);
+                                 f->name, off, len, of);
         }
         p += r;
         off += (uint64_t)r;
@@ -605,7 +610,7 @@ static moe_status_t st_read_header_len(moe_st_file_t *f, uint64_t *out_len, moe_
                              "than the 8-byte header length (not a safetensors file?)",
                              f->name, f->file_size);
     }
-    moe_status_t rc = st_src_read(f, 0, len8, sizeof(len8), err);
+    moe_status_t rc = st_src_read(f, NULL, 0, len8, sizeof(len8), err);
     if (rc != MOE_OK) {
         return rc;
     }
@@ -640,7 +645,7 @@ static moe_status_t st_load(moe_st_file_t *f, moe_error_t *err)
     }
     f->data_start = 8 + n;
     f->data_size = f->file_size - 8 - n;
-    rc = st_src_read(f, 8, hdr, (size_t)n, err);
+    rc = st_src_read(f, NULL, 8, hdr, (size_t)n, err);
     if (rc == MOE_OK) {
         rc = st_parse_header(f, hdr, (size_t)n, err);
     }
@@ -793,7 +798,8 @@ static moe_status_t st_read_tensor(moe_st_file_t *f, const moe_st_tensor_info_t 
     }
     /* Read into the tail of dst, then widen in place: one syscall, no second buffer. */
     unsigned char *tail = (unsigned char *)dst + n * (sizeof(float) - esize);
-    moe_status_t rc = st_src_read(f, f->data_start + t->data_begin, tail, (size_t)raw, err);
+    moe_status_t rc =
+        st_src_read(f, t->name, f->data_start + t->data_begin, tail, (size_t)raw, err);
     if (rc != MOE_OK) {
         return rc;
     }
@@ -849,7 +855,7 @@ moe_status_t moe_st_read_f32_range(moe_st_file_t *f, const char *name, uint64_t 
         return MOE_OK;
     }
     unsigned char *tail = (unsigned char *)dst + count * (sizeof(float) - esize);
-    moe_status_t rc = st_src_read(f, f->data_start + t->data_begin + first * esize, tail,
+    moe_status_t rc = st_src_read(f, t->name, f->data_start + t->data_begin + first * esize, tail,
                                   count * esize, err);
     if (rc == MOE_OK && st_decode_in_place(t->dtype, dst, tail, count)) {
         rc = st_nonfinite(f, t, dst, first, count, err);
@@ -872,7 +878,8 @@ moe_status_t moe_st_read_raw(moe_st_file_t *f, const char *name, void *dst, size
                              " bytes but %zu were expected", f->name, name,
                              t->data_end - t->data_begin, len);
     }
-    return len == 0 ? MOE_OK : st_src_read(f, f->data_start + t->data_begin, dst, len, err);
+    return len == 0 ? MOE_OK
+                    : st_src_read(f, t->name, f->data_start + t->data_begin, dst, len, err);
 }
 
 moe_status_t moe_st_read_raw_range(moe_st_file_t *f, const char *name, uint64_t offset,
@@ -892,7 +899,8 @@ moe_status_t moe_st_read_raw_range(moe_st_file_t *f, const char *name, uint64_t 
                              offset, len);
     }
     return len == 0 ? MOE_OK
-                    : st_src_read(f, f->data_start + t->data_begin + offset, dst, len, err);
+                    : st_src_read(f, t->name, f->data_start + t->data_begin + offset, dst,
+                                  len, err);
 }
 
 moe_status_t moe_st_read_f32_shaped(moe_st_file_t *f, const char *name, int ndim,
