@@ -3,6 +3,7 @@
  * result narrowed to BF16): the same bits for every activation, with and without biases, on
  * rows whose width is not a multiple of the vector or block length, over values from -100
  * to 100 (exp's clamps), a NaN and a negative zero. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "expert/expert.h"
@@ -59,6 +60,15 @@ int main(void)
         CHECK_INT_EQ(mismatches(acts[a], false), 0);
         CHECK_INT_EQ(mismatches(acts[a], true), 0);
     }
+    /* gpt-oss's clamp passes a NaN gate on, as torch.clamp does (it once became the
+     * limit, 7, and the output finite): h[0..FFN) is the gate half of row 0 */
+    float oai[2 * 4] = {NAN, 9.0f, -1.0f, 2.0f, 0.5f, NAN, 0.5f, 20.0f};
+    moe_expert_weights_t w = {.limit = 7.0f};
+    moe_expert_activate(&w, MOE_ACT_SWIGLU_OAI, oai, 1, 4);
+    CHECK(isnan(oai[0]));                       /* NaN gate */
+    CHECK(isnan(oai[1]));                       /* NaN up */
+    CHECK(fabsf(oai[2] - (0.5f + 1.0f) * (-1.0f / (1.0f + expf(1.702f)))) < 1e-5f);
+    CHECK(fabsf(oai[3] - (7.0f + 1.0f) * (2.0f / (1.0f + expf(-3.404f)))) < 1e-4f); /* up 20 -> 7 */
     /* the narrowing itself: nearest even, and a NaN stays a NaN */
     CHECK_INT_EQ(moe_f32_to_bf16(1.0f), 0x3f80);
     CHECK_INT_EQ(moe_f32_to_bf16(1.00390625f), 0x3f80); /* halfway, down to even */

@@ -62,7 +62,7 @@ MOE_VECTOR_CLONES static void swiglu_oai_rows(float *h, int64_t rows, int64_t ff
         float *a = h + r * 2 * ffn;
         const float *b = a + ffn;
         for (int64_t i = 0; i < ffn; i++) {
-            float g = a[i] < limit ? a[i] : limit;
+            float g = a[i] > limit ? limit : a[i]; /* a NaN stays NaN, as torch.clamp */
             float u = b[i] < -limit ? -limit : (b[i] > limit ? limit : b[i]);
             a[i] = (u + 1.0f) * (g / (1.0f + fast_expf(-alpha * g)));
         }
@@ -110,7 +110,7 @@ MOE_VECTOR_CLONES static void swiglu_oai_block(float *t, const uint16_t *a, cons
     for (int64_t i = 0; i < n; i++) {
         float gv = ba != NULL ? moe_bf16_to_f32(a[i]) + ba[i] : moe_bf16_to_f32(a[i]);
         float uv = ba != NULL ? moe_bf16_to_f32(b[i]) + bb[i] : moe_bf16_to_f32(b[i]);
-        float g = gv < limit ? gv : limit;
+        float g = gv > limit ? limit : gv;
         float u = uv < -limit ? -limit : (uv > limit ? limit : uv);
         t[i] = (u + 1.0f) * (g / (1.0f + fast_expf(-alpha * g)));
     }
