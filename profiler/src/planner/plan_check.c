@@ -201,19 +201,10 @@ static int chk_report(chk_t *c, FILE *out)
 static moe_status_t chk_load(chk_t *c, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 32];
-    struct stat sb;
     snprintf(path, sizeof(path), "%s/summary.json", c->dir);
-    if (stat(c->dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || stat(path, &sb) != 0) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (no "
-                             "summary.json in it)", c->dir);
-    }
-    moe_status_t st = moe_json_load_file(path, &c->doc, err);
-    if (st == MOE_OK && strcmp(moe_json_str(moe_json_path(c->doc, "schema"), ""), "moed.summary")) {
-        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (its "
-                           "summary.json is not a moed summary)", c->dir);
-    }
+    moe_status_t st = plan_summary_load(c->dir, &c->doc, err);
     if (st != MOE_OK) {
-        return st == MOE_ERR_FORMAT ? MOE_ERR_INVALID_ARG : st;
+        return st;
     }
     c->W = (int)moe_json_num(moe_json_path(c->doc, "run.world_size"), 0);
     c->E = (int)moe_json_num(moe_json_path(c->doc, "run.num_experts"), 0);

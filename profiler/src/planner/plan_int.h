@@ -77,6 +77,10 @@ void plan_yaml_value(FILE *f, const json_t *v);
  * character, which would end the comment) as \xNN, so the file stays YAML (libyaml
  * refuses a comment that is not UTF-8). */
 void plan_comment_text(FILE *f, const char *s);
+/* A report folder's summary.json into *doc (the caller frees it): MOE_ERR_INVALID_ARG with
+ * why where the path is not there, is not a report folder, or its file is not a moed
+ * summary. */
+moe_status_t plan_summary_load(const char *dir, json_t **doc, moe_error_t *err);
 /* p->doc's "config" parsed again for its run.world_size into p->old (not its placement). */
 moe_status_t plan_old_config(plan_t *p, moe_error_t *err);
 

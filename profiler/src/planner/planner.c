@@ -310,21 +310,7 @@ static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
 
 static moe_status_t plan_load(plan_t *p, moe_error_t *err)
 {
-    char path[MOE_PATH_MAX + 32];
-    struct stat sb;
-    snprintf(path, sizeof(path), "%s/summary.json", p->a.dir);
-    if (stat(p->a.dir, &sb) != 0) { /* a wrong path reads apart from a wrong folder */
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: %s", p->a.dir, strerror(errno));
-    }
-    if (!S_ISDIR(sb.st_mode) || stat(path, &sb) != 0) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (no "
-                             "summary.json in it)", p->a.dir);
-    }
-    moe_status_t st = moe_json_load_file(path, &p->doc, err);
-    if (st == MOE_OK && strcmp(moe_json_str(moe_json_path(p->doc, "schema"), ""), "moed.summary")) {
-        st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (its "
-                           "summary.json is not a moed summary)", p->a.dir);
-    }
+    moe_status_t st = plan_summary_load(p->a.dir, &p->doc, err);
     if (st == MOE_OK) {
         st = plan_old_config(p, err);
     }
