@@ -8,15 +8,14 @@
 #include "report/report.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "compare/json_lookup.h"
+#include "compare/report_dir.h"
 #include "compare/rank_load.h"
 
 #define CMP_SCHEMA "moed.summary"
@@ -81,102 +80,10 @@ static moe_status_t cmp_check(cmp_run_t *c, moe_error_t *err)
     return MOE_OK;
 }
 
-/* dir/name exists (stat succeeds); *mtime its modification time. */
-static bool cmp_has(const char *dir, const char *name, time_t *mtime)
-{
-    char path[MOE_PATH_MAX + 300];
-    struct stat st;
-    int w = snprintf(path, sizeof(path), "%s/%s", dir, name);
-    if (w < 0 || (size_t)w >= sizeof(path) || stat(path, &st) != 0) {
-        return false;
-    }
-    *mtime = st.st_mtime;
-    return true;
-}
-
-/* The run folders in `dir` (a profiler.output_dir: folders holding a summary.json or an
- * INCOMPLETE): how many, and the newest two's names (by modification time) into
- * newest[0..1] ("" where fewer). */
-static int cmp_run_folders(const char *dir, char newest[2][256])
-{
-    DIR *d = opendir(dir);
-    time_t best[2] = {0, 0};
-    int n = 0;
-    newest[0][0] = newest[1][0] = '\0';
-    for (struct dirent *e = d != NULL ? readdir(d) : NULL; e != NULL; e = readdir(d)) {
-        char sub[MOE_PATH_MAX + 300];
-        time_t t;
-        if (e->d_name[0] == '.') {
-            continue;
-        }
-        int w = snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
-        if (w < 0 || (size_t)w >= sizeof(sub) ||
-            (!cmp_has(sub, "summary.json", &t) && !cmp_has(sub, "INCOMPLETE", &t))) {
-            continue;
-        }
-        cmp_has(sub, ".", &t); /* the folder's own time */
-        n++;
-        if (newest[0][0] == '\0' || t > best[0]) {
-            memcpy(newest[1], newest[0], sizeof(newest[1]));
-            best[1] = best[0];
-            snprintf(newest[0], sizeof(newest[0]), "%s", e->d_name);
-            best[0] = t;
-        } else if (newest[1][0] == '\0' || t > best[1]) {
-            snprintf(newest[1], sizeof(newest[1]), "%s", e->d_name);
-            best[1] = t;
-        }
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    return n;
-}
-
-/* A folder without summary.json: an incomplete report (its INCOMPLETE says why), a
- * folder of runs (named), or neither. */
-static moe_status_t cmp_not_report(const cmp_run_t *c, moe_error_t *err)
-{
-    char newest[2][256];
-    time_t t;
-    if (cmp_has(c->dir, "INCOMPLETE", &t)) {
-        return moe_error_set(err, MOE_ERR_FORMAT,
-                             "%s: an incomplete report (no summary.json: the run ended before "
-                             "its report was written, or is still writing it); %s/INCOMPLETE "
-                             "says which files are missing and why",
-                             c->dir, c->dir);
-    }
-    int n = cmp_run_folders(c->dir, newest);
-    if (n == 0) {
-        return moe_error_set(err, MOE_ERR_FORMAT,
-                             "%s: not a moed report folder (no summary.json in it)", c->dir);
-    }
-    return moe_error_set(err, MOE_ERR_FORMAT,
-                         "%s: not a moed report folder but a folder of %d run folder%s; give "
-                         "one: the newest is %s/%s%s%s%s%s",
-                         c->dir, n, n > 1 ? "s" : "", c->dir, newest[0],
-                         newest[1][0] != '\0' ? ", the one before " : "",
-                         newest[1][0] != '\0' ? c->dir : "", newest[1][0] != '\0' ? "/" : "",
-                         newest[1]);
-}
-
-/* The folder exists and holds a summary.json, else why not: "not a moed report folder"
- * for a folder without one, so a wrong path and a wrong folder read differently. */
+/* The folder holds a summary.json, else why not (compare/report_dir.h). */
 static moe_status_t cmp_folder(const cmp_run_t *c, moe_error_t *err)
 {
-    struct stat st;
-    if (stat(c->dir, &st) != 0) {
-        return moe_error_set(err, MOE_ERR_IO, "%s: %s", c->dir, strerror(errno));
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        return moe_error_set(err, MOE_ERR_FORMAT,
-                             "%s: not a moed report folder (not a folder; give the run's folder, "
-                             "such as experiments/2025-11-21__07-05-00_ab12cd34)",
-                             c->dir);
-    }
-    if (stat(c->path, &st) != 0) {
-        return cmp_not_report(c, err);
-    }
-    return MOE_OK;
+    return moe_report_dir_check(c->dir, err);
 }
 
 static moe_status_t cmp_load(cmp_run_t *c, const char *dir, moe_error_t *err)

@@ -2,33 +2,27 @@
  * values in that form) back into YAML, which keys a new run must not inherit, and the
  * report's config parsed again for its own world, and a report folder's summary.json
  * read. Called by planner.c, plan_trace.c and plan_check.c; calls none of them. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "planner/plan_int.h"
 #include "compare/json_lookup.h"
+#include "compare/report_dir.h"
 
 moe_status_t plan_summary_load(const char *dir, json_t **doc, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 32];
-    struct stat sb;
     snprintf(path, sizeof(path), "%s/summary.json", dir);
-    if (stat(dir, &sb) != 0) { /* a wrong path reads apart from a wrong folder */
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: %s", dir, strerror(errno));
+    moe_status_t st = moe_report_dir_check(dir, err);
+    if (st == MOE_OK) {
+        st = moe_json_load_file(path, doc, err);
     }
-    if (!S_ISDIR(sb.st_mode) || stat(path, &sb) != 0) {
-        return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (no "
-                             "summary.json in it)", dir);
-    }
-    moe_status_t st = moe_json_load_file(path, doc, err);
     if (st == MOE_OK && strcmp(moe_json_str(moe_json_path(*doc, "schema"), ""), "moed.summary")) {
         st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (its "
                            "summary.json is not a moed summary)", dir);
     }
-    return st == MOE_ERR_FORMAT ? MOE_ERR_INVALID_ARG : st;
+    return st == MOE_ERR_FORMAT || st == MOE_ERR_IO ? MOE_ERR_INVALID_ARG : st;
 }
 
 /* Bytes in a valid UTF-8 sequence starting at s (1-4), or 0 when s does not start one. */
