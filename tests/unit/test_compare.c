@@ -925,6 +925,78 @@ static void test_steps_replicas(const char *root)
     free(out);
 }
 
+/* Two hand-made summary.json documents compared; the output (malloc'd) or NULL. Takes
+ * the documents. */
+static char *doc_compare(const char *root, json_t *da, json_t *db)
+{
+    char a[MOE_PATH_MAX], b[MOE_PATH_MAX], path[MOE_PATH_MAX + 64], *out = NULL;
+    bool ok = da != NULL && db != NULL && make_dir(root, "doc-a", a, sizeof(a)) &&
+              make_dir(root, "doc-b", b, sizeof(b));
+    snprintf(path, sizeof(path), "%s/summary.json", a);
+    ok = ok && json_dump_file(da, path, 0) == 0;
+    snprintf(path, sizeof(path), "%s/summary.json", b);
+    ok = ok && json_dump_file(db, path, 0) == 0;
+    CHECK(ok);
+    if (ok) {
+        CHECK_INT_EQ(run_compare(a, b, &out), 0);
+    }
+    json_decref(da);
+    json_decref(db);
+    mini_remove(a);
+    mini_remove(b);
+    return out;
+}
+
+/* Runs of different world sizes: each row over ranks takes each run's own ranks (B's
+ * rank 3 is no rank of A's: not "left out"); B's mean step (3 + 3 + 3 + 7) / 4. */
+static void test_world_apart(const char *root)
+{
+    json_t *db = mini_doc(&mini_base);
+    json_array_append_new(
+        json_object_get(db, "ranks"),
+        json_pack("{s:i, s:b, s:b, s:i, s:{s:f, s:f, s:f, s:f, s:f}, s:f, s:{s:f}}", "rank", 3,
+                  "present", 1, "profiled", 1, "num_local", 2, "per_step_ms", "step", 7.0,
+                  "compute", 1.0, "exchange", 0.5, "idle", 0.5, "structural_wait", 0.25,
+                  "exchange_ms", 1.0, "cpu_cores", "run", 0.5));
+    json_object_set_new(json_object_get(db, "run"), "world_size", json_integer(4));
+    char *out = doc_compare(root, mini_doc(&mini_base), db);
+    CHECK_STR_CONTAINS(out, "  step (ms, mean over ranks)                  3.000          4.000"
+                            "   +1.000 (+33.3%)\n  compute");
+    CHECK_STR_CONTAINS(out, "  CPU, expert ranks (cores, summed)            1.00           1.50");
+    CHECK(out != NULL && strstr(out, "left out") == NULL);
+    free(out);
+}
+
+/* Over 32 experts the rows shown are the most changed by what is shown: tokens per
+ * recorded step (equal here: 10 in A's 5 steps and B's 10), so expert 37, whose p50 alone
+ * changes (+30%), leads; ranked by total tokens (+100% for every expert) it did not. */
+static void test_experts_ranked(const char *root)
+{
+    json_t *doc[2];
+    for (int r = 0; r < 2; r++) {
+        mini_t m = mini_base;
+        m.recorded = r == 0 ? 5 : 10;
+        doc[r] = mini_doc(&m);
+        json_t *list = json_array();
+        for (int e = 0; e < 40; e++) {
+            double p50 = r == 1 && e == 37 ? 0.13 : 0.1;
+            json_array_append_new(
+                list, json_pack("{s:i, s:i, s:i, s:f, s:f, s:{s:f, s:f, s:f}}", "layer", 0,
+                                "expert", e, "rank", 1 + e % 2, "tokens", 10.0 * m.recorded,
+                                "calls", m.recorded, "latency_ms", "mean", p50, "p50", p50,
+                                "p99", 0.1));
+        }
+        json_object_set_new(doc[r], "experts", list);
+        json_object_set_new(json_object_get(doc[r], "run"), "num_experts", json_integer(40));
+    }
+    char *out = doc_compare(root, doc[0], doc[1]);
+    const char *row = out != NULL ? strstr(out, "      0     37      0.100     0.130") : NULL;
+    const char *other = out != NULL ? strstr(out, "      0      0      0.100") : NULL;
+    CHECK(row != NULL);
+    CHECK(row != NULL && (other == NULL || row < other)); /* the first row shown */
+    free(out);
+}
+
 /* The output could not be written (/dev/full): exit 5 (moed's code for an output it
  * cannot write), for the comparison and for --help, never 0. */
 static void test_write_error(const fixture_t *a)
@@ -973,6 +1045,8 @@ int main(void)
     test_memory_missing(root);
     test_memory_cap(root);
     test_steps_replicas(root);
+    test_world_apart(root);
+    test_experts_ranked(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

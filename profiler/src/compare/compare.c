@@ -231,7 +231,7 @@ static bool cmp_rank_of(const cmp_run_t *c, size_t k, cmp_over_t over)
 /* A figure of ranks[] in A and B over the ranks that have it in both runs, so both sides
  * cover one set of ranks (a rank not profiled or lost in one run would else move the mean
  * or the sum by itself); then a line naming the ranks left out. NAN where no rank has it
- * in both. */
+ * in both. Runs of different world sizes take each its own ranks that have it. */
 static void cmp_rank_row(FILE *out, const char *name, const cmp_run_t *a, const cmp_run_t *b,
                          const char *path, cmp_over_t over, int dec)
 {
@@ -241,10 +241,20 @@ static void cmp_rank_row(FILE *out, const char *name, const cmp_run_t *a, const 
     int n[2] = {0, 0}, left = 0;
     char note[160] = "";
     size_t pos = 0;
+    /* runs of different world sizes (the shapes' NOTE says so): each over its own ranks,
+     * rank k of one not being rank k of the other */
+    bool apart = na != nb;
     for (size_t k = 0; k < (na > nb ? na : nb); k++) {
         double v[2] = {cmp_rank_fig(a, k, path), cmp_rank_fig(b, k, path)};
         bool of[2] = {cmp_rank_of(a, k, over), cmp_rank_of(b, k, over)};
         bool both = isfinite(v[0]) && isfinite(v[1]);
+        if (apart) {
+            for (int i = 0; i < 2; i++) {
+                sum[i] += isfinite(v[i]) && of[i] ? v[i] : 0.0;
+                n[i] += isfinite(v[i]) && of[i] ? 1 : 0;
+            }
+            continue;
+        }
         for (int i = 0; i < 2; i++) {
             sum[i] += both && of[i] ? v[i] : 0.0;
             n[i] += both && of[i] ? 1 : 0;
@@ -531,14 +541,17 @@ static int cmp_by_score(const void *x, const void *y)
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
-static void cmp_expert_fill(cmp_expert_t *row, const json_t *ea, const json_t *eb)
+/* One expert's row; its tokens per recorded step (steps_a, steps_b: NAN for a run that
+ * recorded none), so the score that picks the rows shown ranks what is shown. */
+static void cmp_expert_fill(cmp_expert_t *row, const json_t *ea, const json_t *eb,
+                            double steps_a, double steps_b)
 {
     row->v[0] = cmp_num(ea, "latency_ms.p50");
     row->v[1] = cmp_num(eb, "latency_ms.p50");
     row->v[2] = cmp_num(ea, "latency_ms.p99");
     row->v[3] = cmp_num(eb, "latency_ms.p99");
-    row->v[4] = cmp_num(ea, "tokens");
-    row->v[5] = cmp_num(eb, "tokens");
+    row->v[4] = cmp_num(ea, "tokens") / steps_a;
+    row->v[5] = cmp_num(eb, "tokens") / steps_b;
     row->calls[0] = cmp_num(ea, "calls");
     row->calls[1] = cmp_num(eb, "calls");
     row->score = 0.0;
@@ -555,17 +568,28 @@ static double cmp_steps(const cmp_run_t *c)
     return steps > 0.0 ? steps : NAN;
 }
 
-/* The copies of expert x of layer l in run c: its rows in replicas[] (one row per copy of
- * an expert with several; none for an expert with one). */
-static int cmp_copies(const cmp_run_t *c, int l, int x)
+/* The copies of each expert of run c, indexed by layer * experts + expert: its rows in
+ * replicas[] (one row per copy of an expert with several; none for an expert with one). */
+static int *cmp_copy_counts(const cmp_run_t *c)
 {
+    size_t cells = (size_t)c->layers * (size_t)c->experts;
+    int *n = calloc(cells > 0 ? cells : 1, sizeof(*n));
     const json_t *reps = json_object_get(c->doc, "replicas");
-    int n = 0;
-    for (size_t i = 0; i < moe_json_count(reps); i++) {
+    for (size_t i = 0; n != NULL && i < moe_json_count(reps); i++) {
         const json_t *r = json_array_get(reps, i);
-        n += cmp_int(r, "layer") == l && cmp_int(r, "expert") == x ? 1 : 0;
+        int l = cmp_int(r, "layer"), x = cmp_int(r, "expert");
+        if (l >= 0 && x >= 0 && l < c->layers && x < c->experts) {
+            n[(size_t)l * (size_t)c->experts + (size_t)x]++;
+        }
     }
     return n;
+}
+
+/* Whether expert x of layer l has several copies in run c (counts: cmp_copy_counts). */
+static bool cmp_replicated(const cmp_run_t *c, const int *counts, int l, int x)
+{
+    return l < c->layers && x < c->experts &&
+           counts[(size_t)l * (size_t)c->experts + (size_t)x] > 1;
 }
 
 /* B's experts indexed by layer * experts + expert (NULL where absent). */
@@ -630,11 +654,14 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
 {
     const json_t *list = json_object_get(a->doc, "experts");
     const json_t **idx = cmp_expert_index(b);
+    int *copies_a = cmp_copy_counts(a), *copies_b = cmp_copy_counts(b);
     size_t na = moe_json_count(list), n = 0;
     cmp_expert_t *rows = malloc(sizeof(*rows) * (na > 0 ? na : 1));
-    if (idx == NULL || rows == NULL) {
+    if (idx == NULL || rows == NULL || copies_a == NULL || copies_b == NULL) {
         free(idx);
         free(rows);
+        free(copies_a);
+        free(copies_b);
         return MOE_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < na; i++) {
@@ -646,10 +673,10 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
         }
         rows[n].layer = l;
         rows[n].expert = x;
-        cmp_expert_fill(&rows[n], ea, idx[(size_t)l * (size_t)b->experts + (size_t)x]);
-        rows[n].v[4] = cmp_of(a, rows[n].v[4] / cmp_steps(a));
-        rows[n].v[5] = cmp_of(b, rows[n].v[5] / cmp_steps(b));
-        rows[n].replicated = cmp_copies(a, l, x) > 1 || cmp_copies(b, l, x) > 1;
+        cmp_expert_fill(&rows[n], ea, idx[(size_t)l * (size_t)b->experts + (size_t)x],
+                        cmp_of(a, cmp_steps(a)), cmp_of(b, cmp_steps(b)));
+        rows[n].replicated = cmp_replicated(a, copies_a, l, x) ||
+                             cmp_replicated(b, copies_b, l, x);
         n++;
     }
     size_t shown = n;
@@ -664,6 +691,8 @@ static moe_status_t cmp_experts(FILE *out, const cmp_run_t *a, const cmp_run_t *
     }
     free(idx);
     free(rows);
+    free(copies_a);
+    free(copies_b);
     return MOE_OK;
 }
 
