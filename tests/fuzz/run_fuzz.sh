@@ -84,7 +84,7 @@ fi
 # --- build ----------------------------------------------------------------------------
 
 lib_srcs=(runtime/src/base/status.c runtime/src/base/hash.c runtime/src/base/phase.c
-          runtime/src/base/file.c runtime/src/base/stop.c
+          runtime/src/base/file.c runtime/src/base/stop.c runtime/src/base/utf8.c
           runtime/src/config/config.c runtime/src/config/config_load.c
           runtime/src/config/config_checks.c runtime/src/config/placement.c
           runtime/src/config/config_print.c runtime/src/model/safetensors.c

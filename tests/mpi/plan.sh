@@ -122,11 +122,14 @@ PY
   odd_path)  # a report folder whose path is not UTF-8 or holds a newline: the planned config,
     # which names it in a comment, must still load (libyaml refuses a comment not in UTF-8)
     skewed_run
-    mkdir $'odd\xff' $'odd\nline'
-    cp -r "$A" $'odd\xff/run'; cp -r "$A" $'odd\nline/run'
-    for d in $'odd\xff/run' $'odd\nline/run'; do
+    # not UTF-8, a newline, and what libyaml would take as a line break or refuse: NEL
+    # (U+0085), U+2028, a C1 control (U+0080)
+    for name in $'odd\xff' $'odd\nline' $'odd\xc2\x85x: 1' $'odd\xe2\x80\xa8' $'odd\xc2\x80'; do
+      mkdir "$name"; cp -r "$A" "$name/run"
+    done
+    for d in $'odd\xff/run' $'odd\nline/run' $'odd\xc2\x85x: 1/run' $'odd\xe2\x80\xa8/run' $'odd\xc2\x80/run'; do
       "$MOED" plan "$d" --ranks 3 -o p.yaml --force > plan.log 2>&1 || { cat plan.log; fail "plan of an odd path failed"; }
-      head -1 p.yaml | grep -qE '^# moed plan odd\\x(FF|0A)' || { head -2 p.yaml; fail "the path is not escaped in the comment"; }
+      head -1 p.yaml | grep -qE '^# moed plan odd\\x(FF|0A|C2|E2)' || { head -2 p.yaml; fail "the path is not escaped in the comment"; }
       "$MOED" --config p.yaml --check-config --ranks 3 > check.log 2>&1 || { cat check.log; fail "the planned config does not load"; }
     done ;;
   other_shape)  # -o names a config of another model shape: not replaced

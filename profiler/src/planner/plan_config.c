@@ -2,6 +2,8 @@
  * values in that form) back into YAML, which keys a new run must not inherit, and the
  * report's config parsed again for its own world, and a report folder's summary.json
  * read. Called by planner.c, plan_trace.c and plan_check.c; calls none of them. */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include "planner/plan_int.h"
 #include "compare/json_lookup.h"
 #include "compare/report_dir.h"
+#include "moe/utf8.h"
 
 moe_status_t plan_summary_load(const char *dir, json_t **doc, moe_error_t *err)
 {
@@ -25,33 +28,28 @@ moe_status_t plan_summary_load(const char *dir, json_t **doc, moe_error_t *err)
     return st == MOE_ERR_FORMAT || st == MOE_ERR_IO ? MOE_ERR_INVALID_ARG : st;
 }
 
-/* Bytes in a valid UTF-8 sequence starting at s (1-4), or 0 when s does not start one. */
-static int utf8_len(const unsigned char *s)
+/* Whether libyaml takes code point c inside a comment as text: its printable set
+ * (YAML 1.1's: tab, 0x20-0x7E, 0xA0-0xD7FF, 0xE000-0xFFFD but the BOM, 0x10000 on) less
+ * the line breaks NEL, U+2028 and U+2029, which would end the comment. */
+static bool yaml_comment_char(uint32_t c)
 {
-    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-                                                    : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (n == 2 && s[0] < 0xC2) {
-        return 0; /* overlong */
-    }
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) {
-            return 0;
-        }
-    }
-    return n;
+    return c == '\t' || (c >= 0x20 && c <= 0x7E) || (c >= 0xA0 && c <= 0xD7FF && c != 0x2028 &&
+                                                     c != 0x2029) ||
+           (c >= 0xE000 && c <= 0xFFFD && c != 0xFEFF) || c >= 0x10000;
 }
 
 void plan_comment_text(FILE *f, const char *s)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    while (*u != '\0') {
-        int n = utf8_len(u);
-        if (n == 0 || (n == 1 && (*u < 0x20 || *u == 0x7F))) {
+    const unsigned char *u = (const unsigned char *)s, *end = u + strlen(s);
+    while (u < end) {
+        uint32_t c = 0;
+        size_t n = moe_utf8_seq(u, end, &c);
+        if (n == 0 || !yaml_comment_char(c)) {
             fprintf(f, "\\x%02X", *u);
             u++;
             continue;
         }
-        fwrite(u, 1, (size_t)n, f);
+        fwrite(u, 1, n, f);
         u += n;
     }
 }

@@ -2,6 +2,7 @@
  * the file through a bounce buffer of ST_CHUNK_BYTES, converting from F32 on the way
  * (safetensors_int.h lists the files). */
 #include "moe_model/safetensors.h"
+#include "moe/utf8.h"
 
 #include "model/safetensors_int.h"
 
@@ -85,42 +86,13 @@ static void st_buf_json_string(st_buf_t *b, const char *s)
     st_buf_str(b, "\"");
 }
 
-/* Length of the valid UTF-8 sequence at p (2-4 bytes), or 0: no overlongs, no surrogates,
- * nothing past U+10FFFF. */
-static size_t st_utf8_seq(const unsigned char *p, const unsigned char *end)
-{
-    size_t len;
-    uint32_t cp, min;
-    if (p[0] >= 0xC2 && p[0] <= 0xDF) {
-        len = 2, cp = p[0] & 0x1Fu, min = 0x80;
-    } else if ((p[0] & 0xF0) == 0xE0) {
-        len = 3, cp = p[0] & 0x0Fu, min = 0x800;
-    } else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
-        len = 4, cp = p[0] & 0x07u, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if ((size_t)(end - p) < len) {
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80) {
-            return 0;
-        }
-        cp = (cp << 6) | (p[i] & 0x3Fu);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-        return 0;
-    }
-    return len;
-}
-
 static bool st_valid_utf8(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     const unsigned char *end = p + strlen(s);
     while (p < end) {
-        size_t len = *p < 0x80 ? 1 : st_utf8_seq(p, end);
+        uint32_t cp;
+        size_t len = moe_utf8_seq(p, end, &cp);
         if (len == 0) {
             return false;
         }
