@@ -939,6 +939,22 @@ static void print_checkpoint_facts(const moe_config_t *cfg)
 }
 
 
+/* "rank N (host): " before err's message, for a failure rank 0 reports for another rank. */
+static void name_failing_rank(moe_error_t *err, int rank)
+{
+    char host[64] = "?", head[96];
+    (void)gethostname(host, sizeof(host));
+    host[sizeof(host) - 1] = '\0';
+    int n = snprintf(head, sizeof(head), "rank %d (%s): ", rank, host);
+    size_t h = n > 0 && (size_t)n < sizeof(head) ? (size_t)n : 0, len = strlen(err->msg);
+    if (len + h >= sizeof(err->msg)) {
+        len = sizeof(err->msg) - 1 - h; /* the end of a message past its room is lost */
+    }
+    memmove(err->msg + h, err->msg, len);
+    memcpy(err->msg, head, h);
+    err->msg[h + len] = '\0';
+}
+
 /* The resolved config, key by key, as one hash each (moe_cfg_each_value's text); with
  * `ref` (rank 0's), the first key whose hash differs, and its text here. */
 #define AGREE_KEYS_MAX 160
@@ -969,36 +985,33 @@ static void hash_value(void *ctx, const char *path, const char *value, bool quot
  * header) itself, and nodes holding different versions of a model would run with
  * different sizes and fail mid-run with an MPI error. Rank 0's hashes go to all; a rank
  * that differs names the first key; all end with its message (exit 4). */
-static int agree_resolved_config(const moe_config_t *cfg, int rank)
+static int agree_resolved_config(const moe_config_t *cfg, int rank, bool *skip_finalize)
 {
-    cfg_hashes_t *mine = calloc(1, sizeof(*mine)), *zero = calloc(1, sizeof(*zero));
+    cfg_hashes_t mine = {0}, zero = {0}; /* on the stack: every rank reaches the bcast */
     moe_error_t err;
     moe_error_clear(&err);
-    moe_status_t st = mine == NULL || zero == NULL
-                          ? moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory")
-                          : MOE_OK;
+    moe_cfg_each_value(cfg, hash_value, &zero);
+    moe_status_t st = moe_wait_bcast(zero.h, AGREE_KEYS_MAX * 8, MPI_BYTE, 0, MPI_COMM_WORLD,
+                                     "the resolved config's hashes", &err);
     if (st == MOE_OK) {
-        moe_cfg_each_value(cfg, hash_value, zero);
-        st = moe_wait_bcast(zero->h, AGREE_KEYS_MAX * 8, MPI_BYTE, 0, MPI_COMM_WORLD,
-                            "the resolved config's hashes", &err);
+        mine.ref = zero.h;
+        moe_cfg_each_value(cfg, hash_value, &mine);
     }
-    if (st == MOE_OK) {
-        mine->ref = zero->h;
-        moe_cfg_each_value(cfg, hash_value, mine);
-    }
-    if (st == MOE_OK && mine->path[0] != '\0') {
+    if (st == MOE_OK && mine.path[0] != '\0') {
         st = moe_error_set(&err, MOE_ERR_WEIGHTS, "rank %d resolved %s: %s, rank 0 another "
                            "value: each rank reads %s itself; give every node the same files",
-                           rank, mine->path, mine->value,
+                           rank, mine.path, mine.value,
                            strcmp(cfg->checkpoint, "none") != 0 ? "model.checkpoint's "
                            "config.json" : "the config's files");
     }
-    free(mine);
-    free(zero);
     st = moe_agree(MPI_COMM_WORLD, st, &err);
     if (st == MOE_ERR_TIMEOUT) {
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
+    }
+    if (st == MOE_ERR_INTERRUPTED) { /* a stop during the waits: as at any start-up step */
+        stopped_at_startup(rank, skip_finalize);
+        return EXIT_SIGNAL;
     }
     if (st != MOE_OK && rank == 0) {
         MOE_ERROR("%s", err.msg);
@@ -1074,7 +1087,11 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     if (st == MOE_OK) {
         st = moe_cfg_parse(text, len, opt.config, check_world, cfg, &err);
         /* every rank reads a checkpoint's config.json itself: a rank that cannot (a node
-         * without the model) fails here while the others go on; all end with its reason */
+         * without the model) fails here while the others go on; all end with its reason,
+         * which says whose it is */
+        if (st != MOE_OK && rank != 0) {
+            name_failing_rank(&err, rank);
+        }
         st = moe_agree(MPI_COMM_WORLD, st, &err);
     }
     if (st == MOE_OK && opt.profiler_ab > 0 && !cfg->prof_enabled &&
@@ -1103,12 +1120,14 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
         }
         code = st == MOE_ERR_IO ? EXIT_CONFIG : exit_code_for(st);
     } else {
+        /* --check-config under mpirun too: what each rank read must agree, or the run
+         * would fail where the check passed */
         code = preflight(&opt, cfg, rank, skip_finalize);
-        if (code == EXIT_OK && !opt.check_config) {
+        if (code == EXIT_OK) {
             code = agree_input_tokens(text, len, opt.config, check_world, cfg, rank);
         }
-        if (code == EXIT_OK && !opt.check_config) {
-            code = agree_resolved_config(cfg, rank);
+        if (code == EXIT_OK) {
+            code = agree_resolved_config(cfg, rank, skip_finalize);
         }
     }
     if (code == EXIT_OK && opt.check_config) {
