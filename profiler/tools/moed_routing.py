@@ -166,12 +166,13 @@ def write(path, trace):
     head = _header_bytes(header)
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):  # said of the folder, not of the temporary inside it
-        raise TraceError(f"{path}: its folder {folder} does not exist (make it first)")
+        what = "is not a folder" if os.path.exists(folder) else "does not exist (make it first)"
+        raise TraceError(f"{path}: its folder {folder} {what}")
     fd, tmp = tempfile.mkstemp(prefix=".routing.", suffix=".tmp", dir=folder)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # as any file written with open(): mkstemp's is 0600
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as any file written with open(): mkstemp's is 0600
         with os.fdopen(fd, "wb") as f:
             f.write(struct.pack("<Q", len(head)))
             f.write(head)

@@ -326,7 +326,7 @@ EOF
     expect3 "= 500.0 MiB, more than profiler.routing_max_mb (100)"
     # --steps is the run's workload.steps for these checks too: no end, or past the bound
     PROF=true STEPS=10 small_model | sed "s/^profiler:/profiler:\n  repeat: 0\n  record_routing: true/" > b.yaml
-    expect3 "has no end (workload.steps: 0, --steps) and records windows without end" --steps 0
+    expect3 "has no end (--steps 0) and records windows without end" --steps 0
     PROF=true STEPS=10 TOKENS=4096 LAYERS=8 small_model \
       | sed "s/^profiler:/profiler:\n  warmup_steps: 0\n  measurement_steps: 1000\n  record_routing: true\n  routing_max_mb: 100/" > b.yaml
     expect3 "1000 recorded steps (of --steps 1000) x 4096 tokens" --steps 1000

@@ -1333,7 +1333,7 @@ static bool cmp_same_folder(const char *a, const char *b)
 }
 
 /* rc, or CMP_EXIT_OUTPUT with one line on stderr when `out` could not be written (a full
- * disk, a closed pipe): a report cut short must not exit 0. */
+ * disk): a report cut short must not exit 0. */
 static int cmp_flush(FILE *out, int rc)
 {
     errno = 0;
@@ -1409,7 +1409,7 @@ static void cmp_usage(FILE *out)
           "exit status: 0 compared (or A and B are the same folder, or --help);\n"
           "             2 bad arguments, or a folder that is missing, unreadable, not a\n"
           "               moed report folder or an incomplete one;\n"
-          "             5 the output could not be written (a full disk, a closed pipe)\n",
+          "             5 the output could not be written (a full disk)\n",
           out);
 }
 

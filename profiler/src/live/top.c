@@ -26,8 +26,8 @@
 static int top_parse_url(const char *url, char *host, size_t hn, char *port, size_t pn)
 {
     const char *scheme = strstr(url, "://");
-    if (scheme != NULL && strncmp(url, "http://", 7) != 0) {
-        return -3;
+    if (scheme != NULL && scheme < url + strcspn(url, "/") && strncmp(url, "http://", 7) != 0) {
+        return -3; /* a scheme is before the first '/' (a query may hold "://") */
     }
     const char *p = strncmp(url, "http://", 7) == 0 ? url + 7 : url;
     const char *end = p + strcspn(p, "/");

@@ -1107,7 +1107,8 @@ static int run_main(int argc, char **argv, int rank, int world, bool *skip_final
     }
     int code = EXIT_OK;
     if (st == MOE_ERR_TIMEOUT) {
-        /* the config broadcast or the handshake: a rank does not answer (message once) */
+        /* the config broadcast, the handshake or the parse's agreement: a rank does not
+         * answer (message once) */
         MOE_ERROR("%s", err.msg);
         MPI_Abort(MPI_COMM_WORLD, EXIT_WATCHDOG);
     }
@@ -1158,7 +1159,7 @@ int main(int argc, char **argv)
         return moe_prof_plan_main(argc - 2, argv + 2, stdout);
     }
     if (argc > 1 && strcmp(argv[1], "compare") == 0) {
-        /* Reads two report folders; needs no MPI. Exit codes: 0, or 2 (= EXIT_USAGE). */
+        /* Reads two report folders; needs no MPI. Exit codes: 0, 2 (= EXIT_USAGE), 5. */
         return moe_prof_compare_main(argc - 2, argv + 2, stdout);
     }
     int provided = 0, rank = 0, world = 1;

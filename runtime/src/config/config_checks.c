@@ -666,15 +666,15 @@ static moe_status_t check_routing(cfg_parse_t *p)
     }
     moe_cfg_mark_t m = cfg_val_mark_of(p, "profiler.record_routing");
     int64_t steps = moe_cfg_recorded_steps(c);
-    const char *by = cfg_steps_override >= 0 ? ", --steps" : "";
+    const char *by = cfg_steps_override == 0 ? " (--steps 0)" : " (workload.steps: 0)";
     char of[48] = "";
     if (cfg_steps_override > 0) {
         snprintf(of, sizeof(of), " (of --steps %lld)", (long long)cfg_steps_override);
     }
     if (steps < 0) {
-        return cfg_fail(p, m, "profiler.record_routing: the run has no end (workload.steps: "
-                        "0%s) and records windows without end (profiler.repeat: 0); bound one "
-                        "of them so the recording is bounded", by);
+        return cfg_fail(p, m, "profiler.record_routing: the run has no end%s and records "
+                        "windows without end (profiler.repeat: 0); bound one of them so the "
+                        "recording is bounded", by);
     }
     double mb = (double)steps * (double)c->tokens_per_step * (double)c->num_layers *
                 (double)c->top_k * 8.0 / (1024.0 * 1024.0);

@@ -653,7 +653,11 @@ static const char *shown_path(const char *path, const char **dots)
 {
     size_t n = strlen(path);
     *dots = n > SHOWN_PATH_MAX ? "..." : "";
-    return n > SHOWN_PATH_MAX ? path + n - SHOWN_PATH_MAX : path;
+    const char *p = n > SHOWN_PATH_MAX ? path + n - SHOWN_PATH_MAX : path;
+    while (p > path && ((unsigned char)*p & 0xC0) == 0x80) {
+        p++; /* start on a character, not inside a multi-byte one */
+    }
+    return p;
 }
 
 static moe_status_t read_fail(moe_error_t *err, const char *path, int e)

@@ -406,11 +406,11 @@ static moe_status_t ck_add_file(moe_ckpt_t *ck, const char *path, int *idx, moe_
     return MOE_OK;
 }
 
-/* The FP8 block from config.json's quantization_config (128 x 128 when absent). */
 /* An FP8 scale block's side at most (DeepSeek's is 128): no matrix dimension moed holds is
  * larger, and the scale shapes computed from it stay far from overflow. */
 #define CK_FP8_BLOCK_MAX 65536
 
+/* The FP8 block from config.json's quantization_config (128 x 128 when absent). */
 static moe_status_t ck_quant(moe_ckpt_t *ck, const char *dir, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 16];

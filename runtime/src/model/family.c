@@ -106,7 +106,8 @@ const moe_family_t *moe_family_by_arch(const char *arch)
 
 const char *moe_family_default(const moe_family_t *fam, const char *key)
 {
-    for (int i = 0; key != NULL && fam->defaults[i].key != NULL; i++) {
+    for (int i = 0; key != NULL && i < MOE_FAMILY_DEFAULTS_MAX && fam->defaults[i].key != NULL;
+         i++) {
         if (strcmp(fam->defaults[i].key, key) == 0) {
             return fam->defaults[i].value;
         }

@@ -43,6 +43,7 @@ typedef enum {
 typedef struct moe_family_default {
     const char *key, *value;
 } moe_family_default_t;
+#define MOE_FAMILY_DEFAULTS_MAX 10
 
 typedef struct moe_family {
     moe_family_id_t id;         /* its name: moe_cfg_family_name(id) (moe_config/config.h) */
@@ -62,9 +63,10 @@ typedef struct moe_family {
     const char *shared_gate;    /* [1, H] */
     /* gpt-oss fused experts, one tensor per layer */
     const char *fused_gate_up, *fused_gate_up_bias, *fused_down, *fused_down_bias;
-    /* Optional keys' defaults ({NULL} ends the list); a key the family's transformers code
-     * does not read at all has none here and moed does not read it either */
-    moe_family_default_t defaults[10];
+    /* Optional keys' defaults ({NULL} ends the list, MOE_FAMILY_DEFAULTS_MAX at most);
+     * transformers' defaults, but DeepSeek's moe_layer_freq, which only DeepSeek's own code
+     * reads (models.md) */
+    moe_family_default_t defaults[MOE_FAMILY_DEFAULTS_MAX];
     /* normalize_topk fixed by the family's code whatever config.json says (NULL: read
      * norm_topk_prob): Mixtral always renormalises */
     const char *normalize_topk_fixed;
