@@ -938,7 +938,6 @@ static void print_checkpoint_facts(const moe_config_t *cfg)
     free(info);
 }
 
-
 /* "rank N (host): " before err's message, for a failure rank 0 reports for another rank. */
 static void name_failing_rank(moe_error_t *err, int rank)
 {
@@ -1018,7 +1017,6 @@ static int agree_resolved_config(const moe_config_t *cfg, int rank, bool *skip_f
     }
     return exit_code_for(st);
 }
-
 
 static int agree_input_tokens(const char *text, size_t len, const char *path, int world,
                               moe_config_t *cfg, int rank)
