@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "gather/balance.h"
+#include "moe/clock.h"
 #include "moe_config/config.h"
 #include "moe_proto/hist.h"
 #include "moe_prof/prof.h"
@@ -295,6 +296,35 @@ static void test_sampler_device(void)
         moe_sampler_free(&smp);
         free(rec.mem);
     }
+}
+
+/* A long period (profiler.memory_sample_ms: 60000) sees one sample, at the start; a buffer
+ * touched after it must still be in the peak (the process's VmHWM at the stop), and the
+ * stop must not wait for the period's nap. */
+static void test_sampler_peak(void)
+{
+    moe_sampler_t smp;
+    moe_prof_record_t rec;
+    memset(&rec, 0, sizeof(rec));
+    CHECK_INT_EQ(moe_sampler_start(&smp, 60000, 64, NULL), 0);
+    struct timespec nap = {0, 50000000};
+    nanosleep(&nap, NULL); /* the first sample is taken */
+    size_t big = (size_t)96 << 20;
+    unsigned char *buf = malloc(big);
+    CHECK(buf != NULL);
+    memset(buf, 0x5a, big);
+    uint64_t touched = moe_read_rss_bytes();
+    int64_t t0 = moe_now_ns();
+    moe_sampler_stop(&smp);
+    CHECK(moe_now_ns() - t0 < 2000000000LL);
+    CHECK(atomic_load(&smp.rss_peak) >= touched);
+    CHECK_INT_EQ(moe_sampler_collect(&smp, &rec), 0);
+    CHECK_INT_EQ(rec.num_mem, 2); /* the start's sample and the stop's */
+    CHECK(rec.mem[1].rss_bytes >= touched - ((uint64_t)4 << 20));
+    CHECK(buf[big / 2] == 0x5a);
+    free(buf);
+    moe_sampler_free(&smp);
+    free(rec.mem);
 }
 
 /* ---- the profile record ------------------------------------------------------------ */
@@ -650,6 +680,7 @@ int main(void)
     test_overlap_random();
     test_overlap_layer();
     test_sampler_device();
+    test_sampler_peak();
     test_record();
     test_record_v1();
     test_record_cpu();

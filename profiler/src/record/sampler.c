@@ -2,7 +2,9 @@
  * device, the device memory in use through the runtime's callback) every
  * profiler.memory_sample_ms into a fixed buffer, plus the peaks. When the buffer fills it
  * keeps every second sample and doubles its period, so the series always covers the whole
- * run in bounded memory. It never touches MPI and takes no lock: one writer (the thread);
+ * run in bounded memory. The stop takes one last sample and raises the RSS peak to the
+ * process's VmHWM, the true peak (samples alone miss what happens between them). It never
+ * touches MPI and takes no lock: one writer (the thread, then the stop after the join);
  * the main thread reads the buffer only after joining it. The on-demand windows' series
  * (moe_step_mem_*, at the end) has no thread: the step path reads RSS at its boundaries. */
 #include <fcntl.h>
@@ -41,6 +43,24 @@ uint64_t moe_read_rss_bytes(void)
     return v;
 }
 
+/* The process's resident high-water mark (VmHWM in /proc/self/status, kB): the true peak,
+ * which a sample every period can miss; 0 if unreadable. */
+static uint64_t rss_hwm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) {
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return (uint64_t)kb * 1024u;
+}
+
 static void sampler_raise(atomic_ullong *a, uint64_t v)
 {
     if (v > atomic_load(a)) { /* one writer: no compare-and-swap needed */
@@ -60,29 +80,46 @@ static uint64_t sample_device(moe_sampler_t *s)
     return cur;
 }
 
+/* One sample into the ring (halving it and doubling the period when full), raising the
+ * peaks. The thread's, and the stop's last one after the join: one writer at a time. */
+static void sampler_take(moe_sampler_t *s, int fd)
+{
+    uint64_t rss = rss_from_fd(fd);
+    long long i = atomic_load(&s->count);
+    if (i == s->cap) {
+        for (int64_t k = 0; k < s->cap / 2; k++) {
+            s->ring[k] = s->ring[2 * k];
+        }
+        i = s->cap / 2;
+        s->period_ns *= 2;
+    }
+    uint64_t dev = sample_device(s);
+    s->ring[i] = (moe_rec_mem_t){.t_ns = moe_now_ns(), .rss_bytes = rss, .dev_bytes = dev};
+    atomic_store(&s->count, i + 1);
+    sampler_raise(&s->rss_peak, rss);
+}
+
+/* Sleep one period, or less: wakes every 100 ms to see a stop, so that stopping a sampler
+ * with a long period (profiler.memory_sample_ms: 60000) does not wait for its nap. */
+static void sampler_nap(moe_sampler_t *s)
+{
+    int64_t left = s->period_ns;
+    while (left > 0 && !atomic_load(&s->stop)) {
+        int64_t ns = left < 100000000LL ? left : 100000000LL;
+        struct timespec nap = {(time_t)(ns / 1000000000LL), (long)(ns % 1000000000LL)};
+        nanosleep(&nap, NULL);
+        left -= ns;
+    }
+}
+
 static void *sampler_main(void *arg)
 {
     moe_sampler_t *s = arg;
     int fd = open("/proc/self/statm", O_RDONLY);
-    struct timespec nap = {(time_t)(s->period_ns / 1000000000LL), (long)(s->period_ns % 1000000000LL)};
     while (!atomic_load(&s->stop)) {
-        uint64_t rss = rss_from_fd(fd);
-        long long i = atomic_load(&s->count);
-        if (i == s->cap) {
-            for (int64_t k = 0; k < s->cap / 2; k++) {
-                s->ring[k] = s->ring[2 * k];
-            }
-            i = s->cap / 2;
-            s->period_ns *= 2;
-            nap.tv_sec = (time_t)(s->period_ns / 1000000000LL);
-            nap.tv_nsec = (long)(s->period_ns % 1000000000LL);
-        }
-        uint64_t dev = sample_device(s);
-        s->ring[i] = (moe_rec_mem_t){.t_ns = moe_now_ns(), .rss_bytes = rss, .dev_bytes = dev};
-        atomic_store(&s->count, i + 1);
-        sampler_raise(&s->rss_peak, rss);
+        sampler_take(s, fd);
         atomic_store(&s->cpu_ns, moe_thread_cpu_ns()); /* the profiler's own cost */
-        nanosleep(&nap, NULL);
+        sampler_nap(s);
     }
     if (fd >= 0) {
         close(fd);
@@ -122,6 +159,15 @@ void moe_sampler_stop(moe_sampler_t *s)
         atomic_store(&s->stop, 1);
         pthread_join(s->thread, NULL);
         s->running = false;
+        /* The series ends at the stop, not up to a period before it; and the peak is the
+         * process's high-water mark, which samples alone can miss (a buffer touched
+         * between two samples, or after the last). */
+        int fd = open("/proc/self/statm", O_RDONLY);
+        sampler_take(s, fd);
+        if (fd >= 0) {
+            close(fd);
+        }
+        sampler_raise(&s->rss_peak, rss_hwm_bytes());
     }
 }
 
