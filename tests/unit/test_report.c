@@ -903,6 +903,65 @@ static void test_partial(const char *root)
     fx_free(fx);
 }
 
+/* A rank not profiled measured nothing: its figures in summary.json are null (not 0), its
+ * waits in comm.csv empty, in summary.json null, in report.html's tooltips "not profiled";
+ * a present rank's stay numbers. */
+static void unprofiled_rank_2(fixture_t *fx)
+{
+    fx->rep.ranks[2].profiled = false;
+    fx->rep.partial = false;
+    fx->rep.missing[0] = '\0';
+    fx->cfg.prof_trace = false;
+}
+
+static void test_unprofiled(const char *root)
+{
+    shape_t s = small_shape;
+    s.partial = true; /* the fixture's last rank without records */
+    fixture_t *fx = fx_written(root, "unprofiled", &s, unprofiled_rank_2);
+    if (fx == NULL) {
+        return;
+    }
+    const moe_report_t *r = &fx->rep;
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    moe_error_t err;
+    snprintf(path, sizeof(path), "%s/summary.json", r->run_dir);
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    static const char *const unknown[] = {
+        "ranks.2.per_step_ms.step", "ranks.2.per_step_ms.compute", "ranks.2.per_step_ms.idle",
+        "ranks.2.share_of_step.compute", "ranks.2.share_of_step.exchange",
+        "ranks.2.phases_ms.gate.mean", "ranks.2.phases_ms.step.min",
+        "ranks.2.phases_ms.step.total", "ranks.2.idle_waiting_for_ms.0",
+        "ranks.2.exchange_ms", "ranks.2.clock.offset_ns", "ranks.2.clock.uncertainty_ns",
+        "memory.2.rss_peak_mib", "memory.2.rss_min_mib", "memory.2.rss_mean_mib",
+        "memory.2.rss_max_mib", "memory.2.expert_weights_mib", "comm.wait_ms.2.0",
+        "comm.wait_ms.2.1"};
+    for (size_t i = 0; doc != NULL && i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+        if (!json_is_null(moe_json_path(doc, unknown[i]))) {
+            fprintf(stderr, "  %s: not null\n", unknown[i]);
+            CHECK(false);
+        }
+    }
+    static const char *const known[] = {"ranks.0.per_step_ms.step", "ranks.1.share_of_step.compute",
+                                        "ranks.1.phases_ms.gate.mean", "ranks.1.clock.offset_ns",
+                                        "memory.1.rss_peak_mib", "comm.wait_ms.1.2"};
+    for (size_t i = 0; doc != NULL && i < sizeof(known) / sizeof(known[0]); i++) {
+        CHECK(json_is_number(moe_json_path(doc, known[i])));
+    }
+    json_decref(doc);
+    char *c = slurp(r->run_dir, "comm.csv", NULL), row[96];
+    snprintf(row, sizeof(row), "\n2,0,%" PRIu64 ",%" PRIu64 ",,0\n", r->bytes[6], r->msgs[6]);
+    CHECK_STR_CONTAINS(c, row);
+    free(c);
+    char *h = slurp(r->run_dir, "report.html", NULL);
+    CHECK_STR_CONTAINS(h, "rank 2's wait for rank 0: unknown (not profiled)</title>");
+    CHECK(h == NULL || strstr(h, "rank 2 waited 0.000 ms") == NULL);
+    free(h);
+    remove_report(fx->rep.run_dir, fx->rep.world_size);
+    fx_free(fx);
+}
+
 static int demo(const char *dir)
 {
     static const shape_t shapes[4] = {{3, 2, 8, false, 11900.0, NULL, NULL},
@@ -955,6 +1014,7 @@ int main(int argc, char **argv)
     }
     fx_free(fx);
     test_partial(root);
+    test_unprofiled(root);
     test_html_wide(root);
     test_html_scale(root);
     test_text_wide(root);

@@ -174,6 +174,16 @@ static void find_drops(const moe_report_t *r, moe_report_findings_t *f)
     f->drop_share = f->demand_total > 0 ? (double)f->dropped_total / (double)f->demand_total : NAN;
 }
 
+double moe_report_wait_ms(const moe_report_t *r, int i, int j)
+{
+    int w = r->world_size;
+    if (r->wait_ns == NULL || r->ranks == NULL || i < 0 || i >= w || j < 0 || j >= w ||
+        !r->ranks[i].present) {
+        return NAN;
+    }
+    return r->wait_ns[(size_t)i * (size_t)w + (size_t)j] / 1e6;
+}
+
 int moe_report_ranks_recorded(const moe_report_t *r)
 {
     int n = 0;

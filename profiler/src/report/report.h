@@ -383,6 +383,9 @@ typedef struct moe_report_rank_bytes {
     uint64_t local;
 } moe_report_rank_bytes_t;
 moe_report_rank_bytes_t moe_report_rank_bytes(const moe_report_t *r, int rank);
+/* wait_ns[i][j] in ms, or NAN where unknown: no matrix, or rank i's records did not come
+ * (not profiled, or lost): its waits were never measured, which is not 0 ms. */
+double moe_report_wait_ms(const moe_report_t *r, int i, int j);
 /* Ranks whose records carry recorded steps (the "recorded on N ranks" of the headline). */
 int moe_report_ranks_recorded(const moe_report_t *r);
 /* hidden / inflight of one rank, NAN when it recorded no exchange. */

@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 const char moe_report_metrics_header[] = "step,layer,expert,rank,tokens,compute_ms,gflops\n";
@@ -53,10 +55,16 @@ static moe_status_t csv_comm(const moe_report_t *r, moe_error_t *err)
     for (int i = 0; i < w; i++) {
         for (int j = 0; j < w; j++) {
             size_t at = (size_t)i * (size_t)w + (size_t)j;
-            /* local 1: the diagonal, a rank's rows to its own experts (not sent) */
-            fprintf(f, "%d,%d,%" PRIu64 ",%" PRIu64 ",%.6f,%d\n", i, j,
-                    r->bytes != NULL ? r->bytes[at] : 0, r->msgs != NULL ? r->msgs[at] : 0,
-                    r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0, i == j);
+            /* local 1: the diagonal, a rank's rows to its own experts (not sent); wait_ms
+             * empty where unknown (src's records did not come), never 0 */
+            double wait = moe_report_wait_ms(r, i, j);
+            char ms[32] = "";
+            if (isfinite(wait)) {
+                snprintf(ms, sizeof(ms), "%.6f", wait);
+            }
+            fprintf(f, "%d,%d,%" PRIu64 ",%" PRIu64 ",%s,%d\n", i, j,
+                    r->bytes != NULL ? r->bytes[at] : 0, r->msgs != NULL ? r->msgs[at] : 0, ms,
+                    i == j);
         }
     }
     return moe_report_close(f, r, "comm.csv", err);

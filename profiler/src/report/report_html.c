@@ -846,7 +846,14 @@ static void html_comm_cell(FILE *f, const moe_report_t *r, int i, int j, double 
 {
     size_t at = (size_t)i * (size_t)r->world_size + (size_t)j;
     double mb = (double)r->bytes[at] / HTML_MB, t = i != j ? mb / max : 0.0;
-    char col[8], buf[32];
+    char col[8], buf[32], wait[96];
+    double wait_ms = moe_report_wait_ms(r, i, j);
+    if (isfinite(wait_ms)) { /* unknown where rank i's records did not come, not 0 ms */
+        snprintf(wait, sizeof(wait), "rank %d waited %.3f ms for rank %d", i, wait_ms, j);
+    } else {
+        snprintf(wait, sizeof(wait), "rank %d's wait for rank %d: unknown (%s)", i, j,
+                 r->ranks[i].profiled ? "its records missing" : "not profiled");
+    }
     if (i == j) {
         snprintf(col, sizeof(col), "#d9d9d9");
     } else if (mb > 0.0) {
@@ -857,11 +864,10 @@ static void html_comm_cell(FILE *f, const moe_report_t *r, int i, int j, double 
     fprintf(f,
             "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
             "stroke=\"#fff\"%s><title>rank %d to rank %d%s: %.3f MB in %" PRIu64
-            " messages; rank %d waited %.3f ms for rank %d</title></rect>\n",
+            " messages; %s</title></rect>\n",
             x, y, cs, cs, col, i == j ? " class=\"local\"" : "", i, j,
             i == j ? " (local copies: rows to its own experts, not sent)" : "", mb,
-            r->msgs != NULL ? r->msgs[at] : 0, i, r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0,
-            j);
+            r->msgs != NULL ? r->msgs[at] : 0, wait);
     if (cs >= 36.0 && mb > 0.0) {
         html_compact(mb, buf, sizeof(buf));
         if (i == j) {

@@ -274,14 +274,22 @@ static void json_config(json_w_t *w, const moe_report_t *r)
     jw_close(w, '}');
 }
 
+/* Per recorded step: unknown (null) with no recorded step, never 0. */
 static double json_per_step_ms(double ns, int64_t steps)
 {
-    return steps > 0 ? ns / (double)steps / 1e6 : 0.0;
+    return steps > 0 ? ns / (double)steps / 1e6 : NAN;
 }
 
 static double json_share(double part, double whole)
 {
-    return whole > 0.0 ? part / whole : 0.0;
+    return whole > 0.0 ? part / whole : NAN;
+}
+
+/* 1 where a rank's figures are known (its records came), NAN (null) where they are not:
+ * a rank not profiled, or lost, measured nothing. */
+static double json_known(const moe_rep_rank_t *k)
+{
+    return k->present ? 1.0 : NAN;
 }
 
 static void json_rank_phases(json_w_t *w, const moe_rep_rank_t *k)
@@ -289,11 +297,12 @@ static void json_rank_phases(json_w_t *w, const moe_rep_rank_t *k)
     jw_open(w, "phases_ms", '{', false);
     for (int p = 0; p < MOE_PHASE_COUNT; p++) {
         const moe_rep_stat_t *s = &k->phase[p];
+        double seen = s->n > 0 ? json_known(k) : NAN; /* min, max: no step, no extreme */
         jw_open(w, moe_phase_name(p), '{', true);
-        jw_num(w, "min", s->min / 1e6);
-        jw_num(w, "mean", s->n > 0 ? s->sum / (double)s->n / 1e6 : 0.0);
-        jw_num(w, "max", s->max / 1e6);
-        jw_num(w, "total", s->sum / 1e6);
+        jw_num(w, "min", seen * s->min / 1e6);
+        jw_num(w, "mean", s->n > 0 ? s->sum / (double)s->n / 1e6 : NAN);
+        jw_num(w, "max", seen * s->max / 1e6);
+        jw_num(w, "total", json_known(k) * s->sum / 1e6);
         jw_u64(w, "steps", s->n);
         jw_close(w, '}');
     }
@@ -343,7 +352,7 @@ static void json_rank(json_w_t *w, const moe_report_t *r, int i, int32_t *ids)
     jw_open(w, "idle_waiting_for_ms", '[', true);
     for (int j = 0; j < r->world_size; j++) {
         size_t at = (size_t)i * (size_t)r->world_size + (size_t)j;
-        jw_num(w, NULL, json_per_step_ms(r->idle_for_ns != NULL ? r->idle_for_ns[at] : 0.0,
+        jw_num(w, NULL, json_per_step_ms(r->idle_for_ns != NULL ? r->idle_for_ns[at] : NAN,
                                          k->steps));
     }
     jw_close(w, ']');
@@ -360,9 +369,9 @@ static void json_rank(json_w_t *w, const moe_report_t *r, int i, int32_t *ids)
     }
     json_rank_phases(w, k);
     jw_open(w, "clock", '{', true);
-    jw_num(w, "offset_ns", k->clock_offset_ns);
-    jw_num(w, "offset_end_ns", k->clock_offset_end_ns);
-    jw_num(w, "uncertainty_ns", k->clock_uncertainty_ns);
+    jw_num(w, "offset_ns", json_known(k) * k->clock_offset_ns);
+    jw_num(w, "offset_end_ns", json_known(k) * k->clock_offset_end_ns);
+    jw_num(w, "uncertainty_ns", json_known(k) * k->clock_uncertainty_ns);
     jw_close(w, '}');
     jw_close(w, '}');
 }
@@ -545,7 +554,7 @@ static void json_matrix(json_w_t *w, const moe_report_t *r, const char *key, int
                 const uint64_t *m = kind == 3 ? r->rows : r->pairs;
                 jw_u64(w, NULL, m != NULL ? m[at] : 0);
             } else {
-                jw_num(w, NULL, r->wait_ns != NULL ? r->wait_ns[at] / 1e6 : 0.0);
+                jw_num(w, NULL, moe_report_wait_ms(r, i, j));
             }
         }
         jw_close(w, ']');
@@ -599,14 +608,16 @@ static void json_memory_rank(json_w_t *w, const moe_rep_rank_t *k)
     jw_open(w, NULL, '{', true);
     jw_i64(w, "rank", k->rank);
     jw_bool(w, "present", k->present);
-    jw_num(w, "rss_peak_mib", (double)k->rss_peak / JSON_MIB);
-    jw_num(w, "dev_peak_mib", (double)k->dev_peak / JSON_MIB);
-    jw_num(w, "expert_weights_mib", (double)k->expert_weight_bytes / JSON_MIB);
-    jw_num(w, "exchange_buffers_mib", (double)k->exchange_buffer_bytes / JSON_MIB);
+    bool sampled = k->num_mem > 0 && k->mem != NULL;
+    jw_num(w, "rss_peak_mib", json_known(k) * (double)k->rss_peak / JSON_MIB);
+    jw_num(w, "dev_peak_mib", json_known(k) * (double)k->dev_peak / JSON_MIB);
+    jw_num(w, "expert_weights_mib", json_known(k) * (double)k->expert_weight_bytes / JSON_MIB);
+    jw_num(w, "exchange_buffers_mib",
+           json_known(k) * (double)k->exchange_buffer_bytes / JSON_MIB);
     jw_i64(w, "samples", k->mem != NULL ? k->num_mem : 0);
-    jw_num(w, "rss_min_mib", lo);
-    jw_num(w, "rss_mean_mib", k->num_mem > 0 && k->mem != NULL ? sum / k->num_mem : 0.0);
-    jw_num(w, "rss_max_mib", hi);
+    jw_num(w, "rss_min_mib", sampled ? lo : NAN);
+    jw_num(w, "rss_mean_mib", sampled ? sum / k->num_mem : NAN);
+    jw_num(w, "rss_max_mib", sampled ? hi : NAN);
     /* the series itself: [ms since the first step on rank 0's clock, RSS MiB] */
     jw_open(w, "series", '[', true);
     for (int i = 0; k->mem != NULL && i < k->num_mem; i++) {

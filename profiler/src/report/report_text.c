@@ -1005,11 +1005,15 @@ static void text_rank_peers(FILE *f, const moe_report_t *r, int me)
             "recv MB", "msgs sent", "msgs recv", "wait ms");
     for (int j = 0; j < w; j++) {
         size_t out = (size_t)me * (size_t)w + (size_t)j, in = (size_t)j * (size_t)w + (size_t)me;
-        fprintf(f, "  %4d  %-*.*s  %10.3f  %10.3f  %9" PRIu64 "  %9" PRIu64 "  %10.3f%s\n", j, hw,
+        double wait = moe_report_wait_ms(r, me, j); /* "-": unknown, never 0 */
+        char ms[32] = "-";
+        if (isfinite(wait)) {
+            snprintf(ms, sizeof(ms), "%.3f", wait);
+        }
+        fprintf(f, "  %4d  %-*.*s  %10.3f  %10.3f  %9" PRIu64 "  %9" PRIu64 "  %10s%s\n", j, hw,
                 hw, text_host(r, j), r->bytes ? (double)r->bytes[out] / TEXT_MB : 0.0,
                 r->bytes ? (double)r->bytes[in] / TEXT_MB : 0.0, r->msgs ? r->msgs[out] : 0,
-                r->msgs ? r->msgs[in] : 0, r->wait_ns ? r->wait_ns[out] / 1e6 : 0.0,
-                j == me ? "  local" : "");
+                r->msgs ? r->msgs[in] : 0, ms, j == me ? "  local" : "");
     }
 }
 
