@@ -178,6 +178,106 @@ static void test_merge_router(const char *root)
     moe_prof_record_free(&recs[2]);
 }
 
+/* The routing rank not profiled (profiled_ranks: [1, 2], master routing): nobody counted
+ * demand or drops, so they are unknown (null, "-"), not 0; kept and the balance come from
+ * the rows the expert ranks computed, not from zeros that read "perfectly even". */
+static void test_merge_unrouted(const char *root)
+{
+    fixture_t fx;
+    memset(&fx, 0, sizeof(fx));
+    snprintf(fx.yaml, sizeof(fx.yaml),
+             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+             "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
+             "  experts: auto\nworkload:\n  tokens_per_step: 64\n  steps: 6\nprofiler:\n"
+             "  enabled: true\n  profiled_ranks: [1, 2]\n  warmup_steps: 2\n"
+             "  output_dir: %s/unrouted\n",
+             root);
+    moe_error_t err;
+    CHECK_INT_EQ(moe_cfg_parse(fx.yaml, strlen(fx.yaml), "m.yaml", 3, &fx.cfg, &err), MOE_OK);
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    moe_prof_record_t recs[3];
+    memset(recs, 0, sizeof(recs));
+    bool have[3] = {false, true, true}, ok = true;
+    for (int k = 1; k < 3; k++) { /* rank k hosts experts 4k-4 .. 4k-1 */
+        moe_prof_record_t *rec = &recs[k];
+        ok = ok && moe_prof_record_alloc(rec, 3, 2, 8, 4) == MOE_OK;
+        rec->rank = k;
+        rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
+        rec->steps_recorded = 4;
+        for (int i = 0; ok && i < 4; i++) {
+            rec->local_ids[i] = 4 * (k - 1) + i;
+            for (int l = 0; l < 2; l++) {
+                moe_rec_expert_t *x = &rec->experts[l * 4 + i];
+                moe_hist_reset(&x->hist);
+                moe_hist_add(&x->hist, 2000000);
+                x->tokens = mt_kept(l, 4 * (k - 1) + i);
+                x->calls = 4;
+                x->flops = 1e9;
+            }
+        }
+    }
+    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
+    CHECK(m != NULL && ok);
+    CHECK_INT_EQ(m != NULL && ok ? moe_merge_window(m, recs, have, 0, &err) : -1, MOE_OK);
+    moe_prof_run_t run = {6, 6, 1.0, fx.yaml, strlen(fx.yaml), false, 1.0, NULL};
+    moe_prof_static_t info;
+    memset(&info, 0, sizeof(info));
+    info.transport = "mpi";
+    info.blas = "openblas";
+    info.device = "cpu";
+    info.chunks = 1;
+    moe_report_t *r = m != NULL ? moe_merge_finish(m, &run, &info) : NULL;
+    uint64_t kept[8];
+    for (int e = 0; e < 8; e++) {
+        kept[e] = mt_kept(0, e);
+    }
+    moe_balance_t want;
+    moe_balance_compute(kept, 8, &want);
+    CHECK(want.gini > 0.01); /* uneven: a 0 would be wrong */
+    const moe_rep_layer_t *y = r != NULL ? &r->layers[0] : NULL;
+    CHECK(y != NULL && y->demand_unknown && !y->kept_unknown);
+    for (int e = 0; y != NULL && e < 8; e++) {
+        CHECK_INT_EQ(y->kept[e], kept[e]);
+    }
+    CHECK_NEAR(y != NULL ? y->gini : -1, want.gini, 1e-12);
+    CHECK_NEAR(y != NULL ? y->max_mean : -1, want.max_mean, 1e-12);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_summary(r, &err) : -1, MOE_OK);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_json(r, &err) : -1, MOE_OK);
+    char *t = r != NULL ? slurp(r->run_dir, "summary.txt", NULL) : NULL;
+    char row[160]; /* layer 0: demand and dropped "-", kept and its balance known */
+    snprintf(row, sizeof(row), "      0             -           210           -  %7.3f  %7.3f",
+             want.gini, want.cv);
+    CHECK_STR_CONTAINS(t, row);
+    /* layer 0 expert 0, rank 1's: demand "-", 10 tokens, dropped "-" */
+    CHECK_STR_CONTAINS(t, "      0       0     1  h1             -          10           -        4");
+    free(t);
+    char path[MOE_PATH_MAX + 32];
+    json_t *doc = NULL;
+    snprintf(path, sizeof(path), "%s/summary.json", r != NULL ? r->run_dir : "");
+    CHECK_INT_EQ(moe_json_load_file(path, &doc, &err), MOE_OK);
+    CHECK(json_is_null(moe_json_path(doc, "layers.0.demand_total")));
+    CHECK(json_is_null(moe_json_path(doc, "layers.0.dropped_total")));
+    CHECK(json_is_null(moe_json_path(doc, "layers.0.demand.3")));
+    CHECK(json_is_null(moe_json_path(doc, "layers.0.dropped.3")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "layers.0.kept_total"), -1), 210, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "layers.0.kept.3"), -1), 30, 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "layers.0.gini"), -1), want.gini, 1e-6);
+    json_decref(doc);
+    if (r != NULL) {
+        static const char *const files[3] = {"summary.txt", "summary.json", "metrics.csv"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof(path), "%s/%s", r->run_dir, files[i]);
+            unlink(path);
+        }
+        rmdir(r->run_dir);
+    }
+    snprintf(path, sizeof(path), "%s/unrouted", root);
+    rmdir(path);
+    moe_merge_destroy(m);
+    moe_prof_record_free(&recs[1]);
+    moe_prof_record_free(&recs[2]);
+}
+
 /* The wait tests' job: 3 ranks, master routing; rank 0 routes and hosts no experts, ranks
  * 1 and 2 host experts 0-3 and 4-7. One recorded step of one layer. */
 /* Two recorded steps in a row (one exchange each, num_layers 1), every phase's begin and
@@ -800,6 +900,7 @@ int main(void)
         return 1;
     }
     test_merge_router(root);
+    test_merge_unrouted(root);
     test_merge_waits_combine(root);
     test_merge_waits_balanced(root);
     test_merge_waits_dispatch(root);

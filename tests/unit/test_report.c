@@ -879,6 +879,49 @@ static void test_all_warmup(fixture_t *fx)
     CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
 }
 
+/* The routing rank not profiled: a layer's demand and dropped unknown ("-" in report.html's
+ * balance table and summary.txt, "unknown" in the heatmap's tooltip), and with a host
+ * missing too its kept and balance. The expert ranks not profiled: the routing rank's
+ * exchange share holds its designed wait, so the headline does not call it moving bytes. */
+static void test_unknown_counts(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    moe_error_t err;
+    moe_rep_layer_t *y = &r->layers[1];
+    moe_rep_layer_t saved = *y;
+    y->demand_unknown = y->kept_unknown = true;
+    y->gini = y->cv = y->entropy_norm = y->max_mean = NAN;
+    CHECK_INT_EQ(moe_report_write_html(r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_summary(r, &err), MOE_OK);
+    char *h = slurp(r->run_dir, "report.html", NULL);
+    CHECK_STR_CONTAINS(h, "<tr><td class=\"num\">1</td><td class=\"num\">-</td><td "
+                          "class=\"num\">-</td><td class=\"num\">-</td><td class=\"num\">-"
+                          "</td><td class=\"num\">-</td><td class=\"num\">-</td><td "
+                          "class=\"num\">-</td></tr>");
+    CHECK_STR_CONTAINS(h, "layer 1 expert 0 (rank 1, node-a): demand unknown, kept ");
+    free(h);
+    char *t = slurp(r->run_dir, "summary.txt", NULL);
+    CHECK_STR_CONTAINS(t, "      1             -             -           -        -        -"
+                          "         -         -\n");
+    free(t);
+    *y = saved;
+    for (int k = 1; k < r->world_size; k++) {
+        r->ranks[k].present = r->ranks[k].profiled = false;
+    }
+    t = headline_of(r);
+    CHECK_STR_CONTAINS(t, "% of step time in the exchange (incl. waiting; expert ranks not "
+                          "profiled), ");
+    CHECK(t == NULL || strstr(t, "moving bytes") == NULL);
+    free(t);
+    for (int k = 1; k < r->world_size; k++) {
+        r->ranks[k].present = r->ranks[k].profiled = true;
+    }
+    t = headline_of(r);
+    CHECK_STR_CONTAINS(t, "% of step time moving bytes, ");
+    free(t);
+    CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void test_partial(const char *root)
@@ -1007,6 +1050,7 @@ int main(int argc, char **argv)
         test_headline(fx);
         test_drops(fx);
         test_html_lines(fx);
+        test_unknown_counts(fx);
         test_all_warmup(fx);
         test_write_errors(fx);
         test_escaping(fx);

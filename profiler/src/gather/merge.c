@@ -1043,6 +1043,55 @@ static void fill_router_counts(moe_merge_t *m)
     }
 }
 
+/* Whether every host of layer l's experts and of their copies sent its records, so the
+ * experts' rows (experts[].tokens) are whole. */
+static bool layer_hosts_present(const moe_merge_t *m, int l)
+{
+    const moe_report_t *r = &m->rep;
+    for (int e = 0; e < m->E; e++) {
+        int k = r->experts[l * m->E + e].rank;
+        if (k < 0 || k >= m->W || !r->ranks[k].present) {
+            return false;
+        }
+    }
+    for (int i = 0; i < r->num_replicas; i++) {
+        const moe_rep_replica_t *c = &r->replicas[i];
+        if (c->layer == l && (c->rank < 0 || c->rank >= m->W || !r->ranks[c->rank].present)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Layer l's balance of kept. Only the routing ranks count demand, kept and dropped; with
+ * none of their records the experts' hosts still know the rows they computed, which are
+ * the choices kept: kept and the balance come from those (all 0 would read "perfectly
+ * even"), and with a host missing too they are unknown (NAN). */
+static void layer_balance(moe_merge_t *m, int l)
+{
+    moe_report_t *r = &m->rep;
+    moe_rep_layer_t *y = &r->layers[l];
+    bool routed = false;
+    for (int i = 0; i < m->W; i++) {
+        routed = routed || (r->ranks[i].routes && r->ranks[i].present);
+    }
+    y->demand_unknown = !routed;
+    y->kept_unknown = !routed && !layer_hosts_present(m, l);
+    if (!routed && !y->kept_unknown) {
+        for (int e = 0; e < m->E; e++) {
+            y->kept[e] = r->experts[l * m->E + e].tokens;
+        }
+    }
+    moe_balance_t b = {NAN, NAN, NAN, NAN};
+    if (!y->kept_unknown) {
+        moe_balance_compute(y->kept, m->E, &b);
+    }
+    y->gini = b.gini;
+    y->cv = b.cv;
+    y->entropy_norm = b.entropy_norm;
+    y->max_mean = b.max_mean;
+}
+
 void moe_merge_note_missing(moe_merge_t *m, int rank, const char *why)
 {
     if (rank >= 0 && rank < m->W) {
@@ -1059,12 +1108,7 @@ moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
     r->all_warmup = r->recorded_steps == 0 && r->steps_run > 0 &&
                     r->steps_run <= m->cfg->prof_warmup_steps;
     for (int l = 0; l < m->L; l++) {
-        moe_balance_t b;
-        moe_balance_compute(r->layers[l].kept, m->E, &b);
-        r->layers[l].gini = b.gini;
-        r->layers[l].cv = b.cv;
-        r->layers[l].entropy_norm = b.entropy_norm;
-        r->layers[l].max_mean = b.max_mean;
+        layer_balance(m, l);
     }
     if (r->run_dir[0] == '\0' || r->dir_error[0] != '\0') {
         make_run_dir(m); /* one more try: the folder may be writable by now */

@@ -277,6 +277,38 @@ double moe_report_cpu_cores(const moe_rep_rank_t *k, bool whole_run)
     return wall > 0.0 ? cpu / wall : NAN;
 }
 
+/* Why a present rank's designed wait is unknown (see exchange_wait_unknown), or NULL: it
+ * hosts no experts and no rank with experts is present, or routes no tokens and no routing
+ * rank is present (the merge books that wait as 0: it cannot place the ranks' arrival). */
+static const char *find_wait_unknown(const moe_report_t *r)
+{
+    bool hosts = false, routes = false, hosts_profiled = false, routes_profiled = false;
+    bool hosts_any = false, routes_any = false; /* false: not known (an older report) */
+    for (int i = 0; i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        hosts = hosts || (k->present && k->num_local > 0);
+        routes = routes || (k->present && k->routes);
+        hosts_profiled = hosts_profiled || (k->profiled && k->num_local > 0);
+        routes_profiled = routes_profiled || (k->profiled && k->routes);
+        hosts_any = hosts_any || k->num_local > 0;
+        routes_any = routes_any || k->routes;
+    }
+    for (int i = 0; i < r->world_size; i++) {
+        const moe_rep_rank_t *k = &r->ranks[i];
+        if (!k->present || !(k->phase[MOE_PHASE_STEP].sum > 0.0)) {
+            continue;
+        }
+        if (k->num_local == 0 && hosts_any && !hosts) {
+            return hosts_profiled ? "expert ranks' records missing" : "expert ranks not profiled";
+        }
+        if (!k->routes && routes_any && !routes) {
+            return routes_profiled ? "routing ranks' records missing"
+                                   : "routing ranks not profiled";
+        }
+    }
+    return NULL;
+}
+
 static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
 {
     double ex = 0.0, idle = 0.0, designed = 0.0, inflight = 0.0, hidden = 0.0;
@@ -313,6 +345,7 @@ static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
     f->exchange_share = n > 0 ? ex / n : 0.0;
     f->idle_share = n > 0 ? idle / n : 0.0;
     f->structural_wait_share = n > 0 ? designed / n : 0.0;
+    f->exchange_wait_unknown = r->ranks != NULL ? find_wait_unknown(r) : NULL;
     /* sums, not a mean of shares: a rank that exchanges more weighs more */
     f->hidden_share = inflight > 0.0 ? hidden / inflight : NAN;
 }
@@ -337,8 +370,13 @@ void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out)
 
 void moe_report_print_waits(const moe_report_findings_t *f, FILE *out)
 {
-    fprintf(out, "%.1f%% of step time moving bytes, %.1f%% waiting for slower ranks",
-            100.0 * f->exchange_share, 100.0 * f->idle_share);
+    if (f->exchange_wait_unknown != NULL) { /* its wait is in it: not "moving bytes" */
+        fprintf(out, "%.1f%% of step time in the exchange (incl. waiting; %s), ",
+                100.0 * f->exchange_share, f->exchange_wait_unknown);
+    } else {
+        fprintf(out, "%.1f%% of step time moving bytes, ", 100.0 * f->exchange_share);
+    }
+    fprintf(out, "%.1f%% waiting for slower ranks", 100.0 * f->idle_share);
     bool most = f->idle_most_rank >= 0 && f->idle_most_share > 0.0005; /* shows as 0.1% */
     if (most) {
         fprintf(out, " (most: rank %d waiting for rank %d, %.1f%% of its step", f->idle_most_rank,

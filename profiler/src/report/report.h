@@ -140,7 +140,14 @@ typedef struct moe_rep_layer {
     uint64_t *demand;    /* [E] choices of each expert, before capacity, all routing ranks */
     uint64_t *kept;      /* [E] */
     uint64_t *dropped;   /* [E] */
-    /* Balance of `kept` over experts (see balance.h): */
+    /* demand_unknown: no routing rank's records came (the routing rank not profiled, or
+     * lost), so demand and dropped were never counted: the writers print null or "-",
+     * never 0. kept is then the rows the experts' hosts computed (= the choices kept) when
+     * every host of the layer's experts and copies sent its records; else kept_unknown,
+     * and the balance is unknown too. false, false: all three are the routing ranks'. */
+    bool demand_unknown;
+    bool kept_unknown;
+    /* Balance of `kept` over experts (see balance.h); NAN when kept is unknown: */
     double gini;
     double cv;
     double entropy_norm;
@@ -352,6 +359,12 @@ typedef struct moe_report_findings {
     double idle_share;               /* waiting in an exchange for slower ranks (idle:
                                         imbalance only) */
     double structural_wait_share;    /* the designed wait (structural_wait_ns), apart */
+    /* NULL, or why exchange_share includes waiting: a present rank's designed wait could
+     * not be told apart, none of the ranks it waits for being present ("expert ranks not
+     * profiled": the routing rank waits in the combine for ranks with experts; "routing
+     * ranks not profiled": a rank routing no tokens waits in the dispatch for the gate;
+     * "... records missing" where those ranks were profiled but lost). Static text. */
+    const char *exchange_wait_unknown;
     /* The largest idle of one present rank for one other (idle_for_ns) as a share of that
      * rank's step time: rank idle_most_rank waited idle_most_share of its step for rank
      * idle_most_for; -1 (share 0) when no rank was idle. */
@@ -401,6 +414,8 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
  * waiting for rank 1, 4.0% of its step; routing rank's designed wait: 31.0%, not
  * imbalance)" (each part of the parenthesis only when there is one). */
 void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out);
+/* (exchange_wait_unknown set: "45.0% of step time in the exchange (incl. waiting; expert
+ * ranks not profiled), ..." instead of "moving bytes".) */
 void moe_report_print_waits(const moe_report_findings_t *f, FILE *out);
 
 /* ---- the routing (report_routing.c) ------------------------------------------------ */

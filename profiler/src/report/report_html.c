@@ -424,12 +424,20 @@ static void html_findings(FILE *f, const moe_report_t *r)
         moe_report_print_straggler(&x, f); /* numbers and fixed words only: nothing to escape */
         fputs(".</li>\n", f);
     }
-    fprintf(f,
+    if (x.exchange_wait_unknown != NULL) {
+        fprintf(f, "<li><b>Exchange:</b> <b>%.1f%%</b> of step time is spent in the exchange, "
+                   "moving bytes and waiting (%s: the routing rank's designed wait is unknown), "
+                   "and <b>%.1f%%</b> waiting in the exchange for slower ranks (mean over the "
+                   "ranks present).</li>\n",
+                100.0 * x.exchange_share, x.exchange_wait_unknown, 100.0 * x.idle_share);
+    } else {
+        fprintf(f,
             "<li><b>Exchange:</b> <b>%.1f%%</b> of step time goes to moving bytes and "
             "<b>%.1f%%</b> to waiting in the exchange for slower ranks (load imbalance); the "
             "routing rank's designed wait, not imbalance, is <b>%.1f%%</b> (mean over the ranks "
             "present).</li>\n",
             100.0 * x.exchange_share, 100.0 * x.idle_share, 100.0 * x.structural_wait_share);
+    }
     if (x.idle_most_rank >= 0 && x.idle_most_share > 0.0005) {
         fprintf(f, "<li><b>Most imbalance:</b> rank %d (", x.idle_most_rank);
         html_put(f, html_host(r, x.idle_most_rank)); /* hosts are the run's text: escaped */
@@ -500,11 +508,16 @@ static void html_load_cell(FILE *f, const moe_report_t *r, html_map_t kind, int 
                    : "stroke=\"#fff\" stroke-width=\"0.5\"",
             l, e, ex->rank);
     html_put(f, html_host(r, ex->rank));
+    char demand[32] = "unknown", dropped[32] = "unknown"; /* no routing rank profiled */
+    if (!ly->demand_unknown) {
+        snprintf(demand, sizeof(demand), "%" PRIu64, html_u64_at(ly->demand, e));
+        snprintf(dropped, sizeof(dropped), "%" PRIu64, html_u64_at(ly->dropped, e));
+    }
     fprintf(f,
-            "): demand %" PRIu64 ", kept %" PRIu64 "%s, dropped %" PRIu64 "; %s %.2fx the layer "
+            "): demand %s, kept %" PRIu64 "%s, dropped %s; %s %.2fx the layer "
             "mean</title></rect>\n",
-            html_u64_at(ly->demand, e), ex->tokens, ex->router_count ? " (router's count)" : "",
-            html_u64_at(ly->dropped, e), html_map_name[kind], mean > 0.0 ? (double)v / mean : 0.0);
+            demand, ex->tokens, ex->router_count ? " (router's count)" : "", dropped,
+            html_map_name[kind], mean > 0.0 ? (double)v / mean : 0.0);
     if (cw >= 40.0 && ch >= 16.0) {
         html_compact((double)v, buf, sizeof(buf));
         html_text(f, x + cw / 2, y + ch / 2 + 4, "middle",
@@ -1341,14 +1354,23 @@ static void html_balance(FILE *f, const moe_report_t *r)
     for (int l = 0; l < r->num_layers; l++) {
         const moe_rep_layer_t *y = &r->layers[l];
         int ne = r->num_experts;
-        fprintf(f,
-                "<tr><td class=\"num\">%d</td><td class=\"num\">%" PRIu64
-                "</td><td class=\"num\">%" PRIu64 "</td><td class=\"num\">%" PRIu64
-                "</td><td class=\"num\">%.3f</td>"
-                "<td class=\"num\">%.3f</td><td class=\"num\">%.3f</td><td "
-                "class=\"num\">%.2f</td></tr>\n",
-                l, html_sum(y->demand, ne), html_sum(y->kept, ne), html_sum(y->dropped, ne),
-                y->gini, y->cv, y->entropy_norm, y->max_mean);
+        /* "-" where unknown: no routing rank's records (demand, dropped), and a host's
+         * missing too (kept and the balance); never 0, which would read "even" */
+        bool known[7] = {!y->demand_unknown, !y->kept_unknown, !y->demand_unknown,
+                         isfinite(y->gini), isfinite(y->cv), isfinite(y->entropy_norm),
+                         isfinite(y->max_mean)};
+        double v[7] = {(double)html_sum(y->demand, ne), (double)html_sum(y->kept, ne),
+                       (double)html_sum(y->dropped, ne), y->gini, y->cv, y->entropy_norm,
+                       y->max_mean};
+        fprintf(f, "<tr><td class=\"num\">%d</td>", l);
+        for (int c = 0; c < 7; c++) {
+            if (!known[c]) {
+                fputs("<td class=\"num\">-</td>", f);
+            } else {
+                fprintf(f, "<td class=\"num\">%.*f</td>", c < 3 ? 0 : c == 6 ? 2 : 3, v[c]);
+            }
+        }
+        fputs("</tr>\n", f);
     }
     fputs("</table>\n", f);
 }

@@ -110,6 +110,21 @@ static void jw_u64_array(json_w_t *w, const char *key, const uint64_t *v, int n)
     jw_close(w, ']');
 }
 
+/* Counts that were never taken (a layer's demand with no routing rank's records): the
+ * array keeps its length, every element null. */
+static void jw_u64_counts(json_w_t *w, const char *key, const uint64_t *v, int n, bool known)
+{
+    if (known) {
+        jw_u64_array(w, key, v, n);
+        return;
+    }
+    jw_open(w, key, '[', true);
+    for (int i = 0; i < n; i++) {
+        jw_num(w, NULL, NAN);
+    }
+    jw_close(w, ']');
+}
+
 /* A latency histogram's figures in ms (mean, p50, p90, p99, max; null without samples)
  * and its samples. */
 static void jw_latency(json_w_t *w, const char *key, const moe_hist_t *h)
@@ -492,12 +507,25 @@ static void json_layer(json_w_t *w, const moe_report_t *r, int l, uint64_t *toke
     jw_num(w, "entropy_norm", y->entropy_norm);
     jw_num(w, "max_mean", y->max_mean);
     jw_latency(w, "latency_ms", &y->latency);
-    jw_u64(w, "demand_total", json_sum(y->demand, ne));
-    jw_u64(w, "kept_total", json_sum(y->kept, ne));
-    jw_u64(w, "dropped_total", json_sum(y->dropped, ne));
-    jw_u64_array(w, "demand", y->demand, ne);
-    jw_u64_array(w, "kept", y->kept, ne);
-    jw_u64_array(w, "dropped", y->dropped, ne);
+    /* unknown counts (no routing rank's records) are null, never 0 */
+    if (y->demand_unknown) {
+        jw_num(w, "demand_total", NAN);
+    } else {
+        jw_u64(w, "demand_total", json_sum(y->demand, ne));
+    }
+    if (y->kept_unknown) {
+        jw_num(w, "kept_total", NAN);
+    } else {
+        jw_u64(w, "kept_total", json_sum(y->kept, ne));
+    }
+    if (y->demand_unknown) {
+        jw_num(w, "dropped_total", NAN);
+    } else {
+        jw_u64(w, "dropped_total", json_sum(y->dropped, ne));
+    }
+    jw_u64_counts(w, "demand", y->demand, ne, !y->demand_unknown);
+    jw_u64_counts(w, "kept", y->kept, ne, !y->kept_unknown);
+    jw_u64_counts(w, "dropped", y->dropped, ne, !y->demand_unknown);
     jw_u64_array(w, "tokens", tokens, ne);
     moe_report_layer_routing_t g; /* the shape of its demand: the router's choices */
     moe_report_layer_routing(r, l, &g);
@@ -673,6 +701,7 @@ static void json_findings(json_w_t *w, const moe_report_t *r)
     jw_num(w, "straggler_ratio", x.straggler_ratio);
     jw_num(w, "straggler_threshold", MOE_STRAGGLER_MIN_RATIO);
     jw_num(w, "exchange_share", x.exchange_share);
+    jw_str(w, "exchange_share_includes_wait", x.exchange_wait_unknown); /* null: it does not */
     jw_num(w, "idle_share", x.idle_share);
     jw_num(w, "structural_wait_share", x.structural_wait_share);
     jw_index(w, "idle_most_rank", x.idle_most_rank);

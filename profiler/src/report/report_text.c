@@ -493,10 +493,16 @@ static void text_expert_row(FILE *f, const moe_report_t *r, const moe_rep_expert
 {
     const moe_hist_t *h = &e->hist;
     const moe_rep_layer_t *y = r->layers != NULL ? &r->layers[e->layer] : NULL;
-    fprintf(f, "  %5d  %6d  %4d  %-*.*s  %10" PRIu64 "  %10" PRIu64 "  %10" PRIu64, e->layer,
-            e->expert, e->rank, hw, hw, text_host(r, e->rank),
-            y != NULL && y->demand != NULL ? y->demand[e->expert] : 0, e->tokens,
-            y != NULL && y->dropped != NULL ? y->dropped[e->expert] : 0);
+    /* demand and dropped: "-" where no routing rank's records came (never counted) */
+    bool counted = y != NULL && !y->demand_unknown;
+    char demand[24] = "-", dropped[24] = "-";
+    if (counted) {
+        snprintf(demand, sizeof(demand), "%" PRIu64, y->demand != NULL ? y->demand[e->expert] : 0);
+        snprintf(dropped, sizeof(dropped), "%" PRIu64,
+                 y->dropped != NULL ? y->dropped[e->expert] : 0);
+    }
+    fprintf(f, "  %5d  %6d  %4d  %-*.*s  %10s  %10" PRIu64 "  %10s", e->layer, e->expert,
+            e->rank, hw, hw, text_host(r, e->rank), demand, e->tokens, dropped);
     if (e->router_count) {
         fprintf(f, "  %7s", "-");
     } else {
@@ -523,7 +529,8 @@ static void text_experts(FILE *f, const moe_report_t *r, int only_rank)
     text_rule(f, "Experts (latency per forward call in ms over the recorded steps; "
                  "GFLOP/s = flops / sum of call times)");
     fprintf(f, "  demand = choices before the capacity limit; tokens = rows computed (= kept); "
-               "dropped = demand - kept;\n  - = unknown (no recorded call)\n\n");
+               "dropped = demand - kept;\n  - = unknown (no recorded call; demand, dropped: no routing rank "
+               "profiled)\n\n");
     text_expert_header(f, hw);
     for (int i = 0; r->experts != NULL && i < r->num_layers * r->num_experts; i++) {
         const moe_rep_expert_t *e = &r->experts[i];
@@ -558,19 +565,47 @@ static uint64_t text_sum(const uint64_t *v, int n)
     return s;
 }
 
+/* A count, or "-" where it was never taken. */
+static void text_count(char *buf, size_t n, uint64_t v, bool known)
+{
+    if (known) {
+        snprintf(buf, n, "%" PRIu64, v);
+    } else {
+        snprintf(buf, n, "-");
+    }
+}
+
+/* A figure, or "-" where it is unknown (NAN). */
+static void text_fig(char *buf, size_t n, const char *fmt, double v)
+{
+    if (isfinite(v)) {
+        snprintf(buf, n, fmt, v);
+    } else {
+        snprintf(buf, n, "-");
+    }
+}
+
 static void text_balance(FILE *f, const moe_report_t *r)
 {
     text_rule(f, "Load balance per layer (of kept tokens over experts)");
     fprintf(f, "  gini: 0 = even, (n-1)/n = all on one; cv = stddev / mean; entropy: 1 = even;\n"
-               "  max/mean: 1 = even; tokens = choices over the recorded steps\n\n");
+               "  max/mean: 1 = even; tokens = choices over the recorded steps; - = unknown (no\n"
+               "  routing rank profiled: kept and balance from the experts' rows, - where a\n"
+               "  host is missing too)\n\n");
     fprintf(f, "  %5s  %12s  %12s  %10s  %7s  %7s  %8s  %8s\n", "layer", "demand", "kept",
             "dropped", "gini", "cv", "entropy", "max/mean");
     for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
         const moe_rep_layer_t *y = &r->layers[l];
-        fprintf(f,
-                "  %5d  %12" PRIu64 "  %12" PRIu64 "  %10" PRIu64 "  %7.3f  %7.3f  %8.3f  %8.2f\n",
-                l, text_sum(y->demand, r->num_experts), text_sum(y->kept, r->num_experts),
-                text_sum(y->dropped, r->num_experts), y->gini, y->cv, y->entropy_norm, y->max_mean);
+        char c[3][24], b[4][16];
+        text_count(c[0], sizeof(c[0]), text_sum(y->demand, r->num_experts), !y->demand_unknown);
+        text_count(c[1], sizeof(c[1]), text_sum(y->kept, r->num_experts), !y->kept_unknown);
+        text_count(c[2], sizeof(c[2]), text_sum(y->dropped, r->num_experts), !y->demand_unknown);
+        text_fig(b[0], sizeof(b[0]), "%.3f", y->gini);
+        text_fig(b[1], sizeof(b[1]), "%.3f", y->cv);
+        text_fig(b[2], sizeof(b[2]), "%.3f", y->entropy_norm);
+        text_fig(b[3], sizeof(b[3]), "%.2f", y->max_mean);
+        fprintf(f, "  %5d  %12s  %12s  %10s  %7s  %7s  %8s  %8s\n", l, c[0], c[1], c[2], b[0],
+                b[1], b[2], b[3]);
     }
 }
 
@@ -917,11 +952,18 @@ static void text_findings(FILE *f, const moe_report_t *r)
         moe_report_print_straggler(&x, f);
         fputs(".\n", f);
     }
-    fprintf(f,
+    if (x.exchange_wait_unknown != NULL) {
+        fprintf(f, "  * Exchange: %.1f%% of step time is spent in the exchange, moving bytes and "
+                   "waiting (%s: the routing rank's designed wait is unknown), and %.1f%% "
+                   "waiting in the exchange for slower ranks (mean over the ranks present).\n",
+                100.0 * x.exchange_share, x.exchange_wait_unknown, 100.0 * x.idle_share);
+    } else {
+        fprintf(f,
             "  * Exchange: %.1f%% of step time goes to moving bytes and %.1f%% to waiting in "
             "the exchange for slower ranks (load imbalance); the routing rank's designed wait, "
             "not imbalance, is %.1f%% (mean over the ranks present).\n",
             100.0 * x.exchange_share, 100.0 * x.idle_share, 100.0 * x.structural_wait_share);
+    }
     if (x.idle_most_rank >= 0 && x.idle_most_share > 0.0005) {
         fprintf(f, "  * Most imbalance: rank %d (%s) waited %.1f%% of its step for rank %d (%s).\n",
                 x.idle_most_rank, text_host(r, x.idle_most_rank), 100.0 * x.idle_most_share,
