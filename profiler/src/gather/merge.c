@@ -690,7 +690,8 @@ static double merge_prev_lag(const moe_merge_t *m, const moe_prof_record_t *recs
  *   wait       = clamp(last arrival - own arrival, 0, phase length)
  *   structural = for a rank that waits by design, clamp(mean arrival of the ranks it waits
  *                for by design - own arrival, 0, wait): what a perfectly balanced placement
- *                would still make it wait; 0 when none of those ranks is present; less, in
+ *                would still make it wait; when none of those ranks is present the wait is
+ *                not split at all and stays in the rank's exchange; less, in
  *                the dispatch, an expert rank's wait for the slowest rank of the previous
  *                combine (merge_prev_lag)
  *   imbalance  = wait - structural (waiting for a slower peer: idle), booked against the
@@ -723,6 +724,11 @@ static void merge_idle_phase(moe_merge_t *m, const moe_prof_record_t *recs, cons
             continue;
         }
         moe_rep_rank_t *k = &m->rep.ranks[r];
+        if (role_n == 0 && merge_waits_by_design(k, combine)) {
+            continue; /* it waits for ranks whose records are missing: its wait cannot be
+                       * split, and the present rank that came last is not what it waited
+                       * for; the wait stays in its exchange (the findings say so) */
+        }
         merge_phase_t p = merge_phase_of(&recs[r], i, combine);
         double wait = fmin(fmax(last - p.arrive, 0.0), p.len), designed = 0.0, lag = 0.0;
         if (role_n > 0 && merge_waits_by_design(k, combine)) {
