@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs moed over the nodes of an Open MPI hostfile. See --help.
 set -euo pipefail
+unset CDPATH # a cd would print its folder into the $(cd ... && pwd) below
 
 prog=run-hostfile.sh
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -15,8 +16,10 @@ OPTIONS (below) may come anywhere before '--'; other words after CONFIG are moed
 Runs moed on the nodes of HOSTFILE (Open MPI syntax, one 'HOST slots=N' per line; see
 deploy/hostfile.example) with CONFIG, and prints the mpirun line before running it.
 
-  HOSTFILE        ranks fill the slots in file order: the first host gets rank 0, which
-                  reads CONFIG and writes the profiler report on its node
+  HOSTFILE        ranks fill the slots in file order, but the node mpirun runs on comes
+                  first when it is listed (Open MPI's rule): rank 0, which reads CONFIG
+                  and writes the profiler report, is on this node if HOSTFILE names it,
+                  else on the first host
   CONFIG          moed's YAML config; only rank 0 reads it (made absolute if it exists here)
   MOED_ARGS       passed to moed after --config CONFIG, e.g. --steps 50 --bench
   -- MPIRUN_ARGS  everything after '--' goes to mpirun (before moed), e.g.
@@ -41,8 +44,11 @@ options:
 
 Always added: --mca odls_base_sigkill_timeout 10 (on SIGINT/SIGTERM or a dead rank, Open
 MPI sends SIGTERM, then SIGKILL after this many seconds; moed needs the time to write its
-report; Open MPI's default is 1 s). MOED_LOG_LEVEL, MOED_MPI_EXCHANGE, UCX_NET_DEVICES,
-OMP_NUM_THREADS and OPENBLAS_NUM_THREADS are forwarded to every rank (-x) when set here.
+report; Open MPI's default is 1 s), and unless MPIRUN_ARGS set plm_rsh_*: --mca plm_rsh_args
+"-o BatchMode=yes -o ConnectTimeout=10" (a host that does not answer, or asks for a
+password, fails in 10 s instead of hanging). Every MOED_* variable set here
+(MOED_CONTROL_TOKEN, MOED_LOG_LEVEL, ...), UCX_NET_DEVICES, OMP_NUM_THREADS and
+OPENBLAS_NUM_THREADS are forwarded to every rank (-x).
 
 As root (containers), export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 first. To check that every node has the same moed (one line per node, equal sums):
@@ -53,8 +59,10 @@ examples:
   deploy/$prog --iface eth1 hosts /shared/moed/mixtral.yaml --steps 100
   echo 'localhost slots=3' > /tmp/hosts
   deploy/$prog /tmp/hosts configs/experts.yaml --steps 5
-exit status: moed's (0 ok, 3 bad config, 4 bad weights, 130 interrupted; moed --help),
-or 2 when this script's own arguments are wrong.
+exit status: mpirun's: 0 ok; the first failing rank's moed code (3 bad config, 4 bad
+weights, ...: moed --help); 1 when a signal (Ctrl-C, SIGTERM) ended the job or a rank could
+not start (too few slots); 255 when a node's daemon could not start (ssh failed). This
+script's own argument errors exit 2 before anything runs, with a line starting '$prog:'.
 EOF
 }
 
@@ -106,27 +114,30 @@ hostfile=${positional[0]}
 config=${positional[1]}
 moed_args=("${positional[@]:2}")
 
-[[ -r "$hostfile" ]] || die "hostfile '$hostfile' not found or not readable"
+[[ -f "$hostfile" && -r "$hostfile" ]] || die "hostfile '$hostfile' is not a readable file"
 
 # Ranks: the sum of slots=N over the hostfile's host lines.
 if [[ -z "$np" ]]; then
   total=0
   lineno=0
+  hosts_listed=0
   while IFS= read -r line || [[ -n "$line" ]]; do
     lineno=$((lineno + 1))
     line=${line%%#*}
     read -r -a words <<<"$line"
     ((${#words[@]})) || continue
     slots=""
-    for w in "${words[@]:1}"; do
-      if [[ "$w" =~ ^slots=([0-9]+)$ ]]; then
-        slots=${BASH_REMATCH[1]}
-      fi
-    done
+    # as Open MPI reads them: slots=N, count=N or cpu=N, spaces allowed around '='
+    rest=" ${words[*]:1}"
+    if [[ "$rest" =~ [[:space:]](slots|count|cpu)[[:space:]]*=[[:space:]]*([0-9]+) ]]; then
+      slots=${BASH_REMATCH[2]}
+    fi
     [[ -n "$slots" ]] || die "$hostfile:$lineno: host '${words[0]}' has no slots=N; add it or give -n N"
     total=$((total + 10#$slots))
+    hosts_listed=$((hosts_listed + 1))
   done <"$hostfile"
-  ((total > 0)) || die "$hostfile has no host lines with slots=N"
+  ((hosts_listed > 0)) || die "$hostfile has no host lines"
+  ((total > 0)) || die "$hostfile: the sum of its slots is 0; give some, or -n N"
   np=$total
 fi
 [[ "$np" =~ ^[1-9][0-9]*$ ]] || die "-n needs a positive integer, got '$np'"
@@ -145,15 +156,16 @@ moed=$(cd "$(dirname "$moed")" && pwd)/$(basename "$moed")
 
 command -v mpirun >/dev/null || die "mpirun not found: run deploy/install-deps.sh"
 
-# Only rank 0 reads CONFIG, on the first host of the hostfile; that may not be this node.
+# Only rank 0 reads CONFIG: on this node if the hostfile lists it, else on its first host.
 if [[ -r "$config" ]]; then
   config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
 else
-  echo "$prog: warning: '$config' is not readable here; rank 0 (on the first host of" \
-       "$hostfile) must be able to read it" >&2
+  echo "$prog: warning: '$config' is not readable here; rank 0 (on this node if" \
+       "$hostfile lists it, else on its first host) must be able to read it" >&2
 fi
 
-if [[ "$(id -u)" == 0 && -z "${OMPI_ALLOW_RUN_AS_ROOT:-}" ]]; then
+if [[ "$(id -u)" == 0 && ( -z "${OMPI_ALLOW_RUN_AS_ROOT:-}" ||
+                           -z "${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-}" ) ]]; then
   echo "$prog: warning: running as root: mpirun will refuse unless" \
        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 are exported" >&2
 fi
@@ -165,7 +177,11 @@ if [[ -n "$iface" ]]; then
 fi
 # Alternatively pin interfaces by hand (after --), e.g.:
 #   -- --mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1
-for v in MOED_LOG_LEVEL MOED_MPI_EXCHANGE UCX_NET_DEVICES OMP_NUM_THREADS OPENBLAS_NUM_THREADS; do
+if [[ " ${mpirun_extra[*]} " != *" plm_rsh_"* ]]; then
+  cmd+=(--mca plm_rsh_args "-o BatchMode=yes -o ConnectTimeout=10")
+fi
+for v in $(compgen -e | grep '^MOED_' || true) UCX_NET_DEVICES OMP_NUM_THREADS \
+         OPENBLAS_NUM_THREADS; do
   if [[ -n "${!v:-}" ]]; then
     cmd+=(-x "$v")
   fi
