@@ -172,6 +172,50 @@ assert {n.split()[1] for _, n in names} == {"0", "1"} and {p for p, _ in names} 
 print("rebalanced rows ok:", len(rows), "metrics rows;", sorted(names))
 PY
     ;;
+  rebalance_capacity)
+    # Online rebalancing's figures against counts made by hand, one layer replayed from a
+    # trace (k = 1), master routing on 3 ranks, a rebalance before steps 2 and 4 (6 steps):
+    # rebalance_capacity: 16 tokens a step on experts 0 x8, 1 x4, 2 x2, 3 x2 and
+    #   capacity_factor 1 (4 kept an expert a step: 4, 4, 2, 2); experts {0, 1} on rank 1,
+    #   {2, 3} on rank 2: rows 8 and 4 a step, before 8 / 6 = 1.333. Packed from the kept
+    #   choices, two slots a rank: 4 + 2 each, 1.000 predicted and measured from step 2 on.
+    #   (Packed from the choices before capacity, 16, 8, 4, 4 a window, it once predicted
+    #   20 / 16 = 1.25 for the same rows.)
+    case "$1" in
+      rebalance_capacity)
+        T=16 E=4 CF=1.0 RED=0 PL='{1: [0, 1], 2: [2, 3]}' IDS="0 0 0 0 0 0 0 0 1 1 1 1 2 2 3 3"
+        WANT='{"before": 16 / 12, "after": 1.0, "moved": True, "rows": {1: 12, 2: 12}}' ;;
+    esac
+    write_trace trace.safetensors "$E" 1 "$T" "$IDS" "$(for _ in $IDS; do printf '1.0 '; done)" "profiler.sh $1"
+    PROF=true H=64 F=64 E=$E K=1 LAYERS=1 TOKENS=$T STEPS=6 CF=$CF PLACEMENT="$PL" small_model \
+      | sed "s/^runtime:/runtime:\n  rebalance_every: 2\n  redundant_experts: $RED/" \
+      | sed "s/^  enabled: true/  enabled: true\n  warmup_steps: 0/; s|^workload:|workload:\n  routing: $WORK/trace.safetensors|" > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" "$WANT" <<'PY' || { cat run.log; fail "the rebalance's figures are not the counts"; }
+import csv, json, sys
+d, want = sys.argv[1], eval(sys.argv[2])
+rb = json.load(open(d + "/summary.json"))["rebalances"]
+assert [x["step"] for x in rb] == [2, 4], rb
+x = rb[0]
+assert abs(x["imbalance_before"] - want["before"]) < 1e-3, ("before", x, want)
+assert abs(x["imbalance_after_predicted"] - want["after"]) < 1e-3, ("after", x, want)
+assert (x["experts_moved"] > 0) == want["moved"], ("moved", x, want)
+# the window after it, as computed (metrics.csv): the ranks that computed, steps 2 and 3
+rows = {}
+for r in csv.DictReader(open(d + "/metrics.csv")):
+    if int(r["step"]) in (2, 3) and int(r["tokens"]) > 0:
+        rows[int(r["rank"])] = rows.get(int(r["rank"]), 0) + int(r["tokens"])
+assert rows == want["rows"], ("rows of steps 2-3", rows, want)
+measured = max(rows.values()) / (sum(rows.values()) / len(rows))
+assert abs(measured - want["after"]) < 1e-3, ("predicted is not what ran", measured, want)
+# the next rebalance: nothing left to gain, nothing moves, after = before = measured
+y = rb[1]
+assert y["experts_moved"] == 0, y
+assert abs(y["imbalance_before"] - measured) < 1e-3 and y["imbalance_after_predicted"] == y["imbalance_before"], y
+print("rebalances:", [(x["step"], x["experts_moved"], round(x["imbalance_before"], 3),
+                       round(x["imbalance_after_predicted"], 3)) for x in rb], "rows 2-3:", rows)
+PY
+    ;;
   layers_rows)  # placement.layers giving a rank more experts in a layer than placement.experts
     # Layer 1 puts experts 0-6 on rank 1 (4 in placement.experts): every kept choice is
     # computed somewhere, so experts[] of each layer add up to tokens x k = 64 x 2 a step,

@@ -847,7 +847,7 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
         engine_account_layer(eng);
         if (eng->live_cfg != NULL) {
             const moe_layer_ctx_t *lc = &eng->layer;
-            moe_rebalance_account(&eng->rebalance, l, moe_layer_plan(lc)->expert_demand,
+            moe_rebalance_account(&eng->rebalance, l, moe_layer_plan(lc)->expert_kept,
                                   moe_layer_record(lc)->expert_rows, lc->layer_local, eng->rank);
         }
         if ((eng->prof != NULL || eng->live != NULL) && eng->hooks_on) {

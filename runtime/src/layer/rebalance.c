@@ -62,12 +62,12 @@ void moe_rebalance_destroy(moe_rebalance_t *rb)
     }
 }
 
-void moe_rebalance_account(moe_rebalance_t *rb, int layer, const int32_t *demand,
+void moe_rebalance_account(moe_rebalance_t *rb, int layer, const int32_t *kept,
                            const int64_t *expert_rows, int num_local, int rank)
 {
     int64_t *w = rb->window + (size_t)layer * (size_t)rb->E;
     for (int e = 0; e < rb->E; e++) {
-        w[e] += demand[e];
+        w[e] += kept[e];
     }
     for (int le = 0; le < num_local; le++) {
         rb->window[(size_t)rb->L * (size_t)rb->E + (size_t)rank] += expert_rows[le];
@@ -375,16 +375,16 @@ static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_
         return st;
     }
     p->n = moe_cfg_expert_ranks(live, rb->W, p->ranks);
-    double rows[MOE_MAX_RANKS], demand = 0;
+    double rows[MOE_MAX_RANKS], kept = 0;
     for (int j = 0; j < p->n; j++) {
         rows[j] = (double)rb->sum[(size_t)rb->L * (size_t)rb->E + (size_t)p->ranks[j]];
     }
     for (int i = 0; i < rb->L * rb->E; i++) {
-        demand += (double)rb->sum[i];
+        kept += (double)rb->sum[i];
     }
     res->before = res->after = moe_eplb_max_mean(rows, p->n);
-    if (p->n < 2 || demand == 0) {
-        return MOE_OK; /* nothing to balance: one expert rank, or no token routed */
+    if (p->n < 2 || kept == 0) {
+        return MOE_OK; /* nothing to balance: one expert rank, or no choice kept */
     }
     st = rb_place(rb, live, p, &res->after, err);
     if (st == MOE_OK && res->after > res->before * (1.0 - REBALANCE_MIN_GAIN)) {

@@ -3,8 +3,9 @@
  * weights to where it puts them, between two steps.
  *
  * 1. One reduction (sum) of every rank's window: per layer per expert the choices its
- *    routing ranks made (the router's demand, before capacity), and per rank the rows its
- *    experts computed. Every rank then holds the same counts.
+ *    routing ranks kept (after model.capacity_factor: the rows the experts computed, what
+ *    `moed plan --routing` models), and per rank the rows its experts computed. Every rank
+ *    then holds the same counts.
  * 2. Every rank computes the same placement from them with the EPLB packing (moe_config/eplb.h:
  *    `moed plan`'s code), per layer, on the expert ranks (moe_cfg_expert_ranks), R extra
  *    copies per layer, slots ceil((E + R) / expert ranks) per rank per layer.
@@ -33,7 +34,7 @@
 
 typedef struct moe_rebalance {
     int L, E, W;
-    int64_t *window; /* [L * E + W]: demand per (layer, expert), then rows per rank */
+    int64_t *window; /* [L * E + W]: kept choices per (layer, expert), then rows per rank */
     int64_t *sum;    /* the same summed over the ranks */
 } moe_rebalance_t;
 
@@ -60,9 +61,9 @@ moe_status_t moe_rebalance_init(moe_rebalance_t *rb, const moe_config_t *cfg, in
                                 moe_error_t *err);
 void moe_rebalance_destroy(moe_rebalance_t *rb); /* accepts a zeroed struct */
 
-/* Add one layer's forward to the window: demand [E] (the plan's expert_demand), and
- * expert_rows [num_local] computed on `rank`. */
-void moe_rebalance_account(moe_rebalance_t *rb, int layer, const int32_t *demand,
+/* Add one layer's forward to the window: kept [E] (the plan's expert_kept: its choices
+ * after capacity), and expert_rows [num_local] computed on `rank`. */
+void moe_rebalance_account(moe_rebalance_t *rb, int layer, const int32_t *kept,
                            const int64_t *expert_rows, int num_local, int rank);
 
 /* Steps 1-4 above. Collective over comm; live is the config the layer and w were built
