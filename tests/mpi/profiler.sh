@@ -172,7 +172,7 @@ assert {n.split()[1] for _, n in names} == {"0", "1"} and {p for p, _ in names} 
 print("rebalanced rows ok:", len(rows), "metrics rows;", sorted(names))
 PY
     ;;
-  rebalance_capacity)
+  rebalance_capacity|rebalance_master_experts)
     # Online rebalancing's figures against counts made by hand, one layer replayed from a
     # trace (k = 1), master routing on 3 ranks, a rebalance before steps 2 and 4 (6 steps):
     # rebalance_capacity: 16 tokens a step on experts 0 x8, 1 x4, 2 x2, 3 x2 and
@@ -181,10 +181,18 @@ PY
     #   choices, two slots a rank: 4 + 2 each, 1.000 predicted and measured from step 2 on.
     #   (Packed from the choices before capacity, 16, 8, 4, 4 a window, it once predicted
     #   20 / 16 = 1.25 for the same rows.)
+    # rebalance_master_experts: 8 tokens, experts 0 x4, 1 x2, 2, 3; a written placement gives
+    #   the master expert 0 ({0: [0], 1: [1], 2: [2, 3]}): rows 4, 2, 2 a step, before
+    #   4 / (8 / 3) = 1.500 (once 1.000: the master's rows left out). The packing goes onto
+    #   ranks 1 and 2 (auto's expert ranks): loads 4, 2, 1, 1 a step, e0 -> 1, e1 -> 2,
+    #   e2 -> 2, e3 -> 1 (rank 2's two slots full): 5 and 3, 1.250 predicted and measured.
     case "$1" in
       rebalance_capacity)
         T=16 E=4 CF=1.0 RED=0 PL='{1: [0, 1], 2: [2, 3]}' IDS="0 0 0 0 0 0 0 0 1 1 1 1 2 2 3 3"
         WANT='{"before": 16 / 12, "after": 1.0, "moved": True, "rows": {1: 12, 2: 12}}' ;;
+      rebalance_master_experts)
+        T=8 E=4 CF=0 RED=0 PL='{0: [0], 1: [1], 2: [2, 3]}' IDS="0 0 0 0 1 1 2 3"
+        WANT='{"before": 8 / (16 / 3), "after": 10 / 8, "moved": True, "rows": {1: 10, 2: 6}}' ;;
     esac
     write_trace trace.safetensors "$E" 1 "$T" "$IDS" "$(for _ in $IDS; do printf '1.0 '; done)" "profiler.sh $1"
     PROF=true H=64 F=64 E=$E K=1 LAYERS=1 TOKENS=$T STEPS=6 CF=$CF PLACEMENT="$PL" small_model \

@@ -365,6 +365,30 @@ static moe_status_t rb_critical(MPI_Comm comm, int rank, int64_t reduce_ns, int6
     return st;
 }
 
+/* The ranks that hold an expert of some layer in the live placement, ascending, into
+ * holders; their number. Not moe_cfg_expert_ranks: a written placement may give the master
+ * experts in master routing, and those rows count in the imbalance as any rank's. */
+static int rb_holders(const moe_config_t *live, int L, int W, int32_t *holders)
+{
+    bool holds[MOE_MAX_RANKS] = {false};
+    for (int l = 0; l < L; l++) {
+        int n = 0;
+        const moe_cfg_replica_t *x = moe_cfg_layer_entries(live, l, &n);
+        for (int i = 0; i < n; i++) {
+            if (x[i].rank < W) {
+                holds[x[i].rank] = true;
+            }
+        }
+    }
+    int k = 0;
+    for (int r = 0; r < W; r++) {
+        if (holds[r]) {
+            holders[k++] = r;
+        }
+    }
+    return k;
+}
+
 static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_t *w,
                            MPI_Comm comm, int rank, rb_plan_t *p, moe_rebalance_result_t *res,
                            moe_error_t *err)
@@ -375,14 +399,16 @@ static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_
         return st;
     }
     p->n = moe_cfg_expert_ranks(live, rb->W, p->ranks);
+    int32_t holders[MOE_MAX_RANKS];
+    int nh = rb_holders(live, rb->L, rb->W, holders);
     double rows[MOE_MAX_RANKS], kept = 0;
-    for (int j = 0; j < p->n; j++) {
-        rows[j] = (double)rb->sum[(size_t)rb->L * (size_t)rb->E + (size_t)p->ranks[j]];
+    for (int j = 0; j < nh; j++) {
+        rows[j] = (double)rb->sum[(size_t)rb->L * (size_t)rb->E + (size_t)holders[j]];
     }
     for (int i = 0; i < rb->L * rb->E; i++) {
         kept += (double)rb->sum[i];
     }
-    res->before = res->after = moe_eplb_max_mean(rows, p->n);
+    res->before = res->after = moe_eplb_max_mean(rows, nh);
     if (p->n < 2 || kept == 0) {
         return MOE_OK; /* nothing to balance: one expert rank, or no choice kept */
     }

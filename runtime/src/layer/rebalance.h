@@ -52,7 +52,8 @@ typedef struct moe_rebalance_result {
      * time: in master routing rank 0 moves no weights. */
     int64_t critical_ns;
     int slowest_rank;
-    double before;          /* max / mean of the expert ranks' rows over the window */
+    double before;          /* max / mean of the rows over the window of the ranks that
+                               hold experts (a master that holds some included) */
     double after;           /* the same predicted for the new placement (EPLB's model:
                                an expert's load split evenly over its copies) */
 } moe_rebalance_result_t;
