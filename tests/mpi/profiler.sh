@@ -172,7 +172,7 @@ assert {n.split()[1] for _, n in names} == {"0", "1"} and {p for p, _ in names} 
 print("rebalanced rows ok:", len(rows), "metrics rows;", sorted(names))
 PY
     ;;
-  rebalance_capacity|rebalance_master_experts)
+  rebalance_capacity|rebalance_master_experts|rebalance_unchanged)
     # Online rebalancing's figures against counts made by hand, one layer replayed from a
     # trace (k = 1), master routing on 3 ranks, a rebalance before steps 2 and 4 (6 steps):
     # rebalance_capacity: 16 tokens a step on experts 0 x8, 1 x4, 2 x2, 3 x2 and
@@ -186,6 +186,12 @@ PY
     #   4 / (8 / 3) = 1.500 (once 1.000: the master's rows left out). The packing goes onto
     #   ranks 1 and 2 (auto's expert ranks): loads 4, 2, 1, 1 a step, e0 -> 1, e1 -> 2,
     #   e2 -> 2, e3 -> 1 (rank 2's two slots full): 5 and 3, 1.250 predicted and measured.
+    # rebalance_unchanged: 4 tokens, experts 0 x3 then 1, one extra copy; expert 0 on ranks 1
+    #   and 2, expert 1 on rank 1. Expert 0's tokens 0, 1 go to its first copy (rank 1),
+    #   token 2 to its second (a token's copy is floor(g n / T)): rows 3 and 1, 1.500. The
+    #   packing gives the extra copy to expert 0 (3 > 1), then 1.5 -> rank 1, 1.5 -> rank 2,
+    #   expert 1 -> rank 1 (tie, lowest): the placement the run has. Nothing moves, so the
+    #   imbalance after is the one before, 1.500 (EPLB's even split once said 1.25).
     case "$1" in
       rebalance_capacity)
         T=16 E=4 CF=1.0 RED=0 PL='{1: [0, 1], 2: [2, 3]}' IDS="0 0 0 0 0 0 0 0 1 1 1 1 2 2 3 3"
@@ -193,6 +199,9 @@ PY
       rebalance_master_experts)
         T=8 E=4 CF=0 RED=0 PL='{0: [0], 1: [1], 2: [2, 3]}' IDS="0 0 0 0 1 1 2 3"
         WANT='{"before": 8 / (16 / 3), "after": 10 / 8, "moved": True, "rows": {1: 10, 2: 6}}' ;;
+      rebalance_unchanged)
+        T=4 E=2 CF=0 RED=1 PL='{1: [0, 1], 2: [0]}' IDS="0 0 0 1"
+        WANT='{"before": 6 / 4, "after": 6 / 4, "moved": False, "rows": {1: 6, 2: 2}}' ;;
     esac
     write_trace trace.safetensors "$E" 1 "$T" "$IDS" "$(for _ in $IDS; do printf '1.0 '; done)" "profiler.sh $1"
     PROF=true H=64 F=64 E=$E K=1 LAYERS=1 TOKENS=$T STEPS=6 CF=$CF PLACEMENT="$PL" small_model \

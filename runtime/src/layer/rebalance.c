@@ -389,6 +389,31 @@ static int rb_holders(const moe_config_t *live, int L, int W, int32_t *holders)
     return k;
 }
 
+/* Whether the new placement p->ent is the live one: every layer's every expert on the same
+ * ranks (entries are one a rank, so the same count all held means the same set). */
+static bool rb_unchanged(const moe_rebalance_t *rb, const moe_config_t *live, const rb_plan_t *p)
+{
+    int32_t oldr[MOE_MAX_RANKS];
+    for (int l = 0; l < rb->L; l++) {
+        for (int e = 0; e < rb->E; e++) {
+            int nold = moe_cfg_replicas_of(live, l, e, oldr), nnew = 0;
+            for (int i = 0; i < p->num_ent; i++) {
+                const moe_cfg_replica_t *x = &p->ent[i];
+                if (x->set == l + 1 && x->expert == e) {
+                    if (!rb_holds(oldr, nold, x->rank)) {
+                        return false;
+                    }
+                    nnew++;
+                }
+            }
+            if (nnew != nold) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
 static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_t *w,
                            MPI_Comm comm, int rank, rb_plan_t *p, moe_rebalance_result_t *res,
                            moe_error_t *err)
@@ -413,8 +438,12 @@ static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_
         return MOE_OK; /* nothing to balance: one expert rank, or no choice kept */
     }
     st = rb_place(rb, live, p, &res->after, err);
-    if (st == MOE_OK && res->after > res->before * (1.0 - REBALANCE_MIN_GAIN)) {
-        res->after = res->before; /* not worth moving weights: the placement stays */
+    if (st == MOE_OK && (res->after > res->before * (1.0 - REBALANCE_MIN_GAIN) ||
+                         rb_unchanged(rb, live, p))) {
+        /* not worth moving weights, or the packing gave the placement the run has (its
+         * prediction differs from the measured rows only by EPLB's even split of a copied
+         * expert): the placement stays, and so does the imbalance */
+        res->after = res->before;
         return MOE_OK;
     }
     if (st == MOE_OK) {

@@ -9,8 +9,9 @@
  * 2. Every rank computes the same placement from them with the EPLB packing (moe_config/eplb.h:
  *    `moed plan`'s code), per layer, on the expert ranks (moe_cfg_expert_ranks), R extra
  *    copies per layer, slots ceil((E + R) / expert ranks) per rank per layer.
- *    A placement that cuts the predicted max/mean by less than 2% is not taken (the
- *    rebalance is recorded with 0 experts moved).
+ *    A placement that cuts the predicted max/mean by less than 2%, or that is the live one,
+ *    is not taken (the rebalance is recorded with 0 experts moved and the imbalance after
+ *    equal to the one before).
  * 3. A rank gaining an expert gets its weights point to point (MPI_Isend/Irecv through
  *    MOE_MPI, waited with transport/wait.h) from a rank that holds it now (the k-th gained
  *    copy of expert e comes from old holder k mod holders); a rank keeps its old copies until
