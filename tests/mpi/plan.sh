@@ -119,6 +119,31 @@ PY
     refuses notreport --ranks 3 -o p.yaml
     want="nosuch: No such file or directory"  # a wrong path reads apart from a wrong folder
     refuses nosuch --ranks 3 -o p.yaml ;;
+  rebalanced)  # a run whose online rebalancing moved experts: summary.json's experts[].rank
+    # and replicas[] give the configured placement, not where they ran after the move, so
+    # plan and --check refuse it (exit 2, one line), and take it once no rebalance moved one.
+    # routing_skew 16: every token picks experts 0 and 1, both on rank 1 (auto: 0-3 on rank 1,
+    # 4-7 on rank 2). The rebalance before step 4 packs 2 extra copies, 5 slots a rank: 0, 0,
+    # 1, 1 (128 rows each) onto ranks 1, 2, 1, 2, then the idle 2-7 lowest rank first: 2, 3,
+    # 4 on rank 1, 5, 6, 7 on rank 2. Rank 2 gains 0 and 1, rank 1 gains 4: 3 copies in each
+    # of the 2 layers, 6 moved in 1 rebalance (the one before step 8 has nothing to gain).
+    PROF=true SKEW=16 TOKENS=64 STEPS=9 H=64 F=128 small_model \
+      | sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 2/' \
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 0/' > c.yaml
+    mpirun_moed 3 --config c.yaml --no-progress > a.log 2>&1 || { cat a.log; fail "the run failed"; }
+    A=$(run_dir)
+    out=p.yaml before=absent want="online rebalancing moved 6 experts in 1 rebalance (summary.json rebalances[])"
+    refuses "$A" --ranks 3 -o p.yaml
+    refuses --check "$A"
+    # the same report with no expert moved: taken (the refusal is the moves, not the key)
+    python3 - "$A/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for x in s["rebalances"]:
+    x["experts_moved"] = 0
+json.dump(s, open(sys.argv[1], "w"))
+PY
+    "$MOED" plan "$A" --ranks 3 -o p.yaml > plan.log 2>&1 || { cat plan.log; fail "a report with no move refused"; } ;;
   odd_path)  # a report folder whose path is not UTF-8 or holds a newline: the planned config,
     # which names it in a comment, must still load (libyaml refuses a comment not in UTF-8)
     skewed_run

@@ -2,6 +2,7 @@
  * values in that form) back into YAML, which keys a new run must not inherit, and the
  * report's config parsed again for its own world, and a report folder's summary.json
  * read. Called by planner.c, plan_trace.c and plan_check.c; calls none of them. */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,31 @@
 #include "compare/json_lookup.h"
 #include "compare/report_dir.h"
 #include "moe/utf8.h"
+
+/* A run whose online rebalancing (runtime.rebalance_every) moved experts is refused:
+ * summary.json's experts[].rank and replicas[] give the configured placement, not where its
+ * experts ran after a move, and nothing in the report says which placement ran which step's
+ * tokens, so a plan's "before" or a check's per-rank tokens from it would be wrong. */
+static moe_status_t plan_summary_unmoved(const char *dir, const json_t *doc, moe_error_t *err)
+{
+    const json_t *rb = json_object_get(doc, "rebalances");
+    int64_t moved = 0, times = 0;
+    for (size_t i = 0; json_is_array(rb) && i < json_array_size(rb); i++) {
+        double m = moe_json_num(json_object_get(json_array_get(rb, i), "experts_moved"), 0);
+        moved += m > 0 ? (int64_t)m : 0;
+        times += m > 0 ? 1 : 0;
+    }
+    if (moved == 0) {
+        return MOE_OK;
+    }
+    return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: online rebalancing moved %" PRId64
+                         " expert%s in %" PRId64 " rebalance%s (summary.json rebalances[]), and "
+                         "the report gives only the configured placement, not where experts ran "
+                         "after a move: moed plan and --check need a run without "
+                         "runtime.rebalance_every (moed plan --routing plans from a recorded "
+                         "trace)", dir, moved,
+                         moved == 1 ? "" : "s", times, times == 1 ? "" : "s");
+}
 
 moe_status_t plan_summary_load(const char *dir, json_t **doc, moe_error_t *err)
 {
@@ -24,6 +50,9 @@ moe_status_t plan_summary_load(const char *dir, json_t **doc, moe_error_t *err)
     if (st == MOE_OK && strcmp(moe_json_str(moe_json_path(*doc, "schema"), ""), "moed.summary")) {
         st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: not a moed report folder (its "
                            "summary.json is not a moed summary)", dir);
+    }
+    if (st == MOE_OK) {
+        st = plan_summary_unmoved(dir, *doc, err);
     }
     return st == MOE_ERR_FORMAT || st == MOE_ERR_IO ? MOE_ERR_INVALID_ARG : st;
 }
