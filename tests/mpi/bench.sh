@@ -2,7 +2,7 @@
 # The decode benchmark's plumbing (tests/bench/bench_decode.sh, bench_stream, moed --bench's
 # latency lines) on a tiny shape: every figure is there and consistent, the counts exchange
 # of master routing is the master's messages alone; no speed asserted.
-# bench.sh decode | plan
+# bench.sh decode | plan | layers
 source "$(dirname "$0")/common.sh"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$(dirname "$MOED")" && pwd)
@@ -133,6 +133,21 @@ want = {"symmetric_balance_0": total, "symmetric_balance_1.5": scan + " and " + 
 assert got == want, (got, want)
 print("plan collectives:", got)
 PY
+    ;;
+  layers)  # placement.layers giving layer 0 no expert on rank 2 (layer 1 four): rank 2 has
+            # experts. Counted by hand: rank 0 none (master), rank 1 8 in layer 0 and 4 in
+            # layer 1, rank 2 4 in layer 1; so 2 expert ranks in the means and the CPU table,
+            # rank 0 its only rank without experts (layer 0's count alone once put rank 2
+            # there, and its GEMM limit at 0 in the mean).
+    H=256 F=128 E=8 K=2 TOKENS=64 STEPS=4 PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7]}' small_model \
+      | sed 's/^  experts: .*/&\n  layers: {1: {1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}}/' > c.yaml
+    mpirun_moed 3 --config c.yaml --bench --no-progress > bench.log 2>&1 \
+      || { cat bench.log; fail "moed --bench failed"; }
+    grep -E '^bench: (expert FFN|best GEMM|expert compute|CPU)' bench.log
+    grep -qE '^bench: expert FFN GFLOP/s \(run\) +[0-9.]+ per expert rank \(mean of 2\)$' bench.log \
+      || { cat bench.log; fail "not 2 expert ranks in the run's mean"; }
+    grep -qE '^bench: CPU per rank, cores busy +rank 0 [0-9.]+ \(no experts\), rank 1 [0-9.]+, rank 2 [0-9.]+$' bench.log \
+      || { cat bench.log; fail "the CPU table does not give ranks 1 and 2 experts and rank 0 none"; }
     ;;
   *) fail "unknown case $1" ;;
 esac

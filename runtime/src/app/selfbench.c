@@ -157,11 +157,22 @@ static void bench_dtype_print(const moe_engine_t *eng, const double limit[2], do
     }
 }
 
+/* The experts this rank holds, over every layer: placement.layers may give a layer none
+ * on a rank that holds others (layer 0's count alone once called such a rank expert-less). */
+static int64_t bench_local_experts(const moe_engine_t *eng)
+{
+    int64_t n = 0;
+    for (int l = 0; l < eng->weights.num_layers; l++) {
+        n += eng->weights.layers[l].num_local;
+    }
+    return n;
+}
+
 /* GFLOP/s of the best GEMMs of the expert shapes; 0 on a rank with no expert work. */
 static double gemm_limit_gflops(const moe_engine_t *eng)
 {
     const moe_config_t *cfg = eng->cfg;
-    if (eng->expert_calls == 0 || eng->weights.layers[0].num_local == 0) {
+    if (eng->expert_calls == 0 || bench_local_experts(eng) == 0) {
         return 0.0;
     }
     int64_t H = cfg->hidden_dim, F = moe_cfg_expert_ffn(cfg);
@@ -256,7 +267,7 @@ static moe_status_t bench_measure(moe_engine_t *eng, double sum[3], int64_t *all
 static moe_status_t bench_cpu_shares(const moe_engine_t *eng, moe_error_t *err)
 {
     double mine[2] = {eng->run_ns > 0 ? (double)eng->run_cpu_ns / (double)eng->run_ns : 0.0,
-                      (double)eng->weights.layers[0].num_local};
+                      (double)bench_local_experts(eng)};
     double *all = eng->rank == 0 ? calloc(2 * (size_t)eng->world_size, sizeof(double)) : NULL;
     if (eng->rank == 0 && all == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the bench's CPU table");
