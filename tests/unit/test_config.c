@@ -467,6 +467,17 @@ static void test_rank_errors(void)
 {
     CHECK_CFG_ERROR("placement:\n  master_rank: 5\n", 4, "cfg.yaml:2:16: ",
                     "placement.master_rank: rank 5 does not exist: the job has 4 ranks (0..3)");
+    /* placement.experts may be 'auto'; a layer of placement.layers may not, so its hint
+     * is to leave the layer out (it then follows placement.experts) */
+    CHECK_CFG_ERROR("placement:\n  experts: {1: [0, 1, 2, 3], 5: [4, 5, 6, 7]}\n", 3,
+                    "cfg.yaml:2:30: ",
+                    "placement.experts: rank 5 does not exist: the job has 3 ranks (0..2); list "
+                    "experts only under ranks that exist, or use 'auto'");
+    CHECK_CFG_ERROR("placement:\n  layers: {0: {5: [0, 1, 2, 3, 4, 5, 6, 7]}}\n", 3,
+                    "cfg.yaml:2:20: ", /* the first id under it */
+                    "placement.layers: rank 5 does not exist: the job has 3 ranks (0..2); list "
+                    "the layer's experts only under ranks that exist, or leave the layer out (it "
+                    "then follows placement.experts)");
     CHECK_CFG_ERROR("profiler:\n  profiled_ranks: [0, 7]\n", 4, "cfg.yaml:2:23: ",
                     "profiler.profiled_ranks: rank 7 does not exist: the job has 4 ranks (0..3)");
     CHECK_CFG_ERROR("profiler:\n  profiled_ranks: [1, 2, 1]\n", 4, "cfg.yaml:2:26: ",

@@ -172,6 +172,12 @@ static moe_status_t check_placement_ranks(cfg_parse_t *p, int world)
         return MOE_OK;
     }
     world_text(wt, sizeof(wt), world);
+    if (strcmp(path, "placement.layers") == 0) { /* a layer's placement has no 'auto' */
+        return cfg_fail(p, bm,
+                        "%s: rank %d does not exist: %s; list the layer's experts only under "
+                        "ranks that exist, or leave the layer out (it then follows "
+                        "placement.experts)", path, bad, wt);
+    }
     return cfg_fail(p, bm,
                     "%s: rank %d does not exist: %s; list experts only under ranks that exist, "
                     "or use 'auto'", path, bad, wt);
