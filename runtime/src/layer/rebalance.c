@@ -390,28 +390,30 @@ static int rb_holders(const moe_config_t *live, int L, int W, int32_t *holders)
 }
 
 /* Whether the new placement p->ent is the live one: every layer's every expert on the same
- * ranks (entries are one a rank, so the same count all held means the same set). */
+ * ranks (entries are one a rank, so the same count all held means the same set). One pass
+ * over the new entries and one over the experts: a live lookup (a layer's entries) each. */
 static bool rb_unchanged(const moe_rebalance_t *rb, const moe_config_t *live, const rb_plan_t *p)
 {
     int32_t oldr[MOE_MAX_RANKS];
-    for (int l = 0; l < rb->L; l++) {
-        for (int e = 0; e < rb->E; e++) {
-            int nold = moe_cfg_replicas_of(live, l, e, oldr), nnew = 0;
-            for (int i = 0; i < p->num_ent; i++) {
-                const moe_cfg_replica_t *x = &p->ent[i];
-                if (x->set == l + 1 && x->expert == e) {
-                    if (!rb_holds(oldr, nold, x->rank)) {
-                        return false;
-                    }
-                    nnew++;
-                }
-            }
-            if (nnew != nold) {
-                return false;
-            }
+    int *nnew = calloc((size_t)rb->L * (size_t)rb->E, sizeof(int));
+    bool same = nnew != NULL;
+    for (int i = 0; same && i < p->num_ent; i++) {
+        const moe_cfg_replica_t *x = &p->ent[i];
+        int l = x->set - 1;
+        same = l >= 0 && l < rb->L && x->expert < rb->E &&
+               rb_holds(oldr, moe_cfg_replicas_of(live, l, x->expert, oldr), x->rank);
+        if (same) {
+            nnew[(size_t)l * (size_t)rb->E + x->expert]++;
         }
     }
-    return true;
+    for (int l = 0; same && l < rb->L; l++) {
+        for (int e = 0; same && e < rb->E; e++) {
+            same = nnew[(size_t)l * (size_t)rb->E + (size_t)e] ==
+                   moe_cfg_replicas_of(live, l, e, NULL);
+        }
+    }
+    free(nnew);
+    return same;
 }
 
 static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_t *w,
