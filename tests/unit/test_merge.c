@@ -94,21 +94,59 @@ static int part_rows(const char *root)
     return lines;
 }
 
+/* fx's config: 8 experts top-2 over 2 layers, master routing, capacity 1.0, the given
+ * profiled_ranks, reports under ROOT/DIR; parsed for 3 ranks. */
+static void mt_config(fixture_t *fx, const char *root, const char *profiled, const char *dir)
+{
+    memset(fx, 0, sizeof(*fx));
+    snprintf(fx->yaml, sizeof(fx->yaml),
+             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
+             "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
+             "  experts: auto\nworkload:\n  tokens_per_step: 64\n  steps: 6\nprofiler:\n"
+             "  enabled: true\n  profiled_ranks: %s\n  warmup_steps: 2\n"
+             "  output_dir: %s/%s\n",
+             profiled, root, dir);
+    moe_error_t err;
+    CHECK_INT_EQ(moe_cfg_parse(fx->yaml, strlen(fx->yaml), "m.yaml", 3, &fx->cfg, &err), MOE_OK);
+}
+
+/* The merged report of a run of `steps` steps of config text `yaml` (NULL if m is). */
+static moe_report_t *mt_finish(moe_merge_t *m, const char *yaml, int64_t steps)
+{
+    moe_prof_run_t run = {steps, steps, 1.0, yaml, strlen(yaml), false, 1.0, NULL};
+    moe_prof_static_t info;
+    memset(&info, 0, sizeof(info));
+    info.transport = "mpi";
+    info.blas = "openblas";
+    info.device = "cpu";
+    info.chunks = 1;
+    return m != NULL ? moe_merge_finish(m, &run, &info) : NULL;
+}
+
+/* Removes r's summary files and folder, then ROOT/DIR. */
+static void mt_remove(const moe_report_t *r, const char *root, const char *dir)
+{
+    char path[MOE_PATH_MAX + 32];
+    if (r != NULL) {
+        static const char *const files[3] = {"summary.txt", "summary.json", "metrics.csv"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof(path), "%s/%s", r->run_dir, files[i]);
+            unlink(path);
+        }
+        rmdir(r->run_dir);
+    }
+    snprintf(path, sizeof(path), "%s/%s", root, dir);
+    rmdir(path);
+}
+
 /* Experts of a rank outside profiled_ranks: their tokens are the router's count, marked as
  * such in summary.txt and summary.json, their latency unknown ("-", null), not 0. */
 static void test_merge_router(const char *root)
 {
     fixture_t fx;
-    memset(&fx, 0, sizeof(fx));
-    snprintf(fx.yaml, sizeof(fx.yaml),
-             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
-             "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
-             "  experts: auto\nworkload:\n  tokens_per_step: 64\n  steps: 6\nprofiler:\n"
-             "  enabled: true\n  profiled_ranks: [0, 2]\n  warmup_steps: 2\n"
-             "  output_dir: %s/merged\n",
-             root);
+    mt_config(&fx, root, "[0, 2]", "merged");
     moe_error_t err;
-    CHECK_INT_EQ(moe_cfg_parse(fx.yaml, strlen(fx.yaml), "m.yaml", 3, &fx.cfg, &err), MOE_OK);
+    moe_error_clear(&err);
     static const char hosts[3][64] = {"h0", "h1", "h2"};
     moe_prof_record_t recs[3];
     memset(recs, 0, sizeof(recs));
@@ -126,14 +164,7 @@ static void test_merge_router(const char *root)
     CHECK_INT_EQ(part_rows(root), 3);
     recs[2].metrics = NULL;
     recs[2].num_metrics = 0;
-    moe_prof_run_t run = {6, 6, 1.0, fx.yaml, strlen(fx.yaml), false, 1.0, NULL};
-    moe_prof_static_t info;
-    memset(&info, 0, sizeof(info));
-    info.transport = "mpi";
-    info.blas = "openblas";
-    info.device = "cpu";
-    info.chunks = 1;
-    moe_report_t *r = m != NULL ? moe_merge_finish(m, &run, &info) : NULL;
+    moe_report_t *r = mt_finish(m, fx.yaml, 6);
     for (int i = 0; r != NULL && i < 2 * 8; i++) {
         const moe_rep_expert_t *x = &r->experts[i];
         CHECK_INT_EQ(x->router_count, x->expert < 4);     /* rank 1's experts */
@@ -163,16 +194,7 @@ static void test_merge_router(const char *root)
     CHECK(json_is_false(moe_json_path(doc, "experts.5.router_count")));
     CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.5.latency_ms.p50"), -1), 2.0, 0.2);
     json_decref(doc);
-    if (r != NULL) {
-        static const char *const files[3] = {"summary.txt", "summary.json", "metrics.csv"};
-        for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof(path), "%s/%s", r->run_dir, files[i]);
-            unlink(path);
-        }
-        rmdir(r->run_dir);
-    }
-    snprintf(path, sizeof(path), "%s/merged", root);
-    rmdir(path);
+    mt_remove(r, root, "merged");
     moe_merge_destroy(m);
     moe_prof_record_free(&recs[0]);
     moe_prof_record_free(&recs[2]);
@@ -184,16 +206,9 @@ static void test_merge_router(const char *root)
 static void test_merge_unrouted(const char *root)
 {
     fixture_t fx;
-    memset(&fx, 0, sizeof(fx));
-    snprintf(fx.yaml, sizeof(fx.yaml),
-             "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
-             "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
-             "  experts: auto\nworkload:\n  tokens_per_step: 64\n  steps: 6\nprofiler:\n"
-             "  enabled: true\n  profiled_ranks: [1, 2]\n  warmup_steps: 2\n"
-             "  output_dir: %s/unrouted\n",
-             root);
+    mt_config(&fx, root, "[1, 2]", "unrouted");
     moe_error_t err;
-    CHECK_INT_EQ(moe_cfg_parse(fx.yaml, strlen(fx.yaml), "m.yaml", 3, &fx.cfg, &err), MOE_OK);
+    moe_error_clear(&err);
     static const char hosts[3][64] = {"h0", "h1", "h2"};
     moe_prof_record_t recs[3];
     memset(recs, 0, sizeof(recs));
@@ -219,14 +234,7 @@ static void test_merge_unrouted(const char *root)
     moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
     CHECK(m != NULL && ok);
     CHECK_INT_EQ(m != NULL && ok ? moe_merge_window(m, recs, have, 0, &err) : -1, MOE_OK);
-    moe_prof_run_t run = {6, 6, 1.0, fx.yaml, strlen(fx.yaml), false, 1.0, NULL};
-    moe_prof_static_t info;
-    memset(&info, 0, sizeof(info));
-    info.transport = "mpi";
-    info.blas = "openblas";
-    info.device = "cpu";
-    info.chunks = 1;
-    moe_report_t *r = m != NULL ? moe_merge_finish(m, &run, &info) : NULL;
+    moe_report_t *r = mt_finish(m, fx.yaml, 6);
     uint64_t kept[8];
     for (int e = 0; e < 8; e++) {
         kept[e] = mt_kept(0, e);
@@ -263,16 +271,7 @@ static void test_merge_unrouted(const char *root)
     CHECK_NEAR(moe_json_num(moe_json_path(doc, "layers.0.kept.3"), -1), 30, 0);
     CHECK_NEAR(moe_json_num(moe_json_path(doc, "layers.0.gini"), -1), want.gini, 1e-6);
     json_decref(doc);
-    if (r != NULL) {
-        static const char *const files[3] = {"summary.txt", "summary.json", "metrics.csv"};
-        for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof(path), "%s/%s", r->run_dir, files[i]);
-            unlink(path);
-        }
-        rmdir(r->run_dir);
-    }
-    snprintf(path, sizeof(path), "%s/unrouted", root);
-    rmdir(path);
+    mt_remove(r, root, "unrouted");
     moe_merge_destroy(m);
     moe_prof_record_free(&recs[1]);
     moe_prof_record_free(&recs[2]);
@@ -386,14 +385,7 @@ static bool wt_run(wt_run_t *w, const char *root, const wt_case_t *c)
     if (moe_merge_window(w->m, w->recs, have, 0, &err) != MOE_OK) {
         return false;
     }
-    moe_prof_run_t run = {2, 2, 1.0, w->yaml, strlen(w->yaml), false, 1.0, NULL};
-    moe_prof_static_t info;
-    memset(&info, 0, sizeof(info));
-    info.transport = "mpi";
-    info.blas = "openblas";
-    info.device = "cpu";
-    info.chunks = 1;
-    w->r = moe_merge_finish(w->m, &run, &info);
+    w->r = mt_finish(w->m, w->yaml, 2);
     char path[MOE_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/summary.json", w->r->run_dir);
     if (moe_report_write_summary(w->r, &err) != MOE_OK ||
@@ -799,14 +791,7 @@ static bool lt_merge(wt_run_t *w, const char *root, const char *routing)
             return false;
         }
     }
-    moe_prof_run_t run = {201, 201, 1.0, w->yaml, strlen(w->yaml), false, 1.0, NULL};
-    moe_prof_static_t info;
-    memset(&info, 0, sizeof(info));
-    info.transport = "mpi";
-    info.blas = "openblas";
-    info.device = "cpu";
-    info.chunks = 1;
-    w->r = moe_merge_finish(w->m, &run, &info);
+    w->r = mt_finish(w->m, w->yaml, 201);
     return w->r != NULL;
 }
 
