@@ -257,7 +257,8 @@ static void test_merge_unrouted(const char *root)
              want.gini, want.cv);
     CHECK_STR_CONTAINS(t, row);
     /* layer 0 expert 0, rank 1's: demand "-", 10 tokens, dropped "-" */
-    CHECK_STR_CONTAINS(t, "      0       0     1  h1             -          10           -        4");
+    CHECK_STR_CONTAINS(t, "      0       0     1  h1             -          10           -"
+                          "        4");
     free(t);
     char path[MOE_PATH_MAX + 32];
     json_t *doc = NULL;
@@ -508,7 +509,8 @@ static void test_merge_waits_combine(const char *root)
  * nothing is imbalance, no straggler; every writer shows the designed wait apart. */
 static void test_merge_waits_balanced(const char *root)
 {
-    static const wt_case_t c = {"balanced", {0, 0, 0}, {0, 200, 200}, {100, 1000, 1000}, NULL, false};
+    static const wt_case_t c = {"balanced", {0, 0, 0}, {0, 200, 200}, {100, 1000, 1000}, NULL,
+                                false};
     wt_run_t w;
     bool ok = wt_run(&w, root, &c);
     CHECK(ok);

@@ -529,8 +529,8 @@ static void text_experts(FILE *f, const moe_report_t *r, int only_rank)
     text_rule(f, "Experts (latency per forward call in ms over the recorded steps; "
                  "GFLOP/s = flops / sum of call times)");
     fprintf(f, "  demand = choices before the capacity limit; tokens = rows computed (= kept); "
-               "dropped = demand - kept;\n  - = unknown (no recorded call; demand, dropped: no routing rank "
-               "profiled)\n\n");
+               "dropped = demand - kept;\n  - = unknown (no recorded call; demand, dropped: no "
+               "routing rank profiled)\n\n");
     text_expert_header(f, hw);
     for (int i = 0; r->experts != NULL && i < r->num_layers * r->num_experts; i++) {
         const moe_rep_expert_t *e = &r->experts[i];
