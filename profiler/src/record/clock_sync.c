@@ -19,6 +19,7 @@
 #include "moe_prof/prof.h"
 #include "moe/clock.h"
 #include "moe/hash.h"
+#include "moe/limits.h"
 #include "moe/mpi_check.h"
 #include "moe/poll.h"
 
@@ -97,14 +98,12 @@ static uint64_t kernel_id(void)
     return id[0] != '\0' ? moe_hash64(id, strlen(id)) | 1u : 0; /* | 1: never 0 */
 }
 
-/* Every rank's kernel_id, polled; same[r]: rank r reads rank 0's clock. */
+/* Every rank's kernel_id, polled; same[r]: rank r reads rank 0's clock. The ids live on
+ * the stack: no rank may skip the collective on a failed allocation. */
 static moe_status_t same_clock(MPI_Comm comm, int world, bool *same, moe_poll_t *poll,
                                moe_error_t *err)
 {
-    uint64_t mine = kernel_id(), *ids = calloc((size_t)world, sizeof(*ids));
-    if (ids == NULL) {
-        return moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory for the clock sync");
-    }
+    uint64_t mine = kernel_id(), ids[MOE_MAX_RANKS];
     MPI_Request req;
     moe_status_t st = MOE_MPI(MPI_Iallgather(&mine, 1, MPI_UINT64_T, ids, 1, MPI_UINT64_T,
                                              comm, &req), err);
@@ -114,7 +113,6 @@ static moe_status_t same_clock(MPI_Comm comm, int world, bool *same, moe_poll_t 
     for (int r = 0; st == MOE_OK && r < world; r++) {
         same[r] = ids[r] != 0 && ids[r] == ids[0];
     }
-    free(ids);
     return st;
 }
 
@@ -139,10 +137,7 @@ moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, do
     offset_ns[0] = 0.0;
     uncertainty_ns[0] = 0.0;
     *waited_on = -1;
-    bool *same = st == MOE_OK ? calloc((size_t)world, sizeof(*same)) : NULL;
-    if (st == MOE_OK && same == NULL) {
-        st = moe_error_set(err, MOE_ERR_NO_MEMORY, "out of memory for the clock sync");
-    }
+    bool same[MOE_MAX_RANKS] = {false};
     if (st == MOE_OK) {
         st = same_clock(comm, world, same, &poll, err);
     }
@@ -165,6 +160,5 @@ moe_status_t moe_prof_clock_sync(MPI_Comm comm, int rounds, double timeout_s, do
     if (st == MOE_OK) {
         st = bcast_polled(uncertainty_ns, world, comm, &poll, err);
     }
-    free(same);
     return st;
 }
