@@ -114,20 +114,29 @@ const moe_st_tensor_info_t *moe_st_find(const moe_st_file_t *f, const char *name
     return hit == NULL ? NULL : *hit;
 }
 
+/* " of tensor 'NAME'" or " of the header", for st_src_read's messages (its errors only:
+ * a load reads thousands of tensors). */
+static const char *st_read_what(const char *tensor, char *buf, size_t n)
+{
+    if (tensor == NULL) {
+        return " of the header";
+    }
+    snprintf(buf, n, " of tensor '%.200s'", tensor);
+    return buf;
+}
+
 /* Reads len bytes at absolute offset off, of tensor `tensor` (NULL: the header). A short
  * file here means it changed after it was validated (or the validation is wrong): report,
  * naming the tensor, never read past the end. */
 static moe_status_t st_src_read(const moe_st_file_t *f, const char *tensor, uint64_t off,
                                 void *dst, size_t len, moe_error_t *err)
 {
-    char of[256] = " of the header";
-    if (tensor != NULL) {
-        snprintf(of, sizeof(of), " of tensor '%.200s'", tensor);
-    }
+    char of[256];
     if (off > f->file_size || len > f->file_size - off) {
         return moe_error_set(err, MOE_ERR_TRUNCATED,
                              "%s: %zu bytes%s at offset %" PRIu64 " lie past the end (%" PRIu64
-                             " bytes)", f->name, len, of, off, f->file_size);
+                             " bytes)", f->name, len, st_read_what(tensor, of, sizeof(of)),
+                             off, f->file_size);
     }
     if (f->fd < 0) {
         memcpy(dst, f->mem + off, len);
@@ -140,14 +149,16 @@ static moe_status_t st_src_read(const moe_st_file_t *f, const char *tensor, uint
             continue;
         }
         if (r < 0) {
+            int e = errno;
             return moe_error_set(err, MOE_ERR_IO, "%s: read%s at offset %" PRIu64 " failed: %s",
-                                 f->name, of, off, strerror(errno));
+                                 f->name, st_read_what(tensor, of, sizeof(of)), off,
+                                 strerror(e));
         }
         if (r == 0) {
             return moe_error_set(err, MOE_ERR_TRUNCATED,
                                  "%s: file ends at offset %" PRIu64 " while %zu more bytes%s "
                                  "were expected (was it truncated after opening?)",
-                                 f->name, off, len, of);
+                                 f->name, off, len, st_read_what(tensor, of, sizeof(of)));
         }
         p += r;
         off += (uint64_t)r;
@@ -855,8 +866,8 @@ moe_status_t moe_st_read_f32_range(moe_st_file_t *f, const char *name, uint64_t 
         return MOE_OK;
     }
     unsigned char *tail = (unsigned char *)dst + count * (sizeof(float) - esize);
-    moe_status_t rc = st_src_read(f, t->name, f->data_start + t->data_begin + first * esize, tail,
-                                  count * esize, err);
+    moe_status_t rc = st_src_read(f, t->name, f->data_start + t->data_begin + first * esize,
+                                  tail, count * esize, err);
     if (rc == MOE_OK && st_decode_in_place(t->dtype, dst, tail, count)) {
         rc = st_nonfinite(f, t, dst, first, count, err);
     }
