@@ -36,6 +36,7 @@ static void test_names(void)
         [MOE_TESTCTL_GATE_DELAY] = "MOED_TEST_GATE_DELAY_MS",
         [MOE_TESTCTL_EXPERT_DELAY] = "MOED_TEST_EXPERT_DELAY_MS",
         [MOE_TESTCTL_LOAD_DELAY] = "MOED_TEST_LOAD_DELAY_MS",
+        [MOE_TESTCTL_TOUCH] = "MOED_TEST_TOUCH_MIB",
     };
     for (int h = 0; h < MOE_TESTCTL_COUNT; h++) {
         CHECK(moe_testctl_name((moe_testctl_hook_t)h) != NULL &&
@@ -54,6 +55,7 @@ static void test_names(void)
     CHECK(moe_testctl_build_id() == NULL);
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_LOAD_DELAY, 0), 0);
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_GATE_DELAY, 0), 0);
+    CHECK_INT_EQ(moe_testctl_touch_mib(0), 0);
 }
 
 static void test_mpi_fail(void)
@@ -180,6 +182,16 @@ static void test_delays(void)
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_LOAD_DELAY, 0), 0);
     set_hook(MOE_TESTCTL_LOAD_DELAY, "slow");
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_LOAD_DELAY, 0), 0);
+
+    /* the touch: per rank, at most 4096 MiB; it is no delay */
+    set_hook(MOE_TESTCTL_TOUCH, "1:64,2:99999");
+    CHECK_INT_EQ(moe_testctl_touch_mib(1), 64);
+    CHECK_INT_EQ(moe_testctl_touch_mib(2), 4096);
+    CHECK_INT_EQ(moe_testctl_touch_mib(0), 0);
+    CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_TOUCH, 1), 0);
+    moe_testctl_touch(0); /* none for rank 0: returns */
+    set_hook(MOE_TESTCTL_TOUCH, "1:4");
+    moe_testctl_touch(1);
 
     /* a hook that is no delay has none */
     set_hook(MOE_TESTCTL_STALL, "0:3");

@@ -26,6 +26,9 @@
  *       those ranks' experts sleep ms more, each layer of each step
  *   MOED_TEST_LOAD_DELAY_MS (MOE_TESTCTL_LOAD_DELAY)          N
  *       every piece of load progress sleeps N ms more, on every rank (clamped to 0..10000)
+ *   MOED_TEST_TOUCH_MIB (MOE_TESTCTL_TOUCH)                   rank:mib[,rank:mib...]
+ *       those ranks map, write and unmap mib MiB (at most 4096) in each step, at layer 0's
+ *       begin: a resident peak of known size between two step boundaries
  *
  * Numbers are read as sscanf's %lld (strtol for the plain N ones: a bad N reads as 0, off).
  * rank:ms hooks need ms > 0; in a list the first element naming the rank wins, and elements
@@ -46,6 +49,7 @@ typedef enum moe_testctl_hook {
     MOE_TESTCTL_GATE_DELAY,
     MOE_TESTCTL_EXPERT_DELAY,
     MOE_TESTCTL_LOAD_DELAY,
+    MOE_TESTCTL_TOUCH,
     MOE_TESTCTL_COUNT
 } moe_testctl_hook_t;
 
@@ -75,5 +79,10 @@ int64_t moe_testctl_delay_ms(moe_testctl_hook_t hook, int rank);
 /* Sleeps `rank`'s extra delay of that delay hook (nanosleep: costs the time, not the CPU);
  * returns at once when there is none. */
 void moe_testctl_sleep(moe_testctl_hook_t hook, int rank);
+/* MOE_TESTCTL_TOUCH: the MiB `rank` touches each step, 0 when none. moe_testctl_touch maps
+ * them, writes every page (resident) and unmaps them (no longer resident); returns at once
+ * when there are none, or when the map fails. */
+int64_t moe_testctl_touch_mib(int rank);
+void moe_testctl_touch(int rank);
 
 #endif /* MOE_TESTCTL_H */

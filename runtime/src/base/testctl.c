@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 /* Test control (moe/testctl.h): the one file that reads the tests' fault hooks from the
  * environment. One table row per hook: its variable and its parser; the variables are read
  * once, on the first query, into typed values that the queries only look at. */
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 /* One rank:ms element of a delay hook. */
@@ -125,6 +127,7 @@ static const struct testctl_row {
     [MOE_TESTCTL_EXPERT_DELAY] = {"MOED_TEST_EXPERT_DELAY_MS", parse_rank_ms_list,
                                   "rank:ms[,rank:ms...]"},
     [MOE_TESTCTL_LOAD_DELAY] = {"MOED_TEST_LOAD_DELAY_MS", parse_load_ms, "N (ms)"},
+    [MOE_TESTCTL_TOUCH] = {"MOED_TEST_TOUCH_MIB", parse_rank_ms_list, "rank:mib[,rank:mib...]"},
 };
 
 static testctl_value_t testctl_values[MOE_TESTCTL_COUNT];
@@ -203,6 +206,18 @@ const char *moe_testctl_build_id(void)
     return v->armed ? v->text : NULL;
 }
 
+/* The value of the first rank:value element naming `rank`, 0 when none. */
+static int64_t testctl_rank_value(moe_testctl_hook_t hook, int rank)
+{
+    const testctl_value_t *v = testctl_get(hook);
+    for (int i = 0; i < v->num_pairs; i++) {
+        if (v->pairs[i].rank == rank) {
+            return v->pairs[i].ms;
+        }
+    }
+    return 0;
+}
+
 int64_t moe_testctl_delay_ms(moe_testctl_hook_t hook, int rank)
 {
     switch (hook) {
@@ -210,15 +225,8 @@ int64_t moe_testctl_delay_ms(moe_testctl_hook_t hook, int rank)
         return testctl_get(hook)->n;
     case MOE_TESTCTL_REBALANCE_DELAY:
     case MOE_TESTCTL_GATE_DELAY:
-    case MOE_TESTCTL_EXPERT_DELAY: {
-        const testctl_value_t *v = testctl_get(hook);
-        for (int i = 0; i < v->num_pairs; i++) {
-            if (v->pairs[i].rank == rank) {
-                return v->pairs[i].ms;
-            }
-        }
-        return 0;
-    }
+    case MOE_TESTCTL_EXPERT_DELAY:
+        return testctl_rank_value(hook, rank);
     default:
         return 0;
     }
@@ -231,4 +239,25 @@ void moe_testctl_sleep(moe_testctl_hook_t hook, int rank)
         struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
+}
+
+int64_t moe_testctl_touch_mib(int rank)
+{
+    int64_t mib = testctl_rank_value(MOE_TESTCTL_TOUCH, rank);
+    return mib > 4096 ? 4096 : mib;
+}
+
+void moe_testctl_touch(int rank)
+{
+    size_t len = (size_t)moe_testctl_touch_mib(rank) << 20;
+    if (len == 0) {
+        return;
+    }
+    /* mmap, not malloc: the unmap returns the pages at once, whatever malloc keeps */
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        return;
+    }
+    memset(p, 0x5a, len);
+    munmap(p, len);
 }

@@ -295,6 +295,7 @@ moe_status_t moe_layer_ctx_init(moe_layer_ctx_t *ctx, const moe_config_t *cfg, M
     ctx->fan = cfg->column_shares > 1 ? cfg->column_shares : 1;
     ctx->test_gate_delay_ns = layer_test_delay(MOE_TESTCTL_GATE_DELAY, ctx->rank);
     ctx->test_expert_delay_ns = layer_test_delay(MOE_TESTCTL_EXPERT_DELAY, ctx->rank);
+    ctx->test_touch = moe_testctl_touch_mib(ctx->rank) > 0;
     if (ctx->chunks * 2 > transport->num_slots) {
         return moe_error_set(err, MOE_ERR_INTERNAL, "the transport has %d slots, %d chunks need %d",
                              transport->num_slots, ctx->chunks, 2 * ctx->chunks);
@@ -980,6 +981,9 @@ moe_status_t moe_layer_forward(moe_layer_ctx_t *ctx, float *x, int64_t tokens, i
     ctx->io.shared_ran = false;
     if (ctx->cfg->placement_per_layer) {
         layer_select(ctx, layer);
+    }
+    if (ctx->test_touch && layer == 0) { /* MOED_TEST_TOUCH_MIB: a peak between samples */
+        moe_testctl_touch(ctx->rank);
     }
     moe_wait_set_where(step, layer, "gate");
     moe_nvtx_push("gate");

@@ -86,6 +86,7 @@ struct moe_layer_ctx {
     int64_t capacity;     /* per expert per layer, 0 = none */
     int64_t test_gate_delay_ns; /* MOED_TEST_GATE_DELAY_MS=rank:ms on this rank, else 0 */
     int64_t test_expert_delay_ns; /* MOED_TEST_EXPERT_DELAY_MS=rank:ms on this rank, else 0 */
+    bool test_touch;             /* MOED_TEST_TOUCH_MIB names this rank */
     moe_transport_t *transport;
     int count_reqs_n;     /* the counts exchange's requests in flight (counts_post) */
     moe_expert_io_t io;   /* what the back-end sees: sizes, host buffers, rows, the step */
