@@ -1,9 +1,11 @@
 /* Profiler pieces with known answers: balance figures, histogram quantiles, the window
  * schedule, the overlap of exchange spans and expert calls, and the profile record's round
  * trip and rejection of bad bytes. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "gather/balance.h"
@@ -326,6 +328,60 @@ static void test_sampler_peak(void)
     CHECK(rec.mem[1].rss_bytes >= touched - ((uint64_t)4 << 20));
     CHECK(buf[big / 2] == 0x5a);
     free(buf);
+    moe_sampler_free(&smp);
+    free(rec.mem);
+}
+
+/* mib MiB resident for a moment: mapped, written, unmapped (resident no longer). */
+static void touch_mib(size_t mib)
+{
+    size_t len = mib << 20;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    if (p != MAP_FAILED) {
+        memset(p, 0x5a, len);
+        munmap(p, len);
+    }
+}
+
+/* An on-demand window's peak: 64 MiB touched between two of its samples is in it, 160 MiB
+ * touched before it is not; the run's peak (the sampler's stop) keeps the 160 MiB that the
+ * window's reset of the kernel's mark cleared. Where /proc/self/clear_refs cannot be
+ * written the window's peak is its largest sample. */
+static void test_window_peak(void)
+{
+    moe_sampler_t smp;
+    moe_step_mem_t sm;
+    moe_prof_record_t rec;
+    memset(&rec, 0, sizeof(rec));
+    rec.mem = calloc(8, sizeof(*rec.mem));
+    CHECK(rec.mem != NULL);
+    CHECK_INT_EQ(moe_sampler_start(&smp, 60000, 64, NULL), 0);
+    touch_mib(160); /* the run's peak, before the window */
+    CHECK_INT_EQ(moe_step_mem_open(&sm, 50), 0);
+    moe_step_mem_restart(&sm);
+    moe_step_mem_begin(&sm);
+    bool reset = sm.hwm_reset;
+    moe_step_mem_take(&sm, moe_now_ns(), true, &rec, 8);
+    touch_mib(64); /* between the window's two samples */
+    moe_step_mem_take(&sm, moe_now_ns(), true, &rec, 8);
+    moe_step_mem_end(&sm, &rec);
+    CHECK_INT_EQ(rec.num_mem, 2);
+    uint64_t top = rec.mem[0].rss_bytes > rec.mem[1].rss_bytes ? rec.mem[0].rss_bytes
+                                                                 : rec.mem[1].rss_bytes;
+    if (reset) {
+        /* the samples miss the 64 MiB (give or take the kernel's few MiB of slack) */
+        CHECK(rec.rss_peak >= top + ((uint64_t)56 << 20));
+        CHECK(rec.rss_peak >= (uint64_t)64 << 20);
+        CHECK(rec.rss_peak < top + ((uint64_t)140 << 20)); /* not the 160 before it */
+    } else {
+        fprintf(stderr, "test_window_peak: /proc/self/clear_refs not writable: the samples' "
+                        "peak only\n");
+        CHECK_INT_EQ(rec.rss_peak, top);
+    }
+    moe_step_mem_close(&sm);
+    moe_sampler_stop(&smp);
+    CHECK(atomic_load(&smp.rss_peak) >= (uint64_t)160 << 20);
     moe_sampler_free(&smp);
     free(rec.mem);
 }
@@ -684,6 +740,7 @@ int main(void)
     test_overlap_layer();
     test_sampler_device();
     test_sampler_peak();
+    test_window_peak();
     test_record();
     test_record_v1();
     test_record_cpu();

@@ -40,11 +40,17 @@ uint64_t moe_read_rss_bytes(void);
  * the window's step boundaries, at the first and the last step and in between once per
  * period (profiler.memory_sample_ms, doubled after every MOE_STEP_MEM_HALVE samples), at
  * most MOE_STEP_MEM_MAX samples a window: one pread of /proc/self/statm (the file kept
- * open), no lock, no allocation. A step's own peak between boundaries is not seen. */
+ * open), no lock, no allocation. A step's own peak between boundaries is not in the series
+ * but is in the window's peak: the kernel's resident high-water mark (VmHWM) is reset at the
+ * window's start (moe_step_mem_begin: "5" to /proc/self/clear_refs) and read at its end
+ * (moe_step_mem_end); where it cannot be reset the peak is the largest sample. */
 #define MOE_STEP_MEM_HALVE 256
 #define MOE_STEP_MEM_MAX 4096
 typedef struct moe_step_mem {
     int fd;                  /* /proc/self/statm; -1: no samples */
+    int status_fd;           /* /proc/self/status (VmHWM); -1: not readable */
+    int clear_fd;            /* /proc/self/clear_refs, written; -1: not writable */
+    bool hwm_reset;          /* this window reset the mark at its start */
     int64_t period0_ns, period_ns;
     int64_t last_ns;
     bool have_last;
@@ -53,6 +59,11 @@ typedef struct moe_step_mem {
 int moe_step_mem_open(moe_step_mem_t *s, int64_t period_ms); /* -1: not readable */
 void moe_step_mem_close(moe_step_mem_t *s);
 void moe_step_mem_restart(moe_step_mem_t *s);                /* a new window */
+/* The window's first step begins on a chosen rank: the mark, kept first for the run's peak
+ * (the sampler's stop reports the larger), is reset to the resident size now. */
+void moe_step_mem_begin(moe_step_mem_t *s);
+/* The window's end on that rank: rec->rss_peak raised to VmHWM when the start reset it. */
+void moe_step_mem_end(moe_step_mem_t *s, moe_prof_record_t *rec);
 /* A sample into rec->mem (room for cap) at now_ns when due or force; raises rec->rss_peak. */
 void moe_step_mem_take(moe_step_mem_t *s, int64_t now_ns, bool force, moe_prof_record_t *rec,
                        int64_t cap);

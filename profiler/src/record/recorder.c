@@ -280,7 +280,7 @@ static moe_status_t prof_create(const moe_config_t *cfg, MPI_Comm comm,
     p->cfg = cfg;
     p->comm = comm;
     p->on_demand = on_demand;
-    p->od_mem.fd = -1;
+    p->od_mem.fd = p->od_mem.status_fd = p->od_mem.clear_fd = -1;
     p->pcomm = MPI_COMM_NULL;
     moe_wbuf_init(&p->sendbuf);
     p->step = -1;
@@ -448,6 +448,9 @@ void moe_rec_step_begin(moe_rec_t *p, int64_t step)
     if (p->run_wall0_ns == 0) { /* the run's CPU share counts from its first step */
         p->run_wall0_ns = moe_now_ns();
         p->run_cpu0_ns = moe_cpu_ns();
+    }
+    if (p->recorded && p->on_demand && step == p->od_first) {
+        moe_step_mem_begin(&p->od_mem); /* the window's peak counts from here */
     }
     if (p->recorded) {
         p->cpu_step_ns = moe_cpu_ns(); /* one system call per recorded step */
@@ -936,6 +939,9 @@ bool moe_rec_od_step_end(moe_rec_t *p, int64_t step, int64_t begin_ns, int64_t e
         record_step(p, begin_ns, end_ns);
         moe_step_mem_take(&p->od_mem, end_ns, step == p->od_first || p->closes, &p->rec,
                           MOE_STEP_MEM_MAX);
+        if (p->closes) {
+            moe_step_mem_end(&p->od_mem, &p->rec);
+        }
     }
     if (p->window >= 0 && p->closes) {
         od_close(p);
@@ -973,6 +979,7 @@ bool moe_rec_od_end(moe_rec_t *p, int64_t step, int64_t deadline_ns)
         p->own_cfg->prof_measurement_steps = step - p->od_first + 1;
         p->own_cfg->steps = step - p->od_first + 1;
         p->od_armed = false;
+        moe_step_mem_end(&p->od_mem, &p->rec); /* a no-op where this rank did not record */
         if (p->rank != 0 && p->profiled) {
             /* the previous part first, then the last one: both waited for, a stop or not
              * (rank 0 takes them in its own end; the process ends after this) */

@@ -6,7 +6,9 @@
  * process's VmHWM, the true peak (samples alone miss what happens between them). It never
  * touches MPI and takes no lock: one writer (the thread, then the stop after the join);
  * the main thread reads the buffer only after joining it. The on-demand windows' series
- * (moe_step_mem_*, at the end) has no thread: the step path reads RSS at its boundaries. */
+ * (moe_step_mem_*, at the end) has no thread: the step path reads RSS at its boundaries, and
+ * its peak is VmHWM after resetting the mark at the window's start, the mark before each
+ * reset kept for the run's peak. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,22 +45,39 @@ uint64_t moe_read_rss_bytes(void)
     return v;
 }
 
-/* The process's resident high-water mark (VmHWM in /proc/self/status, kB): the true peak,
- * which a sample every period can miss; 0 if unreadable. */
-static uint64_t rss_hwm_bytes(void)
+/* VmHWM (the process's resident high-water mark, kB in /proc/self/status) read through fd
+ * (pread, no allocation): bytes, 0 if unreadable. */
+static uint64_t hwm_from_fd(int fd)
 {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    unsigned long long kb = 0;
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) {
-            break;
-        }
+    char buf[4096]; /* VmHWM is the status file's 17th line or so, well inside */
+    ssize_t n = fd >= 0 ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+    if (n <= 0) {
+        return 0;
     }
-    if (f != NULL) {
-        fclose(f);
+    buf[n] = '\0';
+    const char *line = strstr(buf, "VmHWM:");
+    unsigned long long kb = 0;
+    if (line == NULL || sscanf(line, "VmHWM: %llu kB", &kb) != 1) {
+        return 0;
     }
     return (uint64_t)kb * 1024u;
+}
+
+/* The largest VmHWM read just before a window reset the kernel's mark (moe_step_mem_begin):
+ * the mark is the process's, so the run's peak is the larger of this and VmHWM at its end. */
+static atomic_ullong hwm_before_reset;
+
+/* The run's resident peak so far: the process's high-water mark now, or a larger one that
+ * a window's reset cleared; 0 if unreadable and never reset. */
+static uint64_t rss_hwm_bytes(void)
+{
+    int fd = open("/proc/self/status", O_RDONLY);
+    uint64_t now = hwm_from_fd(fd);
+    if (fd >= 0) {
+        close(fd);
+    }
+    uint64_t before = atomic_load(&hwm_before_reset);
+    return now > before ? now : before;
 }
 
 static void sampler_raise(atomic_ullong *a, uint64_t v)
@@ -205,17 +224,26 @@ int moe_step_mem_open(moe_step_mem_t *s, int64_t period_ms)
 {
     memset(s, 0, sizeof(*s));
     s->fd = open("/proc/self/statm", O_RDONLY);
+    s->status_fd = open("/proc/self/status", O_RDONLY);
+    s->clear_fd = open("/proc/self/clear_refs", O_WRONLY); /* -1: the samples' peak only */
     s->period0_ns = period_ms * 1000000LL;
     moe_step_mem_restart(s);
     return s->fd >= 0 ? 0 : -1;
 }
 
+static void close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+    }
+    *fd = -1;
+}
+
 void moe_step_mem_close(moe_step_mem_t *s)
 {
-    if (s->fd >= 0) {
-        close(s->fd);
-    }
-    s->fd = -1;
+    close_fd(&s->fd);
+    close_fd(&s->status_fd);
+    close_fd(&s->clear_fd);
 }
 
 void moe_step_mem_restart(moe_step_mem_t *s)
@@ -223,6 +251,30 @@ void moe_step_mem_restart(moe_step_mem_t *s)
     s->period_ns = s->period0_ns;
     s->taken = 0;
     s->have_last = false;
+    s->hwm_reset = false;
+}
+
+void moe_step_mem_begin(moe_step_mem_t *s)
+{
+    s->hwm_reset = false;
+    uint64_t before = hwm_from_fd(s->status_fd);
+    if (s->clear_fd < 0 || before == 0) {
+        return;
+    }
+    /* kept first: the run's peak must not lose what the reset clears (a peak of another
+     * thread between this read and the reset is lost to both) */
+    unsigned long long seen = atomic_load(&hwm_before_reset);
+    while (before > seen && !atomic_compare_exchange_weak(&hwm_before_reset, &seen, before)) {
+    }
+    /* "5": the mark becomes the resident size now (Linux 4.0 and later) */
+    s->hwm_reset = pwrite(s->clear_fd, "5", 1, 0) == 1;
+}
+
+void moe_step_mem_end(moe_step_mem_t *s, moe_prof_record_t *rec)
+{
+    uint64_t hwm = s->hwm_reset ? hwm_from_fd(s->status_fd) : 0;
+    rec->rss_peak = hwm > rec->rss_peak ? hwm : rec->rss_peak;
+    s->hwm_reset = false;
 }
 
 void moe_step_mem_take(moe_step_mem_t *s, int64_t now_ns, bool force, moe_prof_record_t *rec,
