@@ -94,18 +94,19 @@ static int part_rows(const char *root)
     return lines;
 }
 
-/* fx's config: 8 experts top-2 over 2 layers, master routing, capacity 1.0, the given
- * profiled_ranks, reports under ROOT/DIR; parsed for 3 ranks. */
-static void mt_config(fixture_t *fx, const char *root, const char *profiled, const char *dir)
+/* fx's config: 8 experts top-2 over 2 layers, `routing` (master or symmetric), capacity
+ * 1.0, the given profiled_ranks, reports under ROOT/DIR; parsed for 3 ranks. */
+static void mt_config(fixture_t *fx, const char *root, const char *routing, const char *profiled,
+                      const char *dir)
 {
     memset(fx, 0, sizeof(*fx));
     snprintf(fx->yaml, sizeof(fx->yaml),
              "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
              "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
-             "  experts: auto\nworkload:\n  tokens_per_step: 64\n  steps: 6\nprofiler:\n"
-             "  enabled: true\n  profiled_ranks: %s\n  warmup_steps: 2\n"
-             "  output_dir: %s/%s\n",
-             profiled, root, dir);
+             "  experts: auto\nruntime:\n  routing: %s\nworkload:\n  tokens_per_step: 64\n"
+             "  steps: 6\nprofiler:\n  enabled: true\n  profiled_ranks: %s\n"
+             "  warmup_steps: 2\n  output_dir: %s/%s\n",
+             routing, profiled, root, dir);
     moe_error_t err;
     CHECK_INT_EQ(moe_cfg_parse(fx->yaml, strlen(fx->yaml), "m.yaml", 3, &fx->cfg, &err), MOE_OK);
 }
@@ -144,7 +145,7 @@ static void mt_remove(const moe_report_t *r, const char *root, const char *dir)
 static void test_merge_router(const char *root)
 {
     fixture_t fx;
-    mt_config(&fx, root, "[0, 2]", "merged");
+    mt_config(&fx, root, "master", "[0, 2]", "merged");
     moe_error_t err;
     moe_error_clear(&err);
     static const char hosts[3][64] = {"h0", "h1", "h2"};
@@ -206,7 +207,7 @@ static void test_merge_router(const char *root)
 static void test_merge_unrouted(const char *root)
 {
     fixture_t fx;
-    mt_config(&fx, root, "[1, 2]", "unrouted");
+    mt_config(&fx, root, "master", "[1, 2]", "unrouted");
     moe_error_t err;
     moe_error_clear(&err);
     static const char hosts[3][64] = {"h0", "h1", "h2"};
@@ -276,6 +277,144 @@ static void test_merge_unrouted(const char *root)
     moe_merge_destroy(m);
     moe_prof_record_free(&recs[1]);
     moe_prof_record_free(&recs[2]);
+}
+
+/* Rank k's record under cfg's placement: each expert it hosts computed mt_kept rows in 4
+ * calls of 2 ms; a routing rank (`routes`) also counted mt_demand choices of every expert
+ * (its own tokens' choices, in symmetric routing). */
+static bool mt_rank_record(moe_prof_record_t *rec, const moe_config_t *cfg, int k, bool routes)
+{
+    int32_t ids[8];
+    int n = moe_cfg_experts_of_rank(cfg, k, ids);
+    if (n > 8 || moe_prof_record_alloc(rec, 3, 2, 8, n) != MOE_OK) {
+        return false;
+    }
+    rec->rank = k;
+    rec->flags = MOE_PROF_FLAG_FINAL | MOE_PROF_FLAG_WINDOW_END;
+    rec->steps_recorded = 4;
+    for (int i = 0; i < n; i++) {
+        rec->local_ids[i] = ids[i];
+        for (int l = 0; l < 2; l++) {
+            moe_rec_expert_t *x = &rec->experts[l * n + i];
+            moe_hist_reset(&x->hist);
+            moe_hist_add(&x->hist, 2000000);
+            x->tokens = mt_kept(l, ids[i]);
+            x->calls = 4;
+            x->flops = 1e9;
+        }
+    }
+    for (int i = 0; routes && i < 2 * 8; i++) {
+        rec->demand[i] = mt_demand(i / 8, i % 8);
+        rec->kept[i] = mt_kept(i / 8, i % 8);
+        rec->dropped[i] = rec->demand[i] - rec->kept[i];
+    }
+    return true;
+}
+
+/* The merged report of `profiled` ranks' records (the others have none), written as
+ * summary.txt and summary.json; their text into *txt and the JSON into *doc. */
+static moe_report_t *mt_merge_subset(moe_merge_t *m, const fixture_t *fx, const bool *have,
+                                     char **txt, json_t **doc)
+{
+    moe_error_t err;
+    moe_error_clear(&err);
+    moe_prof_record_t recs[3];
+    memset(recs, 0, sizeof(recs));
+    bool ok = m != NULL, symmetric = fx->cfg.routing == MOE_ROUTING_SYMMETRIC;
+    for (int k = 0; k < 3; k++) {
+        ok = ok && (!have[k] || mt_rank_record(&recs[k], &fx->cfg, k, symmetric || k == 0));
+    }
+    CHECK(ok);
+    CHECK_INT_EQ(ok ? moe_merge_window(m, recs, have, 0, &err) : -1, MOE_OK);
+    for (int k = 0; k < 3; k++) {
+        moe_prof_record_free(&recs[k]);
+    }
+    moe_report_t *r = ok ? mt_finish(m, fx->yaml, 6) : NULL;
+    CHECK_INT_EQ(r != NULL ? moe_report_write_summary(r, &err) : -1, MOE_OK);
+    CHECK_INT_EQ(r != NULL ? moe_report_write_json(r, &err) : -1, MOE_OK);
+    *txt = r != NULL ? slurp(r->run_dir, "summary.txt", NULL) : NULL;
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/summary.json", r != NULL ? r->run_dir : "");
+    *doc = NULL;
+    CHECK_INT_EQ(moe_json_load_file(path, doc, &err), MOE_OK);
+    return r;
+}
+
+/* Symmetric routing (every rank routes its own tokens) with rank 1 not profiled: ranks 0
+ * and 2 counted only their own tokens' choices, so their sum is not the layer's demand,
+ * kept or dropped, and not rank 1's experts' tokens either. All of them are unknown (null,
+ * "-"), never a partial sum shown as the whole; the experts ranks 0 and 2 host keep their
+ * own rows. */
+static void test_merge_symmetric_subset(const char *root)
+{
+    fixture_t fx;
+    mt_config(&fx, root, "symmetric", "[0, 2]", "symmetric");
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    bool have[3] = {true, false, true};
+    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
+    char *t = NULL;
+    json_t *doc = NULL;
+    moe_report_t *r = mt_merge_subset(m, &fx, have, &t, &doc);
+    CHECK(r != NULL && !r->partial);
+    CHECK(json_is_null(moe_json_path(doc, "layers.0.demand_total")));
+    CHECK(json_is_null(moe_json_path(doc, "layers.0.kept_total")));
+    CHECK(json_is_null(moe_json_path(doc, "layers.0.dropped_total")));
+    CHECK(json_is_null(moe_json_path(doc, "layers.1.demand.7")));
+    CHECK(json_is_null(moe_json_path(doc, "layers.1.dropped.7")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "routing.layers_with_choices"), -1), 0, 0);
+    int32_t ids[8];
+    int n1 = moe_cfg_experts_of_rank(&fx.cfg, 1, ids);
+    CHECK(n1 > 0);
+    for (int i = 0; r != NULL && i < 2 * 8; i++) {
+        const moe_rep_expert_t *x = &r->experts[i];
+        char key[64];
+        snprintf(key, sizeof(key), "experts.%d.tokens", i);
+        if (x->rank == 1) { /* no whole count of its rows: ranks 0 and 2 saw a part */
+            CHECK(json_is_null(moe_json_path(doc, key)));
+            CHECK(!x->router_count);
+        } else {
+            CHECK_NEAR(moe_json_num(moe_json_path(doc, key), -1), mt_kept(x->layer, x->expert), 0);
+        }
+    }
+    /* layer 0: demand, kept, dropped and the balance unknown */
+    CHECK_STR_CONTAINS(t, "      0             -             -           -        -        -"
+                          "         -         -\n");
+    char row[160]; /* rank 1's first expert of layer 0: demand, tokens and dropped "-" */
+    snprintf(row, sizeof(row), "      0  %6d     1  h1             -           -           -",
+             n1 > 0 ? ids[0] : -1);
+    CHECK_STR_CONTAINS(t, row);
+    free(t);
+    json_decref(doc);
+    mt_remove(r, root, "symmetric");
+    moe_merge_destroy(m);
+}
+
+/* Master routing, only rank 2 profiled: no routing rank counted the choices, and rank 1
+ * (experts 0-3) sent nothing, so those experts' tokens are unknown (null, "-"), not 0. */
+static void test_merge_unrouted_host_missing(const char *root)
+{
+    fixture_t fx;
+    mt_config(&fx, root, "master", "[2]", "unrouted_host");
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    bool have[3] = {false, false, true};
+    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
+    char *t = NULL;
+    json_t *doc = NULL;
+    moe_report_t *r = mt_merge_subset(m, &fx, have, &t, &doc);
+    CHECK(json_is_null(moe_json_path(doc, "experts.1.tokens"))); /* layer 0 expert 1, rank 1 */
+    CHECK(json_is_false(moe_json_path(doc, "experts.1.router_count")));
+    CHECK(json_is_null(moe_json_path(doc, "layers.1.tokens.2")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.5.tokens"), -1), mt_kept(0, 5), 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "layers.1.tokens.6"), -1), mt_kept(1, 6), 0);
+    /* layer 0 expert 1: demand, tokens and dropped "-", calls unknown too */
+    CHECK_STR_CONTAINS(t, "      0       1     1  h1             -           -           -"
+                          "        -");
+    /* no hottest by tokens: each layer's mean would be over rank 2's experts alone */
+    CHECK(t != NULL && strstr(t, "Hottest expert:") == NULL);
+    free(t);
+    json_decref(doc);
+    mt_remove(r, root, "unrouted_host");
+    moe_merge_destroy(m);
 }
 
 /* The wait tests' job: 3 ranks, master routing; rank 0 routes and hosts no experts, ranks
@@ -914,6 +1053,8 @@ int main(void)
     }
     test_merge_router(root);
     test_merge_unrouted(root);
+    test_merge_symmetric_subset(root);
+    test_merge_unrouted_host_missing(root);
     test_merge_waits_combine(root);
     test_merge_waits_balanced(root);
     test_merge_waits_dispatch(root);

@@ -1031,20 +1031,46 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
     r->chunks = r->chunks > 0 ? r->chunks : (int)m->cfg->chunks;
 }
 
-/* Experts whose host sent no records (not profiled, or lost) would show 0 tokens; the
- * routing ranks counted the choices they kept for them, so those stand in, marked. */
-static void fill_router_counts(moe_merge_t *m)
+/* Whether the routing ranks' counts (demand, kept, dropped) are whole: every rank that
+ * routes tokens sent its records. In symmetric routing each rank counts only its own
+ * tokens' choices, so a sum over some of them is a part that would pass for the layer's. */
+static bool routing_counts_whole(const moe_merge_t *m)
+{
+    bool any = false;
+    for (int i = 0; i < m->W; i++) {
+        const moe_rep_rank_t *k = &m->rep.ranks[i];
+        if (k->routes && !k->present) {
+            return false;
+        }
+        any = any || k->routes;
+    }
+    return any;
+}
+
+/* Without whole routing counts, a part of them is dropped rather than shown: the layers
+ * then read as having no routing rank's records (demand_unknown), for every writer. */
+static void drop_routing_part(moe_merge_t *m)
+{
+    size_t n = (size_t)m->E * sizeof(uint64_t);
+    for (int l = 0; l < m->L; l++) {
+        memset(m->rep.layers[l].demand, 0, n);
+        memset(m->rep.layers[l].kept, 0, n);
+        memset(m->rep.layers[l].dropped, 0, n);
+    }
+}
+
+/* Experts whose host sent no records (not profiled, or lost) would show 0 tokens: with
+ * whole routing counts, the choices the routing ranks kept for them stand in, marked;
+ * else their tokens are unknown. */
+static void fill_router_counts(moe_merge_t *m, bool routed)
 {
     moe_report_t *r = &m->rep;
-    bool routed = false;
-    for (int i = 0; i < m->W; i++) {
-        routed = routed || (r->ranks[i].routes && r->ranks[i].present);
-    }
-    for (int i = 0; routed && i < m->L * m->E; i++) {
+    for (int i = 0; i < m->L * m->E; i++) {
         moe_rep_expert_t *x = &r->experts[i];
         if (x->rank >= 0 && x->rank < m->W && !r->ranks[x->rank].present) {
-            x->tokens = r->layers[i / m->E].kept[i % m->E];
-            x->router_count = true;
+            x->tokens = routed ? r->layers[i / m->E].kept[i % m->E] : 0;
+            x->router_count = routed;
+            x->tokens_unknown = !routed;
         }
     }
 }
@@ -1069,18 +1095,14 @@ static bool layer_hosts_present(const moe_merge_t *m, int l)
     return true;
 }
 
-/* Layer l's balance of kept. Only the routing ranks count demand, kept and dropped; with
- * none of their records the experts' hosts still know the rows they computed, which are
- * the choices kept: kept and the balance come from those (all 0 would read "perfectly
- * even"), and with a host missing too they are unknown (NAN). */
-static void layer_balance(moe_merge_t *m, int l)
+/* Layer l's balance of kept. Only the routing ranks count demand, kept and dropped (all of
+ * them: `routed`); without those counts the experts' hosts still know the rows they
+ * computed, which are the choices kept: kept and the balance come from those (all 0 would
+ * read "perfectly even"), and with a host missing too they are unknown (NAN). */
+static void layer_balance(moe_merge_t *m, int l, bool routed)
 {
     moe_report_t *r = &m->rep;
     moe_rep_layer_t *y = &r->layers[l];
-    bool routed = false;
-    for (int i = 0; i < m->W; i++) {
-        routed = routed || (r->ranks[i].routes && r->ranks[i].present);
-    }
     y->demand_unknown = !routed;
     y->kept_unknown = !routed && !layer_hosts_present(m, l);
     if (!routed && !y->kept_unknown) {
@@ -1110,11 +1132,15 @@ moe_report_t *moe_merge_finish(moe_merge_t *m, const moe_prof_run_t *run,
 {
     moe_report_t *r = &m->rep;
     finish_facts(m, run, info);
-    fill_router_counts(m);
+    bool routed = routing_counts_whole(m);
+    if (!routed) {
+        drop_routing_part(m);
+    }
+    fill_router_counts(m, routed);
     r->all_warmup = r->recorded_steps == 0 && r->steps_run > 0 &&
                     r->steps_run <= m->cfg->prof_warmup_steps;
     for (int l = 0; l < m->L; l++) {
-        layer_balance(m, l);
+        layer_balance(m, l, routed);
     }
     if (r->run_dir[0] == '\0' || r->dir_error[0] != '\0') {
         make_run_dir(m); /* one more try: the folder may be writable by now */

@@ -345,9 +345,10 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
     }
     if (!(total > 0.0)) { /* all zero: any placement "balances" it; say so instead */
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the report recorded no expert "
-                             "demand (%.0f recorded steps: every step a warm-up step, or no "
-                             "rank profiled): nothing to plan from; run more steps than "
-                             "profiler.warmup_steps, with the expert ranks profiled", p->a.dir,
+                             "demand (%.0f recorded steps: every step a warm-up step, or a "
+                             "routing rank not profiled): nothing to plan from; run more steps "
+                             "than profiler.warmup_steps, with every routing rank profiled",
+                             p->a.dir,
                              moe_json_num(moe_json_path(p->doc, "run.recorded_steps"), 0));
     }
     return MOE_OK;

@@ -115,13 +115,18 @@ static uint64_t find_at(const uint64_t *v, int e)
     return v != NULL ? v[e] : 0;
 }
 
-/* By demand when the routing ranks recorded any, else by tokens computed. */
+/* By demand when the routing ranks recorded any, else by tokens computed, in the layers
+ * whose every expert's tokens are known (kept known): a layer's mean over a part of them
+ * would make its expert look hotter than it is. */
 static void find_hot(const moe_report_t *r, moe_report_findings_t *f)
 {
     int ne = r->num_experts;
     uint64_t best = 0;
     f->hot_by_demand = f->demand_total > 0;
     for (int i = 0; r->experts != NULL && r->layers != NULL && i < r->num_layers * ne; i++) {
+        if (!f->hot_by_demand && r->layers[i / ne].kept_unknown) {
+            continue;
+        }
         uint64_t v = f->hot_by_demand ? find_at(r->layers[i / ne].demand, i % ne)
                                       : r->experts[i].tokens;
         if (v > best) {

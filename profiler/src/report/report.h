@@ -106,6 +106,9 @@ typedef struct moe_rep_expert {
      * ranks' count of the choices kept for this expert (moe_rep_layer_t.kept), and calls,
      * flops and hist are unknown (0; the writers print "-" or null, never 0 ms). */
     bool router_count;
+    /* The same, but not every routing rank's records came either (demand_unknown): no whole
+     * count stands in, so tokens too is unknown (0; "-" or null). */
+    bool tokens_unknown;
     uint64_t calls;      /* (recorded step, layer) pairs with rows > 0; with runtime.chunks
                             N the expert's calls of one layer count once */
     double flops;
@@ -140,11 +143,13 @@ typedef struct moe_rep_layer {
     uint64_t *demand;    /* [E] choices of each expert, before capacity, all routing ranks */
     uint64_t *kept;      /* [E] */
     uint64_t *dropped;   /* [E] */
-    /* demand_unknown: no routing rank's records came (the routing rank not profiled, or
-     * lost), so demand and dropped were never counted: the writers print null or "-",
-     * never 0. kept is then the rows the experts' hosts computed (= the choices kept) when
-     * every host of the layer's experts and copies sent its records; else kept_unknown,
-     * and the balance is unknown too. false, false: all three are the routing ranks'. */
+    /* demand_unknown: not every routing rank's records came (a routing rank not profiled,
+     * or lost; in symmetric routing each rank counts only its own tokens' choices, so a sum
+     * over some is dropped, not kept: the three arrays hold 0), so demand and dropped are
+     * unknown: the writers print null or "-", never 0. kept is then the rows the experts'
+     * hosts computed (= the choices kept) when every host of the layer's experts and copies
+     * sent its records; else kept_unknown, and the balance is unknown too. false, false:
+     * all three are the routing ranks'. */
     bool demand_unknown;
     bool kept_unknown;
     /* Balance of `kept` over experts (see balance.h); NAN when kept is unknown: */

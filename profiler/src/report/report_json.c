@@ -417,9 +417,13 @@ static void json_expert(json_w_t *w, const moe_report_t *r, const moe_rep_expert
     jw_str(w, "host", host_ok ? r->ranks[e->rank].host : "");
     /* unknown figures (no recorded call, or the host not profiled) are null, never 0 */
     double known = h->count > 0 ? 1.0 : NAN;
-    jw_u64(w, "tokens", e->tokens);
+    if (e->tokens_unknown) {
+        jw_num(w, "tokens", NAN);
+    } else {
+        jw_u64(w, "tokens", e->tokens);
+    }
     jw_bool(w, "router_count", e->router_count);
-    if (e->router_count) {
+    if (e->router_count || e->tokens_unknown) {
         jw_num(w, "calls", NAN);
         jw_num(w, "flops", NAN);
     } else {
@@ -493,13 +497,26 @@ static uint64_t json_sum(const uint64_t *v, int n)
     return s;
 }
 
-static void json_layer(json_w_t *w, const moe_report_t *r, int l, uint64_t *tokens)
+/* Layer l's experts' tokens (experts[].tokens), null where unknown. */
+static void json_layer_tokens(json_w_t *w, const moe_report_t *r, int l)
+{
+    int ne = r->num_experts;
+    jw_open(w, "tokens", '[', true);
+    for (int e = 0; e < ne; e++) {
+        const moe_rep_expert_t *x = r->experts != NULL ? &r->experts[l * ne + e] : NULL;
+        if (x != NULL && x->tokens_unknown) {
+            jw_num(w, NULL, NAN);
+        } else {
+            jw_u64(w, NULL, x != NULL ? x->tokens : 0);
+        }
+    }
+    jw_close(w, ']');
+}
+
+static void json_layer(json_w_t *w, const moe_report_t *r, int l)
 {
     const moe_rep_layer_t *y = &r->layers[l];
     int ne = r->num_experts;
-    for (int e = 0; e < ne; e++) {
-        tokens[e] = r->experts != NULL ? r->experts[l * ne + e].tokens : 0;
-    }
     jw_open(w, NULL, '{', false);
     jw_i64(w, "layer", l);
     jw_num(w, "gini", y->gini);
@@ -526,7 +543,7 @@ static void json_layer(json_w_t *w, const moe_report_t *r, int l, uint64_t *toke
     jw_u64_counts(w, "demand", y->demand, ne, !y->demand_unknown);
     jw_u64_counts(w, "kept", y->kept, ne, !y->kept_unknown);
     jw_u64_counts(w, "dropped", y->dropped, ne, !y->demand_unknown);
-    jw_u64_array(w, "tokens", tokens, ne);
+    json_layer_tokens(w, r, l);
     moe_report_layer_routing_t g; /* the shape of its demand: the router's choices */
     moe_report_layer_routing(r, l, &g);
     jw_open(w, "routing", '{', true);
@@ -549,19 +566,13 @@ static void json_layer(json_w_t *w, const moe_report_t *r, int l, uint64_t *toke
     jw_close(w, '}');
 }
 
-static moe_status_t json_layers(json_w_t *w, const moe_report_t *r)
+static void json_layers(json_w_t *w, const moe_report_t *r)
 {
-    uint64_t *tokens = malloc(sizeof(uint64_t) * (size_t)(r->num_experts > 0 ? r->num_experts : 1));
-    if (tokens == NULL) {
-        return MOE_ERR_NO_MEMORY;
-    }
     jw_open(w, "layers", '[', false);
     for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
-        json_layer(w, r, l, tokens);
+        json_layer(w, r, l);
     }
     jw_close(w, ']');
-    free(tokens);
-    return MOE_OK;
 }
 
 /* One W x W matrix: kind 0 bytes, 1 messages, 2 wait in ms, 3 rows, 4 pairs; one row per
@@ -728,7 +739,7 @@ static moe_status_t json_document(FILE *f, const moe_report_t *r)
     json_replicas(&w, r);
     json_rebalances(&w, r);
     if (st == MOE_OK) {
-        st = json_layers(&w, r);
+        json_layers(&w, r);
     }
     json_comm(&w, r);
     json_memory(&w, r);

@@ -493,7 +493,7 @@ static void text_expert_row(FILE *f, const moe_report_t *r, const moe_rep_expert
 {
     const moe_hist_t *h = &e->hist;
     const moe_rep_layer_t *y = r->layers != NULL ? &r->layers[e->layer] : NULL;
-    /* demand and dropped: "-" where no routing rank's records came (never counted) */
+    /* demand and dropped: "-" where not every routing rank's records came (no whole count) */
     bool counted = y != NULL && !y->demand_unknown;
     char demand[24] = "-", dropped[24] = "-";
     if (counted) {
@@ -501,9 +501,13 @@ static void text_expert_row(FILE *f, const moe_report_t *r, const moe_rep_expert
         snprintf(dropped, sizeof(dropped), "%" PRIu64,
                  y->dropped != NULL ? y->dropped[e->expert] : 0);
     }
-    fprintf(f, "  %5d  %6d  %4d  %-*.*s  %10s  %10" PRIu64 "  %10s", e->layer, e->expert,
-            e->rank, hw, hw, text_host(r, e->rank), demand, e->tokens, dropped);
-    if (e->router_count) {
+    char tokens[24] = "-";
+    if (!e->tokens_unknown) {
+        snprintf(tokens, sizeof(tokens), "%" PRIu64, e->tokens);
+    }
+    fprintf(f, "  %5d  %6d  %4d  %-*.*s  %10s  %10s  %10s", e->layer, e->expert, e->rank, hw, hw,
+            text_host(r, e->rank), demand, tokens, dropped);
+    if (e->router_count || e->tokens_unknown) {
         fprintf(f, "  %7s", "-");
     } else {
         fprintf(f, "  %7" PRIu64, e->calls);
@@ -529,8 +533,8 @@ static void text_experts(FILE *f, const moe_report_t *r, int only_rank)
     text_rule(f, "Experts (latency per forward call in ms over the recorded steps; "
                  "GFLOP/s = flops / sum of call times)");
     fprintf(f, "  demand = choices before the capacity limit; tokens = rows computed (= kept); "
-               "dropped = demand - kept;\n  - = unknown (no recorded call; demand, dropped: no "
-               "routing rank profiled)\n\n");
+               "dropped = demand - kept;\n  - = unknown (no recorded call; demand, dropped: a "
+               "routing rank not profiled or lost;\n  tokens: its host too)\n\n");
     text_expert_header(f, hw);
     for (int i = 0; r->experts != NULL && i < r->num_layers * r->num_experts; i++) {
         const moe_rep_expert_t *e = &r->experts[i];
@@ -589,9 +593,9 @@ static void text_balance(FILE *f, const moe_report_t *r)
 {
     text_rule(f, "Load balance per layer (of kept tokens over experts)");
     fprintf(f, "  gini: 0 = even, (n-1)/n = all on one; cv = stddev / mean; entropy: 1 = even;\n"
-               "  max/mean: 1 = even; tokens = choices over the recorded steps; - = unknown (no\n"
-               "  routing rank profiled: kept and balance from the experts' rows, - where a\n"
-               "  host is missing too)\n\n");
+               "  max/mean: 1 = even; tokens = choices over the recorded steps; - = unknown (a\n"
+               "  routing rank not profiled or lost: kept and balance from the experts' rows,\n"
+               "  - where a host is missing too)\n\n");
     fprintf(f, "  %5s  %12s  %12s  %10s  %7s  %7s  %8s  %8s\n", "layer", "demand", "kept",
             "dropped", "gini", "cv", "entropy", "max/mean");
     for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
