@@ -928,6 +928,77 @@ static void test_unknown_counts(fixture_t *fx)
     CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
 }
 
+/* The opening <rect ...> tag of the cell (l, e) of heat map `id` in page h, into out[n]
+ * ("" when not found). */
+static void map_cell(const char *h, const char *id, int l, int e, char *out, size_t n)
+{
+    char key[96];
+    out[0] = '\0';
+    snprintf(key, sizeof(key), "<svg id=\"%s\"", id);
+    const char *svg = h != NULL ? strstr(h, key) : NULL;
+    const char *end = svg != NULL ? strstr(svg, "</svg>") : NULL;
+    snprintf(key, sizeof(key), "<title>layer %d expert %d (", l, e);
+    const char *title = svg != NULL ? strstr(svg, key) : NULL;
+    if (title == NULL || title > end) {
+        return;
+    }
+    const char *rect = title;
+    while (rect > svg && strncmp(rect, "<rect ", 6) != 0) {
+        rect--;
+    }
+    snprintf(out, n, "%.*s", (int)(title - rect), rect);
+}
+
+/* Heat map cells whose figure is unknown (demand and dropped where not every routing
+ * rank's records came; kept where an expert's tokens are unknown) are drawn apart:
+ * hatched grey with "-", not the scale's colour of 0, which read as "no choice". */
+static void test_unknown_cells(fixture_t *fx)
+{
+    moe_report_t *r = &fx->rep;
+    moe_error_t err;
+    moe_rep_layer_t *y = &r->layers[1];
+    moe_rep_layer_t saved = *y;
+    uint64_t zeros[8] = {0};
+    CHECK(r->num_experts <= 8);
+    y->demand_unknown = true;
+    y->demand = y->dropped = zeros; /* as the merge leaves them */
+    CHECK_INT_EQ(moe_report_write_html(r, &err), MOE_OK);
+    char *h = slurp(r->run_dir, "report.html", NULL);
+    char cell[512];
+    for (int m = 0; m < 2; m++) {
+        const char *id = m == 0 ? "chart-demand" : "chart-dropped";
+        map_cell(h, id, 1, 0, cell, sizeof(cell));
+        CHECK_STR_CONTAINS(cell, "class=\"unknown\"");
+        CHECK_STR_CONTAINS(cell, "fill=\"url(#unknown-");
+        map_cell(h, id, 0, 0, cell, sizeof(cell)); /* layer 0 is known: the scale's colour */
+        CHECK(cell[0] != '\0' && strstr(cell, "unknown") == NULL);
+    }
+    map_cell(h, "chart-load", 1, 0, cell, sizeof(cell)); /* kept: the hosts' rows, known */
+    CHECK(cell[0] != '\0' && strstr(cell, "unknown") == NULL);
+    CHECK_STR_CONTAINS(h, "layer 1 expert 0 (rank 1, node-a): demand unknown, kept ");
+    CHECK_STR_CONTAINS(h, "; demand unknown</title></rect>\n<text x=");
+    CHECK_STR_CONTAINS(h, "class=\"in\">-</text>");
+    CHECK_STR_CONTAINS(h, "hatched grey cells with - are unknown (a routing rank");
+    free(h);
+    /* an expert's tokens unknown (its host and a routing rank missing): its kept cell too */
+    moe_rep_expert_t *x = &r->experts[1 * r->num_experts + 2];
+    moe_rep_expert_t xs = *x;
+    x->tokens_unknown = true;
+    x->tokens = 0;
+    CHECK_INT_EQ(moe_report_write_html(r, &err), MOE_OK);
+    h = slurp(r->run_dir, "report.html", NULL);
+    map_cell(h, "chart-load", 1, 2, cell, sizeof(cell));
+    CHECK_STR_CONTAINS(cell, "class=\"unknown\"");
+    CHECK_STR_CONTAINS(h, "(rank 1, node-a): demand unknown, kept unknown, dropped unknown; "
+                          "kept unknown</title>");
+    /* layer 1's other kept cells: known, but their layer mean is not */
+    CHECK_STR_CONTAINS(h, "; kept against the layer mean: unknown</title>");
+    free(h);
+    *x = xs;
+    *y = saved;
+    CHECK_INT_EQ(moe_report_write_all(r, &err), MOE_OK);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void test_partial(const char *root)
@@ -1053,6 +1124,7 @@ int main(int argc, char **argv)
         test_drops(fx);
         test_html_lines(fx);
         test_unknown_counts(fx);
+        test_unknown_cells(fx);
         test_all_warmup(fx);
         test_write_errors(fx);
         test_escaping(fx);

@@ -488,37 +488,79 @@ static uint64_t html_map_value(const moe_report_t *r, html_map_t kind, int l, in
                                       : r->experts[l * r->num_experts + e].tokens;
 }
 
-/* One cell; mean = the layer's mean of this map's value, max = the colour scale's top. A
- * kept cell from the router's count has a dashed red outline. */
+/* Whether a cell's figure is known: demand and dropped where every routing rank's records
+ * came, kept where the expert's tokens are known. */
+static bool html_map_known(const moe_report_t *r, html_map_t kind, int l, int e)
+{
+    return kind == HTML_MAP_KEPT ? !r->experts[l * r->num_experts + e].tokens_unknown
+                                 : !r->layers[l].demand_unknown;
+}
+
+/* The hatched grey of a map's unknown cells, as a pattern named unknown-<chart id>. */
+static void html_unknown_pattern(FILE *f, html_map_t kind)
+{
+    fprintf(f,
+            "<defs><pattern id=\"unknown-%s\" width=\"6\" height=\"6\" "
+            "patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
+            "<rect width=\"6\" height=\"6\" fill=\"#e4e4e4\"/><line x1=\"0\" y1=\"0\" "
+            "x2=\"0\" y2=\"6\" stroke=\"#bdbdbd\" stroke-width=\"2\"/></pattern></defs>\n",
+            html_map_id[kind]);
+}
+
+/* A cell's fill and outline: the scale's colour of t; hatched grey where unknown (not the
+ * colour of 0, which reads "none"); a kept cell from the router's count has a dashed red
+ * outline. */
+static void html_cell_rect(FILE *f, html_map_t kind, bool known, bool router, double t,
+                           double x, double y, double cw, double ch)
+{
+    char col[40];
+    if (known) {
+        html_seq_colour(t, col);
+    } else {
+        snprintf(col, sizeof(col), "url(#unknown-%s)", html_map_id[kind]);
+    }
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" %s%s>", x,
+            y, cw, ch, col,
+            router ? "stroke=\"#c0392b\" stroke-width=\"1.2\" stroke-dasharray=\"2 1.5\""
+                   : "stroke=\"#fff\" stroke-width=\"0.5\"",
+            known ? "" : " class=\"unknown\"");
+}
+
+/* One cell; mean = the layer's mean of this map's value (NAN where some of the layer's
+ * cells are unknown), max = the colour scale's top. */
 static void html_load_cell(FILE *f, const moe_report_t *r, html_map_t kind, int l, int e,
                            double x, double y, double cw, double ch, double mean, double max)
 {
     const moe_rep_expert_t *ex = &r->experts[l * r->num_experts + e];
     const moe_rep_layer_t *ly = &r->layers[l];
     uint64_t v = html_map_value(r, kind, l, e);
-    bool router = kind == HTML_MAP_KEPT && ex->router_count;
+    bool known = html_map_known(r, kind, l, e);
     double t = (double)v / max;
-    char col[8], buf[32];
-    html_seq_colour(t, col);
-    fprintf(f,
-            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" %s>"
-            "<title>layer %d expert %d (rank %d, ",
-            x, y, cw, ch, col,
-            router ? "stroke=\"#c0392b\" stroke-width=\"1.2\" stroke-dasharray=\"2 1.5\""
-                   : "stroke=\"#fff\" stroke-width=\"0.5\"",
-            l, e, ex->rank);
+    char buf[32];
+    html_cell_rect(f, kind, known, kind == HTML_MAP_KEPT && ex->router_count, t, x, y, cw, ch);
+    fprintf(f, "<title>layer %d expert %d (rank %d, ", l, e, ex->rank);
     html_put(f, html_host(r, ex->rank));
-    char demand[32] = "unknown", dropped[32] = "unknown"; /* no routing rank profiled */
+    /* unknown: not every routing rank's records came; kept: nor the host's */
+    char demand[32] = "unknown", kept[32] = "unknown", dropped[32] = "unknown";
     if (!ly->demand_unknown) {
         snprintf(demand, sizeof(demand), "%" PRIu64, html_u64_at(ly->demand, e));
         snprintf(dropped, sizeof(dropped), "%" PRIu64, html_u64_at(ly->dropped, e));
     }
-    fprintf(f,
-            "): demand %s, kept %" PRIu64 "%s, dropped %s; %s %.2fx the layer "
-            "mean</title></rect>\n",
-            demand, ex->tokens, ex->router_count ? " (router's count)" : "", dropped,
-            html_map_name[kind], mean > 0.0 ? (double)v / mean : 0.0);
-    if (cw >= 40.0 && ch >= 16.0) {
+    if (!ex->tokens_unknown) {
+        snprintf(kept, sizeof(kept), "%" PRIu64, ex->tokens);
+    }
+    fprintf(f, "): demand %s, kept %s%s, dropped %s; %s ", demand, kept,
+            ex->router_count ? " (router's count)" : "", dropped, html_map_name[kind]);
+    if (!known) {
+        fputs("unknown</title></rect>\n", f);
+    } else if (isfinite(mean)) {
+        fprintf(f, "%.2fx the layer mean</title></rect>\n", mean > 0.0 ? (double)v / mean : 0.0);
+    } else {
+        fputs("against the layer mean: unknown</title></rect>\n", f);
+    }
+    if (!known && cw >= 10.0 && ch >= 10.0) {
+        html_text(f, x + cw / 2, y + ch / 2 + 4, "middle", "class=\"in\"", "-");
+    } else if (known && cw >= 40.0 && ch >= 16.0) {
         html_compact((double)v, buf, sizeof(buf));
         html_text(f, x + cw / 2, y + ch / 2 + 4, "middle",
                   t > 0.55 ? "class=\"in dark\"" : "class=\"in\"", buf);
@@ -533,12 +575,14 @@ static void html_map_block(FILE *f, const moe_report_t *r, html_map_t kind, int 
     char buf[32];
     for (int l = 0; l < r->num_layers; l++) {
         double sum = 0.0;
+        bool whole = true;
         for (int e = 0; e < r->num_experts; e++) {
             sum += (double)html_map_value(r, kind, l, e);
+            whole = whole && html_map_known(r, kind, l, e);
         }
         for (int e = e0; e < e0 + n; e++) {
             html_load_cell(f, r, kind, l, e, left + (e - e0) * cw, top + l * ch, cw, ch,
-                           sum / r->num_experts, max);
+                           whole ? sum / r->num_experts : NAN, max);
         }
     }
     int every = html_label_every(ch, 14.0);
@@ -561,19 +605,29 @@ static void html_chart_map(FILE *f, const moe_report_t *r, html_map_t kind)
     double cw = html_clamp(avail / per, 8, 64), ch = html_clamp(cw * 0.7, 22, 36);
     ch = nl * blocks * ch > 900 ? html_clamp(900.0 / (nl * blocks), 3, ch) : ch;
     double bh = ch * nl + 30; /* a block: its layers and its expert labels */
-    bool router = false;
+    bool router = false, unknown = false;
     for (int l = 0; l < nl; l++) {
         for (int e = 0; e < ne; e++) {
-            max = fmax(max, (double)html_map_value(r, kind, l, e));
+            bool known = html_map_known(r, kind, l, e);
+            max = known ? fmax(max, (double)html_map_value(r, kind, l, e)) : max;
+            unknown = unknown || !known;
             router = router || (kind == HTML_MAP_KEPT && r->experts[l * ne + e].router_count);
         }
     }
-    fprintf(f, "<p class=\"note\"><b>%s</b>%s</p>\n", what[kind],
+    fprintf(f, "<p class=\"note\"><b>%s</b>%s%s</p>\n", what[kind],
             router ? "; cells outlined in red dashes are the router's count (their host rank "
                      "was not profiled or its records are missing)"
-                   : "");
+                   : "",
+            !unknown                 ? ""
+            : kind == HTML_MAP_KEPT ? "; hatched grey cells with - are unknown (their host rank "
+                                      "and a routing rank were not profiled or are missing)"
+                                    : "; hatched grey cells with - are unknown (a routing rank "
+                                      "was not profiled or its records are missing)");
     html_svg_open(f, html_map_id[kind], HTML_W, (int)(top + blocks * bh + 70),
                   "Heatmap of choices per expert and layer");
+    if (unknown) {
+        html_unknown_pattern(f, kind);
+    }
     for (int b = 0; b < blocks; b++) {
         int e0 = b * per, n = ne - e0 < per ? ne - e0 : per;
         html_map_block(f, r, kind, e0, n, top + b * bh, cw, ch, max);
