@@ -603,10 +603,15 @@ static moe_status_t engine_rebalance(moe_engine_t *eng, int64_t s, int64_t steps
         moe_prof_rebalance(eng->prof, &rec);
     }
     if (eng->rank == 0) {
+        char how[96] = "predicted";
+        if (r.estimated) { /* layer/rebalance.h, step 2 */
+            snprintf(how, sizeof(how), "estimated (an expert has more than %d copies)",
+                     MOE_REBALANCE_EXACT_COPIES);
+        }
         MOE_INFO("rebalance before step %lld: %lld experts moved (%.1f MB) in %.1f ms (the "
-                 "slowest rank's, rank %d), imbalance %.2f -> %.2f predicted", (long long)(s + 1),
+                 "slowest rank's, rank %d), imbalance %.2f -> %.2f %s", (long long)(s + 1),
                  (long long)r.moved, (double)r.bytes / 1e6, (double)r.critical_ns * 1e-6,
-                 r.slowest_rank, r.before, r.after);
+                 r.slowest_rank, r.before, r.after, how);
     }
     return MOE_OK;
 }
@@ -847,8 +852,9 @@ static moe_status_t engine_step(moe_engine_t *eng, int64_t step, moe_error_t *er
         engine_account_layer(eng);
         if (eng->live_cfg != NULL) {
             const moe_layer_ctx_t *lc = &eng->layer;
-            moe_rebalance_account(&eng->rebalance, l, moe_layer_plan(lc)->expert_kept,
-                                  moe_layer_record(lc)->expert_rows, lc->layer_local, eng->rank);
+            moe_rebalance_account(&eng->rebalance, l, moe_layer_plan(lc), moe_layer_topk_ids(lc),
+                                  eng->token_first, moe_layer_record(lc)->expert_rows,
+                                  lc->layer_local, eng->rank);
         }
         if ((eng->prof != NULL || eng->live != NULL) && eng->hooks_on) {
             int64_t t = moe_now_ns();

@@ -36,6 +36,38 @@ typedef struct rb_plan {
     int num_moves;
 } rb_plan_t;
 
+static int rb_edge_cmp(const void *pa, const void *pb)
+{
+    int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+    return (a > b) - (a < b);
+}
+
+/* The ranges' edges: 0, T and every ceil(j T / n) for 1 <= j < n <= rb->copies, ascending
+ * and once each, so that each range lies within one copy's share for any such n. */
+static moe_status_t rb_edges(moe_rebalance_t *rb, moe_error_t *err)
+{
+    int c = rb->copies, m = 2;
+    rb->edge = calloc((size_t)(2 + c * (c - 1) / 2), sizeof(int64_t));
+    if (rb->edge == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the rebalancing ranges");
+    }
+    rb->edge[1] = rb->T;
+    for (int64_t n = 2; n <= c; n++) {
+        for (int64_t j = 1; j < n; j++) {
+            rb->edge[m++] = (j * rb->T + n - 1) / n;
+        }
+    }
+    qsort(rb->edge, (size_t)m, sizeof(int64_t), rb_edge_cmp);
+    int k = 1;
+    for (int i = 1; i < m; i++) {
+        if (rb->edge[i] != rb->edge[k - 1]) {
+            rb->edge[k++] = rb->edge[i];
+        }
+    }
+    rb->B = k - 1;
+    return MOE_OK;
+}
+
 moe_status_t moe_rebalance_init(moe_rebalance_t *rb, const moe_config_t *cfg, int world,
                                 moe_error_t *err)
 {
@@ -43,7 +75,15 @@ moe_status_t moe_rebalance_init(moe_rebalance_t *rb, const moe_config_t *cfg, in
     rb->L = (int)cfg->num_layers;
     rb->E = (int)cfg->num_experts;
     rb->W = world;
-    size_t n = (size_t)rb->L * (size_t)rb->E + (size_t)world;
+    rb->T = cfg->tokens_per_step > 0 ? cfg->tokens_per_step : 1;
+    int64_t c = 1 + cfg->redundant_experts;
+    c = c < world ? c : world;
+    rb->copies = (int)(c < MOE_REBALANCE_EXACT_COPIES ? c : MOE_REBALANCE_EXACT_COPIES);
+    moe_status_t st = rb_edges(rb, err);
+    if (st != MOE_OK) {
+        return st;
+    }
+    size_t n = (size_t)rb->L * (size_t)rb->E * (size_t)rb->B + (size_t)world;
     rb->window = calloc(n, sizeof(int64_t));
     rb->sum = calloc(n, sizeof(int64_t));
     if (rb->window == NULL || rb->sum == NULL) {
@@ -56,28 +96,45 @@ moe_status_t moe_rebalance_init(moe_rebalance_t *rb, const moe_config_t *cfg, in
 void moe_rebalance_destroy(moe_rebalance_t *rb)
 {
     if (rb != NULL) {
+        free(rb->edge);
         free(rb->window);
         free(rb->sum);
         memset(rb, 0, sizeof(*rb));
     }
 }
 
-void moe_rebalance_account(moe_rebalance_t *rb, int layer, const int32_t *kept,
+/* Where rank r's rows are counted in the window (after every (layer, expert, range)). */
+static size_t rb_rows_at(const moe_rebalance_t *rb, int r)
+{
+    return (size_t)rb->L * (size_t)rb->E * (size_t)rb->B + (size_t)r;
+}
+
+void moe_rebalance_account(moe_rebalance_t *rb, int layer, const moe_plan_t *plan,
+                           const int32_t *topk_idx, int64_t first_token,
                            const int64_t *expert_rows, int num_local, int rank)
 {
-    int64_t *w = rb->window + (size_t)layer * (size_t)rb->E;
-    for (int e = 0; e < rb->E; e++) {
-        w[e] += kept[e];
+    int64_t *w = rb->window + (size_t)layer * (size_t)rb->E * (size_t)rb->B;
+    int64_t pairs = plan->tokens * plan->top_k;
+    int b = 0;
+    for (int64_t i = 0; i < pairs; i++) {
+        if (plan->slot_pos[i] < 0) {
+            continue; /* dropped by capacity */
+        }
+        int64_t g = first_token + i / plan->top_k; /* ascending: the range only moves on */
+        while (b + 1 < rb->B && g >= rb->edge[b + 1]) {
+            b++;
+        }
+        w[(size_t)topk_idx[i] * (size_t)rb->B + (size_t)b]++;
     }
     for (int le = 0; le < num_local; le++) {
-        rb->window[(size_t)rb->L * (size_t)rb->E + (size_t)rank] += expert_rows[le];
+        rb->window[rb_rows_at(rb, rank)] += expert_rows[le];
     }
 }
 
 /* Step 1: every rank's window summed onto every rank; the window starts again. */
 static moe_status_t rb_reduce(moe_rebalance_t *rb, MPI_Comm comm, moe_error_t *err)
 {
-    int n = rb->L * rb->E + rb->W;
+    int n = (int)rb_rows_at(rb, rb->W);
     MPI_Request req;
     moe_status_t st = MOE_MPI(MPI_Iallreduce(rb->window, rb->sum, n, MPI_INT64_T, MPI_SUM,
                                              comm, &req), err);
@@ -88,10 +145,65 @@ static moe_status_t rb_reduce(moe_rebalance_t *rb, MPI_Comm comm, moe_error_t *e
     return st;
 }
 
+/* Kept choices of (layer l, expert e) over the window: its ranges summed. */
+static int64_t rb_kept(const moe_rebalance_t *rb, int l, int e)
+{
+    const int64_t *c = rb->sum + ((size_t)l * (size_t)rb->E + (size_t)e) * (size_t)rb->B;
+    int64_t k = 0;
+    for (int b = 0; b < rb->B; b++) {
+        k += c[b];
+    }
+    return k;
+}
+
+/* Range b's choices of one expert onto its n copies (holder[j]: copy j's index into the
+ * loads), as the dispatch splits them: copy j takes global tokens [ceil(j T / n),
+ * ceil((j + 1) T / n)). A range within one copy's share goes to it whole (always, for n up
+ * to rb->copies); one spanning several is shared in proportion to the tokens of each. */
+static void rb_share(const moe_rebalance_t *rb, int b, int64_t cnt, const int *holder, int n,
+                     double *load)
+{
+    int64_t lo = rb->edge[b], hi = rb->edge[b + 1], T = rb->T;
+    int64_t j0 = lo * n / T, j1 = (hi - 1) * n / T;
+    for (int64_t j = j0; j <= j1 && j < n; j++) {
+        int64_t a = (j * T + n - 1) / n, z = ((j + 1) * T + n - 1) / n;
+        a = a > lo ? a : lo;
+        z = z < hi ? z : hi;
+        double share = j0 == j1 ? 1.0 : (double)(z - a) / (double)(hi - lo);
+        load[holder[j]] += (double)cnt * share;
+    }
+}
+
+/* Layer l's predicted rows per expert rank under host [n * E] (the packing's answer), added
+ * to total [n]: each expert's copies in rank order, as the placement entries list them.
+ * False when an expert has more copies than the ranges resolve (an estimate). */
+static bool rb_predict(const moe_rebalance_t *rb, int l, const uint8_t *host, int n,
+                       double *total)
+{
+    int E = rb->E, holder[MOE_MAX_RANKS];
+    bool exact = true;
+    for (int e = 0; e < E; e++) {
+        int c = 0;
+        for (int j = 0; j < n; j++) {
+            if (host[(size_t)j * (size_t)E + (size_t)e]) {
+                holder[c++] = j;
+            }
+        }
+        exact = exact && c <= rb->copies;
+        const int64_t *cnt = rb->sum + ((size_t)l * (size_t)E + (size_t)e) * (size_t)rb->B;
+        for (int b = 0; b < rb->B && c > 0; b++) {
+            if (cnt[b] > 0) {
+                rb_share(rb, b, cnt[b], holder, c, total);
+            }
+        }
+    }
+    return exact;
+}
+
 /* Step 2: the EPLB placement of every layer into p->ent; *after the predicted max/mean of
- * the expert ranks' loads over all layers. */
+ * the expert ranks' rows over all layers (rb_predict), *estimated whether it is one. */
 static moe_status_t rb_place(const moe_rebalance_t *rb, const moe_config_t *live, rb_plan_t *p,
-                             double *after, moe_error_t *err)
+                             double *after, bool *estimated, moe_error_t *err)
 {
     int E = rb->E, n = p->n;
     double *loads = calloc((size_t)E, sizeof(double));
@@ -104,15 +216,17 @@ static moe_status_t rb_place(const moe_rebalance_t *rb, const moe_config_t *live
                           : moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the placement");
     for (int l = 0; l < rb->L && st == MOE_OK; l++) {
         for (int e = 0; e < E; e++) {
-            loads[e] = (double)rb->sum[(size_t)l * (size_t)E + (size_t)e];
+            loads[e] = (double)rb_kept(rb, l, e);
         }
         moe_eplb_in_t in = {.num_experts = E, .loads = loads, .num_ranks = n,
                             .ranks = p->ranks, .node = node,
                             .redundant = (int)live->redundant_experts};
         moe_eplb_out_t out = {.host = host, .rank_load = load};
         st = moe_eplb_place(&in, &out, err);
+        if (st == MOE_OK && !rb_predict(rb, l, host, n, total)) {
+            *estimated = true;
+        }
         for (int j = 0; j < n && st == MOE_OK; j++) {
-            total[j] += load[j];
             for (int e = 0; e < E; e++) {
                 if (host[(size_t)j * (size_t)E + (size_t)e]) {
                     p->ent[p->num_ent++] = (moe_cfg_replica_t){
@@ -430,22 +544,24 @@ static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_
     int nh = rb_holders(live, rb->L, rb->W, holders);
     double rows[MOE_MAX_RANKS], kept = 0;
     for (int j = 0; j < nh; j++) {
-        rows[j] = (double)rb->sum[(size_t)rb->L * (size_t)rb->E + (size_t)holders[j]];
+        rows[j] = (double)rb->sum[rb_rows_at(rb, holders[j])];
     }
-    for (int i = 0; i < rb->L * rb->E; i++) {
+    for (size_t i = 0; i < rb_rows_at(rb, 0); i++) {
         kept += (double)rb->sum[i];
     }
     res->before = res->after = moe_eplb_max_mean(rows, nh);
     if (p->n < 2 || kept == 0) {
         return MOE_OK; /* nothing to balance: one expert rank, or no choice kept */
     }
-    st = rb_place(rb, live, p, &res->after, err);
+    st = rb_place(rb, live, p, &res->after, &res->estimated, err);
     if (st == MOE_OK && (res->after > res->before * (1.0 - REBALANCE_MIN_GAIN) ||
                          rb_unchanged(rb, live, p))) {
         /* not worth moving weights, or the packing gave the placement the run has (its
-         * prediction differs from the measured rows only by EPLB's even split of a copied
-         * expert): the placement stays, and so does the imbalance */
+         * prediction is then the measured rows, but over the expert ranks, where the
+         * measure counts a master given experts too): the placement stays, and so does the
+         * imbalance */
         res->after = res->before;
+        res->estimated = false;
         return MOE_OK;
     }
     if (st == MOE_OK) {
