@@ -172,9 +172,11 @@ assert {n.split()[1] for _, n in names} == {"0", "1"} and {p for p, _ in names} 
 print("rebalanced rows ok:", len(rows), "metrics rows;", sorted(names))
 PY
     ;;
-  rebalance_capacity|rebalance_master_experts|rebalance_unchanged)
+  rebalance_capacity|rebalance_master_experts|rebalance_unchanged|rebalance_split|\
+  rebalance_split_symmetric)
     # Online rebalancing's figures against counts made by hand, one layer replayed from a
-    # trace (k = 1), master routing on 3 ranks, a rebalance before steps 2 and 4 (6 steps):
+    # trace (k = 1), master routing on 3 ranks (one case symmetric), a rebalance before
+    # steps 2 and 4 (6 steps):
     # rebalance_capacity: 16 tokens a step on experts 0 x8, 1 x4, 2 x2, 3 x2 and
     #   capacity_factor 1 (4 kept an expert a step: 4, 4, 2, 2); experts {0, 1} on rank 1,
     #   {2, 3} on rank 2: rows 8 and 4 a step, before 8 / 6 = 1.333. Packed from the kept
@@ -192,6 +194,21 @@ PY
     #   packing gives the extra copy to expert 0 (3 > 1), then 1.5 -> rank 1, 1.5 -> rank 2,
     #   expert 1 -> rank 1 (tie, lowest): the placement the run has. Nothing moves, so the
     #   imbalance after is the one before, 1.500 (EPLB's even split once said 1.25).
+    # rebalance_split: 16 tokens, expert 0 on the even tokens 0-14, experts 1 x4, 2 x2, 3 x2
+    #   on the odd ones (1-7, 9-11, 13-15); capacity_factor 1.5 (6 a step) keeps expert 0's
+    #   tokens 0-10 (6 of 8), the rest whole: kept 6, 4, 2, 2; {0, 1} on rank 1, {2, 3} on
+    #   rank 2: rows 10 and 4, before 10 / 7 = 1.429. One extra copy, to expert 0 (6 > 4);
+    #   packed as 4, 3, 3, 2, 2, three slots a rank: e1 -> 1, e0 -> 2, e0 -> 1, e2 -> 2,
+    #   e3 -> 2. Its first copy (rank 1) takes tokens 0-7 (floor(g n / T)): 0, 2, 4, 6; the
+    #   second (rank 2) 8, 10: rows 4 + 4 = 8 and 2 + 2 + 2 = 6, 8 / 7 = 1.143 predicted and
+    #   measured (an even split of expert 0, 3 and 3, once predicted 7 / 7 = 1.000).
+    # rebalance_split_symmetric: symmetric routing, 12 tokens, 4 a rank; expert 0 on tokens
+    #   0, 1 and 6-11, expert 1 on 2, 3, expert 2 on 4, 5; one expert a rank: rows 8, 2, 2,
+    #   before 8 / 4 = 2.000. The extra copy to expert 0, packed as 4, 4, 2, 2, two slots a
+    #   rank: e0 -> 0, e0 -> 1, e1 -> 2, e2 -> 2. Expert 0's first copy (rank 0) takes tokens
+    #   0-5 (2 of its), the second (rank 1) 6-11 (6, from ranks 1 and 2's tokens: the global
+    #   index counts): rows 2, 6, 4, 6 / 4 = 1.500 predicted and measured (the even split
+    #   said 4, 4, 4: 1.000).
     case "$1" in
       rebalance_capacity)
         T=16 E=4 CF=1.0 RED=0 PL='{1: [0, 1], 2: [2, 3]}' IDS="0 0 0 0 0 0 0 0 1 1 1 1 2 2 3 3"
@@ -202,6 +219,14 @@ PY
       rebalance_unchanged)
         T=4 E=2 CF=0 RED=1 PL='{1: [0, 1], 2: [0]}' IDS="0 0 0 1"
         WANT='{"before": 6 / 4, "after": 6 / 4, "moved": False, "rows": {1: 6, 2: 2}}' ;;
+      rebalance_split)
+        T=16 E=4 CF=1.5 RED=1 PL='{1: [0, 1], 2: [2, 3]}'
+        IDS="0 1 0 1 0 1 0 1 0 2 0 2 0 3 0 3"
+        WANT='{"before": 10 / 7, "after": 8 / 7, "moved": True, "rows": {1: 16, 2: 12}}' ;;
+      rebalance_split_symmetric)
+        T=12 E=3 CF=0 RED=1 PL='{0: [0], 1: [1], 2: [2]}' IDS="0 0 1 1 2 2 0 0 0 0 0 0"
+        ROUTING=symmetric
+        WANT='{"before": 2.0, "after": 1.5, "moved": True, "rows": {0: 4, 1: 12, 2: 8}}' ;;
     esac
     write_trace trace.safetensors "$E" 1 "$T" "$IDS" "$(for _ in $IDS; do printf '1.0 '; done)" "profiler.sh $1"
     PROF=true H=64 F=64 E=$E K=1 LAYERS=1 TOKENS=$T STEPS=6 CF=$CF PLACEMENT="$PL" small_model \
