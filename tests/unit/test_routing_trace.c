@@ -190,6 +190,43 @@ static void test_refusals(void)
     CHECK_STR_CONTAINS(err.msg, "cannot read the routing trace");
 }
 
+/* A folder without routing.safetensors: a report folder says why its run wrote none. */
+static void test_folder_without(void)
+{
+    const struct {
+        const char *files[2]; /* made in the folder; "INCOMPLETE" gets the lines below */
+        const char *want;
+    } cases[] = {
+        {{"summary.json", "INCOMPLETE"},
+         "its run did not write it (its INCOMPLETE: routing.safetensors: not written: write "
+         "failed: No space left on device)"},
+        {{"summary.json", NULL}, "a moed report whose run recorded no routing"},
+        {{NULL, NULL}, "a folder without routing.safetensors"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char sub[300], path[400];
+        snprintf(sub, sizeof(sub), "%s/run%zu", dir, i);
+        CHECK(mkdir(sub, 0755) == 0);
+        for (int j = 0; j < 2 && cases[i].files[j] != NULL; j++) {
+            snprintf(path, sizeof(path), "%s/%s", sub, cases[i].files[j]);
+            FILE *f = fopen(path, "w");
+            CHECK(f != NULL);
+            if (f != NULL) {
+                fputs(j == 1 ? "This report is not complete: ...\ntrace.json: not yet "
+                               "written\nrouting.safetensors: not written: write failed: No "
+                               "space left on device\n"
+                             : "{}\n", f);
+                fclose(f);
+            }
+        }
+        moe_routing_trace_t tr;
+        moe_error_t err = {0};
+        CHECK(moe_routing_trace_open(sub, false, &tr, &err) == MOE_ERR_IO);
+        CHECK_STR_CONTAINS(err.msg, sub);
+        CHECK_STR_CONTAINS(err.msg, cases[i].want);
+    }
+}
+
 int main(void)
 {
     snprintf(dir, sizeof(dir), "/tmp/moed-trace-XXXXXX");
@@ -199,6 +236,7 @@ int main(void)
     }
     test_roundtrip();
     test_refusals();
+    test_folder_without();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0) {

@@ -285,6 +285,36 @@ static moe_status_t trace_read_layer(moe_st_file_t *f, moe_routing_trace_t *tr, 
     return MOE_OK;
 }
 
+/* A folder given for a trace but without routing.safetensors: a moed report folder says why
+ * its run wrote none (its INCOMPLETE's line for the file), or that it recorded none. */
+static moe_status_t trace_folder_without(const char *path, const char *file, moe_error_t *err)
+{
+    char other[4096 + 32], line[512] = ""; /* file: a moe_routing_trace_t path */
+    size_t len = strlen(file) - strlen(MOE_ROUTING_FILE); /* "DIR/" */
+    snprintf(other, sizeof(other), "%.*sINCOMPLETE", (int)len, file);
+    FILE *f = fopen(other, "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL &&
+           strncmp(line, MOE_ROUTING_FILE ": ", strlen(MOE_ROUTING_FILE) + 2) != 0) {
+        line[0] = '\0';
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    line[strcspn(line, "\n")] = '\0';
+    if (line[0] != '\0') {
+        return moe_error_set(err, MOE_ERR_IO, "%s: no %s: its run did not write it (its "
+                             "INCOMPLETE: %.300s)", path, MOE_ROUTING_FILE, line);
+    }
+    snprintf(other, sizeof(other), "%.*ssummary.json", (int)len, file);
+    if (access(other, F_OK) == 0) {
+        return moe_error_set(err, MOE_ERR_IO, "%s: no %s: a moed report whose run recorded no "
+                             "routing (profiler.record_routing: true records it)", path,
+                             MOE_ROUTING_FILE);
+    }
+    return moe_error_set(err, MOE_ERR_IO, "%s: a folder without %s (a trace is that file, or "
+                         "a folder holding it)", path, MOE_ROUTING_FILE);
+}
+
 moe_status_t moe_routing_trace_open(const char *path, bool data, moe_routing_trace_t *out,
                                     moe_error_t *err)
 {
@@ -301,6 +331,10 @@ moe_status_t moe_routing_trace_open(const char *path, bool data, moe_routing_tra
         }
         return moe_error_set(err, MOE_ERR_IO, "%s: cannot read the routing trace: %s", path,
                              strerror(e));
+    }
+    struct stat sb;
+    if (strcmp(out->path, path) != 0 && stat(out->path, &sb) != 0 && errno == ENOENT) {
+        return trace_folder_without(path, out->path, err);
     }
     moe_st_file_t *f = NULL;
     moe_status_t st = moe_st_open(out->path, &f, err);
