@@ -250,7 +250,13 @@ EOF
       c.yaml > r.yaml
     mpirun_moed 3 --config r.yaml --no-progress > r.log 2>&1 || { cat r.log; fail "replay failed"; }
     n=$(grep -c "holds 288 tokens a layer, 3 steps of 96; the replay starts over" r.log || true)
-    [[ $n == 1 ]] || { cat r.log; fail "expected the start-over note once, saw it $n times"; } ;;
+    [[ $n == 1 ]] || { cat r.log; fail "expected the start-over note once, saw it $n times"; }
+    ! grep -q "recorded in steps of" r.log || { cat r.log; fail "a note on the step size, the same"; }
+    # the same trace in steps of 64: said once, not silently other steps
+    sed "s/^  tokens_per_step: 96/  tokens_per_step: 64/" r.yaml > r64.yaml
+    mpirun_moed 3 --config r64.yaml --no-progress > r64.log 2>&1 || { cat r64.log; fail "replay in steps of 64 failed"; }
+    n=$(grep -c "was recorded in steps of 96 tokens; this run takes 64 a step" r64.log || true)
+    [[ $n == 1 ]] || { cat r64.log; fail "expected the step-size note once, saw it $n times"; } ;;
   bad)
     STEPS=2 SKEW=1.5 record ''
     # each: NAME  python edit of the good trace  expected words  "header" when --check-config

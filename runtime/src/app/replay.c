@@ -182,6 +182,12 @@ moe_status_t moe_replay_share(const moe_config_t *cfg, MPI_Comm comm, bool route
                      "that", out->tr.path, out->tr.rows, whole, whole == 1 ? "" : "s",
                      (long long)T);
         }
+        if (out->tr.tokens_per_step > 0 && out->tr.tokens_per_step != T) {
+            /* the same rows, other steps: another capacity per step, another output */
+            MOE_INFO("workload.routing: %s was recorded in steps of %" PRId64 " tokens; this "
+                     "run takes %lld a step (workload.tokens_per_step), so its steps are not "
+                     "the recording's", out->tr.path, out->tr.tokens_per_step, (long long)T);
+        }
     }
     return st;
 }
