@@ -96,19 +96,26 @@ static int part_rows(const char *root)
 
 /* fx's config: 8 experts top-2 over 2 layers, `routing` (master or symmetric), capacity
  * 1.0, the given profiled_ranks, reports under ROOT/DIR; parsed for 3 ranks. */
-static void mt_config(fixture_t *fx, const char *root, const char *routing, const char *profiled,
-                      const char *dir)
+static void mt_config_placed(fixture_t *fx, const char *root, const char *routing,
+                             const char *experts, const char *profiled, const char *dir)
 {
     memset(fx, 0, sizeof(*fx));
     snprintf(fx->yaml, sizeof(fx->yaml),
              "model:\n  hidden_dim: 64\n  ffn_dim: 128\n  num_experts: 8\n  top_k: 2\n"
              "  num_layers: 2\n  capacity_factor: 1.0\nplacement:\n  master_rank: 0\n"
-             "  experts: auto\nruntime:\n  routing: %s\nworkload:\n  tokens_per_step: 64\n"
+             "  experts: %s\nruntime:\n  routing: %s\nworkload:\n  tokens_per_step: 64\n"
              "  steps: 6\nprofiler:\n  enabled: true\n  profiled_ranks: %s\n"
              "  warmup_steps: 2\n  output_dir: %s/%s\n",
-             routing, profiled, root, dir);
+             experts, routing, profiled, root, dir);
     moe_error_t err;
     CHECK_INT_EQ(moe_cfg_parse(fx->yaml, strlen(fx->yaml), "m.yaml", 3, &fx->cfg, &err), MOE_OK);
+}
+
+/* The same with placement.experts auto. */
+static void mt_config(fixture_t *fx, const char *root, const char *routing, const char *profiled,
+                      const char *dir)
+{
+    mt_config_placed(fx, root, routing, "auto", profiled, dir);
 }
 
 /* The merged report of a run of `steps` steps of config text `yaml` (NULL if m is). */
@@ -324,6 +331,13 @@ static moe_report_t *mt_merge_subset(moe_merge_t *m, const fixture_t *fx, const 
     for (int k = 0; k < 3; k++) {
         ok = ok && (!have[k] || mt_rank_record(&recs[k], &fx->cfg, k, symmetric || k == 0));
     }
+    for (int k = 0; ok && k < 3; k++) { /* each of 2 copies computes half its expert's rows */
+        for (int i = 0; have[k] && i < 2 * recs[k].num_local; i++) {
+            int32_t on[8];
+            int e = recs[k].local_ids[i % recs[k].num_local];
+            recs[k].experts[i].tokens /= moe_cfg_replicas_of(&fx->cfg, i / recs[k].num_local, e, on) > 1 ? 2 : 1;
+        }
+    }
     CHECK(ok);
     CHECK_INT_EQ(ok ? moe_merge_window(m, recs, have, 0, &err) : -1, MOE_OK);
     for (int k = 0; k < 3; k++) {
@@ -414,6 +428,42 @@ static void test_merge_unrouted_host_missing(const char *root)
     free(t);
     json_decref(doc);
     mt_remove(r, root, "unrouted_host");
+    moe_merge_destroy(m);
+}
+
+/* Master routing, expert 4 copied on ranks 1 and 2, rank 2 not profiled: expert 4's row
+ * (host: rank 1, its lowest) summed rank 1's half of its rows and showed it as its tokens,
+ * unmarked, with rank 1's calls and flops. Now a copy's host missing is read as the host
+ * missing: the router's count of its kept choices, marked, calls and latency unknown. */
+static void test_merge_copy_host_missing(const char *root)
+{
+    fixture_t fx;
+    mt_config_placed(&fx, root, "master", "{1: [0, 1, 2, 3, 4], 2: [4, 5, 6, 7]}", "[0, 1]",
+                     "copy_host");
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    bool have[3] = {true, true, false};
+    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
+    char *t = NULL;
+    json_t *doc = NULL;
+    moe_report_t *r = mt_merge_subset(m, &fx, have, &t, &doc);
+    CHECK(r != NULL && r->experts[4].rank == 1 && r->num_replicas == 4);
+    CHECK(json_is_true(moe_json_path(doc, "experts.4.router_count")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.4.tokens"), -1), mt_kept(0, 4), 0);
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "layers.0.tokens.4"), -1), mt_kept(0, 4), 0);
+    CHECK(json_is_null(moe_json_path(doc, "experts.4.calls")));
+    CHECK(json_is_null(moe_json_path(doc, "experts.4.flops")));
+    CHECK(json_is_null(moe_json_path(doc, "experts.4.latency_ms.p50")));
+    /* an expert whose every host sent records keeps its own rows */
+    CHECK(json_is_false(moe_json_path(doc, "experts.3.router_count")));
+    CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.3.tokens"), -1), mt_kept(0, 3), 0);
+    char row[160]; /* layer 0 expert 4: the router's count, calls "-", marked */
+    snprintf(row, sizeof(row), "      0       4     1  h1    %10" PRIu64 "  %10" PRIu64
+             "  %10" PRIu64 "        -", mt_demand(0, 4), mt_kept(0, 4),
+             mt_demand(0, 4) - mt_kept(0, 4));
+    CHECK_STR_CONTAINS(t, row);
+    free(t);
+    json_decref(doc);
+    mt_remove(r, root, "copy_host");
     moe_merge_destroy(m);
 }
 
@@ -1055,6 +1105,7 @@ int main(void)
     test_merge_unrouted(root);
     test_merge_symmetric_subset(root);
     test_merge_unrouted_host_missing(root);
+    test_merge_copy_host_missing(root);
     test_merge_waits_combine(root);
     test_merge_waits_balanced(root);
     test_merge_waits_dispatch(root);

@@ -1059,18 +1059,42 @@ static void drop_routing_part(moe_merge_t *m)
     }
 }
 
-/* Experts whose host sent no records (not profiled, or lost) would show 0 tokens: with
- * whole routing counts, the choices the routing ranks kept for them stand in, marked;
- * else their tokens are unknown. */
+/* Whether every host of expert e of layer l sent its records: its row's rank and, for an
+ * expert with copies, every copy's rank. Its tokens, calls and flops sum the copies
+ * present, so with a copy's host missing they are a part. */
+static bool expert_hosts_present(const moe_merge_t *m, int l, int e)
+{
+    const moe_report_t *r = &m->rep;
+    int k = r->experts[l * m->E + e].rank;
+    if (k < 0 || k >= m->W || !r->ranks[k].present) {
+        return false;
+    }
+    for (int i = 0; i < r->num_replicas; i++) {
+        const moe_rep_replica_t *c = &r->replicas[i];
+        if (c->layer == l && c->expert == e &&
+            (c->rank < 0 || c->rank >= m->W || !r->ranks[c->rank].present)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Experts with a host (or a copy's host) that sent no records (not profiled, or lost)
+ * would show 0 tokens, or the present copies' part: with whole routing counts, the choices
+ * the routing ranks kept for them stand in, marked; else their tokens are unknown. Either
+ * way their calls and flops are unknown. */
 static void fill_router_counts(moe_merge_t *m, bool routed)
 {
     moe_report_t *r = &m->rep;
     for (int i = 0; i < m->L * m->E; i++) {
         moe_rep_expert_t *x = &r->experts[i];
-        if (x->rank >= 0 && x->rank < m->W && !r->ranks[x->rank].present) {
+        if (x->rank >= 0 && !expert_hosts_present(m, i / m->E, i % m->E)) {
             x->tokens = routed ? r->layers[i / m->E].kept[i % m->E] : 0;
             x->router_count = routed;
             x->tokens_unknown = !routed;
+            x->calls = 0; /* the present copies' part, if any: replicas[] keeps it */
+            x->flops = 0;
+            moe_hist_reset(&x->hist);
         }
     }
 }
@@ -1079,16 +1103,8 @@ static void fill_router_counts(moe_merge_t *m, bool routed)
  * experts' rows (experts[].tokens) are whole. */
 static bool layer_hosts_present(const moe_merge_t *m, int l)
 {
-    const moe_report_t *r = &m->rep;
     for (int e = 0; e < m->E; e++) {
-        int k = r->experts[l * m->E + e].rank;
-        if (k < 0 || k >= m->W || !r->ranks[k].present) {
-            return false;
-        }
-    }
-    for (int i = 0; i < r->num_replicas; i++) {
-        const moe_rep_replica_t *c = &r->replicas[i];
-        if (c->layer == l && (c->rank < 0 || c->rank >= m->W || !r->ranks[c->rank].present)) {
+        if (!expert_hosts_present(m, l, e)) {
             return false;
         }
     }

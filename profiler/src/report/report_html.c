@@ -758,8 +758,9 @@ static void html_latency_bar(FILE *f, const moe_report_t *r, const moe_rep_exper
     if (h->count == 0) { /* unknown, not 0 ms: a dash on the axis */
         fprintf(f, "<g><title>layer %d expert %d (rank %d): latency unknown (%s)</title>",
                 e->layer, e->expert, e->rank,
-                e->router_count ? "its host rank was not profiled or its records are missing"
-                                : "no recorded call");
+                e->router_count || e->tokens_unknown
+                    ? "its host rank (or a copy's) was not profiled or its records are missing"
+                    : "no recorded call");
         html_text(f, x + bw / 2, y0 - 4, "middle", "", "-");
         fputs("</g>\n", f);
         return;

@@ -552,9 +552,9 @@ static void text_experts(FILE *f, const moe_report_t *r, int only_rank)
         fprintf(f, "  (none)\n");
     }
     if (router) {
-        fprintf(f, "\n  (router's count): the host rank was not profiled or its records are missing; "
-                   "its tokens are\n  the routing ranks' count of the choices kept for it, its "
-                   "latency is unknown.\n");
+        fprintf(f, "\n  (router's count): the host rank (or a copy's) was not profiled or its "
+                   "records are missing;\n  its tokens are the routing ranks' count of the "
+                   "choices kept for it, its latency\n  is unknown.\n");
     }
 }
 
