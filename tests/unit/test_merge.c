@@ -955,7 +955,7 @@ static double lt_truth(int64_t *v, int n, double q)
 
 /* Merge the latency test's two windows (the second's rank 2 names other steps) under
  * `routing`; the report in w->r, or false. */
-static bool lt_merge(wt_run_t *w, const char *root, const char *routing)
+static bool lt_merge_have(wt_run_t *w, const char *root, const char *routing, const bool *have)
 {
     memset(w, 0, sizeof(*w));
     snprintf(w->yaml, sizeof(w->yaml),
@@ -966,7 +966,6 @@ static bool lt_merge(wt_run_t *w, const char *root, const char *routing)
              routing, root);
     moe_error_t err;
     static const char hosts[3][64] = {"h0", "h1", "h2"};
-    static const bool have[3] = {true, true, true};
     if (moe_cfg_parse(w->yaml, strlen(w->yaml), "l.yaml", 3, &w->cfg, &err) != MOE_OK ||
         (w->m = moe_merge_create(&w->cfg, 3, hosts)) == NULL) {
         return false;
@@ -974,7 +973,7 @@ static bool lt_merge(wt_run_t *w, const char *root, const char *routing)
     for (int win = 0; win < 2; win++) {
         for (int k = 0; k < 3; k++) {
             moe_prof_record_free(&w->recs[k]);
-            if (!lt_record(&w->recs[k], k, win == 0 ? 1 : k == 2 ? 1001 : 101)) {
+            if (have[k] && !lt_record(&w->recs[k], k, win == 0 ? 1 : k == 2 ? 1001 : 101)) {
                 return false;
             }
         }
@@ -984,6 +983,13 @@ static bool lt_merge(wt_run_t *w, const char *root, const char *routing)
     }
     w->r = mt_finish(w->m, w->yaml, 201);
     return w->r != NULL;
+}
+
+/* The same with every rank's records. */
+static bool lt_merge(wt_run_t *w, const char *root, const char *routing)
+{
+    static const bool have[3] = {true, true, true};
+    return lt_merge_have(w, root, routing, have);
 }
 
 /* The percentiles of h (`samples` of them: v[LT_STEPS] once or twice over) against the
@@ -1069,6 +1075,35 @@ static void test_merge_latency(const char *root)
     wt_done(&w, root);
 }
 
+/* Symmetric routing with rank 1's records missing (not profiled): the longest of ranks 0
+ * and 2's step and layer times is not the longest of the routing ranks' (rank 1's layer 0
+ * is the slowest here, twice rank 0's), and was shown as the step's and layers' latency,
+ * unmarked. Now no sample is taken: null in summary.json, '-' in summary.txt. */
+static void test_merge_latency_subset(const char *root)
+{
+    static const bool have[3] = {true, false, true};
+    wt_run_t w;
+    bool ok = lt_merge_have(&w, root, "symmetric", have);
+    CHECK(ok);
+    if (ok) {
+        CHECK_INT_EQ(w.r->step_latency.count, 0);
+        CHECK_INT_EQ(w.r->layers[0].latency.count, 0);
+        CHECK_INT_EQ(w.r->layers[1].latency.count, 0);
+        moe_error_t err;
+        char path[MOE_PATH_MAX + 32];
+        snprintf(path, sizeof(path), "%s/summary.json", w.r->run_dir);
+        CHECK_INT_EQ(moe_report_write_summary(w.r, &err), MOE_OK);
+        CHECK_INT_EQ(moe_report_write_json(w.r, &err), MOE_OK);
+        CHECK_INT_EQ(moe_json_load_file(path, &w.doc, &err), MOE_OK);
+        CHECK(json_is_null(moe_json_path(w.doc, "run.step_latency_ms.p99")));
+        CHECK(json_is_null(moe_json_path(w.doc, "layers.0.latency_ms.max")));
+        CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.0.latency_ms.samples"), -1), 0, 0);
+        w.summary = slurp(w.r->run_dir, "summary.txt", NULL);
+        CHECK_STR_CONTAINS(w.summary, "  layer 0          0          -");
+    }
+    wt_done(&w, root);
+}
+
 /* The routing rank's records missing: the expert ranks' dispatch waits (for its gate, by
  * design) cannot be split, and were booked as imbalance against the expert rank that came
  * last (rank 1 "waiting for rank 2" 0.300 ms here, on one machine 35-75% of its step);
@@ -1113,6 +1148,7 @@ int main(void)
     test_merge_waits_windows(root);
     test_merge_waits_unrouted(root);
     test_merge_latency(root);
+    test_merge_latency_subset(root);
     rmdir(root);
     return moe_test_finish("test_merge");
 }

@@ -742,20 +742,24 @@ static void merge_idle_phase(moe_merge_t *m, const moe_prof_record_t *recs, cons
     }
 }
 
-/* The ranks whose times the latency percentiles take: the present routing ranks (a
- * token's layer runs from its routing rank's gate to that rank's merge; an expert rank's
- * own layer boundaries fall elsewhere: it may wait for the next layer's rows while the
- * routing rank still waits for a slow expert of the last), or every present rank when no
- * routing rank's record is here. */
+/* The ranks whose times the latency percentiles take: the routing ranks, when all of them
+ * sent this window's records (a token's layer runs from its routing rank's gate to that
+ * rank's merge; an expert rank's own layer boundaries fall elsewhere: it may wait for the
+ * next layer's rows while the routing rank still waits for a slow expert of the last), or
+ * every present rank when no routing rank's record is here. With some routing ranks' and
+ * not others' (symmetric routing, some not profiled or lost) none: the longest of a part
+ * would pass for the longest of all, so the window adds no sample (unknown). */
 static void merge_latency_ranks(const moe_merge_t *m, const bool *have, bool *use)
 {
-    bool any = false;
+    bool any = false, all = true;
     for (int r = 0; r < m->W; r++) {
-        use[r] = have[r] && rank_routes(m->cfg, m->W, r);
+        bool routes = rank_routes(m->cfg, m->W, r);
+        use[r] = have[r] && routes;
         any = any || use[r];
+        all = all && (have[r] || !routes);
     }
-    for (int r = 0; !any && r < m->W; r++) {
-        use[r] = have[r];
+    for (int r = 0; r < m->W; r++) {
+        use[r] = any ? use[r] && all : have[r];
     }
 }
 

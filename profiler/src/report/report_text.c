@@ -396,7 +396,8 @@ static void text_latency(FILE *f, const moe_report_t *r)
     text_rule(f, "Latency per recorded step (the tail: p50 / p90 / p99)");
     fprintf(f, "  per recorded step, the slowest routing rank's time of the step, and of each "
                "layer (from its\n  gate's begin to its merge's end: what the tokens wait); "
-               "percentiles within 1/32 of the value\n\n");
+               "percentiles within 1/32 of the value;\n  - = unknown (no sample, or not every "
+               "routing rank's records came)\n\n");
     fprintf(f, "  %-9s  %7s  %9s  %9s  %9s  %9s  %9s\n", "", "samples", "mean ms", "p50 ms",
             "p90 ms", "p99 ms", "max ms");
     text_latency_row(f, "step", &r->step_latency);
