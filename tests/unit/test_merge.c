@@ -376,6 +376,13 @@ static void test_merge_symmetric_subset(const char *root)
     CHECK(json_is_null(moe_json_path(doc, "layers.1.demand.7")));
     CHECK(json_is_null(moe_json_path(doc, "layers.1.dropped.7")));
     CHECK_NEAR(moe_json_num(moe_json_path(doc, "routing.layers_with_choices"), -1), 0, 0);
+    /* the run's totals of unknown counts: null, not 0 */
+    CHECK(json_is_null(moe_json_path(doc, "routing.choices")));
+    CHECK(json_is_null(moe_json_path(doc, "findings.demand_total")));
+    CHECK(json_is_null(moe_json_path(doc, "findings.dropped_total")));
+    CHECK(json_is_null(moe_json_path(doc, "findings.hot_demand")));
+    CHECK(json_is_null(moe_json_path(doc, "findings.hot_dropped")));
+    CHECK(json_is_null(moe_json_path(doc, "findings.drop_share")));
     int32_t ids[8];
     int n1 = moe_cfg_experts_of_rank(&fx.cfg, 1, ids);
     CHECK(n1 > 0);

@@ -408,6 +408,9 @@ void moe_report_find(const moe_report_t *r, moe_report_findings_t *f)
     if (r == NULL) {
         return;
     }
+    for (int l = 0; r->layers != NULL && l < r->num_layers; l++) {
+        f->demand_unknown = f->demand_unknown || r->layers[l].demand_unknown;
+    }
     find_drops(r, f); /* first: find_hot needs demand_total */
     find_hot(r, f);
     find_slow(r, f);

@@ -343,6 +343,9 @@ typedef struct moe_report_findings {
     /* Capacity drops over all layers: dropped / demand (NAN when no demand was recorded),
      * and the experts that dropped most, most first (num_drops of them, dropped > 0). */
     uint64_t demand_total, dropped_total;
+    /* The routing counts are unknown (moe_rep_layer_t.demand_unknown): demand_total,
+     * dropped_total, hot_demand and hot_dropped hold 0, which the writers show as null. */
+    bool demand_unknown;
     double drop_share;
     int num_drops;
     int drop_layer[MOE_REPORT_TOP_DROPS], drop_expert[MOE_REPORT_TOP_DROPS];
@@ -455,6 +458,7 @@ void moe_report_layer_routing(const moe_report_t *r, int layer, moe_report_layer
  * min_layer -1 when none has). */
 typedef struct moe_report_run_routing {
     uint64_t choices;
+    bool choices_unknown;        /* some layer's demand is unknown: choices is not its sum */
     int layers_with_choices;
     double hottest_share_mean;
     double entropy_bits_mean, entropy_norm_mean;

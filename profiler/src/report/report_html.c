@@ -701,6 +701,12 @@ static void html_hot_strips(FILE *f, const moe_report_t *r)
     for (int l = 0; l < r->num_layers; l++) {
         moe_report_layer_routing_t y;
         moe_report_layer_routing(r, l, &y);
+        if (r->layers[l].demand_unknown) {
+            fprintf(f, "<tr><td class=\"num\">%d</td><td class=\"num\">-</td><td class="
+                       "\"num\">-</td><td class=\"num\">-</td><td class=\"num\">-</td><td>"
+                       "unknown (a routing rank not profiled or lost)</td></tr>\n", l);
+            continue;
+        }
         fprintf(f, "<tr><td class=\"num\">%d</td><td class=\"num\">%" PRIu64 "</td>", l,
                 y.choices);
         if (y.choices == 0) {

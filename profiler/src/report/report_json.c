@@ -76,6 +76,16 @@ static void jw_u64(json_w_t *w, const char *key, uint64_t x)
     fprintf(w->f, "%" PRIu64, x);
 }
 
+/* A count, or null where it is unknown (never 0). */
+static void jw_u64_known(json_w_t *w, const char *key, uint64_t x, bool known)
+{
+    if (known) {
+        jw_u64(w, key, x);
+    } else {
+        jw_num(w, key, NAN);
+    }
+}
+
 static void jw_i64(json_w_t *w, const char *key, int64_t x)
 {
     jw_key(w, key);
@@ -243,7 +253,7 @@ static moe_status_t json_routing_src(json_w_t *w, const moe_report_t *r)
     jw_str(w, "detail", src->detail);
     jw_str(w, "file", replayed ? src->file : NULL); /* NULL: null */
     jw_str(w, "trace_source", replayed ? src->trace_source : NULL);
-    jw_u64(w, "choices", y.choices);
+    jw_u64_known(w, "choices", y.choices, !y.choices_unknown);
     jw_i64(w, "layers_with_choices", y.layers_with_choices);
     jw_num(w, "hottest_share_mean", y.hottest_share_mean);
     jw_num(w, "entropy_bits_mean", y.entropy_bits_mean);
@@ -687,11 +697,11 @@ static void json_findings(json_w_t *w, const moe_report_t *r)
     jw_index(w, "hot_expert", x.hot_expert);
     jw_bool(w, "hot_by_demand", x.hot_by_demand);
     jw_num(w, "hot_share", x.hot_share);
-    jw_u64(w, "hot_demand", x.hot_demand);
+    jw_u64_known(w, "hot_demand", x.hot_demand, !x.demand_unknown);
     jw_u64(w, "hot_kept", x.hot_kept);
-    jw_u64(w, "hot_dropped", x.hot_dropped);
-    jw_u64(w, "demand_total", x.demand_total);
-    jw_u64(w, "dropped_total", x.dropped_total);
+    jw_u64_known(w, "hot_dropped", x.hot_dropped, !x.demand_unknown);
+    jw_u64_known(w, "demand_total", x.demand_total, !x.demand_unknown);
+    jw_u64_known(w, "dropped_total", x.dropped_total, !x.demand_unknown);
     jw_num(w, "drop_share", x.drop_share);
     jw_open(w, "top_drops", '[', false);
     for (int i = 0; i < x.num_drops; i++) {

@@ -92,6 +92,7 @@ void moe_report_run_routing(const moe_report_t *r, moe_report_run_routing_t *out
         moe_report_layer_routing_t y;
         moe_report_layer_routing(r, l, &y);
         out->choices += y.choices;
+        out->choices_unknown = out->choices_unknown || r->layers[l].demand_unknown;
         if (y.choices == 0) {
             continue;
         }
