@@ -582,8 +582,8 @@ static json_t *mini_experts(const mini_t *m)
         const mini_exp_t *x = &m->ex[e];
         bool known = x->calls > 0;
         json_array_append_new(
-            list, json_pack("{s:i, s:i, s:i, s:f, s:o, s:{s:o, s:o, s:o}}", "layer", 0, "expert",
-                            e, "rank", x->rank, "tokens", x->tokens, "calls",
+            list, json_pack("{s:i, s:i, s:i, s:o, s:o, s:{s:o, s:o, s:o}}", "layer", 0, "expert",
+                            e, "rank", x->rank, "tokens", jnum(x->tokens), "calls",
                             x->calls >= 0 ? json_real(x->calls) : json_null(), "latency_ms",
                             "mean", jnum(known ? x->mean : NAN), "p50",
                             jnum(known ? x->p50 : NAN), "p99", jnum(known ? x->p99 : NAN)));
@@ -733,6 +733,21 @@ static void test_no_nan(const char *root)
     CHECK_STR_CONTAINS(out, "      0  gini                  0.250          n/a   n/a\n");
     free(out);
 }
+/* An expert whose tokens are null (its host not profiled, no whole routing count): its
+ * rank's load and the layer's max/mean are n/a, not read as 0 tokens (rank 2 "20", max/mean
+ * 150 / 90 = 1.667 before). */
+static void test_tokens_unknown(const char *root)
+{
+    mini_t b = mini_base;
+    b.ex[3] = (mini_exp_t){2, NAN, -1, 0, 0, 0};
+    char *out = mini_compare(root, &mini_base, &b);
+    CHECK(out != NULL && strstr(out, "nan") == NULL);
+    CHECK_STR_CONTAINS(out, "  layer 0    max/mean 1.500 -> n/a");
+    CHECK(out != NULL && strstr(out, "-> 1.667") == NULL);
+    CHECK_STR_CONTAINS(out, "  overall max/mean 1.500 -> n/a");
+    free(out);
+}
+
 /* Rows over ranks (mean over ranks, summed) take the ranks both runs have: rank 2 not
  * profiled in B (A's mean over 3 ranks was 5.000, its CPU sum 1.00), or only its CPU
  * figure lost in B; the note names the rank left out. */
@@ -1040,6 +1055,7 @@ int main(void)
     test_bytes_split(root);
     test_rank_times(root);
     test_no_nan(root);
+    test_tokens_unknown(root);
     test_rank_sets(root);
     test_empty_run(root);
     test_memory_missing(root);

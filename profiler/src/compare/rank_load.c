@@ -25,9 +25,10 @@ static bool layer_row(const json_t *rows, size_t i, int layer, int W, int E, int
     return row_int(x, "layer") == layer && *e >= 0 && *e < E && *r >= 0 && *r < W;
 }
 
+/* A row's tokens; NAN when null or absent (a host not profiled or lost): not 0. */
 static double row_tokens(const json_t *rows, size_t i)
 {
-    return moe_json_num(json_object_get(json_array_get(rows, i), "tokens"), 0);
+    return moe_json_num(json_object_get(json_array_get(rows, i), "tokens"), NAN);
 }
 
 /* Copies of each expert of the layer: replicas[] rows where the expert has several,
@@ -115,12 +116,12 @@ void moe_rank_load_stats(const double *load, const uint8_t *copies, int W, int E
             any = copies[(size_t)r * E + e] != 0;
         }
         if (any) {
-            m = load[r] > m ? load[r] : m;
+            m = !isfinite(load[r]) ? NAN : load[r] > m ? load[r] : m;
             sum += load[r];
             hosts++;
         }
     }
-    *mx = m;
+    *mx = isfinite(sum) ? m : NAN; /* a host's load unknown: the busiest is not known */
     *mean = hosts > 0 ? sum / hosts : 0.0;
 }
 

@@ -13,13 +13,14 @@
  * rank r holds a copy of expert e (caller's [W * E], may be NULL). load[r] (caller's [W]):
  * with `demand` (the router's counts, [E]) each expert's demand split evenly over its
  * copies; without, the rows each copy computed (experts[].tokens for an expert with one
- * copy, replicas[].tokens for each copy of one with several). Returns the number of
+ * copy, replicas[].tokens for each copy of one with several), NAN for a rank holding a
+ * copy whose tokens are null (not known). Returns the number of
  * ranks that hold at least one expert in the layer (0: the rows are missing). */
 int moe_rank_loads(const json_t *doc, int layer, int W, int E, const double *demand,
                    double *load, uint8_t *copies);
 
 /* The busiest rank's load into *mx, the mean over the ranks that hold a copy of some
- * expert (copies as moe_rank_loads fills it) into *mean. */
+ * expert (copies as moe_rank_loads fills it) into *mean; both NAN when a load is. */
 void moe_rank_load_stats(const double *load, const uint8_t *copies, int W, int E, double *mx,
                          double *mean);
 

@@ -21,6 +21,7 @@ typedef struct chk_layer {
     bool predicted;
     plan_pred_t pred, run;
     double ms_max, ms_mean; /* compute time per expert rank, ms over the recorded steps */
+    bool tokens_unknown;    /* an expert rank's tokens are null: the run's side not known */
 } chk_layer_t;
 
 typedef struct chk {
@@ -94,7 +95,9 @@ static moe_status_t chk_measure(chk_t *c, int l)
         for (int e = 0; e < c->E && !any; e++) {
             any = copies[(size_t)r * c->E + e] != 0;
         }
-        if (any) {
+        if (any && !isfinite(load[r])) {
+            x->tokens_unknown = true;
+        } else if (any) {
             int64_t t = (int64_t)llround(load[r]);
             x->run.max = t > x->run.max ? t : x->run.max;
             x->run.total += t;
@@ -112,6 +115,11 @@ static moe_status_t chk_measure(chk_t *c, int l)
 static bool chk_verdict(const chk_layer_t *x, char *buf, size_t n)
 {
     const plan_pred_t *p = &x->pred, *r = &x->run;
+    if (x->tokens_unknown) {
+        snprintf(buf, n, "UNKNOWN: an expert rank's tokens are null (summary.json experts[]"
+                 ", replicas[]: a host not profiled or lost)");
+        return false;
+    }
     if (r->hosts != p->hosts) {
         snprintf(buf, n, "DIFFERS: %d expert ranks ran, the plan has %d (not the planned "
                  "placement?)", r->hosts, p->hosts);
@@ -179,16 +187,23 @@ static int chk_report(chk_t *c, FILE *out)
         equal += chk_verdict(x, verdict, sizeof(verdict)) ? 1 : 0;
         chk_time(x, moe_json_num(moe_json_path(c->doc, "run.recorded_steps"), 0), time,
                  sizeof(time));
-        fprintf(out, "  %-7d %9.3f %9.3f   %-52s %s\n", l, plan_ratio(&x->pred),
-                plan_ratio(&x->run), verdict, time);
+        char run[16] = "n/a";
+        if (!x->tokens_unknown) {
+            snprintf(run, sizeof(run), "%.3f", plan_ratio(&x->run));
+        }
+        fprintf(out, "  %-7d %9.3f %9s   %-52s %s\n", l, plan_ratio(&x->pred), run, verdict,
+                time);
         pmx += (double)x->pred.max;
         pmean += x->pred.hosts > 0 ? (double)x->pred.total / x->pred.hosts : 0.0;
-        rmx += (double)x->run.max;
+        rmx += x->tokens_unknown ? NAN : (double)x->run.max; /* unknown: overall n/a */
         rmean += x->run.hosts > 0 ? (double)x->run.total / x->run.hosts : 0.0;
     }
-    fprintf(out, "  %-7s %9.3f %9.3f   (sum over layers of the busiest rank's tokens / sum "
-            "of the means)\n", "overall", pmean > 0 ? pmx / pmean : 0.0,
-            rmean > 0 ? rmx / rmean : 0.0);
+    char run_all[16] = "n/a";
+    if (isfinite(rmx)) {
+        snprintf(run_all, sizeof(run_all), "%.3f", rmean > 0 ? rmx / rmean : 0.0);
+    }
+    fprintf(out, "  %-7s %9.3f %9s   (sum over layers of the busiest rank's tokens / sum "
+            "of the means)\n", "overall", pmean > 0 ? pmx / pmean : 0.0, run_all);
     if (equal == shown) {
         fprintf(out, "result: the run measured what the plan predicted, in all %d layers\n",
                 shown);

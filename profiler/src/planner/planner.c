@@ -336,7 +336,14 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
                                  l, p->E);
         }
         for (int e = 0; e < p->E; e++) {
-            p->loads[(size_t)l * p->E + e] = moe_json_num(json_array_get(d, (size_t)e), 0);
+            const json_t *v = json_array_get(d, (size_t)e);
+            if (json_is_null(v)) {
+                return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d's demand is "
+                                     "unknown (summary.json layers[].demand null: a routing "
+                                     "rank not profiled or lost): nothing to plan from; run "
+                                     "with every routing rank profiled", p->a.dir, l);
+            }
+            p->loads[(size_t)l * p->E + e] = moe_json_num(v, 0);
         }
     }
     double total = 0.0;
