@@ -472,6 +472,9 @@ static void test_refusals(void)
     refuses(6, a4, "-o FILE is required with --routing naming a file", NULL);
     const char *a5[] = {"--routing", out, "--ranks", "3", "--config", base, "-o", out};
     refuses(8, a5, "ref_out.yaml", out); /* no such trace */
+    /* no such trace and no -o: the path is what is wrong, not the missing -o */
+    const char *a9[] = {"--routing", out, "--ranks", "3", "--config", base};
+    refuses(6, a9, "ref_out.yaml: cannot read the routing trace", out);
     const char *a6[] = {"--config", base, "--ranks", "3", "somewhere"};
     refuses(5, a6, "--config BASE.yaml goes with --routing PATH", NULL);
     const char *a7[] = {"--routing", trace, "somewhere", "--ranks", "3"};

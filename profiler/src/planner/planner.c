@@ -632,8 +632,8 @@ int moe_prof_plan_main(int argc, char **argv, FILE *out)
         return plan_check_main(&p.a, out);
     }
     if (p.a.out == NULL) {
-        struct stat sb;
-        if (p.a.routing != NULL && (stat(p.a.routing, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        struct stat sb; /* a PATH that is not there: the trace's read below says so */
+        if (p.a.routing != NULL && stat(p.a.routing, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
             return plan_usage("-o FILE is required with --routing naming a file (a folder's "
                               "plan goes to PATH/planned.yaml)");
         }
