@@ -314,7 +314,8 @@ EOF
     run_bad id_twice 'a = arrays["layers.0.topk_ids"]; a[3, 1] = a[3, 0]' "'layers.0.topk_ids' row 3 names expert" rows
     run_bad nan 'arrays["layers.0.topk_weights"][5, 0] = np.nan' "'layers.0.topk_weights' row 5 column 0 is nan" rows
     run_bad negative 'arrays["layers.1.topk_weights"][0, 1] = -0.25' "'layers.1.topk_weights' row 0 column 1 is -0.25" rows
-    run_bad format 'meta["format"] = "other/1"' "not a routing trace" header ;;
+    run_bad format 'meta["format"] = "other/1"' "not a routing trace" header
+    run_bad family 'meta["family"] = "deepseek_v3"' "metadata family deepseek_v3; the model is model.family mixtral" header ;;
   bounds)
     expect3() {
       local words=$1; shift

@@ -19,6 +19,15 @@ moe_status_t moe_replay_check(const moe_config_t *cfg, const moe_routing_trace_t
                              tr->path, tr->num_experts, tr->top_k, (long long)cfg->num_experts,
                              (long long)cfg->top_k);
     }
+    /* a trace's weights are its family's (normalised and scaled as it routes); one without
+     * a family (an import that was not told the model) replays on any */
+    const char *fam = moe_cfg_family_name(cfg->family);
+    if (tr->family[0] != '\0' && fam != NULL && strcmp(tr->family, fam) != 0) {
+        return moe_error_set(err, MOE_ERR_FORMAT, "workload.routing: %s: metadata family %s; "
+                             "the model is model.family %s: the trace's weights are %s's (its "
+                             "normalisation and scaling), not this model's; replay a trace of "
+                             "a %s model", tr->path, tr->family, fam, tr->family, fam);
+    }
     for (int l = 0; l < cfg->num_layers; l++) {
         li[l] = moe_routing_trace_layer(tr, cfg->layer_ids[l]);
         if (li[l] < 0) {

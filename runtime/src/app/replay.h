@@ -22,7 +22,8 @@ typedef struct moe_replay {
 
 /* The trace's header (data read: its rows too) against the model: every moed layer's
  * decoder layer in it, its num_experts and top_k the model's, at least tokens_per_step
- * rows. Fills li. MOE_ERR_FORMAT naming the file and the tensor or metadata key. */
+ * rows, its family (when it names one) model.family. Fills li. MOE_ERR_FORMAT naming the
+ * file and the tensor or metadata key. */
 moe_status_t moe_replay_check(const moe_config_t *cfg, const moe_routing_trace_t *tr, int *li,
                               moe_error_t *err);
 
