@@ -5,6 +5,8 @@
 #             record a skewed run (every step), check the file (metadata, shapes, the
 #             report's demand per expert = the trace's counts), replay it with the same input
 #             on 3 ranks and on 1 rank: the outputs are bit-identical to the recording run's
+#             (record_master: its replay recorded again holds the same tensors, and its
+#             source names the trace replayed)
 #   symmetric_same  the recording under symmetric routing holds the same choices as under
 #             master routing (every routing rank's tokens, in global order)
 #   reference_FAMILY  a routing chosen at random (not the router) and the NumPy reference's
@@ -128,7 +130,42 @@ r = json.load(open(sys.argv[1]))["routing"]
 assert r["source"] == sys.argv[2] and r["file"] == sys.argv[3], (r, sys.argv[3])
 assert r["trace_source"].startswith("moed run "), r
 EOF
-    grep -q "routing source.*replayed" "$last/summary.txt" || fail "summary.txt does not say replayed" ;;
+    grep -q "routing source.*replayed" "$last/summary.txt" || fail "summary.txt does not say replayed"
+    # a replay recorded again: the same choices, and its source says whose they are
+    replay_yaml c.yaml "$TRACE" rr.yaml
+    sed -i "s/^  record_routing: false/  record_routing: true/" rr.yaml
+    mpirun_moed 3 --config rr.yaml --no-progress > rr.log 2>&1 || { cat rr.log; fail "re-recording failed"; }
+    again=$(ls -td "$WORK"/experiments/*/ | head -1)
+    "$PY" - "${TRACE}routing.safetensors" "${again}routing.safetensors" "$again" <<'EOF' || fail "the re-recorded trace"
+import json, struct, sys
+def load(p):
+    raw = open(p, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n]); m = h.pop("__metadata__")
+    return m, {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
+(ma, a), (mb, b) = load(sys.argv[1]), load(sys.argv[2])
+assert a == b, "the re-recorded choices differ from the trace's"
+want = "moed run %s (replaying %s (%s))" % (sys.argv[3].rstrip("/"), sys.argv[1], ma["source"])
+assert mb["source"] == want, (mb["source"], want)
+print("re-recorded:", mb["source"])
+EOF
+    # a replayed trace's source that would not fit a reader's 511 bytes is left out, whole
+    "$PY" - "${TRACE}routing.safetensors" long.safetensors <<'EOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n]); h["__metadata__"]["source"] = "vLLM " + "x" * 480
+hj = json.dumps(h).encode(); hj += b" " * (-len(hj) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hj)) + hj + raw[8 + n:])
+EOF
+    sed -i "s|^  routing: $TRACE\$|  routing: $WORK/long.safetensors|" rr.yaml
+    mpirun_moed 3 --config rr.yaml --no-progress > rr2.log 2>&1 || { cat rr2.log; fail "re-recording 2 failed"; }
+    again=$(ls -td "$WORK"/experiments/*/ | head -1)
+    "$PY" - "${again}routing.safetensors" "moed run ${again%/} (replaying $WORK/long.safetensors)" <<'EOF' || fail "the re-recorded trace of a long source"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+src = json.loads(raw[8:8 + n])["__metadata__"]["source"]
+assert src == sys.argv[2], (src, sys.argv[2])
+EOF
+    ;;
   record_symmetric)
     ROUTING=symmetric; TOKENS=100; SKEW=1.5; record ''
     check_trace

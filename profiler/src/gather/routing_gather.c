@@ -159,6 +159,25 @@ void moe_gather_routing(const moe_config_t *cfg, MPI_Comm comm, const void *own,
     free(p);
 }
 
+/* The trace's source: this run and, for a replay recorded again, the trace it replayed and
+ * that trace's own source ("moed run RUN (replaying FILE (SOURCE))"). What a reader would
+ * cut (MOE_ROUTING_SOURCE_MAX) is left out whole instead, the replayed trace's source
+ * first, then its file, so the parentheses stay paired. */
+static void routing_source(const moe_report_t *r, char *out, size_t n)
+{
+    moe_report_routing_src_t src;
+    moe_report_routing_parse(r->routing_source, &src);
+    bool replayed = strcmp(src.kind, "replayed") == 0, has = src.trace_source[0] != '\0';
+    int len = snprintf(out, n, "moed run %s (replaying %s%s%s%s)", r->run_dir, src.file,
+                       has ? " (" : "", src.trace_source, has ? ")" : "");
+    if (replayed && has && len >= MOE_ROUTING_SOURCE_MAX) {
+        len = snprintf(out, n, "moed run %s (replaying %s)", r->run_dir, src.file);
+    }
+    if (!replayed || len >= MOE_ROUTING_SOURCE_MAX) {
+        snprintf(out, n, "moed run %s", r->run_dir);
+    }
+}
+
 moe_status_t moe_gather_routing_report(const moe_report_t *r, const void *arg,
                                        moe_error_t *err)
 {
@@ -173,9 +192,9 @@ moe_status_t moe_gather_routing_report(const moe_report_t *r, const void *arg,
         moe_report_file_failed(r, MOE_RFILE_ROUTING, set->why);
         return MOE_OK;
     }
-    char path[4096 + 64], source[4096 + 16];
+    char path[4096 + 64], source[MOE_PATH_MAX + 16];
     snprintf(path, sizeof(path), "%s/%s", run_dir, MOE_ROUTING_FILE);
-    snprintf(source, sizeof(source), "moed run %s", run_dir);
+    routing_source(r, source, sizeof(source));
     int L = (int)set->layers;
     const int32_t *ids[MOE_MAX_LAYER_IDS];
     const float *ws[MOE_MAX_LAYER_IDS];

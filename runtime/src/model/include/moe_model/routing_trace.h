@@ -25,6 +25,7 @@
 
 #define MOE_ROUTING_FORMAT "moed-routing/1"
 #define MOE_ROUTING_FILE "routing.safetensors"
+#define MOE_ROUTING_SOURCE_MAX 512 /* bytes of the metadata's source a reader keeps, NUL in */
 
 typedef struct moe_routing_trace {
     char path[4096];           /* the file read (a folder's routing.safetensors resolved) */
@@ -34,7 +35,7 @@ typedef struct moe_routing_trace {
     int64_t rows;              /* tokens per layer */
     int64_t tokens_per_step;   /* from the metadata; 0: not recorded in steps */
     char family[32];           /* "mixtral", ... or "" */
-    char source[512];          /* "moed run experiments/...", "vLLM routed_experts", ... */
+    char source[MOE_ROUTING_SOURCE_MAX]; /* "moed run experiments/...", "vLLM ...", ... */
     bool uniform_weights;      /* metadata weights: uniform (the source had none) */
     int32_t *ids;              /* [num_layers][rows][top_k]; NULL after a header read */
     float *weights;            /* [num_layers][rows][top_k]; NULL after a header read */
