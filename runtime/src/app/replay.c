@@ -26,7 +26,9 @@ moe_status_t moe_replay_check(const moe_config_t *cfg, const moe_routing_trace_t
         return moe_error_set(err, MOE_ERR_FORMAT, "workload.routing: %s: metadata family %s; "
                              "the model is model.family %s: the trace's weights are %s's (its "
                              "normalisation and scaling), not this model's; replay a trace of "
-                             "a %s model", tr->path, tr->family, fam, tr->family, fam);
+                             "a %s model (with random weights, model.family: %s routes as the "
+                             "trace's model did)", tr->path, tr->family, fam, tr->family, fam,
+                             tr->family);
     }
     for (int l = 0; l < cfg->num_layers; l++) {
         li[l] = moe_routing_trace_layer(tr, cfg->layer_ids[l]);
