@@ -39,6 +39,9 @@ static uint32_t next_rand(void)
  * hot expert (a different one per layer) is the first choice of most tokens in the first
  * half of each step of `step` tokens and of few in the second half, so how a replicated
  * expert's rows split between its copies depends on where in the step they are. */
+/* The family write_trace writes ("": none, as an import not told the model). */
+static const char *trace_family = "";
+
 static void write_trace(const char *path, int L, const int32_t *lids, int E, int k, int64_t rows,
                         int64_t step)
 {
@@ -67,7 +70,7 @@ static void write_trace(const char *path, int L, const int32_t *lids, int E, int
         }
     }
     moe_routing_out_t o = {.num_layers = L, .layer_ids = lids, .num_experts = E, .top_k = k,
-                           .rows = rows, .tokens_per_step = step, .family = "",
+                           .rows = rows, .tokens_per_step = step, .family = trace_family,
                            .source = "test_plan_routing", .uniform_weights = true,
                            .ids = (const int32_t *const *)ids, .weights = (const float *const *)ws};
     moe_error_t err = {0};
@@ -461,6 +464,15 @@ static void test_refusals(void)
     write_base(other, &(base_t){.E = 8, .k = 2, .L = 2, .tokens = 128, .routing = "master",
                                 .placement = "auto"});
     refuses(8, a2, "the trace has 64 rows, fewer than one step of the base config", out);
+    /* a trace of another family: its replay would refuse it, so the plan does */
+    trace_family = "deepseek_v3";
+    write_trace(trace, 2, lids, 8, 2, 64, 32);
+    trace_family = "";
+    write_base(other, &(base_t){.E = 8, .k = 2, .L = 2, .tokens = 32, .routing = "master",
+                                .placement = "auto"});
+    refuses(8, a2, "the trace is of a deepseek_v3 model; the base config", out);
+    refuses(8, a2, "is model.family mixtral: its replay would refuse the trace", out);
+    write_trace(trace, 2, lids, 8, 2, 64, 32);
     /* no base: a trace has no model shape */
     mkdir(lone, 0700);
     snprintf(lone_trace, sizeof(lone_trace), "%s/%s", lone, MOE_ROUTING_FILE);
