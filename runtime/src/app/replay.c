@@ -68,7 +68,7 @@ typedef struct replay_head {
     int32_t layer_ids[MOE_MAX_LAYER_IDS];
     int32_t li[MOE_MAX_LAYER_IDS];
     char path[4096];
-    char source[512];
+    char source[MOE_ROUTING_SOURCE_MAX];
 } replay_head_t;
 
 /* Pieces of at most 256 MiB: MPI counts are int. */
