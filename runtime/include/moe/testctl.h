@@ -15,7 +15,8 @@
  *       rank 0's profiler step hook sleeps N us more (a cost of known size)
  *   MOED_TEST_PAUSE (MOE_TESTCTL_PAUSE)                       rank:phase
  *       that rank stops itself (SIGSTOP) at phase: startup, end, report, teardown, finalize,
- *       rebalance (after its weight moves arrived, before the switch)
+ *       rebalance (after its weight moves arrived, before the switch), stepN (at step N's
+ *       begin: its step N-1 completed on that rank)
  *   MOED_TEST_BUILD_ID (MOE_TESTCTL_BUILD_ID)                 text
  *       this rank's build id in the start-up handshake (even when empty)
  *   MOED_TEST_REBALANCE_DELAY_MS (MOE_TESTCTL_REBALANCE_DELAY) rank:ms

@@ -547,10 +547,21 @@ static moe_status_t engine_sync_x(moe_engine_t *eng, bool to_device, moe_error_t
  * (SIGSTOP) at that phase: "startup" (before the first agreement of the engine),
  * "end" (after the last step's barrier), "report" (before the profile's last records),
  * "teardown" (after the report and the last barrier, before the transports' teardown),
- * "finalize" (every rank at MPI_Finalize's door). */
+ * "finalize" (every rank at MPI_Finalize's door), "stepN" (at step N's begin, its step N-1
+ * completed on this rank). */
 static void test_pause(int rank, const char *phase)
 {
     moe_testctl_pause_here(rank, phase);
+}
+
+/* MOE_TESTCTL_PAUSE's "stepN", asked only when the hook is armed (no formatting per step). */
+static void test_pause_step(int rank, int64_t step)
+{
+    if (moe_testctl_armed(MOE_TESTCTL_PAUSE)) {
+        char phase[32];
+        snprintf(phase, sizeof(phase), "step%lld", (long long)step);
+        test_pause(rank, phase);
+    }
 }
 
 void moe_engine_test_pause(const moe_engine_t *eng, const char *phase)
@@ -922,6 +933,7 @@ moe_status_t moe_engine_run(moe_engine_t *eng, int64_t steps, bool progress, moe
                                moe_stop_signal_name(moe_stop_signal()));
             break;
         }
+        test_pause_step(eng->rank, s);
         if (k > 0 && s % k == 0) {
             block0 = moe_now_ns();
         }
