@@ -53,10 +53,11 @@ wait_steps() {
   done
   fail "the run never reached its steps"
 }
-# wait_stopped R: until rank R has stopped itself (MOED_TEST_PAUSE): the job is in start-up.
+# wait_stopped R [TRIES]: until rank R has stopped itself (MOED_TEST_PAUSE), checked every
+# 0.1 s, 200 times unless TRIES says (a pause in the steps comes after the start-up's load).
 wait_stopped() {
   local p
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 "${2:-200}"); do
     p=$(rank_pid "$1")
     [[ -n "$p" && $(awk '{print $3}' "/proc/$p/stat" 2> /dev/null) == T ]] && return
     sleep 0.1
@@ -468,6 +469,39 @@ PY
       || { cat run.log; fail "the headline does not say why routing.safetensors is missing"; }
     grep -q "^routing.safetensors: not written: the routing of [0-9]* of the" "$d/INCOMPLETE" \
       || { cat "$d/INCOMPLETE"; fail "INCOMPLETE does not list routing.safetensors and why"; }
+    ;;
+  routing_killed_master)  # master routing, an expert rank killed mid-step after the other
+    # expert rank completed its part of that step: the step in flight counts for nothing, so
+    # run.recorded_steps, routing.safetensors' rows and rank 0's steps agree. One layer:
+    # rank 2's experts take 4 s a step before their rows go back, rank 1 ends step 4 and
+    # stops itself at step 5's begin, and rank 2 is killed within 0.1 s of that, while it
+    # still sleeps in step 4 (the test checks it: rank 1 holds one step more than rank 0).
+    TIMEOUT_S=30 LAYERS=1 STEPS=40 job \
+      | sed 's/^  repeat: 0/  repeat: 1\n  record_routing: true/; s/^  measurement_steps: 5/  measurement_steps: 400/' > c.yaml
+    run_bg MOED_TEST_EXPERT_DELAY_MS=2:4000 MOED_TEST_PAUSE=1:step5
+    wait_stopped 1 1800
+    t_event=$(date +%s%N); kill -9 "$(rank_pid 2)"
+    finish 60
+    [[ $code -ne 0 ]] || fail "exit 0 after a rank died"
+    d=$(ls -d "$WORK"/experiments/*/ | sort | tail -1)
+    python3 - "$d" <<'PY' || fail "recorded_steps, the trace and the steps done disagree"
+import json, struct, sys
+d = sys.argv[1]
+s = json.load(open(d + "/summary.json"))
+run = s["run"]
+warmup = 2
+raw = open(d + "/routing.safetensors", "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n]); m = h.pop("__metadata__")
+T = int(m["tokens_per_step"])
+rows = {v["shape"][0] for v in h.values()}
+print("steps_run", run["steps_run"], "recorded_steps", run["recorded_steps"], "trace rows",
+      rows, "T", T, "ranks' steps", [k.get("steps") for k in s["ranks"]])
+assert run["steps_run"] == 4, "rank 0 completed steps 0..3: %s" % run["steps_run"]
+assert [k.get("steps") for k in s["ranks"]][1] == 3, "rank 1 did not complete step 4"
+assert run["recorded_steps"] == run["steps_run"] - warmup, "recorded_steps counts a step the job did not complete"
+assert rows == {run["recorded_steps"] * T}, (rows, run["recorded_steps"], T)
+PY
     ;;
   *) fail "unknown case $1" ;;
 esac

@@ -121,7 +121,7 @@ static void mt_config(fixture_t *fx, const char *root, const char *routing, cons
 /* The merged report of a run of `steps` steps of config text `yaml` (NULL if m is). */
 static moe_report_t *mt_finish(moe_merge_t *m, const char *yaml, int64_t steps)
 {
-    moe_prof_run_t run = {steps, steps, 1.0, yaml, strlen(yaml), false, 1.0, NULL};
+    moe_prof_run_t run = {steps, steps, 1.0, yaml, strlen(yaml), false, 1.0, NULL, false, 0};
     moe_prof_static_t info;
     memset(&info, 0, sizeof(info));
     info.transport = "mpi";
@@ -872,7 +872,7 @@ static void test_merge_waits_windows(const char *root)
             w.recs[k].exchanges[0] = second[k];
         }
         ok = ok && moe_merge_window(w.m, w.recs, have, 0, &err) == MOE_OK;
-        moe_prof_run_t run = {2, 2, 1.0, w.yaml, strlen(w.yaml), false, 1.0, NULL};
+        moe_prof_run_t run = {2, 2, 1.0, w.yaml, strlen(w.yaml), false, 1.0, NULL, false, 0};
         moe_prof_static_t info;
         memset(&info, 0, sizeof(info));
         w.r = ok ? moe_merge_finish(w.m, &run, &info) : NULL;

@@ -143,6 +143,11 @@ typedef struct moe_prof_run {
     bool interrupted;               /* stopped by a signal: steps_run < steps_planned */
     double deadline_s;              /* how long rank 0 waits for the last records */
     const char *missing_why;        /* why a rank's last record may not come (NULL: lost) */
+    bool job_steps;                 /* steps_run are the job's completed steps 0.., on the
+                                       schedule: recorded_steps counts no later step, which
+                                       a rank may have ended alone before a fault */
+    int64_t job_recorded;           /* with job_steps: of them, the recorded ones (set by
+                                       moe_prof_finish) */
 } moe_prof_run_t;
 
 /* One online rebalance (runtime.rebalance_every), the same figures on every rank but
@@ -188,6 +193,8 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
  * window. *recorded: inside a window and on the sampling grid (every sampling_rate-th step
  * of the window, starting with its first). *closes: the last step of its window. */
 int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded, bool *closes);
+/* How many of steps 0..steps-1 the schedule records. */
+int64_t moe_prof_schedule_recorded(const moe_config_t *cfg, int64_t steps);
 
 /* Clock offset estimation: one ping-pong series between rank 0 and every other rank;
  * (used at start, collective; at the end of a run that was not interrupted)

@@ -195,7 +195,9 @@ moe_status_t moe_prof_finish(moe_prof_t *p, const moe_prof_run_t *run, char *run
                                       "(see the error)"
                                     : run->missing_why;
     double left_s = (double)(deadline - moe_now_ns()) / 1e9; /* what the routing left */
-    moe_status_t st = moe_gather_finish(p->g, run, fst != MOE_OK ? 0.2 : left_s > 0.2 ? left_s
+    moe_prof_run_t job = *run;
+    job.job_recorded = run->job_steps ? moe_prof_schedule_recorded(p->cfg, run->steps_run) : 0;
+    moe_status_t st = moe_gather_finish(p->g, &job, fst != MOE_OK ? 0.2 : left_s > 0.2 ? left_s
                                                                                       : 0.2,
                                         why, moe_rec_profiled(p->r) ? moe_rec_own(p->r) : NULL,
                                         moe_rec_window_index(p->r),

@@ -1033,6 +1033,13 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
         }
     }
     r->chunks = r->chunks > 0 ? r->chunks : (int)m->cfg->chunks;
+    if (run->job_steps) {
+        /* a rank ends its part of a step before the job does (master routing: an expert
+         * rank once its rows went back): after a fault its records may hold the step in
+         * flight, which the job never completed (rank 0's steps_run, the routing trace) */
+        int64_t job = run->job_recorded;
+        r->recorded_steps = r->recorded_steps < job ? r->recorded_steps : job;
+    }
 }
 
 /* Whether the routing ranks' counts (demand, kept, dropped) are whole: every rank that

@@ -18,3 +18,14 @@ int64_t moe_prof_schedule(const moe_config_t *cfg, int64_t step, bool *recorded,
     *closes = pos == cfg->prof_measurement_steps - 1;
     return w;
 }
+
+int64_t moe_prof_schedule_recorded(const moe_config_t *cfg, int64_t steps)
+{
+    int64_t n = 0;
+    for (int64_t s = 0; s < steps; s++) {
+        bool recorded = false, closes = false;
+        (void)moe_prof_schedule(cfg, s, &recorded, &closes);
+        n += recorded;
+    }
+    return n;
+}

@@ -1025,6 +1025,7 @@ moe_status_t moe_engine_finish_profile(moe_engine_t *eng, const char *config_tex
         .interrupted = interrupted,
         .deadline_s = deadline_s,
         .missing_why = missing_why,
+        .job_steps = true,
     };
     return moe_prof_finish(eng->prof, &run, run_dir, run_dir_len, err);
 }
