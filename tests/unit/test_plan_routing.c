@@ -728,6 +728,135 @@ static void test_check(void)
     free(o);
 }
 
+/* ---- reports whose figures are unknown ---------------------------------------------- */
+
+/* dir/summary.json, loaded (NULL: a check failed). */
+static json_t *summary_load(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    json_t *doc = json_load_file(path, 0, NULL);
+    CHECK(doc != NULL);
+    return doc;
+}
+
+/* doc written over dir/summary.json; takes doc. */
+static void summary_save(const char *dir, json_t *doc)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    CHECK(doc != NULL && json_dump_file(doc, path, JSON_INDENT(1)) == 0);
+    json_decref(doc);
+}
+
+/* The ratio and sums a prediction line of --check shows, from the planned config's
+ * comments (the plan's side of each layer: max over the mean of the expert ranks). */
+static double pred_ratio(const loads_t *x)
+{
+    return x->total > 0 ? (double)x->max * x->hosts / (double)x->total : 0.0;
+}
+
+/* `moed plan DIR` on a report whose layer 1 demand is null (a routing rank not profiled or
+ * lost; the writer keeps the array's length, every element null): refused, exit 2, naming
+ * the layer, nothing written. The same report with its demand known plans (exit 0): the
+ * null is what is refused. Before, null read as 0: layer 1 planned as if never chosen. */
+static void test_plan_demand_unknown(void)
+{
+    char trace[512], base[512], out[512], run[512];
+    path_of(trace, sizeof(trace), "unk.safetensors");
+    path_of(base, sizeof(base), "unk_base.yaml");
+    path_of(out, sizeof(out), "unk_planned.yaml");
+    path_of(run, sizeof(run), "run_demand_unknown");
+    const int32_t lids[2] = {0, 1};
+    write_trace(trace, 2, lids, 8, 2, 128, 64);
+    write_base(base, &(base_t){.E = 8, .k = 2, .L = 2, .tokens = 64, .routing = "master",
+                               .placement = "auto"});
+    write_run(run, base, trace, 3, 1, 0);
+    json_t *doc = summary_load(run);
+    if (doc == NULL) {
+        return;
+    }
+    /* the resolved config, as the report writer flattens it */
+    json_object_set_new(doc, "config",
+                        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:s, s:i, "
+                                  "s:i}", "model.hidden_dim", 64, "model.ffn_dim", 128,
+                                  "model.num_experts", 8, "model.top_k", 2, "model.num_layers",
+                                  2, "model.first_layer", 0, "model.capacity_factor", 0.0,
+                                  "model.seed", 7, "placement.master_rank", 0,
+                                  "runtime.routing", "master", "workload.tokens_per_step", 64,
+                                  "workload.steps", 5));
+    summary_save(run, json_incref(doc));
+    char *o = NULL, *e = NULL;
+    const char *argv[] = {run, "--ranks", "3", "-o", out};
+    CHECK_INT_EQ(run_plan(&o, &e, 5, argv), 0);
+    CHECK_STR_CONTAINS(o, "moed plan: 8 experts x 2 layers onto 2 expert ranks of 3");
+    free(o);
+    free(e);
+    unlink(out);
+    json_t *nulls = json_array();
+    for (int x = 0; x < 8; x++) {
+        json_array_append_new(nulls, json_null());
+    }
+    json_object_set_new(json_array_get(json_object_get(doc, "layers"), 1), "demand", nulls);
+    summary_save(run, doc);
+    refuses(5, argv, ": layer 1's demand is unknown (summary.json layers[].demand null: a "
+                     "routing rank not profiled or lost): nothing to plan from; run with every "
+                     "routing rank profiled", out);
+}
+
+/* `moed plan --check` on a run whose layer 1 has an expert rank's tokens null (the expert's
+ * experts[] row; its host not profiled or lost): layer 1 reads UNKNOWN with its run max/mean
+ * n/a, the overall run max/mean n/a (never llround(NAN)'s figure), layer 0 still equal;
+ * exit 1. */
+static void test_check_tokens_unknown(void)
+{
+    char trace[512], base[512], out[512], run[512];
+    path_of(trace, sizeof(trace), "chk.safetensors"); /* test_check's */
+    path_of(base, sizeof(base), "chk_base.yaml");
+    path_of(out, sizeof(out), "chk_out.yaml");
+    path_of(run, sizeof(run), "run_tokens_unknown");
+    write_run(run, out, trace, 3, 1, 0);
+    json_t *doc = summary_load(run);
+    if (doc == NULL) {
+        return;
+    }
+    json_t *experts = json_object_get(doc, "experts"), *row;
+    size_t i;
+    int nulled = 0;
+    json_array_foreach(experts, i, row) {
+        /* an expert with one copy (its row has calls; a copied one's are in replicas[]) */
+        if (nulled == 0 && json_integer_value(json_object_get(row, "layer")) == 1 &&
+            json_object_get(row, "calls") != NULL) {
+            json_object_set_new(row, "tokens", json_null());
+            nulled++;
+        }
+    }
+    CHECK_INT_EQ(nulled, 1);
+    summary_save(run, doc);
+    char *o = NULL, *e = NULL, *yaml = read_all(out), want[256];
+    loads_t pb[2], pa[2];
+    CHECK(pred_line(yaml, 0, &pb[0], &pa[0]) && pred_line(yaml, 1, &pb[1], &pa[1]));
+    free(yaml);
+    const char *argv[] = {"--check", run};
+    CHECK_INT_EQ(run_plan(&o, &e, 2, argv), 1);
+    snprintf(want, sizeof(want), "\n  0       %9.3f %9.3f   equal (busiest rank ",
+             pred_ratio(&pa[0]), pred_ratio(&pa[0]));
+    CHECK_STR_CONTAINS(o, want);
+    snprintf(want, sizeof(want), "\n  1       %9.3f       n/a   UNKNOWN: an expert rank's tokens "
+             "are null (summary.json experts[], replicas[]: a host not profiled or lost) ",
+             pred_ratio(&pa[1]));
+    CHECK_STR_CONTAINS(o, want);
+    double pmx = (double)(pa[0].max + pa[1].max);
+    double pmean = (double)pa[0].total / pa[0].hosts + (double)pa[1].total / pa[1].hosts;
+    snprintf(want, sizeof(want), "\n  overall %9.3f       n/a   (sum over layers of the "
+             "busiest rank's tokens / sum of the means)\n", pmx / pmean);
+    CHECK_STR_CONTAINS(o, want);
+    CHECK_STR_CONTAINS(o, "result: 1 of 2 layers differ from the prediction");
+    CHECK(o != NULL && strstr(o, "nan") == NULL);
+    free(o);
+    free(e);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/moed-plan-routing.XXXXXX");
@@ -742,6 +871,8 @@ int main(void)
     test_folder_base();
     test_refusals();
     test_check();
+    test_check_tokens_unknown();
+    test_plan_demand_unknown();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
     if (moe_test_failures_ == 0 && system(cmd) != 0) {
