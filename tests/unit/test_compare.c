@@ -735,7 +735,7 @@ static void test_no_nan(const char *root)
 }
 /* An expert whose tokens are null (its host not profiled, no whole routing count): its
  * rank's load and the layer's max/mean are n/a, not read as 0 tokens (rank 2 "20", max/mean
- * 150 / 90 = 1.667 before). */
+ * 150 / 90 = 1.667 before); in the experts table its tokens are n/a, not 0.0. */
 static void test_tokens_unknown(const char *root)
 {
     mini_t b = mini_base;
@@ -745,6 +745,15 @@ static void test_tokens_unknown(const char *root)
     CHECK_STR_CONTAINS(out, "  layer 0    max/mean 1.500 -> n/a");
     CHECK(out != NULL && strstr(out, "-> 1.667") == NULL);
     CHECK_STR_CONTAINS(out, "  overall max/mean 1.500 -> n/a");
+    free(out);
+    /* the expert's tokens alone null (its calls and latency known): its row's tokens B and
+     * change n/a, not 0.0 and -4.0 (-100.0%) */
+    b.ex[3] = (mini_exp_t){2, NAN, 5, 0.1, 0.1, 0.1};
+    out = mini_compare(root, &mini_base, &b);
+    CHECK(out != NULL && strstr(out, "nan") == NULL);
+    CHECK_STR_CONTAINS(out, "      0      3      0.100     0.100   +0.000 (+0.0%)        0.100"
+                            "     0.100   +0.000 (+0.0%)           4.0        n/a   n/a        "
+                            "             5       5\n");
     free(out);
 }
 
