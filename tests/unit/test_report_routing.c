@@ -605,6 +605,46 @@ static void test_threshold(const char *root)
     }
 }
 
+/* Past the cell limit, a layer whose demand is unknown (a routing rank not profiled or lost:
+ * the merge leaves its counts 0) gets a strip of '-' and the reason, not "0 choices, no
+ * choice recorded"; the layers around it keep their figures. */
+static void test_strip_unknown(const char *root)
+{
+    shape_t s = {3, 17, 64, false, 1000.0, NULL, NULL}; /* 1088 cells: the tables */
+    fixture_t *fx = fx_make(&s);
+    CHECK(fx != NULL);
+    moe_error_t err;
+    if (fx == NULL || !make_dir(root, "strip_unknown", fx->rep.run_dir,
+                                sizeof(fx->rep.run_dir))) {
+        fx_free(fx);
+        return;
+    }
+    moe_rep_layer_t *y = &fx->rep.layers[1];
+    y->demand_unknown = true;
+    memset(y->demand, 0, sizeof(uint64_t) * (size_t)s.experts);
+    memset(y->dropped, 0, sizeof(uint64_t) * (size_t)s.experts);
+    CHECK_INT_EQ(moe_report_write_html(&fx->rep, &err), MOE_OK);
+    char *h = slurp(fx->rep.run_dir, "report.html", NULL);
+    const char *strips = h != NULL ? strstr(h, "<table id=\"hot-layers\">") : NULL;
+    const char *end = strips != NULL ? strstr(strips, "</table>") : NULL;
+    CHECK(strips != NULL && end != NULL);
+    char *table = strips != NULL && end != NULL ? strndup(strips, (size_t)(end - strips)) : NULL;
+    has(table, "<tr><td class=\"num\">1</td><td class=\"num\">-</td><td class=\"num\">-</td><td "
+               "class=\"num\">-</td><td class=\"num\">-</td><td>unknown (a routing rank not "
+               "profiled or lost)</td></tr>\n<tr><td class=\"num\">2</td>", "hot-layers");
+    CHECK(table != NULL && strstr(table, "no choice recorded") == NULL);
+    const char *zero = "<tr><td class=\"num\">1</td><td class=\"num\">0</td>";
+    CHECK(table != NULL && strstr(table, zero) == NULL);
+    char row[96];
+    snprintf(row, sizeof(row), "<tr><td class=\"num\">0</td><td class=\"num\">%" PRIu64
+             "</td><td class=\"num\">", layer_sum(&fx->rep, 0));
+    has(table, row, "hot-layers");
+    CHECK_INT_EQ(count_substr(table, "<tr>"), 1 + s.layers);
+    free(table);
+    free(h);
+    fx_drop(fx);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--demo") == 0) {
@@ -623,6 +663,7 @@ int main(int argc, char **argv)
     test_small(root);
     test_big(root);
     test_threshold(root);
+    test_strip_unknown(root);
     rmdir(root);
     return moe_test_finish("test_report_routing");
 }
