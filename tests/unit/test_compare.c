@@ -9,7 +9,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <fcntl.h>
 
@@ -1038,6 +1040,69 @@ static void test_write_error(const fixture_t *a)
     fclose(full);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define CMP_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CMP_TEST_ASAN 1
+#endif
+#endif
+
+/* compare A B in a child whose address space may grow by `room` bytes more (0: no limit);
+ * its stderr into ROOT/oom.txt; its exit code, -1 when it did not exit. */
+static int compare_limited(const char *root, const char *a, const char *b, size_t room)
+{
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/oom.txt", root);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        FILE *out = fopen("/dev/null", "w");
+        unsigned long pages = 0;
+        FILE *statm = fopen("/proc/self/statm", "r");
+        bool ok = fd >= 0 && out != NULL && statm != NULL && fscanf(statm, "%lu", &pages) == 1;
+        struct rlimit lim = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + room, RLIM_INFINITY};
+        if (!ok || dup2(fd, STDERR_FILENO) < 0 || (room > 0 && setrlimit(RLIMIT_AS, &lim) != 0)) {
+            _exit(99);
+        }
+        _exit(moe_report_compare(a, b, out));
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        return -1;
+    }
+    return WEXITSTATUS(status);
+}
+
+/* Out of memory: exit 1 (a runtime failure, as moed plan's), not 2, which says the input
+ * was refused. B claims 4096 layers x 1024 experts (the largest shape compare takes) with
+ * no expert: its index by (layer, expert) is 32 MiB, which an address space 8 MiB above
+ * the child's size at the call cannot hold; the same compare unlimited exits 0. */
+static void test_out_of_memory(const char *root, const fixture_t *a)
+{
+#ifdef CMP_TEST_ASAN
+    (void)root;
+    (void)a;
+    printf("test_compare: out of memory: skipped (AddressSanitizer reserves the address "
+           "space RLIMIT_AS bounds)\n");
+#else
+    char dir[MOE_PATH_MAX], path[MOE_PATH_MAX + 32];
+    CHECK(make_dir(root, "huge", dir, sizeof(dir)));
+    write_text(dir, "summary.json",
+               "{\"schema\": \"moed.summary\", \"schema_version\": 1, \"run\": {\"world_size\": "
+               "3, \"num_layers\": 4096, \"num_experts\": 1024}, \"experts\": []}\n");
+    CHECK_INT_EQ(compare_limited(root, a->rep.run_dir, dir, 0), 0);
+    CHECK_INT_EQ(compare_limited(root, a->rep.run_dir, dir, (size_t)8 << 20), 1);
+    char *err = slurp(root, "oom.txt", NULL);
+    CHECK_STR_CONTAINS(err, "moed compare: error: out of memory\n");
+    free(err);
+    snprintf(path, sizeof(path), "%s/oom.txt", root);
+    unlink(path);
+    mini_remove(dir);
+#endif
+}
+
 int main(void)
 {
     char root[] = "/tmp/moed_test_compare_XXXXXX";
@@ -1058,6 +1123,7 @@ int main(void)
         test_compare_folders(root, fx);
         test_write_error(fx);
         test_not_report(root, fx);
+        test_out_of_memory(root, fx);
         remove_report(fx->rep.run_dir, fx->rep.world_size);
     }
     fx_free(fx);

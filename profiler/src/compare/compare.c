@@ -27,6 +27,8 @@
 #define CMP_PLACE_LAYERS 4 /* layers whose placement changed shown rank by rank */
 #define CMP_PLACE_RANKS 16 /* ranks shown per layer */
 #define CMP_IDS_CHARS 28   /* a rank's expert list longer than this is cut with "..." */
+#define CMP_EXIT_RUNTIME 1 /* moed's exit code for a runtime failure: out of memory */
+#define CMP_EXIT_USAGE 2   /* bad arguments, or a folder refused */
 #define CMP_EXIT_OUTPUT 5  /* moed's exit code for an output it could not write */
 
 typedef struct cmp_run {
@@ -1350,13 +1352,14 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
     cmp_run_t a, b;
     moe_error_t err;
     moe_error_clear(&err);
-    int rc = 2;
+    int rc = CMP_EXIT_USAGE;
     if (dir_a == NULL || dir_b == NULL || out == NULL) {
         fprintf(stderr, "moed compare: usage: moed compare DIR_A DIR_B\n");
-        return 2;
+        return CMP_EXIT_USAGE;
     }
     b.doc = NULL;
-    if (cmp_load(&a, dir_a, &err) != MOE_OK) {
+    moe_status_t st = cmp_load(&a, dir_a, &err);
+    if (st != MOE_OK) {
         goto print_error;
     }
     if (cmp_same_folder(dir_a, dir_b)) {
@@ -1365,7 +1368,8 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
         rc = cmp_flush(out, 0);
         goto free_docs;
     }
-    if (cmp_load(&b, dir_b, &err) != MOE_OK) {
+    st = cmp_load(&b, dir_b, &err);
+    if (st != MOE_OK) {
         goto print_error;
     }
     cmp_header(out, &a, &b);
@@ -1373,18 +1377,19 @@ int moe_report_compare(const char *dir_a, const char *dir_b, FILE *out)
     cmp_run_figures(out, &a, &b);
     if (cmp_experts(out, &a, &b) != MOE_OK || cmp_placement(out, &a, &b) != MOE_OK ||
         cmp_layer_load(out, &a, &b) != MOE_OK || cmp_bytes(out, &a, &b) != MOE_OK) {
-        moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
+        st = moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
         goto print_error;
     }
     cmp_balance(out, &a, &b);
     if (cmp_memory(out, &a, &b) != MOE_OK) {
-        moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
+        st = moe_error_set(&err, MOE_ERR_NO_MEMORY, "out of memory");
         goto print_error;
     }
     rc = cmp_flush(out, 0);
     goto free_docs;
 print_error:
     fprintf(stderr, "moed compare: error: %s\n", err.msg);
+    rc = st == MOE_ERR_NO_MEMORY ? CMP_EXIT_RUNTIME : CMP_EXIT_USAGE; /* as moed plan's */
 free_docs:
     json_decref(a.doc);
     json_decref(b.doc);
@@ -1407,6 +1412,7 @@ static void cmp_usage(FILE *out)
           "runs' shapes or models differ.\n"
           "\n"
           "exit status: 0 compared (or A and B are the same folder, or --help);\n"
+          "             1 out of memory;\n"
           "             2 bad arguments, or a folder that is missing, unreadable, not a\n"
           "               moed report folder or an incomplete one;\n"
           "             5 the output could not be written (a full disk)\n",
@@ -1424,7 +1430,7 @@ int moe_report_compare_main(int argc, char **argv, FILE *out)
     if (argc != 2 || argv[0][0] == '-' || argv[1][0] == '-') {
         fprintf(stderr, "moed compare: error: expected two report folders; "
                         "usage: moed compare RUN_DIR_A RUN_DIR_B (moed compare --help)\n");
-        return 2;
+        return CMP_EXIT_USAGE;
     }
     return moe_report_compare(argv[0], argv[1], out);
 }
