@@ -857,6 +857,56 @@ static void test_check_tokens_unknown(void)
     free(e);
 }
 
+/* `moed plan DIR` on a report with a capacity limit plans from layers[].kept, not demand:
+ * the limit is per expert, so a copy of a dropping expert adds nothing it can compute. Demand
+ * [80, 10 x 7] kept [20, 10 x 7] on ranks 1 (0-3) and 2 (4-7): before = 50 / 45 = 1.111
+ * (from demand it read 110 / 75 = 1.467, and the copies went to expert 0). */
+static void test_plan_capacity_kept(void)
+{
+    char trace[512], base[512], out[512], run[512];
+    path_of(trace, sizeof(trace), "cap.safetensors");
+    path_of(base, sizeof(base), "cap_base.yaml");
+    path_of(out, sizeof(out), "cap_planned.yaml");
+    path_of(run, sizeof(run), "run_capacity_kept");
+    const int32_t lids[2] = {0, 1};
+    write_trace(trace, 2, lids, 8, 2, 128, 64);
+    write_base(base, &(base_t){.E = 8, .k = 2, .L = 2, .tokens = 64, .routing = "master",
+                               .placement = "auto"});
+    write_run(run, base, trace, 3, 1, 0);
+    json_t *doc = summary_load(run);
+    if (doc == NULL) {
+        return;
+    }
+    json_object_set_new(doc, "config",
+                        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:s, s:i, "
+                                  "s:i}", "model.hidden_dim", 64, "model.ffn_dim", 128,
+                                  "model.num_experts", 8, "model.top_k", 2, "model.num_layers",
+                                  2, "model.first_layer", 0, "model.capacity_factor", 1.25,
+                                  "model.seed", 7, "placement.master_rank", 0,
+                                  "runtime.routing", "master", "workload.tokens_per_step", 64,
+                                  "workload.steps", 5));
+    for (int l = 0; l < 2; l++) {
+        json_t *row = json_array_get(json_object_get(doc, "layers"), (size_t)l);
+        json_t *d = json_array(), *k = json_array();
+        for (int e = 0; e < 8; e++) {
+            json_array_append_new(d, json_integer(e == 0 ? 80 : 10));
+            json_array_append_new(k, json_integer(e == 0 ? 20 : 10));
+        }
+        json_object_set_new(row, "demand", d);
+        json_object_set_new(row, "kept", k);
+    }
+    summary_save(run, doc);
+    char *o = NULL, *e = NULL;
+    const char *argv[] = {run, "--ranks", "3", "-o", out};
+    CHECK_INT_EQ(run_plan(&o, &e, 5, argv), 0);
+    CHECK_STR_CONTAINS(o, "the kept counts (after model.capacity_factor)");
+    CHECK_STR_CONTAINS(o, "layer 0    before 1.111");
+    CHECK_STR_CONTAINS(o, "overall    before 1.111");
+    free(o);
+    free(e);
+    unlink(out);
+}
+
 int main(void)
 {
     snprintf(root, sizeof(root), "/tmp/moed-plan-routing.XXXXXX");
@@ -873,6 +923,7 @@ int main(void)
     test_check();
     test_check_tokens_unknown();
     test_plan_demand_unknown();
+    test_plan_capacity_kept();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
     if (moe_test_failures_ == 0 && system(cmd) != 0) {

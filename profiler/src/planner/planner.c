@@ -256,6 +256,20 @@ static void yaml_placement(FILE *f, const plan_t *p)
     }
 }
 
+/* The report's per-expert count a plan balances: summary.json layers[].kept under a
+ * capacity limit (model.capacity_factor > 0), else layers[].demand. */
+static const char *plan_load_key(const plan_t *p)
+{
+    return p->old->capacity_factor > 0.0 ? "kept" : "demand";
+}
+
+/* What plan_load_key's count is, for the printed figures and the YAML comments. */
+static const char *plan_load_text(const plan_t *p)
+{
+    return p->old->capacity_factor > 0.0 ? "kept counts (after model.capacity_factor)"
+                                         : "router counts";
+}
+
 /* The config written: summary.json's "config" (or the base's values) back into YAML, one
  * section per key prefix, with the new placement and the figures as comments. */
 static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
@@ -277,8 +291,9 @@ static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
         plan_comment_text(f, p->a.hostfile ? p->a.hostfile : "");
         fputc('\n', f);
         fprintf(f, "# predicted per-rank load max/mean (1.00 = balanced), from the report's "
-                "router counts;\n# overall = sum over layers of the busiest rank's load / sum "
-                "of the mean loads:\n#   overall: before %.3f, after %.3f\n", p->before_all,
+                "%s;\n# overall = sum over layers of the busiest rank's load / sum "
+                "of the mean loads:\n#   overall: before %.3f, after %.3f\n", plan_load_text(p),
+                p->before_all,
                 p->after_all);
         for (int l = 0; l < p->L; l++) {
             fprintf(f, "#   layer %d: before %.3f, after %.3f\n", l, p->before[l],
@@ -328,20 +343,24 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
     if (p->loads == NULL) {
         return MOE_ERR_NO_MEMORY;
     }
+    /* Under a capacity limit an expert computes at most its capacity however many copies it
+     * has (the limit is per expert, its kept choices split over the copies), so the load a
+     * placement moves is the kept count; without one, kept = demand. */
+    const char *key = plan_load_key(p);
     for (int l = 0; l < p->L; l++) {
-        const json_t *d = json_object_get(json_array_get(layers, (size_t)l), "demand");
+        const json_t *d = json_object_get(json_array_get(layers, (size_t)l), key);
         if ((int)json_array_size(d) != p->E) {
             return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d has no per-expert "
-                                 "demand (summary.json layers[].demand) for %d experts", p->a.dir,
-                                 l, p->E);
+                                 "%s (summary.json layers[].%s) for %d experts", p->a.dir,
+                                 l, key, key, p->E);
         }
         for (int e = 0; e < p->E; e++) {
             const json_t *v = json_array_get(d, (size_t)e);
             if (json_is_null(v)) {
-                return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d's demand is "
-                                     "unknown (summary.json layers[].demand null: a routing "
+                return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d's %s is "
+                                     "unknown (summary.json layers[].%s null: a routing "
                                      "rank not profiled or lost): nothing to plan from; run "
-                                     "with every routing rank profiled", p->a.dir, l);
+                                     "with every routing rank profiled", p->a.dir, l, key, key);
             }
             p->loads[(size_t)l * p->E + e] = moe_json_num(v, 0);
         }
@@ -582,9 +601,10 @@ static void plan_print(const plan_t *p, FILE *out)
     fprintf(out, "moed plan: %d experts x %d layers onto %d expert ranks of %d, %d extra "
             "copies per layer%s\n", p->E, p->L, p->n, p->a.ranks, p->a.redundant,
             p->a.hostfile ? " (nodes first, from the hostfile)" : "");
-    fprintf(out, "predicted per-rank load max/mean (1.00 = balanced; the router's counts, each "
+    fprintf(out, "predicted per-rank load max/mean (1.00 = balanced; the %s, each "
             "expert's split evenly over its copies;\n  overall: the sum over layers of the "
-            "busiest rank's load over the sum of the mean loads, as a step pays it):\n");
+            "busiest rank's load over the sum of the mean loads, as a step pays it):\n",
+            plan_load_text(p));
     for (int l = 0; l < p->L; l++) {
         fprintf(out, "  layer %-4d before %.3f  after %.3f\n", l, p->before[l], p->after[l]);
     }
