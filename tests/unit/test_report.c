@@ -452,6 +452,15 @@ static void test_html(const fixture_t *fx)
     CHECK_STR_CONTAINS(h, "<td class=\"num\">8.000</td><td class=\"num\">2.000</td>"
                           "<td class=\"num\">25.0%</td>");
     CHECK(h != NULL && strstr(h, "</html>") != NULL);
+    /* layer 1 drops nothing: its dropped cells have no mean to compare with (not 0/0) */
+    char cell[512];
+    snprintf(cell, sizeof(cell), "dropped 0; dropped: none in the layer, no mean to compare "
+                                 "with</title>");
+    CHECK_INT_EQ(count_substr(h, cell), fx->rep.num_experts);
+    /* layer 0 drops 40 (its expert 3): a mean of 5, its other experts 0.00x of it */
+    CHECK_INT_EQ(count_substr(h, "dropped 0; dropped 0.00x the layer mean</title>"),
+                 fx->rep.num_experts - 1);
+    CHECK_STR_CONTAINS(h, "dropped 40; dropped 8.00x the layer mean</title>");
     free(h);
 }
 

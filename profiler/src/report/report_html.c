@@ -549,14 +549,16 @@ static void html_load_cell(FILE *f, const moe_report_t *r, html_map_t kind, int 
     if (!ex->tokens_unknown) {
         snprintf(kept, sizeof(kept), "%" PRIu64, ex->tokens);
     }
-    fprintf(f, "): demand %s, kept %s%s, dropped %s; %s ", demand, kept,
+    fprintf(f, "): demand %s, kept %s%s, dropped %s; %s", demand, kept,
             ex->router_count ? " (router's count)" : "", dropped, html_map_name[kind]);
     if (!known) {
-        fputs("unknown</title></rect>\n", f);
-    } else if (isfinite(mean)) {
-        fprintf(f, "%.2fx the layer mean</title></rect>\n", mean > 0.0 ? (double)v / mean : 0.0);
-    } else {
-        fputs("against the layer mean: unknown</title></rect>\n", f);
+        fputs(" unknown</title></rect>\n", f);
+    } else if (!isfinite(mean)) {
+        fputs(" against the layer mean: unknown</title></rect>\n", f);
+    } else if (mean > 0.0) {
+        fprintf(f, " %.2fx the layer mean</title></rect>\n", (double)v / mean);
+    } else { /* 0 in every cell of the layer (no drops): no mean to compare with */
+        fputs(": none in the layer, no mean to compare with</title></rect>\n", f);
     }
     if (!known && cw >= 10.0 && ch >= 10.0) {
         html_text(f, x + cw / 2, y + ch / 2 + 4, "middle", "class=\"in\"", "-");
