@@ -993,6 +993,23 @@ static void test_world_apart(const char *root)
     free(out);
 }
 
+/* A change is the shown B minus the shown A, so a row adds up as read (it was B - A
+ * unrounded: 0.03 -> 0.05 read +0.01); its percentage is of the measured figures. In the
+ * run table and in the balance table alike. */
+static void test_change_shown(const char *root)
+{
+    mini_t a = mini_base, b = mini_base;
+    a.cpu[0] = 0.034; /* rank 0 holds no expert: "other ranks" */
+    b.cpu[0] = 0.046;
+    a.gini = 0.2504;
+    b.gini = 0.2516;
+    char *out = mini_compare(root, &a, &b);
+    CHECK_STR_CONTAINS(out, "  CPU, other ranks (cores, summed)             0.03           0.05"
+                            "   +0.02 (+35.3%)\n");
+    CHECK_STR_CONTAINS(out, "      0  gini                  0.250        0.252   +0.002 (+0.5%)\n");
+    free(out);
+}
+
 /* Over 32 experts the rows shown are the most changed by what is shown: tokens per
  * recorded step (equal here: 10 in A's 5 steps and B's 10), so expert 37, whose p50 alone
  * changes (+30%), leads; ranked by total tokens (+100% for every expert) it did not. */
@@ -1138,6 +1155,7 @@ int main(void)
     test_steps_replicas(root);
     test_world_apart(root);
     test_experts_ranked(root);
+    test_change_shown(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

@@ -102,10 +102,20 @@ static moe_status_t cmp_load(cmp_run_t *c, const char *dir, moe_error_t *err)
 
 /* ---- formatting ------------------------------------------------------------------ */
 
-/* "+1.234 (+5.6%)": the change from a to b with `dec` decimals. */
+/* A figure as a row shows it: rounded to `dec` decimals as printf rounds. */
+static double cmp_shown(double v, int dec)
+{
+    char s[64];
+    snprintf(s, sizeof(s), "%.*f", dec, v);
+    return strtod(s, NULL);
+}
+
+/* "+1.234 (+5.6%)": the change from a to b with `dec` decimals: b as shown minus a as shown,
+ * so a row adds up as read (0.034 -> 0.046 shows 0.03 -> 0.05 +0.02, not +0.01); the
+ * percentage is of the measured figures. */
 static void cmp_change(double a, double b, int dec, char *buf, size_t n)
 {
-    double d = b - a;
+    double d = cmp_shown(b, dec) - cmp_shown(a, dec);
     if (!isfinite(a) || !isfinite(b)) {
         snprintf(buf, n, "n/a");
     } else if (a == 0.0 && b == 0.0) {
@@ -113,7 +123,7 @@ static void cmp_change(double a, double b, int dec, char *buf, size_t n)
     } else if (a == 0.0) {
         snprintf(buf, n, "%+.*f (new)", dec, d);
     } else {
-        snprintf(buf, n, "%+.*f (%+.1f%%)", dec, d, 100.0 * d / fabs(a));
+        snprintf(buf, n, "%+.*f (%+.1f%%)", dec, d, 100.0 * (b - a) / fabs(a));
     }
 }
 
