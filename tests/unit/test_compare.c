@@ -90,6 +90,11 @@ static void test_compare(const char *root, const fixture_t *a)
                             "   -20.8 (-100.0%)\n");
     CHECK_STR_CONTAINS(out, "Experts");
     CHECK_STR_CONTAINS(out, "Configuration");
+    /* hottest is of demand (layers[].routing.hottest_share), as the report's finding: not
+     * of the tokens computed, which the capacity limit caps */
+    CHECK_STR_CONTAINS(out, "\nhottest: the most demanded expert's share of the layer's demand "
+                            "(choices before the\ncapacity limit, as the report's hottest "
+                            "expert)");
     free(out);
 
     snprintf(missing, sizeof(missing), "%s/no-such-run", root);

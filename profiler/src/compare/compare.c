@@ -844,7 +844,7 @@ static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t
 /* ---- load and time per layer ------------------------------------------------------ */
 
 /* One run's layer: tokens per expert rank max/mean, the hottest expert's share of the
- * layer's tokens and the entropy of its expert distribution in bits (summary.json's
+ * layer's demand (choices before the capacity limit) and the entropy of its expert distribution in bits (summary.json's
  * layers[].routing.hottest_share and entropy_bits, else from layers[].demand), expert compute
  * time per expert rank max/mean and the busiest rank's ms per recorded step; NAN where
  * the report lacks the figure. */
@@ -944,10 +944,11 @@ static moe_status_t cmp_layer_load(FILE *out, const cmp_run_t *a, const cmp_run_
 {
     int L = a->layers < b->layers ? a->layers : b->layers;
     fprintf(out, "\nLoad and time per layer, A | B (tokens: max/mean of the tokens each expert "
-            "rank computed;\nhottest: the busiest expert's share of the layer's tokens; "
-            "entropy: of the expert\ndistribution, in bits (log2 experts = even); time: max/mean "
-            "of each expert rank's expert\ncompute, and the busiest rank's ms per recorded "
-            "step; 1.00 = even)\n");
+            "rank computed;\nhottest: the most demanded expert's share of the layer's demand "
+            "(choices before the\ncapacity limit, as the report's hottest expert); entropy: of "
+            "the demand over the experts,\nin bits (log2 experts = even); time: max/mean of each "
+            "expert rank's expert compute, and\nthe busiest rank's ms per recorded step; "
+            "1.00 = even)\n");
     cmp_layer_head(out);
     for (int l = 0; l < L && l < CMP_ALL_ROWS; l++) {
         cmp_layer_fig_t f[2];
@@ -1414,8 +1415,9 @@ static void cmp_usage(FILE *out)
           "the resolved configuration where it differs (A -> B), then tokens/s, step, compute,\n"
           "exchange and idle time, per-expert latency and tokens, the placement and the\n"
           "tokens per expert rank, load and time per layer (tokens per expert rank, the hottest\n"
-          "expert's share, entropy, expert compute per rank), bytes between ranks and local\n"
-          "copies apart, balance per layer and peak memory, each with its change B - A.\n"
+          "expert's share of demand, entropy, expert compute per rank), bytes between ranks\n"
+          "and local copies apart, balance per layer and peak memory, each with its change\n"
+          "B - A.\n"
           "Each run's routing source (the router, a replayed trace) when its report says.\n"
           "Measured figures show their change in percent; settings show A -> B.\n"
           "It says when a run was interrupted, recorded nothing, is partial, or when the\n"
