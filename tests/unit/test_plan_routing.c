@@ -902,6 +902,19 @@ static void test_plan_capacity_kept(void)
     CHECK_STR_CONTAINS(o, "the kept counts (after model.capacity_factor)");
     CHECK_STR_CONTAINS(o, "layer 0    before 1.111");
     CHECK_STR_CONTAINS(o, "overall    before 1.111");
+    /* the report has no token positions: the even split of a copy's load is said, and
+     * what predicts the runtime's split, on the screen and in the planned config */
+    static const char *const caveat[2] = {
+        "\n  a copied expert's load is split evenly over its copies here; the runtime splits "
+        "its\n  kept tokens by token position (under a capacity limit most land on its first "
+        "copy):\n  moed plan --routing TRACE (profiler.record_routing) predicts that split\n",
+        "\n# a copied expert's load is split evenly over its copies here; the runtime splits "
+        "its\n# kept tokens by token position (under a capacity limit most land on its first "
+        "copy):\n# moed plan --routing TRACE (profiler.record_routing) predicts that split\n"};
+    CHECK_STR_CONTAINS(o, caveat[0]);
+    char *y = read_all(out);
+    CHECK_STR_CONTAINS(y, caveat[1]);
+    free(y);
     free(o);
     free(e);
     unlink(out);

@@ -270,6 +270,16 @@ static const char *plan_load_text(const plan_t *p)
                                          : "router counts";
 }
 
+/* The even split's caveat (the report has no token positions), after `lead` on each line:
+ * the screen's indent or the YAML comment's "#". */
+static void plan_split_caveat(FILE *f, const char *lead)
+{
+    fprintf(f, "%s a copied expert's load is split evenly over its copies here; the runtime "
+            "splits its\n%s kept tokens by token position (under a capacity limit most land on "
+            "its first copy):\n%s moed plan --routing TRACE (profiler.record_routing) predicts "
+            "that split\n", lead, lead, lead);
+}
+
 /* The config written: summary.json's "config" (or the base's values) back into YAML, one
  * section per key prefix, with the new placement and the figures as comments. */
 static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
@@ -291,10 +301,10 @@ static moe_status_t plan_yaml(plan_t *p, moe_error_t *err)
         plan_comment_text(f, p->a.hostfile ? p->a.hostfile : "");
         fputc('\n', f);
         fprintf(f, "# predicted per-rank load max/mean (1.00 = balanced), from the report's "
-                "%s;\n# overall = sum over layers of the busiest rank's load / sum "
-                "of the mean loads:\n#   overall: before %.3f, after %.3f\n", plan_load_text(p),
-                p->before_all,
-                p->after_all);
+                "%s;\n", plan_load_text(p));
+        plan_split_caveat(f, "#");
+        fprintf(f, "# overall = sum over layers of the busiest rank's load / sum of the mean "
+                "loads:\n#   overall: before %.3f, after %.3f\n", p->before_all, p->after_all);
         for (int l = 0; l < p->L; l++) {
             fprintf(f, "#   layer %d: before %.3f, after %.3f\n", l, p->before[l],
                     p->after[l]);
@@ -601,14 +611,14 @@ static void plan_print(const plan_t *p, FILE *out)
     fprintf(out, "moed plan: %d experts x %d layers onto %d expert ranks of %d, %d extra "
             "copies per layer%s\n", p->E, p->L, p->n, p->a.ranks, p->a.redundant,
             p->a.hostfile ? " (nodes first, from the hostfile)" : "");
-    fprintf(out, "predicted per-rank load max/mean (1.00 = balanced; the %s, each "
-            "expert's split evenly over its copies;\n  overall: the sum over layers of the "
-            "busiest rank's load over the sum of the mean loads, as a step pays it):\n",
-            plan_load_text(p));
+    fprintf(out, "predicted per-rank load max/mean (1.00 = balanced; the %s;\n  overall: "
+            "the sum over layers of the busiest rank's load over the sum of the mean loads, as "
+            "a step pays it):\n", plan_load_text(p));
     for (int l = 0; l < p->L; l++) {
         fprintf(out, "  layer %-4d before %.3f  after %.3f\n", l, p->before[l], p->after[l]);
     }
     fprintf(out, "  overall    before %.3f  after %.3f\n", p->before_all, p->after_all);
+    plan_split_caveat(out, " ");
 }
 
 static moe_status_t plan_write(plan_t *p, FILE *out, moe_error_t *err)
