@@ -39,7 +39,8 @@
 #            with the steps it got and the steps asked for; 409 with no window
 #   window_stop  SIGTERM with a window open: its folder is written, partial and interrupted
 #   sched    the profiler's schedule (warm-up 2, 5 steps, repeat 1) in this run without end:
-#            <run folder>/window-1 is written whole while the run goes on, no second one
+#            <run folder>/window-1 is written whole while the run goes on, no second one;
+#            /status lists it (RUN/window-1) and counts it, and so does `moed top`
 #   sched_repeat  repeat 0, wait_steps 100: window folders appear while the run goes on,
 #            never more than the 10 kept, the newest ones, each whole
 set -euo pipefail
@@ -691,6 +692,14 @@ while time.monotonic() - t0 < 120:             # py itself is bounded at 130 s
 assert done is not None, "no window folder %d while the run goes on: %s" % (want, windows())
 s0 = step(); time.sleep(1.0); s1 = step()
 assert s1 > s0, "the run did not go on"
+# /status lists the schedule's folders too, as RUN/window-N under output_dir, and counts
+# every one written (it listed only POST /profile's: "reports: 0" after window 1)
+run = os.path.basename(os.path.dirname(w[done]))
+with urllib.request.urlopen(url + "status", timeout=5) as r:
+    st = json.load(r)
+assert "%s/window-%d" % (run, done) in st["reports"], st["reports"]
+assert all(re.fullmatch(re.escape(run) + r"/window-\d+", n) for n in st["reports"]), st
+assert st["reports_written"] >= done and len(st["reports"]) <= st["reports_written"], st
 assert j["run"]["steps_run"] == 5 and j["run"]["recorded_steps"] == 5, j["run"]
 assert [r["rank"] for r in j["ranks"] if r["profiled"]] == [0, 1, 2], j["ranks"]
 assert all(r["steps"] == 5 for r in j["ranks"]), j["ranks"]
@@ -704,6 +713,9 @@ else:
     assert len(w) >= 9, w                           # the oldest go only past 10
 print("%s ok: window-%d written at step ~%d, folders %s" % (case, done, s0, sorted(w)))
 PY
+  timeout 20 "$MOED" top "$URL" --once > top.txt || { cat top.txt; fail "moed top --once"; }
+  grep -qE "^window: .*   reports: [1-9][0-9]* written, newest [^/]+/window-[0-9]+$" top.txt \
+    || { cat top.txt; fail "moed top does not count the schedule's window folders"; }
   kill -TERM "$RUN"; rc=0; wait "$RUN" || rc=$?
   compgen -G "experiments/*/summary.json" >/dev/null || fail "no end report after the windows"
   ;;

@@ -325,6 +325,10 @@ static void test_window_results(void)
     CHECK(v->num_reports == LIVE_MAX_REPORTS);
     CHECK(strcmp(v->reports[0], "window-7") == 0);
     CHECK(strcmp(v->reports[LIVE_MAX_REPORTS - 1], "window-70") == 0);
+    CHECK(v->reports_written == LIVE_MAX_REPORTS + 6); /* every one written, listed or not */
+    char *st = live_render_status(v);
+    CHECK(st != NULL && strstr(st, "\"reports_written\":70") != NULL);
+    free(st);
     snprintf(v->output_dir, sizeof(v->output_dir), "/srv/deep/out/");
     live_window_result_locked(v, 71, "window-71", "/srv/deep/out//window-71", false,
                               "/srv/deep/out/: cannot create the output folder: Not a directory");
@@ -334,6 +338,7 @@ static void test_window_results(void)
                               "/srv/deep/out//window-72/summary.txt: cannot write: No space");
     CHECK(strcmp(v->last_error, "window 72: window-72/summary.txt: cannot write: No space") == 0);
     CHECK(v->num_reports == LIVE_MAX_REPORTS);
+    CHECK(v->reports_written == LIVE_MAX_REPORTS + 6); /* a folder not written: not counted */
     live_view_free(v);
     free(v);
 }

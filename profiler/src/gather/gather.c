@@ -189,6 +189,13 @@ static void *win_main(void *arg)
     if (st == MOE_OK) {
         printf("moed: profile: window %lld written: %s\n", (long long)job->w + 1, job->dir);
         fflush(stdout);
+        if (g->info.folder_written != NULL) { /* "RUN/window-N": the run folder's name on */
+            const char *end = strrchr(job->dir, '/'), *name = end;
+            while (name > job->dir && name[-1] != '/') {
+                name--;
+            }
+            g->info.folder_written(g->info.folder_arg, end != NULL ? name : job->dir);
+        }
     } else {
         fprintf(stderr, "moed: warning: profile: window %lld: %s\n", (long long)job->w + 1,
                 err.msg);

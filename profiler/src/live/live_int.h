@@ -93,6 +93,7 @@ typedef struct live_view {
     live_window_t win;
     char reports[LIVE_MAX_REPORTS][128];
     int num_reports;
+    int64_t reports_written;   /* every folder written, listed or no longer */
     char last_error[256];
     char output_dir[MOE_PATH_MAX];
     char token[MOE_PATH_MAX];  /* "" when control is off */
@@ -123,7 +124,8 @@ void live_buf_free(live_buf_t *b);
  * snapshot of the routed counts once a second (the baseline of the recent imbalance). */
 void live_view_sample_routed(live_view_t *v, int64_t now_ns);
 
-/* A window's folder written (ok: its name added to the newest LIVE_MAX_REPORTS) or not (msg
+/* A window's folder written (ok: its name added to the newest LIVE_MAX_REPORTS and counted;
+ * an on-demand window's or, with id 0, one of the schedule's "RUN/window-N") or not (msg
  * into last_error, with no path in it: the folder by its name, output_dir by its last
  * component); the caller holds v->mu. */
 void live_window_result_locked(live_view_t *v, int64_t id, const char *name, const char *folder,

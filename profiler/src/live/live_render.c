@@ -522,6 +522,7 @@ char *live_render_status(const live_view_t *v)
         json_array_append_new(reps, json_string(v->reports[i]));
     }
     json_object_set_new(root, "reports", reps);
+    json_object_set_new(root, "reports_written", json_integer(v->reports_written));
     /* read without a token: the folder's name, never the path to it */
     char dir[MOE_PATH_MAX];
     snprintf(dir, sizeof(dir), "%s", v->output_dir);

@@ -35,6 +35,7 @@ void live_window_result_locked(live_view_t *v, int64_t id, const char *name, con
             v->num_reports--;
         }
         snprintf(v->reports[v->num_reports++], sizeof(v->reports[0]), "%s", name);
+        v->reports_written++;
         return;
     }
     /* /status is read without a token: the folder by its name, the output folder by its

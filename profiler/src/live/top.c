@@ -264,8 +264,13 @@ static int top_frame(FILE *out, const char *host, const char *port, bool clear)
             nms > 0 ? json_real_value(json_array_get(ms, nms - 1)) : 0.0,
             json_is_true(json_object_get(st, "finished")) ? "(run ended)" : "");
     const char *state = json_string_value(json_object_get(win, "state"));
-    fprintf(out, "window: %s   reports: %zu\n", state != NULL ? state : "?",
-            json_array_size(json_object_get(st, "reports")));
+    const json_t *reps = json_object_get(st, "reports");
+    const json_t *n = json_object_get(st, "reports_written");
+    const char *last = json_string_value(json_array_get(reps, json_array_size(reps) - 1));
+    long long written = json_is_integer(n) ? (long long)json_integer_value(n)
+                                           : (long long)json_array_size(reps); /* an older moed */
+    fprintf(out, "window: %s   reports: %lld written%s%s\n", state != NULL ? state : "?", written,
+            last != NULL ? ", newest " : "", last != NULL ? last : "");
     top_ranks(out, st, data);
     top_layers(out, data);
     fflush(out);

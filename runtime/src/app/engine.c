@@ -466,12 +466,20 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
     return info;
 }
 
+/* A run without end's window folder written: /status lists it (profiler.listen). */
+static void engine_folder_written(void *live, const char *name)
+{
+    moe_live_folder_written(live, name);
+}
+
 static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
 {
     int32_t ids[MOE_MAX_EXPERTS];
     moe_prof_static_t info = engine_prof_info(eng, ids);
     info.config_text = eng->config_text; /* a run without end's window folders (copied) */
     info.config_len = eng->config_len;
+    info.folder_written = eng->live != NULL ? engine_folder_written : NULL;
+    info.folder_arg = eng->live;
     return moe_prof_create(eng->cfg, eng->comm, &info, &eng->prof, err);
 }
 
