@@ -294,6 +294,9 @@ static void fx_facts(moe_report_t *r, const fixture_t *fx, const shape_t *s)
     snprintf(r->build_id, sizeof(r->build_id), "test-build-1234");
     snprintf(r->blas, sizeof(r->blas), "openblas");
     snprintf(r->transport, sizeof(r->transport), "mpi");
+    for (int i = 0; i < 3; i++) { /* model.dtype etc. auto: random weights, no native BF16 */
+        snprintf(r->dtypes[i], sizeof(r->dtypes[i]), "f32");
+    }
     r->world_size = s->world;
     r->num_hosts = s->world > 1 ? 2 : 1;
     r->steps_run = 20;

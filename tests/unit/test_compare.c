@@ -280,6 +280,13 @@ static void edit_model(fixture_t *fx)
 {
     fx->cfg.hidden_dim = 2048;
     fx->cfg.dtype = MOE_DTYPE_BF16;
+    snprintf(fx->rep.dtypes[0], sizeof(fx->rep.dtypes[0]), "bf16");
+}
+
+/* model.dtype: f32 written where A's auto resolved to f32: the same model */
+static void edit_dtype_written(fixture_t *fx)
+{
+    fx->cfg.dtype = MOE_DTYPE_F32;
 }
 
 /* The resolved config in summary.json: defaults filled in, auto written out. */
@@ -300,6 +307,12 @@ static void check_config_object(const char *dir)
     CHECK(json_is_true(json_object_get(c, "model.normalize_topk")));
     CHECK_NEAR(moe_json_num(json_object_get(c, "runtime.step_timeout_s"), -1), 60, 0);
     CHECK_NEAR(moe_json_num(json_object_get(c, "model.hidden_dim"), -1), HIDDEN, 0);
+    /* the dtypes as written (a planned config keeps `auto`), resolved in their own object */
+    CHECK(strcmp(moe_json_str(json_object_get(c, "model.dtype"), ""), "auto") == 0);
+    const json_t *r = json_object_get(doc, "config_resolved");
+    CHECK_INT_EQ((int)json_object_size(r), 3);
+    CHECK(strcmp(moe_json_str(json_object_get(r, "model.dtype"), ""), "f32") == 0);
+    CHECK(strcmp(moe_json_str(json_object_get(r, "runtime.wire_dtype"), ""), "f32") == 0);
     json_decref(doc);
 }
 
@@ -319,6 +332,13 @@ static void test_compare_config(const char *root, const fixture_t *a)
     /* placement auto vs the map it resolves to */
     b = fx_written(root, "cfg-placement", &written_out, NULL);
     CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    check_config_section(out, "\n  same configuration\n");
+    free(out);
+    fx_drop(b);
+    /* model.dtype auto (resolved f32) vs f32 written: no note, the same configuration */
+    b = fx_written(root, "cfg-dtype", &small_shape, edit_dtype_written);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    CHECK(out != NULL && strstr(out, "the models differ") == NULL);
     check_config_section(out, "\n  same configuration\n");
     free(out);
     fx_drop(b);
@@ -352,7 +372,7 @@ static void test_compare_states(const char *root, const fixture_t *a)
     b = fx_written(root, "model", &small_shape, edit_model);
     CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
     CHECK_STR_CONTAINS(out, "NOTE: the models differ (model.hidden_dim 1024 vs 2048, model.dtype "
-                            "auto vs bf16)");
+                            "f32 vs bf16)");
     check_config_section(out, "  model.hidden_dim                     1024 -> 2048\n");
     free(out);
     fx_drop(b);

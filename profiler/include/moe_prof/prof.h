@@ -50,6 +50,10 @@ typedef struct moe_prof_static {
     const char *weights;            /* rank 0's: where the weights came from and their on-disk
                                        dtypes, "deepseek_v3 (F8_E4M3+F32)"; must outlive the
                                        profiler */
+    /* rank 0's model.dtype, runtime.compute_dtype and runtime.wire_dtype as the run resolved
+     * them, named as its first line names them ("bf16"; "bf16+f32" where ranks differ);
+     * NULL or "": unknown. Each must outlive the profiler. */
+    const char *dtypes[3];
     const char (*hosts)[64];        /* [world] every rank's host (read during create only) */
     const char *device;             /* "cpu" or the GPU's name ("NVIDIA H200") */
     int chunks;                     /* runtime.chunks */

@@ -329,6 +329,17 @@ static const json_t *cmp_cfg(const cmp_run_t *c, const char *key)
     return json_object_get(json_object_get(c->doc, "config"), key);
 }
 
+/* key's values in A and B: those the runs resolved it to (summary.json "config_resolved":
+ * `auto` dtypes) where both have one, else "config"'s; NULL for a report without it. */
+static void cmp_cfg_pair(const cmp_run_t *a, const cmp_run_t *b, const char *key,
+                         const json_t **x, const json_t **y)
+{
+    const json_t *ra = json_object_get(json_object_get(a->doc, "config_resolved"), key);
+    const json_t *rb = json_object_get(json_object_get(b->doc, "config_resolved"), key);
+    *x = ra != NULL && rb != NULL ? ra : cmp_cfg(a, key);
+    *y = ra != NULL && rb != NULL ? rb : cmp_cfg(b, key);
+}
+
 /* How the run ended, when not as planned: stopped early, or nothing recorded. */
 static void cmp_run_state(FILE *out, const cmp_run_t *c)
 {
@@ -363,7 +374,8 @@ static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     size_t pos = 0;
     line[0] = '\0';
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        const json_t *x = cmp_cfg(a, keys[i][0]), *y = cmp_cfg(b, keys[i][0]);
+        const json_t *x = NULL, *y = NULL;
+        cmp_cfg_pair(a, b, keys[i][0], &x, &y);
         if (x == NULL && keys[i][1] != NULL) { /* older report: its "run" object */
             x = json_object_get(a->run, keys[i][1]);
         }
@@ -1307,7 +1319,8 @@ static bool cmp_config_key(FILE *out, const char *key, const json_t *x, const js
 }
 
 /* The resolved values (summary.json "config"): every key with its default filled in,
- * placement `auto` as the experts each rank got, --steps applied. Settings show A -> B. */
+ * placement `auto` as the experts each rank got, --steps applied, the `auto` dtypes as
+ * resolved (cmp_cfg_pair). Settings show A -> B. */
 static void cmp_config(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     const json_t *ca = json_object_get(a->doc, "config"), *cb = json_object_get(b->doc, "config");
@@ -1321,7 +1334,9 @@ static void cmp_config(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     }
     json_object_foreach((json_t *)ca, key, v)
     {
-        shown += cmp_config_key(out, key, v, json_object_get(cb, key));
+        const json_t *x = NULL, *y = NULL;
+        cmp_cfg_pair(a, b, key, &x, &y);
+        shown += cmp_config_key(out, key, x, y);
     }
     json_object_foreach((json_t *)cb, key, v)
     {

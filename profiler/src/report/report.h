@@ -250,6 +250,7 @@ typedef struct moe_report {
     char build_id[48];
     char blas[32];
     char weights[320];           /* where the weights came from, on-disk dtypes, held how ("") */
+    char dtypes[3][48];          /* moe_prof_static_t .dtypes: resolved, "" unknown */
     char transport[16];
     int world_size;
     int num_hosts;

@@ -299,6 +299,22 @@ static void json_config(json_w_t *w, const moe_report_t *r)
     jw_close(w, '}');
 }
 
+/* The keys "config" keeps as written (`auto`) with the values the run resolved them to: a
+ * planned config (moed plan) writes "config" back, and `auto` there resolves again on the
+ * machine that runs it; `moed compare` compares these. A value not known is left out. */
+static void json_config_resolved(json_w_t *w, const moe_report_t *r)
+{
+    static const char *const keys[3] = {"model.dtype", "runtime.compute_dtype",
+                                        "runtime.wire_dtype"};
+    jw_open(w, "config_resolved", '{', false);
+    for (int i = 0; i < 3; i++) {
+        if (r->dtypes[i][0] != '\0') {
+            jw_str(w, keys[i], r->dtypes[i]);
+        }
+    }
+    jw_close(w, '}');
+}
+
 /* Per recorded step: unknown (null) with no recorded step, never 0. */
 static double json_per_step_ms(double ns, int64_t steps)
 {
@@ -744,6 +760,7 @@ static moe_status_t json_document(FILE *f, const moe_report_t *r)
     json_run(&w, r);
     moe_status_t st = json_routing_src(&w, r);
     json_config(&w, r);
+    json_config_resolved(&w, r);
     st = st == MOE_OK ? json_ranks(&w, r) : st;
     json_experts(&w, r);
     json_replicas(&w, r);

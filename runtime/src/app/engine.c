@@ -380,8 +380,12 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
                             : cfg->device == MOE_DEVICE_CUDA && held_bits == 1 << MOE_DTYPE_F16
                                 ? "f16"
                                 : "bf16";
+        const char *wname = all[1] ? "bf16" : "f32";
         MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire%s", vals, as, cname,
-                 note, all[1] ? "bf16" : "f32", split);
+                 note, wname, split);
+        engine_copy_text(eng->dtype_names[0], sizeof(eng->dtype_names[0]), vals);
+        engine_copy_text(eng->dtype_names[1], sizeof(eng->dtype_names[1]), cname);
+        engine_copy_text(eng->dtype_names[2], sizeof(eng->dtype_names[2]), wname);
         char desc[320];
         snprintf(desc, sizeof(desc), "%s weights%s, %s compute%s", vals,
                  q ? " held as stored" : as, cname, split);
@@ -455,6 +459,7 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .transport = moe_transport_name(eng->transport),
         .blas = moe_gemm_backend_name(),
         .weights = eng->weights_desc,
+        .dtypes = {eng->dtype_names[0], eng->dtype_names[1], eng->dtype_names[2]},
         .hosts = (const char (*)[64])eng->hosts,
         .device = eng->device_name,
         .chunks = (int)cfg->chunks,

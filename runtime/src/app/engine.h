@@ -82,6 +82,8 @@ struct moe_engine {
                                * differ): rank 0's load line when it hosts none */
     char experts_desc[160];   /* rank 0: "fp8 e4m3 weights held as stored, bf16 compute" */
     char weights_desc[320];   /* rank 0: the weights' naming, experts_desc, the shared experts */
+    char dtype_names[3][48];  /* rank 0: model.dtype, runtime.compute_dtype and .wire_dtype
+                               * resolved, as its first line names them ("bf16") */
     /* runtime.rebalance_every on more than one rank: the placement the layer and the
      * weights follow (a copy of cfg whose placement.layers sets each rebalance replaces;
      * the profiler keeps cfg), and the window of router counts. Else NULL. */
