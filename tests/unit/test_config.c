@@ -1002,6 +1002,13 @@ static void test_preflight_inputs(const char *outdir)
                                 "such file or directory");
     CHECK(strstr(err.msg, "tried") == NULL); /* an absolute path is shown once */
     remove(file);
+    /* a path written in the file: its errors cite file:line:col, as the config's do */
+    CHECK_INT_EQ(parse("model:\n  hidden_dim: 64\n  weights: /nonexistent/w.safetensors\n", 3),
+                 MOE_OK);
+    snprintf(cfg.prof_output_dir, sizeof(cfg.prof_output_dir), "%s", outdir);
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_INPUT);
+    CHECK_STR_CONTAINS(err.msg, "cfg.yaml:3:12: model.weights: cannot read "
+                                "'/nonexistent/w.safetensors': No such file or directory");
 }
 
 /* Output folders: judged without creating anything, and the probe file is removed. */

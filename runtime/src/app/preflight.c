@@ -106,24 +106,32 @@ static void errno_text(int e, char *buf, size_t n)
     }
 }
 
-/* A file the run reads: it must open for reading and be a regular file. */
-static moe_preflight_fail_t check_input_file(const char *key, const char *path, moe_error_t *err)
+/* A file the run reads: it must open for reading and be a regular file. Its errors cite
+ * the value's place in the config file (m), as the config's own errors do. */
+static moe_preflight_fail_t check_input_file(const moe_config_t *cfg, moe_cfg_mark_t m,
+                                             const char *key, const char *path,
+                                             moe_error_t *err)
 {
     char tried[MOE_PATH_MAX + 64], why[128];
     if (strcmp(path, "random") == 0) {
         return MOE_PREFLIGHT_OK;
     }
+    char where[MOE_PATH_MAX + 32] = ""; /* "cfg.yaml:12:12: " */
+    if (m.line > 0) {
+        snprintf(where, sizeof(where), "%s:%d:%d: ", cfg->source_name, m.line, m.col);
+    }
     moe_path_tried(path, tried, sizeof(tried));
     const char *kind = NULL; /* a FIFO is refused, never waited on */
     int fd = moe_file_open_regular(path, &kind);
     if (fd < 0 && kind != NULL) {
-        moe_error_set(err, MOE_ERR_IO, "%s: '%s'%s is %s, not a .safetensors file", key, path,
-                      tried, kind);
+        moe_error_set(err, MOE_ERR_IO, "%s%s: '%s'%s is %s, not a .safetensors file", where,
+                      key, path, tried, kind);
         return MOE_PREFLIGHT_INPUT;
     }
     if (fd < 0) {
         errno_text(errno, why, sizeof(why));
-        moe_error_set(err, MOE_ERR_IO, "%s: cannot read '%s'%s: %s", key, path, tried, why);
+        moe_error_set(err, MOE_ERR_IO, "%s%s: cannot read '%s'%s: %s", where, key, path, tried,
+                      why);
         return MOE_PREFLIGHT_INPUT;
     }
     close(fd);
@@ -587,10 +595,10 @@ moe_preflight_fail_t moe_preflight_run(const moe_config_t *cfg, const moe_prefli
 {
     moe_preflight_fail_t f = check_build(cfg, &opt->caps, err);
     if (f == MOE_PREFLIGHT_OK) {
-        f = check_input_file("model.weights", cfg->weights, err);
+        f = check_input_file(cfg, cfg->weights_mark, "model.weights", cfg->weights, err);
     }
     if (f == MOE_PREFLIGHT_OK) {
-        f = check_input_file("workload.input", cfg->input, err);
+        f = check_input_file(cfg, cfg->input_mark, "workload.input", cfg->input, err);
     }
     if (f == MOE_PREFLIGHT_OK && moe_input_check(cfg, err) != MOE_OK) {
         f = MOE_PREFLIGHT_INPUT; /* its shape against tokens_per_step and hidden_dim */

@@ -202,6 +202,10 @@ typedef struct moe_config {
     /* Bytes [0] to [1] of the text: profiler.control_token's value as written (equal: the
      * text sets none; -1: where is not known), for moe_cfg_redacted_text. */
     int64_t token_span[2];
+    /* Where model.weights' and workload.input's values are in the text (line 0: not
+     * written there), for the errors about the files they name (app/preflight.c). */
+    moe_cfg_mark_t weights_mark;
+    moe_cfg_mark_t input_mark;
     int world_size;                 /* the world the placement was resolved for */
 } moe_config_t;
 
