@@ -938,6 +938,18 @@ static void test_not_report(const char *root, const fixture_t *a)
              out_dir, run[1], run[0]);
     CHECK_STR_CONTAINS(err, want);
     free(err);
+    /* written with a trailing slash: the paths it names have one slash each */
+    char slashed[MOE_PATH_MAX + 2];
+    snprintf(slashed, sizeof(slashed), "%s/", out_dir);
+    CHECK_INT_EQ(run_compare_err(root, slashed, a->rep.run_dir, &err), 2);
+    CHECK_STR_CONTAINS(err, "the newest is ");
+    CHECK(err != NULL && strstr(err, "//") == NULL);
+    free(err);
+    snprintf(slashed, sizeof(slashed), "%s/", run[1]);
+    CHECK_INT_EQ(run_compare_err(root, a->rep.run_dir, slashed, &err), 2);
+    snprintf(want, sizeof(want), "%s/INCOMPLETE says which files", run[1]);
+    CHECK_STR_CONTAINS(err, want);
+    free(err);
     const char *files[][2] = {{run[0], "summary.json"}, {run[1], "INCOMPLETE"},
                               {run[1], "metrics.csv.part"}};
     for (size_t i = 0; i < 3; i++) {

@@ -426,6 +426,15 @@ static void test_folder_base(void)
     CHECK_STR_CONTAINS(e, "planned.yaml exists (a config of this model): not replacing it");
     free(o);
     free(e);
+    /* the folder written with a trailing slash: one slash before planned.yaml */
+    char slashed[404], want[560];
+    snprintf(slashed, sizeof(slashed), "%s/", dir);
+    argv[1] = slashed;
+    snprintf(want, sizeof(want), "%s exists (a config of this model)", out);
+    CHECK_INT_EQ(run_plan(&o, &e, 6, argv), 2);
+    CHECK_STR_CONTAINS(e, want);
+    free(o);
+    free(e);
 }
 
 /* Refusals: exit 2, one message naming both sides, nothing written. */

@@ -17,6 +17,7 @@
 #include "compare/json_lookup.h"
 #include "compare/report_dir.h"
 #include "compare/rank_load.h"
+#include "moe/file.h"
 
 #define CMP_SCHEMA "moed.summary"
 #define CMP_SCHEMA_MAX 1 /* newest summary.json schema_version this reader knows */
@@ -92,7 +93,7 @@ static moe_status_t cmp_load(cmp_run_t *c, const char *dir, moe_error_t *err)
 {
     memset(c, 0, sizeof(*c));
     c->dir = dir;
-    snprintf(c->path, sizeof(c->path), "%s/summary.json", dir);
+    moe_path_join(c->path, sizeof(c->path), dir, "summary.json");
     moe_status_t st = cmp_folder(c, err);
     if (st == MOE_OK) {
         st = moe_json_load_file(c->path, &c->doc, err);
@@ -1239,7 +1240,7 @@ static cmp_kv_t *cmp_config_lines(const char *dir, size_t *n)
     size_t len = 0;
     moe_error_t err;
     *n = 0;
-    snprintf(path, sizeof(path), "%s/config.yaml", dir);
+    moe_path_join(path, sizeof(path), dir, "config.yaml");
     if (moe_cfg_read_file(path, &text, &len, &err) != MOE_OK) {
         return NULL;
     }

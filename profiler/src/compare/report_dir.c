@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "moe/file.h"
 #include "moe/limits.h"
 
 /* dir/name exists (stat succeeds); *mtime its modification time. */
@@ -16,7 +17,7 @@ static bool dir_has(const char *dir, const char *name, time_t *mtime)
 {
     char path[MOE_PATH_MAX + 300];
     struct stat st;
-    int w = snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int w = moe_path_join(path, sizeof(path), dir, name);
     if (w < 0 || (size_t)w >= sizeof(path) || stat(path, &st) != 0) {
         return false;
     }
@@ -39,7 +40,7 @@ static int run_folders(const char *dir, char newest[2][256])
         if (e->d_name[0] == '.') {
             continue;
         }
-        int w = snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+        int w = moe_path_join(sub, sizeof(sub), dir, e->d_name);
         if (w < 0 || (size_t)w >= sizeof(sub) ||
             (!dir_has(sub, "summary.json", &t) && !dir_has(sub, "INCOMPLETE", &t))) {
             continue;
@@ -66,27 +67,29 @@ static int run_folders(const char *dir, char newest[2][256])
  * folder of runs (named), or neither. */
 static moe_status_t not_report(const char *dir, moe_error_t *err)
 {
-    char newest[2][256];
+    char newest[2][256], path[2][MOE_PATH_MAX + 300];
     time_t t;
     if (dir_has(dir, "INCOMPLETE", &t)) {
+        moe_path_join(path[0], sizeof(path[0]), dir, "INCOMPLETE");
         return moe_error_set(err, MOE_ERR_FORMAT,
                              "%s: an incomplete report (no summary.json: the run ended before "
-                             "its report was written, or is still writing it); %s/INCOMPLETE "
-                             "says which files are missing and why",
-                             dir, dir);
+                             "its report was written, or is still writing it); %s says which "
+                             "files are missing and why",
+                             dir, path[0]);
     }
     int n = run_folders(dir, newest);
     if (n == 0) {
         return moe_error_set(err, MOE_ERR_FORMAT,
                              "%s: not a moed report folder (no summary.json in it)", dir);
     }
+    moe_path_join(path[0], sizeof(path[0]), dir, newest[0]);
+    moe_path_join(path[1], sizeof(path[1]), dir, newest[1]);
     return moe_error_set(err, MOE_ERR_FORMAT,
                          "%s: not a moed report folder but a folder of %d run folder%s; give "
-                         "one: the newest is %s/%s%s%s%s%s",
-                         dir, n, n > 1 ? "s" : "", dir, newest[0],
+                         "one: the newest is %s%s%s",
+                         dir, n, n > 1 ? "s" : "", path[0],
                          newest[1][0] != '\0' ? ", the one before " : "",
-                         newest[1][0] != '\0' ? dir : "", newest[1][0] != '\0' ? "/" : "",
-                         newest[1]);
+                         newest[1][0] != '\0' ? path[1] : "");
 }
 
 moe_status_t moe_report_dir_check(const char *dir, moe_error_t *err)
@@ -102,7 +105,7 @@ moe_status_t moe_report_dir_check(const char *dir, moe_error_t *err)
                              "such as experiments/2025-11-21__07-05-00_ab12cd34)",
                              dir);
     }
-    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    moe_path_join(path, sizeof(path), dir, "summary.json");
     if (stat(path, &st) != 0) {
         return not_report(dir, err);
     }

@@ -37,7 +37,7 @@ typedef struct chk {
 static moe_status_t chk_read_plan(chk_t *c, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 32], line[1024];
-    snprintf(path, sizeof(path), "%s/config.yaml", c->dir);
+    moe_path_join(path, sizeof(path), c->dir, "config.yaml");
     const char *kind = NULL;
     FILE *f = moe_file_fopen_regular(path, "r", &kind); /* a FIFO would wait for a writer */
     if (f == NULL) {
@@ -216,7 +216,7 @@ static int chk_report(chk_t *c, FILE *out)
 static moe_status_t chk_load(chk_t *c, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/summary.json", c->dir);
+    moe_path_join(path, sizeof(path), c->dir, "summary.json");
     moe_status_t st = plan_summary_load(c->dir, &c->doc, err);
     if (st != MOE_OK) {
         return st;

@@ -13,6 +13,7 @@
 #include "compare/json_lookup.h"
 #include "compare/report_dir.h"
 #include "moe/utf8.h"
+#include "moe/file.h"
 
 /* A run whose online rebalancing (runtime.rebalance_every) moved experts is refused:
  * summary.json's experts[].rank and replicas[] give the configured placement, not where its
@@ -42,7 +43,7 @@ static moe_status_t plan_summary_unmoved(const char *dir, const json_t *doc, moe
 moe_status_t plan_summary_load(const char *dir, json_t **doc, moe_error_t *err)
 {
     char path[MOE_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    moe_path_join(path, sizeof(path), dir, "summary.json");
     moe_status_t st = moe_report_dir_check(dir, err);
     if (st == MOE_OK) {
         st = moe_json_load_file(path, doc, err);

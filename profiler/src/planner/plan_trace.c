@@ -13,6 +13,7 @@
 #include "planner/plan_int.h"
 #include "compare/json_lookup.h"
 #include "compare/rank_load.h"
+#include "moe/file.h"
 
 double plan_ratio(const plan_pred_t *x)
 {
@@ -100,11 +101,11 @@ static moe_status_t plan_trace_base(plan_t *p, moe_error_t *err)
     } else {
         snprintf(dir, sizeof(dir), ".");
     }
-    snprintf(path, sizeof(path), "%s/summary.json", dir);
+    moe_path_join(path, sizeof(path), dir, "summary.json");
     if (stat(path, &sb) == 0) {
         return base_report(p, path, err);
     }
-    snprintf(path, sizeof(path), "%s/config.yaml", dir);
+    moe_path_join(path, sizeof(path), dir, "config.yaml");
     if (stat(path, &sb) == 0) {
         return base_yaml(p, path, err);
     }

@@ -667,8 +667,8 @@ int moe_prof_plan_main(int argc, char **argv, FILE *out)
             return plan_usage("-o FILE is required with --routing naming a file (a folder's "
                               "plan goes to PATH/planned.yaml)");
         }
-        snprintf(def_out, sizeof(def_out), "%s/planned.yaml",
-                 p.a.routing != NULL ? p.a.routing : p.a.dir);
+        moe_path_join(def_out, sizeof(def_out), p.a.routing != NULL ? p.a.routing : p.a.dir,
+                      "planned.yaml");
         p.a.out = def_out;
     }
     p.old = calloc(1, sizeof(*p.old));

@@ -21,5 +21,9 @@ const char *moe_file_kind(mode_t mode);
 /* " (tried /abs/path)" for a relative path, "" for an absolute one: a message then shows
  * where a relative path led (from the working directory, as open() takes it). */
 void moe_path_tried(const char *path, char *buf, size_t n);
+/* "dir/name" into buf[n] with one slash between, however many `dir` ends with ("run/" and
+ * "run" give "run/name", "/" gives "/name"): a path printed or written back reads as typed.
+ * Returns snprintf's count (>= n: cut short). */
+int moe_path_join(char *buf, size_t n, const char *dir, const char *name);
 
 #endif /* MOE_FILE_H */

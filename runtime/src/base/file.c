@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,6 +77,16 @@ FILE *moe_file_fopen_regular(const char *path, const char *mode, const char **ki
         errno = e;
     }
     return f;
+}
+
+int moe_path_join(char *buf, size_t n, const char *dir, const char *name)
+{
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') {
+        len--;
+    }
+    bool root = len == 1 && dir[0] == '/';
+    return snprintf(buf, n, "%.*s%s%s", (int)len, dir, root ? "" : "/", name);
 }
 
 void moe_path_tried(const char *path, char *buf, size_t n)

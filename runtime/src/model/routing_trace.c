@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "moe/file.h"
 #include "moe/limits.h"
 #include "moe_model/safetensors.h"
 
@@ -25,13 +26,8 @@ int moe_routing_trace_resolve(const char *path, char *out, size_t out_len)
     if (stat(path, &sb) != 0) {
         return -1;
     }
-    size_t len = strlen(path);
-    while (len > 1 && path[len - 1] == '/') { /* "dir/" names dir/routing.safetensors */
-        len--;
-    }
-    int n = S_ISDIR(sb.st_mode)
-                ? snprintf(out, out_len, "%.*s/%s", (int)len, path, MOE_ROUTING_FILE)
-                : snprintf(out, out_len, "%s", path);
+    int n = S_ISDIR(sb.st_mode) ? moe_path_join(out, out_len, path, MOE_ROUTING_FILE)
+                                : snprintf(out, out_len, "%s", path);
     if (n < 0 || (size_t)n >= out_len) {
         errno = ENAMETOOLONG;
         return -1;
