@@ -765,35 +765,50 @@ static double pred_ratio(const loads_t *x)
     return x->total > 0 ? (double)x->max * x->hosts / (double)x->total : 0.0;
 }
 
-/* `moed plan DIR` on a report whose layer 1 demand is null (a routing rank not profiled or
- * lost; the writer keeps the array's length, every element null): refused, exit 2, naming
- * the layer, nothing written. The same report with its demand known plans (exit 0): the
- * null is what is refused. Before, null read as 0: layer 1 planned as if never chosen. */
-static void test_plan_demand_unknown(void)
+/* A report folder `name` (in run, its planned config's path in out: NAME_planned.yaml) of a
+ * 2-layer, 8-expert, top-2 run of 64 tokens a step from a trace of 128 rows, its config as the
+ * report writer flattens it with model.capacity_factor `cf`: the summary.json, loaded (NULL
+ * when it cannot be read; the test's CHECK then failed). */
+static json_t *plan_report(const char *name, double cf, char *run, char *out, size_t len)
 {
-    char trace[512], base[512], out[512], run[512];
-    path_of(trace, sizeof(trace), "unk.safetensors");
-    path_of(base, sizeof(base), "unk_base.yaml");
-    path_of(out, sizeof(out), "unk_planned.yaml");
-    path_of(run, sizeof(run), "run_demand_unknown");
+    char trace[512], base[512], leaf[128];
+    snprintf(leaf, sizeof(leaf), "%s.safetensors", name);
+    path_of(trace, sizeof(trace), leaf);
+    snprintf(leaf, sizeof(leaf), "%s_base.yaml", name);
+    path_of(base, sizeof(base), leaf);
+    snprintf(leaf, sizeof(leaf), "%s_planned.yaml", name);
+    path_of(out, len, leaf);
+    path_of(run, len, name);
     const int32_t lids[2] = {0, 1};
     write_trace(trace, 2, lids, 8, 2, 128, 64);
     write_base(base, &(base_t){.E = 8, .k = 2, .L = 2, .tokens = 64, .routing = "master",
                                .placement = "auto"});
     write_run(run, base, trace, 3, 1, 0);
     json_t *doc = summary_load(run);
+    if (doc != NULL) {
+        json_object_set_new(doc, "config",
+                            json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:s, s:i, "
+                                      "s:i}", "model.hidden_dim", 64, "model.ffn_dim", 128,
+                                      "model.num_experts", 8, "model.top_k", 2,
+                                      "model.num_layers", 2, "model.first_layer", 0,
+                                      "model.capacity_factor", cf, "model.seed", 7,
+                                      "placement.master_rank", 0, "runtime.routing", "master",
+                                      "workload.tokens_per_step", 64, "workload.steps", 5));
+    }
+    return doc;
+}
+
+/* `moed plan DIR` on a report whose layer 1 demand is null (a routing rank not profiled or
+ * lost; the writer keeps the array's length, every element null): refused, exit 2, naming
+ * the layer, nothing written. The same report with its demand known plans (exit 0): the
+ * null is what is refused. Before, null read as 0: layer 1 planned as if never chosen. */
+static void test_plan_demand_unknown(void)
+{
+    char run[512], out[512];
+    json_t *doc = plan_report("run_demand_unknown", 0.0, run, out, sizeof(run));
     if (doc == NULL) {
         return;
     }
-    /* the resolved config, as the report writer flattens it */
-    json_object_set_new(doc, "config",
-                        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:s, s:i, "
-                                  "s:i}", "model.hidden_dim", 64, "model.ffn_dim", 128,
-                                  "model.num_experts", 8, "model.top_k", 2, "model.num_layers",
-                                  2, "model.first_layer", 0, "model.capacity_factor", 0.0,
-                                  "model.seed", 7, "placement.master_rank", 0,
-                                  "runtime.routing", "master", "workload.tokens_per_step", 64,
-                                  "workload.steps", 5));
     summary_save(run, json_incref(doc));
     char *o = NULL, *e = NULL;
     const char *argv[] = {run, "--ranks", "3", "-o", out};
@@ -872,28 +887,11 @@ static void test_check_tokens_unknown(void)
  * (from demand it read 110 / 75 = 1.467, and the copies went to expert 0). */
 static void test_plan_capacity_kept(void)
 {
-    char trace[512], base[512], out[512], run[512];
-    path_of(trace, sizeof(trace), "cap.safetensors");
-    path_of(base, sizeof(base), "cap_base.yaml");
-    path_of(out, sizeof(out), "cap_planned.yaml");
-    path_of(run, sizeof(run), "run_capacity_kept");
-    const int32_t lids[2] = {0, 1};
-    write_trace(trace, 2, lids, 8, 2, 128, 64);
-    write_base(base, &(base_t){.E = 8, .k = 2, .L = 2, .tokens = 64, .routing = "master",
-                               .placement = "auto"});
-    write_run(run, base, trace, 3, 1, 0);
-    json_t *doc = summary_load(run);
+    char run[512], out[512];
+    json_t *doc = plan_report("run_capacity_kept", 1.25, run, out, sizeof(run));
     if (doc == NULL) {
         return;
     }
-    json_object_set_new(doc, "config",
-                        json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:s, s:i, "
-                                  "s:i}", "model.hidden_dim", 64, "model.ffn_dim", 128,
-                                  "model.num_experts", 8, "model.top_k", 2, "model.num_layers",
-                                  2, "model.first_layer", 0, "model.capacity_factor", 1.25,
-                                  "model.seed", 7, "placement.master_rank", 0,
-                                  "runtime.routing", "master", "workload.tokens_per_step", 64,
-                                  "workload.steps", 5));
     for (int l = 0; l < 2; l++) {
         json_t *row = json_array_get(json_object_get(doc, "layers"), (size_t)l);
         json_t *d = json_array(), *k = json_array();
