@@ -335,7 +335,8 @@ static moe_report_t *mt_merge_subset(moe_merge_t *m, const fixture_t *fx, const 
         for (int i = 0; have[k] && i < 2 * recs[k].num_local; i++) {
             int32_t on[8];
             int e = recs[k].local_ids[i % recs[k].num_local];
-            recs[k].experts[i].tokens /= moe_cfg_replicas_of(&fx->cfg, i / recs[k].num_local, e, on) > 1 ? 2 : 1;
+            int copies = moe_cfg_replicas_of(&fx->cfg, i / recs[k].num_local, e, on);
+            recs[k].experts[i].tokens /= copies > 1 ? 2 : 1;
         }
     }
     CHECK(ok);
@@ -354,6 +355,31 @@ static moe_report_t *mt_merge_subset(moe_merge_t *m, const fixture_t *fx, const 
     return r;
 }
 
+/* One merge of a subset of the 3 ranks (hosts h0-h2) and what it wrote, for a test. */
+typedef struct mt_subset {
+    moe_merge_t *m;
+    moe_report_t *r;
+    char *txt;    /* summary.txt */
+    json_t *doc;  /* summary.json */
+} mt_subset_t;
+
+static void mt_subset_open(mt_subset_t *s, const fixture_t *fx, const bool *have)
+{
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    s->m = moe_merge_create(&fx->cfg, 3, hosts);
+    s->txt = NULL;
+    s->doc = NULL;
+    s->r = mt_merge_subset(s->m, fx, have, &s->txt, &s->doc);
+}
+
+static void mt_subset_close(mt_subset_t *s, const char *root, const char *name)
+{
+    free(s->txt);
+    json_decref(s->doc);
+    mt_remove(s->r, root, name);
+    moe_merge_destroy(s->m);
+}
+
 /* Symmetric routing (every rank routes its own tokens) with rank 1 not profiled: ranks 0
  * and 2 counted only their own tokens' choices, so their sum is not the layer's demand,
  * kept or dropped, and not rank 1's experts' tokens either. All of them are unknown (null,
@@ -363,12 +389,12 @@ static void test_merge_symmetric_subset(const char *root)
 {
     fixture_t fx;
     mt_config(&fx, root, "symmetric", "[0, 2]", "symmetric");
-    static const char hosts[3][64] = {"h0", "h1", "h2"};
     bool have[3] = {true, false, true};
-    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
-    char *t = NULL;
-    json_t *doc = NULL;
-    moe_report_t *r = mt_merge_subset(m, &fx, have, &t, &doc);
+    mt_subset_t sub;
+    mt_subset_open(&sub, &fx, have);
+    moe_report_t *r = sub.r;
+    char *t = sub.txt;
+    json_t *doc = sub.doc;
     CHECK(r != NULL && !r->partial);
     CHECK(json_is_null(moe_json_path(doc, "layers.0.demand_total")));
     CHECK(json_is_null(moe_json_path(doc, "layers.0.kept_total")));
@@ -404,10 +430,7 @@ static void test_merge_symmetric_subset(const char *root)
     snprintf(row, sizeof(row), "      0  %6d     1  h1             -           -           -",
              n1 > 0 ? ids[0] : -1);
     CHECK_STR_CONTAINS(t, row);
-    free(t);
-    json_decref(doc);
-    mt_remove(r, root, "symmetric");
-    moe_merge_destroy(m);
+    mt_subset_close(&sub, root, "symmetric");
 }
 
 /* Master routing, only rank 2 profiled: no routing rank counted the choices, and rank 1
@@ -416,12 +439,11 @@ static void test_merge_unrouted_host_missing(const char *root)
 {
     fixture_t fx;
     mt_config(&fx, root, "master", "[2]", "unrouted_host");
-    static const char hosts[3][64] = {"h0", "h1", "h2"};
     bool have[3] = {false, false, true};
-    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
-    char *t = NULL;
-    json_t *doc = NULL;
-    moe_report_t *r = mt_merge_subset(m, &fx, have, &t, &doc);
+    mt_subset_t sub;
+    mt_subset_open(&sub, &fx, have);
+    char *t = sub.txt;
+    json_t *doc = sub.doc;
     CHECK(json_is_null(moe_json_path(doc, "experts.1.tokens"))); /* layer 0 expert 1, rank 1 */
     CHECK(json_is_false(moe_json_path(doc, "experts.1.router_count")));
     CHECK(json_is_null(moe_json_path(doc, "layers.1.tokens.2")));
@@ -432,10 +454,7 @@ static void test_merge_unrouted_host_missing(const char *root)
                           "        -");
     /* no hottest by tokens: each layer's mean would be over rank 2's experts alone */
     CHECK(t != NULL && strstr(t, "Hottest expert:") == NULL);
-    free(t);
-    json_decref(doc);
-    mt_remove(r, root, "unrouted_host");
-    moe_merge_destroy(m);
+    mt_subset_close(&sub, root, "unrouted_host");
 }
 
 /* Master routing, expert 4 copied on ranks 1 and 2, rank 2 not profiled: expert 4's row
@@ -447,12 +466,12 @@ static void test_merge_copy_host_missing(const char *root)
     fixture_t fx;
     mt_config_placed(&fx, root, "master", "{1: [0, 1, 2, 3, 4], 2: [4, 5, 6, 7]}", "[0, 1]",
                      "copy_host");
-    static const char hosts[3][64] = {"h0", "h1", "h2"};
     bool have[3] = {true, true, false};
-    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
-    char *t = NULL;
-    json_t *doc = NULL;
-    moe_report_t *r = mt_merge_subset(m, &fx, have, &t, &doc);
+    mt_subset_t sub;
+    mt_subset_open(&sub, &fx, have);
+    moe_report_t *r = sub.r;
+    char *t = sub.txt;
+    json_t *doc = sub.doc;
     CHECK(r != NULL && r->experts[4].rank == 1 && r->num_replicas == 4);
     CHECK(json_is_true(moe_json_path(doc, "experts.4.router_count")));
     CHECK_NEAR(moe_json_num(moe_json_path(doc, "experts.4.tokens"), -1), mt_kept(0, 4), 0);
@@ -468,10 +487,7 @@ static void test_merge_copy_host_missing(const char *root)
              "  %10" PRIu64 "        -", mt_demand(0, 4), mt_kept(0, 4),
              mt_demand(0, 4) - mt_kept(0, 4));
     CHECK_STR_CONTAINS(t, row);
-    free(t);
-    json_decref(doc);
-    mt_remove(r, root, "copy_host");
-    moe_merge_destroy(m);
+    mt_subset_close(&sub, root, "copy_host");
 }
 
 /* The wait tests' job: 3 ranks, master routing; rank 0 routes and hosts no experts, ranks
