@@ -21,7 +21,8 @@
 #            colour scales with numbers, rank, layer and expert labels, hover titles, the
 #            window in words; then the page replayed with the /status and /live.json taken
 #            at one moment (tests/live/replay.py): every figure it shows equals theirs
-#            (page_check.py; 77 without Chromium)
+#            (page_check.py), and again with layer 1 given no token (its cells: no layer
+#            mean to compare with; 77 without Chromium)
 #   page_window  the window's state in words in Chromium, from /status replayed: a window
 #            written (its folder), one recording (step k of N), agreed, requested, writing
 #   page_js  the page's script run by node against the live endpoint with a stub DOM: all
@@ -364,6 +365,11 @@ PY
   page_replay st.json lj.json replay.html
   "$PYTHON" "$CHECK" values replay.html st.json lj.json || fail "page values"
   "$PYTHON" "$CHECK" window replay.html st.json || fail "window state in words"
+  # the same with layer 1 given no token: its cells have no layer mean to compare with
+  "$PYTHON" -c 'import json, sys; d = json.load(open("lj.json"))
+d["tokens"][1] = [0] * d["experts"]; json.dump(d, open("lj0.json", "w"))' || fail "lj0.json"
+  page_replay st.json lj0.json replay0.html
+  "$PYTHON" "$CHECK" values replay0.html st.json lj0.json || fail "page values, a layer at 0"
   echo "page ok"
   ;;
 page_window)
