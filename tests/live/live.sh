@@ -44,6 +44,9 @@
 #            /status lists it (RUN/window-1) and counts it, and so does `moed top`
 #   sched_repeat  repeat 0, wait_steps 100: window folders appear while the run goes on,
 #            never more than the 10 kept, the newest ones, each whole
+#   sched_fail  the same schedule, the run folder made a file after a window: a window's
+#            folder that cannot be made sets /status's last_error as an on-demand one's does
+#            (named RUN/window-N, no path), on stderr once
 set -euo pipefail
 source "$(dirname "$0")/../mpi/common.sh"
 source "$(dirname "$0")/common.sh"
@@ -74,7 +77,7 @@ cat >> c.yaml <<EOC
   listen: "127.0.0.1:0"
   control_token: "$FILE_TOKEN"
 EOC
-[[ "$case_name" == sched_repeat ]] && printf '  repeat: 0\n  wait_steps: 100\n' >> c.yaml
+[[ "$case_name" == sched_repeat || "$case_name" == sched_fail ]] && printf '  repeat: 0\n  wait_steps: 100\n' >> c.yaml
 [[ "$case_name" == window_watchdog ]] && sed -i 's/^runtime:/runtime:\n  step_timeout_s: 3/' c.yaml
 export MOED_CONTROL_TOKEN=$TOKEN FILE_TOKEN
 if [[ "$case_name" == start_checks ]]; then
@@ -724,6 +727,41 @@ PY
     || { cat top.txt; fail "moed top does not count the schedule's window folders"; }
   kill -TERM "$RUN"; rc=0; wait "$RUN" || rc=$?
   compgen -G "experiments/*/summary.json" >/dev/null || fail "no end report after the windows"
+  ;;
+sched_fail)
+  py <<'PY' || fail "sched_fail check"
+import glob, json, os, re, time, urllib.request
+url = os.environ["URL"]
+def status():
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        return json.load(r)
+t_end = time.monotonic() + 50
+while not glob.glob("experiments/*/window-*") and time.monotonic() < t_end:
+    time.sleep(0.1)
+runs = glob.glob("experiments/*/window-*")
+assert runs, "no window folder: %s" % glob.glob("experiments/*")
+run_dir = os.path.dirname(runs[0])
+run = os.path.basename(run_dir)
+# the next windows' folders cannot be made: a file where the run folder was
+os.rename(run_dir, run_dir + ".moved")
+open(run_dir, "w").close()
+while not status().get("last_error") and time.monotonic() < t_end:
+    time.sleep(0.2)
+st = status()
+os.remove(run_dir)
+os.rename(run_dir + ".moved", run_dir)
+err = st.get("last_error", "")
+print("last_error:", err)
+m = re.match(r"window (\d+): " + re.escape(run) + r"/window-(\d+)\b.*: (.*)$", err)
+assert m and m.group(1) == m.group(2), "no window error in /status: %r" % err
+assert os.getcwd() not in err and "experiments" not in err, "a path in last_error: %r" % err
+assert run + "/window-" + m.group(1) not in st["reports"], st["reports"]
+open("sched_fail.err", "w").write("window %s: .*: %s\n" % (m.group(1), m.group(3)))
+PY
+  # the same error once on stderr, with its path there
+  grep -c "moed: warning: profile: $(cat sched_fail.err)" run.log | grep -qx 1 || \
+    { cat run.log; fail "the window's error not on stderr once"; }
+  echo "sched_fail ok"
   ;;
 top)
   timeout 20 "$MOED" top "$URL" --once > top.txt || { cat top.txt; fail "moed top --once"; }

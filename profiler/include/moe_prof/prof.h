@@ -70,10 +70,12 @@ typedef struct moe_prof_static {
      * into config.yaml (its control token redacted); read during create only. */
     const char *config_text;
     size_t config_len;
-    /* A window folder of the schedule written (a run without end; rank 0's writer thread):
-     * called with its name under profiler.output_dir ("RUN/window-3"). NULL: none. The
-     * runtime gives moe_live_folder_written, so /status lists it. */
-    void (*folder_written)(void *arg, const char *name);
+    /* A window folder of the schedule written or not (a run without end; rank 0): called
+     * with the window's number, its name under profiler.output_dir ("RUN/window-3"), its
+     * path, and error NULL when written, else why not (already on stderr). NULL: none. The
+     * runtime gives moe_live_folder_written, so /status lists it or says why not. */
+    void (*folder_written)(void *arg, int64_t window, const char *name, const char *dir,
+                           const char *error);
     void *folder_arg;
 } moe_prof_static_t;
 
@@ -256,9 +258,12 @@ void moe_live_abandon(moe_live_t *lv, const char *why);
 void moe_live_finish(moe_live_t *lv, bool interrupted);
 void moe_live_destroy(moe_live_t *lv); /* accepts NULL */
 /* A report folder the profiler's schedule wrote while the run goes on (a run without end's
- * window-N): its name under profiler.output_dir joins /status's reports, as an on-demand
- * window's does. Any thread; accepts NULL (and does nothing on other ranks than 0). */
-void moe_live_folder_written(moe_live_t *lv, const char *name);
+ * window-N), as moe_prof_static_t.folder_written gives it: its name under
+ * profiler.output_dir joins /status's reports, or error (not NULL: it was not written) sets
+ * last_error, as an on-demand window's does. Any thread; accepts NULL (and does nothing on
+ * other ranks than 0). */
+void moe_live_folder_written(moe_live_t *lv, int64_t window, const char *name, const char *dir,
+                             const char *error);
 /* CPU time of the live path's threads so far, ns: HTTP handlers and window writers (rank
  * 0), a window recorder's sampler if it has one; 0 for NULL. */
 int64_t moe_live_threads_cpu_ns(const moe_live_t *lv);

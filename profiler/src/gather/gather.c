@@ -177,6 +177,25 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return (flag == FTW_DP ? rmdir(path) : unlink(path)) != 0 ? -1 : 0;
 }
 
+/* Window w's folder `dir` written (error NULL) or not: said once, on stdout or stderr, and
+ * given to info.folder_written (/status lists it or says why not). */
+static void win_result(const moe_gather_t *g, int64_t w, const char *dir, const char *error)
+{
+    if (error == NULL) {
+        printf("moed: profile: window %lld written: %s\n", (long long)w + 1, dir);
+        fflush(stdout);
+    } else {
+        fprintf(stderr, "moed: warning: profile: window %lld: %s\n", (long long)w + 1, error);
+    }
+    if (g->info.folder_written != NULL) { /* "RUN/window-N": the run folder's name on */
+        const char *end = strrchr(dir, '/'), *name = end;
+        while (name > dir && name[-1] != '/') {
+            name--;
+        }
+        g->info.folder_written(g->info.folder_arg, w + 1, end != NULL ? name : dir, dir, error);
+    }
+}
+
 static void *win_main(void *arg)
 {
     win_job_t *job = arg;
@@ -186,20 +205,7 @@ static void *win_main(void *arg)
     moe_report_t *rep = moe_merge_finish(job->m, &job->run, &g->info);
     moe_status_t st = rep != NULL ? moe_report_write_all(rep, &err)
                                   : moe_error_set(&err, MOE_ERR_NO_MEMORY, "no report");
-    if (st == MOE_OK) {
-        printf("moed: profile: window %lld written: %s\n", (long long)job->w + 1, job->dir);
-        fflush(stdout);
-        if (g->info.folder_written != NULL) { /* "RUN/window-N": the run folder's name on */
-            const char *end = strrchr(job->dir, '/'), *name = end;
-            while (name > job->dir && name[-1] != '/') {
-                name--;
-            }
-            g->info.folder_written(g->info.folder_arg, end != NULL ? name : job->dir);
-        }
-    } else {
-        fprintf(stderr, "moed: warning: profile: window %lld: %s\n", (long long)job->w + 1,
-                err.msg);
-    }
+    win_result(g, job->w, job->dir, st == MOE_OK ? NULL : err.msg);
     moe_merge_destroy(job->m);
     free(job);
     atomic_fetch_add(&g->win_cpu_ns, moe_thread_cpu_ns()); /* a thread a window */
@@ -236,7 +242,7 @@ static void window_folder(moe_gather_t *g, int64_t w, moe_prof_record_t *set, co
     moe_status_t st = job->m != NULL ? moe_merge_window(job->m, set, have, g->win_begin_ns, &err)
                                      : moe_error_set(&err, MOE_ERR_NO_MEMORY, "no memory");
     if (st != MOE_OK) {
-        fprintf(stderr, "moed: warning: profile: window %lld: %s\n", (long long)w + 1, err.msg);
+        win_result(g, w, job->dir, err.msg);
         moe_merge_destroy(job->m);
         free(job);
         return;

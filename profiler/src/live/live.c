@@ -936,13 +936,14 @@ int64_t moe_live_threads_cpu_ns(const moe_live_t *lv)
     return ns + (lv->view != NULL ? (int64_t)atomic_load(&lv->view->threads_cpu_ns) : 0);
 }
 
-void moe_live_folder_written(moe_live_t *lv, const char *name)
+void moe_live_folder_written(moe_live_t *lv, int64_t window, const char *name, const char *dir,
+                             const char *error)
 {
     if (lv == NULL || lv->view == NULL) {
         return;
     }
     pthread_mutex_lock(&lv->view->mu);
-    live_window_result_locked(lv->view, 0, name, "", true, "");
+    live_window_result_locked(lv->view, window, name, dir, error == NULL, error);
     pthread_mutex_unlock(&lv->view->mu);
 }
 

@@ -125,7 +125,7 @@ void live_buf_free(live_buf_t *b);
 void live_view_sample_routed(live_view_t *v, int64_t now_ns);
 
 /* A window's folder written (ok: its name added to the newest LIVE_MAX_REPORTS and counted;
- * an on-demand window's or, with id 0, one of the schedule's "RUN/window-N") or not (msg
+ * an on-demand window's or one of the schedule's "RUN/window-N", id its number) or not (msg
  * into last_error, with no path in it: the folder by its name, output_dir by its last
  * component); the caller holds v->mu. */
 void live_window_result_locked(live_view_t *v, int64_t id, const char *name, const char *folder,

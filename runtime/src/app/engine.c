@@ -471,10 +471,12 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
     return info;
 }
 
-/* A run without end's window folder written: /status lists it (profiler.listen). */
-static void engine_folder_written(void *live, const char *name)
+/* A run without end's window folder written or not: /status lists it or says why not
+ * (profiler.listen). */
+static void engine_folder_written(void *live, int64_t window, const char *name, const char *dir,
+                                  const char *error)
 {
-    moe_live_folder_written(live, name);
+    moe_live_folder_written(live, window, name, dir, error);
 }
 
 static moe_status_t engine_create_profiler(moe_engine_t *eng, moe_error_t *err)
