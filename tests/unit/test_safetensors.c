@@ -955,6 +955,38 @@ static void test_not_regular(void)
     }
 }
 
+/* model.checkpoint given with a trailing slash: the loader's messages join it and a file name
+ * with one slash, as typed ("ck/config.json", not "ck//config.json"). */
+static void test_ckpt_trailing_slash(void)
+{
+    char dir[256], path[256];
+    moe_cfg_checkpoint_info_t info;
+    moe_error_t err;
+    snprintf(dir, sizeof(dir), "%s/", g_dir);
+    CHECK(moe_ckpt_read_info(dir, &info, &err) != MOE_OK);
+    snprintf(path, sizeof(path), "%s/config.json: no such file", g_dir);
+    CHECK_STR_CONTAINS(err.msg, path);
+    CHECK(strstr(err.msg, "//") == NULL);
+    path_in(path, sizeof(path), "config.json");
+    CHECK(write_bytes(path, "{}", 2) == 0);
+    const char *index = "{\"weight_map\": {\"w\": \"shard-1.safetensors\"}}";
+    path_in(path, sizeof(path), "model.safetensors.index.json");
+    CHECK(write_bytes(path, index, strlen(index)) == 0);
+    moe_config_t *cfg = calloc(1, sizeof(*cfg));
+    moe_ckpt_t *ck = NULL;
+    CHECK(cfg != NULL);
+    if (cfg != NULL) {
+        moe_cfg_defaults(cfg);
+        snprintf(cfg->checkpoint, sizeof(cfg->checkpoint), "%s", dir);
+        CHECK(moe_ckpt_open(cfg, &ck, &err) != MOE_OK && ck == NULL);
+        snprintf(path, sizeof(path), "%s/model.safetensors.index.json: names shard %s/shard-1",
+                 g_dir, g_dir);
+        CHECK_STR_CONTAINS(err.msg, path);
+        CHECK(strstr(err.msg, "//") == NULL);
+    }
+    free(cfg);
+}
+
 int main(void)
 {
     if (mkdtemp(g_dir) == NULL) {
@@ -976,6 +1008,7 @@ int main(void)
     test_range_raw_fp8();
     test_nonfinite();
     test_not_regular();
+    test_ckpt_trailing_slash();
     remove_dir();
     return moe_test_finish("test_safetensors");
 }

@@ -317,7 +317,7 @@ moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
     if (st != MOE_OK) {
         return st;
     }
-    snprintf(out->config_path, sizeof(out->config_path), "%s/config.json", dir);
+    moe_path_join(out->config_path, sizeof(out->config_path), dir, "config.json");
     json_t *root = NULL;
     st = json_load_object(out->config_path, "a checkpoint directory needs it", &root, err);
     if (st != MOE_OK) {
@@ -416,7 +416,7 @@ static moe_status_t ck_quant(moe_ckpt_t *ck, const char *dir, moe_error_t *err)
     char path[MOE_PATH_MAX + 16];
     json_t *root = NULL;
     ck->block[0] = ck->block[1] = 128;
-    snprintf(path, sizeof(path), "%s/config.json", dir);
+    moe_path_join(path, sizeof(path), dir, "config.json");
     moe_status_t st = json_load_object(path, "a checkpoint directory needs it", &root, err);
     if (st != MOE_OK) {
         return st;
@@ -462,7 +462,7 @@ static moe_status_t ck_index(moe_ckpt_t *ck, moe_error_t *err)
             return moe_error_set(err, MOE_ERR_FORMAT, "%s: weight_map entry '%.200s' is not a "
                                  "file name in the directory", ck->index_path, key);
         }
-        snprintf(path, sizeof(path), "%s/%s", ck->name, file);
+        moe_path_join(path, sizeof(path), ck->name, file);
         if ((st = ck_add_file(ck, path, &idx, err)) != MOE_OK) {
             return st;
         }
@@ -489,8 +489,8 @@ static moe_status_t ck_open_dir(moe_ckpt_t *ck, const char *dir, moe_error_t *er
     char single[MOE_PATH_MAX + 32];
     int idx;
     snprintf(ck->name, sizeof(ck->name), "%s", dir);
-    snprintf(ck->index_path, sizeof(ck->index_path), "%s/model.safetensors.index.json", dir);
-    snprintf(single, sizeof(single), "%s/model.safetensors", dir);
+    moe_path_join(ck->index_path, sizeof(ck->index_path), dir, "model.safetensors.index.json");
+    moe_path_join(single, sizeof(single), dir, "model.safetensors");
     moe_status_t st = ck_quant(ck, dir, err);
     if (st != MOE_OK) {
         return st;
@@ -593,7 +593,7 @@ static moe_status_t ck_locate(moe_ckpt_t *ck, const char *name, moe_st_file_t **
         if (file == NULL) {
             return ck_missing(ck, name, ck->index_path, "the index names no tensor", err);
         }
-        snprintf(path, sizeof(path), "%s/%s", ck->name, file);
+        moe_path_join(path, sizeof(path), ck->name, file);
         moe_status_t st = ck_add_file(ck, path, &idx, err); /* finds the one listed at open */
         if (st == MOE_OK && ck->st[idx] == NULL) {
             st = moe_st_open(path, &ck->st[idx], err);
@@ -655,7 +655,7 @@ static void ck_tensor_file(const moe_ckpt_t *ck, const char *name, char *buf, si
                            ? json_string_value(json_object_get(ck->weight_map, name))
                            : NULL;
     if (file != NULL) {
-        snprintf(buf, n, "%s/%s", ck->name, file);
+        moe_path_join(buf, n, ck->name, file);
     } else {
         snprintf(buf, n, "%s", ck->files[0]);
     }
