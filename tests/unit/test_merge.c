@@ -1152,6 +1152,22 @@ static void test_merge_waits_unrouted(const char *root)
     wt_done(&w, root);
 }
 
+/* profiler.output_dir with a trailing slash: the run folder under it is joined with one
+ * slash (ROOT/trail/RUN, not ROOT/trail//RUN, in every path and message). */
+static void test_merge_output_slash(const char *root)
+{
+    fixture_t fx;
+    mt_config(&fx, root, "master", "[0, 2]", "trail/");
+    static const char hosts[3][64] = {"h0", "h1", "h2"};
+    moe_merge_t *m = moe_merge_create(&fx.cfg, 3, hosts);
+    char want[MOE_PATH_MAX];
+    snprintf(want, sizeof(want), "%s/trail/", root);
+    const char *dir = m != NULL ? moe_merge_run_dir(m) : "";
+    CHECK(strncmp(dir, want, strlen(want)) == 0 && strstr(dir, "//") == NULL);
+    mt_remove(mt_finish(m, fx.yaml, 6), root, "trail");
+    moe_merge_destroy(m);
+}
+
 int main(void)
 {
     char root[] = "/tmp/moed_test_merge_XXXXXX";
@@ -1172,6 +1188,7 @@ int main(void)
     test_merge_waits_unrouted(root);
     test_merge_latency(root);
     test_merge_latency_subset(root);
+    test_merge_output_slash(root);
     rmdir(root);
     return moe_test_finish("test_merge");
 }

@@ -12,6 +12,7 @@
 
 #include "gather/balance.h"
 #include "moe/build_info.h"
+#include "moe/file.h"
 #include "moe/hash.h"
 #include "gather/gather.h"
 #include "report/atomic_file.h"
@@ -958,11 +959,9 @@ static void make_run_dir(moe_merge_t *m)
     }
     unsigned long long h = (unsigned long long)(run_dir_hash(r->cfg) & 0xffffffffULL);
     for (int k = 1; k < RUN_DIR_TRIES; k++) {
-        char suffix[16] = "";
-        if (k > 1) {
-            snprintf(suffix, sizeof(suffix), "-%d", k);
-        }
-        int n = snprintf(r->run_dir, sizeof(r->run_dir), "%s/%s_%08llx%s", out, stamp, h, suffix);
+        char name[64];
+        snprintf(name, sizeof(name), k > 1 ? "%s_%08llx-%d" : "%s_%08llx", stamp, h, k);
+        int n = moe_path_join(r->run_dir, sizeof(r->run_dir), out, name);
         if (n < 0 || (size_t)n >= sizeof(r->run_dir)) {
             snprintf(r->dir_error, sizeof(r->dir_error), "%s: path too long for a run folder",
                      out);
@@ -980,8 +979,11 @@ static void make_run_dir(moe_merge_t *m)
             return;
         }
     }
-    snprintf(r->dir_error, sizeof(r->dir_error), "%s/%s_%08llx: every suffix up to -%d is taken",
-             out, stamp, h, RUN_DIR_TRIES - 1);
+    char name[64];
+    snprintf(name, sizeof(name), "%s_%08llx", stamp, h);
+    moe_path_join(r->run_dir, sizeof(r->run_dir), out, name);
+    snprintf(r->dir_error, sizeof(r->dir_error), "%s: every suffix up to -%d is taken",
+             r->run_dir, RUN_DIR_TRIES - 1);
 }
 
 static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_prof_static_t *info)

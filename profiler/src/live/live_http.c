@@ -15,6 +15,7 @@
 
 #include "live/live_int.h"
 #include "moe/clock.h"
+#include "moe/file.h"
 #include "moe/log.h"
 
 /* Bounds on what a client may take (docs/live.md). */
@@ -195,7 +196,7 @@ static void window_request(live_view_t *v, long long steps)
     w->steps = steps;
     w->cut = LIVE_CUT_NONE;
     snprintf(w->name, sizeof(w->name), "live-%s-w%lld", stamp, (long long)w->id);
-    snprintf(w->folder, sizeof(w->folder), "%.380s/%.120s", v->output_dir, w->name);
+    moe_path_join(w->folder, sizeof(w->folder), v->output_dir, w->name);
     w->state = LIVE_WIN_REQUESTED;
 }
 

@@ -205,7 +205,7 @@ static int nearest_existing(const char *dir, char *found, size_t n, int *cut, bo
 static int probe_write(const char *dir)
 {
     char tmpl[MOE_PATH_MAX + 32];
-    int n = snprintf(tmpl, sizeof(tmpl), "%s/.moed-write-test-XXXXXX", dir);
+    int n = moe_path_join(tmpl, sizeof(tmpl), dir, ".moed-write-test-XXXXXX");
     if (n < 0 || (size_t)n >= sizeof(tmpl)) {
         return ENAMETOOLONG;
     }

@@ -16,6 +16,7 @@
 #include "expert/plugin.h"
 
 #include "moe/build_info.h"
+#include "moe/file.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -77,7 +78,7 @@ static bool plugin_find(char *path, size_t len, char *tried, size_t tried_len)
         if (dirs[i][0] == '\0') {
             continue;
         }
-        int n = snprintf(path, len, "%s/%s", dirs[i], MOE_PLUGIN_FILE);
+        int n = moe_path_join(path, len, dirs[i], MOE_PLUGIN_FILE);
         if (n > 0 && (size_t)n < len && access(path, F_OK) == 0) {
             return true;
         }
