@@ -330,6 +330,9 @@ EOF
       [[ $rc == 4 ]] || { cat "b_$name.log"; fail "$name: exit $rc, expected 4"; }
       grep -q -- "$words" "b_$name.log" || { cat "b_$name.log"; fail "$name: no '$words'"; }
       grep -q "bad_$name.safetensors" "b_$name.log" || { cat "b_$name.log"; fail "$name: the file is not named"; }
+      # after the config's file:line:col of the value, as the config's own errors
+      grep -q "b.yaml:[0-9]*:12: workload.routing: .*$words" "b_$name.log" \
+        || { cat "b_$name.log"; fail "$name: no b.yaml:LINE:12 before workload.routing"; }
       n=$(grep -c -- "$words" "b_$name.log")
       [[ $n == 1 ]] || { cat "b_$name.log"; fail "$name: the message came $n times"; }
       [[ ! -e "$WORK/bad_out" ]] || fail "$name: a report folder was made"

@@ -7,6 +7,7 @@
 #include "app/preflight.h"
 #include "config/config_int.h"
 #include "model/family.h"
+#include "moe_model/routing_trace.h"
 #include "test_util.h"
 
 #include <dirent.h>
@@ -1011,6 +1012,44 @@ static void test_preflight_inputs(const char *outdir)
                                 "'/nonexistent/w.safetensors': No such file or directory");
 }
 
+/* workload.routing: a trace that does not fit the model, or none there, is reported at the
+ * value's file:line:col too (the header check; rank 0's read at start words it the same). */
+static void test_preflight_routing(const char *outdir)
+{
+    const moe_build_caps_t cpu = {false, false, false};
+    char yaml[MOE_PATH_MAX + 128], path[MOE_PATH_MAX / 2], want[MOE_PATH_MAX];
+    snprintf(path, sizeof(path), "%s/t.safetensors", outdir);
+    snprintf(yaml, sizeof(yaml), "model:\n  hidden_dim: 64\nworkload:\n  routing: %s\n", path);
+    CHECK_INT_EQ(parse(yaml, 3), MOE_OK);
+    snprintf(cfg.prof_output_dir, sizeof(cfg.prof_output_dir), "%s", outdir);
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_INPUT); /* not there yet */
+    snprintf(want, sizeof(want), "cfg.yaml:4:12: workload.routing: %s: cannot read", path);
+    CHECK_STR_CONTAINS(err.msg, want);
+    /* a trace of twice the model's experts */
+    enum { ROWS = 4096, K = 8 };
+    static int32_t ids[ROWS * K];
+    static float w[ROWS * K];
+    for (int i = 0; i < ROWS * K; i++) {
+        ids[i] = i % K, w[i] = 1.0f / K;
+    }
+    const int32_t *id_rows[MOE_MAX_LAYER_IDS];
+    const float *w_rows[MOE_MAX_LAYER_IDS];
+    for (int l = 0; l < cfg.num_layers; l++) {
+        id_rows[l] = ids, w_rows[l] = w;
+    }
+    CHECK(cfg.top_k <= K && cfg.tokens_per_step <= ROWS);
+    moe_routing_out_t t = {.num_layers = (int)cfg.num_layers, .layer_ids = cfg.layer_ids,
+                           .num_experts = 2 * (int)cfg.num_experts, .top_k = (int)cfg.top_k,
+                           .rows = ROWS, .tokens_per_step = cfg.tokens_per_step, .family = "",
+                           .source = "test", .ids = id_rows, .weights = w_rows};
+    CHECK_INT_EQ(moe_routing_trace_write(path, &t, &err), MOE_OK);
+    CHECK_INT_EQ(preflight(&cpu, NULL), MOE_PREFLIGHT_INPUT);
+    snprintf(want, sizeof(want), "cfg.yaml:4:12: workload.routing: %s: metadata num_experts %d",
+             path, 2 * (int)cfg.num_experts);
+    CHECK_STR_CONTAINS(err.msg, want);
+    remove(path);
+}
+
 /* Output folders: judged without creating anything, and the probe file is removed. */
 static void test_preflight_outputs(const char *outdir)
 {
@@ -1053,6 +1092,7 @@ static void test_preflight(void)
     CHECK(mkdtemp(dir) != NULL);
     test_preflight_build(dir);
     test_preflight_inputs(dir);
+    test_preflight_routing(dir);
     test_preflight_outputs(dir);
     CHECK_INT_EQ(dir_entries(dir), 0);
     rmdir(dir);

@@ -116,10 +116,8 @@ static moe_preflight_fail_t check_input_file(const moe_config_t *cfg, moe_cfg_ma
     if (strcmp(path, "random") == 0) {
         return MOE_PREFLIGHT_OK;
     }
-    char where[MOE_PATH_MAX + 32] = ""; /* "cfg.yaml:12:12: " */
-    if (m.line > 0) {
-        snprintf(where, sizeof(where), "%s:%d:%d: ", cfg->source_name, m.line, m.col);
-    }
+    char where[MOE_PATH_MAX + 32]; /* "cfg.yaml:12:12: " */
+    moe_cfg_mark_where(cfg, m, where, sizeof(where));
     moe_path_tried(path, tried, sizeof(tried));
     const char *kind = NULL; /* a FIFO is refused, never waited on */
     int fd = moe_file_open_regular(path, &kind);
@@ -149,8 +147,7 @@ static moe_preflight_fail_t check_routing_trace(const moe_config_t *cfg, moe_err
     int li[MOE_MAX_LAYER_IDS];
     moe_status_t st = moe_routing_trace_open(cfg->routing_trace, false, &tr, err);
     if (st != MOE_OK) {
-        moe_error_t inner = *err;
-        moe_error_set(err, st, "workload.routing: %s", inner.msg);
+        moe_replay_open_failed(cfg, st, err);
         return MOE_PREFLIGHT_INPUT;
     }
     st = moe_replay_check(cfg, &tr, li, err);

@@ -10,41 +10,59 @@
 #include "moe/mpi_check.h"
 #include "transport/wait.h"
 
+/* "run.yaml:14:12: workload.routing": the key, after where the config writes its value. */
+static void replay_key(const moe_config_t *cfg, char *out, size_t len)
+{
+    char where[MOE_PATH_MAX + 32];
+    moe_cfg_mark_where(cfg, cfg->routing_mark, where, sizeof(where));
+    snprintf(out, len, "%sworkload.routing", where);
+}
+
+moe_status_t moe_replay_open_failed(const moe_config_t *cfg, moe_status_t st, moe_error_t *err)
+{
+    char key[MOE_PATH_MAX + 64];
+    replay_key(cfg, key, sizeof(key));
+    moe_error_t inner = *err; /* the reader names the file; say which key brought it */
+    return moe_error_set(err, st, "%s: %s", key, inner.msg);
+}
+
 moe_status_t moe_replay_check(const moe_config_t *cfg, const moe_routing_trace_t *tr, int *li,
                               moe_error_t *err)
 {
+    char key[MOE_PATH_MAX + 64];
+    replay_key(cfg, key, sizeof(key));
     if (tr->num_experts != cfg->num_experts || tr->top_k != cfg->top_k) {
-        return moe_error_set(err, MOE_ERR_FORMAT, "workload.routing: %s: metadata num_experts "
-                             "%d and top_k %d; the model has %lld experts, top-%lld",
-                             tr->path, tr->num_experts, tr->top_k, (long long)cfg->num_experts,
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: %s: metadata num_experts %d and "
+                             "top_k %d; the model has %lld experts, top-%lld", key, tr->path,
+                             tr->num_experts, tr->top_k, (long long)cfg->num_experts,
                              (long long)cfg->top_k);
     }
     /* a trace's weights are its family's (normalised and scaled as it routes); one without
      * a family (an import that was not told the model) replays on any */
     const char *fam = moe_cfg_family_name(cfg->family);
     if (tr->family[0] != '\0' && fam != NULL && strcmp(tr->family, fam) != 0) {
-        return moe_error_set(err, MOE_ERR_FORMAT, "workload.routing: %s: metadata family %s; "
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: %s: metadata family %s; "
                              "the model is model.family %s: the trace's weights are %s's (its "
                              "normalisation and scaling), not this model's; replay a trace of "
                              "a %s model (with random weights, model.family: %s routes as the "
-                             "trace's model did)", tr->path, tr->family, fam, tr->family, fam,
-                             tr->family);
+                             "trace's model did)", key, tr->path, tr->family, fam, tr->family,
+                             fam, tr->family);
     }
     for (int l = 0; l < cfg->num_layers; l++) {
         li[l] = moe_routing_trace_layer(tr, cfg->layer_ids[l]);
         if (li[l] < 0) {
-            return moe_error_set(err, MOE_ERR_FORMAT, "workload.routing: %s: no tensor "
+            return moe_error_set(err, MOE_ERR_FORMAT, "%s: %s: no tensor "
                                  "'layers.%d.topk_ids': the trace lacks decoder layer %d "
                                  "(moed layer %d); it holds layers %d to %d (%d layers)",
-                                 tr->path, (int)cfg->layer_ids[l], (int)cfg->layer_ids[l], l,
-                                 (int)tr->layer_ids[0], (int)tr->layer_ids[tr->num_layers - 1],
-                                 tr->num_layers);
+                                 key, tr->path, (int)cfg->layer_ids[l],
+                                 (int)cfg->layer_ids[l], l, (int)tr->layer_ids[0],
+                                 (int)tr->layer_ids[tr->num_layers - 1], tr->num_layers);
         }
     }
     if (tr->rows < cfg->tokens_per_step) {
-        return moe_error_set(err, MOE_ERR_FORMAT, "workload.routing: %s: %" PRId64 " rows "
-                             "(tokens) per layer, fewer than one step of workload."
-                             "tokens_per_step %lld", tr->path, tr->rows,
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: %s: %" PRId64 " rows (tokens) per "
+                             "layer, fewer than one step of workload.tokens_per_step %lld",
+                             key, tr->path, tr->rows,
                              (long long)cfg->tokens_per_step);
     }
     return MOE_OK;
@@ -55,9 +73,7 @@ static moe_status_t replay_read(const moe_config_t *cfg, moe_replay_t *out, moe_
 {
     moe_status_t st = moe_routing_trace_open(cfg->routing_trace, true, &out->tr, err);
     if (st != MOE_OK) {
-        /* the reader names the file; say which key brought it */
-        moe_error_t inner = *err;
-        return moe_error_set(err, st, "workload.routing: %s", inner.msg);
+        return moe_replay_open_failed(cfg, st, err);
     }
     return moe_replay_check(cfg, &out->tr, out->li, err);
 }

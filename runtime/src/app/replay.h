@@ -23,9 +23,13 @@ typedef struct moe_replay {
 /* The trace's header (data read: its rows too) against the model: every moed layer's
  * decoder layer in it, its num_experts and top_k the model's, at least tokens_per_step
  * rows, its family (when it names one) model.family. Fills li. MOE_ERR_FORMAT naming the
- * file and the tensor or metadata key. */
+ * file and the tensor or metadata key, after the key and its value's file:line:col in the
+ * config ("run.yaml:14:12: workload.routing: ..."), as the config's own errors. */
 moe_status_t moe_replay_check(const moe_config_t *cfg, const moe_routing_trace_t *tr, int *li,
                               moe_error_t *err);
+/* moe_routing_trace_open failed on cfg->routing_trace with st: err's message (which names
+ * the file) gets the same "run.yaml:14:12: workload.routing: " in front. Returns st. */
+moe_status_t moe_replay_open_failed(const moe_config_t *cfg, moe_status_t st, moe_error_t *err);
 
 /* Rank 0 only: read and check cfg->routing_trace (out zeroed first; freed on failure). */
 moe_status_t moe_replay_read(const moe_config_t *cfg, moe_replay_t *out, moe_error_t *err);

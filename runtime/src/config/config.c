@@ -713,6 +713,15 @@ void moe_cfg_defaults(moe_config_t *cfg)
     }
 }
 
+void moe_cfg_mark_where(const moe_config_t *cfg, moe_cfg_mark_t m, char *out, size_t len)
+{
+    if (m.line > 0) {
+        snprintf(out, len, "%s:%d:%d: ", cfg->source_name, m.line, m.col);
+    } else if (len > 0) {
+        out[0] = '\0';
+    }
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Table self-check                                                                       */
 /* ------------------------------------------------------------------------------------ */

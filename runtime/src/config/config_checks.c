@@ -921,6 +921,7 @@ moe_status_t moe_cfg_parse(const char *text, size_t len, const char *source_name
         p->cfg.text_hash = moe_hash64(bytes, len);
         p->cfg.weights_mark = cfg_val_mark_of(p, "model.weights");
         p->cfg.input_mark = cfg_val_mark_of(p, "workload.input");
+        p->cfg.routing_mark = cfg_val_mark_of(p, "workload.routing");
         p->cfg.world_size = world_size;
         memcpy(cfg, &p->cfg, sizeof(*cfg)); /* the caller's struct changes only on success */
     }

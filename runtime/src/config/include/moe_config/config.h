@@ -202,15 +202,22 @@ typedef struct moe_config {
     /* Bytes [0] to [1] of the text: profiler.control_token's value as written (equal: the
      * text sets none; -1: where is not known), for moe_cfg_redacted_text. */
     int64_t token_span[2];
-    /* Where model.weights' and workload.input's values are in the text (line 0: not
-     * written there), for the errors about the files they name (app/preflight.c). */
+    /* Where model.weights', workload.input's and workload.routing's values are in the text
+     * (line 0: not written there), for the errors about the files they name
+     * (app/preflight.c, app/replay.c: moe_cfg_mark_where). */
     moe_cfg_mark_t weights_mark;
     moe_cfg_mark_t input_mark;
+    moe_cfg_mark_t routing_mark;
     int world_size;                 /* the world the placement was resolved for */
 } moe_config_t;
 
 /* Fill cfg with every default from the table (placement unresolved). */
 void moe_cfg_defaults(moe_config_t *cfg);
+
+/* "cfg.yaml:12:12: " for a value at mark m of cfg's text, the prefix the config's own errors
+ * carry; "" where m is not known (line 0). For errors found later about what the value
+ * names (a file that cannot be read, a trace that does not fit the model). */
+void moe_cfg_mark_where(const moe_config_t *cfg, moe_cfg_mark_t m, char *out, size_t len);
 
 /* Parse and validate YAML text (not NUL-terminated necessarily) named `source_name` in
  * messages, and resolve the placement for `world_size` ranks. On error returns a negative
