@@ -294,8 +294,15 @@ static void fx_facts(moe_report_t *r, const fixture_t *fx, const shape_t *s)
     snprintf(r->build_id, sizeof(r->build_id), "test-build-1234");
     snprintf(r->blas, sizeof(r->blas), "openblas");
     snprintf(r->transport, sizeof(r->transport), "mpi");
-    for (int i = 0; i < 3; i++) { /* model.dtype etc. auto: random weights, no native BF16 */
-        snprintf(r->dtypes[i], sizeof(r->dtypes[i]), "f32");
+    /* the keys config keeps as written, resolved as a CPU run of random weights resolves
+     * them (no native BF16, so no small-batch kernels; no shared experts; not pinned) */
+    static const char *const resolved[MOE_PROF_RESOLVED_COUNT] = {
+        [MOE_PROF_RESOLVED_DTYPE] = "f32", [MOE_PROF_RESOLVED_SHARED_FFN_DIM] = "0",
+        [MOE_PROF_RESOLVED_COMPUTE_DTYPE] = "f32", [MOE_PROF_RESOLVED_WIRE_DTYPE] = "f32",
+        [MOE_PROF_RESOLVED_SMALL_BATCH_ROWS] = "0", [MOE_PROF_RESOLVED_BIND] = "none",
+        [MOE_PROF_RESOLVED_DEDUP] = "true", [MOE_PROF_RESOLVED_EXPERT_HISTOGRAMS] = "expert"};
+    for (int i = 0; i < MOE_PROF_RESOLVED_COUNT; i++) {
+        snprintf(r->resolved[i], sizeof(r->resolved[i]), "%s", resolved[i]);
     }
     r->world_size = s->world;
     r->num_hosts = s->world > 1 ? 2 : 1;

@@ -4,6 +4,7 @@
 #include "moe/sched.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "test_util.h"
 
@@ -19,6 +20,11 @@ static void test_master_job(void)
     CHECK_INT_EQ(moe_bind_slot(MOE_BIND_CORE, expert, 3, 0, 2, 1, true), 0);
     /* none never pins; core pins the same way */
     CHECK_INT_EQ(moe_bind_slot(MOE_BIND_NONE, expert, 3, 1, 2, 1, true), -1);
+    /* runtime.bind as resolved for the node: auto pins the expert ranks only */
+    CHECK(strcmp(moe_bind_node_name(MOE_BIND_AUTO, expert, 3, 2, 1, true), "experts") == 0);
+    CHECK(strcmp(moe_bind_node_name(MOE_BIND_CORE, expert, 3, 2, 1, true), "core") == 0);
+    CHECK(strcmp(moe_bind_node_name(MOE_BIND_AUTO, expert, 3, 4, 1, true), "none") == 0);
+    CHECK(strcmp(moe_bind_node_name(MOE_BIND_NONE, expert, 3, 2, 1, true), "none") == 0);
     CHECK_INT_EQ(moe_bind_slot(MOE_BIND_CORE, expert, 3, 2, 2, 1, true), 1);
 }
 

@@ -280,7 +280,29 @@ static void edit_model(fixture_t *fx)
 {
     fx->cfg.hidden_dim = 2048;
     fx->cfg.dtype = MOE_DTYPE_BF16;
-    snprintf(fx->rep.dtypes[0], sizeof(fx->rep.dtypes[0]), "bf16");
+    snprintf(fx->rep.resolved[MOE_PROF_RESOLVED_DTYPE], sizeof(fx->rep.resolved[0]), "bf16");
+}
+
+/* What A's auto, -1 and 0 resolved to, written: runtime.dedup true (auto on cpu), bind none
+ * (auto pinned nothing), small_batch_rows 0 (-1: no kernels for f32), expert_histograms
+ * expert (auto, few experts); model.shared_ffn_dim 512 without shared experts resolves to 0
+ * as A's 0 did. The same configuration. */
+static void edit_resolved_written(fixture_t *fx)
+{
+    fx->cfg.dedup = MOE_DEDUP_ON;
+    fx->cfg.bind = MOE_BIND_NONE;
+    fx->cfg.small_batch_rows = 0;
+    fx->cfg.prof_expert_hist = MOE_EXPERT_HIST_EXPERT;
+    fx->cfg.shared_ffn_dim = 512;
+}
+
+/* runtime.dedup auto resolved otherwise, and the small-batch kernels' switch point differing
+ * between the ranks */
+static void edit_resolved_other(fixture_t *fx)
+{
+    snprintf(fx->rep.resolved[MOE_PROF_RESOLVED_DEDUP], sizeof(fx->rep.resolved[0]), "false");
+    snprintf(fx->rep.resolved[MOE_PROF_RESOLVED_SMALL_BATCH_ROWS], sizeof(fx->rep.resolved[0]),
+             "32-64");
 }
 
 /* model.dtype: f32 written where A's auto resolved to f32: the same model */
@@ -310,9 +332,17 @@ static void check_config_object(const char *dir)
     /* the dtypes as written (a planned config keeps `auto`), resolved in their own object */
     CHECK(strcmp(moe_json_str(json_object_get(c, "model.dtype"), ""), "auto") == 0);
     const json_t *r = json_object_get(doc, "config_resolved");
-    CHECK_INT_EQ((int)json_object_size(r), 3);
+    CHECK_INT_EQ((int)json_object_size(r), MOE_PROF_RESOLVED_COUNT);
     CHECK(strcmp(moe_json_str(json_object_get(r, "model.dtype"), ""), "f32") == 0);
     CHECK(strcmp(moe_json_str(json_object_get(r, "runtime.wire_dtype"), ""), "f32") == 0);
+    /* the other keys kept as written: auto, -1 and 0 resolved, numbers as numbers */
+    CHECK(strcmp(moe_json_str(json_object_get(c, "runtime.dedup"), ""), "auto") == 0);
+    CHECK(strcmp(moe_json_str(json_object_get(r, "runtime.dedup"), ""), "true") == 0);
+    CHECK(strcmp(moe_json_str(json_object_get(r, "runtime.bind"), ""), "none") == 0);
+    CHECK(strcmp(moe_json_str(json_object_get(r, "profiler.expert_histograms"), ""),
+                 "expert") == 0);
+    CHECK(json_is_integer(json_object_get(r, "runtime.small_batch_rows")));
+    CHECK(json_is_integer(json_object_get(r, "model.shared_ffn_dim")));
     json_decref(doc);
 }
 
@@ -340,6 +370,18 @@ static void test_compare_config(const char *root, const fixture_t *a)
     CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
     CHECK(out != NULL && strstr(out, "the models differ") == NULL);
     check_config_section(out, "\n  same configuration\n");
+    free(out);
+    fx_drop(b);
+    /* auto, -1 and 0 in A vs what they resolved to, written in B */
+    b = fx_written(root, "cfg-resolved", &small_shape, edit_resolved_written);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    check_config_section(out, "\n  same configuration\n");
+    free(out);
+    fx_drop(b);
+    b = fx_written(root, "cfg-resolved-other", &small_shape, edit_resolved_other);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    CHECK_STR_CONTAINS(out, "  runtime.small_batch_rows             0 -> 32-64\n");
+    CHECK_STR_CONTAINS(out, "  runtime.dedup                        true -> false\n");
     free(out);
     fx_drop(b);
     /* --steps 30 over workload.steps 20 */

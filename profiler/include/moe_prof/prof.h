@@ -37,6 +37,19 @@
 typedef struct moe_prof moe_prof_t;
 
 /* What the runtime tells the profiler once, at create. */
+/* The keys of summary.json's config_resolved (docs/report-files.md), in its order. */
+typedef enum {
+    MOE_PROF_RESOLVED_DTYPE = 0,         /* model.dtype: "bf16", "bf16+f32" where ranks differ */
+    MOE_PROF_RESOLVED_SHARED_FFN_DIM,    /* model.shared_ffn_dim: the shared experts' width */
+    MOE_PROF_RESOLVED_COMPUTE_DTYPE,     /* runtime.compute_dtype */
+    MOE_PROF_RESOLVED_WIRE_DTYPE,        /* runtime.wire_dtype */
+    MOE_PROF_RESOLVED_SMALL_BATCH_ROWS,  /* runtime.small_batch_rows: "64", "32-64" */
+    MOE_PROF_RESOLVED_BIND,              /* runtime.bind: none, experts or core */
+    MOE_PROF_RESOLVED_DEDUP,             /* runtime.dedup: true or false */
+    MOE_PROF_RESOLVED_EXPERT_HISTOGRAMS, /* profiler.expert_histograms: expert or layer */
+    MOE_PROF_RESOLVED_COUNT
+} moe_prof_resolved_t;
+
 typedef struct moe_prof_static {
     int num_local;                  /* experts this rank hosts */
     const int32_t *local_ids;       /* [num_local] ascending */
@@ -50,10 +63,10 @@ typedef struct moe_prof_static {
     const char *weights;            /* rank 0's: where the weights came from and their on-disk
                                        dtypes, "deepseek_v3 (F8_E4M3+F32)"; must outlive the
                                        profiler */
-    /* rank 0's model.dtype, runtime.compute_dtype and runtime.wire_dtype as the run resolved
-     * them, named as its first line names them ("bf16"; "bf16+f32" where ranks differ);
-     * NULL or "": unknown. Each must outlive the profiler. */
-    const char *dtypes[3];
+    /* rank 0's values of the keys summary.json's "config" keeps as written (`auto`, -1, 0:
+     * moe_prof_resolved_t), as the run resolved them ("bf16", "true", "64"); NULL or "":
+     * unknown. Each must outlive the profiler. */
+    const char *resolved[MOE_PROF_RESOLVED_COUNT];
     const char (*hosts)[64];        /* [world] every rank's host (read during create only) */
     const char *device;             /* "cpu" or the GPU's name ("NVIDIA H200") */
     int chunks;                     /* runtime.chunks */

@@ -331,7 +331,8 @@ static const json_t *cmp_cfg(const cmp_run_t *c, const char *key)
 }
 
 /* key's values in A and B: those the runs resolved it to (summary.json "config_resolved":
- * `auto` dtypes) where both have one, else "config"'s; NULL for a report without it. */
+ * the keys "config" keeps as written, `auto`, -1, 0) where both have one, else "config"'s;
+ * NULL for a report without it. */
 static void cmp_cfg_pair(const cmp_run_t *a, const cmp_run_t *b, const char *key,
                          const json_t **x, const json_t **y)
 {
@@ -1320,8 +1321,8 @@ static bool cmp_config_key(FILE *out, const char *key, const json_t *x, const js
 }
 
 /* The resolved values (summary.json "config"): every key with its default filled in,
- * placement `auto` as the experts each rank got, --steps applied, the `auto` dtypes as
- * resolved (cmp_cfg_pair). Settings show A -> B. */
+ * placement `auto` as the experts each rank got, --steps applied, the keys kept as written
+ * as resolved (cmp_cfg_pair). Settings show A -> B. */
 static void cmp_config(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 {
     const json_t *ca = json_object_get(a->doc, "config"), *cb = json_object_get(b->doc, "config");

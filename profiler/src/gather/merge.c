@@ -995,8 +995,9 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
     snprintf(r->build_id, sizeof(r->build_id), "%s", moe_build_id());
     snprintf(r->blas, sizeof(r->blas), "%s", info->blas ? info->blas : "");
     snprintf(r->weights, sizeof(r->weights), "%s", info->weights ? info->weights : "");
-    for (int i = 0; i < 3; i++) {
-        snprintf(r->dtypes[i], sizeof(r->dtypes[i]), "%s", info->dtypes[i] ? info->dtypes[i] : "");
+    for (int i = 0; i < MOE_PROF_RESOLVED_COUNT; i++) {
+        snprintf(r->resolved[i], sizeof(r->resolved[i]), "%s",
+                 info->resolved[i] ? info->resolved[i] : "");
     }
     snprintf(r->transport, sizeof(r->transport), "%s", info->transport ? info->transport : "");
     snprintf(r->device, sizeof(r->device), "%.63s", info->device ? info->device : "");

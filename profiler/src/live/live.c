@@ -106,9 +106,7 @@ static void dims_init(live_dims_t *d, const moe_config_t *cfg, int world, int64_
     d->W = world;
     d->row_bytes = row_bytes;
     d->tokens_per_step = cfg->tokens_per_step;
-    d->per_expert = cfg->prof_expert_hist == MOE_EXPERT_HIST_EXPERT ||
-                    (cfg->prof_expert_hist == MOE_EXPERT_HIST_AUTO &&
-                     (int64_t)d->L * d->E <= 1024);
+    d->per_expert = moe_cfg_expert_hist_per_expert(cfg);
 }
 
 static int keys_init(live_keys_t *t, int64_t le, int width)

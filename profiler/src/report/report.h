@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "moe_config/config.h"
+#include "moe_prof/prof.h"
 #include "moe_proto/hist.h"
 #include "moe/phase.h"
 #include "moe_proto/prof_record.h"
@@ -250,7 +251,7 @@ typedef struct moe_report {
     char build_id[48];
     char blas[32];
     char weights[320];           /* where the weights came from, on-disk dtypes, held how ("") */
-    char dtypes[3][48];          /* moe_prof_static_t .dtypes: resolved, "" unknown */
+    char resolved[MOE_PROF_RESOLVED_COUNT][48]; /* moe_prof_static_t .resolved; "" unknown */
     char transport[16];
     int world_size;
     int num_hosts;

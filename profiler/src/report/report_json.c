@@ -299,17 +299,30 @@ static void json_config(json_w_t *w, const moe_report_t *r)
     jw_close(w, '}');
 }
 
-/* The keys "config" keeps as written (`auto`) with the values the run resolved them to: a
- * planned config (moed plan) writes "config" back, and `auto` there resolves again on the
- * machine that runs it; `moed compare` compares these. A value not known is left out. */
+/* The keys "config" keeps as written (`auto`, -1, 0) with the values the run resolved them
+ * to: a planned config (moed plan) writes "config" back, and `auto` there resolves again on
+ * the machine that runs it; `moed compare` compares these. A value not known is left out;
+ * a whole number is a JSON number, as in "config" ("32-64": ranks differ, a string). */
 static void json_config_resolved(json_w_t *w, const moe_report_t *r)
 {
-    static const char *const keys[3] = {"model.dtype", "runtime.compute_dtype",
-                                        "runtime.wire_dtype"};
+    static const char *const keys[MOE_PROF_RESOLVED_COUNT] = {
+        [MOE_PROF_RESOLVED_DTYPE] = "model.dtype",
+        [MOE_PROF_RESOLVED_SHARED_FFN_DIM] = "model.shared_ffn_dim",
+        [MOE_PROF_RESOLVED_COMPUTE_DTYPE] = "runtime.compute_dtype",
+        [MOE_PROF_RESOLVED_WIRE_DTYPE] = "runtime.wire_dtype",
+        [MOE_PROF_RESOLVED_SMALL_BATCH_ROWS] = "runtime.small_batch_rows",
+        [MOE_PROF_RESOLVED_BIND] = "runtime.bind",
+        [MOE_PROF_RESOLVED_DEDUP] = "runtime.dedup",
+        [MOE_PROF_RESOLVED_EXPERT_HISTOGRAMS] = "profiler.expert_histograms"};
     jw_open(w, "config_resolved", '{', false);
-    for (int i = 0; i < 3; i++) {
-        if (r->dtypes[i][0] != '\0') {
-            jw_str(w, keys[i], r->dtypes[i]);
+    for (int i = 0; i < MOE_PROF_RESOLVED_COUNT; i++) {
+        const char *v = r->resolved[i];
+        char *end = NULL;
+        long long n = v[0] != '\0' ? strtoll(v, &end, 10) : 0;
+        if (end != NULL && end != v && *end == '\0') {
+            jw_i64(w, keys[i], n);
+        } else if (v[0] != '\0') {
+            jw_str(w, keys[i], v);
         }
     }
     jw_close(w, '}');

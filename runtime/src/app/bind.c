@@ -44,6 +44,16 @@ int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int n
     return order % slots;
 }
 
+const char *moe_bind_node_name(moe_bind_t mode, const bool *expert, int nlocal, int ncpu,
+                               int threads, bool full)
+{
+    int pinned = 0;
+    for (int i = 0; i < nlocal; i++) {
+        pinned += moe_bind_slot(mode, expert, nlocal, i, ncpu, threads, full) >= 0;
+    }
+    return pinned == 0 ? "none" : pinned == nlocal ? "core" : "experts";
+}
+
 int moe_bind_cpus_allowed(void)
 {
     cpu_set_t allowed;
@@ -131,8 +141,9 @@ bool moe_bind_node_shares_cores(const moe_config_t *cfg, int rank, int world,
     return nlocal <= 0 || moe_bind_shares_cores(nlocal, (int)cfg->threads, cpus);
 }
 
-void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],
-                    int *pinned_cpu, char *desc, size_t desc_len)
+const char *moe_bind_apply(const moe_config_t *cfg, int rank, int world,
+                           const char (*hosts)[64], int *pinned_cpu, char *desc,
+                           size_t desc_len)
 {
     *pinned_cpu = -1;
     desc[0] = '\0';
@@ -142,7 +153,7 @@ void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*h
     if (expert == NULL || hosts == NULL || cfg->bind == MOE_BIND_NONE ||
         sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
         free(expert);
-        return;
+        return "none";
     }
     nlocal = local_ranks(cfg, rank, world, hosts, expert, &me);
     int ncpu = CPU_COUNT(&allowed);
@@ -153,6 +164,8 @@ void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*h
     for (int i = 0; i < nlocal && first_expert < 0; i++) {
         first_expert = expert[i] ? i : -1;
     }
+    const char *node = moe_bind_node_name(cfg->bind, expert, nlocal, ncpu, (int)cfg->threads,
+                                          online > 0 && ncpu == online);
     bool waits = me >= 0 && !expert[me] && first_expert >= 0; /* the master of this node */
     if (waits) {
         (void)moe_sched_short_slice(); /* an older kernel or a refusal: it waits as before */
@@ -165,7 +178,7 @@ void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*h
     }
     free(expert);
     if (slot < 0) {
-        return;
+        return node;
     }
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -184,4 +197,5 @@ void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*h
         snprintf(desc, desc_len, "%d ranks on %d CPUs here, pinned (runtime.bind %s)", nlocal,
                  ncpu, cfg->bind == MOE_BIND_CORE ? "core" : "auto");
     }
+    return node;
 }

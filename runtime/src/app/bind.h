@@ -33,11 +33,20 @@
 int moe_bind_slot(moe_bind_t mode, const bool *expert, int nlocal, int me, int ncpu, int threads,
                   bool full);
 
+/* What the rule decides for a node's ranks (as moe_bind_slot, for each of them): "none"
+ * (no rank pinned), "core" (every rank pinned) or "experts" (auto: the ranks hosting experts
+ * pinned, the others on every CPU). runtime.bind as resolved, for the report. */
+const char *moe_bind_node_name(moe_bind_t mode, const bool *expert, int nlocal, int ncpu,
+                               int threads, bool full);
+
 /* Apply runtime.bind on this rank (hosts: [world][64], every rank's host). Never fails the
  * run: a refused sched_setaffinity leaves the process as it was. *pinned_cpu: the first
- * CPU of the slot, -1 when not pinned. desc: one line for the summary ("" when not pinned). */
-void moe_bind_apply(const moe_config_t *cfg, int rank, int world, const char (*hosts)[64],
-                    int *pinned_cpu, char *desc, size_t desc_len);
+ * CPU of the slot, -1 when not pinned. desc: one line for the summary ("" when not pinned).
+ * Returns moe_bind_node_name for this rank's node, as this rank sees its CPUs ("none" when
+ * they cannot be read). */
+const char *moe_bind_apply(const moe_config_t *cfg, int rank, int world,
+                           const char (*hosts)[64], int *pinned_cpu, char *desc,
+                           size_t desc_len);
 
 /* Whether a node's ranks share cores: nlocal ranks of `threads` threads each outnumber its
  * `online` CPUs (unknown, <= 0: taken as shared). A wait then yields the core between its

@@ -252,6 +252,37 @@ static void engine_copy_text(char *dst, size_t n, const char *src)
     dst[len] = '\0';
 }
 
+/* Key k of summary.json's config_resolved (moe_prof_resolved_t): its value as this run
+ * resolved it, kept on rank 0 for the profiler. */
+static void engine_resolved(moe_engine_t *eng, moe_prof_resolved_t k, const char *value)
+{
+    if (eng->rank == 0) {
+        engine_copy_text(eng->resolved[k], sizeof(eng->resolved[k]), value);
+    }
+}
+
+/* runtime.small_batch_rows as the expert ranks' kernels took it (kern: engine_dtypes' MIN
+ * over the ranks of rows, ISA, -rows): "64", "32-64" where ranks differ, "0" where no rank
+ * runs them (no kernels for the held type, or cuda); runtime.dedup,
+ * profiler.expert_histograms and model.shared_ffn_dim with them, from the config alone. */
+static void engine_resolved_rows(moe_engine_t *eng, const int kern[3])
+{
+    const moe_config_t *cfg = eng->cfg;
+    char text[48];
+    int lo = kern[0] == INT_MAX ? 0 : kern[0], hi = kern[0] == INT_MAX ? 0 : -kern[2];
+    if (lo == hi) {
+        snprintf(text, sizeof(text), "%d", lo);
+    } else {
+        snprintf(text, sizeof(text), "%d-%d", lo, hi);
+    }
+    engine_resolved(eng, MOE_PROF_RESOLVED_SMALL_BATCH_ROWS, text);
+    engine_resolved(eng, MOE_PROF_RESOLVED_DEDUP, moe_cfg_dedup(cfg) ? "true" : "false");
+    engine_resolved(eng, MOE_PROF_RESOLVED_EXPERT_HISTOGRAMS,
+                    moe_cfg_expert_hist_per_expert(cfg) ? "expert" : "layer");
+    snprintf(text, sizeof(text), "%lld", (long long)moe_weights_shared_ffn(cfg));
+    engine_resolved(eng, MOE_PROF_RESOLVED_SHARED_FFN_DIM, text);
+}
+
 /* What follows "NAME compute" on the first line, from the expert ranks' kernels (kern:
  * fewest rows, weakest ISA, most rows; INT_MAX where no rank hosts experts). */
 static void engine_compute_note(const moe_config_t *cfg, bool bf16, bool quant,
@@ -383,9 +414,10 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
         const char *wname = all[1] ? "bf16" : "f32";
         MOE_INFO("experts: %s weights%s, %s compute%s, %s rows on the wire%s", vals, as, cname,
                  note, wname, split);
-        engine_copy_text(eng->dtype_names[0], sizeof(eng->dtype_names[0]), vals);
-        engine_copy_text(eng->dtype_names[1], sizeof(eng->dtype_names[1]), cname);
-        engine_copy_text(eng->dtype_names[2], sizeof(eng->dtype_names[2]), wname);
+        engine_resolved(eng, MOE_PROF_RESOLVED_DTYPE, vals);
+        engine_resolved(eng, MOE_PROF_RESOLVED_COMPUTE_DTYPE, cname);
+        engine_resolved(eng, MOE_PROF_RESOLVED_WIRE_DTYPE, wname);
+        engine_resolved_rows(eng, kern_all);
         char desc[320];
         snprintf(desc, sizeof(desc), "%s weights%s, %s compute%s", vals,
                  q ? " held as stored" : as, cname, split);
@@ -459,7 +491,6 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .transport = moe_transport_name(eng->transport),
         .blas = moe_gemm_backend_name(),
         .weights = eng->weights_desc,
-        .dtypes = {eng->dtype_names[0], eng->dtype_names[1], eng->dtype_names[2]},
         .hosts = (const char (*)[64])eng->hosts,
         .device = eng->device_name,
         .chunks = (int)cfg->chunks,
@@ -468,6 +499,9 @@ static moe_prof_static_t engine_prof_info(const moe_engine_t *eng, int32_t *ids)
         .token_first = eng->token_first,
         .token_count = eng->token_count,
     };
+    for (int k = 0; k < MOE_PROF_RESOLVED_COUNT; k++) {
+        info.resolved[k] = eng->resolved[k];
+    }
     return info;
 }
 
@@ -692,8 +726,10 @@ moe_status_t moe_engine_create(const moe_config_t *cfg, const char *config_text,
     if (st == MOE_OK) { /* before the weights are made: that work runs pinned too */
         bool shared = true;
         st = engine_cores_shared(eng, &shared, err);
-        moe_bind_apply(cfg, eng->rank, eng->world_size, (const char (*)[64])eng->hosts,
-                       &eng->pinned_cpu, eng->bind_desc, sizeof(eng->bind_desc));
+        const char *bind = moe_bind_apply(cfg, eng->rank, eng->world_size,
+                                          (const char (*)[64])eng->hosts, &eng->pinned_cpu,
+                                          eng->bind_desc, sizeof(eng->bind_desc));
+        engine_resolved(eng, MOE_PROF_RESOLVED_BIND, bind);
         moe_poll_set_yield(shared);
     }
     if (st == MOE_OK) {

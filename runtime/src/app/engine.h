@@ -82,8 +82,9 @@ struct moe_engine {
                                * differ): rank 0's load line when it hosts none */
     char experts_desc[160];   /* rank 0: "fp8 e4m3 weights held as stored, bf16 compute" */
     char weights_desc[320];   /* rank 0: the weights' naming, experts_desc, the shared experts */
-    char dtype_names[3][48];  /* rank 0: model.dtype, runtime.compute_dtype and .wire_dtype
-                               * resolved, as its first line names them ("bf16") */
+    /* rank 0: the keys summary.json's config keeps as written, as this run resolved them
+     * (moe_prof_resolved_t); the dtypes as its first line names them ("bf16") */
+    char resolved[MOE_PROF_RESOLVED_COUNT][48];
     /* runtime.rebalance_every on more than one rank: the placement the layer and the
      * weights follow (a copy of cfg whose placement.layers sets each rebalance replaces;
      * the profiler keeps cfg), and the window of router counts. Else NULL. */

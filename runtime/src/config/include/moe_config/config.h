@@ -368,6 +368,15 @@ static inline bool moe_cfg_dedup(const moe_config_t *cfg)
            (cfg->dedup == MOE_DEDUP_AUTO && cfg->device == MOE_DEVICE_CPU);
 }
 
+/* profiler.expert_histograms as it runs: true for moed_expert_seconds per (layer, expert),
+ * when set so or when auto and experts x layers is at most 1024; false: per layer. */
+static inline bool moe_cfg_expert_hist_per_expert(const moe_config_t *cfg)
+{
+    return cfg->prof_expert_hist == MOE_EXPERT_HIST_EXPERT ||
+           (cfg->prof_expert_hist == MOE_EXPERT_HIST_AUTO &&
+            cfg->num_layers * cfg->num_experts <= 1024);
+}
+
 /* The inner width one copy of an expert holds and computes: model.ffn_dim, or with
  * placement.copies: columns its share, ffn_dim / copies (the checks make it exact). */
 static inline int64_t moe_cfg_expert_ffn(const moe_config_t *cfg)
