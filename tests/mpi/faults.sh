@@ -503,6 +503,55 @@ assert run["recorded_steps"] == run["steps_run"] - warmup, "recorded_steps count
 assert rows == {run["recorded_steps"] * T}, (rows, run["recorded_steps"], T)
 PY
     ;;
+  routing_killed_symmetric)  # symmetric routing: rank 0 ends a step that rank 1 never
+    # ends, then a rank dies: run.recorded_steps counts that step for no one (the least any
+    # present routing rank completed), though rank 0's steps_run does. One layer, 6 experts,
+    # two on each rank; a replayed trace sends rank 0's tokens to its own experts, rank 1's
+    # and rank 2's to rank 2's, whose experts take 4 s a step before their rows go back.
+    # Rank 0 ends step 4 as soon as its rows came and stops itself at step 5's begin; rank 2
+    # is killed within 0.1 s of that, while it still sleeps in step 4 (checked: rank 0
+    # holds one recorded step more than rank 1), so rank 1 never ends step 4. Rank 2 is not
+    # profiled: rank 0 takes no part of its records mid-run, which (a message in flight from
+    # a rank that sleeps) could hold rank 0 in step 4's end until rank 2's sleep is over.
+    TIMEOUT_S=30 LAYERS=1 STEPS=40 E=6 TOKENS=96 ROUTING=symmetric \
+      PLACEMENT='{0: [0, 1], 1: [2, 3], 2: [4, 5]}' job \
+      | sed "s|^workload:|workload:\n  routing: $WORK/t.safetensors|; s/^  routing_skew: .*/  routing_skew: 0/" \
+      | sed 's/^  repeat: 0/  repeat: 1\n  record_routing: true\n  profiled_ranks: [0, 1]/; s/^  measurement_steps: 5/  measurement_steps: 400/' > c.yaml
+    python3 - "$WORK/t.safetensors" <<'PY'
+import json, struct, sys
+from array import array
+T = 96  # rank r routes tokens [32 r, 32 r + 32)
+ids = array("i", [e for t in range(T) for e in ((0, 1) if t < 32 else (4, 5))])
+ws = array("f", [0.5] * (2 * T))
+if struct.pack("=i", 1) != struct.pack("<i", 1):
+    ids.byteswap(); ws.byteswap()
+h = {"__metadata__": {"format": "moed-routing/1", "num_experts": "6", "top_k": "2",
+                      "tokens_per_step": str(T), "layers": "[0]", "family": "",
+                      "source": "faults.sh", "weights": "uniform"},
+     "layers.0.topk_ids": {"dtype": "I32", "shape": [T, 2], "data_offsets": [0, 4 * 2 * T]},
+     "layers.0.topk_weights": {"dtype": "F32", "shape": [T, 2],
+                               "data_offsets": [4 * 2 * T, 8 * 2 * T]}}
+text = json.dumps(h).encode(); text += b" " * (-len(text) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + ids.tobytes() + ws.tobytes())
+PY
+    run_bg MOED_TEST_EXPERT_DELAY_MS=2:4000 MOED_TEST_PAUSE=0:step5
+    wait_stopped 0 1800
+    t_event=$(date +%s%N); p2=$(rank_pid 2); kill -9 "$p2"
+    echo "rank 0 stopped itself $(( (t_event - t_start) / 1000000 )) ms after the start; rank 2 killed $(( ($(date +%s%N) - t_event) / 1000000 )) ms later"
+    finish 60
+    [[ $code -ne 0 ]] || fail "exit 0 after a rank died"
+    d=$(ls -d "$WORK"/experiments/*/ | sort | tail -1)
+    python3 - "$d" <<'PY' || fail "recorded_steps counts a step a routing rank did not complete"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+run, steps = s["run"], [k.get("steps") for k in s["ranks"]]
+print("steps_run", run["steps_run"], "recorded_steps", run["recorded_steps"], "ranks' steps", steps,
+      "present", [k.get("present") for k in s["ranks"]])
+assert run["steps_run"] == 5, "rank 0 completed steps 0..4: %s" % run["steps_run"]
+assert steps[0] == 3 and steps[1] == 2, "rank 1 completed step 4 (the kill came late?): %s" % steps
+assert run["recorded_steps"] == steps[1], "recorded_steps counts step 4, which rank 1 never completed"
+PY
+    ;;
   *) fail "unknown case $1" ;;
 esac
 echo "PASS faults $1"

@@ -1045,6 +1045,17 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
          * flight, which the job never completed (rank 0's steps_run, the routing trace) */
         int64_t job = run->job_recorded;
         r->recorded_steps = r->recorded_steps < job ? r->recorded_steps : job;
+        /* a step is the job's once every routing rank merged its tokens' rows: rank 0 may
+         * have ended its own part (symmetric routing, or master routing with another
+         * master) of a step another routing rank never ended. A rank whose last records
+         * are lost holds fewer than it completed: it cannot say. */
+        for (int i = 0; i < m->W; i++) {
+            const moe_rep_rank_t *rk = &r->ranks[i];
+            if (rk->routes && rk->present && m->lost[i][0] == '\0' &&
+                rk->steps < r->recorded_steps) {
+                r->recorded_steps = rk->steps;
+            }
+        }
     }
 }
 
