@@ -14,6 +14,8 @@
 #   window_peak  rank 1 maps, writes and unmaps 128 MiB in every step (MOED_TEST_TOUCH_MIB),
 #            between two of its memory samples: a window's peak RSS of rank 1 holds it,
 #            its samples do not; the end report's peak holds it too
+#   window_long_dir  profiler.output_dir of ~640 bytes (room for a window's name): a window's
+#            folder is written whole at output_dir/NAME, not at a path cut to 511 bytes
 #   abuse    garbage, a 200 kB header and idle connections: steps keep going and /metrics
 #            still answers fast
 #   page     the page in headless Chromium draws its charts with data: heat map cells,
@@ -113,6 +115,11 @@ fi
 # (2 x odls_base_sigkill_timeout after the stop): room for both on a busy machine
 [[ "$case_name" == window_stop ]] && MPIRUN_FLAGS+=" --mca odls_base_sigkill_timeout 5"
 [[ "$case_name" == window_peak ]] && export MOED_TEST_TOUCH_MIB=1:128
+if [[ "$case_name" == window_long_dir ]]; then
+  LONG_DIR=$WORK/$(for _ in 1 2 3 4 5 6; do printf 'd%.0s' $(seq 1 100); printf '/'; done)out
+  sed -i "s|^  output_dir: .*|  output_dir: $LONG_DIR|" c.yaml
+  export LONG_DIR
+fi
 live_start 150
 export URL TOKEN CASE=$case_name
 sleep 1
@@ -302,6 +309,31 @@ assert len(ends) == 1, ends
 m = {x["rank"]: x for x in json.load(open(ends[0]))["memory"]}[1]
 assert m["rss_peak_mib"] >= 128, m["rss_peak_mib"]
 print("end report peak ok: rank 1 %.1f MiB" % m["rss_peak_mib"])
+PY
+  ;;
+window_long_dir)
+  py <<'PY' || fail "window with a long output_dir"
+import json, os, re, time, urllib.request
+url, token, long_dir = os.environ["URL"], os.environ["TOKEN"], os.environ["LONG_DIR"]
+assert len(long_dir) > 600, len(long_dir)
+req = urllib.request.Request(url + "profile?steps=2", data=b"", method="POST",
+                             headers={"Authorization": "Bearer " + token})
+with urllib.request.urlopen(req, timeout=5) as r:
+    folder = json.load(r)["folder"]
+for _ in range(300):
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        st = json.load(r)
+    if folder in st["reports"] or st.get("last_error"):
+        break
+    time.sleep(0.1)
+assert folder in st["reports"], st
+path = os.path.join(long_dir, folder)
+assert json.load(open(os.path.join(path, "summary.json")))["run"]["recorded_steps"] == 2, path
+# nothing written beside it under a cut name: the windows and the run's own folder only
+extra = [e for e in os.listdir(long_dir)
+         if e not in st["reports"] and not re.match(r"\d{4}-\d\d-\d\d__", e)]
+assert not extra, (extra, st["reports"])
+print("window folder whole at %d bytes: %s" % (len(path), folder))
 PY
   ;;
 abuse)

@@ -62,7 +62,7 @@ typedef struct live_window {
     bool all_ranks;
     bool *ranks;               /* [W] included when !all_ranks */
     int64_t open_step, close_step; /* boundaries: after these steps */
-    char folder[512];          /* full path */
+    char folder[MOE_PATH_MAX]; /* full path: output_dir + "/" + name */
     char name[128];            /* last component */
 } live_window_t;
 
