@@ -126,6 +126,26 @@ sleep 1
 
 py() { timeout "${PY_BOUND:-60}" "$PYTHON" - "$@"; }
 CHECK=$(dirname "$0")/page_check.py
+# window_open STEPS: POST /profile?steps=STEPS, wait until /status lists its folder (or says
+# an error), /status then in window_status.json; prints the folder's name
+window_open() {
+  py "$1" <<'PY'
+import json, os, sys, time, urllib.request
+url, token = os.environ["URL"], os.environ["TOKEN"]
+req = urllib.request.Request(url + "profile?steps=" + sys.argv[1], data=b"", method="POST",
+                             headers={"Authorization": "Bearer " + token})
+with urllib.request.urlopen(req, timeout=5) as r:
+    folder = json.load(r)["folder"]
+for _ in range(300):
+    with urllib.request.urlopen(url + "status", timeout=5) as r:
+        st = json.load(r)
+    if folder in st["reports"] or st.get("last_error"):
+        break
+    time.sleep(0.1)
+json.dump(st, open("window_status.json", "w"))
+print(folder)
+PY
+}
 
 case "$case_name" in
 metrics)
@@ -277,34 +297,23 @@ PY
   fi
   ;;
 window_peak)
-  py <<'PY' || fail "window peak check"
-import json, os, time, urllib.request
-url, token = os.environ["URL"], os.environ["TOKEN"]
-req = urllib.request.Request(url + "profile?steps=4", data=b"", method="POST",
-                             headers={"Authorization": "Bearer " + token})
-with urllib.request.urlopen(req, timeout=5) as r:
-    folder = json.load(r)["folder"]
-for _ in range(300):
-    with urllib.request.urlopen(url + "status", timeout=5) as r:
-        st = json.load(r)
-    if folder in st["reports"]:
-        break
-    time.sleep(0.1)
-else:
-    raise SystemExit("window never written: %s" % st)
+  folder=$(window_open 4) || fail "window request"
+  FOLDER=$folder py <<'PY' || fail "window peak check"
+import json, os
+folder, st = os.environ["FOLDER"], json.load(open("window_status.json"))
+assert folder in st["reports"], ("window never written", st)
 j = json.load(open(os.path.join(st["output_dir"], folder, "summary.json")))
 m = {x["rank"]: x for x in j["memory"]}[1]
 top = max(v for _, v in m["series"])
 # 128 MiB touched and let go inside each step: between two samples, never in one
 assert m["rss_peak_mib"] >= 128 and m["rss_peak_mib"] >= top + 100, (m["rss_peak_mib"], top, m)
-open("window_peak.txt", "w").write(folder)
 print("window peak ok: rank 1 %.1f MiB, its samples at most %.1f" % (m["rss_peak_mib"], top))
 PY
   kill -TERM "$RUN"; wait "$RUN" || true
-  py <<'PY' || fail "end report peak check"
+  FOLDER=$folder py <<'PY' || fail "end report peak check"
 import glob, json, os
-win = open("window_peak.txt").read()
-ends = [f for f in glob.glob("experiments/*/summary.json") if os.path.basename(os.path.dirname(f)) != win]
+ends = [f for f in glob.glob("experiments/*/summary.json")
+        if os.path.basename(os.path.dirname(f)) != os.environ["FOLDER"]]
 assert len(ends) == 1, ends
 m = {x["rank"]: x for x in json.load(open(ends[0]))["memory"]}[1]
 assert m["rss_peak_mib"] >= 128, m["rss_peak_mib"]
@@ -312,20 +321,12 @@ print("end report peak ok: rank 1 %.1f MiB" % m["rss_peak_mib"])
 PY
   ;;
 window_long_dir)
-  py <<'PY' || fail "window with a long output_dir"
-import json, os, re, time, urllib.request
-url, token, long_dir = os.environ["URL"], os.environ["TOKEN"], os.environ["LONG_DIR"]
+  folder=$(window_open 2) || fail "window request"
+  FOLDER=$folder py <<'PY' || fail "window with a long output_dir"
+import json, os, re
+folder, long_dir = os.environ["FOLDER"], os.environ["LONG_DIR"]
+st = json.load(open("window_status.json"))
 assert len(long_dir) > 600, len(long_dir)
-req = urllib.request.Request(url + "profile?steps=2", data=b"", method="POST",
-                             headers={"Authorization": "Bearer " + token})
-with urllib.request.urlopen(req, timeout=5) as r:
-    folder = json.load(r)["folder"]
-for _ in range(300):
-    with urllib.request.urlopen(url + "status", timeout=5) as r:
-        st = json.load(r)
-    if folder in st["reports"] or st.get("last_error"):
-        break
-    time.sleep(0.1)
 assert folder in st["reports"], st
 path = os.path.join(long_dir, folder)
 assert json.load(open(os.path.join(path, "summary.json")))["run"]["recorded_steps"] == 2, path
