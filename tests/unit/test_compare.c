@@ -346,50 +346,48 @@ static void check_config_object(const char *dir)
     json_decref(doc);
 }
 
+/* Compare A with a run B written with `shape` and `edit` (exit 0); the output, to free. */
+static char *compare_with(const char *root, const fixture_t *a, const char *name,
+                          const shape_t *shape, void (*edit)(fixture_t *))
+{
+    char *out = NULL;
+    fixture_t *b = fx_written(root, name, shape, edit);
+    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    fx_drop(b);
+    return out;
+}
+
 static void test_compare_config(const char *root, const fixture_t *a)
 {
     static const shape_t explicit_default = {3, 2, 8, false, 11900.0, "  chunks: 2\n", NULL};
     static const shape_t written_out = {3, 2, 8, false, 11900.0, NULL,
                                         "{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}"};
-    char *out = NULL;
     check_config_object(a->rep.run_dir);
     /* runtime.chunks absent in A's YAML (CHUNKS set as the ranks ran it) vs written in B */
-    fixture_t *b = fx_written(root, "cfg-default", &explicit_default, NULL);
-    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    char *out = compare_with(root, a, "cfg-default", &explicit_default, NULL);
     check_config_section(out, "\n  same configuration\n");
     free(out);
-    fx_drop(b);
     /* placement auto vs the map it resolves to */
-    b = fx_written(root, "cfg-placement", &written_out, NULL);
-    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    out = compare_with(root, a, "cfg-placement", &written_out, NULL);
     check_config_section(out, "\n  same configuration\n");
     free(out);
-    fx_drop(b);
     /* model.dtype auto (resolved f32) vs f32 written: no note, the same configuration */
-    b = fx_written(root, "cfg-dtype", &small_shape, edit_dtype_written);
-    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    out = compare_with(root, a, "cfg-dtype", &small_shape, edit_dtype_written);
     CHECK(out != NULL && strstr(out, "the models differ") == NULL);
     check_config_section(out, "\n  same configuration\n");
     free(out);
-    fx_drop(b);
     /* auto, -1 and 0 in A vs what they resolved to, written in B */
-    b = fx_written(root, "cfg-resolved", &small_shape, edit_resolved_written);
-    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    out = compare_with(root, a, "cfg-resolved", &small_shape, edit_resolved_written);
     check_config_section(out, "\n  same configuration\n");
     free(out);
-    fx_drop(b);
-    b = fx_written(root, "cfg-resolved-other", &small_shape, edit_resolved_other);
-    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    out = compare_with(root, a, "cfg-resolved-other", &small_shape, edit_resolved_other);
     CHECK_STR_CONTAINS(out, "  runtime.small_batch_rows             0 -> 32-64\n");
     CHECK_STR_CONTAINS(out, "  runtime.dedup                        true -> false\n");
     free(out);
-    fx_drop(b);
     /* --steps 30 over workload.steps 20 */
-    b = fx_written(root, "cfg-steps", &small_shape, edit_steps_flag);
-    CHECK_INT_EQ(run_compare(a->rep.run_dir, b ? b->rep.run_dir : "", &out), 0);
+    out = compare_with(root, a, "cfg-steps", &small_shape, edit_steps_flag);
     check_config_section(out, "\n  workload.steps                       20 -> 30\n\nRun");
     free(out);
-    fx_drop(b);
 }
 
 static void test_compare_states(const char *root, const fixture_t *a)
