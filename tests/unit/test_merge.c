@@ -321,7 +321,7 @@ static bool mt_rank_record(moe_prof_record_t *rec, const moe_config_t *cfg, int 
 /* The merged report of `profiled` ranks' records (the others have none), written as
  * summary.txt and summary.json; their text into *txt and the JSON into *doc. */
 static moe_report_t *mt_merge_subset(moe_merge_t *m, const fixture_t *fx, const bool *have,
-                                     char **txt, json_t **doc)
+                                     int lost, char **txt, json_t **doc)
 {
     moe_error_t err;
     moe_error_clear(&err);
@@ -344,6 +344,9 @@ static moe_report_t *mt_merge_subset(moe_merge_t *m, const fixture_t *fx, const 
     for (int k = 0; k < 3; k++) {
         moe_prof_record_free(&recs[k]);
     }
+    if (ok && lost >= 0) { /* its records came, its last part did not */
+        moe_merge_note_missing(m, lost, "lost: does not answer");
+    }
     moe_report_t *r = ok ? mt_finish(m, fx->yaml, 6) : NULL;
     CHECK_INT_EQ(r != NULL ? moe_report_write_summary(r, &err) : -1, MOE_OK);
     CHECK_INT_EQ(r != NULL ? moe_report_write_json(r, &err) : -1, MOE_OK);
@@ -363,13 +366,13 @@ typedef struct mt_subset {
     json_t *doc;  /* summary.json */
 } mt_subset_t;
 
-static void mt_subset_open(mt_subset_t *s, const fixture_t *fx, const bool *have)
+static void mt_subset_open(mt_subset_t *s, const fixture_t *fx, const bool *have, int lost)
 {
     static const char hosts[3][64] = {"h0", "h1", "h2"};
     s->m = moe_merge_create(&fx->cfg, 3, hosts);
     s->txt = NULL;
     s->doc = NULL;
-    s->r = mt_merge_subset(s->m, fx, have, &s->txt, &s->doc);
+    s->r = mt_merge_subset(s->m, fx, have, lost, &s->txt, &s->doc);
 }
 
 static void mt_subset_close(mt_subset_t *s, const char *root, const char *name)
@@ -391,7 +394,7 @@ static void test_merge_symmetric_subset(const char *root)
     mt_config(&fx, root, "symmetric", "[0, 2]", "symmetric");
     bool have[3] = {true, false, true};
     mt_subset_t sub;
-    mt_subset_open(&sub, &fx, have);
+    mt_subset_open(&sub, &fx, have, -1);
     moe_report_t *r = sub.r;
     char *t = sub.txt;
     json_t *doc = sub.doc;
@@ -433,6 +436,34 @@ static void test_merge_symmetric_subset(const char *root)
     mt_subset_close(&sub, root, "symmetric");
 }
 
+/* Symmetric routing, every rank profiled, rank 2 lost after its records of the window came
+ * (the end's last part never did): its counts cover fewer steps than the others', so the
+ * layers' demand, kept and dropped are unknown, and so are rank 2's experts' tokens: a lost
+ * rank's records are not whole, as a missing one's are not. */
+static void test_merge_symmetric_lost(const char *root)
+{
+    fixture_t fx;
+    mt_config(&fx, root, "symmetric", "[0, 1, 2]", "symmetric_lost");
+    bool have[3] = {true, true, true};
+    mt_subset_t sub;
+    mt_subset_open(&sub, &fx, have, 2);
+    CHECK(sub.r != NULL && sub.r->partial);
+    CHECK(json_is_null(moe_json_path(sub.doc, "layers.0.demand_total")));
+    CHECK(json_is_null(moe_json_path(sub.doc, "layers.0.demand.0")));
+    CHECK(json_is_null(moe_json_path(sub.doc, "routing.choices")));
+    /* an expert on rank 2 (its hosts by auto placement: the last third) */
+    int e = -1;
+    for (int i = 0; sub.r != NULL && i < sub.r->num_experts; i++) {
+        e = e < 0 && sub.r->experts[i].rank == 2 ? i : e;
+    }
+    char key[64];
+    snprintf(key, sizeof(key), "experts.%d.tokens", e);
+    CHECK(e >= 0 && json_is_null(moe_json_path(sub.doc, key)));
+    snprintf(key, sizeof(key), "experts.%d.calls", e);
+    CHECK(e >= 0 && json_is_null(moe_json_path(sub.doc, key)));
+    mt_subset_close(&sub, root, "symmetric_lost");
+}
+
 /* Master routing, only rank 2 profiled: no routing rank counted the choices, and rank 1
  * (experts 0-3) sent nothing, so those experts' tokens are unknown (null, "-"), not 0. */
 static void test_merge_unrouted_host_missing(const char *root)
@@ -441,7 +472,7 @@ static void test_merge_unrouted_host_missing(const char *root)
     mt_config(&fx, root, "master", "[2]", "unrouted_host");
     bool have[3] = {false, false, true};
     mt_subset_t sub;
-    mt_subset_open(&sub, &fx, have);
+    mt_subset_open(&sub, &fx, have, -1);
     char *t = sub.txt;
     json_t *doc = sub.doc;
     CHECK(json_is_null(moe_json_path(doc, "experts.1.tokens"))); /* layer 0 expert 1, rank 1 */
@@ -468,7 +499,7 @@ static void test_merge_copy_host_missing(const char *root)
                      "copy_host");
     bool have[3] = {true, true, false};
     mt_subset_t sub;
-    mt_subset_open(&sub, &fx, have);
+    mt_subset_open(&sub, &fx, have, -1);
     moe_report_t *r = sub.r;
     char *t = sub.txt;
     json_t *doc = sub.doc;
@@ -1178,6 +1209,7 @@ int main(void)
     test_merge_router(root);
     test_merge_unrouted(root);
     test_merge_symmetric_subset(root);
+    test_merge_symmetric_lost(root);
     test_merge_unrouted_host_missing(root);
     test_merge_copy_host_missing(root);
     test_merge_waits_combine(root);

@@ -986,6 +986,13 @@ static void make_run_dir(moe_merge_t *m)
              r->run_dir, RUN_DIR_TRIES - 1);
 }
 
+/* Whether rank i's records are all here: present, and not lost after some of its parts
+ * came (a rank that died mid-run streamed the steps before, not the rest). */
+static bool rank_whole(const moe_merge_t *m, int i)
+{
+    return i >= 0 && i < m->W && m->rep.ranks[i].present && m->lost[i][0] == '\0';
+}
+
 static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_prof_static_t *info)
 {
     moe_report_t *r = &m->rep;
@@ -1051,7 +1058,7 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
          * are lost holds fewer than it completed: it cannot say. */
         for (int i = 0; i < m->W; i++) {
             const moe_rep_rank_t *rk = &r->ranks[i];
-            if (rk->routes && rk->present && m->lost[i][0] == '\0' &&
+            if (rk->routes && rank_whole(m, i) &&
                 rk->steps < r->recorded_steps) {
                 r->recorded_steps = rk->steps;
             }
@@ -1060,14 +1067,14 @@ static void finish_facts(moe_merge_t *m, const moe_prof_run_t *run, const moe_pr
 }
 
 /* Whether the routing ranks' counts (demand, kept, dropped) are whole: every rank that
- * routes tokens sent its records. In symmetric routing each rank counts only its own
+ * routes tokens sent all its records. In symmetric routing each rank counts only its own
  * tokens' choices, so a sum over some of them is a part that would pass for the layer's. */
 static bool routing_counts_whole(const moe_merge_t *m)
 {
     bool any = false;
     for (int i = 0; i < m->W; i++) {
         const moe_rep_rank_t *k = &m->rep.ranks[i];
-        if (k->routes && !k->present) {
+        if (k->routes && !rank_whole(m, i)) {
             return false;
         }
         any = any || k->routes;
@@ -1093,14 +1100,12 @@ static void drop_routing_part(moe_merge_t *m)
 static bool expert_hosts_present(const moe_merge_t *m, int l, int e)
 {
     const moe_report_t *r = &m->rep;
-    int k = r->experts[l * m->E + e].rank;
-    if (k < 0 || k >= m->W || !r->ranks[k].present) {
+    if (!rank_whole(m, r->experts[l * m->E + e].rank)) {
         return false;
     }
     for (int i = 0; i < r->num_replicas; i++) {
         const moe_rep_replica_t *c = &r->replicas[i];
-        if (c->layer == l && c->expert == e &&
-            (c->rank < 0 || c->rank >= m->W || !r->ranks[c->rank].present)) {
+        if (c->layer == l && c->expert == e && !rank_whole(m, c->rank)) {
             return false;
         }
     }
