@@ -196,6 +196,7 @@ const char *moe_bind_apply(const moe_config_t *cfg, int rank, int world,
         *pinned_cpu = first;
         snprintf(desc, desc_len, "%d ranks on %d CPUs here, pinned (runtime.bind %s)", nlocal,
                  ncpu, cfg->bind == MOE_BIND_CORE ? "core" : "auto");
+        return node;
     }
-    return node;
+    return "none"; /* the rule pinned this rank, the system refused: nothing was */
 }
