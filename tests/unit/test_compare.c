@@ -1142,6 +1142,7 @@ static void test_write_error(const fixture_t *a)
 #endif
 #endif
 
+#ifndef CMP_TEST_ASAN
 /* compare A B in a child whose address space may grow by `room` bytes more (0: no limit);
  * its stderr into ROOT/oom.txt; its exit code, -1 when it did not exit. */
 static int compare_limited(const char *root, const char *a, const char *b, size_t room)
@@ -1168,6 +1169,7 @@ static int compare_limited(const char *root, const char *a, const char *b, size_
     }
     return WEXITSTATUS(status);
 }
+#endif
 
 /* Out of memory: exit 1 (a runtime failure, as moed plan's), not 2, which says the input
  * was refused. B claims 4096 layers x 1024 experts (the largest shape compare takes) with
