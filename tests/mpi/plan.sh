@@ -219,7 +219,7 @@ PY
       || { cat w.log; fail "-o that cannot be written: exit $rc, want 5"; }
     PROF=true STEPS=2 H=64 F=128 small_model > w.yaml  # every step a warm-up step
     mpirun_moed 3 --config w.yaml --no-progress > wr.log 2>&1 || { cat wr.log; fail "warm-up run"; }
-    want="the report recorded no expert demand (0 recorded steps"; refuses "$(run_dir)" --ranks 3 -o p.yaml
+    want="the report recorded no expert choices (0 recorded steps"; refuses "$(run_dir)" --ranks 3 -o p.yaml
     ;;
   unknown_option)
     mkdir rep

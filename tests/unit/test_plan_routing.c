@@ -573,7 +573,7 @@ static void write_run(const char *dir, const char *planned, const char *trace, i
         moe_plan_carve(&plan, N, E, k, T, n, &arena);
         int32_t *topk = calloc((size_t)(T * k), sizeof(int32_t));
         int64_t *slot_rows = calloc((size_t)n, sizeof(int64_t));
-        int64_t cap = moe_plan_capacity(c->capacity_factor, T, k, E);
+        int64_t cap = moe_plan_capacity(c->capacity_factor, T, k, E), kept[64] = {0};
         for (int64_t s = 0; s < steps * passes; s++) {
             for (int64_t g = 0; g < T; g++) {
                 int64_t row = ((s % steps) * T + g) % tr.rows;
@@ -586,6 +586,9 @@ static void write_run(const char *dir, const char *planned, const char *trace, i
             for (int i = 0; i < n; i++) {
                 slot_rows[i] += plan.slot_kept[i];
             }
+            for (int e = 0; e < E; e++) {
+                kept[e] += plan.expert_kept[e];
+            }
         }
         if (l == 1 && bump > 0) {
             tamper(slots, n, slot_rows, bump);
@@ -596,7 +599,11 @@ static void write_run(const char *dir, const char *planned, const char *trace, i
         for (int e = 0; e < E; e++) {
             json_array_append_new(d, json_integer(demand[e] * passes));
         }
-        json_t *lrow = json_pack("{s:i, s:o}", "layer", l, "demand", d);
+        json_t *kd = json_array();
+        for (int e = 0; e < E; e++) {
+            json_array_append_new(kd, json_integer(kept[e]));
+        }
+        json_t *lrow = json_pack("{s:i, s:o, s:o}", "layer", l, "demand", d, "kept", kd);
         if (show_keys) { /* what a newer summary.json carries per layer */
             json_object_set_new(lrow, "routing", json_pack("{s:f, s:f}", "hottest_share",
                                                            0.5 + 0.25 * l, "entropy_bits", 1.5));
@@ -799,9 +806,10 @@ static json_t *plan_report(const char *name, double cf, char *run, char *out, si
 }
 
 /* `moed plan DIR` on a report whose layer 1 demand is null (a routing rank not profiled or
- * lost; the writer keeps the array's length, every element null): refused, exit 2, naming
- * the layer, nothing written. The same report with its demand known plans (exit 0): the
- * null is what is refused. Before, null read as 0: layer 1 planned as if never chosen. */
+ * lost; the writer keeps the array's length, every element null) plans from its kept
+ * choices, which the hosts' rows gave; with kept null too (an expert's host missing as
+ * well): refused, exit 2, naming the layer, nothing written. Before, null read as 0: layer
+ * 1 planned as if never chosen. */
 static void test_plan_demand_unknown(void)
 {
     char run[512], out[512];
@@ -821,11 +829,19 @@ static void test_plan_demand_unknown(void)
     for (int x = 0; x < 8; x++) {
         json_array_append_new(nulls, json_null());
     }
-    json_object_set_new(json_array_get(json_object_get(doc, "layers"), 1), "demand", nulls);
+    json_t *layer1 = json_array_get(json_object_get(doc, "layers"), 1);
+    json_object_set_new(layer1, "demand", nulls);
+    summary_save(run, json_incref(doc));
+    CHECK_INT_EQ(run_plan(&o, &e, 5, argv), 0); /* kept known: planned from it */
+    CHECK_STR_CONTAINS(o, "moed plan: 8 experts x 2 layers onto 2 expert ranks of 3");
+    free(o);
+    free(e);
+    unlink(out);
+    json_object_set(layer1, "kept", nulls);
     summary_save(run, doc);
-    refuses(5, argv, ": layer 1's demand is unknown (summary.json layers[].demand null: a "
-                     "routing rank not profiled or lost): nothing to plan from; run with every "
-                     "routing rank profiled", out);
+    refuses(5, argv, ": layer 1's kept choices are unknown (summary.json layers[].kept null: a "
+                     "routing rank and an expert's host not profiled or lost): nothing to plan "
+                     "from; run with every routing rank profiled", out);
 }
 
 /* `moed plan --check` on a run whose layer 1 has an expert rank's tokens null (the expert's

@@ -6,7 +6,7 @@
  * such a comment; tests/lint/parts.sh holds every part to its list. */
 /* `moed plan REPORT_DIR --ranks N [--redundant R] [--slots S] [--hostfile F] [-o FILE]
  * [--force]`:
- * a placement for the loads a report recorded (its router counts per layer and expert),
+ * a placement for the loads a report recorded (its kept choices per layer and expert),
  * computed like DeepSeek's EPLB (moe_config/eplb.h, runtime/src/config/eplb.c), written as the
  * run's resolved config with the new placement, the predicted per-rank load max/mean before
  * and after as comments. It reads summary.json with the compare part's readers
@@ -256,18 +256,15 @@ static void yaml_placement(FILE *f, const plan_t *p)
     }
 }
 
-/* The report's per-expert count a plan balances: summary.json layers[].kept under a
- * capacity limit (model.capacity_factor > 0), else layers[].demand. */
-static const char *plan_load_key(const plan_t *p)
-{
-    return p->old->capacity_factor > 0.0 ? "kept" : "demand";
-}
-
-/* What plan_load_key's count is, for the printed figures and the YAML comments. */
+/* What a plan balances, for the printed figures and the YAML comments: summary.json
+ * layers[].kept, the choices the experts computed. Under a capacity limit an expert computes
+ * at most its capacity however many copies it has, so that is the load a placement moves;
+ * without one it is the demand, known also where the routing ranks' counts are not (the
+ * hosts' rows). */
 static const char *plan_load_text(const plan_t *p)
 {
     return p->old->capacity_factor > 0.0 ? "kept counts (after model.capacity_factor)"
-                                         : "router counts";
+                                         : "kept counts (no capacity limit: the demand)";
 }
 
 /* The even split's caveat (the report has no token positions), after `lead` on each line:
@@ -353,10 +350,7 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
     if (p->loads == NULL) {
         return MOE_ERR_NO_MEMORY;
     }
-    /* Under a capacity limit an expert computes at most its capacity however many copies it
-     * has (the limit is per expert, its kept choices split over the copies), so the load a
-     * placement moves is the kept count; without one, kept = demand. */
-    const char *key = plan_load_key(p);
+    const char *key = "kept"; /* plan_load_text */
     for (int l = 0; l < p->L; l++) {
         const json_t *d = json_object_get(json_array_get(layers, (size_t)l), key);
         if ((int)json_array_size(d) != p->E) {
@@ -367,10 +361,11 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
         for (int e = 0; e < p->E; e++) {
             const json_t *v = json_array_get(d, (size_t)e);
             if (json_is_null(v)) {
-                return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d's %s is "
-                                     "unknown (summary.json layers[].%s null: a routing "
-                                     "rank not profiled or lost): nothing to plan from; run "
-                                     "with every routing rank profiled", p->a.dir, l, key, key);
+                return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: layer %d's %s choices "
+                                     "are unknown (summary.json layers[].%s null: a routing "
+                                     "rank and an expert's host not profiled or lost): nothing "
+                                     "to plan from; run with every routing rank profiled",
+                                     p->a.dir, l, key, key);
             }
             p->loads[(size_t)l * p->E + e] = moe_json_num(v, 0);
         }
@@ -381,9 +376,8 @@ static moe_status_t plan_load(plan_t *p, moe_error_t *err)
     }
     if (!(total > 0.0)) { /* all zero: any placement "balances" it; say so instead */
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the report recorded no expert "
-                             "demand (%.0f recorded steps: every step a warm-up step, or a "
-                             "routing rank not profiled): nothing to plan from; run more steps "
-                             "than profiler.warmup_steps, with every routing rank profiled",
+                             "choices (%.0f recorded steps: every step a warm-up step): nothing "
+                             "to plan from; run more steps than profiler.warmup_steps",
                              p->a.dir,
                              moe_json_num(moe_json_path(p->doc, "run.recorded_steps"), 0));
     }
