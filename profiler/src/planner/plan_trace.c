@@ -142,9 +142,8 @@ static moe_status_t trace_match(plan_t *p, moe_error_t *err)
                              "same (a trace of another model?)", t->path, t->num_experts,
                              t->top_k, p->base, (long long)c->num_experts, (long long)c->top_k);
     }
-    /* its weights are its family's: the replay of the plan would refuse it (app/replay.c) */
-    const char *fam = moe_cfg_family_name(c->family);
-    if (t->family[0] != '\0' && fam != NULL && strcmp(t->family, fam) != 0) {
+    const char *fam = moe_cfg_family_name(c->family); /* as the plan's replay would */
+    if (!moe_routing_trace_fits_family(t, fam)) {
         return moe_error_set(err, MOE_ERR_INVALID_ARG, "%s: the trace is of a %s model; the base "
                              "config %s is model.family %s: its replay would refuse the trace "
                              "(its weights are %s's)", t->path, t->family, p->base, fam,

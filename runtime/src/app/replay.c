@@ -37,10 +37,8 @@ moe_status_t moe_replay_check(const moe_config_t *cfg, const moe_routing_trace_t
                              tr->num_experts, tr->top_k, (long long)cfg->num_experts,
                              (long long)cfg->top_k);
     }
-    /* a trace's weights are its family's (normalised and scaled as it routes); one without
-     * a family (an import that was not told the model) replays on any */
     const char *fam = moe_cfg_family_name(cfg->family);
-    if (tr->family[0] != '\0' && fam != NULL && strcmp(tr->family, fam) != 0) {
+    if (!moe_routing_trace_fits_family(tr, fam)) {
         return moe_error_set(err, MOE_ERR_FORMAT, "%s: %s: metadata family %s; "
                              "the model is model.family %s: the trace's weights are %s's (its "
                              "normalisation and scaling), not this model's; replay a trace of "

@@ -56,6 +56,11 @@ int moe_routing_trace_layer(const moe_routing_trace_t *tr, int32_t layer_id)
     return -1;
 }
 
+bool moe_routing_trace_fits_family(const moe_routing_trace_t *tr, const char *family)
+{
+    return tr->family[0] == '\0' || family == NULL || strcmp(tr->family, family) == 0;
+}
+
 /* A metadata value that must be a whole number in [lo, hi]. */
 static moe_status_t trace_meta_int(const moe_st_file_t *f, const char *path, const char *key,
                                    bool required, int64_t lo, int64_t hi, int64_t *out,

@@ -58,6 +58,12 @@ void moe_routing_trace_free(moe_routing_trace_t *tr); /* accepts a zeroed one */
 /* The index in tr of decoder layer `layer_id`, or -1. */
 int moe_routing_trace_layer(const moe_routing_trace_t *tr, int32_t layer_id);
 
+/* Whether tr's weights fit a model of `family` (a family's name; NULL: not known): a trace's
+ * weights are its family's (normalised and scaled as it routes), so one of another family
+ * does not; a trace without a family (an import that was not told the model) fits any.
+ * The replay and `moed plan --routing` refuse the same traces by it. */
+bool moe_routing_trace_fits_family(const moe_routing_trace_t *tr, const char *family);
+
 /* Row r's ids and weights of the trace's layer index li (data read). */
 static inline const int32_t *moe_routing_trace_ids(const moe_routing_trace_t *tr, int li,
                                                    int64_t r)
