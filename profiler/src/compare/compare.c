@@ -117,6 +117,7 @@ static double cmp_shown(double v, int dec)
 static void cmp_change(double a, double b, int dec, char *buf, size_t n)
 {
     double d = cmp_shown(b, dec) - cmp_shown(a, dec);
+    d = d == 0.0 ? 0.0 : d; /* 0.00 - -0.00 is -0.0: "+0.00", never "-0.00" */
     if (!isfinite(a) || !isfinite(b)) {
         snprintf(buf, n, "n/a");
     } else if (a == 0.0 && b == 0.0) {
