@@ -322,16 +322,10 @@ moe_status_t moe_routing_trace_open(const char *path, bool data, moe_routing_tra
     memset(out, 0, sizeof(*out));
     if (moe_routing_trace_resolve(path, out->path, sizeof(out->path)) != 0) {
         int e = errno;
-        char cwd[2048] = "";
-        if (path[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL) {
-            cwd[0] = '\0';
-        }
-        if (cwd[0] != '\0') {
-            return moe_error_set(err, MOE_ERR_IO, "%s: cannot read the routing trace (tried "
-                                 "%s/%s): %s", path, cwd, path, strerror(e));
-        }
-        return moe_error_set(err, MOE_ERR_IO, "%s: cannot read the routing trace: %s", path,
-                             strerror(e));
+        char tried[MOE_PATH_MAX + 64];
+        moe_path_tried(path, tried, sizeof(tried));
+        return moe_error_set(err, MOE_ERR_IO, "%s: cannot read the routing trace%s: %s", path,
+                             tried, strerror(e));
     }
     struct stat sb;
     if (strcmp(out->path, path) != 0 && stat(out->path, &sb) != 0 && errno == ENOENT) {
