@@ -262,10 +262,9 @@ void moe_step_mem_begin(moe_step_mem_t *s)
         return;
     }
     /* kept first: the run's peak must not lose what the reset clears (a peak of another
-     * thread between this read and the reset is lost to both) */
-    unsigned long long seen = atomic_load(&hwm_before_reset);
-    while (before > seen && !atomic_compare_exchange_weak(&hwm_before_reset, &seen, before)) {
-    }
+     * thread between this read and the reset is lost to both); the step path is its one
+     * writer */
+    sampler_raise(&hwm_before_reset, before);
     /* "5": the mark becomes the resident size now (Linux 4.0 and later) */
     s->hwm_reset = pwrite(s->clear_fd, "5", 1, 0) == 1;
 }
