@@ -456,11 +456,7 @@ static void json_expert(json_w_t *w, const moe_report_t *r, const moe_rep_expert
     jw_str(w, "host", host_ok ? r->ranks[e->rank].host : "");
     /* unknown figures (no recorded call, or the host not profiled) are null, never 0 */
     double known = h->count > 0 ? 1.0 : NAN;
-    if (e->tokens_unknown) {
-        jw_num(w, "tokens", NAN);
-    } else {
-        jw_u64(w, "tokens", e->tokens);
-    }
+    jw_u64_known(w, "tokens", e->tokens, !e->tokens_unknown);
     jw_bool(w, "router_count", e->router_count);
     if (e->router_count || e->tokens_unknown) {
         jw_num(w, "calls", NAN);
@@ -543,11 +539,7 @@ static void json_layer_tokens(json_w_t *w, const moe_report_t *r, int l)
     jw_open(w, "tokens", '[', true);
     for (int e = 0; e < ne; e++) {
         const moe_rep_expert_t *x = r->experts != NULL ? &r->experts[l * ne + e] : NULL;
-        if (x != NULL && x->tokens_unknown) {
-            jw_num(w, NULL, NAN);
-        } else {
-            jw_u64(w, NULL, x != NULL ? x->tokens : 0);
-        }
+        jw_u64_known(w, NULL, x != NULL ? x->tokens : 0, x == NULL || !x->tokens_unknown);
     }
     jw_close(w, ']');
 }
@@ -564,21 +556,9 @@ static void json_layer(json_w_t *w, const moe_report_t *r, int l)
     jw_num(w, "max_mean", y->max_mean);
     jw_latency(w, "latency_ms", &y->latency);
     /* unknown counts (no routing rank's records) are null, never 0 */
-    if (y->demand_unknown) {
-        jw_num(w, "demand_total", NAN);
-    } else {
-        jw_u64(w, "demand_total", json_sum(y->demand, ne));
-    }
-    if (y->kept_unknown) {
-        jw_num(w, "kept_total", NAN);
-    } else {
-        jw_u64(w, "kept_total", json_sum(y->kept, ne));
-    }
-    if (y->demand_unknown) {
-        jw_num(w, "dropped_total", NAN);
-    } else {
-        jw_u64(w, "dropped_total", json_sum(y->dropped, ne));
-    }
+    jw_u64_known(w, "demand_total", json_sum(y->demand, ne), !y->demand_unknown);
+    jw_u64_known(w, "kept_total", json_sum(y->kept, ne), !y->kept_unknown);
+    jw_u64_known(w, "dropped_total", json_sum(y->dropped, ne), !y->demand_unknown);
     jw_u64_counts(w, "demand", y->demand, ne, !y->demand_unknown);
     jw_u64_counts(w, "kept", y->kept, ne, !y->kept_unknown);
     jw_u64_counts(w, "dropped", y->dropped, ne, !y->demand_unknown);
