@@ -490,22 +490,38 @@ static void text_ms(FILE *f, const moe_hist_t *h, double ns)
     }
 }
 
+/* A count, or "-" where it was never taken. */
+static void text_count(char *buf, size_t n, uint64_t v, bool known)
+{
+    if (known) {
+        snprintf(buf, n, "%" PRIu64, v);
+    } else {
+        snprintf(buf, n, "-");
+    }
+}
+
+/* A figure, or "-" where it is unknown (NAN). */
+static void text_fig(char *buf, size_t n, const char *fmt, double v)
+{
+    if (isfinite(v)) {
+        snprintf(buf, n, fmt, v);
+    } else {
+        snprintf(buf, n, "-");
+    }
+}
+
 static void text_expert_row(FILE *f, const moe_report_t *r, const moe_rep_expert_t *e, int hw)
 {
     const moe_hist_t *h = &e->hist;
     const moe_rep_layer_t *y = r->layers != NULL ? &r->layers[e->layer] : NULL;
     /* demand and dropped: "-" where not every routing rank's records came (no whole count) */
     bool counted = y != NULL && !y->demand_unknown;
-    char demand[24] = "-", dropped[24] = "-";
-    if (counted) {
-        snprintf(demand, sizeof(demand), "%" PRIu64, y->demand != NULL ? y->demand[e->expert] : 0);
-        snprintf(dropped, sizeof(dropped), "%" PRIu64,
-                 y->dropped != NULL ? y->dropped[e->expert] : 0);
-    }
-    char tokens[24] = "-";
-    if (!e->tokens_unknown) {
-        snprintf(tokens, sizeof(tokens), "%" PRIu64, e->tokens);
-    }
+    char demand[24], dropped[24], tokens[24];
+    text_count(demand, sizeof(demand), counted && y->demand != NULL ? y->demand[e->expert] : 0,
+               counted);
+    text_count(dropped, sizeof(dropped),
+               counted && y->dropped != NULL ? y->dropped[e->expert] : 0, counted);
+    text_count(tokens, sizeof(tokens), e->tokens, !e->tokens_unknown);
     fprintf(f, "  %5d  %6d  %4d  %-*.*s  %10s  %10s  %10s", e->layer, e->expert, e->rank, hw, hw,
             text_host(r, e->rank), demand, tokens, dropped);
     if (e->router_count || e->tokens_unknown) {
@@ -568,26 +584,6 @@ static uint64_t text_sum(const uint64_t *v, int n)
         s += v[i];
     }
     return s;
-}
-
-/* A count, or "-" where it was never taken. */
-static void text_count(char *buf, size_t n, uint64_t v, bool known)
-{
-    if (known) {
-        snprintf(buf, n, "%" PRIu64, v);
-    } else {
-        snprintf(buf, n, "-");
-    }
-}
-
-/* A figure, or "-" where it is unknown (NAN). */
-static void text_fig(char *buf, size_t n, const char *fmt, double v)
-{
-    if (isfinite(v)) {
-        snprintf(buf, n, fmt, v);
-    } else {
-        snprintf(buf, n, "-");
-    }
 }
 
 static void text_balance(FILE *f, const moe_report_t *r)
@@ -1052,11 +1048,8 @@ static void text_rank_peers(FILE *f, const moe_report_t *r, int me)
             "recv MB", "msgs sent", "msgs recv", "wait ms");
     for (int j = 0; j < w; j++) {
         size_t out = (size_t)me * (size_t)w + (size_t)j, in = (size_t)j * (size_t)w + (size_t)me;
-        double wait = moe_report_wait_ms(r, me, j); /* "-": unknown, never 0 */
-        char ms[32] = "-";
-        if (isfinite(wait)) {
-            snprintf(ms, sizeof(ms), "%.3f", wait);
-        }
+        char ms[32]; /* "-": unknown, never 0 */
+        text_fig(ms, sizeof(ms), "%.3f", moe_report_wait_ms(r, me, j));
         fprintf(f, "  %4d  %-*.*s  %10.3f  %10.3f  %9" PRIu64 "  %9" PRIu64 "  %10s%s\n", j, hw,
                 hw, text_host(r, j), r->bytes ? (double)r->bytes[out] / TEXT_MB : 0.0,
                 r->bytes ? (double)r->bytes[in] / TEXT_MB : 0.0, r->msgs ? r->msgs[out] : 0,
