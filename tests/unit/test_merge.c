@@ -358,28 +358,37 @@ static moe_report_t *mt_merge_subset(moe_merge_t *m, const fixture_t *fx, const 
     return r;
 }
 
-/* One merge of a subset of the 3 ranks (hosts h0-h2) and what it wrote, for a test. */
+/* One merge of a subset of the 3 ranks (hosts h0-h2) of a config (mt_config_placed's) and
+ * what it wrote, under ROOT/NAME, for a test. */
 typedef struct mt_subset {
+    fixture_t fx;
     moe_merge_t *m;
     moe_report_t *r;
     char *txt;    /* summary.txt */
     json_t *doc;  /* summary.json */
+    const char *root, *name;
 } mt_subset_t;
 
-static void mt_subset_open(mt_subset_t *s, const fixture_t *fx, const bool *have, int lost)
+/* have[3]: whose records came; lost: a rank whose last part did not (-1: none). */
+static void mt_subset_open(mt_subset_t *s, const char *root, const char *routing,
+                           const char *experts, const char *profiled, const char *name,
+                           const bool *have, int lost)
 {
     static const char hosts[3][64] = {"h0", "h1", "h2"};
-    s->m = moe_merge_create(&fx->cfg, 3, hosts);
+    mt_config_placed(&s->fx, root, routing, experts, profiled, name);
+    s->root = root;
+    s->name = name;
+    s->m = moe_merge_create(&s->fx.cfg, 3, hosts);
     s->txt = NULL;
     s->doc = NULL;
-    s->r = mt_merge_subset(s->m, fx, have, lost, &s->txt, &s->doc);
+    s->r = mt_merge_subset(s->m, &s->fx, have, lost, &s->txt, &s->doc);
 }
 
-static void mt_subset_close(mt_subset_t *s, const char *root, const char *name)
+static void mt_subset_close(mt_subset_t *s)
 {
     free(s->txt);
     json_decref(s->doc);
-    mt_remove(s->r, root, name);
+    mt_remove(s->r, s->root, s->name);
     moe_merge_destroy(s->m);
 }
 
@@ -390,11 +399,9 @@ static void mt_subset_close(mt_subset_t *s, const char *root, const char *name)
  * own rows. */
 static void test_merge_symmetric_subset(const char *root)
 {
-    fixture_t fx;
-    mt_config(&fx, root, "symmetric", "[0, 2]", "symmetric");
     bool have[3] = {true, false, true};
     mt_subset_t sub;
-    mt_subset_open(&sub, &fx, have, -1);
+    mt_subset_open(&sub, root, "symmetric", "auto", "[0, 2]", "symmetric", have, -1);
     moe_report_t *r = sub.r;
     char *t = sub.txt;
     json_t *doc = sub.doc;
@@ -413,7 +420,7 @@ static void test_merge_symmetric_subset(const char *root)
     CHECK(json_is_null(moe_json_path(doc, "findings.hot_dropped")));
     CHECK(json_is_null(moe_json_path(doc, "findings.drop_share")));
     int32_t ids[8];
-    int n1 = moe_cfg_experts_of_rank(&fx.cfg, 1, ids);
+    int n1 = moe_cfg_experts_of_rank(&sub.fx.cfg, 1, ids);
     CHECK(n1 > 0);
     for (int i = 0; r != NULL && i < 2 * 8; i++) {
         const moe_rep_expert_t *x = &r->experts[i];
@@ -433,7 +440,7 @@ static void test_merge_symmetric_subset(const char *root)
     snprintf(row, sizeof(row), "      0  %6d     1  h1             -           -           -",
              n1 > 0 ? ids[0] : -1);
     CHECK_STR_CONTAINS(t, row);
-    mt_subset_close(&sub, root, "symmetric");
+    mt_subset_close(&sub);
 }
 
 /* Symmetric routing, every rank profiled, rank 2 lost after its records of the window came
@@ -442,11 +449,9 @@ static void test_merge_symmetric_subset(const char *root)
  * rank's records are not whole, as a missing one's are not. */
 static void test_merge_symmetric_lost(const char *root)
 {
-    fixture_t fx;
-    mt_config(&fx, root, "symmetric", "[0, 1, 2]", "symmetric_lost");
     bool have[3] = {true, true, true};
     mt_subset_t sub;
-    mt_subset_open(&sub, &fx, have, 2);
+    mt_subset_open(&sub, root, "symmetric", "auto", "[0, 1, 2]", "symmetric_lost", have, 2);
     CHECK(sub.r != NULL && sub.r->partial);
     CHECK(json_is_null(moe_json_path(sub.doc, "layers.0.demand_total")));
     CHECK(json_is_null(moe_json_path(sub.doc, "layers.0.demand.0")));
@@ -461,18 +466,16 @@ static void test_merge_symmetric_lost(const char *root)
     CHECK(e >= 0 && json_is_null(moe_json_path(sub.doc, key)));
     snprintf(key, sizeof(key), "experts.%d.calls", e);
     CHECK(e >= 0 && json_is_null(moe_json_path(sub.doc, key)));
-    mt_subset_close(&sub, root, "symmetric_lost");
+    mt_subset_close(&sub);
 }
 
 /* Master routing, only rank 2 profiled: no routing rank counted the choices, and rank 1
  * (experts 0-3) sent nothing, so those experts' tokens are unknown (null, "-"), not 0. */
 static void test_merge_unrouted_host_missing(const char *root)
 {
-    fixture_t fx;
-    mt_config(&fx, root, "master", "[2]", "unrouted_host");
     bool have[3] = {false, false, true};
     mt_subset_t sub;
-    mt_subset_open(&sub, &fx, have, -1);
+    mt_subset_open(&sub, root, "master", "auto", "[2]", "unrouted_host", have, -1);
     char *t = sub.txt;
     json_t *doc = sub.doc;
     CHECK(json_is_null(moe_json_path(doc, "experts.1.tokens"))); /* layer 0 expert 1, rank 1 */
@@ -485,7 +488,7 @@ static void test_merge_unrouted_host_missing(const char *root)
                           "        -");
     /* no hottest by tokens: each layer's mean would be over rank 2's experts alone */
     CHECK(t != NULL && strstr(t, "Hottest expert:") == NULL);
-    mt_subset_close(&sub, root, "unrouted_host");
+    mt_subset_close(&sub);
 }
 
 /* Master routing, expert 4 copied on ranks 1 and 2, rank 2 not profiled: expert 4's row
@@ -494,12 +497,10 @@ static void test_merge_unrouted_host_missing(const char *root)
  * missing: the router's count of its kept choices, marked, calls and latency unknown. */
 static void test_merge_copy_host_missing(const char *root)
 {
-    fixture_t fx;
-    mt_config_placed(&fx, root, "master", "{1: [0, 1, 2, 3, 4], 2: [4, 5, 6, 7]}", "[0, 1]",
-                     "copy_host");
     bool have[3] = {true, true, false};
     mt_subset_t sub;
-    mt_subset_open(&sub, &fx, have, -1);
+    mt_subset_open(&sub, root, "master", "{1: [0, 1, 2, 3, 4], 2: [4, 5, 6, 7]}", "[0, 1]",
+                   "copy_host", have, -1);
     moe_report_t *r = sub.r;
     char *t = sub.txt;
     json_t *doc = sub.doc;
@@ -518,7 +519,7 @@ static void test_merge_copy_host_missing(const char *root)
              "  %10" PRIu64 "        -", mt_demand(0, 4), mt_kept(0, 4),
              mt_demand(0, 4) - mt_kept(0, 4));
     CHECK_STR_CONTAINS(t, row);
-    mt_subset_close(&sub, root, "copy_host");
+    mt_subset_close(&sub);
 }
 
 /* The wait tests' job: 3 ranks, master routing; rank 0 routes and hosts no experts, ranks
