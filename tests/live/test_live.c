@@ -337,6 +337,16 @@ static void test_window_results(void)
     live_window_result_locked(v, 72, "window-72", "/srv/deep/out//window-72", false,
                               "/srv/deep/out//window-72/summary.txt: cannot write: No space");
     CHECK(strcmp(v->last_error, "window 72: window-72/summary.txt: cannot write: No space") == 0);
+    /* an output folder of 700 bytes (the config takes up to 895) named in the message: the
+     * message was cut at 511 bytes before its path was replaced, and the cut path stayed */
+    char deep[720], msg[800], folder[760];
+    snprintf(deep, sizeof(deep), "/srv/%0690d/out", 0);
+    snprintf(v->output_dir, sizeof(v->output_dir), "%s", deep);
+    snprintf(msg, sizeof(msg), "%s: cannot create the output folder: Not a directory", deep);
+    snprintf(folder, sizeof(folder), "%s/window-73", deep);
+    live_window_result_locked(v, 73, "window-73", folder, false, msg);
+    CHECK(strstr(v->last_error, "/srv") == NULL);
+    CHECK(strcmp(v->last_error, "window 73: out: cannot create the output folder: Not a directory") == 0);
     CHECK(v->num_reports == LIVE_MAX_REPORTS);
     CHECK(v->reports_written == LIVE_MAX_REPORTS + 6); /* a folder not written: not counted */
     live_view_free(v);

@@ -40,7 +40,7 @@ void live_window_result_locked(live_view_t *v, int64_t id, const char *name, con
     }
     /* /status is read without a token: the folder by its name, the output folder by its
      * last component, never a path to them */
-    char dir[sizeof(v->output_dir)], a[512], b[512];
+    char dir[sizeof(v->output_dir)], a[MOE_ERROR_MSG_MAX], b[MOE_ERROR_MSG_MAX];
     snprintf(dir, sizeof(dir), "%s", v->output_dir);
     for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) {
         dir[n - 1] = '\0';
