@@ -148,11 +148,11 @@ want = "moed run %s (replaying %s (%s))" % (sys.argv[3].rstrip("/"), sys.argv[1]
 assert mb["source"] == want, (mb["source"], want)
 print("re-recorded:", mb["source"])
 EOF
-    # a replayed trace's source that would not fit a reader's 511 bytes is left out, whole
+    # a replayed trace's source that would not fit a reader's 1,087 bytes is left out, whole
     "$PY" - "${TRACE}routing.safetensors" long.safetensors <<'EOF'
 import json, struct, sys
 raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
-h = json.loads(raw[8:8 + n]); h["__metadata__"]["source"] = "vLLM " + "x" * 480
+h = json.loads(raw[8:8 + n]); h["__metadata__"]["source"] = "vLLM " + "x" * 1060
 hj = json.dumps(h).encode(); hj += b" " * (-len(hj) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(hj)) + hj + raw[8 + n:])
 EOF
@@ -164,6 +164,28 @@ import json, struct, sys
 raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
 src = json.loads(raw[8:8 + n])["__metadata__"]["source"]
 assert src == sys.argv[2], (src, sys.argv[2])
+EOF
+    # under an output folder of 611 bytes the source is longer than 511 bytes (a reader kept
+    # 511 once): recorded whole, and a replay's report reads it back whole
+    long_out="$WORK/$(printf 'o%.0s' {1..200})/$(printf 'u%.0s' {1..200})/$(printf 't%.0s' {1..200})"
+    mkdir -p "$long_out"
+    sed "s|output_dir: .*|output_dir: $long_out|; s|^  routing: $WORK/long.safetensors\$|  routing: $TRACE|" \
+      rr.yaml > rl.yaml
+    mpirun_moed 3 --config rl.yaml --no-progress > rl.log 2>&1 || { cat rl.log; fail "recording under a long output folder failed"; }
+    deep=$(ls -d "$long_out"/*/ | head -1)
+    sed "s|^  routing: $TRACE\$|  routing: $deep|; s/^  record_routing: true/  record_routing: false/" rl.yaml \
+      | sed "s|output_dir: .*|output_dir: $WORK/experiments|" > rp.yaml
+    mpirun_moed 3 --config rp.yaml --no-progress > rp.log 2>&1 || { cat rp.log; fail "replaying the long-sourced trace failed"; }
+    last=$(ls -td "$WORK"/experiments/*/ | head -1)
+    "$PY" - "${deep}routing.safetensors" "$last/summary.json" "$deep" "${TRACE}routing.safetensors" <<'EOF' || fail "a source past 511 bytes"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
+src = json.loads(raw[8:8 + n])["__metadata__"]["source"]
+want = "moed run %s (replaying %s (" % (sys.argv[3].rstrip("/"), sys.argv[4])
+assert src.startswith(want) and len(src) > 700, (len(src), src[:80])
+got = json.load(open(sys.argv[2]))["routing"]["trace_source"]
+assert got == src, (len(got), len(src))
+print("a source of %d bytes, read back whole" % len(src))
 EOF
     ;;
   record_symmetric)

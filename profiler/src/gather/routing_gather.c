@@ -12,6 +12,9 @@
 #include "moe_proto/routing_msg.h"
 #include "report/report.h"
 
+_Static_assert(MOE_REPORT_ROUTING_MAX >= 4096 + MOE_ROUTING_SOURCE_MAX + 128,
+               "a report holds a replay's words: a trace's path and its whole source");
+
 /* The messages taken so far (at most one per token range). */
 typedef struct parts {
     void *bufs[MOE_MAX_RANKS + 1];
@@ -192,7 +195,7 @@ moe_status_t moe_gather_routing_report(const moe_report_t *r, const void *arg,
         moe_report_file_failed(r, MOE_RFILE_ROUTING, set->why);
         return MOE_OK;
     }
-    char path[4096 + 64], source[MOE_PATH_MAX + 16];
+    char path[4096 + 64], source[MOE_ROUTING_SOURCE_MAX];
     snprintf(path, sizeof(path), "%s/%s", run_dir, MOE_ROUTING_FILE);
     routing_source(r, source, sizeof(source));
     int L = (int)set->layers;

@@ -230,7 +230,8 @@ typedef struct moe_report_files {
     char why[MOE_RFILE_COUNT][160];
 } moe_report_files_t;
 
-#define MOE_REPORT_ROUTING_MAX 4700 /* a trace's path (4096) and its own source (512) */
+#define MOE_REPORT_ROUTING_MAX 5400 /* "replayed PATH (SOURCE)": a trace's path (4096) and its
+                                     * own source (MOE_ROUTING_SOURCE_MAX, 1088) */
 
 typedef struct moe_report {
     /* run facts */

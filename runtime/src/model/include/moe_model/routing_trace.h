@@ -21,11 +21,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "moe/limits.h"
 #include "moe/status.h"
 
 #define MOE_ROUTING_FORMAT "moed-routing/1"
 #define MOE_ROUTING_FILE "routing.safetensors"
-#define MOE_ROUTING_SOURCE_MAX 512 /* bytes of the metadata's source a reader keeps, NUL in */
+/* Bytes of the metadata's source a reader keeps, NUL in: moed's own "moed run RUN" whole for
+ * any run folder (MOE_PATH_MAX; an output_dir of 895 bytes and the run's name) */
+#define MOE_ROUTING_SOURCE_MAX (MOE_PATH_MAX + 64)
 
 typedef struct moe_routing_trace {
     char path[4096];           /* the file read (a folder's routing.safetensors resolved) */
