@@ -337,7 +337,7 @@ static void test_window_results(void)
     live_window_result_locked(v, 72, "window-72", "/srv/deep/out//window-72", false,
                               "/srv/deep/out//window-72/summary.txt: cannot write: No space");
     CHECK(strcmp(v->last_error, "window 72: window-72/summary.txt: cannot write: No space") == 0);
-    /* an output folder of 700 bytes (the config takes up to 895) named in the message: the
+    /* an output folder of 699 bytes (the config takes up to 895) named in the message: the
      * message was cut at 511 bytes before its path was replaced, and the cut path stayed */
     char deep[720], msg[800], folder[760];
     snprintf(deep, sizeof(deep), "/srv/%0690d/out", 0);

@@ -165,7 +165,7 @@ raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
 src = json.loads(raw[8:8 + n])["__metadata__"]["source"]
 assert src == sys.argv[2], (src, sys.argv[2])
 EOF
-    # under an output folder of 611 bytes the source is longer than 511 bytes (a reader kept
+    # under an output folder of over 600 bytes the source is longer than 511 bytes (a reader kept
     # 511 once): recorded whole, and a replay's report reads it back whole
     long_out="$WORK/$(printf 'o%.0s' {1..200})/$(printf 'u%.0s' {1..200})/$(printf 't%.0s' {1..200})"
     mkdir -p "$long_out"
