@@ -34,7 +34,11 @@
 # to back at every token count, rows labelled DTYPE/bal and DTYPE/col), KEEP (keep the
 # work folder), CKPTS (a folder for the checkpoints the runs make, kept for the next
 # invocation: two builds compared on the same weights without making them again; default the
-# work folder).
+# work folder), ROUNDS (1: the whole set run again that many times).
+# The runs go shape by shape, token count by token count, the DTYPEs (and COPIES) of each
+# back to back, so that a held type and its widened baseline ("fp8 fp8-bf16", "mxfp4
+# mxfp4-bf16") meet the host at the same speed; the last lines give the widened run's mean
+# step over the held one's for each such pair (the speed-up), per round and their median.
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
 # profiler's: the routing rank's times), the bytes of distinct expert weights touched per
@@ -77,6 +81,8 @@ BIND=${BIND:-auto}
 BENCH=${BENCH:-1}
 THREADS=${THREADS:-1}
 COPIES=${COPIES:-replicas}
+ROUNDS=${ROUNDS:-1}
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "bench_decode: ROUNDS is a count of rounds (1, 2, ...)" >&2; exit 2; }
 PY=$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || command -v python3)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for x in "$moed" "$stream"; do
@@ -220,12 +226,15 @@ PY
 printf '\n%-12s %6s %4s %3s %8s %8s %8s %8s %10s %6s %8s %9s %6s %9s %6s %8s %6s\n' dtype tokens E k \
   "step p50" "step p99" "layer p50" "layer p99" "touched MB" "+sh MB" "read GB/s" "expert GB/s" \
   "/read" "step GB/s" "/read" "floor ms" "/floor"
-for dtype in $dtypes; do
+: > "$work/runs.txt"
+for round in $(seq "$ROUNDS"); do
+(( ROUNDS > 1 )) && echo "round $round of $ROUNDS"
 for shape in $shapes; do
-  e=${shape%%:*} k=${shape##*:}
-  [[ $dtype == fp8* || $dtype == mxfp4* ]] && k=4 # the checkpoint's
   for t in $TOKENS; do
   for copies in $COPIES; do
+  for dtype in $dtypes; do # back to back: a type and its widened baseline meet the same host
+    e=${shape%%:*} k=${shape##*:}
+    [[ $dtype == fp8* || $dtype == mxfp4* ]] && k=4 # the checkpoint's
     label=$dtype; [[ $copies == columns ]] && label=$dtype/col; [[ $copies == balance ]] && label=$dtype/bal
     read_gbps=$(stream_gbps)
     config "$e" "$k" "$t" > "$work/c.yaml"
@@ -269,8 +278,34 @@ for shape in $shapes; do
     grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
+    echo "$dtype $copies $t $e $k $stepms $read_gbps $round" >> "$work/runs.txt"
+  done
   done
   done
 done
 done
+# the held weights against the same checkpoint widened (fp8 / fp8-bf16, mxfp4 / mxfp4-bf16),
+# each pair run back to back: the widened run's mean step over the held one's
+awk -v rounds="$ROUNDS" '
+  { key = $2 " " $3 " " $4 " " $5; step[$1, key, $8] = $6; rd[$1, key, $8] = $7
+    if (!(key in seen)) { seen[key] = 1; keys[++nk] = key } }
+  END {
+    split("fp8 mxfp4", base, " ")
+    for (b = 1; b <= 2; b++) for (i = 1; i <= nk; i++) {
+      key = keys[i]; w = base[b] "-bf16"; n = 0; list = ""
+      for (r = 1; r <= rounds; r++) {
+        if (!((base[b], key, r) in step) || !((w, key, r) in step) || step[base[b], key, r] <= 0) continue
+        x = step[w, key, r] / step[base[b], key, r]; v[++n] = x
+        list = list sprintf("%s%.2fx (%s / %s ms, read %s / %s GB/s)", n > 1 ? ", " : "", x,
+                            step[w, key, r], step[base[b], key, r], rd[w, key, r], rd[base[b], key, r])
+      }
+      if (n == 0) continue
+      if (!hdr++) print "speed-up: the mean step of the widened run over the held one'"'"'s, run back to back"
+      split(key, kk, " ")
+      for (p = 1; p <= n; p++) for (q = p + 1; q <= n; q++) if (v[q] < v[p]) { t = v[p]; v[p] = v[q]; v[q] = t }
+      med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+      printf("  %s over %s, %s tokens, %s:%s, %s: %s%s\n", base[b], w, kk[2], kk[3], kk[4], kk[1],
+             n > 1 ? sprintf("median %.2fx of %d rounds (%.2f-%.2fx): ", med, n, v[1], v[n]) : "", list)
+    }
+  }' "$work/runs.txt"
 echo "read GB/s: bench_stream, $expert_cores threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, the higher of right before and right after each run"
