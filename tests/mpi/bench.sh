@@ -2,11 +2,43 @@
 # The decode benchmark's plumbing (tests/bench/bench_decode.sh, bench_stream, moed --bench's
 # latency lines) on a tiny shape: every figure is there and consistent, the counts exchange
 # of master routing is the master's messages alone; no speed asserted.
-# bench.sh decode | plan | layers
+# bench.sh decode | speedup | plan | layers
 source "$(dirname "$0")/common.sh"
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$(dirname "$MOED")" && pwd)
 case "$1" in
+  speedup)  # a held type and its widened baseline back to back, two rounds: the speed-up
+            # lines are the widened run's mean step over the held one's, round by round
+    HIDDEN=256 FFN=128 LAYERS=2 STEPS=6 WARMUP=2 TOKENS="1" BENCH=0 ROUNDS=2 \
+      timeout -k 5 250 bash "$here/tests/bench/bench_decode.sh" "$build" "mxfp4 mxfp4-bf16" "8:2" \
+      > out.log 2> err.log || { cat out.log err.log; fail "bench_decode.sh failed"; }
+    cat out.log
+    python3 - out.log <<'PY' || fail "speed-up lines"
+import re, statistics, sys
+t = open(sys.argv[1]).read()
+labels = [l.split()[0] for l in t.splitlines() if l.startswith("mxfp4")]
+assert labels == ["mxfp4", "mxfp4-bf16"] * 2, labels        # back to back, round by round
+steps = [float(x) for x in re.findall(r"^    floor: .*; step mean ([0-9.]+) ms\)$", t, re.M)]
+reads = re.findall(r"^mxfp4\S* +1 +8 +4 +\S+ +\S+ +\S+ +\S+ +\S+ +\S+ +([0-9.]+) ", t, re.M)
+assert len(steps) == 4 and len(reads) == 4, (steps, reads)
+m = re.search(r"^  mxfp4 over mxfp4-bf16, 1 tokens, 8:4, replicas: median ([0-9.]+)x of 2 rounds "
+              r"\(([0-9.]+)-([0-9.]+)x\): (.*)$", t, re.M)
+assert m, "no speed-up line"
+rounds = re.findall(r"([0-9.]+)x \(([0-9.]+) / ([0-9.]+) ms, read ([0-9.]+) / ([0-9.]+) GB/s\)", m.group(4))
+assert len(rounds) == 2, rounds
+want = []
+for i, (x, w, h, rw, rh) in enumerate(rounds):
+    held, widened = steps[2 * i], steps[2 * i + 1]
+    assert float(h) == held and float(w) == widened, (h, w, held, widened)
+    assert rh == reads[2 * i] and rw == reads[2 * i + 1], (rh, rw, reads)
+    want.append(widened / held)
+    assert abs(float(x) - widened / held) < 0.006, (x, widened, held)
+assert abs(float(m.group(1)) - statistics.median(want)) < 0.006, (m.group(1), want)
+assert abs(float(m.group(2)) - min(want)) < 0.006 and abs(float(m.group(3)) - max(want)) < 0.006
+assert "fp8 over" not in t                                  # no FP8 pair ran
+print("speed-up lines: %s" % ", ".join("%.2fx" % x for x in want))
+PY
+    ;;
   decode)  # 2 layers of 8 experts top-2, tokens 1 and 8: the table, the bytes touched, the
            # roofline floor (the bytes at the read bandwidth or the FLOPs at the GEMM limit), --bench
     [[ -x $build/tests/bench/bench_stream ]] || fail "bench_stream not built"
