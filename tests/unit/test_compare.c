@@ -1087,6 +1087,21 @@ static void test_change_shown(const char *root)
     free(out);
 }
 
+/* A replay's routing detail names the trace's path and its source: 2,000 bytes of it are
+ * printed whole (compare copied it into 1,088 bytes and cut it inside the path). */
+static void test_routing_long(const char *root)
+{
+    char detail[2100], want[2200];
+    int n = snprintf(detail, sizeof(detail), "replayed /srv/%01900d/routing.safetensors (moed run x)", 0);
+    CHECK(n > 1900 && (size_t)n < sizeof(detail));
+    json_t *da = mini_doc(&mini_base), *db = mini_doc(&mini_base);
+    json_object_set_new(db, "routing", json_pack("{s:s, s:s}", "source", "replayed", "detail", detail));
+    char *out = doc_compare(root, da, db);
+    snprintf(want, sizeof(want), "     routing: %s\n", detail);
+    CHECK_STR_CONTAINS(out, want);
+    free(out);
+}
+
 /* Over 32 experts the rows shown are the most changed by what is shown: tokens per
  * recorded step (equal here: 10 in A's 5 steps and B's 10), so expert 37, whose p50 alone
  * changes (+30%), leads; ranked by total tokens (+100% for every expert) it did not. */
@@ -1235,6 +1250,7 @@ int main(void)
     test_world_apart(root);
     test_experts_ranked(root);
     test_change_shown(root);
+    test_routing_long(root);
     rmdir(root);
     return moe_test_finish("test_compare");
 }

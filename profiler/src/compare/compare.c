@@ -416,20 +416,20 @@ static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
 /* Where the run's routing came from, when summary.json says: its "routing" object's
  * "detail" ("router", "replayed FILE (SOURCE)"), else its "source" and "file"; false for a
  * report from before the routing source. */
-static bool cmp_routing(const cmp_run_t *c, char *buf, size_t n)
+/* The run's routing line, whole: a replay's detail names the trace's path and its source
+ * (summary.json's routing.detail, up to MOE_REPORT_ROUTING_MAX). */
+static void cmp_routing(FILE *out, const cmp_run_t *c)
 {
     const json_t *r = json_object_get(c->doc, "routing");
     const char *s = moe_json_str(json_object_get(r, "detail"), moe_json_str(r, NULL));
     const char *kind = moe_json_str(json_object_get(r, "source"), NULL);
     const char *file = moe_json_str(json_object_get(r, "file"), NULL);
     if (s != NULL && s[0] != '\0') {
-        snprintf(buf, n, "%s", s);
+        fprintf(out, "     routing: %s\n", s);
     } else if (kind != NULL && kind[0] != '\0') {
-        snprintf(buf, n, "%s%s%s", kind, file != NULL ? " " : "", file != NULL ? file : "");
-    } else {
-        return false;
+        fprintf(out, "     routing: %s%s%s\n", kind, file != NULL ? " " : "",
+                file != NULL ? file : "");
     }
-    return true;
 }
 
 static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
@@ -450,10 +450,7 @@ static void cmp_header(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
         } else {
             fprintf(out, "     device %s, runtime.chunks not recorded\n", dev);
         }
-        char routing[MOE_PATH_MAX + 64];
-        if (cmp_routing(c, routing, sizeof(routing))) {
-            fprintf(out, "     routing: %s\n", routing);
-        }
+        cmp_routing(out, c);
         if (cmp_partial(c)) {
             fprintf(out, "     PARTIAL: missing %s\n",
                     moe_json_str(json_object_get(c->doc, "missing"), "some ranks' records"));
