@@ -165,9 +165,15 @@ raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
 src = json.loads(raw[8:8 + n])["__metadata__"]["source"]
 assert src == sys.argv[2], (src, sys.argv[2])
 EOF
-    # under an output folder of over 600 bytes the source is longer than 511 bytes (a reader kept
-    # 511 once): recorded whole, and a replay's report reads it back whole
-    long_out="$WORK/$(printf 'o%.0s' {1..200})/$(printf 'u%.0s' {1..200})/$(printf 't%.0s' {1..200})"
+    # under a long output folder the source is longer than 511 bytes (a reader kept 511
+    # once): recorded whole, and a replay's report reads it back whole. It names $WORK three
+    # times (the run folder, the trace replayed, that trace's source): the folder is padded
+    # so that the source is about 800 bytes, under the 1,087 a reader keeps
+    pad=$(( 630 - 3 * ${#WORK} )) long_out=$WORK
+    while (( pad > 0 )); do
+      long_out+=/$(printf 'd%.0s' $(seq $(( pad > 200 ? 200 : pad ))))
+      pad=$(( pad - 201 ))
+    done
     mkdir -p "$long_out"
     sed "s|output_dir: .*|output_dir: $long_out|; s|^  routing: $WORK/long.safetensors\$|  routing: $TRACE|" \
       rr.yaml > rl.yaml
@@ -182,7 +188,7 @@ import json, struct, sys
 raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
 src = json.loads(raw[8:8 + n])["__metadata__"]["source"]
 want = "moed run %s (replaying %s (" % (sys.argv[3].rstrip("/"), sys.argv[4])
-assert src.startswith(want) and len(src) > 700, (len(src), src[:80])
+assert src.startswith(want) and 700 < len(src) < 1087, (len(src), src[:80])
 got = json.load(open(sys.argv[2]))["routing"]["trace_source"]
 assert got == src, (len(got), len(src))
 print("a source of %d bytes, read back whole" % len(src))

@@ -1087,7 +1087,7 @@ static void test_change_shown(const char *root)
     free(out);
 }
 
-/* A replay's routing detail names the trace's path and its source: 2,000 bytes of it are
+/* A replay's routing detail names the trace's path and its source: 1,947 bytes of it are
  * printed whole (compare copied it into 1,088 bytes and cut it inside the path). */
 static void test_routing_long(const char *root)
 {
