@@ -204,11 +204,12 @@ static const uint16_t k_pair_order[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 
 /* F32 bits ((code & 0x7f) << 20, sign at 31) are the e4m3 value x 2^-120: times this. */
 #define FP8_UNBIAS 0x1p120f
 
-/* How far ahead the MXFP4 kernels fetch their codes (bytes: 64 rows of a block). Without
- * it a call of few rows reads and decodes by turns rather than at once: fetched ahead, a
- * 2-row call took 0.115-0.118 ms against 0.125-0.145 on one core (docs/performance.md,
- * "MXFP4 codes fetched ahead"). The BF16 and FP8 kernels measured slower with it, so they
- * fetch nothing. */
+/* How far ahead the MXFP4 kernels fetch their codes (bytes: 64 rows of 64 bytes, four of a
+ * column block's 1 KiB K-blocks; the last block's fetches fall past the codes, harmless: a
+ * prefetch never faults). Without it a call of few rows reads and decodes by turns rather
+ * than at once: fetched ahead, a 2-row call took 0.115-0.118 ms against 0.125-0.145 on one
+ * core (docs/performance.md, "MXFP4 codes fetched ahead"). The BF16 and FP8 kernels
+ * measured slower with it, so they fetch nothing. */
 #define MX_PREFETCH 4096
 
 #define SB_INLINE static inline __attribute__((always_inline))
@@ -331,7 +332,7 @@ SB_INLINE void bf_weights(int type, int vbmi, const int nw, const void *codes, i
             wv[j] = _mm512_loadu_si512((const uint16_t *)codes + e + j * 32);
         }
     } else if (type == MOE_SB_MXFP4) { /* a whole row of the block (nw 4) */
-        _mm_prefetch((const char *)c8 + e / 2 + MX_PREFETCH, _MM_HINT_T0);
+        _mm_prefetch((const char *)((uintptr_t)(c8 + e / 2) + MX_PREFETCH), _MM_HINT_T0);
         mx_row_vpermw(c8 + e / 2, tb[4], wv);
     } else if (vbmi) {
 #pragma GCC unroll 2
