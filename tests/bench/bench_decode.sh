@@ -34,7 +34,7 @@
 # to back at every token count, rows labelled DTYPE/bal and DTYPE/col), KEEP (keep the
 # work folder), CKPTS (a folder for the checkpoints the runs make, kept for the next
 # invocation: two builds compared on the same weights without making them again; default the
-# work folder), ROUNDS (1: the whole set run again that many times).
+# work folder), ROUNDS (default 1: the whole set runs that many times).
 # The runs go shape by shape, token count by token count, the DTYPEs (and COPIES) of each
 # back to back, so that a held type and its widened baseline ("fp8 fp8-bf16", "mxfp4
 # mxfp4-bf16") meet the host at the same speed; the last lines give the widened run's mean
@@ -278,7 +278,8 @@ for shape in $shapes; do
     grep -E '^experts: |ranks on|^moed ' <<< "$out" | head -3 | sed 's/^/    /'
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
-    echo "$dtype $copies $t $e $k $stepms $read_gbps $round" >> "$work/runs.txt"
+    # a run whose figures could not be read is no pair's: its round shows missing
+    [[ -n $stepms && -n $read_gbps ]] && echo "$dtype $copies $t $e $k $stepms $read_gbps $round" >> "$work/runs.txt"
   done
   done
   done
@@ -296,8 +297,9 @@ awk -v rounds="$ROUNDS" '
       for (r = 1; r <= rounds; r++) {
         if (!((base[b], key, r) in step) || !((w, key, r) in step) || step[base[b], key, r] <= 0) continue
         x = step[w, key, r] / step[base[b], key, r]; v[++n] = x
-        list = list sprintf("%s%.2fx (%s / %s ms, read %s / %s GB/s)", n > 1 ? ", " : "", x,
-                            step[w, key, r], step[base[b], key, r], rd[w, key, r], rd[base[b], key, r])
+        list = list sprintf("%sround %d %.2fx (%s / %s ms, read %s / %s GB/s)", n > 1 ? ", " : "",
+                            r, x, step[w, key, r], step[base[b], key, r], rd[w, key, r],
+                            rd[base[b], key, r])
       }
       if (n == 0) continue
       if (!hdr++) print "speed-up: the mean step of the widened run over the held one'"'"'s, run back to back"
@@ -305,7 +307,8 @@ awk -v rounds="$ROUNDS" '
       for (p = 1; p <= n; p++) for (q = p + 1; q <= n; q++) if (v[q] < v[p]) { t = v[p]; v[p] = v[q]; v[q] = t }
       med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
       printf("  %s over %s, %s tokens, %s:%s, %s: %s%s\n", base[b], w, kk[2], kk[3], kk[4], kk[1],
-             n > 1 ? sprintf("median %.2fx of %d rounds (%.2f-%.2fx): ", med, n, v[1], v[n]) : "", list)
+             n > 1 || rounds > 1 ? sprintf("median %.2fx of %d of %d rounds (%.2f-%.2fx): ", med, n,
+                                           rounds, v[1], v[n]) : "", list)
     }
   }' "$work/runs.txt"
 echo "read GB/s: bench_stream, $expert_cores threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, the higher of right before and right after each run"
