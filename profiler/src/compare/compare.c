@@ -413,11 +413,10 @@ static void cmp_model_note(FILE *out, const cmp_run_t *a, const cmp_run_t *b)
     }
 }
 
-/* Where the run's routing came from, when summary.json says: its "routing" object's
- * "detail" ("router", "replayed FILE (SOURCE)"), else its "source" and "file"; false for a
- * report from before the routing source. */
-/* The run's routing line, whole: a replay's detail names the trace's path and its source
- * (summary.json's routing.detail, up to MOE_REPORT_ROUTING_MAX). */
+/* The run's routing line, when summary.json says where its routing came from: its
+ * "routing" object's "detail" ("router", "replayed FILE (SOURCE)") printed whole (a replay's
+ * names the trace's path and its source: up to MOE_REPORT_ROUTING_MAX), else its "source"
+ * and "file"; nothing for a report from before the routing source. */
 static void cmp_routing(FILE *out, const cmp_run_t *c)
 {
     const json_t *r = json_object_get(c->doc, "routing");
