@@ -134,6 +134,9 @@ void live_window_result_locked(live_view_t *v, int64_t id, const char *name, con
 /* Renderers; the caller holds v->mu. */
 void live_render_metrics(const live_view_t *v, live_buf_t *out);
 char *live_render_status(const live_view_t *v);   /* malloc'd JSON, or NULL */
+/* v->output_dir without its trailing slashes into dir[n] ("out/" is "out"); returns its last
+ * component (in dir, or dir itself): /status, read without a token, names it by that. */
+const char *live_output_dir_name(const live_view_t *v, char *dir, size_t n);
 char *live_render_data(const live_view_t *v);     /* malloc'd JSON for the page, or NULL */
 extern const char live_page_html[];
 

@@ -502,6 +502,16 @@ static json_t *status_window(const live_view_t *v)
     return o;
 }
 
+const char *live_output_dir_name(const live_view_t *v, char *dir, size_t n)
+{
+    snprintf(dir, n, "%s", v->output_dir);
+    for (size_t len = strlen(dir); len > 1 && dir[len - 1] == '/'; len--) {
+        dir[len - 1] = '\0'; /* "dir/" */
+    }
+    const char *slash = strrchr(dir, '/');
+    return slash != NULL && slash[1] != '\0' ? slash + 1 : dir;
+}
+
 char *live_render_status(const live_view_t *v)
 {
     int64_t now = moe_now_ns();
@@ -525,13 +535,8 @@ char *live_render_status(const live_view_t *v)
     json_object_set_new(root, "reports_written", json_integer(v->reports_written));
     /* read without a token: the folder's name, never the path to it */
     char dir[MOE_PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", v->output_dir);
-    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) {
-        dir[n - 1] = '\0'; /* "dir/" */
-    }
-    const char *slash = strrchr(dir, '/');
     json_object_set_new(root, "output_dir",
-                        json_string(slash != NULL && slash[1] != '\0' ? slash + 1 : dir));
+                        json_string(live_output_dir_name(v, dir, sizeof(dir))));
     if (v->last_error[0] != '\0') {
         json_object_set_new(root, "last_error", json_string(v->last_error));
     }

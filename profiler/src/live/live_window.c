@@ -41,18 +41,9 @@ void live_window_result_locked(live_view_t *v, int64_t id, const char *name, con
     /* /status is read without a token: the folder by its name, the output folder by its
      * last component, never a path to them */
     char dir[sizeof(v->output_dir)], a[MOE_ERROR_MSG_MAX], b[MOE_ERROR_MSG_MAX];
-    snprintf(dir, sizeof(dir), "%s", v->output_dir);
-    for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) {
-        dir[n - 1] = '\0';
-    }
-    const char *slash = strrchr(dir, '/');
-    const char *last = slash != NULL && slash[1] != '\0' ? slash + 1 : dir;
+    const char *last = live_output_dir_name(v, dir, sizeof(dir));
     replace_path(msg, folder, name, a, sizeof(a));
-    if (slash != NULL) {
-        replace_path(a, dir, last, b, sizeof(b));
-    } else {
-        snprintf(b, sizeof(b), "%s", a);
-    }
+    replace_path(a, dir, last, b, sizeof(b)); /* no slash in dir: dir for itself, unchanged */
     snprintf(v->last_error, sizeof(v->last_error), "window %lld: %.200s", (long long)id, b);
 }
 
