@@ -357,6 +357,15 @@ static char *compare_with(const char *root, const fixture_t *a, const char *name
     return out;
 }
 
+/* compare_with's B, which differs only in how it writes its config: "same configuration". */
+static void check_same_config(const char *root, const fixture_t *a, const char *name,
+                              const shape_t *shape, void (*edit)(fixture_t *))
+{
+    char *out = compare_with(root, a, name, shape, edit);
+    check_config_section(out, "\n  same configuration\n");
+    free(out);
+}
+
 static void test_compare_config(const char *root, const fixture_t *a)
 {
     static const shape_t explicit_default = {3, 2, 8, false, 11900.0, "  chunks: 2\n", NULL};
@@ -364,22 +373,16 @@ static void test_compare_config(const char *root, const fixture_t *a)
                                         "{1: [0, 1, 2, 3], 2: [4, 5, 6, 7]}"};
     check_config_object(a->rep.run_dir);
     /* runtime.chunks absent in A's YAML (CHUNKS set as the ranks ran it) vs written in B */
-    char *out = compare_with(root, a, "cfg-default", &explicit_default, NULL);
-    check_config_section(out, "\n  same configuration\n");
-    free(out);
+    check_same_config(root, a, "cfg-default", &explicit_default, NULL);
     /* placement auto vs the map it resolves to */
-    out = compare_with(root, a, "cfg-placement", &written_out, NULL);
-    check_config_section(out, "\n  same configuration\n");
-    free(out);
+    check_same_config(root, a, "cfg-placement", &written_out, NULL);
     /* model.dtype auto (resolved f32) vs f32 written: no note, the same configuration */
-    out = compare_with(root, a, "cfg-dtype", &small_shape, edit_dtype_written);
+    char *out = compare_with(root, a, "cfg-dtype", &small_shape, edit_dtype_written);
     CHECK(out != NULL && strstr(out, "the models differ") == NULL);
     check_config_section(out, "\n  same configuration\n");
     free(out);
     /* auto, -1 and 0 in A vs what they resolved to, written in B */
-    out = compare_with(root, a, "cfg-resolved", &small_shape, edit_resolved_written);
-    check_config_section(out, "\n  same configuration\n");
-    free(out);
+    check_same_config(root, a, "cfg-resolved", &small_shape, edit_resolved_written);
     out = compare_with(root, a, "cfg-resolved-other", &small_shape, edit_resolved_other);
     CHECK_STR_CONTAINS(out, "  runtime.small_batch_rows             0 -> 32-64\n");
     CHECK_STR_CONTAINS(out, "  runtime.dedup                        true -> false\n");

@@ -1047,6 +1047,17 @@ static bool lt_merge(wt_run_t *w, const char *root, const char *routing)
     return lt_merge_have(w, root, routing, have);
 }
 
+/* w's report written (summary.txt, summary.json) and summary.json read back into w->doc. */
+static void lt_write(wt_run_t *w)
+{
+    moe_error_t err;
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/summary.json", w->r->run_dir);
+    CHECK_INT_EQ(moe_report_write_summary(w->r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_report_write_json(w->r, &err), MOE_OK);
+    CHECK_INT_EQ(moe_json_load_file(path, &w->doc, &err), MOE_OK);
+}
+
 /* The percentiles of h (`samples` of them: v[LT_STEPS] once or twice over) against the
  * nearest-rank truth of v, within 1/32. */
 static void lt_check(const moe_hist_t *h, int64_t *v, uint64_t samples)
@@ -1088,12 +1099,7 @@ static void test_merge_latency(const char *root)
     CHECK_NEAR(moe_hist_quantile(&w.r->layers[1].latency, 0.9), 3e6, 3e6 / 32);
     CHECK_NEAR(moe_hist_quantile(&w.r->layers[1].latency, 0.99), 40e6, 40e6 / 32);
     CHECK_INT_EQ(w.r->layers[1].latency.max, 60000000);
-    moe_error_t err;
-    char path[MOE_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/summary.json", w.r->run_dir);
-    CHECK_INT_EQ(moe_report_write_summary(w.r, &err), MOE_OK);
-    CHECK_INT_EQ(moe_report_write_json(w.r, &err), MOE_OK);
-    CHECK_INT_EQ(moe_json_load_file(path, &w.doc, &err), MOE_OK);
+    lt_write(&w);
     CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.1.latency_ms.p99"), -1), 40.0, 40.0 / 32);
     CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.1.latency_ms.p50"), -1), 3.0, 3.0 / 32);
     CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.1.latency_ms.max"), -1), 60.0, 1e-9);
@@ -1144,12 +1150,7 @@ static void test_merge_latency_subset(const char *root)
         CHECK_INT_EQ(w.r->step_latency.count, 0);
         CHECK_INT_EQ(w.r->layers[0].latency.count, 0);
         CHECK_INT_EQ(w.r->layers[1].latency.count, 0);
-        moe_error_t err;
-        char path[MOE_PATH_MAX + 32];
-        snprintf(path, sizeof(path), "%s/summary.json", w.r->run_dir);
-        CHECK_INT_EQ(moe_report_write_summary(w.r, &err), MOE_OK);
-        CHECK_INT_EQ(moe_report_write_json(w.r, &err), MOE_OK);
-        CHECK_INT_EQ(moe_json_load_file(path, &w.doc, &err), MOE_OK);
+        lt_write(&w);
         CHECK(json_is_null(moe_json_path(w.doc, "run.step_latency_ms.p99")));
         CHECK(json_is_null(moe_json_path(w.doc, "layers.0.latency_ms.max")));
         CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "layers.0.latency_ms.samples"), -1), 0, 0);
