@@ -37,8 +37,9 @@
 # work folder), ROUNDS (default 1: the whole set runs that many times).
 # The runs go shape by shape, token count by token count, the DTYPEs (and COPIES) of each
 # back to back, so that a held type and its widened baseline ("fp8 fp8-bf16", "mxfp4
-# mxfp4-bf16") meet the host at the same speed; the last lines give the widened run's mean
-# step over the held one's for each such pair (the speed-up), per round and their median.
+# mxfp4-bf16") meet the host at the same speed; the last lines give the widened run's step
+# over the held one's for each such pair (the speed-up), by the mean step and by the median
+# step (trace.json's step spans, exact), per round and their median over the rounds.
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
 # profiler's: the routing rank's times), the bytes of distinct expert weights touched per
@@ -60,7 +61,9 @@
 # rows per expert is bound by FLOPs, not bytes: its bandwidth ratio cannot reach 1).
 # "steal": the share of the CPUs' time during the run that the hypervisor gave to others
 # (/proc/stat): on a shared VM it stalls a pinned rank for tens of ms now and then, which is
-# what the rare p99 spikes are.
+# what the rare p99 spikes are. "median step": the recorded steps' times from trace.json's
+# step spans (exact, where the report's percentiles are within 1/32), their median and mean,
+# the step GB/s and /read at the median step, and the steps over twice it (stalls).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build}
@@ -162,7 +165,7 @@ ckpt() {
 
 config() { # E K T: the run's config on stdout
   local e=$1 k=$2 t=$3
-  local prof="profiler: {enabled: true, warmup_steps: $WARMUP, measurement_steps: $((STEPS - WARMUP)), trace: false, output_dir: $work/exp}"
+  local prof="profiler: {enabled: true, warmup_steps: $WARMUP, measurement_steps: $((STEPS - WARMUP)), trace: true, output_dir: $work/exp}"
   local run="runtime: {routing: $ROUTING, transport: mpi, threads: $THREADS, bind: $([[ $BIND == auto ]] && echo auto || echo none)}"
   local work_l="workload: {tokens_per_step: $t, steps: $STEPS}"
   case $dtype in
@@ -178,14 +181,28 @@ config() { # E K T: the run's config on stdout
   echo "$run"; echo "$work_l"; echo "$prof"
 }
 
-# figures RUN_DIR CKPT ROUTING_RANKS: one line of figures from the report (summary.json,
-# metrics.csv) and the checkpoint's config.json (its shared experts, read by each of the
-# ROUTING_RANKS; CKPT "-": random weights, none)
+# figures RUN_DIR CKPT ROUTING_RANKS ROUTING: one line of figures from the report
+# (summary.json, metrics.csv, trace.json) and the checkpoint's config.json (its shared
+# experts, read by each of the ROUTING_RANKS; CKPT "-": random weights, none)
 figures() {
-  "$PY" - "$1" "$2" "$3" <<'PY'
-import csv, json, os, re, sys
+  "$PY" - "$1" "$2" "$3" "$4" <<'PY'
+import csv, json, os, re, statistics, sys
 d, ck = sys.argv[1], sys.argv[2]
 s = json.load(open(d + "/summary.json"))
+# each recorded step's time, exact, from trace.json's step spans (pid = rank + 1): the
+# routing rank's (master routing: rank 0), or the longest of the routing ranks' (symmetric),
+# as the report's step percentiles take it; the median is what a stall of the host (a
+# vCPU taken away for tens of ms) moves least
+per = {}
+for e in json.load(open(d + "/trace.json"))["traceEvents"]:
+    if e.get("cat") == "step" and e.get("ph") == "X" and (sys.argv[4] == "symmetric" or e["pid"] == 1):
+        k = e["args"]["step"]
+        per[k] = max(per.get(k, 0.0), e["dur"] * 1e-3)
+ts = sorted(per.values())
+tmed = statistics.median(ts) if ts else 0.0
+tover = sum(1 for x in ts if x > 2 * tmed)
+tmax = ts[-1] if ts else 0.0
+tmean = statistics.fmean(ts) if ts else 0.0
 L = s["run"]["num_layers"]
 # DeepSeek's shared experts: n_shared_experts x moe_intermediate_size wide, one FFN held as
 # the experts are (each routing rank reads all of it every step, every layer)
@@ -217,9 +234,11 @@ lat = [l["latency_ms"] for l in s["layers"]]
 lp50 = sum(x["p50"] for x in lat) / len(lat)
 lp99 = max(x["p99"] for x in lat)
 w = [r["share_of_step"]["weights"] for r in s["ranks"] if r["num_local"] > 0]
-print("%.2f %.2f %.3f %.3f %.1f %.1f %.2f %.2f %.2f %.3f %d %.0f %s" % (st["p50"], st["p99"],
-      lp50, lp99, per_step / 1e6, shared / 1e6, expert_gbps, step_gbps, per_expert / 1e6,
-      r0 * 1e3, n_shared, n, s["run"]["weights"] or "random"))
+med_gbps = (per_step + shared) / (tmed * 1e-3) / 1e9 if tmed > 0 else 0
+print("%.2f %.2f %.3f %.3f %.1f %.1f %.2f %.2f %.2f %.3f %d %.0f %.3f %.3f %d %.3f %d %.2f %s" % (
+      st["p50"], st["p99"], lp50, lp99, per_step / 1e6, shared / 1e6, expert_gbps, step_gbps,
+      per_expert / 1e6, r0 * 1e3, n_shared, n, tmed, tmean, len(ts), tmax, tover, med_gbps,
+      s["run"]["weights"] or "random"))
 PY
 }
 
@@ -254,7 +273,8 @@ for shape in $shapes; do
     read_before=$read_gbps read_after=$(stream_gbps)
     read_gbps=$(awk -v a="$read_before" -v b="$read_after" 'BEGIN { print (b > a) ? b : a }')
     ck=-; [[ $dtype == fp8* || $dtype == mxfp4* ]] && ck=$(ckpt "$e" "$k")
-    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n wts <<< "$(figures "$dir" "$ck" "$routing_ranks")"
+    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n tmed tmean tn tmax tover mgb wts \
+      <<< "$(figures "$dir" "$ck" "$routing_ranks" "$ROUTING")"
     # the roofline's floor of a step: its weight bytes (experts touched + shared) at the read
     # bandwidth, or its FLOPs (the experts' and the shared experts', 2 x H x 3F a row) over
     # the expert ranks' cores at the GEMM limit --bench measured for these shapes, the longer
@@ -271,6 +291,7 @@ for shape in $shapes; do
       "$(awk -v a="$sgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }')" \
       "${floor% *}" "$(awk -v f="${floor% *}" -v s="$stepms" 'BEGIN { printf("%.2f", (s > 0) ? f / s : 0) }')"
     echo "    floor: ${floor#* } (GEMM limit ${limit:-not measured, BENCH=0} GFLOP/s an expert rank; step mean $stepms ms)"
+    echo "    median step: $tmed ms (trace.json, exact: $tn steps, mean $tmean ms); step GB/s at it $mgb, /read $(awk -v a="$mgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }'); $tover over twice it (the longest $tmax ms)"
     awk -v a="$read_before" -v b="$read_after" 'BEGIN { lo = a < b ? a : b; hi = a < b ? b : a
       printf("    read: %s GB/s before the run, %s after%s\n", a, b,
              (hi > 0 && lo < 0.8 * hi) ? ": unsteady (the host), the ratios against the higher" : "") }'
@@ -279,36 +300,38 @@ for shape in $shapes; do
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
     # a run whose figures could not be read is no pair's: its round shows missing
-    [[ -n $stepms && -n $read_gbps ]] && echo "$dtype $copies $t $e $k $stepms $read_gbps $round" >> "$work/runs.txt"
+    [[ -n $stepms && -n $read_gbps ]] && echo "$dtype $copies $t $e $k $stepms $read_gbps $round $tmed" >> "$work/runs.txt"
   done
   done
   done
 done
 done
 # the held weights against the same checkpoint widened (fp8 / fp8-bf16, mxfp4 / mxfp4-bf16),
-# each pair run back to back: the widened run's mean step over the held one's
+# each pair run back to back: the widened run's step over the held one's, by the mean step
+# (every step, a stall of the host's included) and by the median step (trace.json, exact)
 awk -v rounds="$ROUNDS" '
-  { key = $2 " " $3 " " $4 " " $5; step[$1, key, $8] = $6; rd[$1, key, $8] = $7
+  { key = $2 " " $3 " " $4 " " $5; step[$1, key, $8, 1] = $6; step[$1, key, $8, 2] = $9
+    rd[$1, key, $8] = $7
     if (!(key in seen)) { seen[key] = 1; keys[++nk] = key } }
   END {
-    split("fp8 mxfp4", base, " ")
-    for (b = 1; b <= 2; b++) for (i = 1; i <= nk; i++) {
+    split("fp8 mxfp4", base, " "); split("mean median", how, " ")
+    for (b = 1; b <= 2; b++) for (i = 1; i <= nk; i++) for (h = 1; h <= 2; h++) {
       key = keys[i]; w = base[b] "-bf16"; n = 0; list = ""
       for (r = 1; r <= rounds; r++) {
-        if (!((base[b], key, r) in step) || !((w, key, r) in step) || step[base[b], key, r] <= 0) continue
-        x = step[w, key, r] / step[base[b], key, r]; v[++n] = x
+        if (!((base[b], key, r, h) in step) || !((w, key, r, h) in step) || step[base[b], key, r, h] <= 0) continue
+        x = step[w, key, r, h] / step[base[b], key, r, h]; v[++n] = x
         list = list sprintf("%sround %d %.2fx (%s / %s ms, read %s / %s GB/s)", n > 1 ? ", " : "",
-                            r, x, step[w, key, r], step[base[b], key, r], rd[w, key, r],
+                            r, x, step[w, key, r, h], step[base[b], key, r, h], rd[w, key, r],
                             rd[base[b], key, r])
       }
       if (n == 0) continue
-      if (!hdr++) print "speed-up: the mean step of the widened run over the held one'"'"'s, run back to back"
+      if (!hdr++) print "speed-up: the widened run'"'"'s step over the held one'"'"'s, run back to back, by the mean step and by the median step"
       split(key, kk, " ")
       for (p = 1; p <= n; p++) for (q = p + 1; q <= n; q++) if (v[q] < v[p]) { t = v[p]; v[p] = v[q]; v[q] = t }
       med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-      printf("  %s over %s, %s tokens, %s:%s, %s: %s%s\n", base[b], w, kk[2], kk[3], kk[4], kk[1],
-             n > 1 || rounds > 1 ? sprintf("median %.2fx of %d of %d rounds (%.2f-%.2fx): ", med, n,
-                                           rounds, v[1], v[n]) : "", list)
+      printf("  %s over %s, %s tokens, %s:%s, %s, %s step: %s%s\n", base[b], w, kk[2], kk[3], kk[4],
+             kk[1], how[h], n > 1 || rounds > 1 ? sprintf("median %.2fx of %d of %d rounds (%.2f-%.2fx): ",
+                                                          med, n, rounds, v[1], v[n]) : "", list)
     }
   }' "$work/runs.txt"
 echo "read GB/s: bench_stream, $expert_cores threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, the higher of right before and right after each run"

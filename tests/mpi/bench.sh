@@ -8,7 +8,8 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$(dirname "$MOED")" && pwd)
 case "$1" in
   speedup)  # a held type and its widened baseline back to back, two rounds: the speed-up
-            # lines are the widened run's mean step over the held one's, round by round
+            # lines are the widened run's step over the held one's, round by round, by the
+            # mean step and by the median step (trace.json's, whose mean is the report's)
     # the MXFP4 checkpoint is NumPy's (tests/models/make_reference.py, the python3 that
     # bench_decode.sh runs)
     PYN=$( [[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || command -v python3)
@@ -24,23 +25,36 @@ labels = [l.split()[0] for l in t.splitlines() if l.startswith("mxfp4")]
 assert labels == ["mxfp4", "mxfp4-bf16"] * 2, labels        # back to back, round by round
 steps = [float(x) for x in re.findall(r"^    floor: .*; step mean ([0-9.]+) ms\)$", t, re.M)]
 reads = re.findall(r"^mxfp4\S* +1 +8 +4 +\S+ +\S+ +\S+ +\S+ +\S+ +\S+ +([0-9.]+) ", t, re.M)
-assert len(steps) == 4 and len(reads) == 4, (steps, reads)
-m = re.search(r"^  mxfp4 over mxfp4-bf16, 1 tokens, 8:4, replicas: median ([0-9.]+)x of 2 of 2 rounds "
-              r"\(([0-9.]+)-([0-9.]+)x\): (.*)$", t, re.M)
-assert m, "no speed-up line"
-rounds = re.findall(r"round (\d) ([0-9.]+)x \(([0-9.]+) / ([0-9.]+) ms, read ([0-9.]+) / ([0-9.]+) GB/s\)", m.group(4))
-assert [r[0] for r in rounds] == ["1", "2"], rounds
-want = []
-for i, (_, x, w, h, rw, rh) in enumerate(rounds):
-    held, widened = steps[2 * i], steps[2 * i + 1]
-    assert float(h) == held and float(w) == widened, (h, w, held, widened)
-    assert rh == reads[2 * i] and rw == reads[2 * i + 1], (rh, rw, reads)
-    want.append(widened / held)
-    assert abs(float(x) - widened / held) < 0.006, (x, widened, held)
-assert abs(float(m.group(1)) - statistics.median(want)) < 0.006, (m.group(1), want)
-assert abs(float(m.group(2)) - min(want)) < 0.006 and abs(float(m.group(3)) - max(want)) < 0.006
+meds = re.findall(r"^    median step: ([0-9.]+) ms \(trace.json, exact: (\d+) steps, mean ([0-9.]+) ms\); "
+                  r"step GB/s at it ([0-9.]+), /read ([0-9.]+); (\d+) over twice it \(the longest ([0-9.]+) ms\)$",
+                  t, re.M)
+assert len(steps) == 4 and len(reads) == 4 and len(meds) == 4, (steps, reads, meds)
+for mean, (med, n, tmean, gbps, ratio, over, longest) in zip(steps, meds):
+    # the trace's 4 recorded steps (STEPS 6, WARMUP 2) are the ones the report's mean took
+    assert int(n) == 4, n
+    assert abs(float(tmean) - mean) <= 0.002 + 0.001 * mean, (tmean, mean)
+    assert 0 < float(med) <= float(longest) and 0 <= int(over) < int(n), (med, longest, over)
+    if abs(float(longest) - 2 * float(med)) > 0.002:  # clear of the printed figures' rounding
+        assert (int(over) > 0) == (float(longest) > 2 * float(med)), (med, longest, over)
+medians = [float(m[0]) for m in meds]
+for how, figs in (("mean", steps), ("median", medians)):
+    m = re.search(r"^  mxfp4 over mxfp4-bf16, 1 tokens, 8:4, replicas, %s step: median ([0-9.]+)x of 2 of "
+                  r"2 rounds \(([0-9.]+)-([0-9.]+)x\): (.*)$" % how, t, re.M)
+    assert m, "no speed-up line by the %s step" % how
+    rounds = re.findall(r"round (\d) ([0-9.]+)x \(([0-9.]+) / ([0-9.]+) ms, read ([0-9.]+) / ([0-9.]+) GB/s\)",
+                        m.group(4))
+    assert [r[0] for r in rounds] == ["1", "2"], rounds
+    want = []
+    for i, (_, x, w, h, rw, rh) in enumerate(rounds):
+        held, widened = figs[2 * i], figs[2 * i + 1]
+        assert float(h) == held and float(w) == widened, (how, h, w, held, widened)
+        assert rh == reads[2 * i] and rw == reads[2 * i + 1], (rh, rw, reads)
+        want.append(widened / held)
+        assert abs(float(x) - widened / held) < 0.006, (x, widened, held)
+    assert abs(float(m.group(1)) - statistics.median(want)) < 0.006, (m.group(1), want)
+    assert abs(float(m.group(2)) - min(want)) < 0.006 and abs(float(m.group(3)) - max(want)) < 0.006
+    print("speed-up by the %s step: %s" % (how, ", ".join("%.2fx" % x for x in want)))
 assert "fp8 over" not in t                                  # no FP8 pair ran
-print("speed-up lines: %s" % ", ".join("%.2fx" % x for x in want))
 PY
     ;;
   decode)  # 2 layers of 8 experts top-2, tokens 1 and 8: the table, the bytes touched, the
