@@ -317,6 +317,34 @@ assert f["straggler_threshold"] == 1.1, f
 assert (f["straggler_rank"] is None) == (f["straggler_ratio"] < 1.1), f
 PY
     ;;
+  router_hosts_experts)  # a master that hosts experts is not named the straggler for its gate
+    # Master routing, every rank 2 of 6 experts (the master too); the master's gate made 200
+    # ms slower a layer (MOED_TEST_GATE_DELAY_MS, a sleep): its compute (gate + expert +
+    # merge) is then ~400 ms a step more than the others', which once named it the straggler
+    # (2.6x); its expert time is the others' (the expert ranks wait for its gate by design).
+    PROF=true H=256 F=1024 E=6 K=2 TOKENS=1024 STEPS=5 PLACEMENT="{0: [0, 1], 1: [2, 3], 2: [4, 5]}" \
+      small_model | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1\n  measurement_steps: 4/' > c.yaml
+    MOED_TEST_GATE_DELAY_MS=0:200 mpirun_moed 3 --config c.yaml --no-progress > run.log 2>&1 \
+      || { cat run.log; fail "run failed"; }
+    python3 - "$(run_dir)" <<'PY' || fail "the master named straggler for its gate"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+ranks = {r["rank"]: r for r in s["ranks"]}
+assert all(ranks[k]["num_local"] == 2 for k in range(3)), [ranks[k]["num_local"] for k in range(3)]
+comp = {k: ranks[k]["per_step_ms"]["compute"] for k in range(3)}
+expert = {k: ranks[k]["phases_ms"]["expert"]["mean"] for k in range(3)}
+print("compute ms/step", comp, "expert ms/step", expert)
+assert comp[0] >= 2 * 200 and comp[0] > 2 * max(comp[1], comp[2]), comp  # the slow gate is its
+f = s["findings"]
+# the ratio is of expert times: the largest over their mean (1e-6: summary.json's rounding)
+want = max(expert.values()) / (sum(expert.values()) / 3)
+assert abs(f["straggler_ratio"] - want) < 1e-3 * want, (f["straggler_ratio"], want)
+# with the gate's 400 ms it was 2.6x; a busy machine's 60 ms stall moves it to about 1.3x
+assert f["straggler_ratio"] < 2.0, f
+assert f["straggler_rank"] != 0 or expert[0] >= 1.1 * sum(expert.values()) / 3, (f, expert)
+PY
+    grep -q "mean expert time" run.log || { cat run.log; fail "the headline does not say expert time"; }
+    ;;
   imbalance_next_dispatch)  # an expert rank's wait for the master's next dispatch is imbalance
     # when the master was still waiting for a slower expert rank's rows (it was once all booked
     # as the routing rank's designed wait), booked against that rank; truths by construction:

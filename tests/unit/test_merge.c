@@ -734,16 +734,16 @@ static void test_merge_waits_combine(const char *root)
             CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_ratio"), -1), 1.05,
                        1e-9);
             CHECK_STR_CONTAINS(w.headline, "; no straggler (ranks with experts within 1.05x of "
-                                           "their mean compute; named from 1.10x);");
+                                           "their mean expert time; named from 1.10x);");
             CHECK_STR_CONTAINS(w.summary, "  * Straggler: no straggler (ranks with experts within "
-                                          "1.05x of their mean compute; named from 1.10x).\n");
+                                          "1.05x of their mean expert time; named from 1.10x).\n");
         } else {
             CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.straggler_rank"), -1), 2, 0);
-            CHECK_STR_CONTAINS(w.headline, "; straggler: rank 2, 1.50x the mean compute of the "
-                                           "ranks with experts (named from 1.10x);");
-            CHECK_STR_CONTAINS(w.summary, "  * Straggler rank: rank 2 (h2) computes 1.500 ms per "
-                                          "step, 1.50x the mean of the ranks with experts (a "
-                                          "straggler is named from 1.10x).\n");
+            CHECK_STR_CONTAINS(w.headline, "; straggler: rank 2, 1.50x the mean expert time of "
+                                           "the ranks with experts (named from 1.10x);");
+            CHECK_STR_CONTAINS(w.summary, "  * Straggler rank: rank 2 (h2) spends 1.500 ms per "
+                                          "step in its experts, 1.50x the mean of the ranks with "
+                                          "experts (a straggler is named from 1.10x).\n");
         }
         wt_done(&w, root);
     }
@@ -766,8 +766,8 @@ static void test_merge_waits_balanced(const char *root)
         CHECK_NEAR(moe_json_num(moe_json_path(w.doc, "findings.idle_share"), -1), 0.0, 1e-12);
         CHECK(json_is_null(moe_json_path(w.doc, "findings.straggler_rank")));
         CHECK_STR_CONTAINS(w.headline, "; no straggler (ranks with experts within 1.00x of their "
-                                       "mean compute; named from 1.10x); exchange: 5.0% of step "
-                                       "time moving bytes, 0.0% waiting for slower ranks "
+                                       "mean expert time; named from 1.10x); exchange: 5.0% of "
+                                       "step time moving bytes, 0.0% waiting for slower ranks "
                                        "(routing rank's designed wait: 3.3%, not imbalance)\n");
         /* summary.txt's table: rank 0's 0.200 ms designed wait, 10% of its step */
         CHECK_STR_CONTAINS(w.summary, "designed ms      %\n");

@@ -554,6 +554,67 @@ static void test_find(const fixture_t *fx)
     moe_report_free(&empty);
 }
 
+/* The straggler compares the ranks' expert time, not their compute: a routing rank that
+ * hosts experts also runs the gate and the merge, which no placement moves. 3 ranks with 4
+ * experts each, 10 recorded steps; rank 0 routes (gate 3 ms, merge 1 ms a step). */
+static void test_find_straggler_router(void)
+{
+    static const struct {
+        double expert_ms[3];
+        int want_rank;
+        double want_ratio;
+    } cases[] = {
+        {{5.0, 5.0, 5.0}, -1, 1.0},         /* compute 9 / 5 / 5 ms: was "rank 0, 1.42x" */
+        {{5.0, 7.5, 5.0}, 1, 7.5 / (17.5 / 3)}, /* a slow expert rank is still named */
+        {{6.0, 5.0, 5.0}, 0, 6.0 / (16.0 / 3)}, /* and so is the router, by its experts */
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        moe_rep_rank_t ranks[3];
+        memset(ranks, 0, sizeof(ranks));
+        for (int k = 0; k < 3; k++) {
+            moe_rep_rank_t *rk = &ranks[k];
+            double gate = k == 0 ? 3e6 : 0, merge = k == 0 ? 1e6 : 0;
+            double expert = cases[c].expert_ms[k] * 1e6;
+            rk->rank = k;
+            rk->present = rk->profiled = true;
+            rk->routes = k == 0;
+            rk->num_local = 4;
+            rk->steps = 10;
+            rk->phase[MOE_PHASE_GATE] = (moe_rep_stat_t){gate * 10, gate, gate, 10};
+            rk->phase[MOE_PHASE_EXPERT] = (moe_rep_stat_t){expert * 10, expert, expert, 10};
+            rk->phase[MOE_PHASE_MERGE] = (moe_rep_stat_t){merge * 10, merge, merge, 10};
+            rk->compute_ns = (gate + expert + merge) * 10;
+            CHECK_NEAR(moe_report_expert_per_step_ns(rk), expert, 1e-6);
+        }
+        moe_report_t r;
+        memset(&r, 0, sizeof(r));
+        r.world_size = 3;
+        r.ranks = ranks;
+        moe_report_findings_t f;
+        moe_report_find(&r, &f);
+        CHECK_INT_EQ(f.straggler_rank, cases[c].want_rank);
+        CHECK_INT_EQ(f.straggler_n, 3);
+        CHECK_NEAR(f.straggler_ratio, cases[c].want_ratio, 1e-9);
+        char *t = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&t, &len);
+        CHECK(out != NULL);
+        if (out != NULL) {
+            moe_report_print_straggler(&f, out);
+            fclose(out);
+            CHECK_STR_CONTAINS(t, cases[c].want_rank < 0 ? "no straggler (ranks with experts "
+                                                           "within 1.00x of their mean expert "
+                                                           "time; named from 1.10x)"
+                                                         : "x the mean expert time of the ranks "
+                                                           "with experts (named from 1.10x)");
+            free(t);
+        }
+    }
+    moe_rep_rank_t none; /* no recorded step: 0, not a division by 0 */
+    memset(&none, 0, sizeof(none));
+    CHECK_NEAR(moe_report_expert_per_step_ns(&none), 0.0, 0.0);
+}
+
 /* Text from the run (host names) is escaped for HTML and JSON. */
 static void test_escaping(fixture_t *fx)
 {
@@ -1129,6 +1190,7 @@ int main(int argc, char **argv)
         test_html(fx);
         test_summary_txt(fx);
         test_find(fx);
+        test_find_straggler_router();
         test_headline(fx);
         test_drops(fx);
         test_html_lines(fx);

@@ -238,10 +238,9 @@ static void find_slow(const moe_report_t *r, moe_report_findings_t *f)
     free(rates);
 }
 
-/* Compute time per recorded step: ranks may have recorded different numbers of steps. */
-static double find_compute_per_step(const moe_rep_rank_t *k)
+double moe_report_expert_per_step_ns(const moe_rep_rank_t *k)
 {
-    return k->steps > 0 ? k->compute_ns / (double)k->steps : 0.0;
+    return k->steps > 0 ? k->phase[MOE_PHASE_EXPERT].sum / (double)k->steps : 0.0;
 }
 
 static void find_straggler(const moe_report_t *r, moe_report_findings_t *f)
@@ -253,7 +252,7 @@ static void find_straggler(const moe_report_t *r, moe_report_findings_t *f)
         if (!k->present || k->num_local <= 0 || k->steps <= 0) {
             continue;
         }
-        double c = find_compute_per_step(k);
+        double c = moe_report_expert_per_step_ns(k);
         sum += c;
         n++;
         if (c > best) {
@@ -358,12 +357,12 @@ static void find_exchange(const moe_report_t *r, moe_report_findings_t *f)
 void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out)
 {
     if (f->straggler_rank >= 0) {
-        fprintf(out, "straggler: rank %d, %.2fx the mean compute of the ranks with experts "
-                     "(named from %.2fx)",
+        fprintf(out, "straggler: rank %d, %.2fx the mean expert time of the ranks with "
+                     "experts (named from %.2fx)",
                 f->straggler_rank, f->straggler_ratio, MOE_STRAGGLER_MIN_RATIO);
     } else if (f->straggler_n > 1) {
-        fprintf(out, "no straggler (ranks with experts within %.2fx of their mean compute; "
-                     "named from %.2fx)",
+        fprintf(out, "no straggler (ranks with experts within %.2fx of their mean expert "
+                     "time; named from %.2fx)",
                 f->straggler_ratio, MOE_STRAGGLER_MIN_RATIO);
     } else {
         fprintf(out, "no straggler (%d rank%s with experts %s recorded steps: nothing to "

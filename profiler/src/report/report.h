@@ -330,8 +330,9 @@ typedef struct moe_report {
 void moe_report_free(moe_report_t *r); /* accepts NULL; frees arrays, not cfg/config_text */
 
 #define MOE_REPORT_TOP_DROPS 3 /* experts named in the drops finding */
-/* A straggler is named only from this ratio of its compute to the mean compute of the ranks
- * with experts: below it, the spread is noise (a balanced job measures 1.0x to 1.07x). */
+/* A straggler is named only from this ratio of its expert time to the mean expert time of
+ * the ranks with experts (moe_report_expert_per_step_ns): below it, the spread is noise (a
+ * balanced job measures 1.0x to 1.07x). */
 #define MOE_STRAGGLER_MIN_RATIO 1.10
 
 /* Findings a person reads first (summary.txt, report.html, summary.json). */
@@ -418,12 +419,16 @@ double moe_report_hidden_share(const moe_rep_rank_t *k);
  * (whole_run) over the whole run; NAN when not measured (absent, or an older record). */
 double moe_report_cpu_cores(const moe_rep_rank_t *k, bool whole_run);
 void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
+/* A rank's expert phase per recorded step (its experts' calls and the phase around them):
+ * what a placement moves, where its compute (gate + expert + merge) also holds a routing
+ * rank's gate and merge, which no placement changes. 0 without recorded steps. */
+double moe_report_expert_per_step_ns(const moe_rep_rank_t *k);
 /* The findings' wording shared by the headline and summary.txt, without a newline:
- * "straggler: rank 2, 1.50x the mean compute of the ranks with experts (named from 1.10x)"
- * or "no straggler (ranks with experts within 1.03x of their mean compute; named from
- * 1.10x)"; and "0.7% of step time moving bytes, 2.1% waiting for slower ranks (most: rank 2
- * waiting for rank 1, 4.0% of its step; routing rank's designed wait: 31.0%, not
- * imbalance)" (each part of the parenthesis only when there is one). */
+ * "straggler: rank 2, 1.50x the mean expert time of the ranks with experts (named from
+ * 1.10x)" or "no straggler (ranks with experts within 1.03x of their mean expert time;
+ * named from 1.10x)"; and "0.7% of step time moving bytes, 2.1% waiting for slower ranks
+ * (most: rank 2 waiting for rank 1, 4.0% of its step; routing rank's designed wait: 31.0%,
+ * not imbalance)" (each part of the parenthesis only when there is one). */
 void moe_report_print_straggler(const moe_report_findings_t *f, FILE *out);
 /* (exchange_wait_unknown set: "45.0% of step time in the exchange (incl. waiting; expert
  * ranks not profiled), ..." instead of "moving bytes".) */

@@ -415,9 +415,9 @@ static void html_findings(FILE *f, const moe_report_t *r)
         const moe_rep_rank_t *k = &r->ranks[x.straggler_rank];
         fprintf(f, "<li><b>Straggler rank:</b> rank %d (", x.straggler_rank);
         html_put(f, k->host);
-        fprintf(f, ") computes %.3f ms per step, <b>%.2fx</b> the mean of the ranks with "
-                   "experts (a straggler is named from %.2fx).</li>\n",
-                k->steps > 0 ? k->compute_ns / (double)k->steps / 1e6 : 0.0, x.straggler_ratio,
+        fprintf(f, ") spends %.3f ms per step in its experts, <b>%.2fx</b> the mean of the "
+                   "ranks with experts (a straggler is named from %.2fx).</li>\n",
+                moe_report_expert_per_step_ns(k) / 1e6, x.straggler_ratio,
                 MOE_STRAGGLER_MIN_RATIO);
     } else {
         fputs("<li><b>Straggler:</b> ", f);

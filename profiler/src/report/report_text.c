@@ -943,10 +943,11 @@ static void text_findings(FILE *f, const moe_report_t *r)
     }
     if (x.straggler_rank >= 0) {
         const moe_rep_rank_t *k = &r->ranks[x.straggler_rank];
-        fprintf(f, "  * Straggler rank: rank %d (%s) computes %.3f ms per step, %.2fx the mean of "
-                   "the ranks with experts (a straggler is named from %.2fx).\n",
+        fprintf(f, "  * Straggler rank: rank %d (%s) spends %.3f ms per step in its experts, "
+                   "%.2fx the mean of the ranks with experts (a straggler is named from "
+                   "%.2fx).\n",
                 x.straggler_rank, text_host(r, x.straggler_rank),
-                text_per_step_ms(k->compute_ns, k->steps), x.straggler_ratio,
+                moe_report_expert_per_step_ns(k) / 1e6, x.straggler_ratio,
                 MOE_STRAGGLER_MIN_RATIO);
     } else {
         fputs("  * Straggler: ", f);
