@@ -120,6 +120,25 @@ echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_b
 echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
 # what moves small exchanges' latency (docs/performance.md, "Two ranks"): the VM's idle
 # vCPUs (cpuidle driver; haltpoll's polling before a halt) and MPI's eager limit
+# the kernel's own memory monitor (DAMON): a kdamond thread applying a scheme (here the VM's
+# proactive reclaim, `pageout`) takes CPU time beside pinned ranks (20-40 ms a 4 s run seen)
+damon() {
+  local k d out=""
+  for k in /sys/kernel/mm/damon/admin/kdamonds/[0-9]*; do
+    [[ -r $k/state ]] || continue
+    d="kdamond ${k##*/} $(cat "$k/state")"
+    for c in "$k"/contexts/[0-9]*; do
+      d+=" ($(cat "$c/operations" 2>/dev/null)"
+      for x in "$c"/schemes/[0-9]*; do
+        d+=", $(cat "$x/action" 2>/dev/null) up to $(cat "$x/quotas/ms" 2>/dev/null) ms of CPU a $(cat "$x/quotas/reset_interval_ms" 2>/dev/null) ms"
+      done
+      d+=")"
+    done
+    out+="${out:+; }$d"
+  done
+  echo "${out:-none}"
+}
+echo "kernel memory monitor (DAMON): $(damon)"
 echo "wake-ups: cpuidle $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo '?'), guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo '-'); vader eager limit ${OMPI_MCA_btl_vader_eager_limit:-default (4096)}"
 echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($ROUTING routing, $experts_ranks expert ranks of $THREADS thread(s), binding $BIND, copies $COPIES), $STEPS steps ($WARMUP warm-up)"
 

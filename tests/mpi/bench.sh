@@ -74,6 +74,7 @@ import re, sys
 t = open(sys.argv[1]).read()
 assert re.search(r"^cpu: .+, family \d+, model \d+, \d+ CPUs", t, re.M), "cpu line"
 assert re.search(r"^cpu flags: ", t, re.M), "cpu flags line"
+assert re.search(r"^kernel memory monitor \(DAMON\): (none|kdamond \d+ \w+)", t, re.M), "DAMON line"
 assert re.search(r"^read bandwidth: stream: read GB/s best [0-9.]+", t, re.M), "stream line"
 rows = [l.split() for l in t.splitlines() if l.startswith("bf16 ")]
 assert len(rows) == 2, rows
