@@ -39,7 +39,8 @@
 # back to back, so that a held type and its widened baseline ("fp8 fp8-bf16", "mxfp4
 # mxfp4-bf16") meet the host at the same speed; the last lines give the widened run's step
 # over the held one's for each such pair (the speed-up), by the mean step and by the median
-# step (trace.json's step spans, exact), per round and their median over the rounds.
+# step (trace.json's step spans, exact), per round with both runs' reads before and after,
+# their median over the rounds and over the rounds whose four reads agree within 20%.
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
 # profiler's: the routing rank's times), the bytes of distinct expert weights touched per
@@ -319,7 +320,7 @@ for shape in $shapes; do
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
     # a run whose figures could not be read is no pair's: its round shows missing
-    [[ -n $stepms && -n $read_gbps ]] && echo "$dtype $copies $t $e $k $stepms $read_gbps $round $tmed" >> "$work/runs.txt"
+    [[ -n $stepms && -n $read_gbps ]] && echo "$dtype $copies $t $e $k $stepms $read_gbps $round $tmed $read_before $read_after" >> "$work/runs.txt"
   done
   done
   done
@@ -327,30 +328,44 @@ done
 done
 # the held weights against the same checkpoint widened (fp8 / fp8-bf16, mxfp4 / mxfp4-bf16),
 # each pair run back to back: the widened run's step over the held one's, by the mean step
-# (every step, a stall of the host's included) and by the median step (trace.json, exact)
+# (every step, a stall of the host's included) and by the median step (trace.json, exact);
+# a round whose four reads (before and after each run) are within 20% of each other has
+# steady reads, and the rounds with steady reads get their own median (this host's memory
+# moves between ~35 and ~65 GB/s: a pair that met both speeds says little; a change inside a
+# run that both reads miss is not caught)
 awk -v rounds="$ROUNDS" '
   { key = $2 " " $3 " " $4 " " $5; step[$1, key, $8, 1] = $6; step[$1, key, $8, 2] = $9
-    rd[$1, key, $8] = $7
+    rb[$1, key, $8] = $10; ra[$1, key, $8] = $11
     if (!(key in seen)) { seen[key] = 1; keys[++nk] = key } }
+  function med(a, n,   p, q, t) {
+    for (p = 1; p <= n; p++) for (q = p + 1; q <= n; q++) if (a[q] < a[p]) { t = a[p]; a[p] = a[q]; a[q] = t }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
   END {
     split("fp8 mxfp4", base, " "); split("mean median", how, " ")
     for (b = 1; b <= 2; b++) for (i = 1; i <= nk; i++) for (h = 1; h <= 2; h++) {
-      key = keys[i]; w = base[b] "-bf16"; n = 0; list = ""
+      key = keys[i]; w = base[b] "-bf16"; n = 0; m = 0; list = ""
       for (r = 1; r <= rounds; r++) {
         if (!((base[b], key, r, h) in step) || !((w, key, r, h) in step) || step[base[b], key, r, h] <= 0) continue
         x = step[w, key, r, h] / step[base[b], key, r, h]; v[++n] = x
-        list = list sprintf("%sround %d %.2fx (%s / %s ms, read %s / %s GB/s)", n > 1 ? ", " : "",
-                            r, x, step[w, key, r, h], step[base[b], key, r, h], rd[w, key, r],
-                            rd[base[b], key, r])
+        lo = hi = rb[w, key, r]
+        split(ra[w, key, r] " " rb[base[b], key, r] " " ra[base[b], key, r], rr, " ")
+        for (q = 1; q <= 3; q++) { lo = rr[q] < lo ? rr[q] : lo; hi = rr[q] > hi ? rr[q] : hi }
+        steady = hi > 0 && lo >= 0.8 * hi
+        if (steady) sv[++m] = x
+        list = list sprintf("%sround %d %.2fx (%s / %s ms, read %s-%s / %s-%s GB/s%s)", n > 1 ? ", " : "",
+                            r, x, step[w, key, r, h], step[base[b], key, r, h], rb[w, key, r],
+                            ra[w, key, r], rb[base[b], key, r], ra[base[b], key, r],
+                            steady ? "" : ", reads unsteady")
       }
       if (n == 0) continue
       if (!hdr++) print "speed-up: the widened run'"'"'s step over the held one'"'"'s, run back to back, by the mean step and by the median step"
       split(key, kk, " ")
-      for (p = 1; p <= n; p++) for (q = p + 1; q <= n; q++) if (v[q] < v[p]) { t = v[p]; v[p] = v[q]; v[q] = t }
-      med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+      lo = hi = v[1]; for (q = 2; q <= n; q++) { lo = v[q] < lo ? v[q] : lo; hi = v[q] > hi ? v[q] : hi }
+      all = sprintf("median %.2fx of %d of %d rounds (%.2f-%.2fx), ", med(v, n), n, rounds, lo, hi)
+      all = all (m > 0 ? sprintf("%.2fx of the %d with steady reads: ", med(sv, m), m) : "none with steady reads: ")
       printf("  %s over %s, %s tokens, %s:%s, %s, %s step: %s%s\n", base[b], w, kk[2], kk[3], kk[4],
-             kk[1], how[h], n > 1 || rounds > 1 ? sprintf("median %.2fx of %d of %d rounds (%.2f-%.2fx): ",
-                                                          med, n, rounds, v[1], v[n]) : "", list)
+             kk[1], how[h], all, list)
     }
   }' "$work/runs.txt"
 echo "read GB/s: bench_stream, $expert_cores threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, the higher of right before and right after each run"

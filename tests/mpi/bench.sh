@@ -24,7 +24,8 @@ t = open(sys.argv[1]).read()
 labels = [l.split()[0] for l in t.splitlines() if l.startswith("mxfp4")]
 assert labels == ["mxfp4", "mxfp4-bf16"] * 2, labels        # back to back, round by round
 steps = [float(x) for x in re.findall(r"^    floor: .*; step mean ([0-9.]+) ms\)$", t, re.M)]
-reads = re.findall(r"^mxfp4\S* +1 +8 +4 +\S+ +\S+ +\S+ +\S+ +\S+ +\S+ +([0-9.]+) ", t, re.M)
+# each run's reads before and after it ("read: A GB/s before the run, B after")
+reads = re.findall(r"^    read: ([0-9.]+) GB/s before the run, ([0-9.]+) after", t, re.M)
 meds = re.findall(r"^    median step: ([0-9.]+) ms \(trace.json, exact: (\d+) steps, mean ([0-9.]+) ms\); "
                   r"step GB/s at it ([0-9.]+), /read ([0-9.]+); (\d+) over twice it \(the longest ([0-9.]+) ms\)$",
                   t, re.M)
@@ -39,21 +40,33 @@ for mean, (med, n, tmean, gbps, ratio, over, longest) in zip(steps, meds):
 medians = [float(m[0]) for m in meds]
 for how, figs in (("mean", steps), ("median", medians)):
     m = re.search(r"^  mxfp4 over mxfp4-bf16, 1 tokens, 8:4, replicas, %s step: median ([0-9.]+)x of 2 of "
-                  r"2 rounds \(([0-9.]+)-([0-9.]+)x\): (.*)$" % how, t, re.M)
+                  r"2 rounds \(([0-9.]+)-([0-9.]+)x\), (?:([0-9.]+)x of the (\d) with steady reads|none with "
+                  r"steady reads): (.*)$" % how, t, re.M)
     assert m, "no speed-up line by the %s step" % how
-    rounds = re.findall(r"round (\d) ([0-9.]+)x \(([0-9.]+) / ([0-9.]+) ms, read ([0-9.]+) / ([0-9.]+) GB/s\)",
-                        m.group(4))
+    rounds = re.findall(r"round (\d) ([0-9.]+)x \(([0-9.]+) / ([0-9.]+) ms, read ([0-9.]+)-([0-9.]+) / "
+                        r"([0-9.]+)-([0-9.]+) GB/s(, reads unsteady)?\)", m.group(6))
     assert [r[0] for r in rounds] == ["1", "2"], rounds
-    want = []
-    for i, (_, x, w, h, rw, rh) in enumerate(rounds):
+    want, steady = [], []
+    for i, (_, x, w, h, wb, wa, hb, ha, unsteady) in enumerate(rounds):
         held, widened = figs[2 * i], figs[2 * i + 1]
         assert float(h) == held and float(w) == widened, (how, h, w, held, widened)
-        assert rh == reads[2 * i] and rw == reads[2 * i + 1], (rh, rw, reads)
+        assert (hb, ha) == reads[2 * i] and (wb, wa) == reads[2 * i + 1], (hb, ha, wb, wa, reads)
         want.append(widened / held)
         assert abs(float(x) - widened / held) < 0.006, (x, widened, held)
+        four = [float(v) for v in (wb, wa, hb, ha)]
+        ok = min(four) >= 0.8 * max(four)   # steady: the four reads within 20%
+        assert ok == (not unsteady), (four, unsteady)
+        if ok:
+            steady.append(widened / held)
     assert abs(float(m.group(1)) - statistics.median(want)) < 0.006, (m.group(1), want)
     assert abs(float(m.group(2)) - min(want)) < 0.006 and abs(float(m.group(3)) - max(want)) < 0.006
-    print("speed-up by the %s step: %s" % (how, ", ".join("%.2fx" % x for x in want)))
+    if steady:
+        assert int(m.group(5)) == len(steady), (m.group(5), steady)
+        assert abs(float(m.group(4)) - statistics.median(steady)) < 0.006, (m.group(4), steady)
+    else:
+        assert m.group(4) is None, m.group(0)
+    print("speed-up by the %s step: %s (steady: %s)" % (how, ", ".join("%.2fx" % x for x in want),
+                                                       ", ".join("%.2fx" % x for x in steady)))
 assert "fp8 over" not in t                                  # no FP8 pair ran
 PY
     ;;
