@@ -320,7 +320,7 @@ for shape in $shapes; do
     echo "    $n recorded steps, ${pe} MB per expert as held ($wts)"
     [[ $BENCH == 1 ]] && grep -E '^bench: (layer exchange|same messages|MPI ping-pong|wake-up)' <<< "$out" | sed 's/^/    /'
     # a run whose figures could not be read is no pair's: its round shows missing
-    [[ -n $stepms && -n $read_gbps ]] && echo "$dtype $copies $t $e $k $stepms $read_gbps $round $tmed $read_before $read_after" >> "$work/runs.txt"
+    [[ -n $stepms && -n $read_gbps ]] && echo "$dtype $copies $t $e $k $stepms $read_gbps $round $tmed $read_before $read_after $egb" >> "$work/runs.txt"
   done
   done
   done
@@ -329,13 +329,14 @@ done
 # the held weights against the same checkpoint widened (fp8 / fp8-bf16, mxfp4 / mxfp4-bf16),
 # each pair run back to back: the widened run's step over the held one's, by the mean step
 # (every step, a stall of the host's included) and by the median step (trace.json, exact);
-# a round whose four reads (before and after each run) are within 20% of each other has
+# a round whose four reads (before and after each run) are within 20% of each other, and
+# neither of whose runs read its weights (expert GB/s) faster than the higher read, has
 # steady reads, and the rounds with steady reads get their own median (this host's memory
-# moves between ~35 and ~65 GB/s: a pair that met both speeds says little; a change inside a
-# run that both reads miss is not caught)
+# moves between ~35 and ~65 GB/s: a pair that met both speeds says little; a run that met a
+# slower spell than both its reads is not caught)
 awk -v rounds="$ROUNDS" '
   { key = $2 " " $3 " " $4 " " $5; step[$1, key, $8, 1] = $6; step[$1, key, $8, 2] = $9
-    rb[$1, key, $8] = $10; ra[$1, key, $8] = $11
+    rb[$1, key, $8] = $10; ra[$1, key, $8] = $11; fast[$1, key, $8] = ($12 > $7)
     if (!(key in seen)) { seen[key] = 1; keys[++nk] = key } }
   function med(a, n,   p, q, t) {
     for (p = 1; p <= n; p++) for (q = p + 1; q <= n; q++) if (a[q] < a[p]) { t = a[p]; a[p] = a[q]; a[q] = t }
@@ -351,12 +352,13 @@ awk -v rounds="$ROUNDS" '
         lo = hi = rb[w, key, r]
         split(ra[w, key, r] " " rb[base[b], key, r] " " ra[base[b], key, r], rr, " ")
         for (q = 1; q <= 3; q++) { lo = rr[q] < lo ? rr[q] : lo; hi = rr[q] > hi ? rr[q] : hi }
-        steady = hi > 0 && lo >= 0.8 * hi
+        quick = fast[w, key, r] || fast[base[b], key, r]
+        steady = hi > 0 && lo >= 0.8 * hi && !quick
         if (steady) sv[++m] = x
         list = list sprintf("%sround %d %.2fx (%s / %s ms, read %s-%s / %s-%s GB/s%s)", n > 1 ? ", " : "",
                             r, x, step[w, key, r, h], step[base[b], key, r, h], rb[w, key, r],
                             ra[w, key, r], rb[base[b], key, r], ra[base[b], key, r],
-                            steady ? "" : ", reads unsteady")
+                            hi > 0 && lo >= 0.8 * hi ? (quick ? ", read faster than the reads" : "") : ", reads unsteady")
       }
       if (n == 0) continue
       if (!hdr++) print "speed-up: the widened run'"'"'s step over the held one'"'"'s, run back to back, by the mean step and by the median step"
