@@ -40,7 +40,8 @@
 # mxfp4-bf16") meet the host at the same speed; the last lines give the widened run's step
 # over the held one's for each such pair (the speed-up), by the mean step and by the median
 # step (trace.json's step spans, exact), per round with both runs' reads before and after,
-# their median over the rounds and over the rounds whose four reads agree within 20%.
+# their median over the rounds and over the rounds with steady reads (the four reads within
+# 20%, and neither run reading its weights faster than the higher of its reads).
 #
 # Per run it prints the step's and the layers' latency (p50 / p99 over the recorded steps, the
 # profiler's: the routing rank's times), the bytes of distinct expert weights touched per
@@ -119,8 +120,6 @@ echo "bench_decode: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), moed $(git -C
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs, L3 $(lscpu | sed -n 's/^L3 cache: *//p')"
 echo "cpu flags: $(grep -m1 -o -w -E 'avx2|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB, " $7 " GiB available"}'); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?'); load $(cut -d' ' -f1-3 /proc/loadavg)"
-# what moves small exchanges' latency (docs/performance.md, "Two ranks"): the VM's idle
-# vCPUs (cpuidle driver; haltpoll's polling before a halt) and MPI's eager limit
 # the kernel's own memory monitor (DAMON): a kdamond thread applying a scheme (here the VM's
 # proactive reclaim, `pageout`) takes CPU time beside pinned ranks (20-40 ms a 4 s run seen)
 damon() {
@@ -140,6 +139,8 @@ damon() {
   echo "${out:-none}"
 }
 echo "kernel memory monitor (DAMON): $(damon)"
+# what moves small exchanges' latency (docs/performance.md, "Two ranks"): the VM's idle
+# vCPUs (cpuidle driver; haltpoll's polling before a halt) and MPI's eager limit
 echo "wake-ups: cpuidle $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo '?'), guest_halt_poll_ns $(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo '-'); vader eager limit ${OMPI_MCA_btl_vader_eager_limit:-default (4096)}"
 echo "shapes: hidden $HIDDEN, ffn $FFN, $LAYERS layers, dtype $dtypes, $NP ranks ($ROUTING routing, $experts_ranks expert ranks of $THREADS thread(s), binding $BIND, copies $COPIES), $STEPS steps ($WARMUP warm-up)"
 
@@ -201,21 +202,22 @@ config() { # E K T: the run's config on stdout
   echo "$run"; echo "$work_l"; echo "$prof"
 }
 
-# figures RUN_DIR CKPT ROUTING_RANKS ROUTING: one line of figures from the report
+# figures RUN_DIR CKPT ROUTING_RANKS: one line of figures from the report
 # (summary.json, metrics.csv, trace.json) and the checkpoint's config.json (its shared
 # experts, read by each of the ROUTING_RANKS; CKPT "-": random weights, none)
 figures() {
-  "$PY" - "$1" "$2" "$3" "$4" <<'PY'
+  "$PY" - "$1" "$2" "$3" <<'PY'
 import csv, json, os, re, statistics, sys
 d, ck = sys.argv[1], sys.argv[2]
 s = json.load(open(d + "/summary.json"))
 # each recorded step's time, exact, from trace.json's step spans (pid = rank + 1): the
-# routing rank's (master routing: rank 0), or the longest of the routing ranks' (symmetric),
-# as the report's step percentiles take it; the median is what a stall of the host (a
-# vCPU taken away for tens of ms) moves least
+# longest of the routing ranks' (summary.json's ranks[].routes: the master, or every rank
+# with tokens to route in symmetric routing), as the report's step percentiles take it; the
+# median is what a stall of the host (a vCPU taken away for tens of ms) moves least
+routers = {r["rank"] + 1 for r in s["ranks"] if r.get("routes")}
 per = {}
 for e in json.load(open(d + "/trace.json"))["traceEvents"]:
-    if e.get("cat") == "step" and e.get("ph") == "X" and (sys.argv[4] == "symmetric" or e["pid"] == 1):
+    if e.get("cat") == "step" and e.get("ph") == "X" and e["pid"] in routers:
         k = e["args"]["step"]
         per[k] = max(per.get(k, 0.0), e["dur"] * 1e-3)
 ts = sorted(per.values())
@@ -294,7 +296,7 @@ for shape in $shapes; do
     read_gbps=$(awk -v a="$read_before" -v b="$read_after" 'BEGIN { print (b > a) ? b : a }')
     ck=-; [[ $dtype == fp8* || $dtype == mxfp4* ]] && ck=$(ckpt "$e" "$k")
     read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n tmed tmean tn tmax tover mgb wts \
-      <<< "$(figures "$dir" "$ck" "$routing_ranks" "$ROUTING")"
+      <<< "$(figures "$dir" "$ck" "$routing_ranks")"
     # the roofline's floor of a step: its weight bytes (experts touched + shared) at the read
     # bandwidth, or its FLOPs (the experts' and the shared experts', 2 x H x 3F a row) over
     # the expert ranks' cores at the GEMM limit --bench measured for these shapes, the longer
@@ -312,6 +314,7 @@ for shape in $shapes; do
       "${floor% *}" "$(awk -v f="${floor% *}" -v s="$stepms" 'BEGIN { printf("%.2f", (s > 0) ? f / s : 0) }')"
     echo "    floor: ${floor#* } (GEMM limit ${limit:-not measured, BENCH=0} GFLOP/s an expert rank; step mean $stepms ms)"
     echo "    median step: $tmed ms (trace.json, exact: $tn steps, mean $tmean ms); step GB/s at it $mgb, /read $(awk -v a="$mgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }'); $tover over twice it (the longest $tmax ms)"
+    [[ $tn == "$n" ]] || echo "    median step: trace.json holds $tn of the $n recorded steps (events past profiler.trace_max_events are dropped)"
     awk -v a="$read_before" -v b="$read_after" 'BEGIN { lo = a < b ? a : b; hi = a < b ? b : a
       printf("    read: %s GB/s before the run, %s after%s\n", a, b,
              (hi > 0 && lo < 0.8 * hi) ? ": unsteady (the host), the ratios against the higher" : "") }'
@@ -326,48 +329,6 @@ for shape in $shapes; do
   done
 done
 done
-# the held weights against the same checkpoint widened (fp8 / fp8-bf16, mxfp4 / mxfp4-bf16),
-# each pair run back to back: the widened run's step over the held one's, by the mean step
-# (every step, a stall of the host's included) and by the median step (trace.json, exact);
-# a round whose four reads (before and after each run) are within 20% of each other, and
-# neither of whose runs read its weights (expert GB/s) faster than the higher read, has
-# steady reads, and the rounds with steady reads get their own median (this host's memory
-# moves between ~35 and ~65 GB/s: a pair that met both speeds says little; a run that met a
-# slower spell than both its reads is not caught)
-awk -v rounds="$ROUNDS" '
-  { key = $2 " " $3 " " $4 " " $5; step[$1, key, $8, 1] = $6; step[$1, key, $8, 2] = $9
-    rb[$1, key, $8] = $10; ra[$1, key, $8] = $11; fast[$1, key, $8] = ($12 > $7)
-    if (!(key in seen)) { seen[key] = 1; keys[++nk] = key } }
-  function med(a, n,   p, q, t) {
-    for (p = 1; p <= n; p++) for (q = p + 1; q <= n; q++) if (a[q] < a[p]) { t = a[p]; a[p] = a[q]; a[q] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-  }
-  END {
-    split("fp8 mxfp4", base, " "); split("mean median", how, " ")
-    for (b = 1; b <= 2; b++) for (i = 1; i <= nk; i++) for (h = 1; h <= 2; h++) {
-      key = keys[i]; w = base[b] "-bf16"; n = 0; m = 0; list = ""
-      for (r = 1; r <= rounds; r++) {
-        if (!((base[b], key, r, h) in step) || !((w, key, r, h) in step) || step[base[b], key, r, h] <= 0) continue
-        x = step[w, key, r, h] / step[base[b], key, r, h]; v[++n] = x
-        lo = hi = rb[w, key, r]
-        split(ra[w, key, r] " " rb[base[b], key, r] " " ra[base[b], key, r], rr, " ")
-        for (q = 1; q <= 3; q++) { lo = rr[q] < lo ? rr[q] : lo; hi = rr[q] > hi ? rr[q] : hi }
-        quick = fast[w, key, r] || fast[base[b], key, r]
-        steady = hi > 0 && lo >= 0.8 * hi && !quick
-        if (steady) sv[++m] = x
-        list = list sprintf("%sround %d %.2fx (%s / %s ms, read %s-%s / %s-%s GB/s%s)", n > 1 ? ", " : "",
-                            r, x, step[w, key, r, h], step[base[b], key, r, h], rb[w, key, r],
-                            ra[w, key, r], rb[base[b], key, r], ra[base[b], key, r],
-                            hi > 0 && lo >= 0.8 * hi ? (quick ? ", read faster than the reads" : "") : ", reads unsteady")
-      }
-      if (n == 0) continue
-      if (!hdr++) print "speed-up: the widened run'"'"'s step over the held one'"'"'s, run back to back, by the mean step and by the median step"
-      split(key, kk, " ")
-      lo = hi = v[1]; for (q = 2; q <= n; q++) { lo = v[q] < lo ? v[q] : lo; hi = v[q] > hi ? v[q] : hi }
-      all = sprintf("median %.2fx of %d of %d rounds (%.2f-%.2fx), ", med(v, n), n, rounds, lo, hi)
-      all = all (m > 0 ? sprintf("%.2fx of the %d with steady reads: ", med(sv, m), m) : "none with steady reads: ")
-      printf("  %s over %s, %s tokens, %s:%s, %s, %s step: %s%s\n", base[b], w, kk[2], kk[3], kk[4],
-             kk[1], how[h], all, list)
-    }
-  }' "$work/runs.txt"
+# the speed-up lines: each held type over its widened baseline (tests/bench/speedup.awk)
+awk -v rounds="$ROUNDS" -f "$here/tests/bench/speedup.awk" "$work/runs.txt"
 echo "read GB/s: bench_stream, $expert_cores threads pinned to the expert ranks' CPUs, 2 GiB, best of 6 passes, the higher of right before and right after each run"

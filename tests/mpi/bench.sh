@@ -77,6 +77,33 @@ for how, figs in (("mean", steps), ("median", medians)):
 assert "fp8 over" not in t                                  # no FP8 pair ran
 PY
     ;;
+  speedup_lines)  # tests/bench/speedup.awk on runs whose figures are set by hand: the
+    # ratios, the medians over all rounds and over the steady ones, the marks, a failed run
+    # left out, a pair with no steady round, a run that never paired. Fields: DTYPE COPIES
+    # TOKENS E K MEAN_MS READ ROUND MEDIAN_MS READ_BEFORE READ_AFTER EXPERT_GBPS
+    cat > runs.txt <<'EOR'
+mxfp4 replicas 8 32 4 5.000 63 1 4.900 62 63 40
+mxfp4-bf16 replicas 8 32 4 15.000 63 1 15.190 61 63 50
+mxfp4 replicas 8 32 4 6.000 60 2 5.800 35 60 40
+mxfp4-bf16 replicas 8 32 4 15.000 60 2 15.000 60 59 50
+mxfp4 replicas 8 32 4 5.000 60 3 5.000 60 60 70
+mxfp4-bf16 replicas 8 32 4 16.000 60 3 16.000 60 60 50
+mxfp4 balance 8 32 4 4.000 60 1 4.000 60 60 40
+mxfp4-bf16 balance 8 32 4 12.000 60 1 12.000 30 60 50
+mxfp4 balance 8 32 4 4.000 60 2 4.000 60 60 40
+bf16 replicas 8 32 4 20.000 60 1 20.000 60 60 50
+EOR
+    awk -v rounds=3 -f "$here/tests/bench/speedup.awk" runs.txt > lines.txt || fail "speedup.awk failed"
+    cat lines.txt
+    cat > want.txt <<'EOW'
+speed-up: the widened run's step over the held one's, run back to back, by the mean step and by the median step
+  mxfp4 over mxfp4-bf16, 8 tokens, 32:4, replicas, mean step: median 3.00x of 3 of 3 rounds (2.50-3.20x), 3.00x of the 1 with steady reads: round 1 3.00x (15.000 / 5.000 ms, read 61-63 / 62-63 GB/s), round 2 2.50x (15.000 / 6.000 ms, read 60-59 / 35-60 GB/s, reads unsteady), round 3 3.20x (16.000 / 5.000 ms, read 60-60 / 60-60 GB/s, read faster than the reads)
+  mxfp4 over mxfp4-bf16, 8 tokens, 32:4, replicas, median step: median 3.10x of 3 of 3 rounds (2.59-3.20x), 3.10x of the 1 with steady reads: round 1 3.10x (15.190 / 4.900 ms, read 61-63 / 62-63 GB/s), round 2 2.59x (15.000 / 5.800 ms, read 60-59 / 35-60 GB/s, reads unsteady), round 3 3.20x (16.000 / 5.000 ms, read 60-60 / 60-60 GB/s, read faster than the reads)
+  mxfp4 over mxfp4-bf16, 8 tokens, 32:4, balance, mean step: median 3.00x of 1 of 3 rounds (3.00-3.00x), none with steady reads: round 1 3.00x (12.000 / 4.000 ms, read 30-60 / 60-60 GB/s, reads unsteady)
+  mxfp4 over mxfp4-bf16, 8 tokens, 32:4, balance, median step: median 3.00x of 1 of 3 rounds (3.00-3.00x), none with steady reads: round 1 3.00x (12.000 / 4.000 ms, read 30-60 / 60-60 GB/s, reads unsteady)
+EOW
+    diff want.txt lines.txt || fail "speed-up lines differ from the hand-made ones"
+    ;;
   decode)  # 2 layers of 8 experts top-2, tokens 1 and 8: the table, the bytes touched, the
            # roofline floor (the bytes at the read bandwidth or the FLOPs at the GEMM limit), --bench
     [[ -x $build/tests/bench/bench_stream ]] || fail "bench_stream not built"

@@ -341,7 +341,7 @@ want = max(expert.values()) / (sum(expert.values()) / 3)
 assert abs(f["straggler_ratio"] - want) < 1e-3 * want, (f["straggler_ratio"], want)
 # with the gate's 400 ms it was 2.6x; a busy machine's 60 ms stall moves it to about 1.3x
 assert f["straggler_ratio"] < 2.0, f
-assert f["straggler_rank"] != 0 or expert[0] >= 1.1 * sum(expert.values()) / 3, (f, expert)
+assert (f["straggler_rank"] is None) == (f["straggler_ratio"] < 1.1), f  # named from 1.10x
 PY
     grep -q "mean expert time" run.log || { cat run.log; fail "the headline does not say expert time"; }
     ;;

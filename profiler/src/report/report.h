@@ -359,11 +359,12 @@ typedef struct moe_report_findings {
     double slow_gflops;
     double slow_vs_median;           /* its GFLOP/s / median expert GFLOP/s */
     double slow_p99_ns;
-    /* The rank with experts that computes most per step, named only when its compute is at
-     * least MOE_STRAGGLER_MIN_RATIO times the mean of the ranks with experts; else -1. */
+    /* The rank with experts with the most expert time per step
+     * (moe_report_expert_per_step_ns), named only when it is at least
+     * MOE_STRAGGLER_MIN_RATIO times the mean of the ranks with experts; else -1. */
     int straggler_rank;
-    double straggler_ratio;          /* the largest compute / that mean (also when none is
-                                        named: "within 1.03x"); 0 with no rank to compare */
+    double straggler_ratio;          /* the largest expert time / that mean (also when none
+                                        is named: "within 1.03x"); 0 with no rank to compare */
     int straggler_n;                 /* ranks with experts compared */
     /* Shares of step time, averaged over the present ranks (each rank's sum over its
      * recorded steps divided by its step time): */
@@ -421,7 +422,10 @@ double moe_report_cpu_cores(const moe_rep_rank_t *k, bool whole_run);
 void moe_report_find(const moe_report_t *r, moe_report_findings_t *f);
 /* A rank's expert phase per recorded step (its experts' calls and the phase around them):
  * what a placement moves, where its compute (gate + expert + merge) also holds a routing
- * rank's gate and merge, which no placement changes. 0 without recorded steps. */
+ * rank's gate and merge, which no placement changes. 0 without recorded steps. The phase
+ * also holds what runs in it besides the calls: with runtime.chunks > 1 the waits for later
+ * chunks' rows, and in a layer where the rank hosts no expert (placement.layers) the shared
+ * experts it runs for its tokens. */
 double moe_report_expert_per_step_ns(const moe_rep_rank_t *k);
 /* The findings' wording shared by the headline and summary.txt, without a newline:
  * "straggler: rank 2, 1.50x the mean expert time of the ranks with experts (named from
