@@ -12,7 +12,7 @@
 #include "moe_proto/routing_msg.h"
 #include "report/report.h"
 
-_Static_assert(MOE_REPORT_ROUTING_MAX >= 4096 + MOE_ROUTING_SOURCE_MAX + 128,
+_Static_assert(MOE_REPORT_ROUTING_MAX >= MOE_ROUTING_REPLAYED_MAX,
                "a report holds a replay's words: a trace's path and its whole source");
 
 /* The messages taken so far (at most one per token range). */

@@ -17,8 +17,8 @@
 typedef struct moe_replay {
     moe_routing_trace_t tr;  /* data on routing ranks; header only elsewhere */
     int li[MOE_MAX_LAYER_IDS]; /* moed layer l -> the trace's layer index */
-    char source[4096 + MOE_ROUTING_SOURCE_MAX + 128]; /* "replayed PATH (the trace's source)":
-                                                     * the report's words */
+    char source[MOE_ROUTING_REPLAYED_MAX]; /* "replayed PATH (the trace's source)": the
+                                           * report's words */
 } moe_replay_t;
 
 /* The trace's header (data read: its rows too) against the model: every moed layer's

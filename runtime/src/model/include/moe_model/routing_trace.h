@@ -29,6 +29,9 @@
 /* Bytes of the metadata's source a reader keeps, NUL in: moed's own "moed run RUN" whole for
  * any run folder (MOE_PATH_MAX; an output_dir of 895 bytes and the run's name) */
 #define MOE_ROUTING_SOURCE_MAX (MOE_PATH_MAX + 64)
+/* Bytes of a replay's words in the report, NUL in: "replayed PATH (SOURCE)", PATH a
+ * moe_routing_trace_t's path (4096) and SOURCE its source */
+#define MOE_ROUTING_REPLAYED_MAX (4096 + MOE_ROUTING_SOURCE_MAX + 128)
 
 typedef struct moe_routing_trace {
     char path[4096];           /* the file read (a folder's routing.safetensors resolved) */
