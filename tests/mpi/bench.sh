@@ -21,12 +21,12 @@ case "$1" in
     python3 - out.log <<'PY' || fail "speed-up lines"
 import re, statistics, sys
 t = open(sys.argv[1]).read()
-labels = [l.split()[0] for l in t.splitlines() if l.startswith("mxfp4")]
+rows = [l.split() for l in t.splitlines() if l.startswith("mxfp4")]
+labels = [r[0] for r in rows]
 assert labels == ["mxfp4", "mxfp4-bf16"] * 2, labels        # back to back, round by round
 steps = [float(x) for x in re.findall(r"^    floor: .*; step mean ([0-9.]+) ms\)$", t, re.M)]
 # each run's reads before and after it ("read: A GB/s before the run, B after"), and whether
 # it read its weights faster than the higher one (its row: expert GB/s over read GB/s)
-rows = [l.split() for l in t.splitlines() if l.startswith("mxfp4")]
 quick = [float(r[11]) > float(r[10]) for r in rows]
 reads = re.findall(r"^    read: ([0-9.]+) GB/s before the run, ([0-9.]+) after", t, re.M)
 meds = re.findall(r"^    median step: ([0-9.]+) ms \(trace.json, exact: (\d+) steps, mean ([0-9.]+) ms\); "
