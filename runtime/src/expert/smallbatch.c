@@ -29,6 +29,8 @@
 #define MR_MAX 6
 /* Accumulator sets a pass uses at most (SB_U below) */
 #define SB_U_MAX 2
+/* The accumulators an MXFP4 pass may hold with its totals in registers (k512bf) */
+#define SB_REGTOT_MAX 32
 
 /* ------------------------------------------------------------------------------------ */
 /* Scalar: the reference values, the dequantisation to F32                               */
@@ -365,7 +367,23 @@ SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int 
         _mm512_loadu_si512(k_e2m1_bf16),
         _mm512_loadu_si512(k_fp8_sub_bf16)};
     const bool reorder = vbmi && type == MOE_SB_FP8;
+    /* MXFP4 scales every K-block (32 inputs): where the totals fit beside the block sums (1-4
+     * rows) they stay in registers, one FMA a scale block, rather than in the tile (a load,
+     * an FMA and a store). With one accumulator set from 2 rows on (SB_U) a call from memory
+     * took 0.112-0.113 ms against 0.115-0.120 at 2 rows, 0.141-0.143 against 0.161-0.162 at
+     * 3, 0.185-0.188 against 0.202 at 4 (one core; docs/performance.md, "MXFP4 totals in
+     * registers"). FP8 (a scale every 4 K-blocks) measured the same either way and keeps the
+     * tile. */
+    const bool regtot = type == MOE_SB_MXFP4 && (u + 1) * mr * nw <= SB_REGTOT_MAX;
     for (int g = 0; g < 4 / nw; g++) {
+        __m512 tot[MR_MAX][4];
+#pragma GCC unroll 12
+        for (int r = 0; regtot && r < mr; r++) {
+#pragma GCC unroll 4
+            for (int j = 0; j < nw; j++) {
+                tot[r][j] = _mm512_setzero_ps(); /* set at s 0: for the compiler */
+            }
+        }
         for (int64_t s = 0; s < ks; s++) {
             __m512 acc[SB_U_MAX][MR_MAX][4];
 #pragma GCC unroll 4
@@ -423,7 +441,10 @@ SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int 
 #pragma GCC unroll 12
                 for (int r = 0; r < mr; r++) {
                     float *t = tile + r * MOE_BLK_N + (g * nw + j) * 16;
-                    if (type == MOE_SB_BF16) {
+                    if (regtot) {
+                        tot[r][j] = s == 0 ? _mm512_mul_ps(acc[0][r][j], sv)
+                                           : _mm512_fmadd_ps(acc[0][r][j], sv, tot[r][j]);
+                    } else if (type == MOE_SB_BF16) {
                         _mm512_storeu_ps(t, acc[0][r][j]);
                     } else if (s == 0) {
                         _mm512_storeu_ps(t, _mm512_mul_ps(acc[0][r][j], sv));
@@ -432,6 +453,13 @@ SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int 
                                                             _mm512_loadu_ps(t)));
                     }
                 }
+            }
+        }
+#pragma GCC unroll 12
+        for (int r = 0; regtot && r < mr; r++) {
+#pragma GCC unroll 4
+            for (int j = 0; j < nw; j++) {
+                _mm512_storeu_ps(tile + r * MOE_BLK_N + (g * nw + j) * 16, tot[r][j]);
             }
         }
     }
@@ -621,11 +649,15 @@ typedef void (*blk_fn)(const moe_sb_matrix_t *w, int64_t nb, const void *x, int6
  * half a block, for more rows a decoding, ran slower at 8 rows: 0.72 against 0.46 ms an FP8
  * expert); u: accumulator sets, as many as fit, at most 2 (4 sets at one row, which fit, made
  * a call from memory 1.3x slower: BF16 0.46-0.50 against 0.36 ms, FP8 0.26-0.27 against
- * 0.19, one core, docs/performance.md) */
+ * 0.19, one core, docs/performance.md); MXFP4 from 2 rows one set, its totals in registers
+ * beside the sums up to 4 rows (k512bf: 2 x 16 accumulators at 4 rows, faster than the tile) */
 #define SB_ACC(T) ((T) == MOE_SB_FP8 ? 20 : 24)
 #define SB_NW(T, R) 4
 _Static_assert(SB_NW(MOE_SB_MXFP4, 1) == 4, "an MXFP4 row decodes to 4 vectors at once");
-#define SB_U(T, R) (SB_ACC(T) / ((R) * SB_NW(T, R)) >= SB_U_MAX ? SB_U_MAX : 1)
+#define SB_U(T, R)                                                                           \
+    ((T) == MOE_SB_MXFP4 && (R) > 1                  ? 1 /* its totals in registers */       \
+     : SB_ACC(T) / ((R) * SB_NW(T, R)) >= SB_U_MAX ? SB_U_MAX                                \
+                                                     : 1)
 #define SB_BF(T, R)                                                                          \
     __attribute__((noinline)) static void bf_##T##_##R(const moe_sb_matrix_t *w, int64_t nb, \
                                                        const void *x, int64_t ldx,           \
