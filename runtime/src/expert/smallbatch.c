@@ -441,16 +441,19 @@ SB_INLINE void k512bf(int type, int vbmi, const int mr, const int nw, const int 
 #pragma GCC unroll 12
                 for (int r = 0; r < mr; r++) {
                     float *t = tile + r * MOE_BLK_N + (g * nw + j) * 16;
-                    if (regtot) {
-                        tot[r][j] = s == 0 ? _mm512_mul_ps(acc[0][r][j], sv)
-                                           : _mm512_fmadd_ps(acc[0][r][j], sv, tot[r][j]);
-                    } else if (type == MOE_SB_BF16) {
+                    if (type == MOE_SB_BF16) {
                         _mm512_storeu_ps(t, acc[0][r][j]);
-                    } else if (s == 0) {
-                        _mm512_storeu_ps(t, _mm512_mul_ps(acc[0][r][j], sv));
+                        continue;
+                    }
+                    /* the total so far: in registers (regtot) or in the tile */
+                    const __m512 v = s == 0 ? _mm512_mul_ps(acc[0][r][j], sv)
+                                            : _mm512_fmadd_ps(acc[0][r][j], sv,
+                                                              regtot ? tot[r][j]
+                                                                     : _mm512_loadu_ps(t));
+                    if (regtot) {
+                        tot[r][j] = v;
                     } else {
-                        _mm512_storeu_ps(t, _mm512_fmadd_ps(acc[0][r][j], sv,
-                                                            _mm512_loadu_ps(t)));
+                        _mm512_storeu_ps(t, v);
                     }
                 }
             }
