@@ -28,12 +28,13 @@ END {
       split(ra[w, key, r] " " rb[base[b], key, r] " " ra[base[b], key, r], rr, " ")
       for (q = 1; q <= 3; q++) { lo = rr[q] < lo ? rr[q] : lo; hi = rr[q] > hi ? rr[q] : hi }
       quick = fast[w, key, r] || fast[base[b], key, r]
-      steady = hi > 0 && lo >= 0.8 * hi && !quick
+      agree = hi > 0 && lo >= 0.8 * hi
+      steady = agree && !quick
       if (steady) sv[++m] = x
       list = list sprintf("%sround %d %.2fx (%s / %s ms, read %s-%s / %s-%s GB/s%s)", n > 1 ? ", " : "",
                           r, x, step[w, key, r, h], step[base[b], key, r, h], rb[w, key, r],
                           ra[w, key, r], rb[base[b], key, r], ra[base[b], key, r],
-                          hi > 0 && lo >= 0.8 * hi ? (quick ? ", read faster than the reads" : "") : ", reads unsteady")
+                          agree ? (quick ? ", read faster than the reads" : "") : ", reads unsteady")
     }
     if (n == 0) continue
     if (!hdr++) print "speed-up: the widened run's step over the held one's, run back to back, by the mean step and by the median step"
