@@ -652,13 +652,16 @@ typedef void (*blk_fn)(const moe_sb_matrix_t *w, int64_t nb, const void *x, int6
  * half a block, for more rows a decoding, ran slower at 8 rows: 0.72 against 0.46 ms an FP8
  * expert); u: accumulator sets, as many as fit, at most 2 (4 sets at one row, which fit, made
  * a call from memory 1.3x slower: BF16 0.46-0.50 against 0.36 ms, FP8 0.26-0.27 against
- * 0.19, one core, docs/performance.md); MXFP4 from 2 rows one set, its totals in registers
- * beside the sums up to 4 rows (k512bf: 2 x 16 accumulators at 4 rows, faster than the tile) */
+ * 0.19, one core, docs/performance.md); FP8 and MXFP4 from 2 rows one set, which their
+ * decoding keeps busy enough (FP8 at 2 rows: 0.166 against 0.177 ms an expert from L3,
+ * 0.182-0.183 against 0.187-0.191 from memory, one core; BF16 measured the same either way),
+ * MXFP4's totals in registers beside the sums up to 4 rows (k512bf: 2 x 16 accumulators at 4
+ * rows, faster than the tile) */
 #define SB_ACC(T) ((T) == MOE_SB_FP8 ? 20 : 24)
 #define SB_NW(T, R) 4
 _Static_assert(SB_NW(MOE_SB_MXFP4, 1) == 4, "an MXFP4 row decodes to 4 vectors at once");
 #define SB_U(T, R)                                                                           \
-    ((T) == MOE_SB_MXFP4 && (R) > 1                  ? 1 /* its totals in registers */       \
+    ((T) != MOE_SB_BF16 && (R) > 1                 ? 1 /* FP8, MXFP4: one set from 2 rows */ \
      : SB_ACC(T) / ((R) * SB_NW(T, R)) >= SB_U_MAX ? SB_U_MAX                                \
                                                      : 1)
 #define SB_BF(T, R)                                                                          \
