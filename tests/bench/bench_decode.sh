@@ -65,7 +65,14 @@
 # (/proc/stat): on a shared VM it stalls a pinned rank for tens of ms now and then, which is
 # what the rare p99 spikes are. "median step": the recorded steps' times from trace.json's
 # step spans (exact, where the report's percentiles are within 1/32), their median and mean,
-# the step GB/s and /read at the median step, and the steps over twice it (stalls).
+# the step GB/s and /read at the median step, and the steps over twice it (stalls). "parts":
+# the touched bytes over the mean step against the read (the row's step /read without the
+# shared experts' bytes) as the product of three shares (metrics.csv, each expert rank's call
+# time summed per step and layer): the calls' read (the touched bytes over the expert ranks'
+# mean call time a step, against the read: each core's rate against its share of the read),
+# the expert ranks' balance (their mean call time over the slowest one's, layer by layer: 1
+# with one expert rank), and the step's own part (the slowest rank's call time over the mean
+# step: the gate, exchange, merge and waits are the rest).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$here/build}
@@ -236,13 +243,15 @@ ex = [r["rank"] for r in s["ranks"] if r["num_local"] > 0]
 held = sum(s["memory"][r]["expert_weights_mib"] * 2**20 for r in ex)
 pairs = sum(s["ranks"][r]["num_local"] for r in ex) * L
 per_expert = held / pairs if pairs else 0
-touched, busy, steps = {}, {}, set()
+touched, busy, steps, calls = {}, {}, set(), {}
 for row in csv.DictReader(open(d + "/metrics.csv")):
     if int(row["tokens"]) <= 0:
         continue
     r = int(row["rank"]); steps.add(int(row["step"]))
     touched[r] = touched.get(r, 0) + 1
     busy[r] = busy.get(r, 0.0) + float(row["compute_ms"]) * 1e-3
+    sl = (int(row["step"]), int(row["layer"]))  # each rank's call time per step and layer
+    calls.setdefault(sl, {})[r] = calls.get(sl, {}).get(r, 0.0) + float(row["compute_ms"]) * 1e-3
 n = len(steps)
 per_step = sum(touched.values()) * per_expert / n if n else 0
 # a column share (placement.copies: columns) holds 1/n of an expert; shared experts are whole
@@ -257,10 +266,16 @@ lp50 = sum(x["p50"] for x in lat) / len(lat)
 lp99 = max(x["p99"] for x in lat)
 w = [r["share_of_step"]["weights"] for r in s["ranks"] if r["num_local"] > 0]
 med_gbps = (per_step + shared) / (tmed * 1e-3) / 1e9 if tmed > 0 else 0
-print("%.2f %.2f %.3f %.3f %.1f %.1f %.2f %.2f %.2f %.3f %d %.0f %.3f %.3f %d %.3f %d %.2f %s" % (
+# the parts (see the header): mean_b the expert ranks' mean call time a step, slow the
+# slowest rank's a step (layer by layer, a rank without calls in a layer at 0), r0 the step
+mean_b = sum(busy.get(r, 0.0) for r in ex) / len(ex) / n if ex and n else 0
+slow = sum(max(c.values()) for c in calls.values()) / n if n else 0
+bal = mean_b / slow if slow > 0 else 0
+own = slow / r0 if r0 > 0 else 0
+print("%.2f %.2f %.3f %.3f %.1f %.1f %.2f %.2f %.2f %.3f %d %.0f %.3f %.3f %d %.3f %d %.2f %.4f %.4f %.4f %s" % (
       st["p50"], st["p99"], lp50, lp99, per_step / 1e6, shared / 1e6, expert_gbps, step_gbps,
       per_expert / 1e6, r0 * 1e3, n_shared, n, tmed, tmean, len(ts), tmax, tover, med_gbps,
-      s["run"]["weights"] or "random"))
+      per_step / mean_b / 1e9 if mean_b > 0 else 0, bal, own, s["run"]["weights"] or "random"))
 PY
 }
 
@@ -295,8 +310,8 @@ for shape in $shapes; do
     read_before=$read_gbps read_after=$(stream_gbps)
     read_gbps=$(awk -v a="$read_before" -v b="$read_after" 'BEGIN { print (b > a) ? b : a }')
     ck=-; [[ $dtype == fp8* || $dtype == mxfp4* ]] && ck=$(ckpt "$e" "$k")
-    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n tmed tmean tn tmax tover mgb wts \
-      <<< "$(figures "$dir" "$ck" "$routing_ranks")"
+    read -r sp50 sp99 lp50 lp99 mb shmb egb sgb pe stepms nsh n tmed tmean tn tmax tover mgb cgb bal own \
+      wts <<< "$(figures "$dir" "$ck" "$routing_ranks")"
     # the roofline's floor of a step: its weight bytes (experts touched + shared) at the read
     # bandwidth, or its FLOPs (the experts' and the shared experts', 2 x H x 3F a row) over
     # the expert ranks' cores at the GEMM limit --bench measured for these shapes, the longer
@@ -315,6 +330,8 @@ for shape in $shapes; do
     echo "    floor: ${floor#* } (GEMM limit ${limit:-not measured, BENCH=0} GFLOP/s an expert rank; step mean $stepms ms)"
     echo "    median step: $tmed ms (trace.json, exact: $tn steps, mean $tmean ms); step GB/s at it $mgb, /read $(awk -v a="$mgb" -v b="$read_gbps" 'BEGIN { printf("%.2f", (b > 0) ? a / b : 0) }'); $tover over twice it (the longest $tmax ms)"
     [[ $tn == "$n" ]] || echo "    median step: trace.json holds $tn of the $n recorded steps (events past profiler.trace_max_events are dropped)"
+    awk -v c="$cgb" -v r="$read_gbps" -v b="$bal" -v o="$own" 'BEGIN { c = (r > 0) ? c / r : 0
+      printf("    parts: the calls read at %.3f of the read x the expert ranks'"'"' balance %.3f x the step'"'"'s own part %.3f = %.3f, the touched bytes over the mean step against the read\n", c, b, o, c * b * o) }'
     awk -v a="$read_before" -v b="$read_after" 'BEGIN { lo = a < b ? a : b; hi = a < b ? b : a
       printf("    read: %s GB/s before the run, %s after%s\n", a, b,
              (hi > 0 && lo < 0.8 * hi) ? ": unsteady (the host), the ratios against the higher" : "") }'

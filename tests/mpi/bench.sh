@@ -116,8 +116,33 @@ EOW
       timeout -k 5 250 bash "$here/tests/bench/bench_decode.sh" "$build" bf16 "8:2" > out.log 2> err.log \
       || { cat out.log err.log; fail "bench_decode.sh failed"; }
     cat out.log
+    cat > parts.py <<'PY'
+import re
+def check_parts(t, rows, expert_ranks):
+    # each run's parts line: three shares whose product it prints, and that product is the
+    # row's step /read (no shared experts here: the touched bytes over the mean step against
+    # the read), to the printed figures' rounding; the balance is 1 with one expert rank, and
+    # no rank's calls take longer than the step
+    parts = re.findall(r"^    parts: the calls read at ([0-9.]+) of the read x the expert ranks' balance "
+                       r"([0-9.]+) x the step's own part ([0-9.]+) = ([0-9.]+), the touched bytes over "
+                       r"the mean step against the read$", t, re.M)
+    assert len(parts) == len(rows), (parts, rows)
+    for r, p in zip(rows, parts):
+        c, b, o, prod = map(float, p)
+        # the row's step GB/s over its read GB/s: the step GB/s printed to 0.01 (off by 0.005
+        # GB/s at most), the product to 0.001
+        read = float(r[10])
+        sratio = float(r[13]) / read
+        assert c > 0 and 0 < b <= 1 and 0 < o <= 1.0005, p
+        assert abs(prod - c * b * o) <= 0.002, p
+        assert abs(prod - sratio) <= 0.0006 + 0.0051 / read + 0.002 * sratio, (p, sratio)
+        if expert_ranks == 1:
+            assert b == 1, p
+PY
     python3 - out.log <<'PY' || fail "decode figures"
 import re, sys
+sys.path.insert(0, ".")
+from parts import check_parts
 t = open(sys.argv[1]).read()
 assert re.search(r"^cpu: .+, family \d+, model \d+, \d+ CPUs", t, re.M), "cpu line"
 assert re.search(r"^cpu flags: ", t, re.M), "cpu flags line"
@@ -153,6 +178,7 @@ for r, (bound, limit, step_ms) in zip(rows, floors):
     assert 2 * k * per_expert - 0.06 <= mb <= 2 * min(E, tokens * k) * per_expert + 0.06, mb
     assert egb > 0 and sgb > 0 and egb >= sgb, r     # compute time is part of the step
     assert read > 0 and abs(eratio - egb / read) < 0.006 and abs(sratio - sgb / read) < 0.006, r
+check_parts(t, rows, 2)
 lines = re.findall(r"bench: layer exchange, moed +([0-9.]+) us, best [0-9.]+ us", t)
 mpi = re.findall(r"bench: same messages, plain MPI +([0-9.]+) us, best [0-9.]+ us", t)
 ratio = re.findall(r"bench: layer exchange / plain MPI +([0-9.]+)x, best [0-9.]+x", t)
@@ -184,6 +210,21 @@ for a, b, q in zip(lines, mpi, ratio):
 for (us, kb), tokens in zip(pp, (1, 8)):
     assert float(us) > 0 and 0 < float(kb) <= tokens * 2 * 0.512 + 0.05, (us, kb)
 print("decode bench: %d rows, exchange %s us vs plain MPI %s us" % (len(rows), lines, mpi))
+PY
+    # one expert rank (a master and one): its balance is 1 by construction
+    NP=2 HIDDEN=256 FFN=128 LAYERS=2 STEPS=6 WARMUP=2 TOKENS="8" BENCH=0 \
+      timeout -k 5 250 bash "$here/tests/bench/bench_decode.sh" "$build" bf16 "8:2" > one.log 2> err.log \
+      || { cat one.log err.log; fail "bench_decode.sh NP=2 failed"; }
+    cat one.log
+    python3 - one.log <<'PY' || fail "decode figures, one expert rank"
+import sys
+sys.path.insert(0, ".")
+from parts import check_parts
+t = open(sys.argv[1]).read()
+assert "1 expert ranks of 1 thread(s)" in t, "not one expert rank"
+rows = [l.split() for l in t.splitlines() if l.startswith("bf16 ")]
+assert len(rows) == 1, rows
+check_parts(t, rows, 1)
 PY
     ;;
   plan)  # --bench's plan collectives line: there exactly where a layer's plan runs a
