@@ -247,11 +247,12 @@ touched, busy, steps, calls = {}, {}, set(), {}
 for row in csv.DictReader(open(d + "/metrics.csv")):
     if int(row["tokens"]) <= 0:
         continue
-    r = int(row["rank"]); steps.add(int(row["step"]))
+    r, sec = int(row["rank"]), float(row["compute_ms"]) * 1e-3
+    steps.add(int(row["step"]))
     touched[r] = touched.get(r, 0) + 1
-    busy[r] = busy.get(r, 0.0) + float(row["compute_ms"]) * 1e-3
-    sl = (int(row["step"]), int(row["layer"]))  # each rank's call time per step and layer
-    calls.setdefault(sl, {})[r] = calls.get(sl, {}).get(r, 0.0) + float(row["compute_ms"]) * 1e-3
+    busy[r] = busy.get(r, 0.0) + sec
+    c = calls.setdefault((int(row["step"]), int(row["layer"])), {})  # per step and layer
+    c[r] = c.get(r, 0.0) + sec
 n = len(steps)
 per_step = sum(touched.values()) * per_expert / n if n else 0
 # a column share (placement.copies: columns) holds 1/n of an expert; shared experts are whole
