@@ -81,7 +81,7 @@ typedef struct replay_head {
     int64_t num_layers, rows, num_experts, top_k, tokens_per_step, uniform;
     int32_t layer_ids[MOE_MAX_LAYER_IDS];
     int32_t li[MOE_MAX_LAYER_IDS];
-    char path[4096];
+    char path[MOE_ROUTING_PATH_MAX];
     char source[MOE_ROUTING_SOURCE_MAX];
 } replay_head_t;
 

@@ -290,7 +290,7 @@ static moe_status_t trace_read_layer(moe_st_file_t *f, moe_routing_trace_t *tr, 
  * its run wrote none (its INCOMPLETE's line for the file), or that it recorded none. */
 static moe_status_t trace_folder_without(const char *path, const char *file, moe_error_t *err)
 {
-    char other[4096 + 32], line[512] = ""; /* file: a moe_routing_trace_t path */
+    char other[MOE_ROUTING_PATH_MAX + 32], line[512] = ""; /* file: a moe_routing_trace_t path */
     size_t len = strlen(file) - strlen(MOE_ROUTING_FILE); /* "DIR/" */
     snprintf(other, sizeof(other), "%.*sINCOMPLETE", (int)len, file);
     FILE *f = fopen(other, "r");

@@ -29,12 +29,14 @@
 /* Bytes of the metadata's source a reader keeps, NUL in: moed's own "moed run RUN" whole for
  * any run folder (MOE_PATH_MAX; an output_dir of 895 bytes and the run's name) */
 #define MOE_ROUTING_SOURCE_MAX (MOE_PATH_MAX + 64)
+/* Bytes of a trace file's path as read, NUL in (moe_routing_trace_t's path) */
+#define MOE_ROUTING_PATH_MAX 4096
 /* Bytes of a replay's words in the report, NUL in: "replayed PATH (SOURCE)", PATH a
- * moe_routing_trace_t's path (4096) and SOURCE its source */
-#define MOE_ROUTING_REPLAYED_MAX (4096 + MOE_ROUTING_SOURCE_MAX + 128)
+ * moe_routing_trace_t's path and SOURCE its source */
+#define MOE_ROUTING_REPLAYED_MAX (MOE_ROUTING_PATH_MAX + MOE_ROUTING_SOURCE_MAX + 128)
 
 typedef struct moe_routing_trace {
-    char path[4096];           /* the file read (a folder's routing.safetensors resolved) */
+    char path[MOE_ROUTING_PATH_MAX]; /* the file read (a folder's routing.safetensors resolved) */
     int num_layers;            /* layers in the file */
     int32_t *layer_ids;        /* [num_layers] decoder layer index L of each, file order */
     int num_experts, top_k;
