@@ -73,6 +73,11 @@ moe_status_t moe_routing_msg_decode(const void *buf, size_t len, moe_routing_msg
                              (long long)out->steps, (long long)out->layers,
                              (long long)out->tokens, (long long)out->top_k);
     }
+    if (out->token_first > INT64_MAX - out->tokens) { /* its last token past any index */
+        return moe_error_set(err, MOE_ERR_FORMAT, "routing message: tokens %lld.. (%lld of "
+                             "them) pass the largest index", (long long)out->token_first,
+                             (long long)out->tokens);
+    }
     size_t n = (want - MOE_ROUTING_MSG_HEADER) / 8;
     out->ids = (const int32_t *)((const unsigned char *)buf + MOE_ROUTING_MSG_HEADER);
     out->weights = (const float *)(out->ids + n);

@@ -31,7 +31,8 @@ static void parts_add(parts_t *p, const moe_config_t *cfg, void *buf, size_t len
     moe_error_t err;
     bool ok = moe_routing_msg_decode(buf, len, &m, &err) == MOE_OK;
     if (ok && (m.layers != cfg->num_layers || m.top_k != cfg->top_k ||
-               m.token_first + m.tokens > cfg->tokens_per_step)) {
+               m.tokens > cfg->tokens_per_step ||
+               m.token_first > cfg->tokens_per_step - m.tokens)) { /* no sum to overflow */
         ok = false;
         moe_error_set(&err, MOE_ERR_FORMAT, "it does not fit this run's layers, top_k or "
                       "tokens");
