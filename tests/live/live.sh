@@ -246,6 +246,10 @@ assert post("profile?steps=5", {"Authorization": "Bearer " + token + "x"})[0] ==
 assert post("profile?steps=5", {"Authorization": "Basic " + token})[0] == 403
 assert status()["window"]["state"] == "idle", "a refused request changed the window"
 assert post("profile?steps=0", {"Authorization": "Bearer " + token})[0] == 400
+# the scheme's name in any case, more than one space (RFC 7235): past the token, so 400
+assert post("profile?steps=0", {"Authorization": "bearer  " + token})[0] == 400
+assert post("profile?steps=0", {"Authorization": "BEARER " + token})[0] == 400
+assert post("profile?steps=0", {"Authorization": "Bearer" + token})[0] == 403
 assert post("profile?steps=5&ranks=7", {"Authorization": "Bearer " + token})[0] == 400
 # an empty list or an empty element: no window with no rank (both were once 202)
 for bad in ("", "1,", ",1", "0,,2"):

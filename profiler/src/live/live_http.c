@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -200,6 +201,20 @@ static void window_request(live_view_t *v, long long steps)
     w->state = LIVE_WIN_REQUESTED;
 }
 
+/* The token of an Authorization header's value "Bearer TOKEN": the scheme's name in any case
+ * and one or more spaces after it (RFC 7235, 2.1); "" (never a token) for another scheme. */
+static const char *bearer_token(const char *auth)
+{
+    if (strncasecmp(auth, "Bearer", 6) != 0 || auth[6] != ' ') {
+        return "";
+    }
+    auth += 6;
+    while (*auth == ' ') {
+        auth++;
+    }
+    return auth;
+}
+
 /* The control requests' token check: true when allowed, else false with the refusal queued. */
 static bool authorized(live_view_t *v, struct MHD_Connection *c, enum MHD_Result *ret)
 {
@@ -209,8 +224,7 @@ static bool authorized(live_view_t *v, struct MHD_Connection *c, enum MHD_Result
         *ret = reply_error(c, MHD_HTTP_FORBIDDEN, "control is off: no control token");
     } else if (auth == NULL) {
         *ret = reply_error(c, MHD_HTTP_UNAUTHORIZED, "Authorization: Bearer TOKEN required");
-    } else if (strncmp(auth, "Bearer ", 7) != 0 ||
-               !live_token_equal(auth + 7, strlen(auth + 7), v->token)) {
+    } else if (!live_token_equal(bearer_token(auth), strlen(bearer_token(auth)), v->token)) {
         *ret = reply_error(c, MHD_HTTP_FORBIDDEN, "wrong token");
     } else {
         return true;
