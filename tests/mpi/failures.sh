@@ -156,6 +156,33 @@ print("partial report; missing:", s["missing"])
 PY
     grep -q "PARTIAL" "$d/summary.txt" || fail "summary.txt does not say PARTIAL"
     ;;
+  part_lost)  # rank 0 cannot fold rank 1's later parts of the window into its first (as
+    # if out of memory: MOED_TEST_ABSORB_FAIL): the job completes, a warning per part, and
+    # the report is PARTIAL naming rank 1 and why; the same job without the hook is whole
+    STEPS=12 PROF=true small_model > c.yaml
+    for hook in 1 none; do
+      rm -rf "$WORK/experiments"
+      # rank 1's experts 60 ms a layer: ~1.5 s of steps, parts every 250 ms (record/)
+      code=0
+      timeout -k 5 120 mpirun $MPIRUN_FLAGS -np 3 -x MOED_TEST_ABSORB_FAIL=$hook \
+        -x MOED_TEST_EXPERT_DELAY_MS=1:60 "$MOED" --config c.yaml --no-progress \
+        > run.log 2> err.log || code=$?
+      [[ $code -eq 0 ]] || { cat err.log; fail "exit $code with MOED_TEST_ABSORB_FAIL=$hook"; }
+      d=$(run_dir)
+      HOOK=$hook python3 - "$d/summary.json" "$(grep -c 'a profile part of rank 1 could not be merged' err.log)" <<'PY'
+import json, os, sys
+s, warned = json.load(open(sys.argv[1])), int(sys.argv[2])
+if os.environ["HOOK"] == "1":
+    assert warned >= 1, "no warning for the parts dropped"
+    assert s["partial"], "rank 1's parts were dropped but the report says whole"
+    assert s["missing"].startswith("rank 1 ") and "profile parts were lost on rank 0" in s["missing"], s["missing"]
+    assert "rank 2" not in s["missing"], s["missing"]
+else:
+    assert warned == 0 and not s["partial"], (warned, s["missing"])
+print("MOED_TEST_ABSORB_FAIL=%s: partial %s, %d warning(s)" % (os.environ["HOOK"], s["partial"], warned))
+PY
+    done
+    ;;
   memory_flat)  # RSS after 2000+ steps within 5% of RSS after warm-up, on every rank
     if [[ -n "${MOED_SANITIZED:-}" ]]; then
       echo "SKIP: AddressSanitizer quarantines freed memory, so RSS does not measure moed here"

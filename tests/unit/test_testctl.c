@@ -37,6 +37,7 @@ static void test_names(void)
         [MOE_TESTCTL_EXPERT_DELAY] = "MOED_TEST_EXPERT_DELAY_MS",
         [MOE_TESTCTL_LOAD_DELAY] = "MOED_TEST_LOAD_DELAY_MS",
         [MOE_TESTCTL_TOUCH] = "MOED_TEST_TOUCH_MIB",
+        [MOE_TESTCTL_ABSORB_FAIL] = "MOED_TEST_ABSORB_FAIL",
     };
     for (int h = 0; h < MOE_TESTCTL_COUNT; h++) {
         CHECK(moe_testctl_name((moe_testctl_hook_t)h) != NULL &&
@@ -56,6 +57,7 @@ static void test_names(void)
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_LOAD_DELAY, 0), 0);
     CHECK_INT_EQ(moe_testctl_delay_ms(MOE_TESTCTL_GATE_DELAY, 0), 0);
     CHECK_INT_EQ(moe_testctl_touch_mib(0), 0);
+    CHECK(!moe_testctl_absorb_fails(0));
 }
 
 static void test_mpi_fail(void)
@@ -192,6 +194,15 @@ static void test_delays(void)
     moe_testctl_touch(0); /* none for rank 0: returns */
     set_hook(MOE_TESTCTL_TOUCH, "1:4");
     moe_testctl_touch(1);
+
+    /* the absorb failure: one rank, >= 0; anything else leaves it off */
+    set_hook(MOE_TESTCTL_ABSORB_FAIL, "2");
+    CHECK(moe_testctl_absorb_fails(2));
+    CHECK(!moe_testctl_absorb_fails(1));
+    set_hook(MOE_TESTCTL_ABSORB_FAIL, "-1");
+    CHECK(!moe_testctl_armed(MOE_TESTCTL_ABSORB_FAIL));
+    set_hook(MOE_TESTCTL_ABSORB_FAIL, "none");
+    CHECK(!moe_testctl_absorb_fails(0));
 
     /* a hook that is no delay has none */
     set_hook(MOE_TESTCTL_STALL, "0:3");

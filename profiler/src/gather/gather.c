@@ -22,6 +22,7 @@
 #include "moe/clock.h"
 #include "moe/mpi_check.h"
 #include "moe/poll.h"
+#include "moe/testctl.h"
 
 /* A run without end: window folders kept (docs/profiler.md "A run without end"); the oldest goes first. */
 #define MOE_PROF_KEEP_WINDOWS 10
@@ -30,6 +31,10 @@
  * when ranks share cores) that 1 ms steps should not pay every step. */
 #define PROBE_INTERVAL_NS 20000000LL
 #define OD_GRACE_NS 10000000000LL /* rank 0 waits this long after its close for the rest */
+
+/* Why a rank's figures are short when some of its parts could not be kept or merged. */
+#define PART_LOST_WHY                                                                           \
+    "some of its profile parts were lost on rank 0 (no memory to keep or merge them)"
 
 struct moe_gather {
     const moe_config_t *cfg;
@@ -40,6 +45,8 @@ struct moe_gather {
     moe_prof_record_t *pending;  /* records received but not merged yet (grows) */
     int num_pending, cap_pending;
     bool *final_seen;            /* [world] its last record arrived, or it was given up */
+    int lost_parts;              /* on-demand: parts received but not kept (no memory) since
+                                  * the last window taken */
     int64_t merged_windows;      /* windows merged so far */
     moe_rep_rebalance_t *rebalances; /* online rebalances (grows; the report takes it) */
     int num_rebalances, cap_rebalances;
@@ -216,7 +223,8 @@ static void *win_main(void *arg)
  * from the same records and written by a thread (the previous window's joined first); the
  * folder MOE_PROF_KEEP_WINDOWS windows older is removed first (a few files: microseconds),
  * so the newest that many are kept. */
-static void window_folder(moe_gather_t *g, int64_t w, moe_prof_record_t *set, const bool *have)
+static void window_folder(moe_gather_t *g, int64_t w, moe_prof_record_t *set, const bool *have,
+                          const bool *short_of)
 {
     const char *run_dir = moe_merge_run_dir(g->merge);
     win_join(g);
@@ -250,6 +258,8 @@ static void window_folder(moe_gather_t *g, int64_t w, moe_prof_record_t *set, co
     for (int r = 1; r < g->world; r++) {
         if (moe_cfg_rank_profiled(g->cfg, r) && !have[r]) {
             moe_merge_note_missing(job->m, r, "no record of this window");
+        } else if (short_of[r]) {
+            moe_merge_note_missing(job->m, r, PART_LOST_WHY);
         }
     }
     int64_t n = g->cfg->prof_measurement_steps;
@@ -359,13 +369,20 @@ moe_status_t moe_record_absorb(moe_prof_record_t *dst, const moe_prof_record_t *
 }
 
 
-/* Keep a decoded record until its window can be merged. */
+/* Keep a decoded record until its window can be merged; where it cannot be kept (no memory)
+ * it is freed, and its rank's figures are short: said in the report. */
 static void pending_push(moe_gather_t *g, moe_prof_record_t *rec)
 {
     if (g->num_pending == g->cap_pending) {
         int cap = g->cap_pending ? 2 * g->cap_pending : 16;
         moe_prof_record_t *n = realloc(g->pending, (size_t)cap * sizeof(*n));
         if (n == NULL) {
+            fprintf(stderr, "moed: warning: a profile part of rank %d lost: no memory to keep "
+                    "it\n", rec->rank);
+            if (g->merge != NULL) {
+                moe_merge_note_missing(g->merge, rec->rank, PART_LOST_WHY);
+            }
+            g->lost_parts++;
             moe_prof_record_free(rec);
             return;
         }
@@ -514,9 +531,10 @@ moe_status_t moe_gather_await_window(moe_gather_t *g, int64_t w, double timeout_
  * later ones, in the order they were sent, folded in); with drop_older, parts of windows
  * before w (late ones of a window taken without them) are freed. The rest stays pending, in
  * order: their count into *kept (the caller sets num_pending). Returns the parts that
- * could not be folded in, each warned of. */
+ * could not be folded in, each warned of, their ranks marked in short_of ([world], or
+ * NULL). */
 static int take_pending(moe_gather_t *g, int64_t w, bool drop_older, moe_prof_record_t *set,
-                        bool *have, int *kept)
+                        bool *have, int *kept, bool *short_of)
 {
     int k = 0, unmerged = 0;
     for (int i = 0; i < g->num_pending; i++) {
@@ -529,10 +547,14 @@ static int take_pending(moe_gather_t *g, int64_t w, bool drop_older, moe_prof_re
             set[rec->rank] = *rec;
             have[rec->rank] = true;
         } else {
-            if (moe_record_absorb(&set[rec->rank], rec) != MOE_OK) {
+            if (moe_testctl_absorb_fails(rec->rank) ||
+                moe_record_absorb(&set[rec->rank], rec) != MOE_OK) {
                 fprintf(stderr, "moed: warning: a profile part of rank %d could not be merged\n",
                         rec->rank);
                 unmerged++;
+                if (short_of != NULL) {
+                    short_of[rec->rank] = true;
+                }
             }
             moe_prof_record_free(rec);
         }
@@ -549,19 +571,24 @@ moe_status_t moe_gather_merge_window(moe_gather_t *g, int64_t w, moe_prof_record
 {
     moe_prof_record_t *set = calloc((size_t)g->world, sizeof(*set));
     bool *have = calloc((size_t)g->world, sizeof(bool));
-    moe_status_t st = set && have ? MOE_OK : MOE_ERR_NO_MEMORY;
+    bool *short_of = calloc((size_t)g->world, sizeof(bool));
+    moe_status_t st = set && have && short_of ? MOE_OK : MOE_ERR_NO_MEMORY;
     if (st == MOE_OK && own != NULL) {
         set[0] = *own; /* shallow: read only */
         have[0] = true;
     }
     int kept = g->num_pending;
-    if (st == MOE_OK) {
-        (void)take_pending(g, w, false, set, have, &kept);
+    if (st == MOE_OK && take_pending(g, w, false, set, have, &kept, short_of) > 0) {
+        for (int r = 0; r < g->world; r++) { /* its figures are short: the report says so */
+            if (short_of[r]) {
+                moe_merge_note_missing(g->merge, r, PART_LOST_WHY);
+            }
+        }
     }
     if (st == MOE_OK) {
         st = moe_merge_window(g->merge, set, have, g->t0_ns, err);
         if (st == MOE_OK && g->win_folders && w == g->win_seen) { /* closed while running */
-            window_folder(g, w, set, have);
+            window_folder(g, w, set, have, short_of);
         }
         for (int r = 1; r < g->world; r++) {
             if (have[r]) {
@@ -573,6 +600,7 @@ moe_status_t moe_gather_merge_window(moe_gather_t *g, int64_t w, moe_prof_record
     }
     free(set);
     free(have);
+    free(short_of);
     return st;
 }
 
@@ -720,7 +748,9 @@ static bool od_take(moe_gather_t *g, const moe_od_window_t *win, moe_od_set_t *o
     int kept = 0;
     /* an earlier window's late parts (it was taken without them) go: in a run without end
      * with a stalled rank they would pile up */
-    out->unmerged = take_pending(g, win->w, true, out->recs, out->have, &kept);
+    out->unmerged = take_pending(g, win->w, true, out->recs, out->have, &kept, NULL) +
+                    g->lost_parts;
+    g->lost_parts = 0;
     g->num_pending = kept;
     return true;
 }

@@ -681,7 +681,16 @@ static moe_status_t send_part(moe_rec_t *p, uint32_t flags, int64_t deadline_ns,
     p->sendbuf.len = 0;
     moe_prof_record_encode(&p->rec, &p->sendbuf);
     if (!p->sendbuf.ok || p->sendbuf.len > INT32_MAX) {
-        return MOE_ERR_NO_MEMORY;
+        /* nothing sent or cleared: the next part carries this one's data again, encoded
+         * afresh in the same buffer */
+        bool grown = p->sendbuf.ok;
+        size_t len = p->sendbuf.len;
+        p->sendbuf.ok = true;
+        p->sendbuf.len = 0;
+        return grown ? moe_error_set(err, MOE_ERR_NO_MEMORY, "rank %d: a profile part of %zu "
+                                     "bytes passes MPI's count", p->rank, len)
+                     : moe_error_set(err, MOE_ERR_NO_MEMORY, "rank %d: no memory to encode a "
+                                     "profile part", p->rank);
     }
     st = MOE_MPI(MPI_Isend(p->sendbuf.data, (int)p->sendbuf.len, MPI_BYTE, 0,
                            final ? MOE_PROF_TAG_FINAL : MOE_PROF_TAG_WINDOW, p->pcomm,
@@ -916,6 +925,7 @@ static void od_close(moe_rec_t *p)
     p->od_armed = false;
     if (p->rank != 0) {
         moe_error_t err;
+        moe_error_clear(&err);
         if (p->profiled) {
             int64_t deadline = moe_now_ns() + (int64_t)(OD_GRACE_NS);
             if (send_part(p, MOE_PROF_FLAG_WINDOW_END, deadline, &err) != MOE_OK) {
@@ -949,6 +959,7 @@ bool moe_rec_od_step_end(moe_rec_t *p, int64_t step, int64_t begin_ns, int64_t e
     }
     if (p->window >= 0 && p->rank != 0) {
         moe_error_t err;
+        moe_error_clear(&err);
         if (moe_rec_stream(p, end_ns, &err) != MOE_OK) {
             fprintf(stderr, "moed: warning: on-demand window: %s\n", err.msg);
         }

@@ -30,6 +30,9 @@
  *   MOED_TEST_TOUCH_MIB (MOE_TESTCTL_TOUCH)                   rank:mib[,rank:mib...]
  *       those ranks map, write and unmap mib MiB (at most 4096) in each step, at layer 0's
  *       begin: a resident peak of known size between two step boundaries
+ *   MOED_TEST_ABSORB_FAIL (MOE_TESTCTL_ABSORB_FAIL)           rank
+ *       rank 0's gather cannot fold that rank's second and later parts of a window into its
+ *       first, as if out of memory (the parts are dropped; the report must say so)
  *
  * Numbers are read as sscanf's %lld (strtol for the plain N ones: a bad N reads as 0, off).
  * rank:ms hooks need ms > 0; in a list the first element naming the rank wins, and elements
@@ -51,6 +54,7 @@ typedef enum moe_testctl_hook {
     MOE_TESTCTL_EXPERT_DELAY,
     MOE_TESTCTL_LOAD_DELAY,
     MOE_TESTCTL_TOUCH,
+    MOE_TESTCTL_ABSORB_FAIL,
     MOE_TESTCTL_COUNT
 } moe_testctl_hook_t;
 
@@ -85,5 +89,7 @@ void moe_testctl_sleep(moe_testctl_hook_t hook, int rank);
  * when there are none, or when the map fails. */
 int64_t moe_testctl_touch_mib(int rank);
 void moe_testctl_touch(int rank);
+/* MOE_TESTCTL_ABSORB_FAIL: true when rank 0 is to fail folding in a later part of `rank`. */
+bool moe_testctl_absorb_fails(int rank);
 
 #endif /* MOE_TESTCTL_H */

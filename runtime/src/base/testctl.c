@@ -71,6 +71,14 @@ static void parse_rank_phase(const char *s, testctl_value_t *v)
     v->n = r;
 }
 
+/* rank (>= 0) */
+static void parse_rank(const char *s, testctl_value_t *v)
+{
+    long long r = -1;
+    v->armed = sscanf(s, "%lld", &r) == 1 && r >= 0;
+    v->n = r;
+}
+
 /* any text, even empty */
 static void parse_text(const char *s, testctl_value_t *v)
 {
@@ -128,6 +136,7 @@ static const struct testctl_row {
                                   "rank:ms[,rank:ms...]"},
     [MOE_TESTCTL_LOAD_DELAY] = {"MOED_TEST_LOAD_DELAY_MS", parse_load_ms, "N (ms)"},
     [MOE_TESTCTL_TOUCH] = {"MOED_TEST_TOUCH_MIB", parse_rank_ms_list, "rank:mib[,rank:mib...]"},
+    [MOE_TESTCTL_ABSORB_FAIL] = {"MOED_TEST_ABSORB_FAIL", parse_rank, "rank"},
 };
 
 static testctl_value_t testctl_values[MOE_TESTCTL_COUNT];
@@ -260,4 +269,10 @@ void moe_testctl_touch(int rank)
     }
     memset(p, 0x5a, len);
     munmap(p, len);
+}
+
+bool moe_testctl_absorb_fails(int rank)
+{
+    const testctl_value_t *v = testctl_get(MOE_TESTCTL_ABSORB_FAIL);
+    return v->armed && v->n == rank;
 }
