@@ -817,6 +817,11 @@ top)
   rc=0; "$MOED" top http://127.0.0.1:70000/ --once > t3.txt 2>&1 || rc=$?
   [[ $rc -eq 2 ]] && grep -q "^moed top: error: port '70000' is not a number in 1..65535" t3.txt \
     || { cat t3.txt; fail "port 70000: exit $rc"; }
+  for noport in 127.0.0.1 http://127.0.0.1/ http://[::1]/; do  # no usual port to assume
+    rc=0; "$MOED" top "$noport" --once > t5.txt 2>&1 || rc=$?
+    [[ $rc -eq 2 ]] && grep -qF "moed top: error: '$noport' has no port: give HOST:PORT" t5.txt \
+      || { cat t5.txt; fail "$noport: exit $rc"; }
+  done
   rc=0; "$MOED" top https://127.0.0.1:1/ --once > t4.txt 2>&1 || rc=$?  # the scheme, not the port
   [[ $rc -eq 2 ]] && grep -q "^moed top: error: 'https://': moed's endpoint speaks plain HTTP" t4.txt \
     || { cat t4.txt; fail "https://: exit $rc"; }

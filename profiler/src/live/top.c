@@ -22,7 +22,8 @@
 #define TOP_TIMEOUT_MS 5000
 
 /* "http://host:port/..." (or "host:port/...") -> host, port; -3 for another scheme
- * (https://: moed's endpoint speaks plain HTTP). */
+ * (https://: moed's endpoint speaks plain HTTP), -4 without a port (moed's endpoint has no
+ * usual one: 80 would only fail to connect). */
 static int top_parse_url(const char *url, char *host, size_t hn, char *port, size_t pn)
 {
     const char *scheme = strstr(url, "://");
@@ -43,8 +44,10 @@ static int top_parse_url(const char *url, char *host, size_t hn, char *port, siz
         colon = memchr(p, ':', (size_t)(end - p));
         snprintf(host, hn, "%.*s", (int)((colon != NULL ? colon : end) - p), p);
     }
-    snprintf(port, pn, "%.*s", colon != NULL ? (int)(end - colon - 1) : 2,
-             colon != NULL ? colon + 1 : "80");
+    if (colon == NULL) {
+        return -4;
+    }
+    snprintf(port, pn, "%.*s", (int)(end - colon - 1), colon + 1);
     if (!live_port_ok(port, 1)) {
         return -2;
     }
@@ -311,6 +314,11 @@ int moe_live_top_main(int argc, char **argv, FILE *out)
     }
     if (parsed == -2) {
         fprintf(stderr, "moed top: error: port '%s' is not a number in 1..65535\n", port);
+        return 2;
+    }
+    if (parsed == -4) {
+        fprintf(stderr, "moed top: error: '%s' has no port: give HOST:PORT, the address rank 0 "
+                        "printed ('live: http://HOST:PORT/')\n", url);
         return 2;
     }
     if (parsed != 0) {
