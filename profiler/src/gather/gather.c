@@ -381,8 +381,9 @@ static void pending_push(moe_gather_t *g, moe_prof_record_t *rec)
                     "it\n", rec->rank);
             if (g->merge != NULL) {
                 moe_merge_note_missing(g->merge, rec->rank, PART_LOST_WHY);
+            } else {
+                g->lost_parts++; /* the window's set counts it (od_take) */
             }
-            g->lost_parts++;
             moe_prof_record_free(rec);
             return;
         }

@@ -228,8 +228,8 @@ const cfg_key_t cfg_keys[] = {
     KEY_INT("profiler.trace_max_events", prof_trace_max_events, "1000000", 1000, 100000000,
             "events", "bound on trace.json events; extra events are counted as dropped"),
     KEY_INT("profiler.metrics_max_mb", prof_metrics_max_mb, "256", 0, 1048576, "MiB",
-            "bound on metrics.csv (30-40 B a row, a row per step, layer and expert); 0 = no bound; the report says at "
-            "which step the file stopped"),
+            "bound on metrics.csv (30-40 B a row, a row per step, layer and expert); 0 = no "
+            "bound; the report says at which step the file stopped"),
     KEY_BOOL("profiler.record_routing", prof_record_routing, "false",
              "write the recorded steps' routing (every layer's top-k ids and weights per "
              "token) to routing.safetensors in the report folder"),
