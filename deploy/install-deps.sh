@@ -30,7 +30,7 @@ want=(build-essential cmake pkg-config
       libucx-dev ucx-utils)
 if ((test_deps)); then
   want+=(clang libclang-rt-dev iproute2 procps python3 python3-yaml python3-numpy
-        python3-prometheus-client chromium)
+        python3-prometheus-client chromium curl)
 fi
 
 missing=()

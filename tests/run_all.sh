@@ -11,7 +11,7 @@
 # Every build here has -Werror (MOED_WERROR=ON); a user's or packager's build has it off.
 # Prints one closing line with the totals of both runs.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 jobs=$(nproc 2>/dev/null || echo 2)
 
@@ -21,8 +21,12 @@ passed=0 failed=0 skipped=0 rc=0
 run_suite() { # run_suite BUILD_DIR CTEST_ARGS CMAKE_ARGS...
   local dir=$1 ctest_args=$2; shift 2
   echo "== $dir: configure and build"
-  cmake -S . -B "$dir" "$@" > "$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
-  cmake --build "$dir" -j "$jobs" || return 1
+  # a build that fails counts as one failed test (as build-release's), its tests as none
+  cmake -S . -B "$dir" "$@" > "$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; echo "$dir: configure FAILED (counted as one failed test)";
+      failed=$((failed + 1)); return 1; }
+  cmake --build "$dir" -j "$jobs" ||
+    { echo "$dir: build FAILED (counted as one failed test)"; failed=$((failed + 1)); return 1; }
   echo "== $dir: ctest"
   # shellcheck disable=SC2086
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 $ctest_args | tee "$dir.ctest.log"
