@@ -245,7 +245,37 @@ case "$1" in
     want_code=4 want="ck/model-00002-of-00002.safetensors: tensor 'model.layers.1.mlp.experts.0.gate_proj.weight' has shape [49, 64] but [48, 64] was expected" ;;
   ckpt_fp8_no_scale)
     ckdir deepseek_v3 fp8 2 no_scale
-    want_code=4 want="ck/model-00002-of-00002.safetensors: FP8 weight 'model.layers.1.mlp.experts.0.gate_proj.weight' has no scale tensor 'model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv'" ;;
+    want_code=4 want="ck/model.safetensors.index.json: FP8 weight 'model.layers.1.mlp.experts.0.gate_proj.weight' has no scale tensor 'model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv' in the index" ;;
+  ckpt_fp8_no_scale_one)  # one file: the file lacks it
+    ckdir deepseek_v3 fp8 1 no_scale
+    want_code=4 want="ck/model.safetensors: FP8 weight 'model.layers.1.mlp.experts.0.gate_proj.weight' has no scale tensor 'model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv'" ;;
+  ckpt_quant_method)  # GPTQ, AWQ, ...: their tensors are not moed's; refused by name at once
+    ckdir mixtral f32 1
+    python3 - ck/config.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["quantization_config"] = {"quant_method": "gptq", "bits": 4}
+json.dump(c, open(sys.argv[1], "w"))
+PY
+    want_code=4 want="ck/config.json: quantization_config.quant_method 'gptq': moed reads unquantised weights (BF16, F16, F32), block FP8 (fp8: DeepSeek-V3, Kimi-K2) and MXFP4 (mxfp4: gpt-oss)" ;;
+  ckpt_int_key)  # a layer rule's key that is no integer: named, not the family's default
+    ckdir deepseek_v3 f32 1
+    sed -i 's/"first_k_dense_replace": 1,/"first_k_dense_replace": "1",/' ck/config.json
+    want_code=4 want="ck/config.json: key 'first_k_dense_replace' must be an integer" ;;
+  ckpt_int_real)  # 1.0 is 1 (transformers reads it so): layer 1 is MoE (V3's default, 3, made
+    # it dense, and the run refused model.layers [1])
+    ckdir deepseek_v3 f32 1 "" '  layers: [1]\n'
+    sed -i 's/"first_k_dense_replace": 1,/"first_k_dense_replace": 1.0,/' ck/config.json
+    grep -q '"first_k_dense_replace": 1.0,' ck/config.json || fail "config.json not edited"
+    want_code=0 want="" post='grep -q "tokens/s" out.log || fail "no run: $(cat out.log)"' ;;
+  ckpt_path_long)  # a checkpoint folder's path of 1000 bytes (model.checkpoint takes 1023):
+    # its index and config.json paths are longer, and were cut short ("no index there")
+    long=$WORK; while (( ${#long} < 1000 - 60 )); do long=$long/$(printf 'p%.0s' {1..50}); done
+    long=$long/$(printf 'q%.0s' $(seq $((1000 - ${#long} - 1))))
+    mkdir -p "$long" && cd "$long"
+    ckdir qwen3_moe f32 2
+    sed -i "s|^  checkpoint: ck|  checkpoint: $long/ck|" c.yaml
+    (( ${#long} + 3 == 1003 )) || fail "the path is ${#long} + 3 bytes, want 1003"
+    want_code=0 want="" post='grep -q "tokens/s" out.log || fail "no run: $(cat out.log)"' ;;
   ckpt_dense_layer)
     ckdir deepseek_v3 f32 1 "" '  layers: [1, 0]\n'
     want_code=4 want="c.yaml:3:15: model.layers: layer 0 is a dense layer" ;;

@@ -145,7 +145,7 @@ typedef struct cfg_parse {
     moe_cfg_mark_t layer_mark[MOE_MAX_LAYER_IDS]; /* entries of model.layers, in order */
     /* model.checkpoint's config.json: its path and the values it set, so a check that
      * fails on one of them names that file (exit 4), not the YAML */
-    char ckpt_path[MOE_PATH_MAX];
+    char ckpt_path[MOE_PATH_MAX + 16];
     int num_ckpt_facts;
     moe_cfg_fact_t ckpt_facts[MOE_CFG_FACTS_MAX];
 } cfg_parse_t;

@@ -123,10 +123,55 @@ static moe_status_t fact_key(info_ctx_t *c, const char *cfg_path, const char *ke
     return MOE_OK;
 }
 
+/* A JSON integer, or a real with an integral value (7168.0: a config written from floats;
+ * transformers takes it as the integer). */
+static bool json_as_int(const json_t *v, long long *out)
+{
+    if (json_is_integer(v)) {
+        *out = (long long)json_integer_value(v);
+        return true;
+    }
+    double d = json_is_real(v) ? json_real_value(v) : NAN;
+    if (d == floor(d) && fabs(d) <= 9007199254740992.0) { /* 2^53: exact */
+        *out = (long long)d;
+        return true;
+    }
+    return false;
+}
+
+/* config.json's integer `key`; def where it is absent or null (int_keys_ok refused the
+ * rest). */
 static long long json_int_or(const json_t *root, const char *key, long long def)
 {
-    const json_t *v = json_object_get(root, key);
-    return json_is_integer(v) ? (long long)json_integer_value(v) : def;
+    long long x;
+    return json_as_int(json_object_get(root, key), &x) ? x : def;
+}
+
+/* The integer keys behind the layer rule and the shared experts' width: absent, null, an
+ * integer or an integral real, and mlp_only_layers an array of such; anything else is an
+ * error naming the key, not the family's default in its place (which would change the MoE
+ * layers without a word). */
+static moe_status_t int_keys_ok(const info_ctx_t *c, const moe_family_t *fam)
+{
+    const char *keys[] = {"num_hidden_layers", "decoder_sparse_step", "first_k_dense_replace",
+                          "moe_layer_freq", "n_shared_experts", fam->key_ffn,
+                          fam->key_shared_ffn};
+    long long x;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const json_t *v = keys[i] != NULL ? json_object_get(c->root, keys[i]) : NULL;
+        if (v != NULL && !json_is_null(v) && !json_as_int(v, &x)) {
+            return moe_error_set(c->err, MOE_ERR_WEIGHTS, "%s: key '%s' must be an integer",
+                                 c->path, keys[i]);
+        }
+    }
+    const json_t *only = json_object_get(c->root, "mlp_only_layers");
+    bool ok = only == NULL || json_is_null(only) || json_is_array(only);
+    for (size_t i = 0; ok && json_is_array(only) && i < json_array_size(only); i++) {
+        ok = json_as_int(json_array_get(only, i), &x);
+    }
+    return ok ? MOE_OK
+              : moe_error_set(c->err, MOE_ERR_WEIGHTS, "%s: key 'mlp_only_layers' must be a "
+                              "list of layer numbers (integers)", c->path);
 }
 
 /* An optional key of the family: config.json's value, else the family's default
@@ -177,7 +222,8 @@ static moe_status_t moe_layers(info_ctx_t *c, const moe_family_t *fam)
         if (fam->layer_rule == MOE_LAYERS_SPARSE_STEP) {
             moe = (l + 1) % step == 0;
             for (size_t i = 0; json_is_array(only) && i < json_array_size(only); i++) {
-                moe = moe && json_integer_value(json_array_get(only, i)) != l;
+                long long x = -1; /* int_keys_ok: every element an integer */
+                moe = moe && !(json_as_int(json_array_get(only, i), &x) && x == l);
             }
         } else if (fam->layer_rule == MOE_LAYERS_DENSE_FIRST) {
             moe = l >= first && l % freq == 0;
@@ -308,7 +354,30 @@ static moe_status_t ckpt_dir_check(const char *dir, moe_error_t *err)
 
 /* quantization_config.quant_method: moed reads block FP8 (fp8: F8_E4M3 weights with
  * _scale_inv) and MXFP4 (mxfp4: gpt-oss's *_blocks with *_scales) itself; the check of each
- * tensor's dtype is where it is read. */
+ * tensor's dtype is where it is read. Another method (gptq, awq, bitsandbytes,
+ * compressed-tensors, ...) stores tensors moed does not read: refused here, by name, rather
+ * than as a missing tensor at load. */
+static moe_status_t quant_ok(const info_ctx_t *c)
+{
+    const json_t *qc = json_object_get(c->root, "quantization_config");
+    const json_t *qm = json_object_get(qc, "quant_method");
+    if (qc == NULL || json_is_null(qc) || qm == NULL || json_is_null(qm)) {
+        return MOE_OK;
+    }
+    const char *m = json_string_value(qm);
+    if (m != NULL && (strcmp(m, "fp8") == 0 || strcmp(m, "mxfp4") == 0)) {
+        return MOE_OK;
+    }
+    char text[64] = "";
+    if (!json_text(qm, text, sizeof(text))) {
+        snprintf(text, sizeof(text), "(not a string)");
+    }
+    return moe_error_set(c->err, MOE_ERR_UNSUPPORTED, "%s: quantization_config.quant_method "
+                         "'%s': moed reads unquantised weights (BF16, F16, F32), block FP8 "
+                         "(fp8: DeepSeek-V3, Kimi-K2) and MXFP4 (mxfp4: gpt-oss); use the "
+                         "model's BF16 release or dequantise it", c->path, text);
+}
+
 moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
                                 moe_error_t *err)
 {
@@ -327,6 +396,12 @@ moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
     const moe_family_t *fam = NULL;
     st = family_of(&c, &fam);
     c.fam = fam;
+    if (st == MOE_OK) {
+        st = quant_ok(&c);
+    }
+    if (st == MOE_OK) {
+        st = int_keys_ok(&c, fam);
+    }
     if (st == MOE_OK) {
         fact_add(out, "model.family", moe_cfg_family_name(fam->id), "architectures");
         st = fact_key(&c, "model.hidden_dim", "hidden_size", NULL);
@@ -361,7 +436,7 @@ moe_status_t moe_ckpt_read_info(const char *dir, moe_cfg_checkpoint_info_t *out,
 
 struct moe_ckpt {
     char name[MOE_PATH_MAX];  /* the directory, or the single file */
-    char index_path[MOE_PATH_MAX];
+    char index_path[MOE_PATH_MAX + 32]; /* name + "/model.safetensors.index.json" */
     json_t *index;            /* model.safetensors.index.json, NULL for one file */
     json_t *weight_map;       /* borrowed from index */
     int nfiles;
@@ -423,7 +498,7 @@ static moe_status_t ck_quant(moe_ckpt_t *ck, const char *dir, moe_error_t *err)
     }
     const json_t *bs = json_object_get(json_object_get(root, "quantization_config"),
                                        "weight_block_size");
-    if (bs != NULL) {
+    if (bs != NULL && !json_is_null(bs)) { /* null: the default, as an absent key */
         long long a = json_integer_value(json_array_get(bs, 0));
         long long b = json_integer_value(json_array_get(bs, 1));
         if (json_array_size(bs) != 2 || a < 1 || b < 1 || a > CK_FP8_BLOCK_MAX ||
@@ -675,11 +750,12 @@ static moe_status_t ck_read_fp8_raw(moe_ckpt_t *ck, moe_st_file_t *f, const char
     moe_st_file_t *sf = NULL;
     const moe_st_tensor_info_t *sti = NULL;
     snprintf(sname, sizeof(sname), "%s_scale_inv", name);
-    if (!moe_ckpt_has(ck, sname)) {
+    if (!moe_ckpt_has(ck, sname)) { /* with an index, the index is what lacks it */
         char file[2 * MOE_PATH_MAX];
         ck_tensor_file(ck, name, file, sizeof(file));
         return moe_error_set(err, MOE_ERR_WEIGHTS, "%s: FP8 weight '%.200s' has no scale "
-                             "tensor '%.200s'", file, name, sname);
+                             "tensor '%.200s'%s", ck->index != NULL ? ck->index_path : file,
+                             name, sname, ck->index != NULL ? " in the index" : "");
     }
     moe_status_t st = ck_locate(ck, sname, &sf, &sti, err);
     if (st == MOE_OK) {

@@ -275,7 +275,7 @@ typedef struct moe_cfg_fact {
     char source[96];  /* "config.json key 'hidden_size'" */
 } moe_cfg_fact_t;
 typedef struct moe_cfg_checkpoint_info {
-    char config_path[MOE_PATH_MAX]; /* DIR/config.json, for messages */
+    char config_path[MOE_PATH_MAX + 16]; /* DIR/config.json, for messages and reading */
     int num_facts;
     moe_cfg_fact_t facts[MOE_CFG_FACTS_MAX];
     int num_hidden_layers;
