@@ -27,6 +27,8 @@ typedef struct lat_case {
     MPI_Comm comm;
     int W, me;
     size_t rb;                  /* bytes of one row on the wire */
+    MPI_Datatype row;           /* rb bytes: counts in rows, as the transport's (an int
+                                 * count of bytes passes INT_MAX at 2 GiB a message) */
     const int *send_rows, *recv_rows;
     int *send_displs, *recv_displs; /* [W] contiguous, in rows */
     char *send, *recv, *back, *ret;
@@ -102,17 +104,15 @@ static moe_status_t plain_dir(const lat_case_t *c, const char *out, const int *o
     moe_status_t st = MOE_OK;
     for (int p = 0; p < c->W && st == MOE_OK; p++) {
         if (p != c->me && moe_transport_has_message(in_rows, each_in, p)) {
-            st = MOE_MPI(MPI_Irecv(in + (size_t)in_displs[p] * c->rb,
-                                   (int)((size_t)in_rows[p] * c->rb), MPI_BYTE, p, PP_TAG,
-                                   c->comm, &c->reqs[n++]),
+            st = MOE_MPI(MPI_Irecv(in + (size_t)in_displs[p] * c->rb, in_rows[p], c->row, p,
+                                   PP_TAG, c->comm, &c->reqs[n++]),
                          err);
         }
     }
     for (int p = 0; p < c->W && st == MOE_OK; p++) {
         if (p != c->me && moe_transport_has_message(out_rows, each_out, p)) {
-            st = MOE_MPI(MPI_Isend(out + (size_t)out_displs[p] * c->rb,
-                                   (int)((size_t)out_rows[p] * c->rb), MPI_BYTE, p, PP_TAG,
-                                   c->comm, &c->reqs[n++]),
+            st = MOE_MPI(MPI_Isend(out + (size_t)out_displs[p] * c->rb, out_rows[p], c->row, p,
+                                   PP_TAG, c->comm, &c->reqs[n++]),
                          err);
         }
     }
@@ -142,14 +142,14 @@ static moe_status_t osu_rounds(const lat_case_t *c, int iters, moe_error_t *err)
     int other = first ? c->pp_peer : 0;
     for (int i = 0; i < iters && st == MOE_OK && (first || c->me == c->pp_peer); i++) {
         MPI_Request r[2];
-        st = MOE_MPI(MPI_Irecv(c->pp_recv, (int)c->pp_bytes, MPI_BYTE, other, OSU_TAG, c->comm,
-                               &r[0]), err);
+        st = MOE_MPI(MPI_Irecv(c->pp_recv, (int)(c->pp_bytes / (int64_t)c->rb), c->row, other,
+                               OSU_TAG, c->comm, &r[0]), err);
         if (st == MOE_OK && !first) {
             st = spin_all(c, &r[0], 1, err);
         }
         if (st == MOE_OK) {
-            st = MOE_MPI(MPI_Isend(c->pp_send, (int)c->pp_bytes, MPI_BYTE, other, OSU_TAG,
-                                   c->comm, &r[1]), err);
+            st = MOE_MPI(MPI_Isend(c->pp_send, (int)(c->pp_bytes / (int64_t)c->rb), c->row,
+                                   other, OSU_TAG, c->comm, &r[1]), err);
         }
         if (st == MOE_OK) {
             st = first ? spin_all(c, r, 2, err) : spin_all(c, &r[1], 1, err);
@@ -195,6 +195,12 @@ static moe_status_t lat_case_init(moe_engine_t *eng, lat_case_t *c, moe_error_t 
     c->W = eng->world_size;
     c->me = eng->rank;
     c->rb = (size_t)moe_wire_row_bytes(eng->cfg->hidden_dim, eng->weights.wire);
+    c->row = MPI_DATATYPE_NULL;
+    moe_status_t st = MOE_MPI(MPI_Type_contiguous((int)c->rb, MPI_BYTE, &c->row), err);
+    st = st == MOE_OK ? MOE_MPI(MPI_Type_commit(&c->row), err) : st;
+    if (st != MOE_OK) {
+        return st;
+    }
     c->send_rows = plan->send_rows;
     c->recv_rows = eng->layer.recv_rows;
     c->each_send = eng->layer.upto ? eng->layer.each_send : NULL;
@@ -234,6 +240,9 @@ static void lat_case_free(lat_case_t *c)
     free(c->back);
     free(c->pp_send);
     free(c->pp_recv);
+    if (c->row != MPI_DATATYPE_NULL) {
+        MPI_Type_free(&c->row);
+    }
 }
 
 /* The largest message of the layer (any pair, bytes), the messages with rows per
