@@ -570,6 +570,7 @@ static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err)
             ctx->each_recv[s] = true;
         }
     }
+    ctx->count_recvs_n = n;
     ctx->count_msgs = 0;
     for (int d = 0; d < W && st == MOE_OK && layer_routes(ctx, me); d++) {
         if (d != me && p->count_msg_len[d] > 0) {
@@ -593,12 +594,35 @@ static moe_status_t counts_post(moe_layer_ctx_t *ctx, moe_error_t *err)
     return MOE_OK;
 }
 
+/* A wait for the counts that failed (a stop, the watchdog, an MPI error): the job is
+ * ending. Receives still posted are cancelled, so that no late message lands in the layer's
+ * arena once it is freed, and sends are released to complete on their own, as the row
+ * transport's cancel does (transport/mpi.c, mpi_cancel). A failure here is the job's
+ * error already: not returned. */
+static void counts_drop(moe_layer_ctx_t *ctx, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (ctx->count_reqs[i] == MPI_REQUEST_NULL) {
+            continue; /* completed */
+        }
+        if (i < ctx->count_recvs_n) {
+            MOE_MPI(MPI_Cancel(&ctx->count_reqs[i]), NULL);
+        }
+        MOE_MPI(MPI_Request_free(&ctx->count_reqs[i]), NULL);
+    }
+}
+
 /* The counts posted by counts_post: every one received and sent. */
 static moe_status_t counts_wait(moe_layer_ctx_t *ctx, moe_error_t *err)
 {
     int n = ctx->count_reqs_n;
     ctx->count_reqs_n = 0;
-    return moe_wait_all(ctx->count_reqs, ctx->count_peers, n, "the counts exchange", err);
+    moe_status_t st = moe_wait_all(ctx->count_reqs, ctx->count_peers, n, "the counts exchange",
+                                   err);
+    if (st != MOE_OK) {
+        counts_drop(ctx, n);
+    }
+    return st;
 }
 
 /* A rank that hosts no expert of the layer (the master) waits for the combine as long as
@@ -743,7 +767,9 @@ static moe_status_t layer_prepare_rows(moe_layer_ctx_t *ctx, const float *x,
                                        const void **after, moe_error_t *err)
 {
     moe_status_t st = counts_post(ctx, err);
-    if (st != MOE_OK) {
+    if (st != MOE_OK) { /* those posted: dropped, as a failed wait's */
+        counts_drop(ctx, ctx->count_reqs_n);
+        ctx->count_reqs_n = 0;
         return st;
     }
     /* The step's plan, as the back-end reads it: the send side now, the receive side once

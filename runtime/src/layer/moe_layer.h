@@ -89,6 +89,7 @@ struct moe_layer_ctx {
     bool test_touch;             /* MOED_TEST_TOUCH_MIB names this rank */
     moe_transport_t *transport;
     int count_reqs_n;     /* the counts exchange's requests in flight (counts_post) */
+    int count_recvs_n;    /* of which receives: the first ones */
     moe_expert_io_t io;   /* what the back-end sees: sizes, host buffers, rows, the step */
     moe_expert_backend_t backend;
     void *arena;          /* the one block every buffer is carved from */
