@@ -78,6 +78,9 @@ double moe_hist_quantile(const moe_hist_t *h, double q)
     /* rank of the sample (nearest-rank definition), then its bucket's midpoint */
     uint64_t rank = (uint64_t)(q * (double)h->count + 0.999999999);
     rank = rank < 1 ? 1 : rank;
+    if (rank >= h->count || rank == 1) { /* the largest or the smallest: kept exactly */
+        return rank >= h->count ? (double)h->max : (double)h->min;
+    }
     uint64_t seen = 0;
     for (int b = 0; b < MOE_HIST_BUCKETS; b++) {
         seen += h->buckets[b];

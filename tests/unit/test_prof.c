@@ -66,6 +66,9 @@ static void check_quantiles(const int64_t *v, int n)
         double exact = (double)s[rank - 1];
         double got = moe_hist_quantile(&h, qs[i]);
         CHECK(got >= exact * (1.0 - 1.0 / 32) - 1 && got <= exact * (1.0 + 1.0 / 32) + 1);
+        if (rank == n || rank == 1) { /* the largest or the smallest sample: exact */
+            CHECK_NEAR(got, exact, 0);
+        }
     }
     CHECK_NEAR(moe_hist_quantile(&h, 0.0), (double)s[0], 0);
     CHECK_NEAR(moe_hist_quantile(&h, 1.0), (double)s[n - 1], 0);
@@ -88,6 +91,11 @@ static void test_hist(void)
                                    : 20000000 + (int64_t)((x >> 3) % 5000000);
     }
     check_quantiles(v, N);
+    /* few samples, as a report of 10 recorded steps has: p99 (and p90 of 10) is the largest
+     * sample, exact; p10 of 10 the smallest */
+    for (int n = 1; n <= 10; n++) {
+        check_quantiles(v + 1000, n);
+    }
     /* merging two halves equals adding everything */
     moe_hist_t a, b, all;
     moe_hist_reset(&a);

@@ -19,8 +19,9 @@ typedef struct moe_hist {
 void moe_hist_reset(moe_hist_t *h);
 void moe_hist_add(moe_hist_t *h, int64_t value);
 void moe_hist_merge(moe_hist_t *into, const moe_hist_t *from);
-/* q in [0, 1]; the value below which a fraction q of the samples fall, within 1/32 relative
- * (exact min and max at the ends); 0 when empty. */
+/* q in [0, 1]; the value below which a fraction q of the samples fall (nearest rank), within
+ * 1/32 relative; exact where that sample is the smallest or the largest (p99 of fewer than
+ * 100 samples is the max); 0 when empty. */
 double moe_hist_quantile(const moe_hist_t *h, double q);
 double moe_hist_mean(const moe_hist_t *h);
 int moe_hist_bucket_of(int64_t value);
