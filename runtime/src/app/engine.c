@@ -555,7 +555,7 @@ static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
     }
     eng->plugin = pl;
     MPI_Comm local;
-    int local_rank = 0;
+    int local_rank = 0, local_size = 1;
     st = MOE_MPI(MPI_Comm_split_type(eng->comm, MPI_COMM_TYPE_SHARED, eng->rank, MPI_INFO_NULL,
                                      &local),
                  err);
@@ -563,8 +563,18 @@ static moe_status_t engine_open_device(moe_engine_t *eng, moe_error_t *err)
         return st;
     }
     st = MOE_MPI(MPI_Comm_rank(local, &local_rank), err);
+    st = st == MOE_OK ? MOE_MPI(MPI_Comm_size(local, &local_size), err) : st;
     moe_status_t freed = MOE_MPI(MPI_Comm_free(&local), st == MOE_OK ? err : NULL);
     st = st != MOE_OK ? st : freed;
+    /* NCCL takes one rank per GPU: two ranks on one GPU fail at its start-up or hang */
+    if (st == MOE_OK && eng->cfg->transport == MOE_TRANSPORT_NCCL &&
+        local_size > pl->device_count()) {
+        st = moe_error_set(err, MOE_ERR_CUDA, "runtime.transport: nccl takes one rank per GPU, "
+                           "but this node runs %d ranks on %d GPU(s): start at most %d ranks "
+                           "a node, or use transport mpi or ucx", local_size,
+                           pl->device_count(), pl->device_count());
+    }
+    st = moe_agree(eng->comm, st, err);
     if (st != MOE_OK) {
         return st;
     }

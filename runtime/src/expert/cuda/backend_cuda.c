@@ -310,6 +310,15 @@ static void gpu_destroy(moe_expert_backend_t *be)
         return;
     }
     int nl = be->io->num_local, N = be->io->chunks;
+    /* a stop or an error may have left copies queued into or out of the pinned host
+     * buffers: both streams drained first (a sticky error returns at once), then unpinned
+     * and freed */
+    moe_error_t ignored;
+    moe_error_clear(&ignored);
+    if (g->cu != NULL) {
+        (void)moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMPUTE, &ignored);
+        (void)moe_cuda_sync(g->cu, MOE_CUDA_STREAM_COMM, &ignored);
+    }
     moe_cuda_host_unpin(g->pinned);
     for (int l = 0; g->gate != NULL && l < g->num_layers; l++) {
         moe_cuda_free(g->cu, g->gate[l]);
