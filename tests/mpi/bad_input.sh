@@ -203,9 +203,17 @@ case "$1" in
     chmod +x moed_one_cpu; MOED=$PWD/moed_one_cpu
     small_model | sed 's/^runtime:/runtime:\n  threads: 3/' > c.yaml
     want_code=0 want="runtime.threads: 3, but 3 of 3 ranks may use fewer CPUs (their affinity masks; the fewest: rank 0 ($(hostname)), 1)" ;;
-  warmup_only)
+  warmup_only)  # no token kept in a recorded step: every layer's balance unknown (null,
+    # "-"), not 0 (which reads as "all on one expert")
     PROF=true STEPS=2 small_model > c.yaml
-    want_code=0 want="profiler: all 2 steps are warm-up (profiler.warmup_steps 5)" ;;
+    want_code=0 want="profiler: all 2 steps are warm-up (profiler.warmup_steps 5)"
+    post='python3 - "$(ls -d "$WORK"/experiments/*/ | tail -1)" <<'"'"'PY'"'"'
+import json, sys
+s = json.load(open(sys.argv[1] + "summary.json"))
+for y in s["layers"]:
+    assert all(y[k] is None for k in ("gini", "cv", "entropy_norm", "max_mean")), y
+print("balance unknown in", len(s["layers"]), "layers")
+PY' ;;
   no_profiled_rank)  # profiled_ranks: [] runs, with a warning: its report holds no figures
     PROF=true STEPS=2 small_model | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 0\n  profiled_ranks: []/' > c.yaml
     want_code=0 want="profiler.profiled_ranks: [] profiles no rank: the report will hold no figures" ;;
@@ -470,6 +478,7 @@ if [[ $want_code -eq 0 ]]; then
   fi
   w=$(grep 'moed: warning' err.log | grep -cF -- "$want" || true)
   [[ $w -eq 1 ]] || fail "warning '$want' printed $w times, want exactly once"
+  [[ -z "$post" || "${2:-}" == check ]] || eval "$post"
   echo "PASS $1: exit 0 with the warning in ${elapsed}s"
   exit 0
 fi

@@ -980,6 +980,22 @@ static void test_unknown_counts(fixture_t *fx)
     CHECK_STR_CONTAINS(t, "      1             -             -           -        -        -"
                           "         -         -\n");
     free(t);
+    /* every layer's counts unknown: no hottest expert, but the headline still gives the
+     * straggler and the exchange findings (once dropped with the hottest) */
+    moe_rep_layer_t saved0 = r->layers[0], saved1 = r->layers[1];
+    for (int l = 0; l < 2; l++) { /* as the merge leaves them: no counts */
+        moe_rep_layer_t *u = &r->layers[l];
+        u->demand_unknown = u->kept_unknown = true;
+        u->demand = u->kept = u->dropped = NULL;
+        u->gini = u->cv = u->entropy_norm = u->max_mean = NAN;
+    }
+    t = headline_of(r);
+    CHECK(t == NULL || strstr(t, "hottest expert") == NULL);
+    CHECK_STR_CONTAINS(t, "\n  straggler: rank 2, ");
+    CHECK_STR_CONTAINS(t, "; exchange: ");
+    free(t);
+    r->layers[0] = saved0;
+    r->layers[1] = saved1;
     *y = saved;
     for (int k = 1; k < r->world_size; k++) {
         r->ranks[k].present = r->ranks[k].profiled = false;

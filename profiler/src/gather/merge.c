@@ -1160,7 +1160,11 @@ static void layer_balance(moe_merge_t *m, int l, bool routed)
         }
     }
     moe_balance_t b = {NAN, NAN, NAN, NAN};
-    if (!y->kept_unknown) {
+    uint64_t kept = 0;
+    for (int e = 0; !y->kept_unknown && e < m->E; e++) {
+        kept += y->kept[e];
+    }
+    if (kept > 0) { /* none kept (no step recorded): no balance to speak of, unknown */
         moe_balance_compute(y->kept, m->E, &b);
     }
     y->gini = b.gini;

@@ -750,6 +750,10 @@ void moe_report_print_headline(const moe_report_t *r, FILE *out)
                     (unsigned long long)f.hot_dropped);
         }
         fputs("; ", out);
+    } else if (n > 0 && r->recorded_steps > 0) { /* no layer's counts known: the others */
+        fputs("  ", out);
+    }
+    if (f.hot_layer >= 0 || (n > 0 && r->recorded_steps > 0)) {
         moe_report_print_straggler(&f, out);
         fputs("; exchange: ", out);
         moe_report_print_waits(&f, out);
