@@ -81,6 +81,7 @@ void fx_rank(moe_report_t *r, const moe_config_t *cfg, int k, bool partial)
         rk->mem[i].rss_bytes = (uint64_t)(200 + 30 * k + (i < 20 ? 5 * i : 100)) << 20;
         rk->rss_peak = rk->mem[i].rss_bytes > rk->rss_peak ? rk->mem[i].rss_bytes : rk->rss_peak;
     }
+    rk->peak_known = true; /* its last record came */
 }
 
 static void fx_stat(moe_rep_stat_t *s, double per_step)

@@ -1106,6 +1106,23 @@ static void test_partial(const char *root)
     CHECK_STR_CONTAINS(t, "\"missing\": \"rank 2 (node-b): its records did not arrive\"");
     free(t);
     remove_report(fx->rep.run_dir, fx->rep.world_size);
+    /* rank 1 present but its last record lost (killed mid-run): its peaks, read at the end,
+     * are unknown (null, "-"), not 0; what its parts carried stays known */
+    fx->rep.ranks[1].peak_known = false;
+    CHECK(write_into(fx, root, "partial-peak"));
+    json_error_t jerr;
+    char path[MOE_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/summary.json", fx->rep.run_dir);
+    json_t *doc = json_load_file(path, 0, &jerr);
+    CHECK(doc != NULL && json_is_null(moe_json_path(doc, "memory.1.rss_peak_mib")));
+    CHECK(doc != NULL && json_is_null(moe_json_path(doc, "memory.1.dev_peak_mib")));
+    CHECK(doc != NULL && json_is_number(moe_json_path(doc, "memory.1.expert_weights_mib")));
+    CHECK(doc != NULL && json_is_number(moe_json_path(doc, "memory.0.rss_peak_mib")));
+    json_decref(doc);
+    t = slurp(fx->rep.run_dir, "summary_rank_1.txt", NULL);
+    CHECK_STR_CONTAINS(t, "  peak RSS - (its last record did not come); expert weights ");
+    free(t);
+    remove_report(fx->rep.run_dir, fx->rep.world_size);
     fx_free(fx);
 }
 

@@ -443,6 +443,7 @@ static void merge_rank(moe_merge_t *m, const moe_prof_record_t *rec, int64_t t0)
         rk->clock_offset_end_ns = rec->clock_offset_end_ns;
         rk->rss_peak = rec->rss_peak;
         rk->dev_peak = rec->dev_peak;
+        rk->peak_known = true;
         free(rk->mem);
         rk->mem = calloc((size_t)(rec->num_mem > 0 ? rec->num_mem : 1), sizeof(*rk->mem));
         rk->num_mem = 0;

@@ -84,6 +84,8 @@ typedef struct moe_rep_rank {
     char device[64];     /* "cpu" or the GPU's name; "" not recorded */
     uint64_t rss_peak;
     uint64_t dev_peak;
+    bool peak_known;     /* its last record came (the peaks are read at the sampler's stop):
+                          * else the peaks are unknown (a rank lost mid-run) */
     uint64_t expert_weight_bytes;
     uint64_t exchange_buffer_bytes;
     int num_mem;

@@ -1102,8 +1102,12 @@ static void html_mem_legend(FILE *f, const moe_report_t *r, double x0, double y,
         html_cat_colour(k, col);
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", x,
                 yy - 6, col);
-        snprintf(buf, sizeof(buf), "rank %d (%.24s) peak %.1f", k, r->ranks[k].host,
-                 (double)r->ranks[k].rss_peak / HTML_MIB);
+        if (r->ranks[k].peak_known) {
+            snprintf(buf, sizeof(buf), "rank %d (%.24s) peak %.1f", k, r->ranks[k].host,
+                     (double)r->ranks[k].rss_peak / HTML_MIB);
+        } else { /* its last record did not come: the peak is read at the end */
+            snprintf(buf, sizeof(buf), "rank %d (%.24s) peak -", k, r->ranks[k].host);
+        }
         html_text(f, x + 20, yy, "start", "", buf);
         shown++;
     }

@@ -667,8 +667,9 @@ static void json_memory_rank(json_w_t *w, const moe_rep_rank_t *k)
     jw_i64(w, "rank", k->rank);
     jw_bool(w, "present", k->present);
     bool sampled = k->num_mem > 0 && k->mem != NULL;
-    jw_num(w, "rss_peak_mib", json_known(k) * (double)k->rss_peak / JSON_MIB);
-    jw_num(w, "dev_peak_mib", json_known(k) * (double)k->dev_peak / JSON_MIB);
+    double peak = k->present && k->peak_known ? 1.0 : NAN; /* its last record: the peaks */
+    jw_num(w, "rss_peak_mib", peak * (double)k->rss_peak / JSON_MIB);
+    jw_num(w, "dev_peak_mib", peak * (double)k->dev_peak / JSON_MIB);
     jw_num(w, "expert_weights_mib", json_known(k) * (double)k->expert_weight_bytes / JSON_MIB);
     jw_num(w, "exchange_buffers_mib",
            json_known(k) * (double)k->exchange_buffer_bytes / JSON_MIB);

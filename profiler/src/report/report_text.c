@@ -859,10 +859,18 @@ static void text_memory(FILE *f, const moe_report_t *r)
             text_absent_row(f, r, i, hw);
             continue;
         }
-        fprintf(f, "  %4d  %-*.*s  %13.1f", i, hw, hw, text_host(r, i),
-                (double)k->rss_peak / TEXT_MIB);
+        if (k->peak_known) {
+            fprintf(f, "  %4d  %-*.*s  %13.1f", i, hw, hw, text_host(r, i),
+                    (double)k->rss_peak / TEXT_MIB);
+        } else { /* its last record did not come: the peaks are read at the end */
+            fprintf(f, "  %4d  %-*.*s  %13s", i, hw, hw, text_host(r, i), "-");
+        }
         if (dev) {
-            fprintf(f, "  %16.1f", (double)k->dev_peak / TEXT_MIB);
+            if (k->peak_known) {
+                fprintf(f, "  %16.1f", (double)k->dev_peak / TEXT_MIB);
+            } else {
+                fprintf(f, "  %16s", "-");
+            }
         }
         fprintf(f, "  %19.1f  %21.1f  %8d\n", (double)k->expert_weight_bytes / TEXT_MIB,
                 (double)k->exchange_buffer_bytes / TEXT_MIB, k->num_mem);
@@ -1061,8 +1069,12 @@ static void text_rank_peers(FILE *f, const moe_report_t *r, int me)
 static void text_rank_memory(FILE *f, const moe_rep_rank_t *k)
 {
     text_rule(f, "Memory (MiB = 2^20 bytes)");
-    fprintf(f, "  peak RSS %.1f MiB", (double)k->rss_peak / TEXT_MIB);
-    if (k->dev_peak > 0) {
+    if (k->peak_known) {
+        fprintf(f, "  peak RSS %.1f MiB", (double)k->rss_peak / TEXT_MIB);
+    } else {
+        fputs("  peak RSS - (its last record did not come)", f);
+    }
+    if (k->peak_known && k->dev_peak > 0) {
         fprintf(f, ", device peak %.1f MiB", (double)k->dev_peak / TEXT_MIB);
     }
     fprintf(f, "; expert weights %.1f MiB, exchange buffers %.1f MiB\n",
