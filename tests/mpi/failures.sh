@@ -177,8 +177,13 @@ if os.environ["HOOK"] == "1":
     assert s["partial"], "rank 1's parts were dropped but the report says whole"
     assert s["missing"].startswith("rank 1 ") and "profile parts were lost on rank 0" in s["missing"], s["missing"]
     assert "rank 2" not in s["missing"], s["missing"]
+    # rank 1's exchanges of the lost parts: the others' waits for them are not split (once
+    # split against other steps' arrivals, or left in "moving bytes" without a word)
+    assert s["findings"]["exchange_share_includes_wait"] == \
+        "some ranks' records of some exchanges missing", s["findings"]
 else:
     assert warned == 0 and not s["partial"], (warned, s["missing"])
+    assert s["findings"]["exchange_share_includes_wait"] is None, s["findings"]
 print("MOED_TEST_ABSORB_FAIL=%s: partial %s, %d warning(s)" % (os.environ["HOOK"], s["partial"], warned))
 PY
     done

@@ -825,25 +825,92 @@ static void merge_latency(moe_merge_t *m, const moe_prof_record_t *recs, const b
     free(use);
 }
 
-/* Idle and designed wait of each exchange every present rank recorded, on rank 0's clock. */
+static int x_cmp(const moe_rec_exchange_t *a, const moe_rec_exchange_t *b)
+{
+    return a->step != b->step ? (a->step < b->step ? -1 : 1)
+                              : (a->layer < b->layer ? -1 : a->layer > b->layer);
+}
+
+/* The exchanges every present rank recorded, matched by (step, layer), into al (shallow
+ * copies of the records whose exchanges are those, in order: al[r].exchanges allocated).
+ * A rank's list may stop early or have a gap (a part of it lost): an exchange some present
+ * rank lacks is left out, its waits unsplit (they stay in the exchange), and counted in
+ * *unsplit; *total counts every present rank's exchanges. false: no memory. */
+static bool merge_align(const moe_merge_t *m, const moe_prof_record_t *recs, const bool *have,
+                        moe_prof_record_t *al, int64_t *unsplit, int64_t *total)
+{
+    int64_t *at = calloc((size_t)m->W, sizeof(int64_t));
+    bool ok = at != NULL, any = false;
+    for (int r = 0; ok && r < m->W; r++) {
+        if (have[r]) {
+            al[r] = recs[r];
+            al[r].num_exchanges = 0;
+            al[r].exchanges = malloc((size_t)(recs[r].num_exchanges > 0
+                                                  ? recs[r].num_exchanges : 1) *
+                                     sizeof(moe_rec_exchange_t));
+            ok = al[r].exchanges != NULL;
+            *total += recs[r].num_exchanges;
+            any = true;
+        }
+    }
+    for (bool more = ok && any; more;) {
+        const moe_rec_exchange_t *key = NULL; /* the largest of the ranks' next ones */
+        for (int r = 0; r < m->W && more; r++) {
+            if (have[r]) {
+                more = at[r] < recs[r].num_exchanges;
+                const moe_rec_exchange_t *x = more ? &recs[r].exchanges[at[r]] : NULL;
+                key = x != NULL && (key == NULL || x_cmp(x, key) > 0) ? x : key;
+            }
+        }
+        bool all = more;
+        for (int r = 0; r < m->W && more; r++) {
+            if (have[r] && x_cmp(&recs[r].exchanges[at[r]], key) < 0) {
+                at[r]++; /* an exchange the rank with the largest next one lacks */
+                all = false;
+            }
+        }
+        for (int r = 0; r < m->W && all; r++) {
+            if (have[r]) {
+                al[r].exchanges[al[r].num_exchanges++] = recs[r].exchanges[at[r]++];
+            }
+        }
+    }
+    for (int r = 0; ok && r < m->W; r++) {
+        *unsplit += have[r] ? recs[r].num_exchanges - al[r].num_exchanges : 0;
+    }
+    free(at);
+    return ok;
+}
+
+/* Idle and designed wait of each exchange every present rank recorded (merge_align), on rank
+ * 0's clock. */
 static void merge_idle(moe_merge_t *m, const moe_prof_record_t *recs, const bool *have)
 {
+    moe_prof_record_t *al = calloc((size_t)m->W, sizeof(*al));
+    int64_t unsplit = 0, total = 0;
+    bool ok = al != NULL && merge_align(m, recs, have, al, &unsplit, &total);
     int64_t n = INT64_MAX;
-    for (int r = 0; r < m->W; r++) {
+    for (int r = 0; ok && r < m->W; r++) {
         if (have[r]) {
-            n = recs[r].num_exchanges < n ? recs[r].num_exchanges : n;
+            n = al[r].num_exchanges; /* the same on every present rank */
         }
     }
-    for (int64_t i = 0; n != INT64_MAX && i < n; i++) {
-        merge_idle_phase(m, recs, have, i, false);
-        merge_idle_phase(m, recs, have, i, true);
+    for (int64_t i = 0; ok && n != INT64_MAX && i < n; i++) {
+        merge_idle_phase(m, al, have, i, false);
+        merge_idle_phase(m, al, have, i, true);
     }
+    m->rep.exchanges_unsplit += ok ? unsplit : total;
+    m->rep.exchanges_recorded += total;
     for (int r = 0; r < m->W; r++) { /* the next window's first exchange looks back here */
-        m->last_have[r] = have[r] && n != INT64_MAX && n > 0;
+        m->last_have[r] = ok && have[r] && n != INT64_MAX && n > 0;
         if (m->last_have[r]) {
-            m->last_x[r] = recs[r].exchanges[n - 1];
+            m->last_x[r] = al[r].exchanges[n - 1];
         }
     }
+    for (int r = 0; al != NULL && r < m->W; r++) {
+        free(have[r] ? al[r].exchanges : NULL);
+    }
+    free(al);
 }
 
 moe_status_t moe_merge_window(moe_merge_t *m, moe_prof_record_t *recs, const bool *have,

@@ -283,7 +283,9 @@ double moe_report_cpu_cores(const moe_rep_rank_t *k, bool whole_run)
 
 /* Why a present rank's designed wait is unknown (see exchange_wait_unknown), or NULL: it
  * hosts no experts and no rank with experts is present, or routes no tokens and no routing
- * rank is present (the merge books that wait as 0: it cannot place the ranks' arrival). */
+ * rank is present (the merge books that wait as 0: it cannot place the ranks' arrival); or
+ * over 1% of the exchanges lack some present rank's record (a part of its records lost:
+ * their waits stay in the exchange, unsplit). */
 static const char *find_wait_unknown(const moe_report_t *r)
 {
     bool hosts = false, routes = false, hosts_profiled = false, routes_profiled = false;
@@ -309,6 +311,9 @@ static const char *find_wait_unknown(const moe_report_t *r)
             return routes_profiled ? "routing ranks' records missing"
                                    : "routing ranks not profiled";
         }
+    }
+    if (r->exchanges_unsplit * 100 > r->exchanges_recorded) {
+        return "some ranks' records of some exchanges missing";
     }
     return NULL;
 }

@@ -265,6 +265,9 @@ typedef struct moe_report {
     double run_s;                /* wall time of all steps on rank 0 */
     double tokens_per_s;
     int64_t recorded_steps;      /* steps inside measurement windows */
+    /* every present rank's recorded exchanges, and of those the ones some other present
+     * rank lacks (a part of its records lost): their waits stay in the exchange, unsplit */
+    int64_t exchanges_recorded, exchanges_unsplit;
     bool all_warmup;             /* nothing recorded: every step run was a warm-up step */
     int windows;
     bool partial;                /* some profiled rank's records are missing */
