@@ -257,6 +257,11 @@ PY' ;;
   ckpt_fp8_no_scale_one)  # one file: the file lacks it
     ckdir deepseek_v3 fp8 1 no_scale
     want_code=4 want="ck/model.safetensors: FP8 weight 'model.layers.1.mlp.experts.0.gate_proj.weight' has no scale tensor 'model.layers.1.mlp.experts.0.gate_proj.weight_scale_inv'" ;;
+  ckpt_lfs_pointer)  # a clone without git lfs: the shard is the pointer's text, said so
+    ckdir mixtral f32 1
+    printf 'version https://git-lfs.github.com/spec/v1\noid sha256:4d7a\nsize 4943162240\n' \
+      > ck/model.safetensors
+    want_code=4 want="ck/model.safetensors: a Git LFS pointer (a text file that names the weights), not the weights: fetch them (git lfs pull in the clone, or hf download)" ;;
   ckpt_quant_method)  # GPTQ, AWQ, ...: their tensors are not moed's; refused by name at once
     ckdir mixtral f32 1
     python3 - ck/config.json <<'PY'

@@ -626,6 +626,12 @@ static moe_status_t st_read_header_len(moe_st_file_t *f, uint64_t *out_len, moe_
         return rc;
     }
     uint64_t n = st_le64(len8);
+    if (n > ST_MAX_HEADER && memcmp(len8, "version ", 8) == 0) {
+        /* "version https://git-lfs.github.com/spec/v1": a clone without the LFS files */
+        return moe_error_set(err, MOE_ERR_FORMAT, "%s: a Git LFS pointer (a text file that "
+                             "names the weights), not the weights: fetch them (git lfs pull "
+                             "in the clone, or hf download)", f->name);
+    }
     if (n > ST_MAX_HEADER) {
         return moe_error_set(err, MOE_ERR_FORMAT, "%s: header length %" PRIu64 " is over the "
                              "100 MiB limit (not a safetensors file?)", f->name, n);
