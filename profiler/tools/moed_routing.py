@@ -281,7 +281,7 @@ def read(path, data=True):
         trace = Trace(layers, {}, {}, e, k, tps, meta.get("family", ""), meta.get("source", ""),
                       wmode == "uniform", path)
         rows = None
-        infos = {}
+        infos, spans = {}, []
         for L in layers:
             for what, dtype in (("topk_ids", "I32"), ("topk_weights", "F32")):
                 name = f"layers.{L}.{what}"
@@ -310,6 +310,12 @@ def read(path, data=True):
                     raise TraceError(f"{path}: tensor '{name}' data_offsets {offs} do not hold "
                                      f"{nbytes} bytes inside the file ({size} bytes)")
                 infos[name] = (offs[0], dtype)
+                spans.append((offs[0], offs[1], name))
+        spans.sort()  # no two tensors' bytes shared (moed's reader refuses that too)
+        for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+            if b0 < a1:
+                raise TraceError(f"{path}: tensors '{an}' {[a0, a1]} and '{bn}' {[b0, b1]} "
+                                 "overlap")
         for name in header:
             if name.startswith("layers."):
                 parts = name.split(".")

@@ -35,7 +35,9 @@ import collections
 import json
 import os
 import pickle
+import sys
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -134,6 +136,9 @@ def parse_layers(text):
         try:
             if "-" in part:
                 a, b = (int(x) for x in part.split("-", 1))
+                if b < a:
+                    raise SourceError(f"--layers {text!r}: the range {part} goes down; write "
+                                      f"{b}-{a}")
                 out.extend(range(a, b + 1))
             else:
                 out.append(int(part))
@@ -163,8 +168,14 @@ class Options:
 
 def _pick_layers(where, arr, opts, empty):
     """The decoder layers to keep of arr [T, L, k]: --layers, the config's MoE layers, or
-    every layer whose slots are not all `empty` (what the engine leaves in a dense layer)."""
+    every layer whose slots are not all `empty` (what the engine leaves in a dense layer).
+    vLLM's and SGLang's records have a slot for every decoder layer: a config of another
+    layer count is another model's (its layer rule would keep the wrong ones)."""
     L = arr.shape[1]
+    n_cfg = opts.config.get("num_hidden_layers") if opts.config is not None else None
+    if isinstance(n_cfg, int) and n_cfg != L:
+        raise SourceError(f"{where}: the record has {L} layers, the config's "
+                          f"num_hidden_layers is {n_cfg}: the config of another model?")
     if opts.layers is not None:
         layers = list(opts.layers)
     elif opts.config is not None:
@@ -206,14 +217,15 @@ def build_trace(where, arr, opts, source, empty=0, weights=None, natural_step=0)
         raise SourceError(f"{where}: num_experts {e} is less than the {k} experts per token")
     ids, wts = {}, {}
     for l in layers:
-        ids[l] = np.ascontiguousarray(arr[:, l, :], dtype=np.int32)
         wts[l] = (mr.uniform_weights(arr.shape[0], k) if weights is None
                   else np.ascontiguousarray(weights[:, l, :], dtype=np.float32))
-        try:
-            mr.check_rows(f"{where}: layer {l}", ids[l], wts[l], e, k, "ids", "weights")
+        try:  # the ids as recorded, before the int32 cast (which would wrap a 64-bit id)
+            mr.check_rows(f"{where}: layer {l}", arr[:, l, :], wts[l], e, k, "ids", "weights")
         except mr.TraceError as err:
-            hint = "" if inferred else " (is --num-experts, or the config's, right?)"
+            hint = ("" if inferred or "is expert" not in str(err)
+                    else " (is --num-experts, or the config's, right?)")
             raise SourceError(f"{err}{hint}") from None
+        ids[l] = np.ascontiguousarray(arr[:, l, :], dtype=np.int32)
     tps = opts.tokens_per_step if opts.tokens_per_step is not None else natural_step
     family = opts.family or (family_of(opts.config) if opts.config is not None else "") or ""
     trace = mr.Trace(layers, ids, wts, e, k, tps, family, source[:500], weights is None)
@@ -248,27 +260,40 @@ def _is_numeric_3d(v):
 
 def routed_experts_values(path):
     """Every "routed_experts" value in the file, in order (a response, a list of responses,
-    JSON lines, meta_info nesting), or bare [T][L][k] lists."""
-    found = []
+    JSON lines, meta_info nesting), or bare [T][L][k] lists: (label, value, rows) with rows
+    the tokens that went through the model where the object beside it says (SGLang's
+    meta_info: prompt_tokens + completion_tokens - 1, the last sampled token never ran),
+    else None. Null values (a response without routing) are skipped with a note."""
+    found, nulls = [], []
 
     def walk(v, where):
         if isinstance(v, dict):
             if "routed_experts" in v:
+                p, c = v.get("prompt_tokens"), v.get("completion_tokens")
+                rows = p + c - 1 if (isinstance(p, int) and isinstance(c, int) and
+                                     not isinstance(p, bool) and not isinstance(c, bool) and
+                                     p + c >= 1) else None
                 if v["routed_experts"] is not None:
-                    found.append((f"{where}.routed_experts", v["routed_experts"]))
+                    found.append((f"{where}.routed_experts", v["routed_experts"], rows))
+                else:
+                    nulls.append(where)
                 return
             for key, sub in v.items():
                 if isinstance(sub, (dict, list)):
                     walk(sub, f"{where}.{key}")
         elif isinstance(v, list):
             if _is_numeric_3d(v):
-                found.append((where, v))
+                found.append((where, v, None))
                 return
             for i, sub in enumerate(v):
                 walk(sub, f"{where}[{i}]")
 
     for i, v in enumerate(_json_values(path)):
         walk(v, f"{path}:{i + 1}" if i else path)
+    if nulls:
+        print(f"moed-routing-import: note: {len(nulls)} response(s) in {path} carry no routing "
+              f"(\"routed_experts\": null), left out: {', '.join(nulls[:3])}"
+              f"{', ...' if len(nulls) > 3 else ''}", file=sys.stderr)
     if not found:
         raise SourceError(f"{path}: no \"routed_experts\" in it (vLLM: save "
                           "output.outputs[0].routed_experts; SGLang: send "
@@ -291,12 +316,15 @@ def load_vllm(paths):
                 with np.load(path, allow_pickle=False) as z:
                     out.extend((f"{path}:{name}", z[name]) for name in z.files)
             else:
-                for label, v in routed_experts_values(path):
+                for label, v, _ in routed_experts_values(path):
                     if isinstance(v, str):
                         raise SourceError(f"{label}: a string (base64?): vLLM's routed_experts "
                                           "is an array; for SGLang's use the sglang command")
-                    out.append((label, np.asarray(v)))
-        except (OSError, ValueError) as e:
+                    a = np.asarray(v)
+                    if a.size == 0:  # a request without tokens ([] from .tolist())
+                        continue
+                    out.append((label, a))
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
             raise SourceError(f"{path}: cannot read: {e}") from None
     for label, a in out:
         if a.ndim != 3 or not np.issubdtype(a.dtype, np.integer):
@@ -405,7 +433,8 @@ def load_torch_zip(path):
         try:
             with zf.open(pkls[0]) as f:
                 return Reader(f).load()
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as e:
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, zipfile.BadZipFile,
+                zlib.error) as e:
             raise SourceError(f"{path}: cannot read this torch.save file without torch: "
                               f"{e}") from None
 
@@ -555,16 +584,27 @@ def _decode_sglang_value(label, v, num_layers, top_k):
 
 def convert_sglang_json(paths, opts):
     cfg = opts.config
-    L = opts.num_layers or (cfg.get("num_hidden_layers") if cfg is not None else None)
-    k = opts.top_k or (top_k_of(cfg) if cfg is not None else None)
+    cfg_L = cfg.get("num_hidden_layers") if cfg is not None else None
+    cfg_k = top_k_of(cfg) if cfg is not None else None
+    for what, given, known in (("--num-layers", opts.num_layers, cfg_L),
+                               ("--top-k", opts.top_k, cfg_k)):
+        if given and known and given != known:  # the flat ids cut wrong: refused
+            raise SourceError(f"{what} {given}, but the config says {known}")
+    L = opts.num_layers or cfg_L
+    k = opts.top_k or cfg_k
     if not L or not k:
         raise SourceError("SGLang's routed_experts are flat int32 [tokens x num_hidden_layers "
                           "x top_k]: give --config MODEL/config.json, or --num-layers and "
                           "--top-k")
     reqs = []
     for path in paths:
-        for label, v in routed_experts_values(path):
+        for label, v, rows in routed_experts_values(path):
             a = _decode_sglang_value(label, v, L, k)
+            if rows is not None and a.shape[0] != rows:
+                raise SourceError(f"{label}: {a.shape[0]} tokens of {L} layers x top-{k}, but "
+                                  f"the response ran {rows} (prompt_tokens + "
+                                  "completion_tokens - 1): check --num-layers / --top-k / "
+                                  "--config")
             if a.shape[0]:
                 reqs.append((label, a))
     if not reqs:

@@ -143,6 +143,10 @@ def case_format(tmp):
          ["layers.3.topk_weights", "[9, 3]"]),
         ("extra", lambda h: h.update({"layers.7.topk_ids": h["layers.0.topk_ids"]}), None,
          ["layers.7.topk_ids", "does not list"]),
+        # two tensors on the same bytes: moed's reader refuses it, so check does too
+        ("overlap", lambda h: h["layers.3.topk_ids"].update(
+            data_offsets=h["layers.0.topk_ids"]["data_offsets"]), None,
+         ["layers.0.topk_ids", "layers.3.topk_ids", "overlap"]),
         ("out_of_range", None, poke("layers.3.topk_ids", 2, 1, 16, "<i"),
          ["layers.3.topk_ids", "row 2 column 1", "expert 16"]),
         ("negative_id", None, poke("layers.0.topk_ids", 8, 3, -1, "<i"),
@@ -252,6 +256,37 @@ def case_vllm(tmp):
     with open(f"{tmp}/none.json", "w") as f:
         json.dump({"text": "hi"}, f)
     refused(["vllm", f"{tmp}/none.json", "-o", f"{tmp}/x"], "no \"routed_experts\"")
+    # a config of another layer count: another model's (its layer rule would pick others)
+    cfg["num_experts_per_tok"] = 2
+    cfg["num_hidden_layers"] = 3
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    refused(["vllm", f"{tmp}/req0.npy", "--config", tmp, "-o", f"{tmp}/x"],
+            "the record has 4 layers", "num_hidden_layers is 3")
+    # a 64-bit id checked before the int32 cast (2^32 + 3 would become expert 3)
+    wide = outs[0].astype(np.int64)
+    wide[1, 1, 0] = 2 ** 32 + 3
+    np.save(f"{tmp}/wide.npy", wide)
+    refused(["vllm", f"{tmp}/wide.npy", "--num-experts", 8, "-o", f"{tmp}/x"],
+            "row 1 column 0", "expert 4294967299")
+    # a damaged npz: one line, not a traceback
+    np.savez_compressed(f"{tmp}/comp.npz", a=outs[0])
+    raw = bytearray(open(f"{tmp}/comp.npz", "rb").read())
+    raw[len(raw) // 3] ^= 0xFF
+    open(f"{tmp}/crc.npz", "wb").write(bytes(raw))
+    refused(["vllm", f"{tmp}/crc.npz", "-o", f"{tmp}/x"], "crc.npz: cannot read")
+    open(f"{tmp}/junk.npz", "wb").write(b"not a zip file at all")
+    refused(["vllm", f"{tmp}/junk.npz", "-o", f"{tmp}/x"], "junk.npz: cannot read")
+    # a request without tokens in JSON ([] from .tolist()) is skipped, as in an npz
+    with open(f"{tmp}/with_empty.json", "w") as f:
+        json.dump([{"routed_experts": []}, {"routed_experts": outs[0].tolist()}], f)
+    out = ok("vllm", f"{tmp}/with_empty.json", "--num-experts", 8, "-o", f"{tmp}/e.st")
+    check(f"{outs[0].shape[0]} tokens" in out, f"the empty request: {out}")
+    # bad option values are bad usage: exit 2
+    for args in (["--family", "foo"], ["--layers", "3-1"], ["--layers", "a"],
+                 ["--tokens-per-step", -5], ["--num-experts", 0], ["--top-k", 0]):
+        rc, out = cli("vllm", f"{tmp}/req0.npy", *args, "-o", f"{tmp}/x")
+        check(rc == 2, f"{args}: rc {rc} (want 2): {out.strip()}")
     check(not os.path.exists(f"{tmp}/x"), "a refused conversion wrote its output")
 
 
@@ -287,6 +322,21 @@ def case_sglang_json(tmp):
     refused(["sglang", f"{tmp}/resps.json", "-o", f"{tmp}/x"], "--num-layers", "--config")
     refused(["sglang", f"{tmp}/resps.json", "--num-layers", 3, "--top-k", 2, "-o", f"{tmp}/x"],
             "not whole tokens of 3 layers x 2")
+    # cut into whole tokens, but not the response's: prompt + completion - 1 rows
+    refused(["sglang", f"{tmp}/resps.json", "--num-layers", 2, "--top-k", 2, "-o", f"{tmp}/x"],
+            "[0].meta_info.routed_experts", "16 tokens of 2 layers x top-2",
+            "the response ran 8")
+    refused(["sglang", f"{tmp}/resps.json", "--config", tmp, "--num-layers", 2, "-o",
+             f"{tmp}/x"], "--num-layers 2, but the config says 4")
+    # a response without routing (null) is left out with a note
+    nulls = [dict(r, meta_info=dict(r["meta_info"])) for r in resps]
+    nulls[0]["meta_info"]["routed_experts"] = None
+    with open(f"{tmp}/null.json", "w") as f:
+        json.dump(nulls, f)
+    out = ok("sglang", f"{tmp}/null.json", "--num-layers", 4, "--top-k", 2, "--num-experts", 8,
+             "-o", f"{tmp}/n.st")
+    check("1 response(s)" in out and "null" in out and
+          f"{sum(t.shape[0] for t in truths[1:])} tokens" in out, f"null response: {out}")
     resps[1]["meta_info"]["routed_experts"] = "not base64!"
     with open(f"{tmp}/bad.json", "w") as f:
         json.dump(resps, f)
