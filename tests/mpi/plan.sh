@@ -113,6 +113,33 @@ PY
     long=$(awk 'length > 200' cmp.log | wc -l)
     [[ $long -eq 0 ]] || fail "compare has $long lines over 200 characters"
     ;;
+  more_ranks)  # 8 experts planned onto 9 expert ranks: one is left empty, and the plan's
+    # "after" averages over the ranks that hold an expert, as the run's figure does (it
+    # divided by all 9: 9/8 of the run's)
+    skewed_run
+    "$MOED" plan "$A" --ranks 10 -o p.yaml > plan.log 2>&1 || { cat plan.log; fail "plan failed"; }
+    cat plan.log
+    predicted=$(awk '/^  overall +before/ { print $5 }' plan.log)
+    [[ -n $predicted ]] || fail "no overall 'after' figure in the plan's printout"
+    mpirun_moed 10 --config p.yaml --no-progress > b.log 2>&1 || { cat b.log; fail "planned run failed"; }
+    B=$(run_dir)
+    python3 - "$B" "$predicted" <<'PY' || fail "the planned run is not what the plan said"
+import json, sys
+b, predicted = json.load(open(sys.argv[1] + "/summary.json")), float(sys.argv[2])
+W = b["run"]["world_size"]
+mx = mean = 0.0
+for l in range(b["run"]["num_layers"]):
+    load, hosts = [0.0] * W, set()
+    for e in (x for x in b["experts"] if x["layer"] == l):
+        load[e["rank"]] += e["tokens"]
+        hosts.add(e["rank"])
+    assert len(hosts) == 8, hosts  # 8 experts, one a rank: one expert rank holds none
+    mx += max(load[r] for r in hosts)
+    mean += sum(load[r] for r in hosts) / len(hosts)
+print("overall max/mean: run %.3f, predicted %.3f" % (mx / mean, predicted))
+assert abs(mx / mean - predicted) <= 0.02, (mx / mean, predicted)
+PY
+    ;;
   not_report)
     mkdir notreport; echo x > notreport/data.txt
     out=p.yaml before=absent want="notreport: not a moed report folder"

@@ -33,6 +33,12 @@ static void test_hot_expert(void)
     CHECK_INT_EQ(n1, 5);
     const double before[2] = {13, 4};
     CHECK(fabs(moe_eplb_max_mean(before, 2) - 13.0 / 8.5) < 1e-9);
+    /* over the ranks holding an expert only: an empty third rank is in no mean */
+    const double three[3] = {13, 4, 0};
+    const bool held[3] = {true, true, false}, none[3] = {false, false, false};
+    CHECK(fabs(moe_eplb_max_mean_held(three, held, 3) - 13.0 / 8.5) < 1e-9);
+    CHECK(fabs(moe_eplb_max_mean(three, 3) - 13.0 / (17.0 / 3)) < 1e-9);
+    CHECK(moe_eplb_max_mean_held(three, none, 3) == 0.0);
 }
 
 /* No replicas, 4 experts [4,3,2,1] on 2 ranks: 4 | 3, then 2 -> rank 1 (5), 1 -> rank 0 (5). */

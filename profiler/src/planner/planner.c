@@ -489,11 +489,18 @@ static moe_status_t plan_compute(plan_t *p, moe_error_t *err)
         st = moe_eplb_place(&in, &out, err);
         if (st == MOE_OK) {
             double sum = 0;
+            int held = 0; /* the ranks holding an expert: one the packing left empty (fewer
+                           * copies than ranks) is in no mean, as before's (plan_before) */
             for (int j = 0; j < p->n; j++) {
-                sum += load[j];
-                mx = load[j] > mx ? load[j] : mx;
+                bool holds = false;
+                for (int e = 0; e < p->E; e++) {
+                    holds = holds || out.host[(size_t)j * (size_t)p->E + (size_t)e];
+                }
+                held += holds;
+                sum += holds ? load[j] : 0.0;
+                mx = holds && load[j] > mx ? load[j] : mx;
             }
-            mean = sum / p->n;
+            mean = held > 0 ? sum / held : 0.0;
             p->after[l] = mean > 0 ? mx / mean : 0;
             amax += mx;
             amean += mean;

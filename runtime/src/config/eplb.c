@@ -16,6 +16,20 @@ double moe_eplb_max_mean(const double *v, int n)
     return sum > 0 ? mx / (sum / n) : 0.0;
 }
 
+double moe_eplb_max_mean_held(const double *v, const bool *holds, int n)
+{
+    double mx = 0, sum = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (holds[i]) {
+            mx = v[i] > mx ? v[i] : mx;
+            sum += v[i];
+            m++;
+        }
+    }
+    return sum > 0 && m > 0 ? mx / (sum / m) : 0.0;
+}
+
 typedef struct eplb_item {
     int expert;
     double w;

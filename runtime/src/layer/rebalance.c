@@ -208,10 +208,11 @@ static moe_status_t rb_place(const moe_rebalance_t *rb, const moe_config_t *live
     int E = rb->E, n = p->n;
     double *loads = calloc((size_t)E, sizeof(double));
     double *load = calloc((size_t)n, sizeof(double)), *total = calloc((size_t)n, sizeof(double));
+    bool *holds = calloc((size_t)n, sizeof(bool)); /* a rank holding an expert of any layer */
     uint8_t *host = calloc((size_t)n * (size_t)E, 1);
     int32_t *node = calloc((size_t)n, sizeof(int32_t));
     p->ent = calloc((size_t)rb->L * (size_t)(E + live->redundant_experts), sizeof(*p->ent));
-    moe_status_t st = loads && load && total && host && node && p->ent
+    moe_status_t st = loads && load && total && holds && host && node && p->ent
                           ? MOE_OK
                           : moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate the placement");
     for (int l = 0; l < rb->L && st == MOE_OK; l++) {
@@ -231,14 +232,16 @@ static moe_status_t rb_place(const moe_rebalance_t *rb, const moe_config_t *live
                 if (host[(size_t)j * (size_t)E + (size_t)e]) {
                     p->ent[p->num_ent++] = (moe_cfg_replica_t){
                         .set = (uint16_t)(l + 1), .expert = (uint16_t)e, .rank = p->ranks[j]};
+                    holds[j] = true;
                 }
             }
         }
     }
-    *after = st == MOE_OK ? moe_eplb_max_mean(total, n) : 0.0;
+    *after = st == MOE_OK ? moe_eplb_max_mean_held(total, holds, n) : 0.0;
     free(loads);
     free(load);
     free(total);
+    free(holds);
     free(host);
     free(node);
     return st;

@@ -7,6 +7,7 @@
 #ifndef MOE_EPLB_H
 #define MOE_EPLB_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "moe/status.h"
@@ -37,5 +38,9 @@ moe_status_t moe_eplb_place(const moe_eplb_in_t *in, moe_eplb_out_t *out, moe_er
 
 /* max / mean of v[0..n) (0 when the mean is 0). */
 double moe_eplb_max_mean(const double *v, int n);
+/* The same over the ranks j with holds[j] (those holding an expert: a rank left empty by the
+ * packing, where there are fewer copies than ranks, is in no mean: the report's and the
+ * plan's before and after average over the holders too). */
+double moe_eplb_max_mean_held(const double *v, const bool *holds, int n);
 
 #endif /* MOE_EPLB_H */
