@@ -156,12 +156,18 @@ PY
     # of the 2 layers, 6 moved in 1 rebalance (the one before step 8 has nothing to gain).
     PROF=true SKEW=16 TOKENS=64 STEPS=9 H=64 F=128 small_model \
       | sed 's/^runtime:/runtime:\n  rebalance_every: 4\n  redundant_experts: 2/' \
-      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 0/' > c.yaml
+      | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 0\n  record_routing: true/' > c.yaml
     mpirun_moed 3 --config c.yaml --no-progress > a.log 2>&1 || { cat a.log; fail "the run failed"; }
     A=$(run_dir)
     out=p.yaml before=absent want="online rebalancing moved 6 experts in 1 rebalance (summary.json rebalances[])"
     refuses "$A" --ranks 3 -o p.yaml
     refuses --check "$A"
+    # --routing plans from its recorded trace, on its config: its "before" is the configured
+    # placement, said so (it read "where its experts ran")
+    "$MOED" plan --routing "$A" --ranks 3 -o r.yaml > rplan.log 2>&1 \
+      || { cat rplan.log; fail "plan --routing on the rebalanced run failed"; }
+    grep -q "its online rebalancing moved 6 experts, so 'before' is the configured placement" \
+      rplan.log || { cat rplan.log; fail "plan --routing does not say its 'before' is the configured placement"; }
     # the same report with no expert moved: taken (the refusal is the moves, not the key)
     python3 - "$A/summary.json" <<'PY'
 import json, sys

@@ -80,7 +80,15 @@ static moe_status_t base_report(plan_t *p, const char *summary, moe_error_t *err
     if (st == MOE_OK) {
         p->base_world = p->old->world_size;
         p->base_report = true;
-        snprintf(p->base, sizeof(p->base), "%s (the recording run's config)", summary);
+        int64_t moved = plan_summary_moved(p->doc, NULL);
+        if (moved > 0) { /* its experts did not stay where experts[].rank puts them */
+            snprintf(p->base, sizeof(p->base), "%s (the recording run's config; its online "
+                     "rebalancing moved %" PRId64 " expert%s, so 'before' is the configured "
+                     "placement, not where they ran after a move)", summary, moved,
+                     moved == 1 ? "" : "s");
+        } else {
+            snprintf(p->base, sizeof(p->base), "%s (the recording run's config)", summary);
+        }
     }
     return st;
 }
