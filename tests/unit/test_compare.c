@@ -626,6 +626,7 @@ typedef struct mini {
     double rss[3];
     int samples[3];
     double gini; /* layers[0].gini; NAN: null */
+    int moved;   /* rebalances[0].experts_moved (0: no rebalances) */
 } mini_t;
 
 static const mini_t mini_base = {
@@ -638,6 +639,7 @@ static const mini_t mini_base = {
     {100, 200, 300},
     {4, 4, 4},
     0.25,
+    0,
 };
 
 static json_t *jnum(double v)
@@ -729,6 +731,9 @@ static bool mini_write(const char *root, const char *name, const mini_t *m, char
 {
     char path[MOE_PATH_MAX + 64];
     json_t *doc = mini_doc(m);
+    if (doc != NULL && m->moved > 0) {
+        json_object_set_new(doc, "rebalances", json_pack("[{s:i}]", "experts_moved", m->moved));
+    }
     bool ok = doc != NULL && make_dir(root, name, dir, cap);
     snprintf(path, sizeof(path), "%s/summary.json", dir);
     ok = ok && json_dump_file(doc, path, JSON_INDENT(1)) == 0;
@@ -824,6 +829,23 @@ static void test_tokens_unknown(const char *root)
     CHECK_STR_CONTAINS(out, "      0      3      0.100     0.100   +0.000 (+0.0%)        0.100"
                             "     0.100   +0.000 (+0.0%)           4.0        n/a   n/a        "
                             "             5       5\n");
+    free(out);
+}
+
+/* A run whose online rebalancing moved experts: its summary.json's experts[].rank is the
+ * configured placement, so its per-rank load and time are n/a with a note, not the
+ * configured placement's figures (which showed "1.500 -> 1.500" for a run that ran even). */
+static void test_moved(const char *root)
+{
+    mini_t b = mini_base;
+    b.moved = 3;
+    char *out = mini_compare(root, &mini_base, &b);
+    CHECK(out != NULL && strstr(out, "nan") == NULL);
+    CHECK_STR_CONTAINS(out, "  NOTE: B's online rebalancing moved 3 experts: its report gives "
+                            "the configured\n  placement, not where they ran after a move");
+    CHECK_STR_CONTAINS(out, "  layer 0    max/mean 1.500 -> n/a");
+    CHECK_STR_CONTAINS(out, "  overall max/mean 1.500 -> n/a");
+    CHECK(out != NULL && strstr(out, "-> 1.500") == NULL);
     free(out);
 }
 
@@ -1245,6 +1267,7 @@ int main(void)
     test_rank_times(root);
     test_no_nan(root);
     test_tokens_unknown(root);
+    test_moved(root);
     test_rank_sets(root);
     test_empty_run(root);
     test_memory_missing(root);

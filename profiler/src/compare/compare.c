@@ -38,6 +38,8 @@ typedef struct cmp_run {
     json_t *doc;
     const json_t *run;
     int world, layers, experts;
+    int64_t moved; /* experts its online rebalancing moved (summary.json rebalances[]): its
+                    * experts[].rank is then the configured placement, not where they ran */
 } cmp_run_t;
 
 /* ---- loading --------------------------------------------------------------------- */
@@ -79,6 +81,12 @@ static moe_status_t cmp_check(cmp_run_t *c, moe_error_t *err)
         return moe_error_set(err, MOE_ERR_FORMAT,
                              "%s: \"run\" shape fields missing or out of range, or no \"experts\"",
                              c->path);
+    }
+    const json_t *rb = json_object_get(c->doc, "rebalances");
+    c->moved = 0;
+    for (size_t i = 0; i < moe_json_count(rb); i++) {
+        double m = moe_json_num(json_object_get(json_array_get(rb, i), "experts_moved"), 0.0);
+        c->moved += m > 0 && m < 1e9 ? (int64_t)m : 0;
     }
     return MOE_OK;
 }
@@ -212,6 +220,12 @@ static bool cmp_empty(const cmp_run_t *c)
 static double cmp_of(const cmp_run_t *c, double v)
 {
     return cmp_empty(c) ? NAN : v;
+}
+
+/* A figure over the ranks' placement: unknown (NAN) for a run whose experts moved. */
+static double cmp_placed(const cmp_run_t *c, double v)
+{
+    return c->moved > 0 ? NAN : cmp_of(c, v);
 }
 
 /* What a row over ranks takes: the mean over the ranks, or the sum over the ranks hosting
@@ -805,6 +819,15 @@ static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t
     fprintf(out, "\nPlacement and per-rank load (tokens each rank computed over the recorded "
             "steps; e* = a copy of an\nexpert with replicas; max/mean over the ranks holding "
             "experts, 1.00 = even)\n");
+    const cmp_run_t *runs[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        if (runs[i]->moved > 0) {
+            fprintf(out, "  NOTE: %s's online rebalancing moved %lld expert%s: its report "
+                    "gives the configured\n  placement, not where they ran after a move, so "
+                    "its per-rank load and time are n/a\n", i == 0 ? "A" : "B",
+                    (long long)runs[i]->moved, runs[i]->moved == 1 ? "" : "s");
+        }
+    }
     for (int l = 0; l < L; l++) {
         cmp_place_t pa = {0}, pb = {0};
         if (!cmp_place_read(a, l, &pa) || !cmp_place_read(b, l, &pb)) {
@@ -817,12 +840,13 @@ static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t
         changed += same ? 0 : 1;
         if (l < CMP_ALL_ROWS) {
             char ra[24], rb[24];
-            cmp_fig(ra, sizeof(ra), cmp_of(a, pa.mean > 0 ? pa.mx / pa.mean : NAN), "%.3f");
-            cmp_fig(rb, sizeof(rb), cmp_of(b, pb.mean > 0 ? pb.mx / pb.mean : NAN), "%.3f");
+            cmp_fig(ra, sizeof(ra), cmp_placed(a, pa.mean > 0 ? pa.mx / pa.mean : NAN), "%.3f");
+            cmp_fig(rb, sizeof(rb), cmp_placed(b, pb.mean > 0 ? pb.mx / pb.mean : NAN), "%.3f");
             fprintf(out, "  layer %-4d max/mean %s -> %s   %s\n", l, ra, rb,
                     same ? "same placement" : "placement changed");
         }
-        bool rows = !same ? detailed < CMP_PLACE_LAYERS : (l == L - 1 && changed == 0);
+        bool rows = a->moved == 0 && b->moved == 0 &&
+                    (!same ? detailed < CMP_PLACE_LAYERS : (l == L - 1 && changed == 0));
         if (rows) {
             if (same) {
                 fprintf(out, "  (layer %d, as every layer:)\n", l);
@@ -845,8 +869,8 @@ static moe_status_t cmp_placement(FILE *out, const cmp_run_t *a, const cmp_run_t
                 changed - detailed);
     }
     char ra[24], rb[24];
-    cmp_fig(ra, sizeof(ra), cmp_of(a, amean > 0 ? amx / amean : NAN), "%.3f");
-    cmp_fig(rb, sizeof(rb), cmp_of(b, bmean > 0 ? bmx / bmean : NAN), "%.3f");
+    cmp_fig(ra, sizeof(ra), cmp_placed(a, amean > 0 ? amx / amean : NAN), "%.3f");
+    cmp_fig(rb, sizeof(rb), cmp_placed(b, bmean > 0 ? bmx / bmean : NAN), "%.3f");
     fprintf(out, "  overall max/mean %s -> %s (sum over layers of the busiest rank's "
             "tokens / sum of the means)\n", ra, rb);
     return MOE_OK;
@@ -904,11 +928,11 @@ static bool cmp_layer_figs(const cmp_run_t *c, int l, cmp_layer_fig_t *f)
         mx = holds && !isfinite(ms[r]) ? NAN : mx; /* a rank's time not known */
     }
     double steps = cmp_num(c->run, "recorded_steps");
-    f->tok = cmp_of(c, f->tok);
+    f->tok = cmp_placed(c, f->tok);
     f->hot = cmp_of(c, f->hot);
     f->bits = cmp_of(c, f->bits);
-    f->time = isfinite(mx) && mean > 0 ? mx / mean : NAN;
-    f->busiest_ms = isfinite(mx) && steps > 0 ? mx / steps : NAN;
+    f->time = cmp_placed(c, isfinite(mx) && mean > 0 ? mx / mean : NAN);
+    f->busiest_ms = cmp_placed(c, isfinite(mx) && steps > 0 ? mx / steps : NAN);
     free(ms);
     cmp_place_free(&p);
     return true;
