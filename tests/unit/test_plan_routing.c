@@ -316,6 +316,48 @@ static void test_plain(void)
     free(e);
 }
 
+/* Under a capacity limit the packing weighs each expert by its kept choices, not its demand:
+ * 4 experts, top-1, 8 tokens a step choosing 0 0 0 0 1 1 2 3, capacity ceil(8 / 4) = 2, 4
+ * slots a rank (the default 2 would force two experts a rank). By demand (4, 2, 1, 1)
+ * expert 0 is packed alone and 1, 2, 3 together: kept 2 against 4, max / mean 4 / 3. By kept
+ * (2, 2, 1, 1): 0 + 2 against 1 + 3, 3 against 3, 1.000. */
+static void test_capacity_kept_loads(void)
+{
+    char trace[512], base[512], out[512];
+    path_of(trace, sizeof(trace), "capk.safetensors");
+    path_of(base, sizeof(base), "capk_base.yaml");
+    path_of(out, sizeof(out), "capk_out.yaml");
+    enum { STEPS = 4, T = 8 };
+    static const int32_t step_ids[T] = {0, 0, 0, 0, 1, 1, 2, 3};
+    int32_t ids[STEPS * T];
+    float ws[STEPS * T];
+    for (int i = 0; i < STEPS * T; i++) {
+        ids[i] = step_ids[i % T];
+        ws[i] = 1.0f;
+    }
+    const int32_t lids[1] = {0};
+    const int32_t *idp[1] = {ids};
+    const float *wsp[1] = {ws};
+    moe_routing_out_t o = {.num_layers = 1, .layer_ids = lids, .num_experts = 4, .top_k = 1,
+                           .rows = STEPS * T, .tokens_per_step = T, .family = "",
+                           .source = "test_plan_routing", .uniform_weights = true,
+                           .ids = idp, .weights = wsp};
+    moe_error_t err = {0};
+    CHECK(moe_routing_trace_write(trace, &o, &err) == MOE_OK);
+    write_base(base, &(base_t){.E = 4, .k = 1, .L = 1, .tokens = T, .capacity = 1.0,
+                               .routing = "master", .placement = "auto"});
+    char *po = NULL, *pe = NULL;
+    const char *argv[] = {"--routing", trace, "--ranks", "3", "--slots", "4", "--config", base,
+                          "-o", out};
+    CHECK_INT_EQ(run_plan(&po, &pe, 10, argv), 0);
+    CHECK_STR_CONTAINS(po, "capacity 2 per expert and step");
+    CHECK_STR_CONTAINS(po, "after 1.000");
+    int uneven = 0;
+    check_exact(base, out, trace, 3, &uneven);
+    free(po);
+    free(pe);
+}
+
 /* Replicas: the runtime splits a replicated expert's rows by the token's place in the step,
  * not evenly; the prediction follows the runtime exactly, which an even split would not. */
 static void test_replicas(void)
@@ -953,6 +995,7 @@ int main(void)
     test_plain();
     test_replicas();
     test_capacity_cycle();
+    test_capacity_kept_loads();
     test_layers_kept();
     test_folder_base();
     test_refusals();

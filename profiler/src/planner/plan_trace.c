@@ -203,13 +203,35 @@ moe_status_t plan_trace_load(plan_t *p, moe_error_t *err)
     if (st == MOE_OK && (counts == NULL || p->loads == NULL)) {
         st = MOE_ERR_NO_MEMORY;
     }
+    int64_t *cnt = calloc((size_t)p->E, sizeof(int64_t));
+    st = st == MOE_OK && cnt == NULL ? MOE_ERR_NO_MEMORY : st;
     for (int l = 0; st == MOE_OK && l < p->L; l++) { /* every row once: the plan's loads */
-        moe_routing_trace_counts(&p->tr, p->trace_layer[l], 0, p->tr.rows, counts);
+        if (p->capacity > 0) {
+            /* under a capacity limit what an expert's copies compute is its kept choices
+             * (a copy adds nothing to an expert that drops tokens): counted step by step as
+             * the prediction (sim_run) and the runtime keep them, as report mode takes
+             * layers[].kept */
+            int li = p->trace_layer[l], k = p->tr.top_k;
+            int64_t T = p->step_tokens, R = p->tr.rows;
+            memset(counts, 0, sizeof(int64_t) * (size_t)p->E);
+            for (int64_t step = 0; step < p->steps; step++) {
+                memset(cnt, 0, sizeof(int64_t) * (size_t)p->E);
+                for (int64_t g = 0; g < T; g++) {
+                    const int32_t *ids = moe_routing_trace_ids(&p->tr, li, (step * T + g) % R);
+                    for (int c = 0; c < k; c++) {
+                        counts[ids[c]] += cnt[ids[c]]++ < p->capacity;
+                    }
+                }
+            }
+        } else {
+            moe_routing_trace_counts(&p->tr, p->trace_layer[l], 0, p->tr.rows, counts);
+        }
         for (int e = 0; e < p->E; e++) {
             p->loads[(size_t)l * p->E + e] = (double)counts[e];
         }
     }
     free(counts);
+    free(cnt);
     return st;
 }
 
