@@ -101,11 +101,39 @@ static void test_nodes(void)
     CHECK(fabs(moe_eplb_max_mean(load, 4) - 1.2) < 1e-9);
 }
 
+/* A node of one rank holds no extra copy apart: the copy goes to the node of two ranks (it
+ * went to the more loaded node and the packing then failed, "more copies than ranks can hold
+ * apart"); with every node of one rank none can, said so. */
+static void test_nodes_room(void)
+{
+    const double loads[4] = {8, 4, 2, 2};
+    const int32_t ranks[3] = {1, 2, 3}, node[3] = {0, 1, 1}, one[3] = {0, 1, 2};
+    uint8_t host[3 * 4];
+    double load[3];
+    moe_eplb_in_t in = {.num_experts = 4, .loads = loads, .num_ranks = 3, .ranks = ranks,
+                        .node = node, .redundant = 1};
+    moe_eplb_out_t out = {.host = host, .rank_load = load};
+    moe_error_t err = {0};
+    CHECK_INT_EQ(moe_eplb_place(&in, &out, &err), MOE_OK);
+    int copies = 0;
+    for (int i = 0; i < 3 * 4; i++) {
+        copies += host[i];
+    }
+    CHECK_INT_EQ(copies, 5); /* 4 experts and the extra copy */
+    for (int e = 0; e < 4; e++) { /* the copy on node 1: rank 0 holds no expert twice */
+        CHECK(!(host[0 * 4 + e] && (host[1 * 4 + e] || host[2 * 4 + e])));
+    }
+    in.node = one;
+    CHECK_INT_EQ(moe_eplb_place(&in, &out, &err), MOE_ERR_INVALID_ARG);
+    CHECK_STR_CONTAINS(err.msg, "1 extra copies: the nodes' ranks hold 0 apart");
+}
+
 int main(void)
 {
     test_hot_expert();
     test_no_replicas();
     test_too_many();
     test_nodes();
+    test_nodes_room();
     return moe_test_finish("test_eplb");
 }

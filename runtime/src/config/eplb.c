@@ -138,18 +138,29 @@ static moe_status_t eplb_nodes(const moe_eplb_in_t *in, int nodes, int *es, int 
         nl[best] += order[i].w;
         ne[best]++;
     }
-    int given = 0;
+    /* A node holds its experts' extra copies apart, on its own ranks: at most its experts x
+     * (its ranks - 1) of them (a node of one rank, none). */
+    int given = 0, room[64] = {0};
     for (int d = 0; d < nodes; d++) {
+        room[d] = ne[d] * (nr[d] > 0 ? nr[d] - 1 : 0);
         rn[d] = in->redundant * nr[d] / n;
+        rn[d] = rn[d] < room[d] ? rn[d] : room[d];
         given += rn[d];
     }
-    while (given < in->redundant) { /* the rest to the most loaded nodes per rank */
+    while (st == MOE_OK && given < in->redundant) { /* the rest: the most loaded per rank */
         int best = -1;
         for (int d = 0; d < nodes; d++) {
             double a = nr[d] > 0 ? nl[d] / nr[d] / (1 + rn[d]) : -1;
-            if (nr[d] > 0 && (best < 0 || a > nl[best] / nr[best] / (1 + rn[best]))) {
+            if (nr[d] > 0 && rn[d] < room[d] &&
+                (best < 0 || a > nl[best] / nr[best] / (1 + rn[best]))) {
                 best = d;
             }
+        }
+        if (best < 0) {
+            st = moe_error_set(err, MOE_ERR_INVALID_ARG, "%d extra copies: the nodes' ranks "
+                               "hold %d apart (a node keeps its experts' copies on its own "
+                               "ranks: a node of one rank none)", in->redundant, given);
+            break;
         }
         rn[best]++;
         given++;
