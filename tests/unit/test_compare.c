@@ -1092,6 +1092,11 @@ static void test_world_apart(const char *root)
                             "   +1.000 (+33.3%)\n  compute");
     CHECK_STR_CONTAINS(out, "  CPU, expert ranks (cores, summed)            1.00           1.50");
     CHECK(out != NULL && strstr(out, "left out") == NULL);
+    /* the placement rows: rank 3, which A does not have, reads n/a there, not 0 tokens */
+    const char *row = out != NULL ? strstr(out, "    rank 3    A: ") : NULL;
+    const char *eol = row != NULL ? strchr(row, '\n') : NULL;
+    const char *na = row != NULL ? strstr(row, "n/a") : NULL;
+    CHECK(row != NULL && eol != NULL && na != NULL && na < strstr(row, "B: "));
     free(out);
 }
 

@@ -799,8 +799,9 @@ static void cmp_place_rows(FILE *out, const cmp_run_t *a, const cmp_run_t *b,
         char ta[24], tb[24];
         cmp_place_ids(a, pa, r, ia, sizeof(ia));
         cmp_place_ids(b, pb, r, ib, sizeof(ib));
-        cmp_fig(ta, sizeof(ta), cmp_of(a, r < a->world ? pa->load[r] : 0.0), "%.0f");
-        cmp_fig(tb, sizeof(tb), cmp_of(b, r < b->world ? pb->load[r] : 0.0), "%.0f");
+        /* a rank the run does not have: n/a (it read 0) */
+        cmp_fig(ta, sizeof(ta), cmp_of(a, r < a->world ? pa->load[r] : NAN), "%.0f");
+        cmp_fig(tb, sizeof(tb), cmp_of(b, r < b->world ? pb->load[r] : NAN), "%.0f");
         fprintf(out, "    rank %-4d A: %-*s %9s   B: %-*s %9s\n", r, CMP_IDS_CHARS, ia, ta,
                 CMP_IDS_CHARS, ib, tb);
     }
