@@ -82,12 +82,7 @@ static moe_status_t cmp_check(cmp_run_t *c, moe_error_t *err)
                              "%s: \"run\" shape fields missing or out of range, or no \"experts\"",
                              c->path);
     }
-    const json_t *rb = json_object_get(c->doc, "rebalances");
-    c->moved = 0;
-    for (size_t i = 0; i < moe_json_count(rb); i++) {
-        double m = moe_json_num(json_object_get(json_array_get(rb, i), "experts_moved"), 0.0);
-        c->moved += m > 0 && m < 1e9 ? (int64_t)m : 0;
-    }
+    c->moved = moe_rank_moved(c->doc, NULL);
     return MOE_OK;
 }
 

@@ -172,3 +172,18 @@ done:
     free(ncopy);
     return known;
 }
+
+int64_t moe_rank_moved(const json_t *doc, int64_t *times)
+{
+    const json_t *rb = json_object_get(doc, "rebalances");
+    int64_t moved = 0, n = 0;
+    for (size_t i = 0; json_is_array(rb) && i < json_array_size(rb); i++) {
+        double m = moe_json_num(json_object_get(json_array_get(rb, i), "experts_moved"), 0);
+        moved += m > 0 && m < 1e9 ? (int64_t)m : 0;
+        n += m > 0 ? 1 : 0;
+    }
+    if (times != NULL) {
+        *times = n;
+    }
+    return moved;
+}

@@ -32,4 +32,9 @@ void moe_rank_load_stats(const double *load, const uint8_t *copies, int W, int E
  * ranks with a known time. */
 int moe_rank_times(const json_t *doc, int layer, int W, int E, double *ms);
 
+/* The experts the run's online rebalancing moved in all (summary.json rebalances[]; 0: none),
+ * and in how many rebalances into *times (may be NULL). Where it is not 0, experts[].rank and
+ * replicas[] are the configured placement, not where the experts ran after a move. */
+int64_t moe_rank_moved(const json_t *doc, int64_t *times);
+
 #endif /* MOE_RANK_LOAD_H */

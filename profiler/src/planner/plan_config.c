@@ -11,6 +11,7 @@
 
 #include "planner/plan_int.h"
 #include "compare/json_lookup.h"
+#include "compare/rank_load.h"
 #include "compare/report_dir.h"
 #include "moe/utf8.h"
 #include "moe/file.h"
@@ -19,24 +20,9 @@
  * summary.json's experts[].rank and replicas[] give the configured placement, not where its
  * experts ran after a move, and nothing in the report says which placement ran which step's
  * tokens, so a plan's "before" or a check's per-rank tokens from it would be wrong. */
-int64_t plan_summary_moved(const json_t *doc, int64_t *times)
-{
-    const json_t *rb = json_object_get(doc, "rebalances");
-    int64_t moved = 0, n = 0;
-    for (size_t i = 0; json_is_array(rb) && i < json_array_size(rb); i++) {
-        double m = moe_json_num(json_object_get(json_array_get(rb, i), "experts_moved"), 0);
-        moved += m > 0 ? (int64_t)m : 0;
-        n += m > 0 ? 1 : 0;
-    }
-    if (times != NULL) {
-        *times = n;
-    }
-    return moved;
-}
-
 static moe_status_t plan_summary_unmoved(const char *dir, const json_t *doc, moe_error_t *err)
 {
-    int64_t times = 0, moved = plan_summary_moved(doc, &times);
+    int64_t times = 0, moved = moe_rank_moved(doc, &times);
     if (moved == 0) {
         return MOE_OK;
     }

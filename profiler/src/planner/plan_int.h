@@ -81,8 +81,6 @@ void plan_comment_text(FILE *f, const char *s);
  * why where the path is not there, is not a report folder, or its file is not a moed
  * summary. */
 moe_status_t plan_summary_load(const char *dir, json_t **doc, moe_error_t *err);
-/* Experts summary.json's rebalances[] moved in all (0: none), and in how many rebalances. */
-int64_t plan_summary_moved(const json_t *doc, int64_t *times);
 /* p->doc's "config" parsed again for its run.world_size into p->old (not its placement). */
 moe_status_t plan_old_config(plan_t *p, moe_error_t *err);
 

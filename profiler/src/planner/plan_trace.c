@@ -80,7 +80,7 @@ static moe_status_t base_report(plan_t *p, const char *summary, moe_error_t *err
     if (st == MOE_OK) {
         p->base_world = p->old->world_size;
         p->base_report = true;
-        int64_t moved = plan_summary_moved(p->doc, NULL);
+        int64_t moved = moe_rank_moved(p->doc, NULL);
         if (moved > 0) { /* its experts did not stay where experts[].rank puts them */
             snprintf(p->base, sizeof(p->base), "%s (the recording run's config; its online "
                      "rebalancing moved %" PRId64 " expert%s, so 'before' is the configured "
