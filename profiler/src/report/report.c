@@ -747,6 +747,7 @@ void moe_report_print_headline(const moe_report_t *r, FILE *out)
     if (r->partial) {
         fprintf(out, "  PARTIAL report: missing %s\n", r->missing[0] ? r->missing : "some ranks");
     }
+    bool recorded = n > 0 && r->recorded_steps > 0;
     if (f.hot_layer >= 0) {
         fprintf(out, "  hottest expert: layer %d expert %d, %s %.2fx its layer's mean", f.hot_layer,
                 f.hot_expert, f.hot_by_demand ? "demand" : "tokens", f.hot_share);
@@ -755,10 +756,10 @@ void moe_report_print_headline(const moe_report_t *r, FILE *out)
                     (unsigned long long)f.hot_dropped);
         }
         fputs("; ", out);
-    } else if (n > 0 && r->recorded_steps > 0) { /* no layer's counts known: the others */
+    } else if (recorded) { /* no layer's counts known: the other findings alone */
         fputs("  ", out);
     }
-    if (f.hot_layer >= 0 || (n > 0 && r->recorded_steps > 0)) {
+    if (f.hot_layer >= 0 || recorded) {
         moe_report_print_straggler(&f, out);
         fputs("; exchange: ", out);
         moe_report_print_waits(&f, out);

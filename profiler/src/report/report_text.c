@@ -859,18 +859,14 @@ static void text_memory(FILE *f, const moe_report_t *r)
             text_absent_row(f, r, i, hw);
             continue;
         }
-        if (k->peak_known) {
-            fprintf(f, "  %4d  %-*.*s  %13.1f", i, hw, hw, text_host(r, i),
-                    (double)k->rss_peak / TEXT_MIB);
-        } else { /* its last record did not come: the peaks are read at the end */
-            fprintf(f, "  %4d  %-*.*s  %13s", i, hw, hw, text_host(r, i), "-");
-        }
+        /* "-" where its last record did not come: the peaks are read at the end */
+        char rss[24], devp[24];
+        double known = k->peak_known ? 1.0 : NAN;
+        text_fig(rss, sizeof(rss), "%.1f", known * (double)k->rss_peak / TEXT_MIB);
+        text_fig(devp, sizeof(devp), "%.1f", known * (double)k->dev_peak / TEXT_MIB);
+        fprintf(f, "  %4d  %-*.*s  %13s", i, hw, hw, text_host(r, i), rss);
         if (dev) {
-            if (k->peak_known) {
-                fprintf(f, "  %16.1f", (double)k->dev_peak / TEXT_MIB);
-            } else {
-                fprintf(f, "  %16s", "-");
-            }
+            fprintf(f, "  %16s", devp);
         }
         fprintf(f, "  %19.1f  %21.1f  %8d\n", (double)k->expert_weight_bytes / TEXT_MIB,
                 (double)k->exchange_buffer_bytes / TEXT_MIB, k->num_mem);

@@ -8,12 +8,7 @@
 
 double moe_eplb_max_mean(const double *v, int n)
 {
-    double mx = 0, sum = 0;
-    for (int i = 0; i < n; i++) {
-        mx = v[i] > mx ? v[i] : mx;
-        sum += v[i];
-    }
-    return sum > 0 ? mx / (sum / n) : 0.0;
+    return moe_eplb_max_mean_held(v, NULL, n);
 }
 
 double moe_eplb_max_mean_held(const double *v, const bool *holds, int n)
@@ -21,7 +16,7 @@ double moe_eplb_max_mean_held(const double *v, const bool *holds, int n)
     double mx = 0, sum = 0;
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (holds[i]) {
+        if (holds == NULL || holds[i]) {
             mx = v[i] > mx ? v[i] : mx;
             sum += v[i];
             m++;

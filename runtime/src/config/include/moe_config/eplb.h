@@ -40,7 +40,7 @@ moe_status_t moe_eplb_place(const moe_eplb_in_t *in, moe_eplb_out_t *out, moe_er
 double moe_eplb_max_mean(const double *v, int n);
 /* The same over the ranks j with holds[j] (those holding an expert: a rank left empty by the
  * packing, where there are fewer copies than ranks, is in no mean: the report's and the
- * plan's before and after average over the holders too). */
+ * plan's before and after average over the holders too); holds NULL: every rank. */
 double moe_eplb_max_mean_held(const double *v, const bool *holds, int n);
 
 #endif /* MOE_EPLB_H */
