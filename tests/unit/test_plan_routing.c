@@ -35,13 +35,25 @@ static uint32_t next_rand(void)
     return (uint32_t)(rng >> 11);
 }
 
+/* The family write_trace writes ("": none, as an import not told the model). */
+static const char *trace_family = "";
+
+/* A trace of the given ids (ids[l]: rows x k), uniform weights in ws[l]. */
+static void write_trace_ids(const char *path, int L, const int32_t *lids, int E, int k,
+                            int64_t rows, int64_t step, int32_t *const *ids, float *const *ws)
+{
+    moe_routing_out_t o = {.num_layers = L, .layer_ids = lids, .num_experts = E, .top_k = k,
+                           .rows = rows, .tokens_per_step = step, .family = trace_family,
+                           .source = "test_plan_routing", .uniform_weights = true,
+                           .ids = (const int32_t *const *)ids, .weights = (const float *const *)ws};
+    moe_error_t err = {0};
+    CHECK(moe_routing_trace_write(path, &o, &err) == MOE_OK);
+}
+
 /* A trace of `rows` tokens, top-k of E experts, for decoder layers `lids`: in each layer one
  * hot expert (a different one per layer) is the first choice of most tokens in the first
  * half of each step of `step` tokens and of few in the second half, so how a replicated
  * expert's rows split between its copies depends on where in the step they are. */
-/* The family write_trace writes ("": none, as an import not told the model). */
-static const char *trace_family = "";
-
 static void write_trace(const char *path, int L, const int32_t *lids, int E, int k, int64_t rows,
                         int64_t step)
 {
@@ -69,12 +81,7 @@ static void write_trace(const char *path, int L, const int32_t *lids, int E, int
             }
         }
     }
-    moe_routing_out_t o = {.num_layers = L, .layer_ids = lids, .num_experts = E, .top_k = k,
-                           .rows = rows, .tokens_per_step = step, .family = trace_family,
-                           .source = "test_plan_routing", .uniform_weights = true,
-                           .ids = (const int32_t *const *)ids, .weights = (const float *const *)ws};
-    moe_error_t err = {0};
-    CHECK(moe_routing_trace_write(path, &o, &err) == MOE_OK);
+    write_trace_ids(path, L, lids, E, k, rows, step, ids, ws);
     for (int l = 0; l < L; l++) {
         free(ids[l]);
         free(ws[l]);
@@ -336,14 +343,9 @@ static void test_capacity_kept_loads(void)
         ws[i] = 1.0f;
     }
     const int32_t lids[1] = {0};
-    const int32_t *idp[1] = {ids};
-    const float *wsp[1] = {ws};
-    moe_routing_out_t o = {.num_layers = 1, .layer_ids = lids, .num_experts = 4, .top_k = 1,
-                           .rows = STEPS * T, .tokens_per_step = T, .family = "",
-                           .source = "test_plan_routing", .uniform_weights = true,
-                           .ids = idp, .weights = wsp};
-    moe_error_t err = {0};
-    CHECK(moe_routing_trace_write(trace, &o, &err) == MOE_OK);
+    int32_t *idp[1] = {ids};
+    float *wsp[1] = {ws};
+    write_trace_ids(trace, 1, lids, 4, 1, STEPS * T, T, idp, wsp);
     write_base(base, &(base_t){.E = 4, .k = 1, .L = 1, .tokens = T, .capacity = 1.0,
                                .routing = "master", .placement = "auto"});
     char *po = NULL, *pe = NULL;
