@@ -316,7 +316,11 @@ for shape in $shapes; do
     # the roofline's floor of a step: its weight bytes (experts touched + shared) at the read
     # bandwidth, or its FLOPs (the experts' and the shared experts', 2 x H x 3F a row) over
     # the expert ranks' cores at the GEMM limit --bench measured for these shapes, the longer
-    limit=$(sed -n "s/^bench: $([[ $dtype == f32 ]] && echo F32 || echo BF16) GEMM GFLOP\/s ([^)]*) *\([0-9.]*\) per rank.*/\1/p" <<< "$out" | head -1)
+    # (the limit of the type the experts compute in, as the run's "experts:" line says: F32
+    # for f32 weights and on a CPU without native BF16)
+    ctype=BF16
+    grep -m1 '^experts: ' <<< "$out" | grep -q ', f32 compute' && ctype=F32
+    limit=$(sed -n "s/^bench: $ctype GEMM GFLOP\/s ([^)]*) *\([0-9.]*\) per rank.*/\1/p" <<< "$out" | head -1)
     floor=$(awk -v mb="$mb" -v sh="$shmb" -v bw="$read_gbps" -v t="$t" -v k="$k" -v L="$LAYERS" \
       -v H="$HIDDEN" -v F="$FFN" -v nsh="$nsh" -v lim="${limit:-0}" -v c="$experts_ranks" 'BEGIN {
         bytes = (bw > 0) ? (mb + sh) / bw : 0

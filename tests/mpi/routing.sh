@@ -209,13 +209,27 @@ EOF
     ROUTING=symmetric; record ''
     "$PY" - master_trace/routing.safetensors "$TRACE/routing.safetensors" <<'EOF' || fail "symmetric trace differs from master's"
 import json, struct, sys
+import numpy as np
+DT = {"I32": np.int32, "I64": np.int64, "F32": np.float32}
 def load(p):
     raw = open(p, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
     h = json.loads(raw[8:8 + n]); h.pop("__metadata__")
-    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items()}
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
+                             DT[v["dtype"]]).reshape(v["shape"]) for k, v in h.items()}
 a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a.keys() == b.keys() and all(a[k] == b[k] for k in a), "tensors differ"
-print("symmetric recording = master recording (%d tensors)" % len(a))
+assert a.keys() == b.keys(), (sorted(a), sorted(b))
+most = 0.0
+for k in a:
+    assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+    if a[k].dtype == np.float32:
+        # the gate's GEMM over another split of the rows (each routing rank its share) may
+        # round its last bit otherwise (OpenBLAS's Haswell kernels do): weights within 1e-6
+        diff = float(np.abs(a[k] - b[k]).max())
+        assert diff <= 1e-6, (k, diff)
+        most = max(most, diff)
+    else:  # the choices themselves: exactly the same
+        assert np.array_equal(a[k], b[k]), (k, int((a[k] != b[k]).sum()))
+print("symmetric recording = master recording (%d tensors; weights within %.1e)" % (len(a), most))
 EOF
     ;;
   capacity)

@@ -557,6 +557,73 @@ static void dequant_bf16_512(const moe_sb_matrix_t *w, uint16_t *dst, int64_t nb
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* The instantiations: [type][rows - 1] per instruction set                              */
+
+typedef void (*blk_fn)(const moe_sb_matrix_t *w, int64_t nb, const void *x, int64_t ldx,
+                       float *tile);
+
+/* The accumulators a pass may hold: 24 registers, 20 for FP8 (its tables take 5); nw: the
+ * column vectors a pass covers, all 4 of a block (its weights streamed in order: passes over
+ * half a block, for more rows a decoding, ran slower at 8 rows: 0.72 against 0.46 ms an FP8
+ * expert); u: accumulator sets, as many as fit, at most 2 (4 sets at one row, which fit, made
+ * a call from memory 1.3x slower: BF16 0.46-0.50 against 0.36 ms, FP8 0.26-0.27 against
+ * 0.19, one core, docs/performance.md); FP8 and MXFP4 from 2 rows one set, which their
+ * decoding keeps busy enough (FP8 at 2 rows: 0.166 against 0.177 ms an expert from L3,
+ * 0.182-0.183 against 0.187-0.191 from memory, one core; BF16 measured the same either way),
+ * MXFP4's totals in registers beside the sums up to 4 rows (k512bf: 2 x 16 accumulators at 4
+ * rows, faster than the tile) */
+#define SB_ACC(T) ((T) == MOE_SB_FP8 ? 20 : 24)
+#define SB_NW(T, R) 4
+_Static_assert(SB_NW(MOE_SB_MXFP4, 1) == 4, "an MXFP4 row decodes to 4 vectors at once");
+#define SB_U(T, R)                                                                           \
+    ((T) != MOE_SB_BF16 && (R) > 1                 ? 1 /* FP8, MXFP4: one set from 2 rows */ \
+     : SB_ACC(T) / ((R) * SB_NW(T, R)) >= SB_U_MAX ? SB_U_MAX                                \
+                                                     : 1)
+#define SB_BF(T, R)                                                                          \
+    __attribute__((noinline)) static void bf_##T##_##R(const moe_sb_matrix_t *w, int64_t nb, \
+                                                       const void *x, int64_t ldx,           \
+                                                       float *tile)                          \
+    {                                                                                        \
+        k512bf(T, 0, R, SB_NW(T, R), SB_U(T, R), w, nb, x, ldx, tile);                          \
+    }
+#define SB_BFV(T, R)                                                                         \
+    __attribute__((noinline)) static void bfv_##T##_##R(const moe_sb_matrix_t *w,            \
+                                                        int64_t nb, const void *x,           \
+                                                        int64_t ldx, float *tile)            \
+    {                                                                                        \
+        k512bf(T, 1, R, SB_NW(T, R), SB_U(T, R), w, nb, x, ldx, tile);                          \
+    }
+#define SB_F(T, R)                                                                           \
+    __attribute__((noinline)) static void f_##T##_##R(const moe_sb_matrix_t *w, int64_t nb,  \
+                                                      const void *x, int64_t ldx,            \
+                                                      float *tile)                           \
+    {                                                                                        \
+        k512f(T, R, w, nb, x, ldx, tile);                                                    \
+    }
+#define SB_AVX2(T)                                                                           \
+    __attribute__((noinline)) static void a2_##T(const moe_sb_matrix_t *w, int64_t nb,       \
+                                                 const void *x, int64_t ldx, float *tile)    \
+    {                                                                                        \
+        (void)ldx;                                                                           \
+        k256f(T, w, nb, x, tile);                                                            \
+    }
+#define SB_ROWS5(M, T) M(T, 1) M(T, 2) M(T, 3) M(T, 4) M(T, 5)
+#define SB_ROWS6(M, T) SB_ROWS5(M, T) M(T, 6)
+
+SB_ROWS6(SB_BF, 0)
+SB_ROWS5(SB_BF, 1)
+SB_ROWS6(SB_BF, 2)
+SB_ROWS5(SB_BFV, 1)
+SB_ROWS5(SB_F, 0)
+SB_ROWS5(SB_F, 1)
+SB_ROWS5(SB_F, 2)
+
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma") /* not the AVX-512 region's: an AVX2-only CPU runs these */
+
+/* ------------------------------------------------------------------------------------ */
 /* AVX2                                                                                  */
 
 /* 16 weights (8 outputs x 2 inputs) at element e0 as F32 even and odd inputs, times the 8
@@ -641,67 +708,6 @@ SB_INLINE void k256f(int type, const moe_sb_matrix_t *w, int64_t nb, const float
     }
 }
 
-/* ------------------------------------------------------------------------------------ */
-/* The instantiations: [type][rows - 1] per instruction set                              */
-
-typedef void (*blk_fn)(const moe_sb_matrix_t *w, int64_t nb, const void *x, int64_t ldx,
-                       float *tile);
-
-/* The accumulators a pass may hold: 24 registers, 20 for FP8 (its tables take 5); nw: the
- * column vectors a pass covers, all 4 of a block (its weights streamed in order: passes over
- * half a block, for more rows a decoding, ran slower at 8 rows: 0.72 against 0.46 ms an FP8
- * expert); u: accumulator sets, as many as fit, at most 2 (4 sets at one row, which fit, made
- * a call from memory 1.3x slower: BF16 0.46-0.50 against 0.36 ms, FP8 0.26-0.27 against
- * 0.19, one core, docs/performance.md); FP8 and MXFP4 from 2 rows one set, which their
- * decoding keeps busy enough (FP8 at 2 rows: 0.166 against 0.177 ms an expert from L3,
- * 0.182-0.183 against 0.187-0.191 from memory, one core; BF16 measured the same either way),
- * MXFP4's totals in registers beside the sums up to 4 rows (k512bf: 2 x 16 accumulators at 4
- * rows, faster than the tile) */
-#define SB_ACC(T) ((T) == MOE_SB_FP8 ? 20 : 24)
-#define SB_NW(T, R) 4
-_Static_assert(SB_NW(MOE_SB_MXFP4, 1) == 4, "an MXFP4 row decodes to 4 vectors at once");
-#define SB_U(T, R)                                                                           \
-    ((T) != MOE_SB_BF16 && (R) > 1                 ? 1 /* FP8, MXFP4: one set from 2 rows */ \
-     : SB_ACC(T) / ((R) * SB_NW(T, R)) >= SB_U_MAX ? SB_U_MAX                                \
-                                                     : 1)
-#define SB_BF(T, R)                                                                          \
-    __attribute__((noinline)) static void bf_##T##_##R(const moe_sb_matrix_t *w, int64_t nb, \
-                                                       const void *x, int64_t ldx,           \
-                                                       float *tile)                          \
-    {                                                                                        \
-        k512bf(T, 0, R, SB_NW(T, R), SB_U(T, R), w, nb, x, ldx, tile);                          \
-    }
-#define SB_BFV(T, R)                                                                         \
-    __attribute__((noinline)) static void bfv_##T##_##R(const moe_sb_matrix_t *w,            \
-                                                        int64_t nb, const void *x,           \
-                                                        int64_t ldx, float *tile)            \
-    {                                                                                        \
-        k512bf(T, 1, R, SB_NW(T, R), SB_U(T, R), w, nb, x, ldx, tile);                          \
-    }
-#define SB_F(T, R)                                                                           \
-    __attribute__((noinline)) static void f_##T##_##R(const moe_sb_matrix_t *w, int64_t nb,  \
-                                                      const void *x, int64_t ldx,            \
-                                                      float *tile)                           \
-    {                                                                                        \
-        k512f(T, R, w, nb, x, ldx, tile);                                                    \
-    }
-#define SB_AVX2(T)                                                                           \
-    __attribute__((noinline)) static void a2_##T(const moe_sb_matrix_t *w, int64_t nb,       \
-                                                 const void *x, int64_t ldx, float *tile)    \
-    {                                                                                        \
-        (void)ldx;                                                                           \
-        k256f(T, w, nb, x, tile);                                                            \
-    }
-#define SB_ROWS5(M, T) M(T, 1) M(T, 2) M(T, 3) M(T, 4) M(T, 5)
-#define SB_ROWS6(M, T) SB_ROWS5(M, T) M(T, 6)
-
-SB_ROWS6(SB_BF, 0)
-SB_ROWS5(SB_BF, 1)
-SB_ROWS6(SB_BF, 2)
-SB_ROWS5(SB_BFV, 1)
-SB_ROWS5(SB_F, 0)
-SB_ROWS5(SB_F, 1)
-SB_ROWS5(SB_F, 2)
 SB_AVX2(0)
 SB_AVX2(1)
 SB_AVX2(2)
