@@ -258,13 +258,13 @@ class Store:
 # the reference then computes with. moe_layer_freq is DeepSeek's own code's (transformers
 # reads none: every layer from first_k_dense_replace on). Mixtral's modeling file reads no
 # norm_topk_prob (it always renormalises): its config.json says false, which must change
-# nothing.
+# nothing; nor does DeepSeek-V2's (it never renormalises), whose config.json keeps the key.
 HF_DEFAULTS = {
     "qwen2_moe": {"shared_expert_intermediate_size": 5632, "norm_topk_prob": False,
                   "decoder_sparse_step": 1, "mlp_only_layers": []},
     "qwen3_moe": {"norm_topk_prob": False, "decoder_sparse_step": 1, "mlp_only_layers": []},
     "deepseek_v2": {"n_shared_experts": 2, "routed_scaling_factor": 1.0, "topk_method": "greedy",
-                    "norm_topk_prob": False, "first_k_dense_replace": 0, "moe_layer_freq": 1},
+                    "first_k_dense_replace": 0, "moe_layer_freq": 1},
     "deepseek_v3": {"n_group": 8, "topk_group": 4, "routed_scaling_factor": 2.5,
                     "norm_topk_prob": True, "n_shared_experts": 1, "first_k_dense_replace": 3,
                     "moe_layer_freq": 1},
@@ -315,15 +315,16 @@ def family_config(family, dtype, a):
                      num_hidden_layers=6, decoder_sparse_step=2, mlp_only_layers=[3],
                      head_dim=16)
     elif family in ("deepseek_v2", "deepseek_v2_group"):
-        # norm_topk_prob false as in DeepSeek-V2 / V2-Lite's config.json: transformers'
-        # DeepseekV2Moe never renormalises and the original code renormalises *instead of*
-        # scaling, so only norm_topk_prob false has one meaning.
+        # norm_topk_prob false as in DeepSeek-V2 / V2-Lite's config.json; the group variant
+        # says true, which transformers' DeepseekV2Moe does not read (it never renormalises;
+        # DeepSeek's own code would renormalise instead of scaling): it must change nothing.
         c.update(architectures=["DeepseekV2ForCausalLM"], model_type="deepseek_v2",
                  num_hidden_layers=1 + (a.moe_layers or 3), n_routed_experts=E,
                  num_experts_per_tok=4, moe_intermediate_size=a.ffn or 32, n_shared_experts=2,
                  first_k_dense_replace=1, moe_layer_freq=1, intermediate_size=80,
                  topk_method="group_limited_greedy" if family.endswith("group") else "greedy",
-                 n_group=4, topk_group=2, routed_scaling_factor=2.0, norm_topk_prob=False,
+                 n_group=4, topk_group=2, routed_scaling_factor=2.0,
+                 norm_topk_prob=family.endswith("group"),
                  scoring_func="softmax", q_lora_rank=None, kv_lora_rank=16,
                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16)
     elif family in ("deepseek_v3", "kimi_k2"):
@@ -543,7 +544,7 @@ def route(family, c, w, x):
     if family in ("deepseek_v2", "deepseek_v2_group"):
         # modeling_deepseek_v2.py DeepseekV2Moe.route_tokens_to_experts: softmax; greedy top-k,
         # or group_limited_greedy: groups scored by their max, topk_group groups kept, others
-        # masked to 0, top-k; weights * routed_scaling_factor (norm_topk_prob is false here).
+        # masked to 0, top-k; weights * routed_scaling_factor.
         # Chosen on the logits (softmax is monotone, so a group's max probability is its max
         # logit), masking with -inf: the same choice as masking probabilities (all > 0) to 0.
         p = softmax(logits)
@@ -552,9 +553,9 @@ def route(family, c, w, x):
             sel, margin = mask_groups(logits, c, logits.reshape(len(p), c["n_group"], -1).max(-1),
                                       -np.inf)
         idx, gap = topk_desc(sel, k)
+        # DeepseekV2Moe.route_tokens_to_experts: topk_weight * routed_scaling_factor, whatever
+        # norm_topk_prob says (it reads no such key)
         wt = np.take_along_axis(p, idx, -1)
-        if c["norm_topk_prob"]:
-            wt = wt / wt.sum(-1, keepdims=True)
         return idx, wt * c["routed_scaling_factor"], min(margin, gap.min())
     if family in ("deepseek_v3", "kimi_k2"):
         # modeling_deepseek_v3.py DeepseekV3TopkRouter.get_topk_indices / forward: sigmoid

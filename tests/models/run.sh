@@ -175,6 +175,8 @@ if [[ -n $hfdefaults ]]; then
   done
   [[ $family != mixtral ]] || grep -q "model.normalize_topk *true *(the family's routing" facts.log ||
     { cat facts.log; fail "mixtral: norm_topk_prob false in config.json, but not 'true (the family's routing'"; }
+  [[ $family != deepseek_v2 ]] || grep -q "model.normalize_topk *false *(the family's routing" facts.log ||
+    { cat facts.log; fail "deepseek_v2: not 'model.normalize_topk false (the family's routing'"; }
   [[ -n $omitted ]] || omitted="none; norm_topk_prob false ignored"
   echo "defaults said: $omitted"
 fi

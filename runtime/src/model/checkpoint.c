@@ -284,6 +284,16 @@ static moe_status_t family_facts(info_ctx_t *c, const moe_family_t *fam)
         st = family_key(c, "model.shared_ffn_dim", fam->key_shared_ffn, "0");
     }
     if (st == MOE_OK && fam->route == MOE_ROUTE_GPT_OSS) {
+        /* GptOssConfig's swiglu_alpha (1.702, the sigmoid's slope): moed's activation has it
+         * fixed, so another value is refused rather than computed wrong */
+        const json_t *alpha = json_object_get(c->root, "swiglu_alpha");
+        if (alpha != NULL && !json_is_null(alpha) &&
+            (!json_is_number(alpha) || json_number_value(alpha) != 1.702)) {
+            return moe_error_set(c->err, MOE_ERR_UNSUPPORTED,
+                                 "%s: swiglu_alpha %g: moed's gpt-oss activation has the "
+                                 "released models' 1.702 fixed", c->path,
+                                 json_is_number(alpha) ? json_number_value(alpha) : NAN);
+        }
         fact_add(c->info, "model.activation", "swiglu_oai", "architecture GptOssForCausalLM");
         st = family_key(c, "model.swiglu_limit", "swiglu_limit", "7");
     } else if (st == MOE_OK) {

@@ -43,10 +43,13 @@ static const moe_family_t k_families[] = {
      .expert = "model.layers.%d.mlp.experts.%d.%s.weight", .proj_gate = "gate_proj",
      .proj_up = "up_proj", .proj_down = "down_proj",
      .shared_expert = "model.layers.%d.mlp.shared_experts.%s.weight",
+     /* transformers' DeepseekV2Moe scales the top-k probabilities by routed_scaling_factor
+      * and never renormalises: norm_topk_prob is not read (DeepSeek's own code renormalises
+      * instead of scaling where it is true; the released V2 configs say false) */
+     .normalize_topk_fixed = "false",
      .defaults = {{"n_group", "1"}, {"topk_group", "1"}, {"routed_scaling_factor", "1"},
-                  {"topk_method", "greedy"}, {"norm_topk_prob", "false"},
-                  {"n_shared_experts", "2"}, {"first_k_dense_replace", "0"},
-                  {"moe_layer_freq", "1"}}},
+                  {"topk_method", "greedy"}, {"n_shared_experts", "2"},
+                  {"first_k_dense_replace", "0"}, {"moe_layer_freq", "1"}}},
     {.id = MOE_FAMILY_DEEPSEEK_V3, .arch = {"DeepseekV3ForCausalLM", NULL},
      .key_experts = "n_routed_experts", .key_top_k = "num_experts_per_tok",
      .key_ffn = "moe_intermediate_size", .layer_rule = MOE_LAYERS_DENSE_FIRST,
