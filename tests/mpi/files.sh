@@ -190,8 +190,11 @@ run = json.load(open(d + "/summary.json"))["run"]
 rows = sum(1 for _ in open(d + "/metrics.csv")) - 1
 inc = open(d + "/INCOMPLETE").read().splitlines()
 assert run["metrics_lost"] > 0 and run["metrics_rows"] == rows and not run["complete"], run
-assert inc[1:] == ["metrics.csv: %d rows from step %d on not written: No space left on device"
-                   % (run["metrics_lost"], run["metrics_stop_step"])], inc
+line = ("metrics.csv: %d rows from step %d on not written: No space left on device"
+        % (run["metrics_lost"], run["metrics_stop_step"]))
+assert inc[1:] == [line], inc
+# summary.json says what INCOMPLETE says: complete false names why
+assert run["files_not_written"] == [line], run["files_not_written"]
 txt = open(d + "/summary.txt").read()
 assert "%d rows not written" % run["metrics_lost"] in txt, "summary.txt does not count them"
 print("metrics.csv:", rows, "rows whole,", run["metrics_lost"], "lost from step",
@@ -223,7 +226,7 @@ PY
     rm -f "$d"/*.part "$d/.reserve"  # a kill's leftovers, named as such; the rest must be whole
     check_folder "$d" 1 || fail "a file is torn after the kill"
     ;;
-  read_only)  # a read-only (and an immutable) output_dir: the real errno, exit 5
+  read_only)  # a read-only output_dir: the real errno, exit 5
     tmpfs 1m
     mkdir -p "$MNT/exp"
     mount -o remount,ro "$MNT" || { echo "SKIP: cannot remount the tmpfs read-only"; exit 77; }
@@ -233,16 +236,16 @@ PY
     [[ $code -eq 5 ]] || { cat run.log; fail "exit $code, expected 5 (output not written)"; }
     grep -q "Read-only file system" run.log || { cat run.log; fail "the real errno is not reported"; }
     ! grep -q "No such file or directory" run.log || fail "'No such file or directory' for a read-only folder"
+    ;;
+  immutable)  # an immutable output_dir (chattr +i): the real errno, exit 5
     mkdir -p "$IMM"
-    if chattr +i "$IMM" 2> /dev/null; then
-      PROF=true small_model | sed "s|output_dir: .*|output_dir: $IMM/exp|" > i.yaml
-      set +e; "$MOED" --config i.yaml --no-progress > imm.log 2>&1; code=$?; set -e
-      grep "moed" imm.log | grep -i "report" || true
-      [[ $code -eq 5 ]] || { cat imm.log; fail "immutable folder: exit $code, expected 5"; }
-      grep -q "Operation not permitted" imm.log || { cat imm.log; fail "immutable: errno not reported"; }
-    else
-      echo "note: chattr +i is not supported here; the immutable folder is not checked"
-    fi
+    chattr +i "$IMM" 2> /dev/null || \
+      { echo "SKIP: chattr +i is not supported on this file system ($WORK)"; exit 77; }
+    PROF=true small_model | sed "s|output_dir: .*|output_dir: $IMM/exp|" > i.yaml
+    set +e; "$MOED" --config i.yaml --no-progress > imm.log 2>&1; code=$?; set -e
+    grep "moed" imm.log | grep -i "report" || true
+    [[ $code -eq 5 ]] || { cat imm.log; fail "immutable folder: exit $code, expected 5"; }
+    grep -q "Operation not permitted" imm.log || { cat imm.log; fail "immutable: errno not reported"; }
     ;;
   same_second)  # every name for the next seconds taken, runs at once: each its own folder
     PROF=true small_model > c.yaml

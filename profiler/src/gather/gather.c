@@ -731,7 +731,8 @@ static bool od_take(moe_gather_t *g, const moe_od_window_t *win, moe_od_set_t *o
     out->hosts = calloc((size_t)g->world, sizeof(*out->hosts));
     out->recs = calloc((size_t)g->world, sizeof(*out->recs));
     out->have = calloc((size_t)g->world, sizeof(bool));
-    if (!out->cfg || !out->hosts || !out->recs || !out->have) {
+    out->cut = calloc((size_t)g->world, sizeof(bool));
+    if (!out->cfg || !out->hosts || !out->recs || !out->have || !out->cut) {
         moe_od_set_free(out);
         return false;
     }
@@ -746,6 +747,9 @@ static bool od_take(moe_gather_t *g, const moe_od_window_t *win, moe_od_set_t *o
     out->grace_s = (double)OD_GRACE_NS * 1e-9;
     out->config_text = g->config;
     out->config_len = g->config_len;
+    for (int r = 1; r < g->world; r++) { /* before the parts leave g->pending */
+        out->cut[r] = awaits_window_end(g, win->cfg, r, win->w);
+    }
     int kept = 0;
     /* an earlier window's late parts (it was taken without them) go: in a run without end
      * with a stalled rank they would pile up */
@@ -800,12 +804,17 @@ moe_status_t moe_gather_od_write(moe_od_set_t *set, const char *dir, moe_error_t
     if (m == NULL) {
         return moe_error_set(err, MOE_ERR_NO_MEMORY, "%s: cannot allocate the report", dir);
     }
-    char why[96];
+    char why[96], cut[96];
     snprintf(why, sizeof(why), "no record within %.1f s of the window's end", set->grace_s);
+    snprintf(cut, sizeof(cut), "its last part not in within %.1f s of the window's end",
+             set->grace_s);
     for (int r = 0; r < set->world; r++) {
         if (moe_cfg_rank_profiled(set->cfg, r) && !set->have[r]) {
             moe_merge_note_missing(m, r, why);
         } else if (set->have[r]) {
+            if (set->cut[r]) { /* its figures stop short: named, the report partial */
+                moe_merge_note_missing(m, r, cut);
+            }
             /* each rank's whole window is here: the merge takes its memory series and peak
              * as a run's last record's; a window has no second clock estimate */
             set->recs[r].flags |= MOE_PROF_FLAG_FINAL;
@@ -852,6 +861,7 @@ void moe_od_set_free(moe_od_set_t *set)
     }
     free(set->recs);
     free(set->have);
+    free(set->cut);
     free(set->cfg);
     free(set->hosts);
     memset(set, 0, sizeof(*set));

@@ -91,6 +91,7 @@ typedef struct moe_od_set {
     int world;
     moe_prof_record_t *recs;    /* [world] (owned where have) */
     bool *have;                 /* [world] */
+    bool *cut;                  /* [world] some parts came, the window's last did not */
     int64_t t0_ns, first, last; /* rank 0's first step begin; the window's steps */
     double seconds;             /* rank 0's first step begin to its last step end */
     double grace_s;

@@ -511,6 +511,17 @@ static bool metrics_rows_lost(const moe_report_t *r, int i, moe_rfile_state_t s)
            r->metrics_stop_step >= 0;
 }
 
+bool moe_report_metrics_cut_line(const moe_report_t *r, char *line, size_t size)
+{
+    if (!r->metrics_write_failed || r->files == NULL ||
+        r->files->state[MOE_RFILE_METRICS_CSV] == MOE_RFILE_FAILED) {
+        return false; /* a metrics.csv not written at all has its own line */
+    }
+    snprintf(line, size, "metrics.csv: %lld rows from step %lld on not written: %s",
+             (long long)r->metrics_lost, (long long)r->metrics_stop_step, r->metrics_stop_why);
+    return true;
+}
+
 bool moe_report_incomplete(const moe_report_t *r)
 {
     bool missing = r->metrics_write_failed;
@@ -565,12 +576,9 @@ void moe_report_mark_incomplete(const moe_report_t *r)
             n += n < sizeof(text) ? (size_t)snprintf(text + n, sizeof(text) - n, "\n") : 0;
         }
     }
-    if (r->metrics_write_failed && n < sizeof(text) &&
-        r->files->state[MOE_RFILE_METRICS_CSV] != MOE_RFILE_FAILED) {
-        n += (size_t)snprintf(text + n, sizeof(text) - n,
-                              "metrics.csv: %lld rows from step %lld on not written: %s\n",
-                              (long long)r->metrics_lost, (long long)r->metrics_stop_step,
-                              r->metrics_stop_why);
+    if (n < sizeof(text) && moe_report_metrics_cut_line(r, text + n, sizeof(text) - n)) {
+        n += strlen(text + n);
+        n += n < sizeof(text) ? (size_t)snprintf(text + n, sizeof(text) - n, "\n") : 0;
     }
     n = n < sizeof(text) ? n : sizeof(text) - 1;
     snprintf(path, sizeof(path), "%s/INCOMPLETE", r->run_dir);

@@ -545,6 +545,10 @@ void moe_report_unreserve(const moe_report_t *r);
 /* Whether the report lacks anything: a file not written, or metrics rows a write lost. */
 bool moe_report_incomplete(const moe_report_t *r);
 
+/* The line INCOMPLETE and run.files_not_written give a metrics.csv that was written but
+ * stopped by a failed write (rows lost from a step on); false (line untouched) otherwise. */
+bool moe_report_metrics_cut_line(const moe_report_t *r, char *line, size_t size);
+
 /* The headline lines printed at the end of a run (to `out`). */
 void moe_report_print_headline(const moe_report_t *r, FILE *out);
 

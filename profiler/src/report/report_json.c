@@ -179,6 +179,10 @@ static void json_files(json_w_t *w, const moe_report_t *r)
             jw_str(w, NULL, line);
         }
     }
+    char cut[sizeof(r->metrics_stop_why) + 96];
+    if (moe_report_metrics_cut_line(r, cut, sizeof(cut))) {
+        jw_str(w, NULL, cut);
+    }
     jw_close(w, ']');
 }
 
