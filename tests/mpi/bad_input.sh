@@ -44,6 +44,18 @@ case "$1" in
   enum_typo)  # an enum's value mistyped: the values it takes, and the nearest
     ROUTING=symetric small_model > c.yaml
     want_code=3 want="c.yaml:17:12: runtime.routing: expected master or symmetric, found 'symetric' (did you mean 'symmetric'?)" ;;
+  real_underflow)  # a real too small for a double: refused, not read as 0 (no limit)
+    CF=1e-400 small_model > c.yaml
+    want_code=3 want="c.yaml:9:20: model.capacity_factor: 1e-400 is out of range [0, 1024]" ;;
+  real_hex)  # C's hex floats are no YAML number
+    CF=0x1p-2 small_model > c.yaml
+    want_code=3 want="c.yaml:9:20: model.capacity_factor: expected a number, found '0x1p-2'" ;;
+  ranks_empty)  # profiled_ranks: [] would record nothing at the profiler's cost
+    PROF=true small_model | sed 's/^profiler:/profiler:\n  profiled_ranks: []/' > c.yaml
+    want_code=3 want="c.yaml:25:19: profiler.profiled_ranks: the list is empty; write 'all', name ranks, or set profiler.enabled: false" ;;
+  string_null)  # output_dir: ~ is no folder named '~'
+    PROF=true small_model | sed 's/^  output_dir: .*/  output_dir: ~/' > c.yaml
+    want_code=3 want="c.yaml:26:15: profiler.output_dir: expected a non-empty string, found a YAML null ('~')" ;;
   rank_beyond)
     PLACEMENT='{1: [0, 1, 2, 3], 5: [4, 5, 6, 7]}' small_model > c.yaml
     want_code=3 want="rank 5" ;;
@@ -270,6 +282,14 @@ c = json.load(open(sys.argv[1])); c["quantization_config"] = {"quant_method": "g
 json.dump(c, open(sys.argv[1], "w"))
 PY
     want_code=4 want="ck/config.json: quantization_config.quant_method 'gptq': moed reads unquantised weights (BF16, F16, F32), block FP8 (fp8: DeepSeek-V3, Kimi-K2) and MXFP4 (mxfp4: gpt-oss)" ;;
+  ckpt_swiglu_alpha)  # GptOssConfig's swiglu_alpha other than 1.702: refused, not ignored
+    ckdir gpt_oss f32 1
+    python3 - ck/config.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["swiglu_alpha"] = 1.5
+json.dump(c, open(sys.argv[1], "w"))
+PY
+    want_code=4 want="ck/config.json: swiglu_alpha 1.5: moed's gpt-oss activation has the released models' 1.702 fixed" ;;
   ckpt_int_key)  # a layer rule's key that is no integer: named, not the family's default
     ckdir deepseek_v3 f32 1
     sed -i 's/"first_k_dense_replace": 1,/"first_k_dense_replace": "1",/' ck/config.json
@@ -381,7 +401,8 @@ PY
     H=65536 F=256 E=8 LAYERS=1024 PROF=true STEPS=1000000 small_model |
       sed 's/^model:/model:\n  family: deepseek_v3\n  dtype: bf16\n  n_shared_experts: 1\n  shared_ffn_dim: 1048576/' > c.yaml
     want_code=3 fast=1 no_folder=1
-    if "$MOED" --config c.yaml --check-config --ranks 3 2>&1 | grep -q "shared experts (F32)"; then
+    said=$("$MOED" --config c.yaml --check-config --ranks 3 2>&1 || true)  # exit 3, as wanted
+    if grep -q "shared experts (F32)" <<< "$said"; then
       grep -q avx512_bf16 /proc/cpuinfo && fail "shared experts counted in F32 on a BF16 CPU"
       want="model: rank 0 would hold 786434.3 GiB of weights (the gates and shared experts (F32)), more than "
     else

@@ -454,6 +454,25 @@ static void test_compare_folders(const char *root, const fixture_t *a)
         CHECK_STR_CONTAINS(out, "exit status: 0 compared");
         free(out);
     }
+    /* an unknown option is named (not "expected two report folders") */
+    char *bogus[] = {"--bogus", dir, dir}, errpath[MOE_PATH_MAX + 32];
+    snprintf(errpath, sizeof(errpath), "%s/../bogus_stderr.txt", dir);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(saved >= 0 && fd >= 0);
+    if (saved >= 0 && fd >= 0) {
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+        int rc = moe_report_compare_main(3, bogus, stdout);
+        fflush(stderr);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        CHECK_INT_EQ(rc, 2);
+        char *said = slurp(dir, "../bogus_stderr.txt", NULL);
+        CHECK_STR_CONTAINS(said, "moed compare: error: unknown option '--bogus'; usage: ");
+        free(said);
+        unlink(errpath);
+    }
 }
 
 /* ---- JSON: loading through jansson, lookups, the write helpers --------------------- */

@@ -38,7 +38,9 @@ static void test_deadline(void)
     }
     double took = (double)(moe_now_ns() - t0) * 1e-9;
     CHECK_INT_EQ(st, MOE_ERR_TIMEOUT);
-    CHECK(took >= 0.05 && took < 0.5);
+    /* not much after: a few seconds bound a wait that would not end (a busy machine can
+     * delay the last nap by tens of ms, never by seconds) */
+    CHECK(took >= 0.05 && took < 5.0);
 }
 
 /* The nap schedule: nothing during the spin, then an eighth of the time waited, from the

@@ -1473,6 +1473,13 @@ int moe_report_compare_main(int argc, char **argv, FILE *out)
             return cmp_flush(out, 0);
         }
     }
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] != '\0') { /* a folder named so: ./-x */
+            fprintf(stderr, "moed compare: error: unknown option '%s'; usage: moed compare "
+                            "RUN_DIR_A RUN_DIR_B (moed compare --help)\n", argv[i]);
+            return CMP_EXIT_USAGE;
+        }
+    }
     if (argc != 2 || argv[0][0] == '-' || argv[1][0] == '-') {
         fprintf(stderr, "moed compare: error: expected two report folders; "
                         "usage: moed compare RUN_DIR_A RUN_DIR_B (moed compare --help)\n");

@@ -530,16 +530,22 @@ int cfg_parse_int64(const char *s, int64_t *out)
     return 0;
 }
 
-/* A finite number, all of the text consumed; -1 otherwise (nan, inf, junk, spaces). */
+/* A finite decimal number, all of the text consumed: 0; -1 otherwise (nan, inf, hex, junk,
+ * spaces); 1 when a number too small for a double (1e-400) would read as 0 or a subnormal
+ * (a capacity factor or a watchdog bound of 0 means none). */
 static int parse_double(const char *s, double *out)
 {
-    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t') {
+    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t' || strpbrk(s, "xX") != NULL) {
         return -1;
     }
     char *end = NULL;
+    errno = 0;
     double v = strtod(s, &end);
     if (*end != '\0' || !isfinite(v)) {
         return -1;
+    }
+    if (errno == ERANGE || (v != 0.0 && !isnormal(v))) {
+        return 1;
     }
     *out = v;
     return 0;
@@ -585,10 +591,11 @@ static bool set_int(const cfg_key_t *k, const char *s, void *field, cfg_why_t wh
 static bool set_double(const cfg_key_t *k, const char *s, void *field, cfg_why_t why)
 {
     double v = 0;
-    if (parse_double(s, &v) != 0) {
+    int bad = parse_double(s, &v);
+    if (bad < 0) {
         return why_expected(why, k, s);
     }
-    if (v < k->dmin || v > k->dmax) {
+    if (bad > 0 || v < k->dmin || v > k->dmax) {
         char lo[32], hi[32];
         snprintf(lo, sizeof(lo), "%g", k->dmin);
         snprintf(hi, sizeof(hi), "%g", k->dmax);

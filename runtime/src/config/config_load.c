@@ -319,6 +319,11 @@ static moe_status_t ranks_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_no
         p->prof_rank_mark[r] = node_mark(item);
         c->prof_ranks[c->prof_num_ranks++] = r; /* < MOE_MAX_RANKS: each rank at most once */
     }
+    if (c->prof_num_ranks == 0) { /* a profiler that records no rank costs and says nothing */
+        return cfg_fail(p, node_mark(seq),
+                        "%s: the list is empty; write 'all', name ranks, or set "
+                        "profiler.enabled: false", k->path);
+    }
     return MOE_OK;
 }
 
@@ -375,6 +380,12 @@ static moe_status_t key_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_node
         cfg_key_expected(exp, sizeof(exp), k);
         node_describe(found, sizeof(found), val);
         return cfg_fail(p, node_mark(val), "%s: expected %s, found %s", k->path, exp, found);
+    }
+    if (node_is_null(val) && node_text(val)[0] != '\0') { /* `~`, `null`: no value, not a
+                                                           * path or a name spelt so */
+        cfg_key_expected(exp, sizeof(exp), k);
+        return cfg_fail(p, node_mark(val), "%s: expected %s, found a YAML null ('%s')",
+                        k->path, exp, node_text(val));
     }
     if (!cfg_key_set_text(k, node_text(val), val->data.scalar.length, &p->cfg,
                           (cfg_why_t){why, sizeof(why)})) {
