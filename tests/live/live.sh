@@ -252,8 +252,14 @@ assert post("profile?steps=0", {"Authorization": "BEARER " + token})[0] == 400
 assert post("profile?steps=0", {"Authorization": "Bearer" + token})[0] == 403
 assert post("profile?steps=5&ranks=7", {"Authorization": "Bearer " + token})[0] == 400
 # an empty list or an empty element: no window with no rank (both were once 202)
-for bad in ("", "1,", ",1", "0,,2"):
+for bad in ("", "1,", ",1", "0,,2", "+1", "%201", "1,-0"):
     assert post("profile?steps=5&ranks=" + bad, {"Authorization": "Bearer " + token})[0] == 400, bad
+# only decimal digits for steps, and no argument it does not read (rank=1 would have
+# recorded every rank)
+for bad in ("+5", "%205", "5%20", "0x5", "5e0"):
+    assert post("profile?steps=" + bad, {"Authorization": "Bearer " + token})[0] == 400, bad
+code, ans = post("profile?steps=5&rank=1", {"Authorization": "Bearer " + token})
+assert code == 400 and "unknown argument 'rank'" in ans.get("error", ""), (code, ans)
 assert status()["window"]["state"] == "idle", "a refused ranks= changed the window"
 folders = []
 for w in os.environ["WINDOWS"].split():

@@ -139,15 +139,16 @@ static enum MHD_Result serve_json(live_http_t *h, struct MHD_Connection *c, bool
     return reply(c, MHD_HTTP_OK, "application/json", s, true);
 }
 
-/* ranks=0,2: every one a rank of the run, at most once; false on anything else (an empty
- * list or an empty element, as in `ranks=` or `ranks=1,`, included). */
+/* ranks=0,2: every one a rank of the run, at most once, in decimal digits; false on
+ * anything else (an empty list or an empty element, as in `ranks=` or `ranks=1,`, a sign or
+ * a space included). */
 static bool parse_ranks(const char *s, bool *ranks, int W)
 {
     memset(ranks, 0, (size_t)W * sizeof(bool));
     for (;;) {
         char *end = NULL;
-        long r = strtol(s, &end, 10);
-        if (end == s || r < 0 || r >= W || ranks[r] || (*end != ',' && *end != '\0')) {
+        long r = *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1;
+        if (r < 0 || r >= W || ranks[r] || (*end != ',' && *end != '\0')) {
             return false;
         }
         ranks[r] = true;
@@ -232,6 +233,20 @@ static bool authorized(live_view_t *v, struct MHD_Connection *c, enum MHD_Result
     return false;
 }
 
+/* The first query argument POST /profile does not read (a typo such as `rank=1` would
+ * otherwise record every rank): its name into the closure, once. */
+static enum MHD_Result unknown_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    (void)value;
+    char *name = cls;
+    if (name[0] == '\0' && strcmp(key, "steps") != 0 && strcmp(key, "ranks") != 0) {
+        snprintf(name, 48, "%s", key);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result serve_profile(live_http_t *h, struct MHD_Connection *c)
 {
     live_view_t *v = h->v;
@@ -239,12 +254,19 @@ static enum MHD_Result serve_profile(live_http_t *h, struct MHD_Connection *c)
     if (!authorized(v, c, &ret)) {
         return ret;
     }
+    char other[48] = "";
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, unknown_arg, other);
+    if (other[0] != '\0') {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "unknown argument '%s' (steps=N, ranks=R,R,...)", other);
+        return reply_error(c, MHD_HTTP_BAD_REQUEST, msg);
+    }
     const char *steps_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "steps");
     const char *ranks_s = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "ranks");
     char *end = NULL;
-    long long steps = steps_s != NULL ? strtoll(steps_s, &end, 10) : 0;
-    if (steps_s == NULL || end == steps_s || *end != '\0' || steps < 1 ||
-        steps > LIVE_WINDOW_MAX_STEPS) {
+    bool digits = steps_s != NULL && steps_s[0] >= '0' && steps_s[0] <= '9';
+    long long steps = digits ? strtoll(steps_s, &end, 10) : 0;
+    if (!digits || *end != '\0' || steps < 1 || steps > LIVE_WINDOW_MAX_STEPS) {
         char msg[64];
         snprintf(msg, sizeof(msg), "steps=N (1..%d) required", LIVE_WINDOW_MAX_STEPS);
         return reply_error(c, MHD_HTTP_BAD_REQUEST, msg);
