@@ -8,7 +8,9 @@
 #                                     for the multi-rank and deploy checks,
 #                                     python3-prometheus-client for tests/live, chromium
 #                                     for live.page: headless, as root it needs
-#                                     --no-sandbox --headless --disable-gpu)
+#                                     --no-sandbox --headless --disable-gpu), curl for
+#                                     tests/live, qemu-user for unit.isa_* (the kernels on
+#                                     an emulated AVX2-only and SSE-only CPU)
 #   deploy/install-deps.sh --help     this text
 # Exit status: 0 done (or nothing missing), 2 a wrong argument or not root where something
 # is missing, else apt-get's.
@@ -30,7 +32,7 @@ want=(build-essential cmake pkg-config
       libucx-dev ucx-utils)
 if ((test_deps)); then
   want+=(clang libclang-rt-dev iproute2 procps python3 python3-yaml python3-numpy
-        python3-prometheus-client chromium curl)
+        python3-prometheus-client chromium curl qemu-user)
 fi
 
 missing=()
