@@ -42,8 +42,11 @@ int64_t moe_expert_small_default_rows(moe_sb_type_t type, moe_sb_isa_t isa)
     if (isa == MOE_SB_AVX512_BF16 || isa == MOE_SB_AVX512_BF16_VBMI) {
         return type == MOE_SB_BF16 ? 16 : type == MOE_SB_FP8 ? 64 : 16; /* performance.md */
     }
-    if (isa == MOE_SB_AVX512 || isa == MOE_SB_AVX2) {
+    if (isa == MOE_SB_AVX512) {
         return type == MOE_SB_BF16 ? 0 : 128;
+    }
+    if (isa == MOE_SB_AVX2) { /* one row a pass: every row decodes the codes again */
+        return type == MOE_SB_BF16 ? 0 : type == MOE_SB_FP8 ? 16 : 8; /* performance.md */
     }
     return 0;
 }
