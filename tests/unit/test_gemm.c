@@ -67,6 +67,8 @@ int main(void)
         check_case(m, 96, 256, 1.0f);
         check_case(m, 1, 7, 0.0f);
         check_case(m, 33, 1, 1.0f);
+        check_case(m, 5, 0, 0.0f); /* no inputs: C = beta C (0 here, over NaN) */
+        check_case(m, 5, 0, 1.0f);
     }
     /* no rows, no columns: nothing written, OK */
     CHECK_INT_EQ(moe_gemm_nt(0, 5, 5, NULL, 5, NULL, 5, 0.0f, NULL, 5), MOE_OK);

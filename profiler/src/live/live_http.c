@@ -113,7 +113,8 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned code, cons
 {
     char *body = malloc(strlen(msg) + 32);
     if (body != NULL) {
-        sprintf(body, "{\"error\":\"%s\"}\n", msg); /* msg: our own constant text */
+        sprintf(body, "{\"error\":\"%s\"}\n", msg); /* msg: our own text (no quote, no
+                                                           * backslash, no control byte) */
     }
     return reply(c, code, "application/json", body, true);
 }
@@ -242,7 +243,19 @@ static enum MHD_Result unknown_arg(void *cls, enum MHD_ValueKind kind, const cha
     (void)value;
     char *name = cls;
     if (name[0] == '\0' && strcmp(key, "steps") != 0 && strcmp(key, "ranks") != 0) {
-        snprintf(name, 48, "%s", key);
+        /* the client's bytes (URL-decoded) go back inside a JSON string that reply_error
+         * writes as it is: anything but [A-Za-z0-9_.-] shown as '?' */
+        size_t i = 0;
+        for (; key[i] != '\0' && i < 47; i++) {
+            char ch = key[i];
+            bool plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                         (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
+            name[i] = plain ? ch : '?';
+        }
+        name[i] = '\0';
+        if (i == 0) { /* an empty name (`?=5`): still one to refuse */
+            snprintf(name, 48, "?");
+        }
     }
     return MHD_YES;
 }

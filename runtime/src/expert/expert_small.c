@@ -35,8 +35,10 @@ struct moe_expert_small {
  * oneDNN from 16 to 48 rows (within the runs' noise), slower from 64; FP8 (avx512_bf16):
  * faster up to 64 (1.1-1.4x), even to slower at 128; MXFP4 (its codes fetched ahead):
  * 1.16-1.21x faster at 16 rows, 1.07-1.10x at 24, even at 32 (its e2m1 decoding costs the
- * kernels about as much as oneDNN's dequantised GEMM there); F32 compute
- * (avx512, avx2; FP8 and MXFP4 only, BF16 weights are held in F32 then): faster up to 128. */
+ * kernels about as much as oneDNN's dequantised GEMM there); F32 compute on the avx512
+ * kernels (FP8 and MXFP4 only, BF16 weights are held in F32 then): faster up to 128. The avx2
+ * kernels (one row a pass, the codes decoded again for each; Zen 3, 2026-11-28): FP8 1.03-1.09x
+ * at 16 rows, 0.81-0.89x at 24; MXFP4 1.04-1.05x at 8, 0.64-0.71x at 12. */
 int64_t moe_expert_small_default_rows(moe_sb_type_t type, moe_sb_isa_t isa)
 {
     if (isa == MOE_SB_AVX512_BF16 || isa == MOE_SB_AVX512_BF16_VBMI) {

@@ -24,7 +24,8 @@ moe_status_t moe_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_
     dnnl_status_t st = dnnl_sgemm('N', 'T', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
     return st == dnnl_success ? MOE_OK : MOE_ERR_BLAS;
 #else
-    if (m <= MOE_GEMV_ROWS) { /* a GEMV a row: B streamed once a row, not packed */
+    if (m <= MOE_GEMV_ROWS && k > 0) { /* a GEMV a row: B streamed once a row, not packed
+                                        * (k 0: SGEMV would not apply beta, SGEMM does) */
         for (int64_t r = 0; r < m; r++) {
             cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1.0f, b, (int)ldb,
                         a + r * lda, 1, beta, c + r * ldc, 1);

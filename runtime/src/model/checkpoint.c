@@ -284,15 +284,20 @@ static moe_status_t family_facts(info_ctx_t *c, const moe_family_t *fam)
         st = family_key(c, "model.shared_ffn_dim", fam->key_shared_ffn, "0");
     }
     if (st == MOE_OK && fam->route == MOE_ROUTE_GPT_OSS) {
-        /* GptOssConfig's swiglu_alpha (1.702, the sigmoid's slope): moed's activation has it
-         * fixed, so another value is refused rather than computed wrong */
+        /* a swiglu_alpha key (the sigmoid's slope; transformers' GptOssExperts and moed's
+         * activation fix it at 1.702, and the released configs carry none, but other
+         * engines' configs of this activation do): another value is refused rather than
+         * computed wrong (JSON's 1.702 is the C literal's double: strtod rounds alike) */
         const json_t *alpha = json_object_get(c->root, "swiglu_alpha");
-        if (alpha != NULL && !json_is_null(alpha) &&
-            (!json_is_number(alpha) || json_number_value(alpha) != 1.702)) {
+        if (alpha != NULL && !json_is_null(alpha) && !json_is_number(alpha)) {
+            return moe_error_set(c->err, MOE_ERR_UNSUPPORTED, "%s: swiglu_alpha is not a "
+                                 "number", c->path);
+        }
+        if (alpha != NULL && json_is_number(alpha) && json_number_value(alpha) != 1.702) {
             return moe_error_set(c->err, MOE_ERR_UNSUPPORTED,
-                                 "%s: swiglu_alpha %g: moed's gpt-oss activation has the "
+                                 "%s: swiglu_alpha %.17g: moed's gpt-oss activation has the "
                                  "released models' 1.702 fixed", c->path,
-                                 json_is_number(alpha) ? json_number_value(alpha) : NAN);
+                                 json_number_value(alpha));
         }
         fact_add(c->info, "model.activation", "swiglu_oai", "architecture GptOssForCausalLM");
         st = family_key(c, "model.swiglu_limit", "swiglu_limit", "7");
