@@ -50,9 +50,6 @@ case "$1" in
   real_hex)  # C's hex floats are no YAML number
     CF=0x1p-2 small_model > c.yaml
     want_code=3 want="c.yaml:9:20: model.capacity_factor: expected a number, found '0x1p-2'" ;;
-  ranks_empty)  # profiled_ranks: [] would record nothing at the profiler's cost
-    PROF=true small_model | sed 's/^profiler:/profiler:\n  profiled_ranks: []/' > c.yaml
-    want_code=3 want="c.yaml:25:19: profiler.profiled_ranks: the list is empty; write 'all', name ranks, or set profiler.enabled: false" ;;
   string_null)  # output_dir: ~ is no folder named '~'
     PROF=true small_model | sed 's/^  output_dir: .*/  output_dir: ~/' > c.yaml
     want_code=3 want="c.yaml:26:15: profiler.output_dir: expected a non-empty string, found a YAML null ('~')" ;;

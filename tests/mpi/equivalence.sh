@@ -109,6 +109,9 @@ case "$1" in
   # Weights held as stored (codes and scales) move. FP8 in f32: in bf16 a call of few rows
   # (the small-batch kernels: exact FP8 values) and one of many (oneDNN: code x scale
   # rounded to BF16) round differently, and a replica's share of rows decides which it is.
+  # Every call on the kernels (small_batch_rows 128): in f32 compute (a CPU without BF16)
+  # the kernels and the BLAS sum in another order, and the AVX2 switch points (FP8 16,
+  # MXFP4 8 rows) would put a replica's share on one path and the whole on the other.
   rebalance_fp8|rebalance_mxfp4)
     mkdir ck
     compute=auto
@@ -119,7 +122,7 @@ case "$1" in
       "$MAKE_CKPT" --dir ck gpt_oss mxfp4 96 64 8 2 2 1 96 > /dev/null || fail "make_checkpoint"
     fi
     # F32 rows on the wire, as in rebalance_bf16 (BF16 rows: mpi.equivalence.dedup_bf16)
-    printf 'model:\n  checkpoint: %s\nplacement:\n  experts: auto\nruntime:\n  compute_dtype: %s\n  wire_dtype: f32\n  rebalance_every: 2\n  redundant_experts: 2\nworkload:\n  tokens_per_step: 96\n  steps: 7\n  input: %s\n  routing_skew: 1.5\nprofiler:\n  enabled: false\n' \
+    printf 'model:\n  checkpoint: %s\nplacement:\n  experts: auto\nruntime:\n  compute_dtype: %s\n  wire_dtype: f32\n  small_batch_rows: 128\n  rebalance_every: 2\n  redundant_experts: 2\nworkload:\n  tokens_per_step: 96\n  steps: 7\n  input: %s\n  routing_skew: 1.5\nprofiler:\n  enabled: false\n' \
       "$WORK/ck" "$compute" "$WORK/ck/input.safetensors" > c.yaml ;;
   # The MPI transport sends a peer's rows in pieces (transport/mpi.c). 1 KiB pieces of
   # 512-byte rows: 2 rows a message, an odd count leaves a short last piece; with chunks

@@ -319,12 +319,7 @@ static moe_status_t ranks_load(cfg_parse_t *p, const cfg_key_t *k, const yaml_no
         p->prof_rank_mark[r] = node_mark(item);
         c->prof_ranks[c->prof_num_ranks++] = r; /* < MOE_MAX_RANKS: each rank at most once */
     }
-    if (c->prof_num_ranks == 0) { /* a profiler that records no rank costs and says nothing */
-        return cfg_fail(p, node_mark(seq),
-                        "%s: the list is empty; write 'all', name ranks, or set "
-                        "profiler.enabled: false", k->path);
-    }
-    return MOE_OK;
+    return MOE_OK; /* [] profiles no rank: legitimate, warned at start (preflight.c) */
 }
 
 /* model.layers as a sequence of decoder layer indices; checked against the model later. */
