@@ -106,7 +106,7 @@ static mat_t mat_make(moe_sb_type_t type, int64_t n, int64_t k)
         for (int64_t i = 0; i < sr * sc; i++) {
             a.fscale[i] = (float)ldexp(1.0 + 0.5 * unif(), -(int)(rnd() % 9)); /* 2^-8 .. 1.5 */
             if (g_big_scales && i % 4 == 0) { /* 2^8 .. 2^11: times 2^120 past F32's
-                                               * range (k256f's unfolded blocks) */
+                                               * range (the avx2 FP8 unfolded blocks) */
                 a.fscale[i] = (float)ldexp(1.0 + 0.5 * unif(), 8 + (int)(rnd() % 4));
             }
         }

@@ -2,10 +2,10 @@
  * instantiated for each weight type and each count of rows a pass keeps in registers, so the
  * accumulators of a pass are registers; rows past that run as further passes over the same
  * 64-output column block, which they read again from L2 (a block is at most Kp x 64 weights:
- * 256 KiB in BF16 for 2048 inputs). */
+ * 256 KiB in BF16 for 2048 inputs). The avx2 FP8 and MXFP4 kernels, with too few registers
+ * for that, keep their rows' sums in L1 instead (A2_ROWS). */
 #include "expert/smallbatch.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "expert/onednn.h"
@@ -653,22 +653,22 @@ SB_INLINE void k256bf(const moe_sb_matrix_t *w, int64_t nb, const float *x, floa
 }
 
 /* The avx2 kernels for FP8 and MXFP4 codes take up to A2_ROWS rows a pass: each K-block of
- * a column block's half (16 input pairs x 32 outputs) is decoded once, to 16 x 8 vectors of
- * F32 times their scales (4 KiB, L1), and every row of the pass takes its products from
- * there, so the decoding is paid once a pass, not once a row (the kernel before them took one
- * row a pass and decoded again for each: 8 rows of an expert matrix 2.8-2.9x slower in FP8,
- * 4.9-5.6x in MXFP4, one Zen 3 core). FP8: 8 outputs' two codes a 32-bit lane, shifted and
- * masked to each code's 7 bits under an F32 exponent with its sign (the value x 2^-120,
- * fp8_f32), a vector of one input parity; a single row keeps its 64 sums in registers
- * (k256fp8_1) with the same arithmetic. MXFP4: two byte tables (vpshufb) give the BF16 high
- * and low bytes of the 16 e2m1 values, interleaved to 16-bit lanes and widened to F32 by
- * interleaving with zeros: a vector holds 4 outputs' even and odd inputs side by side, in
- * the order the codes come, each row's sums keeping an output's two inputs apart until the
- * end (a one-row call 1.7x faster than the vpermps decoding before). A row's arithmetic is
- * the same however many rows the pass has: its outputs do not depend on the rows beside it.
- * 32 rows a pass: their sums (16 KiB) and the decoded block fit the 32 KiB L1; 32 rows took
- * 0.91-0.93x the time of two passes of 16. (Two rows a load of the decoded vectors, sharing
- * its loads, measured no faster.) */
+ * a column block is decoded once, each half (16 input pairs x 32 outputs) to 16 x 8 vectors
+ * of F32 times their scales (both halves 8 KiB, L1), and every row of the pass takes its
+ * products from there, so the decoding is paid once a pass, not once a row (the kernel
+ * before them took one row a pass and decoded again for each: 8 rows of an expert matrix
+ * 2.8-2.9x slower in FP8, 4.9-5.6x in MXFP4, one Zen 3 core). FP8: 8 outputs' two codes a
+ * 32-bit lane, shifted and masked to each code's 7 bits under an F32 exponent with its sign
+ * (the value x 2^-120, fp8_f32), a vector of one input parity; a single row keeps its 64
+ * sums in registers (k256fp8_1) with the same arithmetic. MXFP4: two byte tables (vpshufb)
+ * give the BF16 high and low bytes of the 16 e2m1 values, interleaved to 16-bit lanes and
+ * widened to F32 by interleaving with zeros: a vector holds 4 outputs' even and odd inputs
+ * side by side, in the order the codes come, each row's sums keeping an output's two inputs
+ * apart until the end (a one-row call 1.7x faster than the vpermps decoding before). A row's
+ * arithmetic is the same however many rows the pass has: its outputs do not depend on the
+ * rows beside it. 32 rows a pass: their sums (MXFP4 16 KiB, FP8 8), the decoded block and
+ * the rows fit the 32 KiB L1; 32 rows took 0.91-0.93x the time of two passes of 16. (Two
+ * rows a load of the decoded vectors, sharing its loads, measured no faster.) */
 #define A2_ROWS 32
 
 /* MXFP4: vector j (0..7) lane l (0..7) of half h as a2_decode leaves it: its output in the
@@ -783,8 +783,8 @@ static bool a2_fp8_scales(const moe_sb_matrix_t *w, int64_t nb, int64_t kb, floa
 }
 
 /* MXFP4: both halves' 64 lane scales (e8m0 as F32) of K-block kb, sv[h][8 j + l] that of
- * a2_lane (h, j, l): vector j = 4 s + p of half h holds outputs 8 h + p + 16 s + 32 and
- * 8 h + p + 16 s in turn, then the same + 4 (from the 64 as F32 in order: 2 unpacks and 4
+ * a2_lane (h, j, l): vector j = 4 s + m of half h holds outputs 8 h + m + 16 s + 32 and
+ * 8 h + m + 16 s in turn, then the same + 4 (from the 64 as F32 in order: 2 unpacks and 4
  * in-lane permutes a half and s; the lane-by-lane lookup it replaced, a byte load and a
  * branch a lane, took about a third of the kernel's time in a 1-token run: 11.7 ms a step
  * against 7.5, one Zen 3). */
@@ -833,7 +833,7 @@ SB_INLINE void a2_fma(int type, const __m256 *f, __m256 xa, __m256 xb, __m256 *a
  * registers for the whole K, each pair of vectors used as it is decoded: the arithmetic of
  * k256q's passes (the same bits), without their store and load of the decoded block
  * (through it a single row took 1.2x the time of the one-row kernel before them: the
- * median of 40 calls in turn, one Zen 3 core; this one takes the same). */
+ * median of 40 calls in turn, one Zen 3 core; this one about the same, 0.96-1.09x). */
 SB_INLINE void k256fp8_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, float *tile)
 {
     const int64_t kbn = kpad(w) / MOE_BLK_K, kbs = w->sk / MOE_BLK_K;
@@ -947,7 +947,7 @@ __attribute__((noinline)) static void a2_bf(const moe_sb_matrix_t *w, int64_t nb
                                                   float *tile)                               \
     {                                                                                        \
         if ((T) == MOE_SB_FP8 && rows == 1) {                                                \
-            k256fp8_1(w, nb, x, tile);                                                                                                \
+            k256fp8_1(w, nb, x, tile);                                                       \
             return;                                                                          \
         }                                                                                    \
         k256q(T, w, nb, rows, x, ldx, lane_out, lane_p, tile);                               \
@@ -972,7 +972,6 @@ static const int k_bf_rows[MOE_SB_TYPES] = {MR_BF16, MR_FP8, MR_MX};
 static const blk_fn k_f[MOE_SB_TYPES][MR_F32] = {{f_0_1, f_0_2, f_0_3, f_0_4, f_0_5},
                                                  {f_1_1, f_1_2, f_1_3, f_1_4, f_1_5},
                                                  {f_2_1, f_2_2, f_2_3, f_2_4, f_2_5}};
-
 
 #endif /* SB_X86 */
 
