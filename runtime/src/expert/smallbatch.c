@@ -654,32 +654,38 @@ SB_INLINE void k256bf(const moe_sb_matrix_t *w, int64_t nb, const float *x, floa
 
 /* The avx2 kernels for FP8 and MXFP4 codes take up to A2_ROWS rows a pass: each K-block of
  * a column block is decoded once, each half (16 input pairs x 32 outputs) to 16 x 8 vectors
- * of F32 times their scales (both halves 8 KiB, L1), and every row of the pass takes its
- * products from there, so the decoding is paid once a pass, not once a row (the kernel
- * before them took one row a pass and decoded again for each: 8 rows of an expert matrix
- * 2.8-2.9x slower in FP8, 4.9-5.6x in MXFP4, one Zen 3 core). FP8: 8 outputs' two codes a
- * 32-bit lane, shifted and masked to each code's 7 bits under an F32 exponent with its sign
- * (the value x 2^-120, fp8_f32), a vector of one input parity; a single row keeps its 64
- * sums in registers (k256fp8_1) with the same arithmetic. MXFP4: two byte tables (vpshufb)
- * give the BF16 high and low bytes of the 16 e2m1 values, interleaved to 16-bit lanes and
- * widened to F32 by interleaving with zeros: a vector holds 4 outputs' even and odd inputs
- * side by side, in the order the codes come, each row's sums keeping an output's two inputs
- * apart until the end (a one-row call 1.7x faster than the vpermps decoding before). A row's
+ * of F32 (both halves 8 KiB, L1), and every row of the pass takes its products from there,
+ * so the decoding is paid once a pass, not once a row (the kernel before them took one row a
+ * pass and decoded again for each: 8 rows of an expert matrix 2.8-2.9x slower in FP8,
+ * 4.9-5.6x in MXFP4, one Zen 3 core). FP8: 8 outputs' two codes a 32-bit lane, shifted and
+ * masked to each code's 7 bits under an F32 exponent with its sign (the value x 2^-120,
+ * fp8_f32), a vector of one input parity, times its scales as decoded; a single row keeps
+ * its 64 sums in registers (k256fp8_1) with the same arithmetic. MXFP4: two byte tables
+ * (vpshufb) give the BF16 high and low bytes of the e2m1 values, interleaved to 16-bit lanes
+ * and each 32-bit lane's two words made F32 by a shift or a mask (a2_mx4): a vector holds 4
+ * outputs' even and odd inputs side by side, each row's sums keeping an output's two inputs
+ * apart until the end; the e2m1 values go unscaled into a row's sums of the K-block, which
+ * is one scale block, and those sums take the block's scales (powers of two) once
+ * (a2_mx_total); a single row decodes as it goes, 4 sums in registers at a time (k256mx_1).
+ * That MXFP4 decoding took 0.46-0.51x the time of the one before it (bytes widened by
+ * interleaving with zeros, each value times its scale, a one-row call through the decoded
+ * block), 1 to 16 rows (an expert's W13, one Zen 3 core, calls of both in turn). A row's
  * arithmetic is the same however many rows the pass has: its outputs do not depend on the
  * rows beside it. 32 rows a pass: their sums (MXFP4 16 KiB, FP8 8), the decoded block and
  * the rows fit the 32 KiB L1; 32 rows took 0.91-0.93x the time of two passes of 16. (Two
  * rows a load of the decoded vectors, sharing its loads, measured no faster.) */
 #define A2_ROWS 32
 
-/* MXFP4: vector j (0..7) lane l (0..7) of half h as a2_decode leaves it: its output in the
- * column block, and the parity p of its input: byte 4 L + e of the 64-byte row of 2 inputs
- * (L = 8 h + 4 (l / 4) + 2 (j / 2 % 2) + j % 2, e = l % 4 = 2 p + (g < 2)), its low nibble
- * (j < 4) even g (moe_mx_byte). (FP8's vectors are 8 outputs in order, one parity each.) */
-static int a2_lane(int h, int j, int l, int *p)
+/* MXFP4: vector j = 4 s + 2 wv + u (0..7) lane l (0..7) of half h as a2_mx4 leaves it: its
+ * output in the column block; its input's parity is l % 2, so lanes l and l + 1 (l even)
+ * hold one output's even and odd inputs. It comes from byte 32 h + 16 (l / 4) + 8 wv +
+ * 2 (l % 4) + u of the 64-byte row of 2 inputs, its low nibble for s 0: byte 4 L + e holds
+ * output L + 16 g, input parity e / 2, g = (e % 2 ? 0 : 2) + s (moe_mx_byte). (FP8's
+ * vectors are 8 outputs in order, one parity each.) */
+static inline int a2_lane(int h, int j, int l)
 {
-    int e = l % 4, L = 8 * h + 4 * (l / 4) + 2 * (j / 2 % 2) + j % 2;
-    *p = e / 2;
-    return L + (e % 2 ? 0 : 32) + (j < 4 ? 0 : 16);
+    int L = 8 * h + 4 * (l / 4) + 2 * (j / 2 % 2) + l % 4 / 2;
+    return L + (j % 2 ? 0 : 32) + (j < 4 ? 0 : 16);
 }
 
 /* FP8: outputs 32 h + 8 t.. of the 2-input row at element e0, their even and odd inputs'
@@ -705,9 +711,39 @@ SB_INLINE void a2_fp8(const void *codes, int64_t e0, int h, int t, const float *
     *od = c[1];
 }
 
-/* Half h of the 2-input row at element e0: 8 vectors, times their scales: sv FP8 the column
- * block's 64 (a2_fp8_scales; `folded`: times 2^120 already), MXFP4 the half's 64 lanes'
- * (a2_mx_scales). */
+/* MXFP4: vectors 4 s.. 4 s + 3 of half h of the 2-input row at element e0 (s 0: the low
+ * nibbles, 1: the high), the e2m1 values as F32: two byte tables (vpshufb) give the BF16
+ * high and low bytes, interleaved to 16-bit lanes (2 wv + u: wv the low or high 8 bytes of
+ * each 16) and each 32-bit lane's two words made F32 by a shift (u 0) or a mask (u 1). */
+SB_INLINE void a2_mx4(const void *codes, int64_t e0, int h, int s, __m256 *f)
+{
+    /* BF16 of the e2m1 codes 0..15 (+-0, 0.5, 1, 1.5, 2, 3, 4, 6): high bytes, low bytes */
+#define A2_HI 0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, -0x80, -0x41, -0x41, -0x41, \
+              -0x40, -0x40, -0x40, -0x40
+#define A2_LO 0x00, 0x00, -0x80, -0x40, 0x00, 0x40, -0x80, -0x40, 0x00, 0x00, -0x80, -0x40, \
+              0x00, 0x40, -0x80, -0x40
+    const __m256i thi = _mm256_setr_epi8(A2_HI, A2_HI), tlo = _mm256_setr_epi8(A2_LO, A2_LO);
+#undef A2_HI
+#undef A2_LO
+    const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u), low = _mm256_set1_epi8(0x0F);
+    const __m256i v = _mm256_loadu_si256(
+        (const __m256i *)((const uint8_t *)codes + (uint64_t)e0 / 2 + 32 * h));
+    const __m256i n = _mm256_and_si256(s ? _mm256_srli_epi16(v, 4) : v, low);
+    const __m256i hb = _mm256_shuffle_epi8(thi, n), lb = _mm256_shuffle_epi8(tlo, n);
+#pragma GCC unroll 2
+    for (int wv = 0; wv < 2; wv++) {
+        const __m256i b = wv ? _mm256_unpackhi_epi8(lb, hb) : _mm256_unpacklo_epi8(lb, hb);
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; u++) {
+            f[2 * wv + u] = _mm256_castsi256_ps(u ? _mm256_and_si256(b, hi16)
+                                                  : _mm256_slli_epi32(b, 16));
+        }
+    }
+}
+
+/* Half h of the 2-input row at element e0: 8 vectors; FP8 times their scales (sv: the column
+ * block's 64, a2_fp8_scales; `folded`: times 2^120 already), MXFP4 the e2m1 values alone
+ * (the rows' sums of a K-block take its scales: a2_mx_total). */
 SB_INLINE void a2_decode(int type, const void *codes, int64_t e0, int h, const float *sv,
                          bool folded, __m256 *f)
 {
@@ -718,37 +754,14 @@ SB_INLINE void a2_decode(int type, const void *codes, int64_t e0, int h, const f
         }
         return;
     }
-    /* BF16 of the e2m1 codes 0..15 (+-0, 0.5, 1, 1.5, 2, 3, 4, 6): high bytes, low bytes */
-#define A2_HI 0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, -0x80, -0x41, -0x41, -0x41, \
-              -0x40, -0x40, -0x40, -0x40
-#define A2_LO 0x00, 0x00, -0x80, -0x40, 0x00, 0x40, -0x80, -0x40, 0x00, 0x00, -0x80, -0x40, \
-              0x00, 0x40, -0x80, -0x40
-    const __m256i thi = _mm256_setr_epi8(A2_HI, A2_HI), tlo = _mm256_setr_epi8(A2_LO, A2_LO);
-#undef A2_HI
-#undef A2_LO
-    const __m256i zero = _mm256_setzero_si256(), low = _mm256_set1_epi8(0x0F);
-    const __m256i v =
-        _mm256_loadu_si256((const __m256i *)((const uint8_t *)codes + e0 / 2 + 32 * h));
 #pragma GCC unroll 2
     for (int s = 0; s < 2; s++) {
-        const __m256i n = _mm256_and_si256(s ? _mm256_srli_epi16(v, 4) : v, low);
-        const __m256i hb = _mm256_shuffle_epi8(thi, n), lb = _mm256_shuffle_epi8(tlo, n);
-#pragma GCC unroll 2
-        for (int wv = 0; wv < 2; wv++) {
-            const __m256i b = wv ? _mm256_unpackhi_epi8(lb, hb) : _mm256_unpacklo_epi8(lb, hb);
-#pragma GCC unroll 2
-            for (int u = 0; u < 2; u++) {
-                const int j = 4 * s + 2 * wv + u;
-                const __m256i d = u ? _mm256_unpackhi_epi16(zero, b)
-                                    : _mm256_unpacklo_epi16(zero, b);
-                f[j] = _mm256_mul_ps(_mm256_castsi256_ps(d), _mm256_loadu_ps(sv + 8 * j));
-            }
-        }
+        a2_mx4(codes, e0, h, s, f + 4 * s);
     }
 }
 
 /* A row's inputs 2 q, 2 q + 1 in the lanes' order, for the even vectors (*xa) and the odd
- * ones (*xb): FP8 all even inputs, all odd inputs; MXFP4 (even, even, odd, odd, ...) both. */
+ * ones (*xb): FP8 all even inputs, all odd inputs; MXFP4 (even, odd, even, odd, ...) both. */
 SB_INLINE void a2_x(int type, const float *x, __m256 *xa, __m256 *xb)
 {
     if (type == MOE_SB_FP8) {
@@ -756,8 +769,7 @@ SB_INLINE void a2_x(int type, const float *x, __m256 *xa, __m256 *xb)
         *xb = _mm256_broadcast_ss(x + 1);
         return;
     }
-    const __m256 v = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)x));
-    *xa = *xb = _mm256_permute_ps(v, 0x50);
+    *xa = *xb = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)x));
 }
 
 /* FP8: the column block's 64 scales of the scale block holding K-block kb, in output order,
@@ -783,11 +795,11 @@ static bool a2_fp8_scales(const moe_sb_matrix_t *w, int64_t nb, int64_t kb, floa
 }
 
 /* MXFP4: both halves' 64 lane scales (e8m0 as F32) of K-block kb, sv[h][8 j + l] that of
- * a2_lane (h, j, l): vector j = 4 s + m of half h holds outputs 8 h + m + 16 s + 32 and
- * 8 h + m + 16 s in turn, then the same + 4 (from the 64 as F32 in order: 2 unpacks and 4
- * in-lane permutes a half and s; the lane-by-lane lookup it replaced, a byte load and a
- * branch a lane, took about a third of the kernel's time in a 1-token run: 11.7 ms a step
- * against 7.5, one Zen 3). */
+ * a2_lane (h, j, l): vector j = 4 s + 2 wv + u of half h holds outputs o, o, o + 1, o + 1,
+ * o + 4, o + 4, o + 5, o + 5 (o = 8 h + 2 wv + 16 s + (u ? 0 : 32)): an unpack of the 64 as
+ * F32 in order with itself (the lane-by-lane lookup before them, a byte load and a branch a
+ * lane, took about a third of the kernel's time in a 1-token run: 11.7 ms a step against
+ * 7.5, one Zen 3). */
 static void a2_mx_scales(const moe_sb_matrix_t *w, int64_t nb, int64_t kb, float (*sv)[64])
 {
     const uint8_t *e = (const uint8_t *)w->scales + (nb * kscales(w) + kb) * MOE_BLK_N;
@@ -798,34 +810,55 @@ static void a2_mx_scales(const moe_sb_matrix_t *w, int64_t nb, int64_t kb, float
                                            _mm256_set1_epi32(0x00400000));
         g[i] = _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(d, 23), z));
     }
-    for (int h = 0; h < 2; h++) {
-        for (int si = 0; si < 2; si++) {
-            const __m256 hi = g[2 * si + h + 4], lo = g[2 * si + h];
-            const __m256 u0 = _mm256_unpacklo_ps(hi, lo), u1 = _mm256_unpackhi_ps(hi, lo);
-            _mm256_storeu_ps(sv[h] + 8 * (4 * si + 0), _mm256_permute_ps(u0, 0x44));
-            _mm256_storeu_ps(sv[h] + 8 * (4 * si + 1), _mm256_permute_ps(u0, 0xEE));
-            _mm256_storeu_ps(sv[h] + 8 * (4 * si + 2), _mm256_permute_ps(u1, 0x44));
-            _mm256_storeu_ps(sv[h] + 8 * (4 * si + 3), _mm256_permute_ps(u1, 0xEE));
+    for (int j = 0; j < 8; j++) {
+        const int si = j / 4, wv = j / 2 % 2, u = j % 2;
+        for (int h = 0; h < 2; h++) {
+            const __m256 o = g[h + 2 * si + 4 * (1 - u)];
+            _mm256_storeu_ps(sv[h] + 8 * j,
+                             wv ? _mm256_unpackhi_ps(o, o) : _mm256_unpacklo_ps(o, o));
         }
     }
 }
 
+/* FP8: 8 outputs' sum a, the even input's product (values ev, input xe) then the odd one's
+ * (the old one-row kernel's order). */
+SB_INLINE __m256 a2_fp8_fma(__m256 ev, __m256 od, __m256 xe, __m256 xo, __m256 a)
+{
+    return _mm256_fmadd_ps(od, xo, _mm256_fmadd_ps(ev, xe, a));
+}
+
 /* One row's sums of half h over one decoded row of codes f (inputs xa, xb: a2_x), into a:
- * FP8 4 vectors of 8 outputs, the even input's product then the odd one's into each (the
- * old one-row kernel's order); MXFP4 8 vectors, each output's two inputs in two lanes. */
+ * FP8 4 vectors of 8 outputs (a2_fp8_fma); MXFP4 8 vectors, each output's two inputs in two
+ * lanes. */
 SB_INLINE void a2_fma(int type, const __m256 *f, __m256 xa, __m256 xb, __m256 *a)
 {
     if (type == MOE_SB_FP8) {
 #pragma GCC unroll 4
         for (int t = 0; t < 4; t++) {
-            a[t] = _mm256_fmadd_ps(f[2 * t], xa, a[t]);
-            a[t] = _mm256_fmadd_ps(f[2 * t + 1], xb, a[t]);
+            a[t] = a2_fp8_fma(f[2 * t], f[2 * t + 1], xa, xb, a[t]);
         }
         return;
     }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         a[j] = _mm256_fmadd_ps(f[j], xa, a[j]);
+    }
+}
+
+/* FP8, one row: the 64 outputs' sums acc over the K-block of codes at element e0 (its
+ * inputs xk, the scales sv and `folded` as a2_fp8 takes them). */
+SB_INLINE void fp8_1_kblock(const void *codes, int64_t e0, const float *xk, const float *sv,
+                            bool folded, __m256 *acc)
+{
+    for (int q = 0; q < MOE_BLK_K / 2; q++) {
+        const __m256 xe = _mm256_broadcast_ss(xk + 2 * q);
+        const __m256 xo = _mm256_broadcast_ss(xk + 2 * q + 1);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            __m256 ev, od;
+            a2_fp8(codes, e0 + q * 2 * MOE_BLK_N, g / 4, g % 4, sv, folded, &ev, &od);
+            acc[g] = a2_fp8_fma(ev, od, xe, xo, acc[g]);
+        }
     }
 }
 
@@ -850,16 +883,10 @@ SB_INLINE void k256fp8_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, f
         if (kb % kbs == 0) {
             folded = a2_fp8_scales(w, nb, kb, sv);
         }
-        for (int q = 0; q < MOE_BLK_K / 2; q++) {
-            const __m256 xe = _mm256_broadcast_ss(xk + 2 * q);
-            const __m256 xo = _mm256_broadcast_ss(xk + 2 * q + 1);
-#pragma GCC unroll 8
-            for (int g = 0; g < 8; g++) {
-                __m256 ev, od;
-                a2_fp8(w->codes, e0 + q * 2 * MOE_BLK_N, g / 4, g % 4, sv, folded, &ev, &od);
-                acc[g] = _mm256_fmadd_ps(ev, xe, acc[g]);
-                acc[g] = _mm256_fmadd_ps(od, xo, acc[g]);
-            }
+        if (folded) { /* two copies of the loop, neither testing `folded` */
+            fp8_1_kblock(w->codes, e0, xk, sv, true, acc);
+        } else {
+            fp8_1_kblock(w->codes, e0, xk, sv, false, acc);
         }
     }
 #pragma GCC unroll 8
@@ -868,16 +895,82 @@ SB_INLINE void k256fp8_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, f
     }
 }
 
+/* MXFP4: one row's sums b (nv vectors of half h, a2_fma) over a K-block into its totals t,
+ * times the block's lane scales sv (a2_mx_scales): each K-block is one scale block, whose
+ * scale (a power of two) multiplies the block's sum once rather than each of its values. */
+SB_INLINE void a2_mx_total(const __m256 *b, int nv, const float *sv, float *t)
+{
+#pragma GCC unroll 8
+    for (int j = 0; j < nv; j++) {
+        _mm256_store_ps(t + 8 * j, _mm256_fmadd_ps(b[j], _mm256_loadu_ps(sv + 8 * j),
+                                                   _mm256_load_ps(t + 8 * j)));
+    }
+}
+
+/* MXFP4: a row's 64 outputs from its totals t [half][vector j][lane l] (a2_lane): each output
+ * its even inputs' total plus its odd's (lanes l and l + 1). */
+SB_INLINE void a2_mx_out(const float *t, float *tile)
+{
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m256 v = _mm256_load_ps(t + 64 * h + 8 * j);
+            float s[8];
+            _mm256_storeu_ps(s, _mm256_add_ps(v, _mm256_permute_ps(v, 0xB1)));
+#pragma GCC unroll 4
+            for (int l = 0; l < 8; l += 2) {
+                tile[a2_lane(h, j, l)] = s[l];
+            }
+        }
+    }
+}
+
+/* avx2, MXFP4, one row: column block nb times row x into tile [64], each K-block's sums in
+ * registers, decoded as they are used (no store and load of a decoded block): the arithmetic
+ * of k256q's passes (the same bits). */
+SB_INLINE void k256mx_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, float *tile)
+{
+    const int64_t kbn = kpad(w) / MOE_BLK_K;
+    float sv[2][64];
+    float tot[2][64] __attribute__((aligned(32)));
+    memset(tot, 0, sizeof(tot));
+    for (int64_t kb = 0; kb < kbn; kb++) {
+        const int64_t e0 = (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K);
+        const float *xk = x + kb * MOE_BLK_K;
+        a2_mx_scales(w, nb, kb, sv);
+        for (int h = 0; h < 2; h++) {
+            for (int s = 0; s < 2; s++) { /* 4 sums at a time: 16 registers */
+                __m256 b[4];
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++) {
+                    b[j] = _mm256_setzero_ps();
+                }
+                for (int q = 0; q < MOE_BLK_K / 2; q++) {
+                    __m256 xa, xb, f[4];
+                    a2_x(MOE_SB_MXFP4, xk + 2 * q, &xa, &xb);
+                    a2_mx4(w->codes, e0 + q * 2 * MOE_BLK_N, h, s, f);
+#pragma GCC unroll 4
+                    for (int j = 0; j < 4; j++) {
+                        b[j] = _mm256_fmadd_ps(f[j], xa, b[j]);
+                    }
+                }
+                a2_mx_total(b, 4, sv[h] + 32 * s, tot[h] + 32 * s);
+            }
+        }
+    }
+    a2_mx_out(tot[0], tile);
+}
+
 /* avx2, FP8 and MXFP4: column block nb times rows (1..A2_ROWS) rows of x (F32, stride ldx)
- * into tile [rows][64]; lane_out, lane_p (MXFP4): a2_lane of both halves, [2 x 64]. */
+ * into tile [rows][64]. */
 SB_INLINE void k256q(int type, const moe_sb_matrix_t *w, int64_t nb, int64_t rows,
-                     const float *x, int64_t ldx, const int *lane_out, const int *lane_p,
-                     float *tile)
+                     const float *x, int64_t ldx, float *tile)
 {
     const int64_t kbn = kpad(w) / MOE_BLK_K;
     const int64_t kbs = type == MOE_SB_FP8 ? w->sk / MOE_BLK_K : 1;
     const int na = type == MOE_SB_FP8 ? 4 : 8; /* sum vectors a half */
-    /* each row's sums, [row][half][vector x 8] */
+    /* each row's sums, [row][half][vector x 8]: FP8 its running sums, MXFP4 its totals */
     float acc[A2_ROWS][2][64] __attribute__((aligned(32)));
     float sv[2][64]; /* FP8: sv[0] the block's 64; MXFP4: each half's lanes' */
     bool folded = false;
@@ -896,20 +989,24 @@ SB_INLINE void k256q(int type, const moe_sb_matrix_t *w, int64_t nb, int64_t row
         for (int q = 0; q < MOE_BLK_K / 2; q++) {
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                a2_decode(type, w->codes, e0 + q * 2 * MOE_BLK_N, h,
-                          sv[type == MOE_SB_FP8 ? 0 : h], folded, wb[h][q]);
+                a2_decode(type, w->codes, e0 + q * 2 * MOE_BLK_N, h, sv[0], folded, wb[h][q]);
             }
         }
         for (int h = 0; h < 2; h++) {
             for (int64_t r = 0; r < rows; r++) {
                 __m256 a[8];
                 for (int j = 0; j < na; j++) {
-                    a[j] = _mm256_load_ps(acc[r][h] + 8 * j);
+                    a[j] = type == MOE_SB_FP8 ? _mm256_load_ps(acc[r][h] + 8 * j)
+                                              : _mm256_setzero_ps();
                 }
                 for (int q = 0; q < MOE_BLK_K / 2; q++) {
                     __m256 xa, xb;
                     a2_x(type, xk + r * ldx + 2 * q, &xa, &xb);
                     a2_fma(type, wb[h][q], xa, xb, a);
+                }
+                if (type == MOE_SB_MXFP4) {
+                    a2_mx_total(a, 8, sv[h], acc[r][h]);
+                    continue;
                 }
                 for (int j = 0; j < na; j++) {
                     _mm256_store_ps(acc[r][h] + 8 * j, a[j]);
@@ -917,20 +1014,13 @@ SB_INLINE void k256q(int type, const moe_sb_matrix_t *w, int64_t nb, int64_t row
             }
         }
     }
-    memset(tile, 0, sizeof(float) * (size_t)(rows * MOE_BLK_N));
     for (int64_t r = 0; r < rows; r++) {
-        if (type == MOE_SB_FP8) { /* sum t of half h: outputs 32 h + 8 t.. */
-            for (int h = 0; h < 2; h++) {
-                memcpy(tile + r * MOE_BLK_N + 32 * h, acc[r][h], 32 * sizeof(float));
-            }
+        if (type == MOE_SB_MXFP4) {
+            a2_mx_out(acc[r][0], tile + r * MOE_BLK_N);
             continue;
         }
-        for (int p = 0; p < 2; p++) { /* each output: its even inputs' sum, plus its odd's */
-            for (int i = 0; i < 2 * 64; i++) {
-                if (lane_p[i] == p) {
-                    tile[r * MOE_BLK_N + lane_out[i]] += acc[r][i / 64][i % 64];
-                }
-            }
+        for (int h = 0; h < 2; h++) { /* sum t of half h: outputs 32 h + 8 t.. */
+            memcpy(tile + r * MOE_BLK_N + 32 * h, acc[r][h], 32 * sizeof(float));
         }
     }
 }
@@ -943,14 +1033,17 @@ __attribute__((noinline)) static void a2_bf(const moe_sb_matrix_t *w, int64_t nb
 #define SB_AVX2Q(T)                                                                          \
     __attribute__((noinline)) static void a2q_##T(const moe_sb_matrix_t *w, int64_t nb,      \
                                                   int64_t rows, const float *x, int64_t ldx, \
-                                                  const int *lane_out, const int *lane_p,    \
                                                   float *tile)                               \
     {                                                                                        \
         if ((T) == MOE_SB_FP8 && rows == 1) {                                                \
             k256fp8_1(w, nb, x, tile);                                                       \
             return;                                                                          \
         }                                                                                    \
-        k256q(T, w, nb, rows, x, ldx, lane_out, lane_p, tile);                               \
+        if ((T) == MOE_SB_MXFP4 && rows == 1) {                                              \
+            k256mx_1(w, nb, x, tile);                                                        \
+            return;                                                                          \
+        }                                                                                    \
+        k256q(T, w, nb, rows, x, ldx, tile);                                                 \
     }
 SB_AVX2Q(1)
 SB_AVX2Q(2)
@@ -1038,13 +1131,7 @@ void moe_sb_gemm(moe_sb_isa_t isa, const moe_sb_matrix_t *w, int64_t m, const vo
     int mr = bf ? k_bf_rows[w->type] : isa == MOE_SB_AVX512 ? MR_F32 : MR_AVX2;
     size_t xsz = bf ? sizeof(uint16_t) : sizeof(float);
     bool a2q = isa == MOE_SB_AVX2 && w->type != MOE_SB_BF16;
-    int lane_out[2 * 64], lane_p[2 * 64];
-    if (a2q) {
-        mr = A2_ROWS;
-        for (int i = 0; w->type == MOE_SB_MXFP4 && i < 2 * 64; i++) {
-            lane_out[i] = a2_lane(i / 64, i % 64 / 8, i % 8, &lane_p[i]);
-        }
-    }
+    mr = a2q ? A2_ROWS : mr;
     float tile[A2_ROWS * MOE_BLK_N];
     /* passes of equal size (+-1): 8 rows are 4 + 4, not 6 + 2 */
     int64_t passes = (m + mr - 1) / mr;
@@ -1059,7 +1146,7 @@ void moe_sb_gemm(moe_sb_isa_t isa, const moe_sb_matrix_t *w, int64_t m, const vo
                 k_f[w->type][rows - 1](w, nb, xp, ldx, tile);
             } else if (a2q) {
                 (w->type == MOE_SB_FP8 ? a2q_1 : a2q_2)(w, nb, rows, (const float *)xp, ldx,
-                                                        lane_out, lane_p, tile);
+                                                        tile);
             } else {
                 for (int64_t r = 0; r < rows; r++) {
                     a2_bf(w, nb, (const float *)xp + r * ldx, tile + r * MOE_BLK_N);
