@@ -105,9 +105,11 @@ static mat_t mat_make(moe_sb_type_t type, int64_t n, int64_t k)
         a.fscale = malloc((size_t)(sr * sc) * sizeof(float));
         for (int64_t i = 0; i < sr * sc; i++) {
             a.fscale[i] = (float)ldexp(1.0 + 0.5 * unif(), -(int)(rnd() % 9)); /* 2^-8 .. 1.5 */
-            if (g_big_scales && i % 4 == 0) { /* 2^8 .. 2^11: times 2^120 past F32's
-                                               * range (the avx2 FP8 unfolded blocks) */
-                a.fscale[i] = (float)ldexp(1.0 + 0.5 * unif(), 8 + (int)(rnd() % 4));
+            if (g_big_scales && i % 4 == 0) { /* 2^8 .. 2^11: times 2^120 past F32's range
+                                               * (the avx512 FP8 unfolded blocks); 2^72 ..
+                                               * 2^75: times 2^56 (the avx2 ones) */
+                a.fscale[i] = (float)ldexp(1.0 + 0.5 * unif(),
+                                           (i / 4 % 2 ? 72 : 8) + (int)(rnd() % 4));
             }
         }
         for (int64_t i = 0; i < n * k; i++) {
@@ -283,6 +285,48 @@ static void gemm_case(moe_sb_type_t type, int64_t n, int64_t k)
             free(y);
             free(yb);
         }
+    }
+    mat_free(&a);
+}
+
+/* Small inputs (2^-24 x [-1, 1)) keep their precision: the products of FP8 values and such
+ * inputs are far under F32's normal range wherever a kernel multiplies the codes' values x
+ * 2^-120 (the avx2 kernels' decoding) by the inputs before the scales, unless it raises the
+ * inputs first (FP8_X). The reference's tolerance as for ordinary inputs, every kernel. */
+static void small_inputs_case(moe_sb_type_t type)
+{
+    int64_t n = 64, k = 256, kp = k, m = 3;
+    mat_t a = mat_make(type, n, k);
+    const moe_sb_isa_t isas[] = {MOE_SB_AVX2, MOE_SB_AVX512, MOE_SB_AVX512_BF16,
+                                 MOE_SB_AVX512_BF16_VBMI};
+    for (int ii = 0; ii < 4; ii++) {
+        if (!moe_sb_cpu_has(isas[ii])) {
+            continue;
+        }
+        bool bf = isas[ii] >= MOE_SB_AVX512_BF16;
+        double *xv = calloc((size_t)(m * k), sizeof(double));
+        void *x = rows_make(isas[ii], m, k, kp, xv);
+        for (int64_t i = 0; i < m * k; i++) { /* times 2^-24: exact in F32 and BF16 */
+            int64_t at = i / k * kp + i % k;
+            if (bf) {
+                uint16_t *xb = x;
+                xb[at] = moe_f32_to_bf16(ldexpf(moe_bf16_to_f32(xb[at]), -24));
+            } else {
+                ((float *)x)[at] = ldexpf(((float *)x)[at], -24);
+            }
+            xv[i] = ldexp(xv[i], -24);
+        }
+        float *y = malloc((size_t)(m * n) * sizeof(float));
+        moe_sb_gemm(isas[ii], &a.m, m, x, kp, y, n, false, 0, n / MOE_BLK_N);
+        double e = worst(&a, m, xv, y, n, false, 0, n);
+        if (e > 2e-6) {
+            fprintf(stderr, "%s %s, inputs of 2^-24: relative error %g\n", tname(type),
+                    moe_sb_isa_name(isas[ii]), e);
+        }
+        CHECK(e <= 2e-6);
+        free(xv);
+        free(x);
+        free(y);
     }
     mat_free(&a);
 }
@@ -645,6 +689,8 @@ int main(void)
     }
     exact_case(MOE_SB_FP8);
     exact_case(MOE_SB_MXFP4);
+    small_inputs_case(MOE_SB_FP8);
+    small_inputs_case(MOE_SB_MXFP4);
     onednn_case(160, 136);
     onednn_case(256, 96);
     for (int threads = 1; threads <= 2; threads++) {
