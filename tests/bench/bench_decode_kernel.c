@@ -11,7 +11,9 @@
  * (sums of 512-bit loads, 1 GiB) on the same threads in the same run, and the switch
  * point: the most rows at which the kernels are still the faster (what
  * runtime.small_batch_rows: -1 takes, expert/expert_small.c). With no native BF16 (or
- * MOED_CPU_NO_BF16=1) the F32 kernels and the BLAS instead (FP8, MXFP4).
+ * MOED_CPU_NO_BF16=1) the F32 kernels and the BLAS instead (FP8, MXFP4), and F32 weights
+ * (as BF16 checkpoints are held then): an expert's two GEMMs through moe_gemm_nt against
+ * the BLAS alone (expert/gemm.h).
  * Each figure is the best of R repetitions (default 3). Threads: OpenMP, pinned by the
  * caller (taskset / OMP_PROC_BIND); one thread by default. */
 #include <omp.h>
@@ -23,6 +25,7 @@
 #include "expert/expert.h"
 #include "expert/expert_bf16.h"
 #include "expert/expert_small.h"
+#include "expert/gemm.h"
 #include "expert/onednn.h"
 #include "expert/smallbatch.h"
 #include "model/weights.h"
@@ -276,6 +279,62 @@ static int64_t run_type(bench_t *b, moe_sb_type_t type, const int64_t *rows, int
     return sw;
 }
 
+/* F32 weights (an expert's W13 [2F, H] and W2 [H, F], E experts in turn): the two GEMMs of
+ * a call through moe_gemm_nt (moed's kernel up to MOE_GEMM_ROWS rows, where the CPU has
+ * AVX2) and through the build's BLAS alone, GB/s of weights over the calls' time. */
+static void run_f32(const bench_t *b, const int64_t *rows, int nrows, double stream)
+{
+    int64_t H = b->H, F = b->F, T = 0;
+    for (int i = 0; i < nrows; i++) {
+        T = rows[i] > T ? rows[i] : T;
+    }
+    size_t per = (size_t)(3 * H * F); /* floats an expert */
+    float *w = moe_alloc_large(per * (size_t)b->E * sizeof(float));
+    float *x = calloc((size_t)(T * H), sizeof(float)), *h = calloc((size_t)(T * 2 * F), 4);
+    float *out = calloc((size_t)(T * H), sizeof(float));
+    if (w == NULL || x == NULL || h == NULL || out == NULL) {
+        fprintf(stderr, "bench_decode_kernel: cannot allocate the f32 experts\n");
+        free(w), free(x), free(h), free(out);
+        return;
+    }
+    for (size_t i = 0; i < per * (size_t)b->E; i++) {
+        w[i] = (float)(rnd8() % 201) * 0.01f - 1.0f;
+    }
+    for (int64_t i = 0; i < T * H; i++) {
+        x[i] = (float)(rnd8() % 201) * 0.01f - 1.0f;
+    }
+    moe_gemm_set_threads(b->threads);
+    for (int i = 0; i < nrows; i++) {
+        int64_t m = rows[i];
+        double best[2] = {1e30, 1e30};
+        for (int r = 0; r < b->reps + 1; r++) {
+            for (int path = 0; path < 2; path++) {
+                moe_status_t (*g)(int64_t, int64_t, int64_t, const float *, int64_t,
+                                  const float *, int64_t, float, float *, int64_t) =
+                    path == 0 ? moe_gemm_nt : moe_gemm_nt_blas;
+                double t0 = now_s();
+                for (int64_t e = 0; e < b->E; e++) {
+                    const float *w13 = w + per * (size_t)e, *w2 = w13 + 2 * H * F;
+                    g(m, 2 * F, H, x, H, w13, H, 0.0f, h, 2 * F);
+                    g(m, H, F, h, 2 * F, w2, F, 0.0f, out, H);
+                }
+                double dt = (now_s() - t0) / (double)b->E;
+                best[path] = r > 0 && dt < best[path] ? dt : best[path];
+            }
+        }
+        double bytes = (double)per * sizeof(float);
+        printf("f32    rows %4lld  moe_gemm_nt %7.3f ms %6.1f GB/s (%.2f of the read)   BLAS "
+               "%7.3f ms %6.1f GB/s   BLAS/moe_gemm_nt %.2fx\n",
+               (long long)m, best[0] * 1e3, bytes / best[0] * 1e-9, bytes / best[0] * 1e-9 / stream,
+               best[1] * 1e3, bytes / best[1] * 1e-9, best[1] / best[0]);
+    }
+    printf("f32    moe_gemm_nt runs moed's kernel up to %d rows here%s, %.1f MiB an expert\n",
+           moe_gemm_rows_kernel() ? MOE_GEMM_ROWS : 0,
+           moe_gemm_rows_kernel() ? "" : " (no AVX2: the BLAS)",
+           (double)per * sizeof(float) / (1 << 20));
+    free(w), free(x), free(h), free(out);
+}
+
 static int parse_rows(const char *s, int64_t *rows, int max)
 {
     int n = 0;
@@ -331,6 +390,9 @@ int main(int argc, char **argv)
            b.compute == MOE_NUM_BF16 ? moe_onednn_isa_name() : "the build's BLAS", b.reps);
     printf("streaming read of 1 GiB on %d thread%s: %.1f GB/s\n", b.threads,
            b.threads == 1 ? "" : "s", stream);
+    if (b.compute != MOE_NUM_BF16) { /* BF16 weights are held in F32 here */
+        run_f32(&b, rows, nrows, stream);
+    }
     int64_t sw[MOE_SB_TYPES];
     for (int t = 0; t < MOE_SB_TYPES; t++) {
         if (t == MOE_SB_BF16 && b.compute != MOE_NUM_BF16) {

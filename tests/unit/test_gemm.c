@@ -1,8 +1,11 @@
 /* Unit tests for moe_gemm_nt (expert/gemm.h): C[M,N] = A[M,K] B[N,K]^T + beta C with leading
- * dimensions, against a double-precision reference, on both sides of MOE_GEMV_ROWS (a GEMV a
- * row up to it, the SGEMM above) and with beta 0 (C's old contents, NaN here, ignored) and 1. */
+ * dimensions, against a double-precision reference, on both sides of MOE_GEMM_ROWS (moed's
+ * kernel up to it where the CPU has AVX2, else a GEMV a row up to MOE_GEMV_ROWS; the SGEMM
+ * above), with beta 0 (C's old contents, NaN here, ignored) and 1, on 1 and 2 threads; on
+ * the kernel each row alone gives the same bits as within the call. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "expert/gemm.h"
 #include "test_util.h"
@@ -57,19 +60,38 @@ static void check_case(int64_t m, int64_t n, int64_t k, float beta)
     }
     /* F32 sums of k terms of magnitude <= 1: within k ulp-sized steps of the largest value */
     CHECK_NEAR(worst, 0.0, 1e-6 * (double)k * (most > 1.0 ? most : 1.0));
+    if (m <= MOE_GEMM_ROWS && moe_gemm_rows_kernel() && beta == 0.0f) {
+        float *one = malloc(sizeof(float) * (size_t)n);
+        CHECK(one != NULL);
+        int same = 1;
+        for (int64_t r = 0; one != NULL && r < m; r++) {
+            CHECK_INT_EQ(moe_gemm_nt(1, n, k, a + r * lda, lda, b, ldb, 0.0f, one, n), MOE_OK);
+            same &= memcmp(one, c + r * ldc, sizeof(float) * (size_t)n) == 0;
+        }
+        CHECK(same);
+        free(one);
+    }
     free(a), free(b), free(c), free(want);
 }
 
 int main(void)
 {
-    for (int64_t m = 1; m <= MOE_GEMV_ROWS + 2; m++) {
-        check_case(m, 96, 256, 0.0f);
-        check_case(m, 96, 256, 1.0f);
-        check_case(m, 1, 7, 0.0f);
-        check_case(m, 33, 1, 1.0f);
-        check_case(m, 5, 0, 0.0f); /* no inputs: C = beta C (0 here, over NaN) */
-        check_case(m, 5, 0, 1.0f);
+    for (int threads = 1; threads <= 2; threads++) {
+        moe_gemm_set_threads(threads); /* 2: the kernel splits outputs from 48 */
+        for (int64_t m = 1; m <= MOE_GEMM_ROWS + 2; m++) {
+            check_case(m, 96, 256, 0.0f);
+            check_case(m, 96, 256, 1.0f);
+            for (int64_t n = 97; n <= 99; n++) { /* 1-3 outputs past the last whole pass */
+                check_case(m, n, 259, 0.0f);     /* (of 2, 3 or 4), K % 8 */
+            }
+            check_case(m, 3, 64, 0.0f); /* fewer outputs than a pass */
+            check_case(m, 1, 7, 0.0f);
+            check_case(m, 33, 1, 1.0f);
+            check_case(m, 5, 0, 0.0f); /* no inputs: C = beta C (0 here, over NaN) */
+            check_case(m, 5, 0, 1.0f);
+        }
     }
+    moe_gemm_set_threads(1);
     /* no rows, no columns: nothing written, OK */
     CHECK_INT_EQ(moe_gemm_nt(0, 5, 5, NULL, 5, NULL, 5, 0.0f, NULL, 5), MOE_OK);
     return moe_test_finish("test_gemm");
