@@ -37,10 +37,10 @@ struct moe_expert_small {
  * 1.16-1.21x faster at 16 rows, 1.07-1.10x at 24, even at 32 (its e2m1 decoding costs the
  * kernels about as much as oneDNN's dequantised GEMM there); F32 compute on the avx512
  * kernels (FP8 and MXFP4 only, BF16 weights are held in F32 then): faster up to 128. The avx2
- * kernels (32 rows a pass on a K-block decoded once; Zen 3, 2026-11-28 06:33 UTC): FP8
- * 1.49x at 64 rows, 1.06x at 128; MXFP4 1.64x at 64, 0.95x at 128 (two runs of the day's
- * first version, 16 rows a pass: FP8 1.26-1.36x and 0.85-0.96x, MXFP4 1.42-1.76x and
- * 1.04-1.13x). */
+ * kernels (32 rows a pass on a K-block decoded once, the scales on the sums; Zen 3,
+ * 2026-11-28 09:08 UTC): FP8 2.08x at 64 rows, 1.38x at 128; MXFP4 1.84x at 64, 1.34x at
+ * 128 (before the scales went on the sums, at 06:33 UTC: FP8 1.49x and 1.06x, MXFP4 1.64x
+ * and 0.95x: 64 rows then). */
 int64_t moe_expert_small_default_rows(moe_sb_type_t type, moe_sb_isa_t isa)
 {
     if (isa == MOE_SB_AVX512_BF16 || isa == MOE_SB_AVX512_BF16_VBMI) {
@@ -50,7 +50,7 @@ int64_t moe_expert_small_default_rows(moe_sb_type_t type, moe_sb_isa_t isa)
         return type == MOE_SB_BF16 ? 0 : 128;
     }
     if (isa == MOE_SB_AVX2) {
-        return type == MOE_SB_BF16 ? 0 : 64; /* performance.md */
+        return type == MOE_SB_BF16 ? 0 : 128; /* performance.md */
     }
     return 0;
 }
