@@ -44,7 +44,7 @@ ROWS_INLINE void rows_block(const int M, const int P, int64_t j0, int64_t j1, in
     for (int64_t j = j0; j < j1; j += P) {
         const int np = j1 - j < P ? (int)(j1 - j) : P;
         const float *w = b + j * ldb;
-        __m256 acc[4][MOE_GEMM_ROWS];
+        __m256 acc[4][MOE_GEMM_PASS_ROWS];
 #pragma GCC unroll 4
         for (int u = 0; u < P; u++) {
 #pragma GCC unroll 8
@@ -102,7 +102,7 @@ __attribute__((target("avx2,fma"))) static void rows_part(int64_t m, int64_t j0,
                                                           int64_t ldb, float beta, float *c,
                                                           int64_t ldc)
 {
-    _Static_assert(MOE_GEMM_ROWS == 6, "an instance for each row count");
+    _Static_assert(MOE_GEMM_PASS_ROWS == 6, "an instance for each row count");
     switch (m) {
     case 1: rows_block(1, 4, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
     case 2: rows_block(2, 4, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
@@ -113,9 +113,9 @@ __attribute__((target("avx2,fma"))) static void rows_part(int64_t m, int64_t j0,
     }
 }
 
-/* moe_gemm_nt for m <= MOE_GEMM_ROWS: the threads split the outputs in runs of 12 (a
+/* A pass of m <= MOE_GEMM_PASS_ROWS rows: the threads split the outputs in runs of 12 (a
  * multiple of every P). */
-static void gemm_rows(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+static void gemm_pass(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
 {
     int t = g_threads > 1 && n >= 24 * g_threads ? g_threads : 1;
@@ -148,8 +148,12 @@ moe_status_t moe_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_
         return MOE_OK;
     }
 #ifdef GEMM_X86
-    if (m <= MOE_GEMM_ROWS && moe_gemm_rows_kernel()) {
-        gemm_rows(m, n, k, a, lda, b, ldb, beta, c, ldc);
+    if (m <= MOE_GEMM_ROWS && moe_gemm_rows_kernel()) { /* passes of equal size (+-1) */
+        int64_t passes = (m + MOE_GEMM_PASS_ROWS - 1) / MOE_GEMM_PASS_ROWS;
+        for (int64_t p = 0; p < passes; p++) {
+            int64_t r0 = m * p / passes, r1 = m * (p + 1) / passes;
+            gemm_pass(r1 - r0, n, k, a + r0 * lda, lda, b, ldb, beta, c + r0 * ldc, ldc);
+        }
         return MOE_OK;
     }
 #endif
