@@ -215,6 +215,10 @@ static double worst(const mat_t *a, int64_t m, const double *xv, const void *y, 
     return bad;
 }
 
+/* The kernel sets, each case running those this CPU has (moe_sb_cpu_has). */
+static const moe_sb_isa_t k_isas[4] = {MOE_SB_AVX2, MOE_SB_AVX512, MOE_SB_AVX512_BF16,
+                                       MOE_SB_AVX512_BF16_VBMI};
+
 static const char *tname(moe_sb_type_t t)
 {
     return t == MOE_SB_BF16 ? "bf16" : t == MOE_SB_FP8 ? "fp8" : "mxfp4";
@@ -228,10 +232,8 @@ static void gemm_case(moe_sb_type_t type, int64_t n, int64_t k)
     g_big_scales = false;
     int64_t kp = moe_blk_pad(k, MOE_BLK_K), nbn = moe_blk_pad(n, MOE_BLK_N) / MOE_BLK_N;
     const int rows[] = {1, 2, 3, 5, 6, 7, 8, 13, 16, 24, 33, 40};
-    const moe_sb_isa_t isas[] = {MOE_SB_AVX2, MOE_SB_AVX512, MOE_SB_AVX512_BF16,
-                                 MOE_SB_AVX512_BF16_VBMI};
     for (int ii = 0; ii < 4; ii++) {
-        moe_sb_isa_t isa = isas[ii];
+        moe_sb_isa_t isa = k_isas[ii];
         if (!moe_sb_cpu_has(isa)) {
             continue;
         }
@@ -297,15 +299,13 @@ static void small_inputs_case(moe_sb_type_t type)
 {
     int64_t n = 64, k = 256, kp = k, m = 3;
     mat_t a = mat_make(type, n, k);
-    const moe_sb_isa_t isas[] = {MOE_SB_AVX2, MOE_SB_AVX512, MOE_SB_AVX512_BF16,
-                                 MOE_SB_AVX512_BF16_VBMI};
     for (int ii = 0; ii < 4; ii++) {
-        if (!moe_sb_cpu_has(isas[ii])) {
+        if (!moe_sb_cpu_has(k_isas[ii])) {
             continue;
         }
-        bool bf = isas[ii] >= MOE_SB_AVX512_BF16;
+        bool bf = k_isas[ii] >= MOE_SB_AVX512_BF16;
         double *xv = calloc((size_t)(m * k), sizeof(double));
-        void *x = rows_make(isas[ii], m, k, kp, xv);
+        void *x = rows_make(k_isas[ii], m, k, kp, xv);
         for (int64_t i = 0; i < m * k; i++) { /* times 2^-24: exact in F32 and BF16 */
             int64_t at = i / k * kp + i % k;
             if (bf) {
@@ -317,11 +317,11 @@ static void small_inputs_case(moe_sb_type_t type)
             xv[i] = ldexp(xv[i], -24);
         }
         float *y = malloc((size_t)(m * n) * sizeof(float));
-        moe_sb_gemm(isas[ii], &a.m, m, x, kp, y, n, false, 0, n / MOE_BLK_N);
+        moe_sb_gemm(k_isas[ii], &a.m, m, x, kp, y, n, false, 0, n / MOE_BLK_N);
         double e = worst(&a, m, xv, y, n, false, 0, n);
         if (e > 2e-6) {
             fprintf(stderr, "%s %s, inputs of 2^-24: relative error %g\n", tname(type),
-                    moe_sb_isa_name(isas[ii]), e);
+                    moe_sb_isa_name(k_isas[ii]), e);
         }
         CHECK(e <= 2e-6);
         free(xv);
@@ -357,13 +357,11 @@ static void exact_case(moe_sb_type_t type)
             }
         }
     }
-    const moe_sb_isa_t isas[] = {MOE_SB_AVX2, MOE_SB_AVX512, MOE_SB_AVX512_BF16,
-                                 MOE_SB_AVX512_BF16_VBMI};
     for (int ii = 0; ii < 4; ii++) {
-        if (!moe_sb_cpu_has(isas[ii])) {
+        if (!moe_sb_cpu_has(k_isas[ii])) {
             continue;
         }
-        bool bf = isas[ii] >= MOE_SB_AVX512_BF16;
+        bool bf = k_isas[ii] >= MOE_SB_AVX512_BF16;
         int bad = 0;
         for (int64_t c0 = 0; c0 < k; c0 += 32) {
             int64_t m = 32;
@@ -376,14 +374,14 @@ static void exact_case(moe_sb_type_t type)
                 }
             }
             float *y = malloc((size_t)(m * n) * sizeof(float));
-            moe_sb_gemm(isas[ii], &a.m, m, x, kp, y, n, false, 0, n / MOE_BLK_N);
+            moe_sb_gemm(k_isas[ii], &a.m, m, x, kp, y, n, false, 0, n / MOE_BLK_N);
             for (int64_t r = 0; r < m; r++) {
                 for (int64_t j = 0; j < n; j++) {
                     float want = (float)a.val[j * k + c0 + r];
                     if (y[r * n + j] != want && fabs(want) >= 0x1p-126) { /* not subnormal */
                         if (bad++ < 3) {
                             fprintf(stderr, "%s %s: W[%lld, %lld] = %.9g, want %.9g\n",
-                                    tname(type), moe_sb_isa_name(isas[ii]), (long long)j,
+                                    tname(type), moe_sb_isa_name(k_isas[ii]), (long long)j,
                                     (long long)(c0 + r), y[r * n + j], want);
                         }
                     }
