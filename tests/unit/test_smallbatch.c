@@ -69,6 +69,9 @@ typedef struct mat {
 /* gemm_case's FP8 matrices: some scale blocks of 2^8 and more (the FFN cases keep their
  * values small: SiLU of large sums would loosen their tolerance) */
 static bool g_big_scales;
+/* Outputs an FP8 scale covers (the checkpoint's weight_block_size rows): 128, or fewer so
+ * that a 64-output column block holds several scales (their order in the kernels' lanes) */
+static int64_t g_fp8_bn = 128;
 
 static void mat_free(mat_t *a)
 {
@@ -83,7 +86,8 @@ static void mat_free(mat_t *a)
 
 static mat_t mat_make(moe_sb_type_t type, int64_t n, int64_t k)
 {
-    mat_t a = {.type = type, .n = n, .k = k, .bn = 128, .bk = 128};
+    mat_t a = {.type = type, .n = n, .k = k, .bn = type == MOE_SB_FP8 ? g_fp8_bn : 128,
+               .bk = 128};
     int64_t np = moe_blk_pad(n, MOE_BLK_N), kp = moe_blk_pad(k, MOE_BLK_K);
     a.val = calloc((size_t)(n * k), sizeof(double));
     if (type == MOE_SB_BF16) {
@@ -297,15 +301,16 @@ static void gemm_case(moe_sb_type_t type, int64_t n, int64_t k)
  * inputs first (FP8_X). The reference's tolerance as for ordinary inputs, every kernel. */
 static void small_inputs_case(moe_sb_type_t type)
 {
-    int64_t n = 64, k = 256, kp = k, m = 3;
+    int64_t n = 64, k = 256, kp = k;
     mat_t a = mat_make(type, n, k);
-    for (int ii = 0; ii < 4; ii++) {
-        if (!moe_sb_cpu_has(k_isas[ii])) {
+    for (int ii = 0; ii < 8; ii++) {
+        int64_t m = ii < 4 ? 3 : 1; /* the kernels of several rows, then of one */
+        if (!moe_sb_cpu_has(k_isas[ii % 4])) {
             continue;
         }
-        bool bf = k_isas[ii] >= MOE_SB_AVX512_BF16;
+        bool bf = k_isas[ii % 4] >= MOE_SB_AVX512_BF16;
         double *xv = calloc((size_t)(m * k), sizeof(double));
-        void *x = rows_make(k_isas[ii], m, k, kp, xv);
+        void *x = rows_make(k_isas[ii % 4], m, k, kp, xv);
         for (int64_t i = 0; i < m * k; i++) { /* times 2^-24: exact in F32 and BF16 */
             int64_t at = i / k * kp + i % k;
             if (bf) {
@@ -317,11 +322,11 @@ static void small_inputs_case(moe_sb_type_t type)
             xv[i] = ldexp(xv[i], -24);
         }
         float *y = malloc((size_t)(m * n) * sizeof(float));
-        moe_sb_gemm(k_isas[ii], &a.m, m, x, kp, y, n, false, 0, n / MOE_BLK_N);
+        moe_sb_gemm(k_isas[ii % 4], &a.m, m, x, kp, y, n, false, 0, n / MOE_BLK_N);
         double e = worst(&a, m, xv, y, n, false, 0, n);
         if (e > 2e-6) {
-            fprintf(stderr, "%s %s, inputs of 2^-24: relative error %g\n", tname(type),
-                    moe_sb_isa_name(k_isas[ii]), e);
+            fprintf(stderr, "%s %s, %lld rows of inputs of 2^-24: relative error %g\n",
+                    tname(type), moe_sb_isa_name(k_isas[ii % 4]), (long long)m, e);
         }
         CHECK(e <= 2e-6);
         free(xv);
@@ -689,6 +694,9 @@ int main(void)
     exact_case(MOE_SB_MXFP4);
     small_inputs_case(MOE_SB_FP8);
     small_inputs_case(MOE_SB_MXFP4);
+    g_fp8_bn = 16; /* FP8 scales differing within a column block, some of them past 2^72 */
+    gemm_case(MOE_SB_FP8, 130, 288);
+    g_fp8_bn = 128;
     onednn_case(160, 136);
     onednn_case(256, 96);
     for (int threads = 1; threads <= 2; threads++) {

@@ -19,7 +19,8 @@ moe_status_t moe_gemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_
  * then SGEMM; bench_decode_kernel's f32 lines, docs/performance.md): 1 row 15.7 against
  * 14.9, 2 rows 17.0 against 9.2, 3 rows 13.6 against 4.6, 4 rows 13.1 against 6.7, 6 rows
  * 10.0 against 5.5 (the core's streaming read 18.9); in one pass 8 rows read 5.6 against
- * 5.6 (the rows no longer fit L1 beside the weights' streams), in two passes 6.8-7.4; two
+ * 5.6 (measured, not explained: a row of W13 is 8 KiB, so 4-6 rows pass L1 already), in
+ * two passes 6.8-7.4; two
  * passes 1.83-1.93x faster than the SGEMM at 7 rows, 1.26-1.28x at 8 and 10, 1.00-1.05x at
  * 12. */
 #define MOE_GEMM_PASS_ROWS 6

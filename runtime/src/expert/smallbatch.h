@@ -12,7 +12,9 @@
  *                out for it (model/weights.h), by shifts and a word table (vpermw): 1.75
  *   avx512       AVX-512F: the rows in F32, the weights widened to F32 with the scale
  *                folded in, FMAs
- *   avx2         the same on 8-lane vectors (AVX2 + FMA)
+ *   avx2         AVX2 + FMA: the rows in F32, the weights widened to F32 on 8-lane
+ *                vectors, each K-block decoded once for up to 32 rows; the scales multiply
+ *                each scale block's F32 sums
  * Each is compiled for its ISA (target attributes) and picked at run time (moe_sb_isa).
  * Also the dequantisation of whole matrices for the large calls, which go to the GEMM
  * libraries (expert/expert_small.h picks per call). */
