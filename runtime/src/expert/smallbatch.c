@@ -619,6 +619,14 @@ SB_ROWS5(SB_F, 2)
 /* ------------------------------------------------------------------------------------ */
 /* AVX2                                                                                  */
 
+/* The two BF16 words of each 32-bit lane of v as F32: the low word (*lo, shifted up) and the
+ * high one (*hi, masked). */
+SB_INLINE void a2_words(__m256i v, __m256 *lo, __m256 *hi)
+{
+    *lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    *hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
+}
+
 /* avx2, BF16 (F32): one column block nb times one row x (F32) into tile [64], 8 columns x 2
  * inputs a load (the words' high and low halves as the even and odd inputs' F32). */
 SB_INLINE void k256bf(const moe_sb_matrix_t *w, int64_t nb, const float *x, float *tile)
@@ -636,11 +644,9 @@ SB_INLINE void k256bf(const moe_sb_matrix_t *w, int64_t nb, const float *x, floa
             const __m256 xe = _mm256_set1_ps(xk[2 * q]), xo = _mm256_set1_ps(xk[2 * q + 1]);
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
-                const __m256i v =
-                    _mm256_loadu_si256((const __m256i *)(c + q * 2 * MOE_BLK_N + g * 16));
-                const __m256 ev = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-                const __m256 od = _mm256_castsi256_ps(
-                    _mm256_and_si256(v, _mm256_set1_epi32((int)0xFFFF0000u)));
+                __m256 ev, od;
+                a2_words(_mm256_loadu_si256((const __m256i *)(c + q * 2 * MOE_BLK_N + g * 16)),
+                         &ev, &od);
                 acc[g] = _mm256_fmadd_ps(ev, xe, acc[g]);
                 acc[g] = _mm256_fmadd_ps(od, xo, acc[g]);
             }
@@ -704,15 +710,12 @@ static inline int a2_lane(int h, int j, int l)
 SB_INLINE void a2_fp8(const void *codes, int64_t e0, int h, int u, __m256 *f)
 {
     const __m256i keep = _mm256_set1_epi16((short)0x87F0);
-    const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u);
     const __m256i v = _mm256_loadu_si256(
         (const __m256i *)((const uint8_t *)codes + e0 + 64 * h + 32 * u));
     const __m256i ev = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 4), keep);
     const __m256i od = _mm256_and_si256(_mm256_srai_epi16(v, 4), keep);
-    f[0] = _mm256_castsi256_ps(_mm256_slli_epi32(ev, 16));
-    f[1] = _mm256_castsi256_ps(_mm256_slli_epi32(od, 16));
-    f[2] = _mm256_castsi256_ps(_mm256_and_si256(ev, hi16));
-    f[3] = _mm256_castsi256_ps(_mm256_and_si256(od, hi16));
+    a2_words(ev, &f[0], &f[2]);
+    a2_words(od, &f[1], &f[3]);
 }
 
 /* FP8: a row's 64 outputs from its sums t [half][vector t][lane k] (a2_fp8): vector t of
@@ -730,8 +733,9 @@ SB_INLINE void a2_fp8_out(const float *t, float *tile)
 
 /* MXFP4: vectors 4 s.. 4 s + 3 of half h of the 2-input row at element e0 (s 0: the low
  * nibbles, 1: the high), the e2m1 values as F32: two byte tables (vpshufb) give the BF16
- * high and low bytes, interleaved to 16-bit lanes (2 wv + u: wv the low or high 8 bytes of
- * each 16) and each 32-bit lane's two words made F32 by a shift (u 0) or a mask (u 1). */
+ * high and low bytes, interleaved to 16-bit lanes (vector 2 wv + u: wv the low or high 8
+ * bytes of each 16) and each 32-bit lane's two words made F32 (a2_words: u 0 the low, 1 the
+ * high). */
 SB_INLINE void a2_mx4(const void *codes, int64_t e0, int h, int s, __m256 *f)
 {
     /* BF16 of the e2m1 codes 0..15 (+-0, 0.5, 1, 1.5, 2, 3, 4, 6): high bytes, low bytes */
@@ -742,20 +746,13 @@ SB_INLINE void a2_mx4(const void *codes, int64_t e0, int h, int s, __m256 *f)
     const __m256i thi = _mm256_setr_epi8(A2_HI, A2_HI), tlo = _mm256_setr_epi8(A2_LO, A2_LO);
 #undef A2_HI
 #undef A2_LO
-    const __m256i hi16 = _mm256_set1_epi32((int)0xFFFF0000u), low = _mm256_set1_epi8(0x0F);
+    const __m256i low = _mm256_set1_epi8(0x0F);
     const __m256i v = _mm256_loadu_si256(
         (const __m256i *)((const uint8_t *)codes + (uint64_t)e0 / 2 + 32 * h));
     const __m256i n = _mm256_and_si256(s ? _mm256_srli_epi16(v, 4) : v, low);
     const __m256i hb = _mm256_shuffle_epi8(thi, n), lb = _mm256_shuffle_epi8(tlo, n);
-#pragma GCC unroll 2
-    for (int wv = 0; wv < 2; wv++) {
-        const __m256i b = wv ? _mm256_unpackhi_epi8(lb, hb) : _mm256_unpacklo_epi8(lb, hb);
-#pragma GCC unroll 2
-        for (int u = 0; u < 2; u++) {
-            f[2 * wv + u] = _mm256_castsi256_ps(u ? _mm256_and_si256(b, hi16)
-                                                  : _mm256_slli_epi32(b, 16));
-        }
-    }
+    a2_words(_mm256_unpacklo_epi8(lb, hb), &f[0], &f[1]);
+    a2_words(_mm256_unpackhi_epi8(lb, hb), &f[2], &f[3]);
 }
 
 /* Half h of the 2-input row at element e0: 8 vectors of F32 values without their scales
