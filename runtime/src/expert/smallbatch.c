@@ -670,18 +670,18 @@ SB_INLINE void k256bf(const moe_sb_matrix_t *w, int64_t nb, const float *x, floa
  * into each row's sums of a scale block, those sums taking the block's scales once
  * (a2_fp8_total; the rows' inputs times 2^64 and the scales times 2^56 keep the products in
  * F32's normal range); a single row keeps its 64 sums in registers (k256fp8_1) with the same
- * arithmetic. (FP8 took 0.53-0.92x the time of the decoding before, 16 rows to 1: two shifts
- * a code in 32-bit lanes and each value times its scale.) MXFP4: two byte tables
+ * arithmetic. MXFP4: two byte tables
  * (vpshufb) give the BF16 high and low bytes of the e2m1 values, interleaved to 16-bit lanes
  * and each 32-bit lane's two words made F32 by a shift or a mask (a2_mx4): a vector holds 4
  * outputs' even and odd inputs side by side, each row's sums keeping an output's two inputs
  * apart until the end; the e2m1 values go unscaled into a row's sums of the K-block, which
  * is one scale block, and those sums take the block's scales (powers of two) once
  * (a2_mx_total); one or two rows decode as they go, 8 sums in registers at a time
- * (k256mx_1, k256mx_2).
- * That MXFP4 decoding took 0.46-0.51x the time of the one before it (bytes widened by
- * interleaving with zeros, each value times its scale, a one-row call through the decoded
- * block), 1 to 16 rows (an expert's W13, one Zen 3 core, calls of both in turn). A row's
+ * (k256mx_1, k256mx_2). Against the kernels before (FP8: two shifts a code in 32-bit lanes;
+ * MXFP4: bytes widened by interleaving with zeros, a one-row call through the decoded
+ * block; each value times its scale), an expert's W13 on one Zen 3 core, both files at -O3,
+ * calls of each in turn: FP8 0.54x the time at 1 row, 0.65-0.87x at 2-16; MXFP4 0.64-0.66x
+ * at 1-2 rows, 0.83-0.91x at 3-16. A row's
  * arithmetic is the same however many rows the pass has: its outputs do not depend on the
  * rows beside it. 32 rows a pass: their sums (16 KiB), the decoded block (8) and the rows'
  * inputs of a K-block (4; FP8 4 more, scaled) fill the 32 KiB L1; 32 rows took 0.91-0.93x
@@ -896,7 +896,7 @@ SB_INLINE void a2_fma(int type, const __m256 *f, __m256 xa, __m256 xb, __m256 *a
  * scale block in 8 registers, each vector used as it is decoded: the arithmetic of k256q's
  * passes (the same bits), without their store and load of the decoded block (through it a
  * single row took 1.2x the time: the median of 40 calls in turn, one Zen 3 core). (Two rows
- * this way, a half at a time, measured no faster than k256q.) */
+ * this way, a half at a time, were tried and left out.) */
 SB_INLINE void k256fp8_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, float *tile)
 {
     const int64_t kbn = kpad(w) / MOE_BLK_K, kbs = w->sk / MOE_BLK_K;
@@ -972,7 +972,7 @@ SB_INLINE void a2_mx_out(const float *t, float *tile)
 /* avx2, MXFP4, one row: column block nb times row x into tile [64], each K-block's sums in
  * registers, decoded as they are used (no store and load of a decoded block): the arithmetic
  * of k256q's passes (the same bits); both halves' 4 sums of one nibble at a time, 8 chains of
- * FMAs (4, a half at a time, took 1.1-1.4x the time). */
+ * FMAs (4 chains, a half at a time, would wait on the FMAs' latency). */
 SB_INLINE void k256mx_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, float *tile)
 {
     const int64_t kbn = kpad(w) / MOE_BLK_K;
@@ -1088,9 +1088,9 @@ SB_INLINE void k256q(int type, const moe_sb_matrix_t *w, int64_t nb, int64_t row
             }
         }
         if (type == MOE_SB_FP8) { /* a row's both halves at once: 8 chains of FMAs (a
-                                   * half's 4, two FMAs a link, waited on each other: 1.2x
-                                   * the time at 2-16 rows); two rows' half at once, 8
-                                   * chains and a load for both, measured no faster */
+                                   * half's 4, two FMAs a link, would wait on each other);
+                                   * two rows' half at once, 8 chains and a load for both,
+                                   * tried and left out */
             for (int64_t r = 0; r < rows; r++) {
                 __m256 a[2][4];
                 for (int j = 0; j < 8; j++) {
