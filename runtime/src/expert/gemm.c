@@ -33,16 +33,16 @@ ROWS_INLINE float hsum8(__m256 v)
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-/* C[0..M, j0..j1) of moe_gemm_nt, P outputs (rows of B) at a time, each output's M sums in
- * registers: 8 lanes of products in K order, then their sum (hsum8), then K's last k % 8
- * terms in order. An output's value does not depend on M, P or the rows beside it. */
+/* C[0..M, j0..j1) of moe_gemm_nt, P outputs (rows of B) at a time (j1 - j0 a multiple of
+ * P), each output's M sums in registers: 8 lanes of products in K order, then their sum
+ * (hsum8), then K's last k % 8 terms in order. An output's value does not depend on M, P or
+ * the rows beside it. */
 ROWS_INLINE void rows_block(const int M, const int P, int64_t j0, int64_t j1, int64_t k,
                             const float *a, int64_t lda, const float *b, int64_t ldb,
                             float beta, float *c, int64_t ldc)
 {
     const int64_t k8 = k & ~(int64_t)7;
     for (int64_t j = j0; j < j1; j += P) {
-        const int np = j1 - j < P ? (int)(j1 - j) : P;
         const float *w = b + j * ldb;
         __m256 acc[4][MOE_GEMM_PASS_ROWS];
 #pragma GCC unroll 4
@@ -52,35 +52,22 @@ ROWS_INLINE void rows_block(const int M, const int P, int64_t j0, int64_t j1, in
                 acc[u][r] = _mm256_setzero_ps();
             }
         }
-        if (np == P) {
-            for (int64_t i = 0; i < k8; i += 8) {
-                __m256 v[4];
+        for (int64_t i = 0; i < k8; i += 8) {
+            __m256 v[4];
+#pragma GCC unroll 4
+            for (int u = 0; u < P; u++) {
+                v[u] = _mm256_loadu_ps(w + u * ldb + i);
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < M; r++) {
+                const __m256 x = _mm256_loadu_ps(a + r * lda + i);
 #pragma GCC unroll 4
                 for (int u = 0; u < P; u++) {
-                    v[u] = _mm256_loadu_ps(w + u * ldb + i);
-                }
-#pragma GCC unroll 8
-                for (int r = 0; r < M; r++) {
-                    const __m256 x = _mm256_loadu_ps(a + r * lda + i);
-#pragma GCC unroll 4
-                    for (int u = 0; u < P; u++) {
-                        acc[u][r] = _mm256_fmadd_ps(v[u], x, acc[u][r]);
-                    }
-                }
-            }
-        } else { /* the last outputs, fewer than P: one at a time */
-            for (int u = 0; u < np; u++) {
-                for (int64_t i = 0; i < k8; i += 8) {
-                    const __m256 v = _mm256_loadu_ps(w + u * ldb + i);
-#pragma GCC unroll 8
-                    for (int r = 0; r < M; r++) {
-                        acc[u][r] =
-                            _mm256_fmadd_ps(v, _mm256_loadu_ps(a + r * lda + i), acc[u][r]);
-                    }
+                    acc[u][r] = _mm256_fmadd_ps(v[u], x, acc[u][r]);
                 }
             }
         }
-        for (int u = 0; u < np; u++) {
+        for (int u = 0; u < P; u++) {
             for (int r = 0; r < M; r++) {
                 float sum = hsum8(acc[u][r]);
                 for (int64_t i = k8; i < k; i++) {
@@ -91,6 +78,16 @@ ROWS_INLINE void rows_block(const int M, const int P, int64_t j0, int64_t j1, in
             }
         }
     }
+}
+
+/* C[0..M, j0..j1): whole passes of P outputs, the last j1 - j0 mod P outputs one at a time. */
+ROWS_INLINE void rows_run(const int M, const int P, int64_t j0, int64_t j1, int64_t k,
+                          const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                          float *c, int64_t ldc)
+{
+    const int64_t jp = j0 + (j1 - j0) / P * P;
+    rows_block(M, P, j0, jp, k, a, lda, b, ldb, beta, c, ldc);
+    rows_block(M, 1, jp, j1, k, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* An instance for each row count M, P outputs a pass: their M x P sums, B's P rows and a
@@ -104,12 +101,12 @@ __attribute__((target("avx2,fma"))) static void rows_part(int64_t m, int64_t j0,
 {
     _Static_assert(MOE_GEMM_PASS_ROWS == 6, "an instance for each row count");
     switch (m) {
-    case 1: rows_block(1, 4, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
-    case 2: rows_block(2, 4, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
-    case 3: rows_block(3, 3, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
-    case 4: rows_block(4, 3, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
-    case 5: rows_block(5, 2, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
-    default: rows_block(6, 2, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
+    case 1: rows_run(1, 4, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
+    case 2: rows_run(2, 4, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
+    case 3: rows_run(3, 3, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
+    case 4: rows_run(4, 3, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
+    case 5: rows_run(5, 2, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
+    default: rows_run(6, 2, j0, j1, k, a, lda, b, ldb, beta, c, ldc); break;
     }
 }
 
