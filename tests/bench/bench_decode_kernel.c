@@ -149,8 +149,20 @@ static int make_experts(bench_t *b, moe_sb_type_t type)
             for (int64_t i = 0; i < H * F; i++) {
                 plain2[i] = moe_f32_to_bf16(((float)rnd8() - 128.0f) / 1024.0f);
             }
-            if (moe_onednn_pack(b->o, MOE_ONEDNN_UP, plain13, &ew->w13_packed, NULL) != MOE_OK ||
-                moe_onednn_pack(b->o, MOE_ONEDNN_DOWN, plain2, &ew->w2_packed, NULL) != MOE_OK) {
+            if (b->compute != MOE_NUM_BF16) { /* F32 compute: moed's blocked layout */
+                ew->w13_packed = moe_alloc_large((size_t)(moe_blk_pad(2 * F, MOE_BLK_N) *
+                                                          moe_blk_pad(H, MOE_BLK_K)) * 2);
+                ew->w2_packed = moe_alloc_large((size_t)(moe_blk_pad(H, MOE_BLK_N) *
+                                                         moe_blk_pad(F, MOE_BLK_K)) * 2);
+                if (ew->w13_packed == NULL || ew->w2_packed == NULL) {
+                    return 1;
+                }
+                moe_sb_pack_bf16(plain13, 2 * F, H, ew->w13_packed);
+                moe_sb_pack_bf16(plain2, H, F, ew->w2_packed);
+            } else if (moe_onednn_pack(b->o, MOE_ONEDNN_UP, plain13, &ew->w13_packed, NULL) !=
+                           MOE_OK ||
+                       moe_onednn_pack(b->o, MOE_ONEDNN_DOWN, plain2, &ew->w2_packed, NULL) !=
+                           MOE_OK) {
                 return 1;
             }
             b->bytes_per_expert = (size_t)(3 * H * F) * 2;
@@ -390,15 +402,11 @@ int main(int argc, char **argv)
            b.compute == MOE_NUM_BF16 ? moe_onednn_isa_name() : "the build's BLAS", b.reps);
     printf("streaming read of 1 GiB on %d thread%s: %.1f GB/s\n", b.threads,
            b.threads == 1 ? "" : "s", stream);
-    if (b.compute != MOE_NUM_BF16) { /* BF16 weights are held in F32 here */
+    if (b.compute != MOE_NUM_BF16) { /* F32 weights (model.dtype: f32) */
         run_f32(&b, rows, nrows, stream);
     }
     int64_t sw[MOE_SB_TYPES];
     for (int t = 0; t < MOE_SB_TYPES; t++) {
-        if (t == MOE_SB_BF16 && b.compute != MOE_NUM_BF16) {
-            sw[t] = -1; /* BF16 weights are held in F32 then: the BLAS */
-            continue;
-        }
         sw[t] = run_type(&b, (moe_sb_type_t)t, rows, nrows, stream);
     }
     printf("switch points (rows): bf16 %lld, fp8 %lld, mxfp4 %lld; runtime.small_batch_rows -1 "

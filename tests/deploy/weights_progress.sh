@@ -5,7 +5,7 @@
 #   master:     3 ranks, rank 0 only routes: it says the expert ranks build theirs
 #   master_checkpoint: the same from a BF16 checkpoint (model.dtype auto): the line gives the
 #               type and bytes the expert ranks hold (BF16, 24 MiB an expert; F32 and 48 MiB
-#               on a CPU without native BF16), not rank 0's
+#               on a CPU with neither native BF16 nor moed's F32 kernels), not rank 0's
 #               own (it once said F32 and twice the bytes: rank 0 holds no expert)
 #   symmetric:  3 ranks, rank 0 hosts 3 experts: it reports its own progress, and says so
 #   layers:     placement.layers: rank 0's count differs per layer, the bytes add them up
@@ -28,9 +28,13 @@ case "$1" in
     printf 'model:\n  checkpoint: %s\nruntime:\n  routing: master\nworkload:\n  tokens_per_step: 8\n  steps: 1\nprofiler:\n  enabled: false\n' \
       "$PWD/ck" > c.yaml
     mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
-    # a CPU without native BF16 (no avx512_bf16) holds them widened: F32, twice the bytes
+    # held in BF16 for BF16 compute (avx512_bf16) or moed's F32 kernels (AVX2 and FMA, or
+    # AVX-512); a CPU with neither holds them widened: F32, twice the bytes
     held="288 MiB on one rank; BF16, 24 MiB per expert"
-    grep -qw avx512_bf16 /proc/cpuinfo || held="576 MiB on one rank; F32, 48 MiB per expert"
+    if ! grep -qw avx512_bf16 /proc/cpuinfo && ! grep -qw avx512f /proc/cpuinfo &&
+       ! { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; }; then
+      held="576 MiB on one rank; F32, 48 MiB per expert"
+    fi
     want=("weights: rank 0 hosts no experts; the expert ranks are reading theirs from $PWD/ck (up to 4 x 3 layers, $held)") ;;
   symmetric)
     LAYERS=3 ROUTING=symmetric small_model > c.yaml

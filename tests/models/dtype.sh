@@ -5,23 +5,28 @@
 #             bytes) of a wire_dtype bf16 run are exactly half those of the f32 run (one
 #             layer and F32 compute in both, so routing and rows are the same).
 #   fallback  on a CPU without native BF16 (forced: MOED_CPU_NO_BF16=1) model.dtype bf16 with
-#             compute auto runs in F32; compute_dtype bf16 is refused: one message, exit 3,
+#             compute auto runs in F32 on the weights held in BF16 (moed's F32 kernels, the
+#             BLAS on widened panels); compute_dtype bf16 is refused: one message, exit 3,
 #             no report written.
 #   first_line  with master routing (rank 0 hosts no experts) and a BF16 or an FP8
 #             checkpoint (model.dtype auto), rank 0's first line names the type the expert
-#             ranks hold: `bf16 weights` with native BF16, `bf16 weights (held as f32)` on a
-#             CPU without (forced: MOED_CPU_NO_BF16=1); FP8 `fp8 e4m3 weights held as stored
+#             ranks hold: `bf16 weights, bf16 compute` with native BF16, `bf16 weights, f32
+#             compute` on a CPU without (forced: MOED_CPU_NO_BF16=1; held in BF16 for moed's
+#             F32 kernels); FP8 `fp8 e4m3 weights held as stored
 #             (128x128 block scales)` with either compute type; and that type is what they
 #             hold: summary.json's expert_weights_mib of all ranks is the experts' element
-#             count times 2 (bf16) or 4 (f32) bytes, or FP8's blocked codes and scales
+#             count times 2 bytes (bf16, either compute type), or FP8's blocked codes and scales
 #             (model/weights.h). (It once said `f32 weights`: rank 0's own.)
 #   memory    an expert rank's memory for its weights held in BF16 is at most 0.6x that of
 #             F32 (peak RSS at exit, wait4's ru_maxrss, minus the same run's with tiny
-#             experts, so MPI and code are not counted); both peaks are printed.
+#             experts, so MPI and code are not counted); both peaks are printed. With BF16
+#             compute where the CPU has native BF16, and with F32 compute on the weights
+#             held in BF16 (MOED_CPU_NO_BF16=1, moed's F32 kernels) on every CPU.
 #   decode_path  a decode-sized step (8 tokens, top-2: 1 to 4 rows an expert call) takes the
 #             small-batch kernels: the expert ranks' counts (MOED_LOG_LEVEL=debug, at exit)
 #             have every one of the run's 128 (token, expert) rows on the kernels and none on
-#             the GEMMs, for BF16 weights (bf16 compute), an FP8 checkpoint held as stored
+#             the GEMMs, for BF16 weights (bf16 compute, and f32 compute with
+#             MOED_CPU_NO_BF16=1: held in BF16 for the avx512/avx2 kernels), an FP8 checkpoint held as stored
 #             (bf16 compute, and f32 compute with MOED_CPU_NO_BF16=1: the avx512/avx2
 #             kernels); with runtime.small_batch_rows: 0 every row goes to the GEMMs.
 #   memory_fp8  the same for an FP8 checkpoint (DeepSeek-V3 layout, 8 x 8 experts of 512 x
@@ -31,7 +36,7 @@
 #   memory_mxfp4  the same for gpt-oss's MXFP4 layout: held as stored at most 0.30x of BF16
 #             (0.5 byte a weight and an e8m0 byte per 32: 0.27x). Both: the widened load's
 #             growth at most 1.15x its 192 MiB of BF16 weights.
-# BF16 cases skip (77) on a CPU without native BF16.
+# BF16-compute cases skip (77) on a CPU without native BF16 (memory: its F32-compute half runs).
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../mpi/common.sh"   # cds into a fresh temporary directory
 source "$HERE/common.sh"
@@ -103,7 +108,8 @@ fallback)
   # shellcheck disable=SC2086
   timeout -k 5 120 mpirun $MPIRUN_FLAGS -x MOED_CPU_NO_BF16=1 -np 2 "$MOED" --config auto.yaml \
     --no-progress > auto.log 2>&1 || { cat auto.log; fail "compute auto on a CPU without BF16 did not run"; }
-  grep -q "bf16 weights (held as f32), f32 compute" auto.log || { cat auto.log; fail "auto did not fall back to f32"; }
+  grep -q "bf16 weights, f32 compute (up to [0-9]* rows a call on moed's avx[0-9a-z_]* kernels, more: the BLAS on dequantised panels)" auto.log ||
+    { cat auto.log; fail "auto did not fall back to f32 on the weights held in BF16"; }
   cfg forced "compute_dtype: bf16"
   rc=0
   # shellcheck disable=SC2086
@@ -135,13 +141,13 @@ first_line)
       first=$(head -1 "$n.out")
       echo "$dt, MOED_CPU_NO_BF16=$nobf16: $first"
       want="experts: bf16 weights, bf16 compute"
-      ((nobf16 == 1)) && want="experts: bf16 weights (held as f32), f32 compute"
+      ((nobf16 == 1)) && want="experts: bf16 weights, f32 compute"
       if [[ $dt == fp8 ]]; then  # held as stored whatever the compute type
         want="experts: fp8 e4m3 weights held as stored (128x128 block scales), bf16 compute"
         ((nobf16 == 1)) && want="experts: fp8 e4m3 weights held as stored (128x128 block scales), f32 compute"
       fi
       [[ $first == "$want"* ]] || fail "first line '$first', want '$want...'"
-      held=2; ((nobf16 == 1)) && held=4
+      held=2  # BF16 held for either compute type
       [[ $dt == fp8 ]] && held=fp8
       "$PY" - "$WORK/exp.$n" $held $((8 * moe_layers)) $H $F <<'EOF2' || fail "$n: the expert ranks do not hold what the line says"
 import glob, json, sys
@@ -164,22 +170,34 @@ EOF2
   done
   ;;
 memory)
-  need_bf16
   if [[ -n "${MOED_SANITIZED:-}" ]]; then
     echo "SKIP: AddressSanitizer quarantines freed memory (the F32 staging), so RSS does not measure moed here"
     exit 77
   fi
-  # peak NAME DTYPE FFN: rank 1's peak RSS (KiB) of 8 experts x 8 layers, hidden 512.
+  native=1
+  ( need_bf16 > /dev/null ) || native=
+  # peak NAME DTYPE FFN [NOBF16]: rank 1's peak RSS (KiB) of 8 experts x 8 layers, hidden 512.
   peak() {
     H=512 F=$3 LAYERS=8 DTYPE=$2 TOKENS=64 STEPS=1 PROF=false cfg "$1" "compute_dtype: auto"
     rm -f rss.*
     # shellcheck disable=SC2086
-    timeout -k 5 200 mpirun $MPIRUN_FLAGS -np 2 "$PY" "$MODELS_DIR/rss_wrapper.py" "$MOED" --config "$1.yaml" \
-      --no-progress > "$1.log" 2>&1 || { cat "$1.log"; fail "$1 run"; }
+    timeout -k 5 200 mpirun $MPIRUN_FLAGS -x MOED_CPU_NO_BF16=${4:-0} -np 2 "$PY" "$MODELS_DIR/rss_wrapper.py" \
+      "$MOED" --config "$1.yaml" --no-progress > "$1.log" 2>&1 || { cat "$1.log"; fail "$1 run"; }
     cat rss.1
   }
-  base=$(peak base f32 8) f32=$(peak f32 f32 1024) bf16=$(peak bf16 bf16 1024)
-  grep -q "bf16 weights, bf16 compute" bf16.log || { cat bf16.log; fail "bf16 run did not compute in bf16"; }
+  base=$(peak base f32 8) f32=$(peak f32 f32 1024)
+  checks=()
+  if [[ -n $native ]]; then
+    bf16=$(peak bf16 bf16 1024)
+    grep -q "bf16 weights, bf16 compute" bf16.log || { cat bf16.log; fail "bf16 run did not compute in bf16"; }
+    checks+=("$bf16")
+  else
+    echo "note: no native BF16 on this CPU: BF16 compute's run left out, F32 compute's runs"
+  fi
+  bf16f=$(peak bf16f bf16 1024 1)
+  grep -q "bf16 weights, f32 compute" bf16f.log || { cat bf16f.log; fail "bf16f: not held in BF16 for f32 compute"; }
+  checks+=("$bf16f")
+  for bf16 in "${checks[@]}"; do
   "$PY" - "$base" "$f32" "$bf16" <<'EOF'
 import sys
 base, f32, bf16 = (int(v) for v in sys.argv[1:])
@@ -192,6 +210,7 @@ if gb > 0.6 * gf:
     print("FAIL: BF16 weights cost %.2fx the F32 ones, want <= 0.6" % (gb / gf))
     sys.exit(1)
 EOF
+  done
   ;;
 decode_path)
   # the F32 kernels (AVX-512 F32, or AVX2 on a CPU without AVX-512) run on every CPU; the BF16
@@ -229,6 +248,10 @@ decode_path)
   else
     echo "note: no native BF16 on this CPU: the BF16 kernels' runs left out, the F32 ones run"
   fi
+  # BF16 weights for F32 compute (no native BF16, forced): held in BF16 for the F32 kernels
+  run bf16_f32 1 "${random[@]}"
+  grep -q "^experts: bf16 weights, f32 compute (up to" bf16_f32.log || fail "bf16_f32: not held in BF16 with f32 kernels"
+  SMALL=0 run bf16_f32_gemm 1 "${random[@]}"
   mkdir ck mx
   "$MAKE_CKPT" --dir ck deepseek_v3 fp8 256 256 8 2 3 1 8 > /dev/null || fail "make_checkpoint"
   if [[ -n $bf16 ]]; then

@@ -150,8 +150,11 @@ assert re.search(r"^kernel memory monitor \(DAMON\): (none|kdamond \d+ \w+)", t,
 assert re.search(r"^read bandwidth: stream: read GB/s best [0-9.]+", t, re.M), "stream line"
 rows = [l.split() for l in t.splitlines() if l.startswith("bf16 ")]
 assert len(rows) == 2, rows
-# MB: gate, up, down in BF16; held widened to F32 on a CPU without native BF16
-wbytes = 2 if "avx512_bf16" in open("/proc/cpuinfo").read().split() else 4
+# MB: gate, up, down in BF16 (BF16 compute, or moed's F32 kernels: AVX2 and FMA, or
+# AVX-512); held widened to F32 on a CPU with neither
+flags = set(open("/proc/cpuinfo").read().split())
+kernels = "avx512_bf16" in flags or "avx512f" in flags or {"avx2", "fma"} <= flags
+wbytes = 2 if kernels else 4
 per_expert = 3 * 256 * 128 * wbytes / 1e6
 floors = re.findall(r"^    floor: (bytes|flops) \(GEMM limit ([0-9.]+) GFLOP/s an expert rank; step mean ([0-9.]+) ms\)$",
                     t, re.M)

@@ -269,11 +269,13 @@ static void gemm_case(moe_sb_type_t type, int64_t n, int64_t k)
                 }
             }
             CHECK(kept);
-            if (isa == MOE_SB_AVX2 && type != MOE_SB_BF16) {
-                /* a row alone gives the same bits as beside the others (the avx2 FP8 and
-                 * MXFP4 kernels' arithmetic does not depend on a pass's rows) */
+            if (isa == MOE_SB_AVX2) {
+                /* a row alone gives the same bits as beside the others (the avx2 kernels'
+                 * arithmetic does not depend on a pass's rows; BF16: every row, the one-row
+                 * kernel against the 2-4-row passes) */
                 float *y1 = malloc((size_t)ldy * sizeof(float));
-                for (int64_t r = 0; r < m; r += m > 1 ? m - 1 : 1) {
+                int64_t step = type == MOE_SB_BF16 || m == 1 ? 1 : m - 1;
+                for (int64_t r = 0; r < m; r += step) {
                     moe_sb_gemm(isa, &a.m, 1, (const float *)x + r * kp, kp, y1, ldy, false, 0,
                                 nbn);
                     CHECK(memcmp(y1, y + r * ldy, (size_t)n * sizeof(float)) == 0);
@@ -420,6 +422,25 @@ static void dequant_case(moe_sb_type_t type, int64_t n, int64_t k)
         }
     }
     moe_sb_dequant_f32(&a.m, f, 0, n);
+    /* pieces of rows (starts on and off multiples of 8 and 64, the avx2 BF16 code's 8-row
+     * groups and the scalar rows) give the same values as the whole */
+    float *g = malloc((size_t)(n * k) * sizeof(float));
+    int pieces = 1;
+    for (int64_t r0 = 0, step = 0; r0 < n; step++) {
+        static const int64_t len[] = {8, 16, 3, 64, 5, 40, 1, 72};
+        int64_t r1 = r0 + len[step % 8] < n ? r0 + len[step % 8] : n;
+        moe_sb_dequant_f32(&a.m, g + r0 * k, r0, r1);
+        r0 = r1;
+    }
+    pieces = memcmp(f, g, (size_t)(n * k) * sizeof(float)) == 0;
+    free(g);
+    if (type == MOE_SB_BF16) { /* the runtime's packing into the blocked layout */
+        uint16_t *p = malloc((size_t)(np * kp) * 2);
+        moe_sb_pack_bf16(a.bf16, n, k, p);
+        pieces &= memcmp(p, a.q, (size_t)(np * kp) * 2) == 0;
+        free(p);
+    }
+    CHECK(pieces);
     for (int64_t r = 0; r < np; r++) {
         for (int64_t c = 0; c < kp; c++) {
             uint16_t h = d1[moe_blk_index(r, c, kp)];

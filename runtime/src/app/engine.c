@@ -217,18 +217,6 @@ static moe_status_t engine_threads_check(moe_engine_t *eng, moe_error_t *err)
     return st;
 }
 
-/* The experts' held type on this rank, as engine_load_weights holds them: FP8 and MXFP4 as
- * stored and BF16 for BF16 compute on the CPU, the value type on the GPU (its plug-in
- * stores them in it), else F32. */
-static moe_dtype_t engine_held_dtype(const moe_config_t *cfg, moe_num_dtype_t compute,
-                                     moe_dtype_t value)
-{
-    if (cfg->device == MOE_DEVICE_CUDA || value == MOE_DTYPE_FP8 || value == MOE_DTYPE_MXFP4) {
-        return value;
-    }
-    return compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
-}
-
 /* "bf16", or "bf16+f32" when ranks differ: the types set in `bits` (1 << moe_dtype_t). */
 static void engine_dtype_names(int bits, char *out, size_t len)
 {
@@ -285,7 +273,7 @@ static void engine_resolved_rows(moe_engine_t *eng, const int kern[3])
 
 /* What follows "NAME compute" on the first line, from the expert ranks' kernels (kern:
  * fewest rows, weakest ISA, most rows; INT_MAX where no rank hosts experts). */
-static void engine_compute_note(const moe_config_t *cfg, bool bf16, bool quant,
+static void engine_compute_note(const moe_config_t *cfg, bool bf16, bool own,
                                 const int kern[3], char *out, size_t len)
 {
     char small[96] = "";
@@ -304,7 +292,7 @@ static void engine_compute_note(const moe_config_t *cfg, bool bf16, bool quant,
     if (bf16) {
         snprintf(out, len, " (oneDNN %s%s%s)", moe_onednn_isa_name(), small[0] ? "; " : "",
                  small);
-    } else if (quant) {
+    } else if (own) {
         snprintf(out, len, " (%s%sthe BLAS on dequantised panels)", small,
                  small[0] ? ", more: " : "");
     } else {
@@ -338,7 +326,7 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     bool bf16 = cfg->device != MOE_DEVICE_CUDA && compute == MOE_NUM_BF16;
     bool quant = eng->value == MOE_DTYPE_FP8 || eng->value == MOE_DTYPE_MXFP4;
     moe_dtype_t value = bf16 && !quant ? MOE_DTYPE_BF16 : eng->value;
-    moe_dtype_t held = engine_held_dtype(cfg, compute, value);
+    moe_dtype_t held = moe_expert_held_dtype(cfg, compute, value);
     int kinds[2] = {hosts ? 1 << value : 0, hosts ? 1 << held : 0}, kinds_all[2] = {0, 0};
     /* the small-batch kernels here: rows, ISA, -rows (a MIN gives fewest, weakest, most) */
     int kern[3] = {INT_MAX, INT_MAX, INT_MAX}, kern_all[3] = {INT_MAX, INT_MAX, INT_MAX};
@@ -396,7 +384,10 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
         } else if (strcmp(vals, helds) != 0) {
             snprintf(as, sizeof(as), " (held as %s)", helds); /* no native BF16: F32 */
         }
-        engine_compute_note(cfg, all[0] != 0, q, kern_all, note, sizeof(note));
+        /* F32 compute of weights in moed's blocked layout: FP8, MXFP4, or BF16 without
+         * native BF16 (moe_expert_held_dtype) */
+        bool own = q || (!all[0] && (held_bits & 1 << MOE_DTYPE_BF16) != 0);
+        engine_compute_note(cfg, all[0] != 0, own, kern_all, note, sizeof(note));
         char split[96] = ""; /* placement.copies: columns, balance */
         if (cfg->column_shares > 1) {
             snprintf(split, sizeof(split), "; every expert in %d column shares of %lld of its "
@@ -426,9 +417,11 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
     return MOE_OK;
 }
 
-/* The weights as the resolved types say: held in BF16 and packed for oneDNN when this CPU
- * rank computes in BF16 (values rounded to BF16 then), else F32 on the host; the shared
- * experts as moe_expert_shared_types says. */
+/* The weights as the resolved types say (moe_expert_held_dtype): held in BF16 when this CPU
+ * rank computes in BF16 (values rounded to BF16 then) and packed for oneDNN, or in BF16 for
+ * moed's F32 kernels where the CPU lacks native BF16 (packed in their blocked layout); FP8
+ * and MXFP4 as stored; else F32 on the host; the shared experts as moe_expert_shared_types
+ * says. */
 static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
 {
     const moe_config_t *cfg = eng->cfg;
@@ -438,7 +431,7 @@ static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
     /* bf16 compute holds bf16, FP8 and MXFP4 stay as stored; the GPU's plug-in takes F32 */
     moe_dtype_t value = bf16 && !quant ? MOE_DTYPE_BF16 : eng->value;
     moe_dtype_t held = cfg->device == MOE_DEVICE_CUDA ? MOE_DTYPE_F32
-                                                      : engine_held_dtype(cfg, compute, value);
+                                                      : moe_expert_held_dtype(cfg, compute, value);
     moe_dtype_t shared_held = MOE_DTYPE_F32;
     moe_num_dtype_t shared_compute = MOE_NUM_F32;
     moe_status_t st = moe_expert_shared_types(cfg, eng->routes, &shared_held, &shared_compute,
@@ -467,7 +460,8 @@ static moe_status_t engine_load_weights(moe_engine_t *eng, moe_error_t *err)
                  eng->experts_desc[0] ? "; experts: " : "", eng->experts_desc, shared);
         engine_copy_text(eng->weights_desc, sizeof(eng->weights_desc), desc);
     }
-    if (st == MOE_OK && (bf16 || eng->weights.shared_store == MOE_DTYPE_BF16)) {
+    if (st == MOE_OK && cfg->device != MOE_DEVICE_CUDA &&
+        (held == MOE_DTYPE_BF16 || eng->weights.shared_store == MOE_DTYPE_BF16)) {
         st = moe_expert_cpu_pack(cfg, &eng->weights, err);
     }
     return st;

@@ -366,7 +366,8 @@ static double cgroup_limit(void)
 }
 
 /* The experts' element as the run will hold them (engine_load_weights): FP8 and MXFP4 as
- * stored, BF16 when this CPU computes in BF16, else F32. The value type of a checkpoint is
+ * stored, BF16 when this CPU computes in BF16 or runs BF16 values on moed's F32 kernels
+ * (moe_expert_held_dtype), else F32. The value type of a checkpoint is
  * read from the rank's first expert; when that fails (the load will say why) the smaller
  * BF16 is assumed, so the check never refuses a model that could fit. */
 static moe_dtype_t held_dtype(const moe_config_t *cfg, int rank)
@@ -384,7 +385,9 @@ static moe_dtype_t held_dtype(const moe_config_t *cfg, int rank)
     if (moe_expert_compute_dtype(cfg, value, &compute, &ignored) != MOE_OK) {
         return MOE_DTYPE_F32;
     }
-    return compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16 : MOE_DTYPE_F32;
+    return cfg->device == MOE_DEVICE_CUDA ? (compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16
+                                                                     : MOE_DTYPE_F32)
+                                          : moe_expert_held_dtype(cfg, compute, value);
 }
 
 /* The rank that will hold the most weight bytes (its expert-layers counted in one pass over

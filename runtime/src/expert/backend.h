@@ -186,11 +186,21 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
 moe_status_t moe_expert_shared_types(const moe_config_t *cfg, bool routes, moe_dtype_t *held,
                                      moe_num_dtype_t *compute, moe_error_t *err);
 
-/* BF16 compute on the CPU: reorder every local expert's BF16 weights (w13_bf16, w2_bf16)
- * once into oneDNN's layout (w13_packed, w2_packed), freeing the plain ones unless
- * runtime.rebalance_every keeps them to move. Experts already packed, or not held in BF16,
- * are skipped. Shared experts held in BF16 (w->shared_store) are packed too, always freeing
- * their plain copies. */
+/* How this rank holds its experts of value type `value` computed in `compute`: FP8 and
+ * MXFP4 as stored, BF16 when the CPU computes in BF16, and BF16 also where it computes in F32
+ * for want of native BF16 but has moed's F32 kernels (AVX2 or AVX-512F: expert/smallbatch.h
+ * widens the BF16 weights in registers, the large calls take the BLAS on panels widened to
+ * F32): half the bytes of F32 in memory and in every decode step; else F32. On cuda: value
+ * (the plug-in's own type; the host copy is F32). */
+moe_dtype_t moe_expert_held_dtype(const moe_config_t *cfg, moe_num_dtype_t compute,
+                                  moe_dtype_t value);
+
+/* Reorder every local expert's BF16 weights (w13_bf16, w2_bf16) once into the layout its
+ * compute reads (w13_packed, w2_packed): BF16 compute (w->compute) oneDNN's, F32 compute
+ * moed's blocked layout (model/weights.h, the F32 kernels read it); the plain ones freed
+ * unless runtime.rebalance_every keeps them to move. Experts already packed, or not held in
+ * BF16, are skipped. Shared experts held in BF16 (w->shared_store, BF16 compute only) are
+ * packed too, always freeing their plain copies. */
 moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err);
 
 /* The calls into an attached back-end (backend.c): one per slot, in the order above.

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "expert/expert.h"
+#include "expert/smallbatch.h"
+#include "moe/mem.h"
 #include "moe/watchdog.h"
 
 static const char *num_name(moe_num_dtype_t d)
@@ -48,6 +50,22 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
         *out = cfg->compute_dtype;
     }
     return MOE_OK;
+}
+
+moe_dtype_t moe_expert_held_dtype(const moe_config_t *cfg, moe_num_dtype_t compute,
+                                  moe_dtype_t value)
+{
+    if (cfg->device == MOE_DEVICE_CUDA || value == MOE_DTYPE_FP8 || value == MOE_DTYPE_MXFP4) {
+        return value;
+    }
+    if (compute == MOE_NUM_BF16) {
+        return MOE_DTYPE_BF16;
+    }
+    /* F32 compute of BF16 values: held as BF16 where the F32 kernels read them, which is
+     * where the CPU lacks native BF16 (with it, runtime.compute_dtype: f32 keeps F32) */
+    bool kernels = moe_sb_isa(false) != MOE_SB_NONE;
+    return value == MOE_DTYPE_BF16 && kernels && !moe_cpu_bf16_native() ? MOE_DTYPE_BF16
+                                                                        : MOE_DTYPE_F32;
 }
 
 moe_status_t moe_expert_shared_types(const moe_config_t *cfg, bool routes, moe_dtype_t *held,
@@ -111,8 +129,54 @@ static moe_status_t pack_shared(const moe_config_t *cfg, moe_weights_t *w, moe_e
     return st;
 }
 
+/* m [n, k] row-major BF16 into moed's blocked layout (moe_sb_pack_bf16); *out malloc'd
+ * (free() frees it). */
+static moe_status_t block_bf16(const uint16_t *m, int64_t n, int64_t k, void **out,
+                               moe_error_t *err)
+{
+    size_t bytes = (size_t)(moe_blk_pad(n, MOE_BLK_N) * moe_blk_pad(k, MOE_BLK_K)) * 2;
+    uint16_t *b = moe_alloc_large(bytes); /* huge pages where the kernel gives them */
+    if (b == NULL) {
+        return moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate %zu bytes for an "
+                             "expert's BF16 weights in the kernels' layout", bytes);
+    }
+    moe_sb_pack_bf16(m, n, k, b);
+    *out = b;
+    return MOE_OK;
+}
+
+/* F32 compute of BF16-held experts: every local expert into moed's blocked layout. */
+static moe_status_t pack_blocked(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
+{
+    int64_t H = cfg->hidden_dim, F = moe_cfg_expert_ffn(cfg), up = up_cols(cfg);
+    moe_status_t st = MOE_OK;
+    for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
+        moe_layer_weights_t *lw = &w->layers[l];
+        for (int i = 0; st == MOE_OK && i < lw->num_local; i++) {
+            moe_expert_weights_t *ew = &lw->experts[i];
+            if (ew->w13_packed != NULL || ew->w13_bf16 == NULL) {
+                continue; /* packed before (online rebalancing packs what arrived) */
+            }
+            st = block_bf16(ew->w13_bf16, up, H, &ew->w13_packed, err);
+            if (st == MOE_OK) {
+                st = block_bf16(ew->w2_bf16, H, F, &ew->w2_packed, err);
+            }
+            if (st == MOE_OK && cfg->rebalance_every == 0) { /* kept to move, as above */
+                free(ew->w13_bf16);
+                free(ew->w2_bf16);
+                ew->w13_bf16 = ew->w2_bf16 = NULL;
+            }
+            moe_watchdog_progress((up + F) * H * 2);
+        }
+    }
+    return st;
+}
+
 moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
 {
+    if (w->compute != MOE_NUM_BF16) {
+        return w->store == MOE_DTYPE_BF16 ? pack_blocked(cfg, w, err) : MOE_OK;
+    }
     moe_onednn_t *o = NULL;
     moe_status_t st = moe_onednn_create(cfg->hidden_dim, up_cols(cfg), moe_cfg_expert_ffn(cfg),
                                         MOE_BF16_TILE_ROWS, (int)cfg->threads, &o, err);

@@ -11,7 +11,11 @@
 #include "moe/mem.h"
 
 /* Rows of W dequantised to F32 at a time for the BLAS (F32 compute, FP8 / MXFP4 weights):
- * 256 rows of the widest input (ffn or hidden) stay in L2 while the GEMM reads them. */
+ * 256 rows of the widest input (ffn or hidden) stay in L2 while the GEMM reads them. BF16
+ * weights (F32 compute for want of native BF16) are widened whole: panels of 256 rows made
+ * the default job's prefill (512 rows an expert call) 0.75 of the GEMM limit against 0.87
+ * with the weights held in F32 (Zen 3, 2026-11-28), the SGEMM packing the call's rows again
+ * for every panel; the whole matrix costs one expert's matrix in F32 of scratch. */
 #define PANEL_ROWS 256
 
 struct moe_expert_small {
@@ -19,13 +23,17 @@ struct moe_expert_small {
     moe_sb_type_t type; /* the held weights' type (F32-held: BF16, unused) */
     bool quant;         /* FP8 or MXFP4 held as stored */
     bool bf16;          /* BF16 compute */
+    bool own;           /* F32 compute of weights in moed's blocked layout (FP8, MXFP4, and
+                         * BF16 where the CPU lacks native BF16): the kernels for few rows,
+                         * the BLAS on panels widened to F32 for more */
     int64_t max_rows;   /* the switch point */
     int threads;
     int64_t H, F, up_n, kp_h, kp_f, sk;
     void *x;            /* [max_rows, kp_h] the rows, padded (zero past H) */
     void *a;            /* [max_rows, kp_f] the activated rows, padded (zero past F) */
     uint16_t *panel_up, *panel_down; /* BF16 compute: a dequantised expert, oneDNN's layout */
-    float *panel;       /* F32 compute: [PANEL_ROWS, max(H, F)] */
+    float *panel;       /* F32 compute: [panel_rows, max(H, F)] */
+    int64_t panel_rows; /* PANEL_ROWS, or (BF16 weights) the largest matrix's outputs */
     int64_t calls[2], rows[2];
 };
 
@@ -36,21 +44,24 @@ struct moe_expert_small {
  * faster up to 64 (1.1-1.4x), even to slower at 128; MXFP4 (its codes fetched ahead):
  * 1.16-1.21x faster at 16 rows, 1.07-1.10x at 24, even at 32 (its e2m1 decoding costs the
  * kernels about as much as oneDNN's dequantised GEMM there); F32 compute on the avx512
- * kernels (FP8 and MXFP4 only, BF16 weights are held in F32 then): faster up to 128. The avx2
+ * kernels (FP8 and MXFP4): faster up to 128. The avx2
  * kernels (32 rows a pass on a K-block decoded once, the scales on the sums; Zen 3,
  * 2026-11-28 09:08 UTC): FP8 2.08x at 64 rows, 1.38x at 128; MXFP4 1.84x at 64, 1.34x at
  * 128 (before the scales went on the sums, at 06:33 UTC: FP8 1.49x and 1.06x, MXFP4 1.64x
- * and 0.95x: 64 rows then). */
+ * and 0.95x: 64 rows then). BF16 weights in F32 compute (CPUs without native BF16: held as
+ * BF16, moe_expert_held_dtype) on the avx2 kernels against the whole matrix widened to F32
+ * and the SGEMM (Zen 3, 2026-11-28 12:10 UTC): 1.95x at 16 rows, 1.32x at 32, 1.09x at 48,
+ * 1.03x at 64, 0.90x at 96. */
 int64_t moe_expert_small_default_rows(moe_sb_type_t type, moe_sb_isa_t isa)
 {
     if (isa == MOE_SB_AVX512_BF16 || isa == MOE_SB_AVX512_BF16_VBMI) {
         return type == MOE_SB_BF16 ? 16 : type == MOE_SB_FP8 ? 64 : 16; /* performance.md */
     }
-    if (isa == MOE_SB_AVX512) {
-        return type == MOE_SB_BF16 ? 0 : 128;
+    if (isa == MOE_SB_AVX512) { /* BF16: the avx2 figure, not measured on such a CPU */
+        return type == MOE_SB_BF16 ? 48 : 128;
     }
     if (isa == MOE_SB_AVX2) {
-        return type == MOE_SB_BF16 ? 0 : 128; /* performance.md */
+        return type == MOE_SB_BF16 ? 48 : 128; /* performance.md */
     }
     return 0;
 }
@@ -80,8 +91,8 @@ static void pick(moe_expert_small_t *s, const moe_config_t *cfg, moe_dtype_t sto
 {
     bool bf16_held = store == MOE_DTYPE_BF16;
     s->isa = s->quant || bf16_held ? moe_sb_isa(s->bf16) : MOE_SB_NONE;
-    if (bf16_held && (o == NULL || !moe_onednn_packed_blocked(o, MOE_ONEDNN_UP) ||
-                      !moe_onednn_packed_blocked(o, MOE_ONEDNN_DOWN))) {
+    if (bf16_held && s->bf16 && (o == NULL || !moe_onednn_packed_blocked(o, MOE_ONEDNN_UP) ||
+                                 !moe_onednn_packed_blocked(o, MOE_ONEDNN_DOWN))) {
         s->isa = MOE_SB_NONE; /* the kernels read oneDNN's packed layout only when blocked */
     }
     s->max_rows = cfg->small_batch_rows >= 0 ? cfg->small_batch_rows
@@ -95,6 +106,7 @@ void moe_expert_small_plan(const moe_config_t *cfg, moe_dtype_t store, moe_num_d
 {
     moe_expert_small_t s = {.bf16 = compute == MOE_NUM_BF16, .type = held_type(store),
                             .quant = store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4};
+    s.own = !s.bf16 && (s.quant || store == MOE_DTYPE_BF16);
     moe_onednn_t *o = NULL;
     int64_t F = moe_cfg_expert_ffn(cfg), up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     if (store == MOE_DTYPE_BF16 && s.bf16 &&
@@ -126,6 +138,7 @@ moe_status_t moe_expert_small_create(const moe_config_t *cfg, const moe_weights_
     s->bf16 = compute == MOE_NUM_BF16;
     s->quant = w->store == MOE_DTYPE_FP8 || w->store == MOE_DTYPE_MXFP4;
     s->type = held_type(w->store);
+    s->own = !s->bf16 && (s->quant || w->store == MOE_DTYPE_BF16);
     s->sk = w->store == MOE_DTYPE_FP8 ? w->fp8_block[1] : MOE_MXFP4_BLOCK;
     pick(s, cfg, w->store, o, tile_rows);
     moe_status_t st = MOE_OK;
@@ -151,9 +164,10 @@ moe_status_t moe_expert_small_create(const moe_config_t *cfg, const moe_weights_
         if (s->panel_up == NULL || s->panel_down == NULL) {
             st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate a dequantised expert");
         }
-    } else if (st == MOE_OK && s->quant) {
+    } else if (st == MOE_OK && s->own) {
         int64_t widest = s->H > s->F ? s->H : s->F;
-        s->panel = malloc((size_t)(PANEL_ROWS * widest) * sizeof(float));
+        s->panel_rows = s->quant ? PANEL_ROWS : s->up_n > s->H ? s->up_n : s->H;
+        s->panel = moe_alloc_large((size_t)(s->panel_rows * widest) * sizeof(float));
         if (s->panel == NULL) {
             st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate a dequantised panel");
         }
@@ -286,11 +300,13 @@ moe_status_t moe_expert_small_forward_bf16(moe_expert_small_t *s, moe_onednn_t *
 static moe_status_t panels_f32(moe_expert_small_t *s, const moe_sb_matrix_t *m, int64_t rows,
                                const float *x, int64_t ldx, float *y, int64_t ldy)
 {
-    for (int64_t r0 = 0; r0 < m->n; r0 += PANEL_ROWS) {
-        int64_t r1 = r0 + PANEL_ROWS < m->n ? r0 + PANEL_ROWS : m->n;
+    for (int64_t r0 = 0; r0 < m->n; r0 += s->panel_rows) {
+        int64_t r1 = r0 + s->panel_rows < m->n ? r0 + s->panel_rows : m->n;
+        /* in groups of 64 rows (a column block: the vector code's 8-row groups whole) */
 #pragma omp parallel for num_threads(s->threads) schedule(static) if (s->threads > 1)
-        for (int64_t r = r0; r < r1; r++) {
-            moe_sb_dequant_f32(m, s->panel + (r - r0) * m->k, r, r + 1);
+        for (int64_t g = r0; g < r1; g += MOE_BLK_N) {
+            int64_t g1 = g + MOE_BLK_N < r1 ? g + MOE_BLK_N : r1;
+            moe_sb_dequant_f32(m, s->panel + (g - r0) * m->k, g, g1);
         }
         moe_status_t st = moe_gemm_nt(rows, r1 - r0, m->k, x, ldx, s->panel, m->k, 0.0f,
                                       y + r0, ldy);
@@ -306,7 +322,7 @@ moe_status_t moe_expert_small_forward_f32(moe_expert_small_t *s, const moe_exper
                                           int64_t rows, const float *in, float *out,
                                           float *scratch, int64_t tile_rows, moe_error_t *err)
 {
-    if (s == NULL || (!s->quant && (s->isa == MOE_SB_NONE || rows > s->max_rows))) {
+    if (s == NULL || (!s->own && (s->isa == MOE_SB_NONE || rows > s->max_rows))) {
         if (s != NULL) {
             count(s, 1, rows);
         }

@@ -19,13 +19,14 @@
 #endif
 
 /* Rows a pass holds in registers, 4 column vectors of 16 outputs each: avx512_bf16 6 rows
- * (24 of the 32 registers), 5 for FP8 (its tables take 5); avx512 F32 5; avx2 BF16 1 row x
- * 8 vectors of 8 (8 of its 16 registers; avx2 FP8 and MXFP4: A2_ROWS, below). */
+ * (24 of the 32 registers), 5 for FP8 (its tables take 5); avx512 F32 5; avx2 BF16 4 rows x
+ * 2 vectors of 8 outputs, a quarter of the column block at a time (one row: 8 vectors, the
+ * whole block; avx2 FP8 and MXFP4: A2_ROWS, below). */
 #define MR_BF16 6
 #define MR_FP8 5
 #define MR_MX 6
 #define MR_F32 5
-#define MR_AVX2 1
+#define MR_AVX2 4
 #define MR_MAX 6
 /* Accumulator sets a pass uses at most (SB_U below) */
 #define SB_U_MAX 2
@@ -85,14 +86,24 @@ static inline float fp8_f32(uint8_t c)
 static const float k_e2m1[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
+#ifdef SB_X86
+static int64_t a2_dequant_bf16(const moe_sb_matrix_t *w, float *dst, int64_t r0, int64_t r1);
+#endif
+
 void moe_sb_dequant_f32(const moe_sb_matrix_t *w, float *dst, int64_t r0, int64_t r1)
 {
     const int64_t kp = kpad(w), kbn = kp / MOE_BLK_K, ks = kscales(w);
     const uint8_t *b = w->codes;
     const uint16_t *h = w->codes;
+    int64_t kb0 = 0; /* K-blocks done by the vector code */
+#ifdef SB_X86
+    if (w->type == MOE_SB_BF16 && r0 % 8 == 0 && moe_sb_cpu_has(MOE_SB_AVX2)) {
+        kb0 = a2_dequant_bf16(w, dst, r0, r1);
+    }
+#endif
     for (int64_t n = r0; n < r1; n++) {
         float *row = dst + (n - r0) * w->k;
-        for (int64_t kb = 0; kb < kbn; kb++) {
+        for (int64_t kb = kb0; kb < kbn; kb++) {
             /* the pair (k, k + 1) of row n: 128 elements after the one before */
             int64_t base = ((n / MOE_BLK_N) * kbn + kb) * (MOE_BLK_N * MOE_BLK_K) +
                            (n % MOE_BLK_N) * 2;
@@ -122,6 +133,17 @@ void moe_sb_dequant_f32(const moe_sb_matrix_t *w, float *dst, int64_t r0, int64_
                     row[c + 1] = v1;
                 }
             }
+        }
+    }
+}
+
+void moe_sb_pack_bf16(const uint16_t *src, int64_t n, int64_t k, uint16_t *dst)
+{
+    const int64_t np = moe_blk_pad(n, MOE_BLK_N), kp = moe_blk_pad(k, MOE_BLK_K);
+    memset(dst, 0, (size_t)(np * kp) * sizeof(uint16_t));
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t c = 0; c < k; c++) {
+            dst[moe_blk_index(r, c, kp)] = src[r * k + c];
         }
     }
 }
@@ -1145,10 +1167,74 @@ SB_INLINE void k256q(int type, const moe_sb_matrix_t *w, int64_t nb, int64_t row
     }
 }
 
-__attribute__((noinline)) static void a2_bf(const moe_sb_matrix_t *w, int64_t nb,
-                                            const float *x, float *tile)
+/* avx2, BF16 (F32): R rows (2..4) of one column block into tile [R][64]. A K-block (32
+ * inputs x 64 outputs, 4 KiB: read from memory in order, the next ones fetched ahead) is
+ * taken a quarter of its outputs at a time (16: one 64-byte line of each 2-input row), two
+ * loads widened to four vectors serving the R rows' 4 FMAs each, their R x 2 sums in
+ * registers over the K-block and in the tile between K-blocks. Each output's FMAs come in
+ * k256bf's order (even input, odd input, pair by pair), so a row's values are the same bits
+ * whatever the rows beside it. (Quarters over the whole column block, the sums in registers
+ * throughout, read the weights in four strided streams: 2 rows took 1.46 ms an expert, 2.5x
+ * one row's.) */
+SB_INLINE void k256bf_r(const moe_sb_matrix_t *w, int64_t nb, int R, const float *x,
+                        int64_t ldx, float *tile)
 {
-    k256bf(w, nb, x, tile);
+    const int64_t kbn = kpad(w) / MOE_BLK_K;
+    memset(tile, 0, (size_t)R * MOE_BLK_N * sizeof(float));
+    for (int64_t kb = 0; kb < kbn; kb++) {
+        const uint16_t *cb = (const uint16_t *)w->codes + (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K);
+        const float *xk = x + kb * MOE_BLK_K;
+        for (int o = 0; o < MOE_BLK_N; o += 16) {
+            const uint16_t *c = cb + 2 * o;
+            __m256 acc[4][2];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                acc[r][0] = _mm256_loadu_ps(tile + r * MOE_BLK_N + o);
+                acc[r][1] = _mm256_loadu_ps(tile + r * MOE_BLK_N + o + 8);
+            }
+            for (int q = 0; q < MOE_BLK_K / 2; q++) {
+                if (o == 0 && kb + 2 < kbn) { /* the K-block after next, 4 lines a pair */
+                    const char *ahead = (const char *)(c + q * 2 * MOE_BLK_N) +
+                                        2 * MOE_BLK_N * MOE_BLK_K * sizeof(uint16_t);
+                    _mm_prefetch(ahead, _MM_HINT_T0);
+                    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+                    _mm_prefetch(ahead + 128, _MM_HINT_T0);
+                    _mm_prefetch(ahead + 192, _MM_HINT_T0);
+                }
+                __m256 e0, o0, e1, o1;
+                a2_words(_mm256_loadu_si256((const __m256i *)(c + q * 2 * MOE_BLK_N)), &e0, &o0);
+                a2_words(_mm256_loadu_si256((const __m256i *)(c + q * 2 * MOE_BLK_N + 16)), &e1,
+                         &o1);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const __m256 xe = _mm256_broadcast_ss(xk + r * ldx + 2 * q);
+                    const __m256 xo = _mm256_broadcast_ss(xk + r * ldx + 2 * q + 1);
+                    acc[r][0] = _mm256_fmadd_ps(e0, xe, acc[r][0]);
+                    acc[r][0] = _mm256_fmadd_ps(o0, xo, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(e1, xe, acc[r][1]);
+                    acc[r][1] = _mm256_fmadd_ps(o1, xo, acc[r][1]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                _mm256_storeu_ps(tile + r * MOE_BLK_N + o, acc[r][0]);
+                _mm256_storeu_ps(tile + r * MOE_BLK_N + o + 8, acc[r][1]);
+            }
+        }
+    }
+}
+
+/* avx2, BF16: rows (1..MR_AVX2) of column block nb into tile (rows of 64). */
+__attribute__((noinline)) static void a2_bf(const moe_sb_matrix_t *w, int64_t nb,
+                                            int64_t rows, const float *x, int64_t ldx,
+                                            float *tile)
+{
+    switch (rows) {
+    case 1: k256bf(w, nb, x, tile); break;
+    case 2: k256bf_r(w, nb, 2, x, ldx, tile); break;
+    case 3: k256bf_r(w, nb, 3, x, ldx, tile); break;
+    default: k256bf_r(w, nb, 4, x, ldx, tile); break;
+    }
 }
 #define SB_AVX2Q(T)                                                                          \
     __attribute__((noinline)) static void a2q_##T(const moe_sb_matrix_t *w, int64_t nb,      \
@@ -1171,6 +1257,58 @@ __attribute__((noinline)) static void a2_bf(const moe_sb_matrix_t *w, int64_t nb
     }
 SB_AVX2Q(1)
 SB_AVX2Q(2)
+
+/* avx2, BF16: rows [r0, r1) of W (r0 a multiple of 64) into F32 row-major (dst[(n - r0) k +
+ * c]) for the K-blocks that lie wholly inside k; the partial last one is left to the scalar
+ * loop. Eight outputs' 32-bit lanes (two inputs each) of eight rows q of a block, transposed
+ * (8 x 8), are eight outputs' 16 inputs. */
+__attribute__((noinline)) static int64_t a2_dequant_bf16(const moe_sb_matrix_t *w, float *dst,
+                                                         int64_t r0, int64_t r1)
+{
+    const int64_t kbn = kpad(w) / MOE_BLK_K, full = w->k / MOE_BLK_K;
+    const uint32_t *u = w->codes;
+    for (int64_t n0 = r0; n0 < r1; n0 += 8) {
+        const int64_t nb = n0 / MOE_BLK_N, g = n0 % MOE_BLK_N;
+        const int rows = r1 - n0 < 8 ? (int)(r1 - n0) : 8;
+        for (int64_t kb = 0; kb < full; kb++) {
+            const uint32_t *blk = u + (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K / 2) + g;
+            for (int h = 0; h < 2; h++) { /* q 8 h.. 8 h + 7: inputs 16 h.. 16 h + 15 */
+                __m256i v[8], t[8];
+#pragma GCC unroll 8
+                for (int i = 0; i < 8; i++) {
+                    v[i] = _mm256_loadu_si256((const __m256i *)(blk + (8 * h + i) * MOE_BLK_N));
+                }
+                /* 8 x 8 transpose of 32-bit lanes: t[j] lane i = v[i] lane j */
+#pragma GCC unroll 4
+                for (int i = 0; i < 8; i += 2) {
+                    t[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+                    t[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+                }
+#pragma GCC unroll 2
+                for (int i = 0; i < 8; i += 4) {
+                    v[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+                    v[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+                    v[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+                    v[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+                }
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) {
+                    t[i] = _mm256_permute2x128_si256(v[i], v[i + 4], 0x20);
+                    t[i + 4] = _mm256_permute2x128_si256(v[i], v[i + 4], 0x31);
+                }
+                for (int j = 0; j < rows; j++) { /* output n0 + j: t[j] */
+                    __m256 lo, hi;
+                    a2_words(t[j], &lo, &hi);
+                    const __m256 a = _mm256_unpacklo_ps(lo, hi), b = _mm256_unpackhi_ps(lo, hi);
+                    float *row = dst + (n0 + j - r0) * w->k + kb * MOE_BLK_K + 16 * h;
+                    _mm256_storeu_ps(row, _mm256_permute2f128_ps(a, b, 0x20));
+                    _mm256_storeu_ps(row + 8, _mm256_permute2f128_ps(a, b, 0x31));
+                }
+            }
+        }
+    }
+    return full;
+}
 
 #pragma GCC pop_options
 
@@ -1272,9 +1410,7 @@ void moe_sb_gemm(moe_sb_isa_t isa, const moe_sb_matrix_t *w, int64_t m, const vo
                 (w->type == MOE_SB_FP8 ? a2q_1 : a2q_2)(w, nb, rows, (const float *)xp, ldx,
                                                         tile);
             } else {
-                for (int64_t r = 0; r < rows; r++) {
-                    a2_bf(w, nb, (const float *)xp + r * ldx, tile + r * MOE_BLK_N);
-                }
+                a2_bf(w, nb, rows, (const float *)xp, ldx, tile);
             }
             void *yp = (char *)y + (size_t)(r0 * ldy) * (y_bf16 ? sizeof(uint16_t)
                                                                 : sizeof(float));

@@ -68,6 +68,11 @@ void moe_sb_gemm(moe_sb_isa_t isa, const moe_sb_matrix_t *w, int64_t m, const vo
 void moe_sb_dequant_bf16(moe_sb_isa_t isa, const moe_sb_matrix_t *w, uint16_t *dst,
                          int64_t nb0, int64_t nb1);
 
+/* src [n, k] row-major BF16 into dst in the blocked layout (moe_blk_pad(n, 64) x
+ * moe_blk_pad(k, 32) words, the padding zero): BF16 weights for F32 compute where the CPU
+ * lacks native BF16 (oneDNN packs them for BF16 compute). */
+void moe_sb_pack_bf16(const uint16_t *src, int64_t n, int64_t k, uint16_t *dst);
+
 /* Rows [r0, r1) of W (any type) dequantised to F32 row-major: dst[(r - r0) * k + c]. */
 void moe_sb_dequant_f32(const moe_sb_matrix_t *w, float *dst, int64_t r0, int64_t r1);
 
