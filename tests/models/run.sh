@@ -19,7 +19,8 @@
 #          n_shared_experts, first_k_dense_replace ... (make_reference.py --hf-defaults);
 #          moed must route with the same defaults and say each one came from an absent key)
 # Families with shared experts must say how the routing ranks hold and compute them
-# ("shared experts: ..."): FP8 as stored, BF16 for BF16 compute, else F32.
+# ("shared experts: ..."): FP8 as stored, BF16 for BF16 compute and for F32 compute on a
+# CPU without native BF16 that has moed's F32 kernels (AVX2 and FMA, or AVX-512), else F32.
 # FP8 and MXFP4 checkpoints are held as stored (model.dtype auto): the first line must say so.
 # Every other case computes in F32 (runtime.compute_dtype: f32), whatever the stored type.
 # Needs MOED and ST_DIFF (ctest sets them). Fails, printing what moed said, when moed cannot
@@ -143,9 +144,14 @@ run_and_compare() {
     status=1
   fi
   # the shared experts held as the experts would be: FP8 as stored, else BF16 for BF16
-  # compute, F32 for F32 compute (their own line after the experts')
+  # compute, and for F32 compute where the CPU lacks native BF16 but has moed's F32 kernels
+  # (from /proc/cpuinfo, not from moed), F32 otherwise (their own line after the experts')
   if [[ $family == qwen2_moe || $family == deepseek_* || $family == kimi_k2 ]]; then
     shared="f32 weights, f32 compute"
+    flags=" $(grep -m1 '^flags' /proc/cpuinfo) "
+    native=; [[ $flags == *" avx512_bf16 "* && ${MOED_CPU_NO_BF16:-0} == 0 ]] && native=1
+    kernels=; [[ $flags == *" avx512f "* || ( $flags == *" avx2 "* && $flags == *" fma "* ) ]] && kernels=1
+    [[ $dtype == bf16 && -z $native && -n $kernels ]] && shared="bf16 weights, f32 compute"
     [[ $compute == bf16 ]] && shared="bf16 weights, bf16 compute"
     [[ $dtype == fp8 ]] && shared="fp8 e4m3 weights held as stored, $compute compute"
     if ! grep -qx "shared experts: $shared" "$name.log"; then

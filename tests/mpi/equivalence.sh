@@ -67,6 +67,11 @@ case "$1" in
     # F32 rows on the wire: with BF16 rows runtime.dedup rounds each rank's sum of a token's
     # experts once, so the output moves with the placement by a BF16 rounding (dedup_bf16).
     SKEW=1.5 STEPS=7 small_model | sed 's/^model:/model:\n  dtype: bf16/; s/^runtime:/runtime:\n  wire_dtype: f32\n  rebalance_every: 2\n  redundant_experts: 2/' > c.yaml ;;
+  rebalance_bf16_f32) # the same with no native BF16 (forced): held in BF16 for moed's F32
+    # kernels, the plain copies move and arrive laid out for them
+    export MOED_CPU_NO_BF16=1
+    MPIRUN_FLAGS+=" -x MOED_CPU_NO_BF16"
+    SKEW=1.5 STEPS=7 small_model | sed 's/^model:/model:\n  dtype: bf16/; s/^runtime:/runtime:\n  wire_dtype: f32\n  rebalance_every: 2\n  redundant_experts: 2/' > c.yaml ;;
   # runtime.dedup. A token goes once to each rank holding some of its experts; the rank sums
   # their weighted outputs (F32, ascending expert id) and returns one row; the routing rank
   # adds its rows in ascending rank order. Top-3, so a token's sum groups differently on 1
@@ -171,6 +176,9 @@ if [[ "$1" == dedup_bf16 ]]; then
     || fail "runtime.dedup: false with BF16 rows: 3 ranks differ from 1 rank"
 else
   same_as_one_rank 3
+fi
+if [[ "$1" == rebalance_bf16_f32 ]]; then
+  grep -q "^experts: bf16 weights, f32 compute" many.log || { cat many.log; fail "not held in BF16 for f32 compute"; }
 fi
 if [[ "$1" == columns_* ]]; then
   grep -q "; every expert in [23] column shares" many.log || { cat many.log; fail "no column shares said"; }

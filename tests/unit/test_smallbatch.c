@@ -512,20 +512,25 @@ static double silu(double v)
     return v / (1.0 + exp(-v));
 }
 
-/* One SwiGLU expert of H x F held as `type` (FP8 or MXFP4), rows 1..max: both paths, each
- * compute type this CPU runs, against the reference in double. */
+/* One SwiGLU expert of H x F held as `type` (FP8, MXFP4, or BF16 for F32 compute), rows
+ * 1..max: both paths, each compute type this CPU runs, against the reference in double. */
 static void ffn_case(moe_sb_type_t type, int64_t H, int64_t F, int threads)
 {
     mat_t up = mat_make(type, 2 * F, H), down = mat_make(type, H, F);
-    moe_weights_t w = {.store = type == MOE_SB_FP8 ? MOE_DTYPE_FP8 : MOE_DTYPE_MXFP4,
+    moe_weights_t w = {.store = type == MOE_SB_FP8     ? MOE_DTYPE_FP8
+                                : type == MOE_SB_MXFP4 ? MOE_DTYPE_MXFP4
+                                                       : MOE_DTYPE_BF16,
                        .fp8_block = {128, 128}};
     moe_expert_weights_t ew = {.id = 3, .w13_q = up.q, .w13_s = up.s, .w2_q = down.q,
                                .w2_s = down.s};
+    if (type == MOE_SB_BF16) { /* BF16 for F32 compute: the blocked layout (no native BF16) */
+        ew = (moe_expert_weights_t){.id = 3, .w13_packed = up.q, .w2_packed = down.q};
+    }
     const int64_t tile = 64;
     for (int bf = 0; bf < 2; bf++) {
         moe_num_dtype_t compute = bf ? MOE_NUM_BF16 : MOE_NUM_F32;
-        if (bf && !moe_cpu_bf16_native()) {
-            continue;
+        if (bf && (!moe_cpu_bf16_native() || type == MOE_SB_BF16)) {
+            continue; /* BF16 weights in BF16 compute: oneDNN's layout (onednn_case) */
         }
         for (int path = 0; path < 2; path++) { /* switch point 576 (kernels) or 0 (GEMMs) */
             moe_config_t cfg = {.hidden_dim = H, .ffn_dim = F, .activation = MOE_ACT_SWIGLU,
@@ -723,6 +728,8 @@ int main(void)
     for (int threads = 1; threads <= 2; threads++) {
         ffn_case(MOE_SB_FP8, 160, 136, threads);
         ffn_case(MOE_SB_MXFP4, 192, 96, threads);
+        ffn_case(MOE_SB_BF16, 160, 136, threads);
+        ffn_case(MOE_SB_BF16, 256, 72, threads); /* H past 2F: the down matrix the taller */
     }
     arena_case(MOE_DTYPE_FP8);
     arena_case(MOE_DTYPE_MXFP4);

@@ -382,7 +382,8 @@ static moe_status_t engine_dtypes(moe_engine_t *eng, moe_error_t *err)
                                    scales, sizeof(scales));
             snprintf(as, sizeof(as), " held as stored (%s)", scales);
         } else if (strcmp(vals, helds) != 0) {
-            snprintf(as, sizeof(as), " (held as %s)", helds); /* no native BF16: F32 */
+            /* F32: compute_dtype f32 on a CPU with native BF16, or no kernels for BF16 */
+            snprintf(as, sizeof(as), " (held as %s)", helds);
         }
         /* F32 compute of weights in moed's blocked layout: FP8, MXFP4, or BF16 without
          * native BF16 (moe_expert_held_dtype) */

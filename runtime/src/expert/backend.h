@@ -181,8 +181,9 @@ moe_status_t moe_expert_compute_dtype(const moe_config_t *cfg, moe_dtype_t value
                                       moe_num_dtype_t *out, moe_error_t *err);
 
 /* How a routing rank on the CPU holds and computes its shared experts: as its experts would
- * be from the shared experts' own type (moe_weights_shared_dtype): FP8 as stored, BF16 where
- * the CPU computes in BF16, else F32 (always F32 on cuda, and with routes false). */
+ * be from the shared experts' own type (moe_weights_shared_dtype; moe_expert_held_dtype): FP8
+ * as stored, BF16 where the CPU computes in BF16 or runs BF16 on moed's F32 kernels, else
+ * F32 (always F32 on cuda, and with routes false). */
 moe_status_t moe_expert_shared_types(const moe_config_t *cfg, bool routes, moe_dtype_t *held,
                                      moe_num_dtype_t *compute, moe_error_t *err);
 
@@ -199,8 +200,8 @@ moe_dtype_t moe_expert_held_dtype(const moe_config_t *cfg, moe_num_dtype_t compu
  * compute reads (w13_packed, w2_packed): BF16 compute (w->compute) oneDNN's, F32 compute
  * moed's blocked layout (model/weights.h, the F32 kernels read it); the plain ones freed
  * unless runtime.rebalance_every keeps them to move. Experts already packed, or not held in
- * BF16, are skipped. Shared experts held in BF16 (w->shared_store, BF16 compute only) are
- * packed too, always freeing their plain copies. */
+ * BF16, are skipped. Shared experts held in BF16 (w->shared_store) are packed too, for their
+ * own compute type (w->shared_compute), always freeing their plain copies. */
 moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err);
 
 /* The calls into an attached back-end (backend.c): one per slot, in the order above.

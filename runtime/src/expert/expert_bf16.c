@@ -1,5 +1,6 @@
-/* BF16 experts on the CPU: which compute type a run gets, the weights' one-time reorder into
- * oneDNN's layout, and one expert's FFN over a tile of BF16 rows (expert_bf16.h). */
+/* BF16 experts on the CPU: which compute and held types a run gets, the weights' one-time
+ * reorder into oneDNN's layout (BF16 compute) or moed's blocked one (F32 compute), and one
+ * expert's FFN over a tile of BF16 rows (expert_bf16.h). */
 #include "expert/expert_bf16.h"
 
 #include <stdlib.h>
@@ -82,9 +83,7 @@ moe_status_t moe_expert_shared_types(const moe_config_t *cfg, bool routes, moe_d
         return st;
     }
     st = moe_expert_compute_dtype(cfg, value, compute, err);
-    *held = value == MOE_DTYPE_FP8 ? MOE_DTYPE_FP8
-            : *compute == MOE_NUM_BF16 ? MOE_DTYPE_BF16
-                                       : MOE_DTYPE_F32;
+    *held = moe_expert_held_dtype(cfg, *compute, value); /* FP8 as stored, BF16 as the experts */
     return st;
 }
 
@@ -111,24 +110,6 @@ static moe_status_t pack_ffn(moe_onednn_t *o, moe_expert_weights_t *ew, bool kee
     return st;
 }
 
-/* A routing rank's shared experts held in BF16 into oneDNN's layout (a context of their
- * width), the plain copies freed. */
-static moe_status_t pack_shared(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
-{
-    int64_t Fs = w->shared_ffn, up = cfg->activation == MOE_ACT_GELU ? Fs : 2 * Fs;
-    moe_onednn_t *o = NULL;
-    moe_status_t st = moe_onednn_create(cfg->hidden_dim, up, Fs, MOE_BF16_TILE_ROWS,
-                                        (int)cfg->threads, &o, err);
-    for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
-        moe_expert_weights_t *ew = &w->layers[l].shared;
-        if (w->layers[l].has_shared && ew->w13_bf16 != NULL) {
-            st = pack_ffn(o, ew, false, err);
-        }
-    }
-    moe_onednn_destroy(o);
-    return st;
-}
-
 /* m [n, k] row-major BF16 into moed's blocked layout (moe_sb_pack_bf16); *out malloc'd
  * (free() frees it). */
 static moe_status_t block_bf16(const uint16_t *m, int64_t n, int64_t k, void **out,
@@ -145,6 +126,23 @@ static moe_status_t block_bf16(const uint16_t *m, int64_t n, int64_t k, void **o
     return MOE_OK;
 }
 
+/* One FFN of inner width F (up: its W13's outputs) into moed's blocked layout, the plain
+ * copies freed unless keep_plain. */
+static moe_status_t block_ffn(moe_expert_weights_t *ew, int64_t H, int64_t F, int64_t up,
+                              bool keep_plain, moe_error_t *err)
+{
+    moe_status_t st = block_bf16(ew->w13_bf16, up, H, &ew->w13_packed, err);
+    if (st == MOE_OK) {
+        st = block_bf16(ew->w2_bf16, H, F, &ew->w2_packed, err);
+    }
+    if (st == MOE_OK && !keep_plain) {
+        free(ew->w13_bf16);
+        free(ew->w2_bf16);
+        ew->w13_bf16 = ew->w2_bf16 = NULL;
+    }
+    return st;
+}
+
 /* F32 compute of BF16-held experts: every local expert into moed's blocked layout. */
 static moe_status_t pack_blocked(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
 {
@@ -157,26 +155,39 @@ static moe_status_t pack_blocked(const moe_config_t *cfg, moe_weights_t *w, moe_
             if (ew->w13_packed != NULL || ew->w13_bf16 == NULL) {
                 continue; /* packed before (online rebalancing packs what arrived) */
             }
-            st = block_bf16(ew->w13_bf16, up, H, &ew->w13_packed, err);
-            if (st == MOE_OK) {
-                st = block_bf16(ew->w2_bf16, H, F, &ew->w2_packed, err);
-            }
-            if (st == MOE_OK && cfg->rebalance_every == 0) { /* kept to move, as above */
-                free(ew->w13_bf16);
-                free(ew->w2_bf16);
-                ew->w13_bf16 = ew->w2_bf16 = NULL;
-            }
+            /* the plain copies kept for online rebalancing to move, as pack_onednn */
+            st = block_ffn(ew, H, F, up, cfg->rebalance_every != 0, err);
             moe_watchdog_progress((up + F) * H * 2);
         }
     }
     return st;
 }
 
-moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
+/* A routing rank's shared experts held in BF16 into the layout their compute reads
+ * (w->shared_compute: BF16 oneDNN's, a context of their width; F32 moed's blocked one), the
+ * plain copies freed. */
+static moe_status_t pack_shared(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
 {
-    if (w->compute != MOE_NUM_BF16) {
-        return w->store == MOE_DTYPE_BF16 ? pack_blocked(cfg, w, err) : MOE_OK;
+    int64_t Fs = w->shared_ffn, up = cfg->activation == MOE_ACT_GELU ? Fs : 2 * Fs;
+    bool dnn = w->shared_compute == MOE_NUM_BF16;
+    moe_onednn_t *o = NULL;
+    moe_status_t st = dnn ? moe_onednn_create(cfg->hidden_dim, up, Fs, MOE_BF16_TILE_ROWS,
+                                              (int)cfg->threads, &o, err)
+                          : MOE_OK;
+    for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
+        moe_expert_weights_t *ew = &w->layers[l].shared;
+        if (w->layers[l].has_shared && ew->w13_bf16 != NULL) {
+            st = dnn ? pack_ffn(o, ew, false, err)
+                     : block_ffn(ew, cfg->hidden_dim, Fs, up, false, err);
+        }
     }
+    moe_onednn_destroy(o);
+    return st;
+}
+
+/* BF16 compute: every local expert into oneDNN's layout. */
+static moe_status_t pack_onednn(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
+{
     moe_onednn_t *o = NULL;
     moe_status_t st = moe_onednn_create(cfg->hidden_dim, up_cols(cfg), moe_cfg_expert_ffn(cfg),
                                         MOE_BF16_TILE_ROWS, (int)cfg->threads, &o, err);
@@ -185,8 +196,7 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
         for (int i = 0; st == MOE_OK && i < lw->num_local; i++) {
             moe_expert_weights_t *ew = &lw->experts[i];
             if (ew->w13_packed != NULL || ew->w13_bf16 == NULL) {
-                continue; /* packed before (online rebalancing packs what arrived), or held
-                           * as stored (FP8, MXFP4: the kernels read them so) or in F32 */
+                continue; /* packed before (online rebalancing packs what arrived) */
             }
             /* the plain copies go as soon as the packed ones exist; online rebalancing
              * keeps them: they are what moves to another rank */
@@ -198,6 +208,17 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
         }
     }
     moe_onednn_destroy(o);
+    return st;
+}
+
+moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
+{
+    moe_status_t st = MOE_OK;
+    if (w->store == MOE_DTYPE_BF16) { /* FP8, MXFP4 held as stored: the kernels read them so */
+        st = w->compute == MOE_NUM_BF16 ? pack_onednn(cfg, w, err) : pack_blocked(cfg, w, err);
+    }
+    /* the shared experts by their own compute type: a master of master routing hosts no
+     * experts (its compute F32) but may hold BF16 shared experts for BF16 compute */
     if (st == MOE_OK && w->shared_store == MOE_DTYPE_BF16) {
         st = pack_shared(cfg, w, err);
     }

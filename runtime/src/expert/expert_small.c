@@ -20,7 +20,7 @@
 
 struct moe_expert_small {
     moe_sb_isa_t isa;   /* MOE_SB_NONE: the GEMM libraries only */
-    moe_sb_type_t type; /* the held weights' type (F32-held: BF16, unused) */
+    moe_sb_type_t type; /* the held weights' type (F32-held: MOE_SB_BF16, unused) */
     bool quant;         /* FP8 or MXFP4 held as stored */
     bool bf16;          /* BF16 compute */
     bool own;           /* F32 compute of weights in moed's blocked layout (FP8, MXFP4, and
@@ -32,8 +32,9 @@ struct moe_expert_small {
     void *x;            /* [max_rows, kp_h] the rows, padded (zero past H) */
     void *a;            /* [max_rows, kp_f] the activated rows, padded (zero past F) */
     uint16_t *panel_up, *panel_down; /* BF16 compute: a dequantised expert, oneDNN's layout */
-    float *panel;       /* F32 compute: [panel_rows, max(H, F)] */
-    int64_t panel_rows; /* PANEL_ROWS, or (BF16 weights) the largest matrix's outputs */
+    float *panel;       /* F32 compute: [PANEL_ROWS, max(H, F)]; BF16 weights: the larger
+                         * matrix whole */
+    int64_t panel_rows; /* PANEL_ROWS, or (BF16 weights) the most outputs of a matrix */
     int64_t calls[2], rows[2];
 };
 
@@ -166,8 +167,10 @@ moe_status_t moe_expert_small_create(const moe_config_t *cfg, const moe_weights_
         }
     } else if (st == MOE_OK && s->own) {
         int64_t widest = s->H > s->F ? s->H : s->F;
+        int64_t up = s->up_n * s->H, down = s->H * s->F; /* BF16: the larger matrix */
         s->panel_rows = s->quant ? PANEL_ROWS : s->up_n > s->H ? s->up_n : s->H;
-        s->panel = moe_alloc_large((size_t)(s->panel_rows * widest) * sizeof(float));
+        s->panel = moe_alloc_large((size_t)(s->quant ? PANEL_ROWS * widest
+                                                     : up > down ? up : down) * sizeof(float));
         if (s->panel == NULL) {
             st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate a dequantised panel");
         }
@@ -295,8 +298,8 @@ moe_status_t moe_expert_small_forward_bf16(moe_expert_small_t *s, moe_onednn_t *
     return moe_expert_forward_bf16(o, &packed, act, hidden, ffn, rows, in, h, a, out, err);
 }
 
-/* F32 compute, FP8 / MXFP4 over many rows: W in panels of rows dequantised to F32, each
- * panel's columns of the output by the BLAS. */
+/* F32 compute, FP8 / MXFP4 / BF16 over many rows: W in panels of rows (BF16: one, the whole
+ * matrix) dequantised to F32, each panel's columns of the output by the BLAS. */
 static moe_status_t panels_f32(moe_expert_small_t *s, const moe_sb_matrix_t *m, int64_t rows,
                                const float *x, int64_t ldx, float *y, int64_t ldy)
 {

@@ -1,15 +1,17 @@
 /* The CPU back-end's expert FFN per call: the small-batch kernels (expert/smallbatch.h) for
  * calls of few rows, the GEMM libraries for the others, and the FFN of weights held as
- * stored (FP8, MXFP4), whose large calls first dequantise the matrix (BF16 compute: into
- * oneDNN's packed layout, then its matmul; F32 compute: panels of rows into F32, then the
- * build's BLAS).
+ * stored (FP8, MXFP4) or in BF16 for F32 compute (a CPU without native BF16), whose large
+ * calls first dequantise the matrix (BF16 compute: into oneDNN's packed layout, then its
+ * matmul; F32 compute: panels of rows, BF16 the whole matrix, into F32, then the build's
+ * BLAS).
  *
  * The switch point: a call of at most `rows` rows (moe_expert_small_rows) takes the
  * kernels: runtime.small_batch_rows, or (-1) the point measured for the weights' type and
  * compute type on the machines of docs/performance.md (tests/bench/bench_decode_kernel.sh
  * measures it on the machine it runs on): constants, so every rank and every run picks the
- * same path for the same call. BF16 weights take the kernels only where oneDNN's packed
- * layout is the blocked one the kernels read (moe_onednn_packed_blocked).
+ * same path for the same call. BF16 weights in BF16 compute take the kernels only where
+ * oneDNN's packed layout is the blocked one the kernels read (moe_onednn_packed_blocked);
+ * in F32 compute moed lays them out itself (moe_expert_cpu_pack).
  *
  * Threads: with runtime.threads > 1 the threads split the output columns (blocks of 64), so
  * each core streams its own share of the weights (OpenMP, the pool oneDNN uses). */
@@ -38,7 +40,8 @@ void moe_expert_small_plan(const moe_config_t *cfg, moe_dtype_t store, moe_num_d
                            moe_sb_isa_t *isa, int64_t *rows);
 
 /* The context of one rank's experts (`w`, computed in `compute`): kernels, switch point,
- * scratch for tile_rows rows (the back-end's tile), dequantisation panels for FP8 / MXFP4.
+ * scratch for tile_rows rows (the back-end's tile), dequantisation panels for FP8 / MXFP4
+ * (and BF16 in F32 compute: one matrix).
  * o: BF16 compute's oneDNN context (the packed layouts), else NULL. Fails on allocation, or
  * for FP8 / MXFP4 in BF16 where oneDNN's packed layout is not the blocked one. */
 moe_status_t moe_expert_small_create(const moe_config_t *cfg, const moe_weights_t *w,
@@ -61,7 +64,7 @@ moe_status_t moe_expert_small_forward_bf16(moe_expert_small_t *s, moe_onednn_t *
                                            float *out, moe_error_t *err);
 
 /* F32 compute: out[rows, H] = FFN(in[rows, H]) for rows <= the tile; scratch as for
- * moe_expert_forward. F32-held weights over many rows go to moe_expert_forward. */
+ * moe_expert_forward. F32-held weights (no kernels for them here) go to moe_expert_forward. */
 moe_status_t moe_expert_small_forward_f32(moe_expert_small_t *s, const moe_expert_weights_t *w,
                                           moe_activation_t act, int64_t hidden, int64_t ffn,
                                           int64_t rows, const float *in, float *out,

@@ -2,7 +2,7 @@
  * few tens), streaming each weight byte once for all of a call's rows (a GEMM library tuned
  * for large M reads them again per block of rows, and packs the rows first). The weights
  * are in the blocked layout of model/weights.h: BF16 (oneDNN's packed layout: the BF16
- * experts' w13_packed), FP8 e4m3 and MXFP4 e2m1 held as the checkpoint stores them,
+ * experts' w13_packed; for F32 compute laid out by moe_sb_pack_bf16), FP8 e4m3 and MXFP4 e2m1 held as the checkpoint stores them,
  * dequantised in registers tile by tile (value = code x its scale), F32 accumulation:
  *   avx512_bf16  the rows in BF16, the weights as BF16 pairs into vdpbf16ps (FP8 and e2m1
  *                values are exact in BF16); FP8's and MXFP4's scales multiply the F32 sums

@@ -581,7 +581,7 @@ static moe_status_t rb_run(moe_rebalance_t *rb, moe_config_t *live, moe_weights_
         st = rb_switch_weights(w, p, rank, err);
     }
     if (st == MOE_OK && w->store == MOE_DTYPE_BF16 && live->device == MOE_DEVICE_CPU) {
-        st = moe_expert_cpu_pack(live, w, err); /* the arrived experts (BF16 compute) */
+        st = moe_expert_cpu_pack(live, w, err); /* the arrived experts, for their compute */
     }
     if (st == MOE_OK) {
         st = moe_cfg_set_layer_sets(live, p->ent, p->num_ent, err);

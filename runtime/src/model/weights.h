@@ -100,7 +100,8 @@ typedef struct moe_expert_weights {
     float *w13; /* [2F, H] swiglu (W1 and W3 stacked), [F, H] gelu */
     float *w2;  /* [H, F] */
     uint16_t *w13_bf16, *w2_bf16; /* BF16, as w13 and w2 */
-    void *w13_packed, *w2_packed; /* BF16 in oneDNN's layout (malloc'd: free() frees them) */
+    void *w13_packed, *w2_packed; /* BF16 packed: oneDNN's layout (BF16 compute) or the
+                                   * blocked one below (F32 compute); free() frees them */
     uint8_t *w13_q, *w2_q; /* FP8 / MXFP4 codes, blocked ([2F or F, H] and [H, F]) */
     void *w13_s, *w2_s;    /* their scales, blocked: float (FP8) or e8m0 bytes (MXFP4) */
     size_t q_pooled;       /* > 0: those four are one piece of this many bytes from w13_q
