@@ -93,23 +93,6 @@ static int64_t up_cols(const moe_config_t *cfg)
     return cfg->activation == MOE_ACT_GELU ? F : 2 * F;
 }
 
-/* One FFN's BF16 matrices into oneDNN's layout (o: a context of its width); the plain copies
- * freed unless keep_plain. */
-static moe_status_t pack_ffn(moe_onednn_t *o, moe_expert_weights_t *ew, bool keep_plain,
-                             moe_error_t *err)
-{
-    moe_status_t st = moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err);
-    if (st == MOE_OK) {
-        st = moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err);
-    }
-    if (st == MOE_OK && !keep_plain) {
-        free(ew->w13_bf16);
-        free(ew->w2_bf16);
-        ew->w13_bf16 = ew->w2_bf16 = NULL;
-    }
-    return st;
-}
-
 /* m [n, k] row-major BF16 into moed's blocked layout (moe_sb_pack_bf16); *out malloc'd
  * (free() frees it). */
 static moe_status_t block_bf16(const uint16_t *m, int64_t n, int64_t k, void **out,
@@ -126,39 +109,23 @@ static moe_status_t block_bf16(const uint16_t *m, int64_t n, int64_t k, void **o
     return MOE_OK;
 }
 
-/* One FFN of inner width F (up: its W13's outputs) into moed's blocked layout, the plain
- * copies freed unless keep_plain. */
-static moe_status_t block_ffn(moe_expert_weights_t *ew, int64_t H, int64_t F, int64_t up,
-                              bool keep_plain, moe_error_t *err)
+/* One FFN of inner width F (up: its W13's outputs) into oneDNN's layout (o: a context of its
+ * width) or, o NULL, moed's blocked one; the plain copies freed unless keep_plain. */
+static moe_status_t pack_ffn(moe_onednn_t *o, moe_expert_weights_t *ew, int64_t H, int64_t F,
+                             int64_t up, bool keep_plain, moe_error_t *err)
 {
-    moe_status_t st = block_bf16(ew->w13_bf16, up, H, &ew->w13_packed, err);
+    moe_status_t st = o != NULL
+                          ? moe_onednn_pack(o, MOE_ONEDNN_UP, ew->w13_bf16, &ew->w13_packed, err)
+                          : block_bf16(ew->w13_bf16, up, H, &ew->w13_packed, err);
     if (st == MOE_OK) {
-        st = block_bf16(ew->w2_bf16, H, F, &ew->w2_packed, err);
+        st = o != NULL
+                 ? moe_onednn_pack(o, MOE_ONEDNN_DOWN, ew->w2_bf16, &ew->w2_packed, err)
+                 : block_bf16(ew->w2_bf16, H, F, &ew->w2_packed, err);
     }
     if (st == MOE_OK && !keep_plain) {
         free(ew->w13_bf16);
         free(ew->w2_bf16);
         ew->w13_bf16 = ew->w2_bf16 = NULL;
-    }
-    return st;
-}
-
-/* F32 compute of BF16-held experts: every local expert into moed's blocked layout. */
-static moe_status_t pack_blocked(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
-{
-    int64_t H = cfg->hidden_dim, F = moe_cfg_expert_ffn(cfg), up = up_cols(cfg);
-    moe_status_t st = MOE_OK;
-    for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
-        moe_layer_weights_t *lw = &w->layers[l];
-        for (int i = 0; st == MOE_OK && i < lw->num_local; i++) {
-            moe_expert_weights_t *ew = &lw->experts[i];
-            if (ew->w13_packed != NULL || ew->w13_bf16 == NULL) {
-                continue; /* packed before (online rebalancing packs what arrived) */
-            }
-            /* the plain copies kept for online rebalancing to move, as pack_onednn */
-            st = block_ffn(ew, H, F, up, cfg->rebalance_every != 0, err);
-            moe_watchdog_progress((up + F) * H * 2);
-        }
     }
     return st;
 }
@@ -177,20 +144,23 @@ static moe_status_t pack_shared(const moe_config_t *cfg, moe_weights_t *w, moe_e
     for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
         moe_expert_weights_t *ew = &w->layers[l].shared;
         if (w->layers[l].has_shared && ew->w13_bf16 != NULL) {
-            st = dnn ? pack_ffn(o, ew, false, err)
-                     : block_ffn(ew, cfg->hidden_dim, Fs, up, false, err);
+            st = pack_ffn(o, ew, cfg->hidden_dim, Fs, up, false, err);
         }
     }
     moe_onednn_destroy(o);
     return st;
 }
 
-/* BF16 compute: every local expert into oneDNN's layout. */
-static moe_status_t pack_onednn(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
+/* Every local expert held in BF16 into the layout its compute reads (w->compute: BF16
+ * oneDNN's, a context of the experts' width; F32 moed's blocked one). */
+static moe_status_t pack_experts(const moe_config_t *cfg, moe_weights_t *w, moe_error_t *err)
 {
+    int64_t H = cfg->hidden_dim, F = moe_cfg_expert_ffn(cfg), up = up_cols(cfg);
+    bool dnn = w->compute == MOE_NUM_BF16;
     moe_onednn_t *o = NULL;
-    moe_status_t st = moe_onednn_create(cfg->hidden_dim, up_cols(cfg), moe_cfg_expert_ffn(cfg),
-                                        MOE_BF16_TILE_ROWS, (int)cfg->threads, &o, err);
+    moe_status_t st = dnn ? moe_onednn_create(H, up, F, MOE_BF16_TILE_ROWS, (int)cfg->threads,
+                                              &o, err)
+                          : MOE_OK;
     for (int l = 0; st == MOE_OK && l < w->num_layers; l++) {
         moe_layer_weights_t *lw = &w->layers[l];
         for (int i = 0; st == MOE_OK && i < lw->num_local; i++) {
@@ -200,11 +170,10 @@ static moe_status_t pack_onednn(const moe_config_t *cfg, moe_weights_t *w, moe_e
             }
             /* the plain copies go as soon as the packed ones exist; online rebalancing
              * keeps them: they are what moves to another rank */
-            st = pack_ffn(o, ew, cfg->rebalance_every != 0, err);
+            st = pack_ffn(o, ew, H, F, up, cfg->rebalance_every != 0, err);
             /* load progress: the watchdog sees a rank that packs as busy, not hung; the
              * expert's real bf16 bytes (GELU: two matrices, SwiGLU: three) */
-            moe_watchdog_progress((int64_t)(up_cols(cfg) + moe_cfg_expert_ffn(cfg)) *
-                                  (int64_t)cfg->hidden_dim * 2);
+            moe_watchdog_progress((up + F) * H * 2);
         }
     }
     moe_onednn_destroy(o);
@@ -215,7 +184,7 @@ moe_status_t moe_expert_cpu_pack(const moe_config_t *cfg, moe_weights_t *w, moe_
 {
     moe_status_t st = MOE_OK;
     if (w->store == MOE_DTYPE_BF16) { /* FP8, MXFP4 held as stored: the kernels read them so */
-        st = w->compute == MOE_NUM_BF16 ? pack_onednn(cfg, w, err) : pack_blocked(cfg, w, err);
+        st = pack_experts(cfg, w, err);
     }
     /* the shared experts by their own compute type: a master of master routing hosts no
      * experts (its compute F32) but may hold BF16 shared experts for BF16 compute */
