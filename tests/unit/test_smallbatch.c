@@ -20,6 +20,7 @@
 #include "expert/smallbatch.h"
 #include "model/weights.h"
 #include "moe/bf16.h"
+#include "moe/testctl.h"
 #include "test_util.h"
 
 static unsigned g_seed = 12345u;
@@ -731,6 +732,14 @@ int main(void)
         ffn_case(MOE_SB_BF16, 160, 136, threads);
         ffn_case(MOE_SB_BF16, 256, 72, threads); /* H past 2F: the down matrix the taller */
     }
+    /* BF16 widened in panels (a large matrix's way) on small ones: 64-row panels */
+    setenv("MOED_TEST_PANEL_FLOATS", "1", 1);
+    moe_testctl_reload();
+    for (int threads = 1; threads <= 2; threads++) {
+        ffn_case(MOE_SB_BF16, 160, 136, threads); /* W13 272 rows: 5 panels, the last 16 */
+    }
+    unsetenv("MOED_TEST_PANEL_FLOATS");
+    moe_testctl_reload();
     arena_case(MOE_DTYPE_FP8);
     arena_case(MOE_DTYPE_MXFP4);
     return moe_test_finish("test_smallbatch");

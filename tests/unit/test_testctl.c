@@ -38,6 +38,7 @@ static void test_names(void)
         [MOE_TESTCTL_LOAD_DELAY] = "MOED_TEST_LOAD_DELAY_MS",
         [MOE_TESTCTL_TOUCH] = "MOED_TEST_TOUCH_MIB",
         [MOE_TESTCTL_ABSORB_FAIL] = "MOED_TEST_ABSORB_FAIL",
+        [MOE_TESTCTL_PANEL_FLOATS] = "MOED_TEST_PANEL_FLOATS",
     };
     for (int h = 0; h < MOE_TESTCTL_COUNT; h++) {
         CHECK(moe_testctl_name((moe_testctl_hook_t)h) != NULL &&
@@ -203,6 +204,14 @@ static void test_delays(void)
     CHECK(!moe_testctl_armed(MOE_TESTCTL_ABSORB_FAIL));
     set_hook(MOE_TESTCTL_ABSORB_FAIL, "none");
     CHECK(!moe_testctl_absorb_fails(0));
+
+    /* the panel size: N > 0, else the caller's own */
+    set_hook(MOE_TESTCTL_PANEL_FLOATS, "4096");
+    CHECK_INT_EQ(moe_testctl_panel_floats(77), 4096);
+    set_hook(MOE_TESTCTL_PANEL_FLOATS, "0");
+    CHECK_INT_EQ(moe_testctl_panel_floats(77), 77);
+    set_hook(MOE_TESTCTL_PANEL_FLOATS, "many");
+    CHECK_INT_EQ(moe_testctl_panel_floats(77), 77);
 
     /* a hook that is no delay has none */
     set_hook(MOE_TESTCTL_STALL, "0:3");

@@ -33,6 +33,9 @@
  *   MOED_TEST_ABSORB_FAIL (MOE_TESTCTL_ABSORB_FAIL)           rank
  *       rank 0's gather cannot fold that rank's second and later parts of a window into its
  *       first, as if out of memory (the parts are dropped; the report must say so)
+ *   MOED_TEST_PANEL_FLOATS (MOE_TESTCTL_PANEL_FLOATS)         N
+ *       BF16 weights in F32 compute are widened for the BLAS in panels of at most N floats
+ *       (at least 64 rows) instead of 64 MiB's: the panels of a large matrix on small ones
  *
  * Numbers are read as sscanf's %lld (strtol for the plain N ones: a bad N reads as 0, off).
  * rank:ms hooks need ms > 0; in a list the first element naming the rank wins, and elements
@@ -55,6 +58,7 @@ typedef enum moe_testctl_hook {
     MOE_TESTCTL_LOAD_DELAY,
     MOE_TESTCTL_TOUCH,
     MOE_TESTCTL_ABSORB_FAIL,
+    MOE_TESTCTL_PANEL_FLOATS,
     MOE_TESTCTL_COUNT
 } moe_testctl_hook_t;
 
@@ -91,5 +95,8 @@ int64_t moe_testctl_touch_mib(int rank);
 void moe_testctl_touch(int rank);
 /* MOE_TESTCTL_ABSORB_FAIL: true when rank 0 is to fail folding in a later part of `rank`. */
 bool moe_testctl_absorb_fails(int rank);
+/* MOE_TESTCTL_PANEL_FLOATS: the floats a BF16 widening panel may hold, `otherwise` when
+ * unset. */
+int64_t moe_testctl_panel_floats(int64_t otherwise);
 
 #endif /* MOE_TESTCTL_H */

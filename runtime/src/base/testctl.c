@@ -137,6 +137,7 @@ static const struct testctl_row {
     [MOE_TESTCTL_LOAD_DELAY] = {"MOED_TEST_LOAD_DELAY_MS", parse_load_ms, "N (ms)"},
     [MOE_TESTCTL_TOUCH] = {"MOED_TEST_TOUCH_MIB", parse_rank_ms_list, "rank:mib[,rank:mib...]"},
     [MOE_TESTCTL_ABSORB_FAIL] = {"MOED_TEST_ABSORB_FAIL", parse_rank, "rank"},
+    [MOE_TESTCTL_PANEL_FLOATS] = {"MOED_TEST_PANEL_FLOATS", parse_us, "N"},
 };
 
 static testctl_value_t testctl_values[MOE_TESTCTL_COUNT];
@@ -275,4 +276,10 @@ bool moe_testctl_absorb_fails(int rank)
 {
     const testctl_value_t *v = testctl_get(MOE_TESTCTL_ABSORB_FAIL);
     return v->armed && v->n == rank;
+}
+
+int64_t moe_testctl_panel_floats(int64_t otherwise)
+{
+    const testctl_value_t *v = testctl_get(MOE_TESTCTL_PANEL_FLOATS);
+    return v->armed ? v->n : otherwise;
 }

@@ -9,6 +9,7 @@
 #include "expert/expert_bf16.h"
 #include "expert/gemm.h"
 #include "moe/mem.h"
+#include "moe/testctl.h"
 
 /* Rows of W dequantised to F32 at a time for the BLAS (F32 compute, FP8 / MXFP4 weights):
  * 256 rows of the widest input (ffn or hidden) stay in L2 while the GEMM reads them. BF16
@@ -17,6 +18,10 @@
  * with the weights held in F32 (Zen 3, 2026-11-28), the SGEMM packing the call's rows again
  * for every panel; the whole matrix costs one expert's matrix in F32 of scratch. */
 #define PANEL_ROWS 256
+/* BF16 weights' scratch at most (floats, 64 MiB): larger matrices (Mixtral's W13: 470 MB in
+ * F32) are widened in panels of as many rows as fit, multiples of 64 (DeepSeek-V3's W13,
+ * 4096 x 7168: two panels of 2304 rows and one of 1024). */
+#define PANEL_BF16_MAX ((int64_t)16 << 20)
 
 struct moe_expert_small {
     moe_sb_isa_t isa;   /* MOE_SB_NONE: the GEMM libraries only */
@@ -32,9 +37,9 @@ struct moe_expert_small {
     void *x;            /* [max_rows, kp_h] the rows, padded (zero past H) */
     void *a;            /* [max_rows, kp_f] the activated rows, padded (zero past F) */
     uint16_t *panel_up, *panel_down; /* BF16 compute: a dequantised expert, oneDNN's layout */
-    float *panel;       /* F32 compute: [PANEL_ROWS, max(H, F)]; BF16 weights: the larger
-                         * matrix whole */
-    int64_t panel_rows; /* PANEL_ROWS, or (BF16 weights) the most outputs of a matrix */
+    float *panel;       /* F32 compute: [panel_rows, max(H, F)] */
+    int64_t panel_rows; /* PANEL_ROWS, or (BF16 weights) a matrix's outputs whole, up to
+                         * PANEL_BF16_MAX floats */
     int64_t calls[2], rows[2];
 };
 
@@ -167,10 +172,11 @@ moe_status_t moe_expert_small_create(const moe_config_t *cfg, const moe_weights_
         }
     } else if (st == MOE_OK && s->own) {
         int64_t widest = s->H > s->F ? s->H : s->F;
-        int64_t up = s->up_n * s->H, down = s->H * s->F; /* BF16: the larger matrix */
-        s->panel_rows = s->quant ? PANEL_ROWS : s->up_n > s->H ? s->up_n : s->H;
-        s->panel = moe_alloc_large((size_t)(s->quant ? PANEL_ROWS * widest
-                                                     : up > down ? up : down) * sizeof(float));
+        int64_t tallest = s->up_n > s->H ? s->up_n : s->H;
+        int64_t fit = moe_testctl_panel_floats(PANEL_BF16_MAX) / widest / MOE_BLK_N * MOE_BLK_N;
+        fit = fit < MOE_BLK_N ? MOE_BLK_N : fit;
+        s->panel_rows = s->quant ? PANEL_ROWS : tallest < fit ? tallest : fit;
+        s->panel = moe_alloc_large((size_t)(s->panel_rows * widest) * sizeof(float));
         if (s->panel == NULL) {
             st = moe_error_set(err, MOE_ERR_NO_MEMORY, "cannot allocate a dequantised panel");
         }
