@@ -13,14 +13,14 @@
 
 /* Rows of W dequantised to F32 at a time for the BLAS (F32 compute, FP8 / MXFP4 weights):
  * 256 rows of the widest input (ffn or hidden) stay in L2 while the GEMM reads them. BF16
- * weights (F32 compute for want of native BF16) are widened whole: panels of 256 rows made
- * the default job's prefill (512 rows an expert call) 0.75 of the GEMM limit against 0.87
- * with the weights held in F32 (Zen 3, 2026-11-28), the SGEMM packing the call's rows again
- * for every panel; the whole matrix costs one expert's matrix in F32 of scratch. */
+ * weights (F32 compute for want of native BF16) are widened a whole matrix at a time (up to
+ * PANEL_BF16_MAX): panels of 256 rows made the default job's prefill (512 rows an expert
+ * call) 0.75 of the GEMM limit against 0.87 with the weights held in F32 (Zen 3,
+ * 2026-11-28), the SGEMM packing the call's rows again for every panel. */
 #define PANEL_ROWS 256
 /* BF16 weights' scratch at most (floats, 64 MiB): larger matrices (Mixtral's W13: 470 MB in
- * F32) are widened in panels of as many rows as fit, multiples of 64 (DeepSeek-V3's W13,
- * 4096 x 7168: two panels of 2304 rows and one of 1024). */
+ * F32) are widened in panels of as many rows of the widest input as fit, multiples of 64
+ * (DeepSeek-V3's W13, 4096 x 7168: panels of 2304 and 1792 rows). */
 #define PANEL_BF16_MAX ((int64_t)16 << 20)
 
 struct moe_expert_small {
@@ -56,8 +56,8 @@ struct moe_expert_small {
  * 128 (before the scales went on the sums, at 06:33 UTC: FP8 1.49x and 1.06x, MXFP4 1.64x
  * and 0.95x: 64 rows then). BF16 weights in F32 compute (CPUs without native BF16: held as
  * BF16, moe_expert_held_dtype) on the avx2 kernels against the whole matrix widened to F32
- * and the SGEMM (Zen 3, 2026-11-28 12:10 UTC): 1.95x at 16 rows, 1.32x at 32, 1.09x at 48,
- * 1.03x at 64, 0.90x at 96. */
+ * and the SGEMM (Zen 3, 2026-11-28 11:46 UTC): 2.04x at 16 rows, 1.48x at 32, 1.25x at 48,
+ * 0.69x at 64. */
 int64_t moe_expert_small_default_rows(moe_sb_type_t type, moe_sb_isa_t isa)
 {
     if (isa == MOE_SB_AVX512_BF16 || isa == MOE_SB_AVX512_BF16_VBMI) {
@@ -304,8 +304,9 @@ moe_status_t moe_expert_small_forward_bf16(moe_expert_small_t *s, moe_onednn_t *
     return moe_expert_forward_bf16(o, &packed, act, hidden, ffn, rows, in, h, a, out, err);
 }
 
-/* F32 compute, FP8 / MXFP4 / BF16 over many rows: W in panels of rows (BF16: one, the whole
- * matrix) dequantised to F32, each panel's columns of the output by the BLAS. */
+/* F32 compute, FP8 / MXFP4 / BF16 over many rows: W in panels of rows (BF16: the whole
+ * matrix up to PANEL_BF16_MAX) dequantised to F32, each panel's columns of the output by
+ * the BLAS. */
 static moe_status_t panels_f32(moe_expert_small_t *s, const moe_sb_matrix_t *m, int64_t rows,
                                const float *x, int64_t ldx, float *y, int64_t ldy)
 {
