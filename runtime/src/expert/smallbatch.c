@@ -710,6 +710,9 @@ SB_INLINE void k256bf(const moe_sb_matrix_t *w, int64_t nb, const float *x, floa
  * the time of two passes of 16. (Two rows a load of the decoded vectors, sharing its loads,
  * measured no faster.) */
 #define A2_ROWS 32
+/* FP8 calls of up to this many rows a pass take k256fp8_r's passes of 2-4 rows instead
+ * (performance.md). */
+#define A2_FP8_R 12
 
 /* MXFP4: vector j = 4 s + 2 wv + u (0..7) lane l (0..7) of half h as a2_mx4 leaves it: its
  * output in the column block; its input's parity is l % 2, so lanes l and l + 1 (l even)
@@ -958,6 +961,77 @@ SB_INLINE void k256fp8_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, f
         }
     }
     a2_fp8_out(tot, tile);
+}
+
+/* avx2, FP8, R rows (2..4) of column block nb into tile [R][64]: k256fp8_1's arithmetic (the
+ * same bits), a K-block (2 KiB, read in order, the one after next fetched ahead) a quarter of
+ * its outputs at a time (16: one 32-byte load decoded to four vectors), the R rows' sums of
+ * those outputs in registers over the K-block, in bs between K-blocks, each scale block's sums
+ * into the totals at its end. The decoding is paid once for the R rows and the sums never
+ * leave the registers within a K-block (k256q stores the decoded block to L1 and reads it
+ * again for each row). */
+SB_INLINE void k256fp8_r(const moe_sb_matrix_t *w, int64_t nb, int R, const float *x,
+                         int64_t ldx, float *tile)
+{
+    const int64_t kbn = kpad(w) / MOE_BLK_K, kbs = w->sk / MOE_BLK_K;
+    float sv[64];
+    float xs[4][MOE_BLK_K] __attribute__((aligned(32)));
+    float tot[4][64] __attribute__((aligned(32)));
+    __m256 bs[4][8];
+    bool fold = true;
+    memset(tot, 0, sizeof(tot));
+    for (int64_t kb = 0; kb < kbn; kb++) {
+        const int64_t e0 = (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K);
+        if (kb % kbs == 0) {
+            fold = a2_fp8_scales(w, nb, kb, sv);
+            for (int r = 0; r < R; r++) {
+                for (int j = 0; j < 8; j++) {
+                    bs[r][j] = _mm256_setzero_ps();
+                }
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            a2_fp8_x(x + r * ldx + kb * MOE_BLK_K, xs[r]);
+        }
+        for (int g = 0; g < 4; g++) { /* half g / 2, vectors t = 2 (g % 2) and t + 1 */
+            __m256 acc[4][2];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                acc[r][0] = bs[r][2 * g];
+                acc[r][1] = bs[r][2 * g + 1];
+            }
+            for (int q = 0; q < MOE_BLK_K / 2; q++) {
+                if (g == 0 && kb + 2 < kbn) { /* the K-block after next, 2 lines a pair */
+                    const char *ahead = (const char *)w->codes + e0 + q * 2 * MOE_BLK_N +
+                                        2 * MOE_BLK_N * MOE_BLK_K;
+                    _mm_prefetch(ahead, _MM_HINT_T0);
+                    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+                }
+                __m256 f[4];
+                a2_fp8(w->codes, e0 + q * 2 * MOE_BLK_N, g / 2, g % 2, f);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const __m256 xe = _mm256_broadcast_ss(xs[r] + 2 * q);
+                    const __m256 xo = _mm256_broadcast_ss(xs[r] + 2 * q + 1);
+                    acc[r][0] = a2_fp8_fma(f[0], f[1], xe, xo, acc[r][0]);
+                    acc[r][1] = a2_fp8_fma(f[2], f[3], xe, xo, acc[r][1]);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                bs[r][2 * g] = acc[r][0];
+                bs[r][2 * g + 1] = acc[r][1];
+            }
+        }
+        if (kb % kbs == kbs - 1 || kb == kbn - 1) {
+            for (int r = 0; r < R; r++) {
+                a2_fp8_total(bs[r], 8, sv, fold, tot[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        a2_fp8_out(tot[r], tile + r * MOE_BLK_N);
+    }
 }
 
 /* MXFP4: one row's sums b (nv vectors of half h, a2_fma) over a K-block into its totals t,
@@ -1243,6 +1317,23 @@ __attribute__((noinline)) static void a2_bf(const moe_sb_matrix_t *w, int64_t nb
     {                                                                                        \
         if ((T) == MOE_SB_FP8 && rows == 1) {                                                \
             k256fp8_1(w, nb, x, tile);                                                       \
+            return;                                                                          \
+        }                                                                                    \
+        if ((T) == MOE_SB_FP8 && rows <= A2_FP8_R) { /* passes of 2-4 rows */              \
+            for (int64_t p = 0, np = (rows + 3) / 4; p < np; p++) {                          \
+                int64_t r0 = rows * p / np, n = rows * (p + 1) / np - r0;                    \
+                const float *xp = x + r0 * ldx;                                              \
+                float *tp = tile + r0 * MOE_BLK_N;                                           \
+                if (n == 1) {                                                                \
+                    k256fp8_1(w, nb, xp, tp);                                                \
+                } else if (n == 2) {                                                         \
+                    k256fp8_r(w, nb, 2, xp, ldx, tp);                                        \
+                } else if (n == 3) {                                                         \
+                    k256fp8_r(w, nb, 3, xp, ldx, tp);                                        \
+                } else {                                                                     \
+                    k256fp8_r(w, nb, 4, xp, ldx, tp);                                        \
+                }                                                                            \
+            }                                                                                \
             return;                                                                          \
         }                                                                                    \
         if ((T) == MOE_SB_MXFP4 && rows == 1) {                                              \
