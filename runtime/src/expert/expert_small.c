@@ -91,6 +91,15 @@ static moe_sb_type_t held_type(moe_dtype_t store)
                                                                           : MOE_SB_BF16;
 }
 
+/* The held weights' type and what follows from it and the compute type. */
+static void held_types(moe_expert_small_t *s, moe_dtype_t store, moe_num_dtype_t compute)
+{
+    s->bf16 = compute == MOE_NUM_BF16;
+    s->quant = store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4;
+    s->type = held_type(store);
+    s->own = !s->bf16 && (s->quant || store == MOE_DTYPE_BF16);
+}
+
 /* The kernels' choice: which ISA (none: GEMMs only) and up to how many rows. */
 static void pick(moe_expert_small_t *s, const moe_config_t *cfg, moe_dtype_t store,
                  moe_onednn_t *o, int64_t tile_rows)
@@ -110,9 +119,8 @@ static void pick(moe_expert_small_t *s, const moe_config_t *cfg, moe_dtype_t sto
 void moe_expert_small_plan(const moe_config_t *cfg, moe_dtype_t store, moe_num_dtype_t compute,
                            moe_sb_isa_t *isa, int64_t *rows)
 {
-    moe_expert_small_t s = {.bf16 = compute == MOE_NUM_BF16, .type = held_type(store),
-                            .quant = store == MOE_DTYPE_FP8 || store == MOE_DTYPE_MXFP4};
-    s.own = !s.bf16 && (s.quant || store == MOE_DTYPE_BF16);
+    moe_expert_small_t s = {0};
+    held_types(&s, store, compute);
     moe_onednn_t *o = NULL;
     int64_t F = moe_cfg_expert_ffn(cfg), up_n = cfg->activation == MOE_ACT_GELU ? F : 2 * F;
     if (store == MOE_DTYPE_BF16 && s.bf16 &&
@@ -141,10 +149,7 @@ moe_status_t moe_expert_small_create(const moe_config_t *cfg, const moe_weights_
     s->kp_h = moe_blk_pad(s->H, MOE_BLK_K);
     s->kp_f = moe_blk_pad(s->F, MOE_BLK_K);
     s->threads = cfg->threads > 1 ? (int)cfg->threads : 1;
-    s->bf16 = compute == MOE_NUM_BF16;
-    s->quant = w->store == MOE_DTYPE_FP8 || w->store == MOE_DTYPE_MXFP4;
-    s->type = held_type(w->store);
-    s->own = !s->bf16 && (s->quant || w->store == MOE_DTYPE_BF16);
+    held_types(s, w->store, compute);
     s->sk = w->store == MOE_DTYPE_FP8 ? w->fp8_block[1] : MOE_MXFP4_BLOCK;
     pick(s, cfg, w->store, o, tile_rows);
     moe_status_t st = MOE_OK;

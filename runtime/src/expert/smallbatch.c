@@ -710,8 +710,8 @@ SB_INLINE void k256bf(const moe_sb_matrix_t *w, int64_t nb, const float *x, floa
  * the time of two passes of 16. (Two rows a load of the decoded vectors, sharing its loads,
  * measured no faster.) */
 #define A2_ROWS 32
-/* FP8 calls of up to this many rows a pass take k256fp8_r's passes of 2-4 rows instead
- * (performance.md). */
+/* FP8 calls of up to this many rows: moe_sb_gemm splits them into passes of 2-4 rows for
+ * k256fp8_r (performance.md). */
 #define A2_FP8_R 12
 
 /* MXFP4: vector j = 4 s + 2 wv + u (0..7) lane l (0..7) of half h as a2_mx4 leaves it: its
@@ -1319,20 +1319,11 @@ __attribute__((noinline)) static void a2_bf(const moe_sb_matrix_t *w, int64_t nb
             k256fp8_1(w, nb, x, tile);                                                       \
             return;                                                                          \
         }                                                                                    \
-        if ((T) == MOE_SB_FP8 && rows <= A2_FP8_R) { /* passes of 2-4 rows */              \
-            for (int64_t p = 0, np = (rows + 3) / 4; p < np; p++) {                          \
-                int64_t r0 = rows * p / np, n = rows * (p + 1) / np - r0;                    \
-                const float *xp = x + r0 * ldx;                                              \
-                float *tp = tile + r0 * MOE_BLK_N;                                           \
-                if (n == 1) {                                                                \
-                    k256fp8_1(w, nb, xp, tp);                                                \
-                } else if (n == 2) {                                                         \
-                    k256fp8_r(w, nb, 2, xp, ldx, tp);                                        \
-                } else if (n == 3) {                                                         \
-                    k256fp8_r(w, nb, 3, xp, ldx, tp);                                        \
-                } else {                                                                     \
-                    k256fp8_r(w, nb, 4, xp, ldx, tp);                                        \
-                }                                                                            \
+        if ((T) == MOE_SB_FP8 && rows <= 4) { /* moe_sb_gemm's passes of 2-4 rows */       \
+            switch (rows) {                                                                  \
+            case 2: k256fp8_r(w, nb, 2, x, ldx, tile); break;                                \
+            case 3: k256fp8_r(w, nb, 3, x, ldx, tile); break;                                \
+            default: k256fp8_r(w, nb, 4, x, ldx, tile); break;                               \
             }                                                                                \
             return;                                                                          \
         }                                                                                    \
@@ -1484,7 +1475,7 @@ void moe_sb_gemm(moe_sb_isa_t isa, const moe_sb_matrix_t *w, int64_t m, const vo
     int mr = bf ? k_bf_rows[w->type] : isa == MOE_SB_AVX512 ? MR_F32 : MR_AVX2;
     size_t xsz = bf ? sizeof(uint16_t) : sizeof(float);
     bool a2q = isa == MOE_SB_AVX2 && w->type != MOE_SB_BF16;
-    mr = a2q ? A2_ROWS : mr;
+    mr = a2q ? (w->type == MOE_SB_FP8 && m <= A2_FP8_R ? 4 : A2_ROWS) : mr;
     float tile[A2_ROWS * MOE_BLK_N];
     /* passes of equal size (+-1): 8 rows are 4 + 4, not 6 + 2 */
     int64_t passes = (m + mr - 1) / mr;
