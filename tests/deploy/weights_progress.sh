@@ -28,13 +28,9 @@ case "$1" in
     printf 'model:\n  checkpoint: %s\nruntime:\n  routing: master\nworkload:\n  tokens_per_step: 8\n  steps: 1\nprofiler:\n  enabled: false\n' \
       "$PWD/ck" > c.yaml
     mpirun_moed 3 --config c.yaml --no-progress > out.log 2> err.log || { cat out.log err.log; fail "run failed"; }
-    # held in BF16 for BF16 compute (avx512_bf16) or moed's F32 kernels (AVX2 and FMA, or
-    # AVX-512); a CPU with neither holds them widened: F32, twice the bytes
+    # held in BF16 (cpu_holds_bf16); a CPU that cannot holds them widened: F32, twice the bytes
     held="288 MiB on one rank; BF16, 24 MiB per expert"
-    if ! grep -qw avx512_bf16 /proc/cpuinfo && ! grep -qw avx512f /proc/cpuinfo &&
-       ! { grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; }; then
-      held="576 MiB on one rank; F32, 48 MiB per expert"
-    fi
+    cpu_holds_bf16 || held="576 MiB on one rank; F32, 48 MiB per expert"
     want=("weights: rank 0 hosts no experts; the expert ranks are reading theirs from $PWD/ck (up to 4 x 3 layers, $held)") ;;
   symmetric)
     LAYERS=3 ROUTING=symmetric small_model > c.yaml

@@ -148,10 +148,8 @@ run_and_compare() {
   # (from /proc/cpuinfo, not from moed), F32 otherwise (their own line after the experts')
   if [[ $family == qwen2_moe || $family == deepseek_* || $family == kimi_k2 ]]; then
     shared="f32 weights, f32 compute"
-    flags=" $(grep -m1 '^flags' /proc/cpuinfo) "
-    native=; [[ $flags == *" avx512_bf16 "* && ${MOED_CPU_NO_BF16:-0} == 0 ]] && native=1
-    kernels=; [[ $flags == *" avx512f "* || ( $flags == *" avx2 "* && $flags == *" fma "* ) ]] && kernels=1
-    [[ $dtype == bf16 && -z $native && -n $kernels ]] && shared="bf16 weights, f32 compute"
+    native=; grep -qw avx512_bf16 /proc/cpuinfo && [[ ${MOED_CPU_NO_BF16:-0} == 0 ]] && native=1
+    [[ $dtype == bf16 && -z $native ]] && cpu_holds_bf16 && shared="bf16 weights, f32 compute"
     [[ $compute == bf16 ]] && shared="bf16 weights, bf16 compute"
     [[ $dtype == fp8 ]] && shared="fp8 e4m3 weights held as stored, $compute compute"
     if ! grep -qx "shared experts: $shared" "$name.log"; then

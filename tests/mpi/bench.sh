@@ -139,7 +139,8 @@ def check_parts(t, rows, expert_ranks):
         if expert_ranks == 1:
             assert b == 1, p
 PY
-    python3 - out.log <<'PY' || fail "decode figures"
+    wbytes=4; cpu_holds_bf16 && wbytes=2  # the weights as held: BF16, or widened to F32
+    python3 - out.log "$wbytes" <<'PY' || fail "decode figures"
 import re, sys
 sys.path.insert(0, ".")
 from parts import check_parts
@@ -150,11 +151,8 @@ assert re.search(r"^kernel memory monitor \(DAMON\): (none|kdamond \d+ \w+)", t,
 assert re.search(r"^read bandwidth: stream: read GB/s best [0-9.]+", t, re.M), "stream line"
 rows = [l.split() for l in t.splitlines() if l.startswith("bf16 ")]
 assert len(rows) == 2, rows
-# MB: gate, up, down in BF16 (BF16 compute, or moed's F32 kernels: AVX2 and FMA, or
-# AVX-512); held widened to F32 on a CPU with neither
-flags = set(open("/proc/cpuinfo").read().split())
-kernels = "avx512_bf16" in flags or "avx512f" in flags or {"avx2", "fma"} <= flags
-wbytes = 2 if kernels else 4
+# MB: gate, up, down in BF16, or widened to F32 where the CPU cannot hold BF16 (argv[2])
+wbytes = int(sys.argv[2])
 per_expert = 3 * 256 * 128 * wbytes / 1e6
 floors = re.findall(r"^    floor: (bytes|flops) \(GEMM limit ([0-9.]+) GFLOP/s an expert rank; step mean ([0-9.]+) ms\)$",
                     t, re.M)
