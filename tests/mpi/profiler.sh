@@ -357,7 +357,10 @@ PY
     #    2 waits for rank 1 about rank 1's extra compute a step (measured in the same run).
     #    (With 6 against 4, 1.5x the rows, a loaded machine's scheduling of 3 unpinned ranks on
     #    2 cores could make rank 2 the slower one in 2 runs of 3: the truth was no longer the
-    #    placement's.)
+    #    placement's.) 1024 tokens a step, not 256: rank 1's lead is then about 110 ms, not
+    #    30, so a loaded machine's few tens of ms (rank 2 once computed 31 ms where it takes
+    #    16-26 and waited 17 ms against a lead of 35) stay small next to it; with two busy
+    #    processes beside the test's 3 ranks the wait was 0.89-0.90 of a 212-282 ms lead.
     check() {  # check CASE: the run's summary.json against the case's truth
       python3 - "$(run_dir)" "$1" <<'PY'
 import json, sys
@@ -416,7 +419,7 @@ PY
     MOED_TEST_EXPERT_DELAY_MS=1:300,2:300 mpirun_moed 3 --config c.yaml --no-progress \
       > run.log 2>&1 || { cat run.log; fail "run with both expert ranks slowed failed"; }
     check balanced || fail "balanced: imbalance booked"
-    E=10 H=512 F=1024 TOKENS=256 STEPS=5 PROF=true \
+    E=10 H=512 F=1024 TOKENS=1024 STEPS=5 PROF=true \
       PLACEMENT='{1: [0, 1, 2, 3, 4, 5, 6, 7], 2: [8, 9]}' small_model \
       | sed 's/^  enabled: true/  enabled: true\n  warmup_steps: 1/' > p.yaml
     rm -rf experiments
