@@ -715,6 +715,8 @@ int main(void)
             gemm_case((moe_sb_type_t)t, 3, 45);
             dequant_case((moe_sb_type_t)t, 70, 136);
             dequant_case((moe_sb_type_t)t, 3, 45); /* odd: the packing's last input alone */
+            dequant_case((moe_sb_type_t)t, 65, 33); /* a last K-block of that input only */
+            dequant_case((moe_sb_type_t)t, 1, 1);
         }
     }
     exact_case(MOE_SB_FP8);

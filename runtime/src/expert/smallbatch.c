@@ -20,8 +20,8 @@
 
 /* Rows a pass holds in registers, 4 column vectors of 16 outputs each: avx512_bf16 6 rows
  * (24 of the 32 registers), 5 for FP8 (its tables take 5); avx512 F32 5; avx2 BF16 4 rows x
- * 2 vectors of 8 outputs, a quarter of the column block at a time (one row: 8 vectors, the
- * whole block; two rows: 4 vectors each, half the block; avx2 FP8 and MXFP4: A2_ROWS, below). */
+ * 4 vectors of 8 outputs, half the column block at a time (one row: 8 vectors, the whole
+ * block; avx2 FP8 and MXFP4: A2_ROWS, below). */
 #define MR_BF16 6
 #define MR_FP8 5
 #define MR_MX 6
@@ -148,15 +148,15 @@ void moe_sb_pack_bf16(const uint16_t *src, int64_t n, int64_t k, uint16_t *dst)
         const uint16_t *s = src + r * k;
         uint16_t *d = dst + moe_blk_index(r, 0, kp);
         for (int64_t kb = 0; kb * MOE_BLK_K < k; kb++) {
-            const int64_t c0 = kb * MOE_BLK_K, pairs = (k - c0 >= MOE_BLK_K ? MOE_BLK_K : k - c0) / 2;
+            const int64_t c0 = kb * MOE_BLK_K, nin = k - c0 < MOE_BLK_K ? k - c0 : MOE_BLK_K;
             uint16_t *db = d + kb * (MOE_BLK_N * MOE_BLK_K);
-            for (int64_t q = 0; q < pairs; q++) {
+            for (int64_t q = 0; q < nin / 2; q++) {
                 uint32_t v;
                 memcpy(&v, s + c0 + 2 * q, sizeof v);
                 memcpy(db + q * 2 * MOE_BLK_N, &v, sizeof v);
             }
-            if (c0 + 2 * pairs < k) { /* k odd: the last input alone */
-                db[pairs * 2 * MOE_BLK_N] = s[k - 1];
+            if (nin % 2 != 0) { /* k odd: the last input alone */
+                db[nin / 2 * 2 * MOE_BLK_N] = s[k - 1];
             }
         }
     }
@@ -1341,15 +1341,18 @@ SB_INLINE void k256q(int type, const moe_sb_matrix_t *w, int64_t nb, int64_t row
     }
 }
 
-/* avx2, BF16 (F32): R rows (3..4; 2: k256bf_2) of one column block into tile [R][64]. A K-block (32
- * inputs x 64 outputs, 4 KiB: read from memory in order, the next ones fetched ahead) is
- * taken a quarter of its outputs at a time (16: one 64-byte line of each 2-input row), two
- * loads widened to four vectors serving the R rows' 4 FMAs each, their R x 2 sums in
- * registers over the K-block and in the tile between K-blocks. Each output's FMAs come in
- * k256bf's order (even input, odd input, pair by pair), so a row's values are the same bits
- * whatever the rows beside it. (Quarters over the whole column block, the sums in registers
- * throughout, read the weights in four strided streams: 2 rows took 1.46 ms an expert, 2.5x
- * one row's.) */
+/* avx2, BF16 (F32): R rows (2..4) of one column block into tile [R][64]. A K-block (32
+ * inputs x 64 outputs, 4 KiB: read from memory in order, the one after next fetched ahead)
+ * is taken a half of its outputs at a time (32: two 64-byte lines of each 2-input row), each
+ * load widened to two vectors serving the R rows' 2 FMAs each, the R x 4 sums in registers
+ * over the half K-block and in the tile between: 8-16 chains of FMAs (a chain's two FMAs a
+ * pair of inputs wait on each other, so the quarters before, R x 2 chains, left 2 rows bound
+ * by the FMAs' latency). Each output's FMAs come in k256bf's order (even input, odd input,
+ * pair by pair), so a row's values are the same bits whatever the rows beside it. Against
+ * the quarters (an expert's W13 from memory, 32 in turn, one Zen 3 core, A/B in one
+ * program): 0.77-0.85x the time at 2 rows, 0.78-0.86x at 3, 0.87-0.95x at 4. (Quarters over
+ * the whole column block, the sums in registers throughout, read the weights in four
+ * strided streams: 2 rows took 1.46 ms an expert, 2.5x one row's.) */
 SB_INLINE void k256bf_r(const moe_sb_matrix_t *w, int64_t nb, int R, const float *x,
                         int64_t ldx, float *tile)
 {
@@ -1358,70 +1361,15 @@ SB_INLINE void k256bf_r(const moe_sb_matrix_t *w, int64_t nb, int R, const float
     for (int64_t kb = 0; kb < kbn; kb++) {
         const uint16_t *cb = (const uint16_t *)w->codes + (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K);
         const float *xk = x + kb * MOE_BLK_K;
-        for (int o = 0; o < MOE_BLK_N; o += 16) {
-            const uint16_t *c = cb + 2 * o;
-            __m256 acc[4][2];
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                acc[r][0] = _mm256_loadu_ps(tile + r * MOE_BLK_N + o);
-                acc[r][1] = _mm256_loadu_ps(tile + r * MOE_BLK_N + o + 8);
-            }
-            for (int q = 0; q < MOE_BLK_K / 2; q++) {
-                if (o == 0 && kb + 2 < kbn) { /* the K-block after next, 4 lines a pair */
-                    const char *ahead = (const char *)(c + q * 2 * MOE_BLK_N) +
-                                        2 * MOE_BLK_N * MOE_BLK_K * sizeof(uint16_t);
-                    _mm_prefetch(ahead, _MM_HINT_T0);
-                    _mm_prefetch(ahead + 64, _MM_HINT_T0);
-                    _mm_prefetch(ahead + 128, _MM_HINT_T0);
-                    _mm_prefetch(ahead + 192, _MM_HINT_T0);
-                }
-                __m256 e0, o0, e1, o1;
-                a2_words(_mm256_loadu_si256((const __m256i *)(c + q * 2 * MOE_BLK_N)), &e0, &o0);
-                a2_words(_mm256_loadu_si256((const __m256i *)(c + q * 2 * MOE_BLK_N + 16)), &e1,
-                         &o1);
-#pragma GCC unroll 4
-                for (int r = 0; r < R; r++) {
-                    const __m256 xe = _mm256_broadcast_ss(xk + r * ldx + 2 * q);
-                    const __m256 xo = _mm256_broadcast_ss(xk + r * ldx + 2 * q + 1);
-                    acc[r][0] = _mm256_fmadd_ps(e0, xe, acc[r][0]);
-                    acc[r][0] = _mm256_fmadd_ps(o0, xo, acc[r][0]);
-                    acc[r][1] = _mm256_fmadd_ps(e1, xe, acc[r][1]);
-                    acc[r][1] = _mm256_fmadd_ps(o1, xo, acc[r][1]);
-                }
-            }
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                _mm256_storeu_ps(tile + r * MOE_BLK_N + o, acc[r][0]);
-                _mm256_storeu_ps(tile + r * MOE_BLK_N + o + 8, acc[r][1]);
-            }
-        }
-    }
-}
-
-/* avx2, BF16 (F32): two rows of one column block into tile [2][64]. Each K-block is taken a
- * half of its outputs at a time (32: two 64-byte lines of each 2-input row), the two rows'
- * 2 x 4 sums in registers over the K-block: 8 chains of FMAs, where k256bf_r's quarters give
- * two rows 4 (a chain's two FMAs a pair of inputs wait on each other: 4 chains bound the
- * pass by the FMAs' latency). The same FMA order as k256bf and k256bf_r, so the same bits.
- * 0.80-0.85x k256bf_r's time at 2 rows (an expert's W13, 32 experts from memory, one Zen 3
- * core, both at -O3 in one program); for 3-4 rows, pairs of rows this way took 0.94-1.07x
- * the quarters' time, so those stay. */
-SB_INLINE void k256bf_2(const moe_sb_matrix_t *w, int64_t nb, const float *x, int64_t ldx,
-                        float *tile)
-{
-    const int64_t kbn = kpad(w) / MOE_BLK_K;
-    memset(tile, 0, (size_t)2 * MOE_BLK_N * sizeof(float));
-    for (int64_t kb = 0; kb < kbn; kb++) {
-        const uint16_t *cb = (const uint16_t *)w->codes + (nb * kbn + kb) * (MOE_BLK_N * MOE_BLK_K);
-        const float *x0 = x + kb * MOE_BLK_K, *x1 = x0 + ldx;
         for (int o = 0; o < MOE_BLK_N; o += 32) {
             const uint16_t *c = cb + 2 * o;
-            float *t0 = tile + o, *t1 = tile + MOE_BLK_N + o;
-            __m256 a0[4], a1[4];
+            __m256 a[4][4];
 #pragma GCC unroll 4
-            for (int g = 0; g < 4; g++) {
-                a0[g] = _mm256_loadu_ps(t0 + 8 * g);
-                a1[g] = _mm256_loadu_ps(t1 + 8 * g);
+            for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) {
+                    a[r][g] = _mm256_loadu_ps(tile + r * MOE_BLK_N + o + 8 * g);
+                }
             }
             for (int q = 0; q < MOE_BLK_K / 2; q++) {
                 if (o == 0 && kb + 2 < kbn) { /* the K-block after next, 4 lines a pair */
@@ -1432,25 +1380,25 @@ SB_INLINE void k256bf_2(const moe_sb_matrix_t *w, int64_t nb, const float *x, in
                     _mm_prefetch(ahead + 128, _MM_HINT_T0);
                     _mm_prefetch(ahead + 192, _MM_HINT_T0);
                 }
-                const __m256 xe0 = _mm256_broadcast_ss(x0 + 2 * q);
-                const __m256 xo0 = _mm256_broadcast_ss(x0 + 2 * q + 1);
-                const __m256 xe1 = _mm256_broadcast_ss(x1 + 2 * q);
-                const __m256 xo1 = _mm256_broadcast_ss(x1 + 2 * q + 1);
 #pragma GCC unroll 4
                 for (int g = 0; g < 4; g++) {
                     __m256 e, od;
                     a2_words(_mm256_loadu_si256((const __m256i *)(c + q * 2 * MOE_BLK_N + 16 * g)),
                              &e, &od);
-                    a0[g] = _mm256_fmadd_ps(e, xe0, a0[g]);
-                    a0[g] = _mm256_fmadd_ps(od, xo0, a0[g]);
-                    a1[g] = _mm256_fmadd_ps(e, xe1, a1[g]);
-                    a1[g] = _mm256_fmadd_ps(od, xo1, a1[g]);
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; r++) {
+                        const float *xr = xk + r * ldx + 2 * q;
+                        a[r][g] = _mm256_fmadd_ps(e, _mm256_broadcast_ss(xr), a[r][g]);
+                        a[r][g] = _mm256_fmadd_ps(od, _mm256_broadcast_ss(xr + 1), a[r][g]);
+                    }
                 }
             }
 #pragma GCC unroll 4
-            for (int g = 0; g < 4; g++) {
-                _mm256_storeu_ps(t0 + 8 * g, a0[g]);
-                _mm256_storeu_ps(t1 + 8 * g, a1[g]);
+            for (int r = 0; r < R; r++) {
+#pragma GCC unroll 4
+                for (int g = 0; g < 4; g++) {
+                    _mm256_storeu_ps(tile + r * MOE_BLK_N + o + 8 * g, a[r][g]);
+                }
             }
         }
     }
@@ -1463,7 +1411,7 @@ __attribute__((noinline)) static void a2_bf(const moe_sb_matrix_t *w, int64_t nb
 {
     switch (rows) {
     case 1: k256bf(w, nb, x, tile); break;
-    case 2: k256bf_2(w, nb, x, ldx, tile); break;
+    case 2: k256bf_r(w, nb, 2, x, ldx, tile); break;
     case 3: k256bf_r(w, nb, 3, x, ldx, tile); break;
     default: k256bf_r(w, nb, 4, x, ldx, tile); break;
     }
