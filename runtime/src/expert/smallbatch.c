@@ -931,6 +931,23 @@ SB_INLINE void a2_fma(int type, const __m256 *f, __m256 xa, __m256 xb, __m256 *a
     }
 }
 
+/* FP8: fetch into L1 pair row q (2 lines) of the K-block after next of K-block blk, on into
+ * the next column block, not past the matrix's last K-block (nblk: a2_blocks). */
+SB_INLINE int64_t a2_blocks(const moe_sb_matrix_t *w)
+{
+    return moe_blk_pad(w->n, MOE_BLK_N) / MOE_BLK_N * (kpad(w) / MOE_BLK_K);
+}
+
+SB_INLINE void a2_fp8_ahead(const moe_sb_matrix_t *w, int64_t blk, int64_t nblk, int q)
+{
+    if (blk + 2 < nblk) {
+        const char *ahead =
+            (const char *)w->codes + (blk + 2) * (MOE_BLK_N * MOE_BLK_K) + q * 2 * MOE_BLK_N;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 64, _MM_HINT_T0);
+    }
+}
+
 /* avx2, FP8, one row: column block nb times row x into tile [64], the 64 outputs' sums of a
  * scale block in 8 registers, each vector used as it is decoded: the arithmetic of k256q's
  * passes (the same bits), without their store and load of the decoded block (through it a
@@ -938,8 +955,7 @@ SB_INLINE void a2_fma(int type, const __m256 *f, __m256 xa, __m256 xb, __m256 *a
  * this way, a half at a time, were tried and left out.) */
 SB_INLINE void k256fp8_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, float *tile)
 {
-    const int64_t kbn = kpad(w) / MOE_BLK_K, kbs = w->sk / MOE_BLK_K;
-    const int64_t nblk = moe_blk_pad(w->n, MOE_BLK_N) / MOE_BLK_N * kbn; /* the matrix's */
+    const int64_t kbn = kpad(w) / MOE_BLK_K, kbs = w->sk / MOE_BLK_K, nblk = a2_blocks(w);
     float sv[64];
     float xs[MOE_BLK_K] __attribute__((aligned(32)));
     float tot[64] __attribute__((aligned(32)));
@@ -961,15 +977,10 @@ SB_INLINE void k256fp8_1(const moe_sb_matrix_t *w, int64_t nb, const float *x, f
         }
         a2_fp8_x(x + kb * MOE_BLK_K, xs);
         for (int q = 0; q < MOE_BLK_K / 2; q++) {
-            if (blk + 2 < nblk) { /* the K-block after next, on into the next column block:
-                                   * 0.77-0.81x the time of none (an expert's W13 from memory,
-                                   * one Zen 3 core; one to twelve ahead 0.76-0.95x; BF16's
-                                   * and MXFP4's one-row kernels gained nothing from it) */
-                const char *ahead = (const char *)w->codes +
-                                    (blk + 2) * (MOE_BLK_N * MOE_BLK_K) + q * 2 * MOE_BLK_N;
-                _mm_prefetch(ahead, _MM_HINT_T0);
-                _mm_prefetch(ahead + 64, _MM_HINT_T0);
-            }
+            /* 0.77-0.81x the time of no fetch (an expert's W13 from memory, one Zen 3 core;
+             * one to twelve K-blocks ahead 0.76-0.95x; BF16's and MXFP4's one-row kernels
+             * gained nothing from it) */
+            a2_fp8_ahead(w, blk, nblk, q);
             const __m256 xe = _mm256_broadcast_ss(xs + 2 * q);
             const __m256 xo = _mm256_broadcast_ss(xs + 2 * q + 1);
 #pragma GCC unroll 4
@@ -1061,13 +1072,12 @@ SB_INLINE void k256fp8_r(const moe_sb_matrix_t *w, int64_t nb, int R, const floa
 /* avx2, FP8, two rows: as k256fp8_r (the same bits), a half of a K-block's outputs at a time
  * (two loads, each decoded to four vectors), so the two rows keep 8 chains of FMAs where a
  * quarter gives them 4 (each chain's two FMAs a pair of inputs wait on each other), and the
- * K-block after next fetched on into the next column block: 0.87-0.92x k256fp8_r's time at 2
+ * K-block after next fetched on into the next column block (a2_fp8_ahead): 0.87-0.92x k256fp8_r's time at 2
  * rows (an expert's W13 from memory, 32 in turn, one Zen 3 core, A/B in one program). */
 SB_INLINE void k256fp8_2(const moe_sb_matrix_t *w, int64_t nb, const float *x, int64_t ldx,
                          float *tile)
 {
-    const int64_t kbn = kpad(w) / MOE_BLK_K, kbs = w->sk / MOE_BLK_K;
-    const int64_t nblk = moe_blk_pad(w->n, MOE_BLK_N) / MOE_BLK_N * kbn;
+    const int64_t kbn = kpad(w) / MOE_BLK_K, kbs = w->sk / MOE_BLK_K, nblk = a2_blocks(w);
     float sv[64];
     float xs[2][MOE_BLK_K] __attribute__((aligned(32)));
     float tot[2][64] __attribute__((aligned(32)));
@@ -1096,11 +1106,8 @@ SB_INLINE void k256fp8_2(const moe_sb_matrix_t *w, int64_t nb, const float *x, i
                 }
             }
             for (int q = 0; q < MOE_BLK_K / 2; q++) {
-                if (h == 0 && blk + 2 < nblk) { /* the K-block after next, 2 lines a pair */
-                    const char *ahead = (const char *)w->codes +
-                                        (blk + 2) * (MOE_BLK_N * MOE_BLK_K) + q * 2 * MOE_BLK_N;
-                    _mm_prefetch(ahead, _MM_HINT_T0);
-                    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+                if (h == 0) {
+                    a2_fp8_ahead(w, blk, nblk, q);
                 }
                 const __m256 xe0 = _mm256_broadcast_ss(xs[0] + 2 * q);
                 const __m256 xo0 = _mm256_broadcast_ss(xs[0] + 2 * q + 1);
