@@ -36,7 +36,6 @@ rank_pid() {
   done
 }
 
-# mpirun_moed NP ARGS...: run moed on NP ranks, bounded in time so nothing hangs a test.
 # cpu_holds_bf16: true when this CPU holds BF16 weights in BF16 (from /proc/cpuinfo, not
 # from moed): native BF16 (avx512_bf16) or moed's F32 kernels (AVX2 and FMA, or AVX-512);
 # a CPU with neither holds them widened to F32.
@@ -47,6 +46,7 @@ cpu_holds_bf16() {
      ( $flags == *" avx2 "* && $flags == *" fma "* ) ]]
 }
 
+# mpirun_moed NP ARGS...: run moed on NP ranks, bounded in time so nothing hangs a test.
 mpirun_moed() {
   local np=$1; shift
   # shellcheck disable=SC2086
